@@ -1,0 +1,137 @@
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LSN is a PostgreSQL write-ahead-log position.
+type LSN uint64
+
+// String formats l as PostgreSQL does ("16/B374D848").
+func (l LSN) String() string {
+	return fmt.Sprintf("%X/%X", uint32(l>>32), uint32(l))
+}
+
+// ParseLSN parses the "X/Y" form written by String and by PostgreSQL.
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("lsn %q: want the form X/Y", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+// SnapshotVersion is the version of rows read by an initial snapshot. Every
+// streamed change has a larger version (its LSN), so a change that happened
+// after the snapshot always replaces the snapshot's row.
+const SnapshotVersion uint64 = 0
+
+// Version returns the ReplacingMergeTree version of a change whose own WAL
+// position is lsn.
+//
+// The change's own LSN, not its transaction's commit LSN, is used because it
+// orders everything that matters and fits in 64 bits without loss:
+//   - Within a transaction, changes are written to the WAL in execution order,
+//     so two changes of one row in one transaction get increasing versions.
+//   - Across transactions, two transactions that change the same row conflict
+//     on that row's lock (or on its unique key), so the second one writes its
+//     change only after the first has committed: its LSN is larger than
+//     anything the first wrote. Row versions therefore increase in commit
+//     order even though transactions interleave in the WAL.
+//   - The same change read again after a restart has the same LSN, hence the
+//     same version.
+//
+// A version that packed the commit LSN and an ordinal into 64 bits would
+// have to drop LSN bits and overflow after a few hundred TiB of WAL; this one
+// is exact over the whole LSN range (PostgreSQL never wraps an LSN). Changes
+// decoded from one multi-insert WAL record share an LSN; they are always
+// different rows, so sharing a version is harmless. Snapshot rows use
+// SnapshotVersion (0): a transaction that was in progress when the snapshot
+// was taken may have written its change at an LSN below the snapshot's
+// consistent point, so no LSN-derived value is safely below every later
+// change. Resyncing a table therefore loads into a fresh table instead of
+// over old rows.
+func Version(lsn LSN) uint64 { return uint64(lsn) }
+
+// EventID returns the deterministic eventId of the change at position ordinal
+// of the transaction that committed at commitLSN, read from source.
+//
+// The layout is UUIDv7 (RFC 9562): the first 48 bits are the commit time in
+// Unix milliseconds, so ids sort by time; the remaining 74 non-fixed bits are
+// taken from SHA-256(source, commitLSN, ordinal) instead of a random source.
+// A random UUIDv7 generated at publish time would give a change re-published
+// after a crash a new id, and the dedup layer could not recognise it; this id
+// is the same every time the same change is captured.
+func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time) string {
+	var in [8 + 4]byte
+	binary.BigEndian.PutUint64(in[:8], uint64(commitLSN))
+	binary.BigEndian.PutUint32(in[8:], ordinal)
+	h := sha256.New()
+	h.Write([]byte(source))
+	h.Write([]byte{0})
+	h.Write(in[:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+
+	var u [16]byte
+	ms := uint64(commitTime.UnixMilli())
+	u[0] = byte(ms >> 40)
+	u[1] = byte(ms >> 32)
+	u[2] = byte(ms >> 24)
+	u[3] = byte(ms >> 16)
+	u[4] = byte(ms >> 8)
+	u[5] = byte(ms)
+	copy(u[6:], sum[:10])
+	u[6] = 0x70 | u[6]&0x0f // version 7
+	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
+	return formatUUID(u)
+}
+
+func formatUUID(u [16]byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
+}
+
+// ParseEventID checks that s is a UUIDv7 in canonical form and returns the
+// millisecond timestamp it carries.
+func ParseEventID(s string) (time.Time, error) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return time.Time{}, fmt.Errorf("%q is not a canonical UUID", s)
+	}
+	var u [16]byte
+	src := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	if _, err := hex.Decode(u[:], []byte(src)); err != nil {
+		return time.Time{}, fmt.Errorf("%q is not a canonical UUID: %w", s, err)
+	}
+	if u[6]>>4 != 7 {
+		return time.Time{}, fmt.Errorf("%q is not a version 7 UUID", s)
+	}
+	if u[8]>>6 != 2 {
+		return time.Time{}, fmt.Errorf("%q does not have the RFC 9562 variant", s)
+	}
+	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	return time.UnixMilli(ms).UTC(), nil
+}

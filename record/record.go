@@ -1,0 +1,243 @@
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EnvelopeVersion is the version of the wire format this package writes.
+// Decode accepts only this version; a new version gets a new number and a
+// window in which both are read.
+const EnvelopeVersion = 1
+
+// Op is the kind of a row change.
+type Op uint8
+
+// The row operations. The zero value is invalid so that a forgotten field is
+// caught by Validate.
+const (
+	Insert Op = iota + 1
+	Update
+	Delete
+)
+
+// String returns the one-letter wire code of op ("c", "u", "d").
+func (op Op) String() string {
+	switch op {
+	case Insert:
+		return "c"
+	case Update:
+		return "u"
+	case Delete:
+		return "d"
+	default:
+		return fmt.Sprintf("Op(%d)", uint8(op))
+	}
+}
+
+// verb is the past-tense word used in eventType.
+func (op Op) verb() string {
+	switch op {
+	case Insert:
+		return "inserted"
+	case Update:
+		return "updated"
+	case Delete:
+		return "deleted"
+	default:
+		return "unknown"
+	}
+}
+
+// ParseOp parses a wire code written by Op.String.
+func ParseOp(s string) (Op, error) {
+	switch s {
+	case "c":
+		return Insert, nil
+	case "u":
+		return Update, nil
+	case "d":
+		return Delete, nil
+	default:
+		return 0, fmt.Errorf("unknown op %q (want c, u or d)", s)
+	}
+}
+
+// Column describes one column of the source relation as capture saw it.
+type Column struct {
+	// Name is the PostgreSQL column name, exactly as in the catalog.
+	Name string `json:"name"`
+	// Type is the PostgreSQL type name of the column or, for arrays, of the
+	// element (e.g. "int8", "numeric", "timestamptz", "order_status"). Domains
+	// are resolved to their base type.
+	Type string `json:"type"`
+	// Enum is true when Type is an enum type.
+	Enum bool `json:"enum,omitempty"`
+	// Array is true for array columns.
+	Array bool `json:"array,omitempty"`
+	// TypMod is the PostgreSQL type modifier (atttypmod), -1 when none. It
+	// carries numeric precision/scale and varchar length.
+	TypMod int32 `json:"typmod"`
+	// Key is true for columns of the replica identity (the primary key).
+	Key bool `json:"key,omitempty"`
+}
+
+// Source says where a change was read.
+type Source struct {
+	// ID identifies the PostgreSQL database the change came from; it is part
+	// of every eventId, so two sources never produce the same eventId.
+	ID string `json:"id"`
+	// Schema and Table name the source relation.
+	Schema string `json:"schema"`
+	Table  string `json:"table"`
+}
+
+// Record is one row change.
+type Record struct {
+	EventID    string    // see EventID
+	OccurredAt time.Time // commit time of the transaction
+	IngestedAt time.Time // when capture read the change
+	TenantID   string
+	// TenantColumn names the source column the tenant was read from; empty
+	// when the table has none and the tenant is a configured constant.
+	TenantColumn string
+	Source       Source
+	LSN          LSN // the change's own WAL position
+	CommitLSN    LSN // commit LSN of the transaction
+	Ordinal      uint32
+	Version      uint64
+	Op           Op
+	Columns      []Column
+	SchemaID     string
+	// Key holds the old key values of an update that changed the row's key;
+	// nil otherwise. Capture also emits a delete of the old key, so a consumer
+	// may ignore it.
+	Key map[string]*string
+	// Payload maps column names to PostgreSQL text values; nil means SQL NULL.
+	Payload map[string]*string
+	// Unchanged lists columns whose unchanged TOASTed value was not sent.
+	Unchanged []string
+}
+
+// EventType returns "<schema>.<table>.<verb>", the envelope's eventType.
+func (r *Record) EventType() string {
+	return r.Source.Schema + "." + r.Source.Table + "." + r.Op.verb()
+}
+
+// ErrInvalid is wrapped by every validation error, so callers can route
+// invalid records (for example to a dead-letter topic) with errors.Is.
+var ErrInvalid = errors.New("invalid record")
+
+// Validate reports every problem of r at once; nil means r may be produced
+// or loaded.
+func (r *Record) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+	}
+	if _, err := ParseEventID(r.EventID); err != nil {
+		bad("eventId: %v", err)
+	}
+	if r.Op < Insert || r.Op > Delete {
+		bad("op %v is not insert, update or delete", r.Op)
+	}
+	if r.Source.ID == "" || r.Source.Schema == "" || r.Source.Table == "" {
+		bad("source %+v must name id, schema and table", r.Source)
+	}
+	if r.TenantID == "" {
+		bad("tenantId is empty")
+	}
+	if r.OccurredAt.IsZero() {
+		bad("occurredAt is missing")
+	}
+	if r.CommitLSN == 0 || r.LSN == 0 {
+		bad("lsn and commitLsn must be set")
+	}
+	if len(r.Columns) == 0 {
+		bad("columns are missing")
+	}
+	seen := make(map[string]bool, len(r.Columns))
+	keys := 0
+	for _, c := range r.Columns {
+		if c.Name == "" || c.Type == "" {
+			bad("column %+v must have a name and a type", c)
+		}
+		if seen[c.Name] {
+			bad("column %q appears twice", c.Name)
+		}
+		seen[c.Name] = true
+		if c.Key {
+			keys++
+		}
+	}
+	if r.TenantColumn != "" && !seen[r.TenantColumn] {
+		bad("tenant column %q is not among the columns", r.TenantColumn)
+	}
+	if keys == 0 {
+		bad("no key column: the source table needs a primary key or replica identity index")
+	}
+	for name := range r.Payload {
+		if !seen[name] {
+			bad("payload column %q is not among the columns", name)
+		}
+	}
+	for _, name := range r.Unchanged {
+		if !seen[name] {
+			bad("unchanged column %q is not among the columns", name)
+		}
+		if _, ok := r.Payload[name]; ok {
+			bad("column %q is both in payload and unchanged", name)
+		}
+	}
+	for _, c := range r.Columns {
+		if !c.Key {
+			continue
+		}
+		v, ok := r.Payload[c.Name]
+		if (!ok || v == nil) && r.Op != Delete {
+			bad("key column %q has no value", c.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SchemaID returns a short, stable hash of cols: records whose columns are
+// equal carry the same id, so a consumer can cache what it derived from them.
+func SchemaID(tenantColumn string, cols []Column) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "tenant %q\n", tenantColumn)
+	for _, c := range cols {
+		fmt.Fprintf(h, "%q %q %t %t %d %t\n", c.Name, c.Type, c.Enum, c.Array, c.TypMod, c.Key)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// KeyColumns returns the names of the key columns of cols, in column order.
+func KeyColumns(cols []Column) []string {
+	var names []string
+	for _, c := range cols {
+		if c.Key {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// PartitionKey returns the Kafka key for a change of the row identified by
+// tenant and the key values: a JSON array of strings, so it is unambiguous
+// whatever the values contain.
+func PartitionKey(tenant string, keyValues []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	b.Write(appendJSONString(nil, tenant))
+	for _, v := range keyValues {
+		b.WriteByte(',')
+		b.Write(appendJSONString(nil, v))
+	}
+	b.WriteByte(']')
+	return b.String()
+}

@@ -1,0 +1,221 @@
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ptr(s string) *string { return &s }
+
+func sample() *Record {
+	cols := []Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true},
+		{Name: "note \"quoted\"\n", Type: "text", TypMod: -1},
+		{Name: "tags", Type: "text", Array: true, TypMod: -1},
+		{Name: "big", Type: "text", TypMod: -1},
+		{Name: "status", Type: "order_status", Enum: true, TypMod: -1},
+	}
+	commit := time.Date(2026, 11, 23, 8, 0, 0, 123456000, time.UTC)
+	return &Record{
+		EventID:      EventID("sys/db", 0x16B374D848, 3, commit),
+		OccurredAt:   commit,
+		IngestedAt:   commit.Add(time.Second),
+		TenantID:     "acme",
+		TenantColumn: "tenant_id",
+		Source:       Source{ID: "sys/db", Schema: "public", Table: "orders"},
+		LSN:          0x16B374D000,
+		CommitLSN:    0x16B374D848,
+		Ordinal:      3,
+		Version:      Version(0x16B374D000),
+		Op:           Update,
+		Columns:      cols,
+		SchemaID:     SchemaID("tenant_id", cols),
+		Payload: map[string]*string{
+			"tenant_id":         ptr("acme"),
+			"id":                ptr("42"),
+			"note \"quoted\"\n": ptr("line1\nline2\t\"x\" \\ \u2028 \x01 é \xff"),
+			"tags":              nil,
+			"status":            ptr("paid"),
+		},
+		Unchanged: []string{"big"},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	r := sample()
+	data := AppendJSON(nil, r)
+	if !json.Valid(data) {
+		t.Fatalf("not valid JSON: %s", data)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatalf("Decode: %v\n%s", err, data)
+	}
+	// Invalid UTF-8 is replaced on the wire, exactly as encoding/json does.
+	want := *r
+	want.Payload = map[string]*string{}
+	for k, v := range r.Payload {
+		want.Payload[k] = v
+	}
+	want.Payload["note \"quoted\"\n"] = ptr(strings.ToValidUTF8(*r.Payload["note \"quoted\"\n"], "\ufffd"))
+	if !reflect.DeepEqual(got, &want) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, &want)
+	}
+}
+
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\x00\x1f\x7f", "tab\tnl\ncr\r", "é漢字🙂", "\u2028\u2029", "bad\xffutf8", "<>&"} {
+		var back string
+		if err := json.Unmarshal(appendJSONString(nil, s), &back); err != nil {
+			t.Errorf("%q: %v", s, err)
+			continue
+		}
+		if want := strings.ToValidUTF8(s, "\ufffd"); back != want {
+			t.Errorf("%q: decoded %q, want %q", s, back, want)
+		}
+	}
+}
+
+func TestEncodingIsDeterministic(t *testing.T) {
+	a := string(AppendJSON(nil, sample()))
+	for i := 0; i < 20; i++ {
+		if b := string(AppendJSON(nil, sample())); a != b {
+			t.Fatalf("two encodings of one record differ:\n%s\n%s", a, b)
+		}
+	}
+}
+
+func TestEventID(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
+	id := EventID("src", 100, 0, at)
+	if again := EventID("src", 100, 0, at); again != id {
+		t.Errorf("EventID is not deterministic: %s vs %s", id, again)
+	}
+	ts, err := ParseEventID(id)
+	if err != nil {
+		t.Fatalf("ParseEventID(%s): %v", id, err)
+	}
+	if !ts.Equal(at.Truncate(time.Millisecond)) {
+		t.Errorf("timestamp %v, want %v", ts, at.Truncate(time.Millisecond))
+	}
+	distinct := map[string]bool{id: true}
+	for _, other := range []string{
+		EventID("src2", 100, 0, at),
+		EventID("src", 101, 0, at),
+		EventID("src", 100, 1, at),
+	} {
+		if distinct[other] {
+			t.Errorf("collision: %s", other)
+		}
+		distinct[other] = true
+	}
+	if later := EventID("src", 100, 0, at.Add(time.Millisecond)); later <= id {
+		t.Errorf("ids do not sort by time: %s <= %s", later, id)
+	}
+}
+
+func TestParseEventIDRejects(t *testing.T) {
+	for _, s := range []string{"", "not-a-uuid", "01890a5d-ac96-474f-8f1f-6dc1e0ae5b5c" /* v4 */, "01890a5d-ac96-774f-cf1f-6dc1e0ae5b5c" /* bad variant */, "01890a5d-ac96-774f-8f1f-6dc1e0ae5b5g"} {
+		if _, err := ParseEventID(s); err == nil {
+			t.Errorf("ParseEventID(%q) succeeded", s)
+		}
+	}
+}
+
+func TestLSN(t *testing.T) {
+	for _, tc := range []struct {
+		s string
+		l LSN
+	}{{"0/0", 0}, {"16/B374D848", 0x16B374D848}, {"FFFFFFFF/FFFFFFFF", ^LSN(0)}} {
+		got, err := ParseLSN(tc.s)
+		if err != nil || got != tc.l {
+			t.Errorf("ParseLSN(%q) = %v, %v; want %v", tc.s, got, err, tc.l)
+		}
+		if tc.l.String() != tc.s || string(appendLSN(nil, tc.l)) != tc.s {
+			t.Errorf("format %d = %q / %q, want %q", uint64(tc.l), tc.l.String(), appendLSN(nil, tc.l), tc.s)
+		}
+	}
+	for _, s := range []string{"", "16", "x/1", "1/100000000"} {
+		if _, err := ParseLSN(s); err == nil {
+			t.Errorf("ParseLSN(%q) succeeded", s)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(r *Record)
+		want   string
+	}{
+		{"ok", func(r *Record) {}, ""},
+		{"bad event id", func(r *Record) { r.EventID = "x" }, "eventId"},
+		{"no tenant", func(r *Record) { r.TenantID = "" }, "tenantId"},
+		{"bad op", func(r *Record) { r.Op = 9 }, "op"},
+		{"no key column", func(r *Record) {
+			for i := range r.Columns {
+				r.Columns[i].Key = false
+			}
+		}, "primary key"},
+		{"unknown payload column", func(r *Record) { r.Payload["nope"] = nil }, "nope"},
+		{"null key value", func(r *Record) { r.Payload["id"] = nil }, "key column \"id\""},
+		{"unchanged and present", func(r *Record) { r.Payload["big"] = ptr("x") }, "both"},
+		{"duplicate column", func(r *Record) { r.Columns = append(r.Columns, r.Columns[0]) }, "twice"},
+		{"no lsn", func(r *Record) { r.LSN = 0 }, "lsn"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sample()
+			tc.mutate(r)
+			err := r.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate = %v, want an ErrInvalid mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecodeRejectsTampering(t *testing.T) {
+	good := string(AppendJSON(nil, sample()))
+	for name, bad := range map[string]string{
+		"version":    strings.Replace(good, `"eventVersion":1`, `"eventVersion":2`, 1),
+		"event type": strings.Replace(good, `.updated"`, `.deleted"`, 1),
+		"schema id":  strings.Replace(good, `"schemaId":"`, `"schemaId":"0`, 1),
+		"unknown":    strings.Replace(good, `{"eventId"`, `{"extra":1,"eventId"`, 1),
+		"truncated":  good[:len(good)/2],
+	} {
+		if _, err := Decode([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Decode = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(AppendJSON(nil, sample()))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Decode(data)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must re-encode to something that decodes equal.
+		again, err := Decode(AppendJSON(nil, r))
+		if err != nil {
+			t.Fatalf("re-encoding a decoded record fails: %v", err)
+		}
+		if again.EventID != r.EventID || again.Version != r.Version {
+			t.Fatalf("re-encoded record differs")
+		}
+	})
+}
