@@ -77,33 +77,39 @@ func AppendJSON(dst []byte, r *Record) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ']')
-	if r.Key != nil {
+	if r.OldKey != nil {
 		dst = append(dst, `,"key":`...)
-		dst = appendValues(dst, r.Columns, r.Key)
+		dst = appendValues(dst, r.Columns, r.OldKey, true)
 	}
 	dst = append(dst, `,"payload":`...)
-	dst = appendValues(dst, r.Columns, r.Payload)
-	if len(r.Unchanged) > 0 {
-		dst = append(dst, `,"unchanged":[`...)
-		for i, n := range r.Unchanged {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, n)
+	dst = appendValues(dst, r.Columns, r.Values, false)
+	unchanged := false
+	for i, v := range r.Values {
+		if !v.Unchanged {
+			continue
 		}
+		if !unchanged {
+			dst = append(dst, `,"unchanged":[`...)
+			unchanged = true
+		} else {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, r.Columns[i].Name)
+	}
+	if unchanged {
 		dst = append(dst, ']')
 	}
 	return append(dst, '}')
 }
 
 // appendValues writes vals as a JSON object in column order, so the encoding
-// of a record is deterministic.
-func appendValues(dst []byte, cols []Column, vals map[string]*string) []byte {
+// of a record is deterministic. Unchanged values are left out (they are
+// listed under "unchanged"); with keysOnly, so are non-key columns.
+func appendValues(dst []byte, cols []Column, vals []Value, keysOnly bool) []byte {
 	dst = append(dst, '{')
 	first := true
-	for _, c := range cols {
-		v, ok := vals[c.Name]
-		if !ok {
+	for i, c := range cols {
+		if i >= len(vals) || vals[i].Unchanged || (keysOnly && !c.Key) {
 			continue
 		}
 		if !first {
@@ -112,10 +118,10 @@ func appendValues(dst []byte, cols []Column, vals map[string]*string) []byte {
 		first = false
 		dst = appendJSONString(dst, c.Name)
 		dst = append(dst, ':')
-		if v == nil {
+		if vals[i].Null {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendJSONString(dst, *v)
+			dst = appendJSONString(dst, vals[i].Text)
 		}
 	}
 	return append(dst, '}')
@@ -124,13 +130,9 @@ func appendValues(dst []byte, cols []Column, vals map[string]*string) []byte {
 // PartitionKey returns the Kafka key of r: its tenant and key values.
 func (r *Record) PartitionKey() string {
 	var keys []string
-	for _, c := range r.Columns {
-		if c.Key {
-			if v := r.Payload[c.Name]; v != nil {
-				keys = append(keys, *v)
-			} else {
-				keys = append(keys, "")
-			}
+	for i, c := range r.Columns {
+		if c.Key && i < len(r.Values) {
+			keys = append(keys, r.Values[i].Text)
 		}
 	}
 	return PartitionKey(r.TenantID, keys)
@@ -262,11 +264,16 @@ func Decode(data []byte) (*Record, error) {
 		Version:      w.Version,
 		Columns:      w.Columns,
 		SchemaID:     w.SchemaID,
-		Key:          w.Key,
-		Payload:      w.Payload,
-		Unchanged:    w.Unchanged,
 	}
 	var err error
+	if r.Values, err = valuesOf(w.Columns, w.Payload, w.Unchanged, false); err != nil {
+		return nil, err
+	}
+	if w.Key != nil {
+		if r.OldKey, err = valuesOf(w.Columns, w.Key, nil, true); err != nil {
+			return nil, err
+		}
+	}
 	if r.Op, err = ParseOp(w.Op); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -289,4 +296,47 @@ func Decode(data []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: schemaId %q does not match the columns", ErrInvalid, w.SchemaID)
 	}
 	return r, nil
+}
+
+// valuesOf aligns a decoded payload object with the columns. Every column
+// must be present or listed as unchanged; with keysOnly, absent non-key
+// columns are null.
+func valuesOf(cols []Column, vals map[string]*string, unchanged []string, keysOnly bool) ([]Value, error) {
+	out := make([]Value, len(cols))
+	index := make(map[string]int, len(cols))
+	for i, c := range cols {
+		index[c.Name] = i
+	}
+	for name, v := range vals {
+		i, ok := index[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: payload column %q is not among the columns", ErrInvalid, name)
+		}
+		if v == nil {
+			out[i].Null = true
+		} else {
+			out[i].Text = *v
+		}
+	}
+	for _, name := range unchanged {
+		i, ok := index[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: unchanged column %q is not among the columns", ErrInvalid, name)
+		}
+		if _, dup := vals[name]; dup {
+			return nil, fmt.Errorf("%w: column %q is both in payload and unchanged", ErrInvalid, name)
+		}
+		out[i].Unchanged = true
+	}
+	for i, c := range cols {
+		if _, ok := vals[c.Name]; ok || out[i].Unchanged {
+			continue
+		}
+		if keysOnly && !c.Key {
+			out[i].Null = true
+			continue
+		}
+		return nil, fmt.Errorf("%w: column %q is missing from the payload", ErrInvalid, c.Name)
+	}
+	return out, nil
 }

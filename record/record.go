@@ -113,14 +113,26 @@ type Record struct {
 	Op           Op
 	Columns      []Column
 	SchemaID     string
-	// Key holds the old key values of an update that changed the row's key;
-	// nil otherwise. Capture also emits a delete of the old key, so a consumer
+	// Values holds one value per column, aligned with Columns. For a delete
+	// they are the old row as far as the replica identity sends it (the key
+	// columns at least; the others are null).
+	Values []Value
+	// OldKey holds the old values of the key columns (aligned with Columns,
+	// non-key entries null) when an update changed the row's key; nil
+	// otherwise. Capture also emits a delete of the old key, so a consumer
 	// may ignore it.
-	Key map[string]*string
-	// Payload maps column names to PostgreSQL text values; nil means SQL NULL.
-	Payload map[string]*string
-	// Unchanged lists columns whose unchanged TOASTed value was not sent.
-	Unchanged []string
+	OldKey []Value
+}
+
+// Value is one column value of a row.
+type Value struct {
+	// Text is PostgreSQL's text output of the value.
+	Text string
+	// Null is true for SQL NULL.
+	Null bool
+	// Unchanged is true for an unchanged TOASTed value that PostgreSQL did
+	// not send: the row's stored value stays as it is.
+	Unchanged bool
 }
 
 // EventType returns "<schema>.<table>.<verb>", the envelope's eventType.
@@ -180,26 +192,27 @@ func (r *Record) Validate() error {
 	if keys == 0 {
 		bad("no key column: the source table needs a primary key or replica identity index")
 	}
-	for name := range r.Payload {
-		if !seen[name] {
-			bad("payload column %q is not among the columns", name)
+	if len(r.Values) != len(r.Columns) {
+		bad("%d values for %d columns", len(r.Values), len(r.Columns))
+	} else {
+		for i, c := range r.Columns {
+			v := r.Values[i]
+			if v.Null && v.Unchanged {
+				bad("column %q is both null and unchanged", c.Name)
+			}
+			if c.Key && (v.Null || v.Unchanged) {
+				bad("key column %q has no value", c.Name)
+			}
 		}
 	}
-	for _, name := range r.Unchanged {
-		if !seen[name] {
-			bad("unchanged column %q is not among the columns", name)
-		}
-		if _, ok := r.Payload[name]; ok {
-			bad("column %q is both in payload and unchanged", name)
-		}
+	if r.OldKey != nil && len(r.OldKey) != len(r.Columns) {
+		bad("%d old key values for %d columns", len(r.OldKey), len(r.Columns))
 	}
-	for _, c := range r.Columns {
-		if !c.Key {
-			continue
-		}
-		v, ok := r.Payload[c.Name]
-		if (!ok || v == nil) && r.Op != Delete {
-			bad("key column %q has no value", c.Name)
+	if r.TenantColumn != "" && len(r.Values) == len(r.Columns) {
+		for i, c := range r.Columns {
+			if c.Name == r.TenantColumn && (r.Values[i].Null || r.Values[i].Unchanged || r.Values[i].Text != r.TenantID) {
+				bad("tenantId %q does not match tenant column %q", r.TenantID, c.Name)
+			}
 		}
 	}
 	return errors.Join(errs...)

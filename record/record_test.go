@@ -9,8 +9,6 @@ import (
 	"time"
 )
 
-func ptr(s string) *string { return &s }
-
 func sample() *Record {
 	cols := []Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
@@ -35,14 +33,14 @@ func sample() *Record {
 		Op:           Update,
 		Columns:      cols,
 		SchemaID:     SchemaID("tenant_id", cols),
-		Payload: map[string]*string{
-			"tenant_id":         ptr("acme"),
-			"id":                ptr("42"),
-			"note \"quoted\"\n": ptr("line1\nline2\t\"x\" \\ \u2028 \x01 é \xff"),
-			"tags":              nil,
-			"status":            ptr("paid"),
+		Values: []Value{
+			{Text: "acme"},
+			{Text: "42"},
+			{Text: "line1\nline2\t\"x\" \\ \u2028 \x01 é \xff"},
+			{Null: true},
+			{Unchanged: true},
+			{Text: "paid"},
 		},
-		Unchanged: []string{"big"},
 	}
 }
 
@@ -58,11 +56,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Invalid UTF-8 is replaced on the wire, exactly as encoding/json does.
 	want := *r
-	want.Payload = map[string]*string{}
-	for k, v := range r.Payload {
-		want.Payload[k] = v
-	}
-	want.Payload["note \"quoted\"\n"] = ptr(strings.ToValidUTF8(*r.Payload["note \"quoted\"\n"], "\ufffd"))
+	want.Values = append([]Value(nil), r.Values...)
+	want.Values[2].Text = strings.ToValidUTF8(r.Values[2].Text, "\ufffd")
 	if !reflect.DeepEqual(got, &want) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, &want)
 	}
@@ -162,9 +157,10 @@ func TestValidate(t *testing.T) {
 				r.Columns[i].Key = false
 			}
 		}, "primary key"},
-		{"unknown payload column", func(r *Record) { r.Payload["nope"] = nil }, "nope"},
-		{"null key value", func(r *Record) { r.Payload["id"] = nil }, "key column \"id\""},
-		{"unchanged and present", func(r *Record) { r.Payload["big"] = ptr("x") }, "both"},
+		{"values misaligned", func(r *Record) { r.Values = r.Values[1:] }, "5 values for 6 columns"},
+		{"null key value", func(r *Record) { r.Values[1] = Value{Null: true} }, "key column \"id\""},
+		{"null and unchanged", func(r *Record) { r.Values[4].Null = true }, "both"},
+		{"tenant mismatch", func(r *Record) { r.TenantID = "other" }, "does not match tenant column"},
 		{"duplicate column", func(r *Record) { r.Columns = append(r.Columns, r.Columns[0]) }, "twice"},
 		{"no lsn", func(r *Record) { r.LSN = 0 }, "lsn"},
 	}
@@ -194,6 +190,8 @@ func TestDecodeRejectsTampering(t *testing.T) {
 		"schema id":  strings.Replace(good, `"schemaId":"`, `"schemaId":"0`, 1),
 		"unknown":    strings.Replace(good, `{"eventId"`, `{"extra":1,"eventId"`, 1),
 		"truncated":  good[:len(good)/2],
+		"missing":    strings.Replace(good, `"status":"paid"`, `"statuz":"paid"`, 1),
+		"partition":  strings.Replace(good, `"partitionKey":"[`, `"partitionKey":"[\"x\",`, 1),
 	} {
 		if _, err := Decode([]byte(bad)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Decode = %v, want ErrInvalid", name, err)

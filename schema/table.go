@@ -1,0 +1,174 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Names of the columns walhouse adds to every table.
+const (
+	VersionColumn  = "_version"    // ReplacingMergeTree version: the change's LSN
+	DeletedColumn  = "_is_deleted" // 1 for a delete; FINAL hides the row
+	CommitColumn   = "_commit_ts"  // commit time of the source transaction
+	SyncedColumn   = "_synced_at"  // when the sink loaded the row
+	DefaultTenant  = "tenant_id"   // tenant column added when the source has none
+	metaColumnsDDL = 4
+)
+
+// Column is one ClickHouse column that carries a source column.
+type Column struct {
+	Name   string
+	Source record.Column
+	Type   Type
+}
+
+// Table is the ClickHouse shape of one source table.
+type Table struct {
+	Database string
+	Name     string
+	Source   record.Source
+	// Columns carries the source columns, in source order.
+	Columns []Column
+	// TenantColumn is the column that holds the tenant: a source column, or
+	// DefaultTenant added by walhouse when Synthetic is true.
+	TenantColumn    string
+	TenantSynthetic bool
+	TenantType      Type
+	// OrderBy is the sort key: tenant first, then the source key.
+	OrderBy []string
+	// PartitionBy is an optional column partitioned by month. It must never
+	// change for a row: a row whose partition changes is never merged with
+	// its old copy, and both stay visible even under FINAL.
+	PartitionBy string
+}
+
+// TableName returns the ClickHouse table name for a source table: the table
+// name for the public schema, "<schema>__<table>" otherwise.
+func TableName(src record.Source) string {
+	if src.Schema == "public" {
+		return src.Table
+	}
+	return src.Schema + "__" + src.Table
+}
+
+// Options shape the ClickHouse table built for a source table.
+type Options struct {
+	Database    string
+	PartitionBy string // optional; see Table.PartitionBy
+}
+
+// NewTable derives the ClickHouse table for a record's columns.
+func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts Options) (*Table, error) {
+	t := &Table{
+		Database:     opts.Database,
+		Name:         TableName(src),
+		Source:       src,
+		TenantColumn: tenantColumn,
+		PartitionBy:  opts.PartitionBy,
+	}
+	if t.TenantColumn == "" {
+		t.TenantColumn = DefaultTenant
+		t.TenantSynthetic = true
+		t.TenantType = Map(record.Column{Name: DefaultTenant, Type: "text"}, false)
+		t.OrderBy = append(t.OrderBy, DefaultTenant)
+	}
+	for _, c := range cols {
+		switch c.Name {
+		case VersionColumn, DeletedColumn, CommitColumn, SyncedColumn:
+			return nil, fmt.Errorf("table %s.%s: column %q clashes with a column walhouse adds; rename it in PostgreSQL or exclude the table", src.Schema, src.Table, c.Name)
+		}
+		if t.TenantSynthetic && c.Name == DefaultTenant {
+			return nil, fmt.Errorf("table %s.%s has a column %q but it is not the configured tenant column", src.Schema, src.Table, c.Name)
+		}
+		isTenant := c.Name == t.TenantColumn
+		typ := Map(c, !(c.Key || isTenant))
+		if isTenant {
+			t.TenantType = typ
+			t.OrderBy = append(t.OrderBy, c.Name)
+		}
+		t.Columns = append(t.Columns, Column{Name: c.Name, Source: c, Type: typ})
+	}
+	for _, c := range cols {
+		if c.Key && c.Name != t.TenantColumn {
+			t.OrderBy = append(t.OrderBy, c.Name)
+		}
+	}
+	if len(t.OrderBy) < 2 {
+		return nil, fmt.Errorf("table %s.%s has no primary key: add one (or a REPLICA IDENTITY USING INDEX) in PostgreSQL", src.Schema, src.Table)
+	}
+	if t.PartitionBy != "" {
+		c, ok := t.column(t.PartitionBy)
+		if !ok {
+			return nil, fmt.Errorf("table %s.%s: partition column %q does not exist", src.Schema, src.Table, t.PartitionBy)
+		}
+		switch c.Type.kind {
+		case kDate, kTimestamp, kTimestampTZ:
+		default:
+			return nil, fmt.Errorf("table %s.%s: partition column %q is %s; monthly partitions need a date or timestamp column", src.Schema, src.Table, t.PartitionBy, c.Source.Type)
+		}
+		if !c.Source.Key {
+			// Deletes carry only key columns; a non-key partition column
+			// would send them to the wrong partition.
+			return nil, fmt.Errorf("table %s.%s: partition column %q must be part of the primary key (deletes carry only the key)", src.Schema, src.Table, t.PartitionBy)
+		}
+	}
+	return t, nil
+}
+
+func (t *Table) column(name string) (Column, bool) {
+	for _, c := range t.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// QualifiedName returns the quoted database.table name.
+func (t *Table) QualifiedName() string {
+	return QuoteIdent(t.Database) + "." + QuoteIdent(t.Name)
+}
+
+// CreateDDL returns the CREATE TABLE statement of t.
+func (t *Table) CreateDDL() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", t.QualifiedName())
+	if t.TenantSynthetic {
+		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(t.TenantColumn), t.TenantType.DDL)
+	}
+	for _, c := range t.Columns {
+		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(c.Name), c.Type.DDL)
+	}
+	fmt.Fprintf(&b, "    %s UInt64,\n", QuoteIdent(VersionColumn))
+	fmt.Fprintf(&b, "    %s UInt8,\n", QuoteIdent(DeletedColumn))
+	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC'),\n", QuoteIdent(CommitColumn))
+	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC') DEFAULT now64(6)\n", QuoteIdent(SyncedColumn))
+	fmt.Fprintf(&b, ")\nENGINE = ReplacingMergeTree(%s, %s)\n", QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn))
+	if t.PartitionBy != "" {
+		fmt.Fprintf(&b, "PARTITION BY toYYYYMM(%s)\n", QuoteIdent(t.PartitionBy))
+	}
+	quoted := make([]string, len(t.OrderBy))
+	for i, c := range t.OrderBy {
+		quoted[i] = QuoteIdent(c)
+	}
+	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
+	// A window of recent insert tokens makes a retried insert of the same
+	// batch a no-op even on a non-replicated table.
+	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000")
+	return b.String()
+}
+
+// InsertColumns returns the column names an insert into t lists, in the
+// order Row fills them.
+func (t *Table) InsertColumns() []string {
+	names := make([]string, 0, len(t.Columns)+metaColumnsDDL)
+	if t.TenantSynthetic {
+		names = append(names, t.TenantColumn)
+	}
+	for _, c := range t.Columns {
+		names = append(names, c.Name)
+	}
+	return append(names, VersionColumn, DeletedColumn, CommitColumn)
+}
