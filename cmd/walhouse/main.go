@@ -27,7 +27,10 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"chdb": {"serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", runChdb},
+		"capture": {"stream PostgreSQL changes (pgoutput) into Kafka", runCapture},
+		"sink":    {"load records from Kafka into ClickHouse", runSink},
+		"demo":    {"run capture and sink on a generated multi-tenant workload and compare both sides", runDemo},
+		"chdb":    {"serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", runChdb},
 	}
 }
 

@@ -1,0 +1,648 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Producer is what capture needs of Kafka: asynchronous produce with a
+// completion callback. *kgo.Client satisfies it.
+type Producer interface {
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+}
+
+// ErrSlotInvalidated is returned when PostgreSQL has removed WAL the slot
+// still needed (wal_status = lost): the changes in between are gone, and the
+// tables must be resynchronised.
+var ErrSlotInvalidated = errors.New("replication slot was invalidated")
+
+// Capturer streams changes of the published tables into Kafka. Create it
+// with New; Run does the work.
+type Capturer struct {
+	cfg      config
+	producer Producer
+	log      *slog.Logger
+
+	rows      atomic.Int64 // records produced
+	confirmed atomic.Uint64
+	received  atomic.Uint64
+}
+
+// New validates the configuration and returns a Capturer that reads from
+// the PostgreSQL database at connString and produces through p.
+func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
+	cfg := defaults()
+	cfg.connString = connString
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if p == nil {
+		return nil, errors.New("capture: a Kafka producer is required")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("capture configuration: %w", err)
+	}
+	return &Capturer{cfg: cfg, producer: p, log: slog.Default().With("component", "capture")}, nil
+}
+
+// Stats is a snapshot of a Capturer's progress.
+type Stats struct {
+	Rows      int64      // records produced since start
+	Received  record.LSN // newest WAL position received
+	Confirmed record.LSN // position confirmed to the slot
+}
+
+// Stats returns the current progress; it is safe to call from any goroutine.
+func (c *Capturer) Stats() Stats {
+	return Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load())}
+}
+
+// Topics returns the Kafka topic names for the given "schema.table" names.
+func (c *Capturer) Topics(tables []string) []string {
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = c.cfg.topicPrefix + "." + qualify(t)
+	}
+	return out
+}
+
+// Setup checks the database, creates the publication and slot if missing
+// and returns the names of the captured tables ("schema.table"). Run calls
+// it; it is exported so that tools can prepare a source without streaming.
+func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
+	conn, err := connect(ctx, c.cfg.connString, false)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	s, err := prepare(ctx, conn, &c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.tables, nil
+}
+
+// Run streams until ctx is done or a fatal error occurs. On return every
+// confirmed position is durable in Kafka.
+func (c *Capturer) Run(ctx context.Context) error {
+	catConn, err := connect(ctx, c.cfg.connString, false)
+	if err != nil {
+		return err
+	}
+	defer catConn.Close(context.WithoutCancel(ctx))
+	src, err := prepare(ctx, catConn, &c.cfg)
+	if err != nil {
+		return err
+	}
+	replConn, err := connect(ctx, c.cfg.connString, true)
+	if err != nil {
+		return err
+	}
+	defer replConn.Close(context.WithoutCancel(ctx))
+	start, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg)
+	if err != nil {
+		return err
+	}
+	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
+	s := &stream{
+		c:        c,
+		conn:     replConn.PgConn(),
+		cat:      newCatalog(catConn),
+		sourceID: src.id,
+		rels:     map[uint32]*relation{},
+		acks:     newAckTracker(start),
+		topics:   map[string]bool{},
+	}
+	return s.run(ctx, start)
+}
+
+// source is what prepare learned about the database.
+type source struct {
+	id     string
+	tables []string
+}
+
+// connect opens a connection with the session settings that make
+// PostgreSQL's text output of values stable and lossless.
+func connect(ctx context.Context, connString string, replication bool) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL connection string: %w", err)
+	}
+	for k, v := range map[string]string{
+		"DateStyle":          "ISO, YMD",
+		"TimeZone":           "UTC",
+		"IntervalStyle":      "postgres",
+		"extra_float_digits": "3",
+		"bytea_output":       "hex",
+		"application_name":   "walhouse",
+	} {
+		cfg.RuntimeParams[k] = v
+	}
+	if replication {
+		cfg.RuntimeParams["replication"] = "database"
+		// The replication protocol speaks only the simple query protocol.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w; check that it is running and that the URL, user and pg_hba.conf allow walhouse in", cfg.Host, cfg.Port, err)
+	}
+	return conn, nil
+}
+
+// prepare checks that the database can be captured, creates or extends the
+// publication and validates every published table.
+func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
+	var walLevel string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
+		return source{}, fmt.Errorf("read wal_level: %w", err)
+	}
+	if walLevel != "logical" {
+		return source{}, fmt.Errorf("PostgreSQL has wal_level=%s but logical replication needs wal_level=logical: set it in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL", walLevel)
+	}
+	var sysID, db string
+	if err := conn.QueryRow(ctx, "SELECT system_identifier::text, current_database() FROM pg_control_system()").Scan(&sysID, &db); err != nil {
+		return source{}, fmt.Errorf("read the system identifier: %w", err)
+	}
+	src := source{id: cfg.sourceID}
+	if src.id == "" {
+		src.id = sysID + "/" + db
+	}
+	if err := ensurePublication(ctx, conn, cfg); err != nil {
+		return source{}, err
+	}
+	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1`, cfg.publication)
+	if err != nil {
+		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
+	}
+	if src.tables, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
+	}
+	if len(src.tables) == 0 {
+		return source{}, fmt.Errorf("publication %s has no tables: name them with --tables", cfg.publication)
+	}
+	var errs []error
+	for _, t := range src.tables {
+		if err := checkTable(ctx, conn, cfg, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return src, errors.Join(errs...)
+}
+
+func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)", cfg.publication).Scan(&exists); err != nil {
+		return fmt.Errorf("look up publication %s: %w", cfg.publication, err)
+	}
+	var missing []string
+	for _, t := range cfg.tables {
+		qt := qualify(t)
+		var oid uint32
+		schema, table, _ := strings.Cut(qt, ".")
+		err := conn.QueryRow(ctx, `SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, table).Scan(&oid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("table %s does not exist in the source database", qt)
+		}
+		if err != nil {
+			return fmt.Errorf("look up table %s: %w", qt, err)
+		}
+		var published bool
+		if exists {
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, cfg.publication, schema, table).Scan(&published); err != nil {
+				return fmt.Errorf("look up publication %s: %w", cfg.publication, err)
+			}
+		}
+		if !published {
+			missing = append(missing, pgx.Identifier{schema, table}.Sanitize())
+		}
+	}
+	pub := pgx.Identifier{cfg.publication}.Sanitize()
+	switch {
+	case !exists && len(missing) == 0:
+		return fmt.Errorf("publication %s does not exist: name the tables to capture with --tables, or create it with CREATE PUBLICATION", cfg.publication)
+	case !exists:
+		_, err := conn.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish_via_partition_root = true)", pub, strings.Join(missing, ", ")))
+		if err != nil {
+			return fmt.Errorf("create publication %s: %w (the user needs CREATE on the database and ownership of the tables)", cfg.publication, err)
+		}
+	case len(missing) > 0:
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, strings.Join(missing, ", "))); err != nil {
+			return fmt.Errorf("add tables to publication %s: %w", cfg.publication, err)
+		}
+	}
+	return nil
+}
+
+// checkTable refuses tables that capture could not map, before any row
+// flows: no primary key, or no tenant column and no default tenant.
+func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, qt string) error {
+	schema, table, _ := strings.Cut(qt, ".")
+	var (
+		hasKey    bool
+		hasTenant bool
+		identity  string
+	)
+	tenantCol := cfg.relationTenant(schema, table)
+	err := conn.QueryRow(ctx, `
+		SELECT
+		  EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)),
+		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped),
+		  c.relreplident::text
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, table, tenantCol).Scan(&hasKey, &hasTenant, &identity)
+	if err != nil {
+		return fmt.Errorf("inspect table %s: %w", qt, err)
+	}
+	var errs []error
+	if !hasKey {
+		errs = append(errs, fmt.Errorf("table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY, or exclude the table from publication %s", qt, cfg.publication))
+	}
+	if identity == "n" {
+		errs = append(errs, fmt.Errorf("table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", qt, qt))
+	}
+	if !hasTenant && cfg.defaultTenant == "" {
+		errs = append(errs, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", qt, tenantCol, qt))
+	}
+	return errors.Join(errs...)
+}
+
+// ensureSlot returns the position to stream from, creating the slot if it
+// is missing and allowed to.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config) (record.LSN, error) {
+	var (
+		plugin, slotType, db string
+		confirmed            *string
+		walStatus            *string
+	)
+	err := conn.QueryRow(ctx, `
+		SELECT plugin, slot_type, database, confirmed_flush_lsn::text, wal_status
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, cfg.slot).Scan(&plugin, &slotType, &db, &confirmed, &walStatus)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if !cfg.createSlot {
+			return 0, fmt.Errorf("replication slot %s does not exist and slot creation is disabled: create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot, cfg.slot)
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return 0, fmt.Errorf("create replication slot %s: %w (is max_replication_slots reached? does the user have REPLICATION?)", cfg.slot, err)
+		}
+		lsn, err := record.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return 0, fmt.Errorf("create replication slot %s: %w", cfg.slot, err)
+		}
+		slog.Default().Info("created replication slot", "component", "capture", "slot", cfg.slot, "consistent_point", lsn)
+		return lsn, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+	}
+	if slotType != "logical" || plugin != "pgoutput" {
+		return 0, fmt.Errorf("replication slot %s is a %s slot with plugin %q, not a logical pgoutput slot: choose another --slot name", cfg.slot, slotType, plugin)
+	}
+	if walStatus != nil && *walStatus == "lost" {
+		return 0, fmt.Errorf("%w: slot %s has wal_status=lost; drop it with SELECT pg_drop_replication_slot('%s') and resynchronise the tables from a new slot", ErrSlotInvalidated, cfg.slot, cfg.slot)
+	}
+	if confirmed == nil {
+		return 0, fmt.Errorf("replication slot %s has no confirmed position yet; is another walhouse creating it?", cfg.slot)
+	}
+	return record.ParseLSN(*confirmed)
+}
+
+// stream is the state of one replication session. Only run's goroutine
+// touches it, apart from the ack tracker.
+type stream struct {
+	c        *Capturer
+	conn     *pgconn.PgConn
+	cat      *catalog
+	sourceID string
+	rels     map[uint32]*relation
+	acks     *ackTracker
+	topics   map[string]bool // topics known to exist
+
+	// transaction in progress
+	inTx       bool
+	tx         *txAck
+	commitLSN  record.LSN
+	commitTime time.Time
+	ordinal    uint32
+
+	change   rowChange
+	rec      record.Record
+	values   []record.Value
+	oldKey   []record.Value
+	received record.LSN
+}
+
+func (s *stream) run(ctx context.Context, start record.LSN) error {
+	err := pglogrepl.StartReplication(ctx, s.conn, s.c.cfg.slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(s.c.cfg.publication, "'", "''") + "'"},
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.Contains(pgErr.Message, "invalidated") {
+			return fmt.Errorf("%w: %s; drop the slot and resynchronise the tables", ErrSlotInvalidated, pgErr.Message)
+		}
+		return fmt.Errorf("start replication on slot %s: %w", s.c.cfg.slot, err)
+	}
+	s.received = start
+	s.c.confirmed.Store(uint64(start))
+	interval := s.c.cfg.statusInterval
+	next := time.Now().Add(interval)
+	lastLog := time.Now()
+	var lastRows int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return s.shutdown(err)
+		}
+		if !time.Now().Before(next) {
+			if err := s.sendStatus(ctx, false); err != nil {
+				return err
+			}
+			next = time.Now().Add(interval)
+			if time.Since(lastLog) >= 30*time.Second {
+				rows := s.c.rows.Load()
+				s.c.log.Info("progress", "rows", rows, "rows_per_s", float64(rows-lastRows)/time.Since(lastLog).Seconds(), "received_lsn", s.received, "confirmed_lsn", record.LSN(s.c.confirmed.Load()))
+				lastLog, lastRows = time.Now(), rows
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, next)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) && ctx.Err() == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return s.shutdown(ctx.Err())
+			}
+			return fmt.Errorf("receive from PostgreSQL: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := s.handleCopyData(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+		default:
+			return fmt.Errorf("replication stream: unexpected message %T", msg)
+		}
+	}
+}
+
+// shutdown waits (boundedly) for Kafka to acknowledge what was produced and
+// reports the final durable position before returning.
+func (s *stream) shutdown(cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.acks.waitPending(ctx)
+	_ = s.sendStatus(ctx, false)
+	return cause
+}
+
+func (s *stream) sendStatus(ctx context.Context, reply bool) error {
+	durable, failure := s.acks.state()
+	if failure != nil {
+		return fmt.Errorf("kafka did not accept a record: %w; restart walhouse capture once the broker is healthy (nothing after the confirmed position %s is lost)", failure, durable)
+	}
+	s.c.confirmed.Store(uint64(durable))
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(s.received),
+		WALFlushPosition: pglogrepl.LSN(durable),
+		WALApplyPosition: pglogrepl.LSN(durable),
+		ReplyRequested:   reply,
+	})
+	if err != nil {
+		return fmt.Errorf("send standby status to PostgreSQL: %w", err)
+	}
+	return nil
+}
+
+func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("replication stream: empty CopyData message")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		if lsn := record.LSN(ka.ServerWALEnd); lsn > s.received {
+			s.received = lsn
+		}
+		if !s.inTx {
+			s.acks.idle(record.LSN(ka.ServerWALEnd))
+		}
+		if ka.ReplyRequested {
+			return s.sendStatus(ctx, false)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		if lsn := record.LSN(xld.WALStart); lsn > s.received {
+			s.received = lsn
+		}
+		s.c.received.Store(uint64(s.received))
+		return s.handleWAL(ctx, record.LSN(xld.WALStart), xld.WALData)
+	default:
+		return fmt.Errorf("replication stream: unknown CopyData message %q", data[0])
+	}
+}
+
+func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) error {
+	if len(msg) == 0 {
+		return errors.New("pgoutput: empty message")
+	}
+	switch msg[0] {
+	case 'I', 'U', 'D':
+		if !s.inTx {
+			return fmt.Errorf("pgoutput: %c message outside a transaction at %s", msg[0], lsn)
+		}
+		if err := decodeRowChange(msg, &s.change); err != nil {
+			return fmt.Errorf("pgoutput at %s: %w", lsn, err)
+		}
+		return s.handleChange(ctx, lsn)
+	case 'B':
+		var m pglogrepl.BeginMessage
+		if err := m.Decode(msg[1:]); err != nil {
+			return fmt.Errorf("pgoutput begin at %s: %w", lsn, err)
+		}
+		s.inTx = true
+		s.tx = s.acks.begin()
+		s.commitLSN = record.LSN(m.FinalLSN)
+		s.commitTime = m.CommitTime.UTC()
+		s.ordinal = 0
+		return nil
+	case 'C':
+		var m pglogrepl.CommitMessage
+		if err := m.Decode(msg[1:]); err != nil {
+			return fmt.Errorf("pgoutput commit at %s: %w", lsn, err)
+		}
+		if !s.inTx {
+			return fmt.Errorf("pgoutput: commit outside a transaction at %s", lsn)
+		}
+		s.acks.commit(s.tx, record.LSN(m.TransactionEndLSN))
+		s.inTx, s.tx = false, nil
+		return nil
+	case 'R':
+		m, err := pglogrepl.Parse(msg)
+		if err != nil {
+			return fmt.Errorf("pgoutput relation at %s: %w", lsn, err)
+		}
+		rm := m.(*pglogrepl.RelationMessage)
+		rel, err := buildRelation(ctx, s.cat, &s.c.cfg, s.sourceID, rm)
+		if err != nil {
+			return err
+		}
+		if tc := s.c.cfg.topics; tc != nil && !s.topics[rel.topic] {
+			if err := tc.CreateTopic(ctx, rel.topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
+				return err
+			}
+			s.topics[rel.topic] = true
+		}
+		s.rels[rm.RelationID] = rel
+		return nil
+	case 'T':
+		s.c.log.Warn("TRUNCATE is not replicated yet: the ClickHouse table keeps its rows; truncate it by hand", "lsn", lsn)
+		return nil
+	case 'Y', 'O', 'M':
+		return nil // types are looked up in the catalog; origins and messages are not replicated
+	default:
+		return fmt.Errorf("pgoutput: unknown message type %q at %s", msg[0], lsn)
+	}
+}
+
+// handleChange turns the decoded row change into one record (two when an
+// update changed the key: a delete of the old key, then the new row).
+func (s *stream) handleChange(ctx context.Context, lsn record.LSN) error {
+	ch := &s.change
+	rel, ok := s.rels[ch.RelationID]
+	if !ok {
+		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
+	}
+	switch ch.Kind {
+	case 'I':
+		return s.emit(ctx, rel, lsn, record.Insert, ch.New, nil, nil)
+	case 'D':
+		return s.emit(ctx, rel, lsn, record.Delete, ch.Old, nil, nil)
+	}
+	// Update.
+	old := ch.Old
+	var fill []tupleColumn
+	if ch.OldKind == 'O' {
+		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
+	}
+	if len(old) > 0 && keyChanged(rel, old, ch.New) {
+		if err := s.emit(ctx, rel, lsn, record.Delete, old, nil, nil); err != nil {
+			return err
+		}
+		return s.emit(ctx, rel, lsn, record.Update, ch.New, old, fill)
+	}
+	return s.emit(ctx, rel, lsn, record.Update, ch.New, nil, fill)
+}
+
+func keyChanged(rel *relation, old, cur []tupleColumn) bool {
+	for _, i := range rel.keyIdx {
+		if i >= len(old) || i >= len(cur) {
+			return true
+		}
+		if old[i].Kind == 'n' || old[i].Kind == 'u' {
+			continue // not sent: unchanged
+		}
+		if string(old[i].Data) != string(cur[i].Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// emit builds, encodes and produces one record. Values alias the WAL
+// buffer; they are encoded before the next message is received.
+func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op record.Op, tuple, oldKey, fill []tupleColumn) error {
+	if len(tuple) != len(rel.columns) {
+		return fmt.Errorf("pgoutput: %s.%s row has %d columns, relation has %d", rel.source.Schema, rel.source.Table, len(tuple), len(rel.columns))
+	}
+	s.values = toValues(s.values[:0], tuple, fill)
+	r := &s.rec
+	*r = record.Record{
+		OccurredAt:   s.commitTime,
+		IngestedAt:   time.Now().UTC(),
+		TenantColumn: rel.tenantColumn,
+		Source:       rel.source,
+		LSN:          lsn,
+		CommitLSN:    s.commitLSN,
+		Ordinal:      s.ordinal,
+		Version:      record.Version(lsn),
+		Op:           op,
+		Columns:      rel.columns,
+		SchemaID:     rel.schemaID,
+		Values:       s.values,
+	}
+	if oldKey != nil {
+		s.oldKey = toValues(s.oldKey[:0], oldKey, nil)
+		r.OldKey = s.oldKey
+	}
+	if rel.tenantIdx >= 0 {
+		v := s.values[rel.tenantIdx]
+		if v.Null || v.Unchanged {
+			return fmt.Errorf("table %s.%s: a row at %s has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", rel.source.Schema, rel.source.Table, lsn, rel.tenantColumn)
+		}
+		r.TenantID = v.Text
+	} else {
+		r.TenantID = s.c.cfg.defaultTenant
+	}
+	r.EventID = record.EventID(s.sourceID, s.commitLSN, s.ordinal, s.commitTime)
+	s.ordinal++
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("captured change at %s does not form a valid record: %w", lsn, err)
+	}
+	value := record.AppendJSON(make([]byte, 0, 256+64*len(rel.columns)), r)
+	kr := &kgo.Record{Topic: rel.topic, Key: []byte(r.PartitionKey()), Value: value}
+	size := len(value) + len(kr.Key)
+	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
+		return fmt.Errorf("kafka did not accept a record: %w", err)
+	}
+	tx := s.tx
+	// Records outlive a cancelled ctx: shutdown waits for their acks.
+	s.c.producer.Produce(context.WithoutCancel(ctx), kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
+	s.c.rows.Add(1)
+	return nil
+}
+
+// toValues converts tuple columns to record values. Text aliases the WAL
+// buffer (no copy): the record is encoded before the buffer is reused.
+func toValues(dst []record.Value, tuple, fill []tupleColumn) []record.Value {
+	for i, col := range tuple {
+		if col.Kind == 'u' && i < len(fill) && (fill[i].Kind == 't' || fill[i].Kind == 'n') {
+			col = fill[i]
+		}
+		switch col.Kind {
+		case 'n':
+			dst = append(dst, record.Value{Null: true})
+		case 'u':
+			dst = append(dst, record.Value{Unchanged: true})
+		default:
+			dst = append(dst, record.Value{Text: unsafe.String(unsafe.SliceData(col.Data), len(col.Data))})
+		}
+	}
+	return dst
+}

@@ -1,0 +1,162 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// typeInfo is what capture records about a PostgreSQL type.
+type typeInfo struct {
+	name  string // base (or element) type name
+	enum  bool
+	array bool
+}
+
+// relation is the cached shape of one published table, built from a
+// pgoutput Relation message and the catalog.
+type relation struct {
+	source       record.Source
+	topic        string
+	columns      []record.Column
+	schemaID     string
+	tenantColumn string // empty when the tenant is the configured default
+	tenantIdx    int    // index of the tenant column, -1 for the default tenant
+	keyIdx       []int  // indexes of the key columns
+	full         bool   // REPLICA IDENTITY FULL: old tuples carry every column
+}
+
+// catalog answers questions about relations and types over a regular
+// (non-replication) connection, and caches the answers.
+type catalog struct {
+	conn  *pgx.Conn
+	types map[uint32]typeInfo
+}
+
+func newCatalog(conn *pgx.Conn) *catalog {
+	return &catalog{conn: conn, types: map[uint32]typeInfo{}}
+}
+
+// typeOf resolves a type OID: domains to their base type, arrays to their
+// element type with array set.
+func (c *catalog) typeOf(ctx context.Context, oid uint32) (typeInfo, error) {
+	if t, ok := c.types[oid]; ok {
+		return t, nil
+	}
+	var (
+		name            string
+		typtype, typcat string
+		elem, base      uint32
+	)
+	err := c.conn.QueryRow(ctx,
+		`SELECT typname, typtype::text, typcategory::text, typelem, typbasetype FROM pg_catalog.pg_type WHERE oid = $1`,
+		oid).Scan(&name, &typtype, &typcat, &elem, &base)
+	if err != nil {
+		return typeInfo{}, fmt.Errorf("look up type %d in pg_type: %w", oid, err)
+	}
+	var t typeInfo
+	switch {
+	case typtype == "d" && base != 0:
+		if t, err = c.typeOf(ctx, base); err != nil {
+			return typeInfo{}, err
+		}
+	case typcat == "A" && elem != 0:
+		et, err := c.typeOf(ctx, elem)
+		if err != nil {
+			return typeInfo{}, err
+		}
+		t = typeInfo{name: et.name, enum: et.enum, array: true}
+	default:
+		t = typeInfo{name: name, enum: typtype == "e"}
+	}
+	c.types[oid] = t
+	return t, nil
+}
+
+// tableKey returns the primary-key columns of a table or, without one, the
+// columns of its replica identity index.
+func (c *catalog) tableKey(ctx context.Context, relID uint32) (map[string]bool, error) {
+	rows, err := c.conn.Query(ctx, `
+		SELECT a.attname
+		FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = $1
+		  AND i.indexrelid = (
+		    SELECT indexrelid FROM pg_catalog.pg_index
+		    WHERE indrelid = $1 AND (indisprimary OR indisreplident)
+		    ORDER BY indisprimary DESC LIMIT 1)`, relID)
+	if err != nil {
+		return nil, fmt.Errorf("look up the primary key of relation %d: %w", relID, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look up the primary key of relation %d: %w", relID, err)
+	}
+	key := make(map[string]bool, len(names))
+	for _, n := range names {
+		key[n] = true
+	}
+	return key, nil
+}
+
+// relationTenant returns the tenant column configured for a table.
+func (cfg *config) relationTenant(schema, table string) string {
+	if col, ok := cfg.tenantColumns[schema+"."+table]; ok {
+		return col
+	}
+	return cfg.tenantColumn
+}
+
+// buildRelation turns a Relation message into the cached relation, checking
+// everything that would otherwise fail row by row later.
+func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
+	name := m.Namespace + "." + m.RelationName
+	key, err := cat.tableKey(ctx, m.RelationID)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) == 0 {
+		return nil, fmt.Errorf("table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index) and restart", name)
+	}
+	r := &relation{
+		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
+		topic:     cfg.topicPrefix + "." + m.Namespace + "." + m.RelationName,
+		tenantIdx: -1,
+		full:      m.ReplicaIdentity == 'f',
+	}
+	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
+	for i, col := range m.Columns {
+		t, err := cat.typeOf(ctx, col.DataType)
+		if err != nil {
+			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
+		}
+		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name]}
+		inIdentity := col.Flags&1 != 0
+		if rc.Key {
+			r.keyIdx = append(r.keyIdx, i)
+			if !inIdentity {
+				return nil, fmt.Errorf("table %s: key column %s is not part of the replica identity, so deletes would not carry it; use the primary key as replica identity (ALTER TABLE %s REPLICA IDENTITY DEFAULT)", name, col.Name, name)
+			}
+		}
+		if col.Name == tenantCol {
+			r.tenantIdx = i
+			r.tenantColumn = col.Name
+			if !inIdentity {
+				return nil, fmt.Errorf("table %s: tenant column %s is not part of the primary key, so deletes would not say which tenant they belong to; add it to the primary key or run ALTER TABLE %s REPLICA IDENTITY FULL", name, col.Name, name)
+			}
+		}
+		r.columns = append(r.columns, rc)
+	}
+	if len(r.keyIdx) != len(key) {
+		return nil, fmt.Errorf("table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d); was the key changed? restart capture", name, len(key), len(r.keyIdx))
+	}
+	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
+		return nil, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
+	}
+	r.schemaID = record.SchemaID(r.tenantColumn, r.columns)
+	return r, nil
+}

@@ -1,0 +1,152 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Option configures a Capturer. Options are applied in order by New, which
+// then validates the whole configuration at once.
+type Option func(*config)
+
+type config struct {
+	connString      string
+	slot            string
+	publication     string
+	tables          []string
+	topicPrefix     string
+	partitions      int32
+	replication     int16
+	tenantColumn    string
+	tenantColumns   map[string]string
+	defaultTenant   string
+	sourceID        string
+	statusInterval  time.Duration
+	createSlot      bool
+	maxPendingBytes int
+	topics          TopicCreator
+}
+
+func defaults() config {
+	return config{
+		slot:            "walhouse",
+		publication:     "walhouse",
+		topicPrefix:     "walhouse",
+		partitions:      6,
+		replication:     -1,
+		tenantColumn:    "tenant_id",
+		tenantColumns:   map[string]string{},
+		statusInterval:  5 * time.Second,
+		createSlot:      true,
+		maxPendingBytes: 64 << 20,
+	}
+}
+
+// WithSlot sets the logical replication slot name (default "walhouse").
+// The slot is created on first start unless WithoutSlotCreation is given.
+func WithSlot(name string) Option { return func(c *config) { c.slot = name } }
+
+// WithoutSlotCreation makes New fail instead of creating a missing slot, for
+// deployments where slots are managed by hand.
+func WithoutSlotCreation() Option { return func(c *config) { c.createSlot = false } }
+
+// WithPublication sets the publication name (default "walhouse"). A missing
+// publication is created for the tables given with WithTables.
+func WithPublication(name string) Option { return func(c *config) { c.publication = name } }
+
+// WithTables names the tables to capture ("schema.table" or "table" for the
+// public schema). They are added to the publication if missing. Without it,
+// the publication's existing tables are captured.
+func WithTables(tables ...string) Option {
+	return func(c *config) { c.tables = append(c.tables, tables...) }
+}
+
+// WithTopicPrefix sets the Kafka topic prefix (default "walhouse"); a table's
+// topic is "<prefix>.<schema>.<table>".
+func WithTopicPrefix(prefix string) Option { return func(c *config) { c.topicPrefix = prefix } }
+
+// WithTopicPartitions sets the partition count of topics walhouse creates
+// (default 6). Existing topics are left as they are.
+func WithTopicPartitions(n int32) Option { return func(c *config) { c.partitions = n } }
+
+// WithTopicReplication sets the replication factor of topics walhouse
+// creates (default -1: the broker's default.replication.factor).
+func WithTopicReplication(n int16) Option { return func(c *config) { c.replication = n } }
+
+// WithTenantColumn sets the column that holds the tenant (default
+// "tenant_id").
+func WithTenantColumn(name string) Option { return func(c *config) { c.tenantColumn = name } }
+
+// WithTableTenantColumn overrides the tenant column for one table
+// ("schema.table" or "table").
+func WithTableTenantColumn(table, column string) Option {
+	return func(c *config) { c.tenantColumns[qualify(table)] = column }
+}
+
+// WithDefaultTenant maps tables that have no tenant column to this tenant.
+// Without it such tables are refused.
+func WithDefaultTenant(tenant string) Option { return func(c *config) { c.defaultTenant = tenant } }
+
+// WithSourceID sets the source identity that is part of every eventId
+// (default "<system identifier>/<database>"). Change it only together with a
+// new slot: records re-read under another id are not recognised as
+// duplicates.
+func WithSourceID(id string) Option { return func(c *config) { c.sourceID = id } }
+
+// WithStatusInterval sets how often the confirmed position is reported to
+// PostgreSQL (default 5s). PostgreSQL's wal_sender_timeout must be longer.
+func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.statusInterval = d } }
+
+// WithMaxPendingBytes bounds the encoded bytes produced but not yet
+// acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
+func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+func (c *config) validate() error {
+	var errs []error
+	if c.connString == "" {
+		errs = append(errs, errors.New("PostgreSQL connection string is empty: set --pg or WALHOUSE_PG_URL (e.g. postgres://user@host:5432/db)"))
+	}
+	if !slotName.MatchString(c.slot) {
+		errs = append(errs, fmt.Errorf("slot name %q is invalid: PostgreSQL allows 1-63 lower-case letters, digits and underscores", c.slot))
+	}
+	if c.publication == "" {
+		errs = append(errs, errors.New("publication name is empty"))
+	}
+	if c.topicPrefix == "" || strings.ContainsAny(c.topicPrefix, " /\\") {
+		errs = append(errs, fmt.Errorf("topic prefix %q is invalid: use letters, digits, '.', '_' or '-'", c.topicPrefix))
+	}
+	if c.partitions < 1 {
+		errs = append(errs, fmt.Errorf("topic partitions %d: need at least 1", c.partitions))
+	}
+	if c.replication == 0 || c.replication < -1 {
+		errs = append(errs, fmt.Errorf("topic replication factor %d: need -1 (broker default) or at least 1", c.replication))
+	}
+	if c.tenantColumn == "" {
+		errs = append(errs, errors.New("tenant column is empty"))
+	}
+	if c.statusInterval <= 0 || c.statusInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("status interval %v: want between 0 and 1m (PostgreSQL's wal_sender_timeout defaults to 60s)", c.statusInterval))
+	}
+	if c.maxPendingBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
+	}
+	for _, t := range c.tables {
+		if t == "" || strings.Count(t, ".") > 1 {
+			errs = append(errs, fmt.Errorf("table %q: want \"table\" or \"schema.table\"", t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// qualify adds the public schema to an unqualified table name.
+func qualify(table string) string {
+	if strings.Contains(table, ".") {
+		return table
+	}
+	return "public." + table
+}

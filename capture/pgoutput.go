@@ -1,0 +1,116 @@
+package capture
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// errShort reports a pgoutput message that ends before its fields do.
+var errShort = errors.New("pgoutput message is truncated")
+
+// tupleColumn is one column of a pgoutput TupleData. Data aliases the
+// message buffer: it is valid only until the next message is received.
+type tupleColumn struct {
+	Kind byte // 'n' null, 'u' unchanged TOAST, 't' text, 'b' binary
+	Data []byte
+}
+
+// rowChange is a decoded Insert, Update or Delete message. Its slices are
+// reused from message to message so the hot path does not allocate.
+type rowChange struct {
+	Kind       byte // 'I', 'U' or 'D'
+	RelationID uint32
+	// OldKind is 'K' (old key) or 'O' (old row, REPLICA IDENTITY FULL) when
+	// Old is present, else 0.
+	OldKind byte
+	Old     []tupleColumn
+	New     []tupleColumn
+}
+
+// decodeRowChange decodes an Insert ('I'), Update ('U') or Delete ('D')
+// message of protocol version 1 into c, reusing c's slices. It never panics on
+// malformed input.
+func decodeRowChange(msg []byte, c *rowChange) error {
+	if len(msg) < 5 {
+		return errShort
+	}
+	c.Kind = msg[0]
+	c.RelationID = binary.BigEndian.Uint32(msg[1:5])
+	c.OldKind = 0
+	c.Old = c.Old[:0]
+	c.New = c.New[:0]
+	rest := msg[5:]
+	var err error
+	switch c.Kind {
+	case 'I':
+		if len(rest) < 1 || rest[0] != 'N' {
+			return fmt.Errorf("insert message: want 'N' tuple")
+		}
+		c.New, rest, err = decodeTuple(rest[1:], c.New)
+	case 'U':
+		if len(rest) < 1 {
+			return errShort
+		}
+		if rest[0] == 'K' || rest[0] == 'O' {
+			c.OldKind = rest[0]
+			if c.Old, rest, err = decodeTuple(rest[1:], c.Old); err != nil {
+				return fmt.Errorf("update message, old tuple: %w", err)
+			}
+		}
+		if len(rest) < 1 || rest[0] != 'N' {
+			return fmt.Errorf("update message: want 'N' tuple")
+		}
+		c.New, rest, err = decodeTuple(rest[1:], c.New)
+	case 'D':
+		if len(rest) < 1 || (rest[0] != 'K' && rest[0] != 'O') {
+			return fmt.Errorf("delete message: want 'K' or 'O' tuple")
+		}
+		c.OldKind = rest[0]
+		c.Old, rest, err = decodeTuple(rest[1:], c.Old)
+	default:
+		return fmt.Errorf("message type %q is not a row change", c.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%c message has %d trailing bytes", c.Kind, len(rest))
+	}
+	return nil
+}
+
+// decodeTuple decodes a TupleData into cols (reused) and returns the rest of
+// the buffer.
+func decodeTuple(b []byte, cols []tupleColumn) ([]tupleColumn, []byte, error) {
+	if len(b) < 2 {
+		return cols, nil, errShort
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	for i := 0; i < n; i++ {
+		if len(b) < 1 {
+			return cols, nil, errShort
+		}
+		col := tupleColumn{Kind: b[0]}
+		b = b[1:]
+		switch col.Kind {
+		case 'n', 'u':
+		case 't', 'b':
+			if len(b) < 4 {
+				return cols, nil, errShort
+			}
+			l := binary.BigEndian.Uint32(b)
+			b = b[4:]
+			if uint64(l) > uint64(len(b)) {
+				return cols, nil, errShort
+			}
+			col.Data = b[:l:l]
+			b = b[l:]
+		default:
+			return cols, nil, fmt.Errorf("tuple column %d has unknown kind %q", i, col.Kind)
+		}
+		cols = append(cols, col)
+	}
+	return cols, b, nil
+}

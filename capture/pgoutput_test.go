@@ -1,0 +1,118 @@
+package capture
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// tuple encodes a pgoutput TupleData; nil is NULL, "\x00u" is unchanged.
+func tuple(vals ...*string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(vals)))
+	for _, v := range vals {
+		switch {
+		case v == nil:
+			b = append(b, 'n')
+		case *v == "\x00u":
+			b = append(b, 'u')
+		default:
+			b = append(b, 't')
+			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
+			b = append(b, *v...)
+		}
+	}
+	return b
+}
+
+func s(v string) *string { return &v }
+
+func msg(kind byte, rel uint32, parts ...[]byte) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{kind}, rel)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+func TestDecodeRowChange(t *testing.T) {
+	unchanged := s("\x00u")
+	tests := []struct {
+		name    string
+		msg     []byte
+		wantErr bool
+		check   func(t *testing.T, c *rowChange)
+	}{
+		{
+			name: "insert",
+			msg:  msg('I', 42, []byte{'N'}, tuple(s("acme"), s("1"), nil)),
+			check: func(t *testing.T, c *rowChange) {
+				if c.RelationID != 42 || len(c.New) != 3 || string(c.New[0].Data) != "acme" || c.New[2].Kind != 'n' || c.OldKind != 0 {
+					t.Errorf("got %+v", c)
+				}
+			},
+		},
+		{
+			name: "update with unchanged toast",
+			msg:  msg('U', 7, []byte{'N'}, tuple(s("acme"), unchanged, s(""))),
+			check: func(t *testing.T, c *rowChange) {
+				if c.New[1].Kind != 'u' || c.New[2].Kind != 't' || len(c.New[2].Data) != 0 {
+					t.Errorf("got %+v", c.New)
+				}
+			},
+		},
+		{
+			name: "update with old key",
+			msg:  msg('U', 7, []byte{'K'}, tuple(s("acme"), s("1")), []byte{'N'}, tuple(s("acme"), s("2"))),
+			check: func(t *testing.T, c *rowChange) {
+				if c.OldKind != 'K' || string(c.Old[1].Data) != "1" || string(c.New[1].Data) != "2" {
+					t.Errorf("got %+v", c)
+				}
+			},
+		},
+		{
+			name: "delete full",
+			msg:  msg('D', 9, []byte{'O'}, tuple(s("acme"), s("1"))),
+			check: func(t *testing.T, c *rowChange) {
+				if c.OldKind != 'O' || len(c.Old) != 2 || len(c.New) != 0 {
+					t.Errorf("got %+v", c)
+				}
+			},
+		},
+		{name: "empty", msg: nil, wantErr: true},
+		{name: "insert without N", msg: msg('I', 1, []byte{'X'}), wantErr: true},
+		{name: "length beyond buffer", msg: append(msg('I', 1, []byte{'N'}, []byte{0, 1, 't'}), 0, 0, 0, 9, 'a'), wantErr: true},
+		{name: "unknown column kind", msg: msg('I', 1, []byte{'N'}, []byte{0, 1, 'z'}), wantErr: true},
+		{name: "trailing bytes", msg: append(msg('I', 1, []byte{'N'}, tuple(s("a"))), 0), wantErr: true},
+		{name: "delete without old", msg: msg('D', 1, []byte{'N'}, tuple(s("a"))), wantErr: true},
+		{name: "not a row change", msg: msg('B', 1), wantErr: true},
+	}
+	var c rowChange
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decodeRowChange(tc.msg, &c)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if tc.check != nil {
+				tc.check(t, &c)
+			}
+		})
+	}
+}
+
+func FuzzDecodeRowChange(f *testing.F) {
+	f.Add(msg('I', 42, []byte{'N'}, tuple(s("acme"), s("1"), nil)))
+	f.Add(msg('U', 7, []byte{'K'}, tuple(s("acme"), s("1")), []byte{'N'}, tuple(s("acme"), s("\x00u"))))
+	f.Add(msg('D', 9, []byte{'O'}, tuple(s("x"))))
+	var c rowChange
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := decodeRowChange(data, &c); err != nil {
+			return
+		}
+		// Whatever decodes must stay within the message.
+		for _, col := range append(append([]tupleColumn(nil), c.Old...), c.New...) {
+			if len(col.Data) > len(data) {
+				t.Fatalf("column longer than the message")
+			}
+		}
+	})
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/walhouse/walhouse/capture"
+)
+
+func runCapture(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	var ep endpoints
+	ep.register(fs, true, true, false)
+	var (
+		slot        = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "logical replication slot, created if missing (env WALHOUSE_SLOT)")
+		publication = fs.String("publication", envOr("WALHOUSE_PUBLICATION", "walhouse"), "publication, created or extended with --tables (env WALHOUSE_PUBLICATION)")
+		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "Kafka topic prefix: topics are <prefix>.<schema>.<table> (env WALHOUSE_TOPIC_PREFIX)")
+		partitions  = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
+		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates (-1: broker default)")
+		tenantCol   = fs.String("tenant-column", envOr("WALHOUSE_TENANT_COLUMN", "tenant_id"), "column holding the tenant (env WALHOUSE_TENANT_COLUMN)")
+		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
+		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
+		tables      listFlag
+		tenantFor   listFlag
+	)
+	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
+	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	opts := []capture.Option{
+		capture.WithSlot(*slot),
+		capture.WithPublication(*publication),
+		capture.WithTables(tables...),
+		capture.WithTopicPrefix(*prefix),
+		capture.WithTopicPartitions(int32(*partitions)),
+		capture.WithTopicReplication(int16(*replication)),
+		capture.WithTenantColumn(*tenantCol),
+		capture.WithDefaultTenant(*defTenant),
+		capture.WithStatusInterval(*status),
+	}
+	for _, tf := range tenantFor {
+		table, col, ok := strings.Cut(tf, "=")
+		if !ok || table == "" || col == "" {
+			return fmt.Errorf("--tenant-column-for %q: want schema.table=column", tf)
+		}
+		opts = append(opts, capture.WithTableTenantColumn(table, col))
+	}
+	cl, err := kafkaClient(ctx, ep.brokers(), producerOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	c, err := capture.New(ep.pg, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)))...)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaClient opens a franz-go client and checks that a broker answers, so
+// a wrong address fails at start with a clear message instead of retrying
+// silently.
+func kafkaClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("no Kafka brokers given: set --kafka or WALHOUSE_KAFKA_BROKERS")
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("reach Kafka at %v: %w; check that the broker runs and --kafka is right", brokers, err)
+	}
+	return cl, nil
+}
+
+// producerOpts are the producer settings capture uses: idempotent (the
+// franz-go default, with acks from all in-sync replicas), compressed, with a
+// short linger so rows are batched without adding visible latency.
+func producerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.MaxBufferedRecords(100_000),
+		kgo.RecordDeliveryTimeout(0), // retry until acknowledged; capture's own bound pauses reading
+	}
+}

@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+var walhouseBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "walhouse-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	walhouseBin, err = testenv.BuildBinary(context.Background(), dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// pipeline is one isolated capture → Kafka → sink setup: its own table
+// names, slot, publication, topics, consumer group and ClickHouse database.
+type pipeline struct {
+	t        *testing.T
+	env      testenv.Env
+	pg       *pgx.Conn
+	ch       driver.Conn
+	slot     string
+	pub      string
+	prefix   string
+	group    string
+	database string
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	env := testenv.Require(t, "pg", "kafka", "clickhouse")
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { pg.Close(context.Background()) })
+	chc, err := clickhouse.Open(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatalf("connect to ClickHouse: %v", err)
+	}
+	t.Cleanup(func() { chc.Close() })
+	p := &pipeline{
+		t: t, env: env, pg: pg, ch: chc,
+		slot:     testenv.Name("slot"),
+		pub:      testenv.Name("pub"),
+		prefix:   testenv.Name("wh"),
+		group:    testenv.Name("grp"),
+		database: testenv.Name("e2e"),
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		// The slot can only be dropped once capture has let go of it.
+		_ = testenv.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+			_, err := p.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", p.slot)
+			return err
+		})
+		_, _ = p.pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{p.pub}.Sanitize())
+		_ = p.ch.Exec(ctx, "DROP DATABASE IF EXISTS `"+p.database+"`")
+	})
+	return p
+}
+
+func (p *pipeline) exec(sql string, args ...any) {
+	p.t.Helper()
+	if _, err := p.pg.Exec(context.Background(), sql, args...); err != nil {
+		p.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
+	p.t.Helper()
+	proc := testenv.Start(p.t, "capture", walhouseBin, "capture",
+		"--pg", p.env.PG, "--kafka", p.env.Kafka,
+		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
+		"--tables", strings.Join(tables, ","), "--partitions", "3", "--status-interval", "1s")
+	// Streaming has begun once the slot is active.
+	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
+		if done, err := proc.Exited(); done {
+			return fmt.Errorf("capture exited: %v", err)
+		}
+		var active bool
+		err := p.pg.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", p.slot).Scan(&active)
+		if err != nil || !active {
+			return fmt.Errorf("slot %s not active yet (%v)", p.slot, err)
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatalf("capture did not start streaming: %v\n%s", err, proc.Output())
+	}
+	return proc
+}
+
+func (p *pipeline) startSink() *testenv.Proc {
+	p.t.Helper()
+	return testenv.Start(p.t, "sink", walhouseBin, "sink",
+		"--kafka", p.env.Kafka, "--clickhouse", p.env.ClickHouse,
+		"--database", p.database, "--group", p.group, "--topic-prefix", p.prefix)
+}
+
+// converge waits until ClickHouse's FINAL view equals PostgreSQL.
+func (p *pipeline) converge(pgQuery, chQuery string, procs ...*testenv.Proc) {
+	p.t.Helper()
+	var last string
+	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
+		for _, pr := range procs {
+			if done, err := pr.Exited(); done {
+				return fmt.Errorf("%s exited: %v", pr.Name, err)
+			}
+		}
+		want, err := pgRows(ctx, p.pg, pgQuery)
+		if err != nil {
+			return fmt.Errorf("query PostgreSQL: %w", err)
+		}
+		got, err := chRows(ctx, p.ch, chQuery, nil)
+		if err != nil {
+			return fmt.Errorf("query ClickHouse: %w", err)
+		}
+		if last = diff(want, got); last != "" {
+			return errors.New("ClickHouse differs from PostgreSQL")
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatalf("%v\n%s", err, last)
+	}
+}
+
+func TestIntegrationEndToEnd(t *testing.T) {
+	p := newPipeline(t)
+	table := testenv.Name("orders")
+	qt := pgx.Identifier{table}.Sanitize()
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (
+		tenant_id  text NOT NULL,
+		id         bigint NOT NULL,
+		amount     numeric(12,2),
+		status     text,
+		tags       text[],
+		created_at timestamptz NOT NULL DEFAULT now(),
+		payload    jsonb,
+		PRIMARY KEY (tenant_id, id))`, qt))
+	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+
+	capture := p.startCapture(table)
+	sink := p.startSink()
+
+	// Two tenants with overlapping ids: a change in one must never touch
+	// the other.
+	for _, tenant := range []string{"acme", "globex"} {
+		p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status, tags, created_at, payload)
+			SELECT $1, g, g * 1.25, 'new', ARRAY['a', 'b c', NULL], '2026-01-01 00:00:00+00'::timestamptz + g * interval '1 hour',
+			       jsonb_build_object('n', g, 'quote', 'it''s "q"')
+			FROM generate_series(1, 50) g`, qt), tenant)
+	}
+	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'paid', amount = amount + 100 WHERE tenant_id = 'acme' AND id <= 10`, qt))
+	// The same row twice in one transaction: the second change must win.
+	tx, err := p.pg.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"first", "second"} {
+		if _, err := tx.Exec(context.Background(), fmt.Sprintf(`UPDATE %s SET status = $1 WHERE tenant_id = 'globex' AND id = 7`, qt), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'acme' AND id BETWEEN 20 AND 25`, qt))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'globex' AND id IN (1, 49)`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET tags = NULL, payload = NULL, status = NULL WHERE tenant_id = 'globex' AND id = 2`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status) VALUES ('acme', 20, 1, 're-inserted after delete')`, qt))
+
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(trim_scale(amount)::text, '<null>'), coalesce(status, '<null>'),
+		coalesce(array_to_string(tags, ',', '<null>'), ''),
+		to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), coalesce(payload::text, '<null>')
+		FROM %s ORDER BY tenant_id, id`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(amount), '<null>'), ifNull(status, '<null>'),"+
+		" arrayStringConcat(arrayMap(x -> ifNull(x, '<null>'), tags), ','),"+
+		" formatDateTime(created_at, '%%Y-%%m-%%d %%H:%%i:%%S.%%f'), ifNull(payload, '<null>')"+
+		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
+	p.converge(pgQuery, chQuery, capture, sink)
+}

@@ -1,0 +1,160 @@
+// Package testenv gives integration tests, benchmarks and the demo the
+// addresses of the real local services that deploy/local/services.sh starts,
+// and the small helpers they share (fresh names, waiting for convergence).
+//
+// Tests call Require: without the services it skips the test with a clear
+// message, unless WALHOUSE_INTEGRATION=1 (set by `make test` and CI), where
+// a missing service fails the test, so a broken start-up can never pass as
+// "skipped". WALHOUSE_INTEGRATION=0 (make unit) skips them even when the
+// services run.
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Env holds the service addresses.
+type Env struct {
+	PG         string // PostgreSQL URL
+	Kafka      string // comma-separated brokers
+	Redis      string // host:port
+	ClickHouse string // ClickHouse DSN (http://… for the embedded engine)
+	ChdbLib    string // path to libchdb.so
+}
+
+// Load reads the environment, falling back to the env file that
+// services.sh writes (.local/env at the repository root).
+func Load() Env {
+	vals := map[string]string{}
+	if root, err := repoRoot(); err == nil {
+		readEnvFile(filepath.Join(root, ".local", "env"), vals)
+	}
+	get := func(k string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return vals[k]
+	}
+	return Env{
+		PG:         get("WALHOUSE_PG_URL"),
+		Kafka:      get("WALHOUSE_KAFKA_BROKERS"),
+		Redis:      get("WALHOUSE_REDIS_ADDR"),
+		ClickHouse: get("WALHOUSE_CLICKHOUSE_URL"),
+		ChdbLib:    get("WALHOUSE_CHDB_LIB"),
+	}
+}
+
+// Required reports whether integration tests must run (WALHOUSE_INTEGRATION=1).
+func Required() bool { return os.Getenv("WALHOUSE_INTEGRATION") == "1" }
+
+// Require returns the environment, skipping t (or failing it when
+// integration tests are required) if any of the named services is not
+// configured: "pg", "kafka", "redis", "clickhouse".
+func Require(t testing.TB, services ...string) Env {
+	t.Helper()
+	e := Load()
+	var missing []string
+	for _, s := range services {
+		var v string
+		switch s {
+		case "pg":
+			v = e.PG
+		case "kafka":
+			v = e.Kafka
+		case "redis":
+			v = e.Redis
+		case "clickhouse":
+			v = e.ClickHouse
+		default:
+			t.Fatalf("testenv: unknown service %q", s)
+		}
+		if v == "" {
+			missing = append(missing, s)
+		}
+	}
+	if os.Getenv("WALHOUSE_INTEGRATION") == "0" {
+		t.Skip("integration tests disabled (WALHOUSE_INTEGRATION=0, as in make unit)")
+	}
+	if len(missing) > 0 {
+		msg := fmt.Sprintf("services %v are not configured: run `deploy/local/services.sh start` (or `make services`) first", missing)
+		if Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return e
+}
+
+// Name returns a fresh lower-case identifier with the given prefix, for
+// slots, publications, topics and tables that must not collide between
+// tests or runs.
+func Name(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// Eventually polls check until it returns nil or timeout passes, and
+// returns the last error. It is for waiting on asynchronous pipelines, not
+// for asserting timing.
+func Eventually(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not reached within %v: %w", timeout, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
+
+// readEnvFile reads `export NAME=value` (or NAME=value) lines.
+func readEnvFile(path string, into map[string]string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export "))
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		into[k] = strings.Trim(v, `"'`)
+	}
+}

@@ -1,0 +1,179 @@
+package schema
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func numericMod(p, s int) int32 { return int32(p<<16|s) + 4 }
+
+func TestMap(t *testing.T) {
+	tests := []struct {
+		col      record.Column
+		nullable bool
+		want     string
+		fallback bool
+	}{
+		{record.Column{Type: "int8", TypMod: -1}, false, "Int64", false},
+		{record.Column{Type: "int4", TypMod: -1}, true, "Nullable(Int32)", false},
+		{record.Column{Type: "numeric", TypMod: numericMod(12, 2)}, true, "Nullable(Decimal(12, 2))", false},
+		{record.Column{Type: "numeric", TypMod: -1}, true, "Nullable(Decimal(76, 38))", false},
+		{record.Column{Type: "numeric", TypMod: numericMod(80, 2)}, true, "Nullable(Decimal(76, 38))", false},
+		{record.Column{Type: "timestamptz", TypMod: -1}, true, "Nullable(DateTime64(6, 'UTC'))", false},
+		{record.Column{Type: "date", TypMod: -1}, false, "Date32", false},
+		{record.Column{Type: "uuid", TypMod: -1}, false, "UUID", false},
+		{record.Column{Type: "jsonb", TypMod: -1}, true, "Nullable(String)", false},
+		{record.Column{Type: "text", Array: true, TypMod: -1}, true, "Array(Nullable(String))", false},
+		{record.Column{Type: "int4", Array: true, TypMod: -1}, false, "Array(Nullable(Int32))", false},
+		{record.Column{Type: "mood", Enum: true, TypMod: -1}, true, "Nullable(String)", false},
+		{record.Column{Type: "hstore", TypMod: -1}, true, "Nullable(String)", true},
+		{record.Column{Type: "bool", TypMod: -1}, true, "Nullable(Bool)", false},
+	}
+	for _, tc := range tests {
+		got := Map(tc.col, tc.nullable)
+		if got.DDL != tc.want || (got.Fallback != "") != tc.fallback {
+			t.Errorf("Map(%+v, %v) = %q (fallback %q), want %q (fallback %v)", tc.col, tc.nullable, got.DDL, got.Fallback, tc.want, tc.fallback)
+		}
+	}
+}
+
+func TestConvert(t *testing.T) {
+	ts := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	str := func(s string) *string { return &s }
+	i32 := func(v int32) *int32 { return &v }
+	tests := []struct {
+		col     record.Column
+		text    string
+		want    any
+		wantErr bool
+	}{
+		{record.Column{Type: "bool"}, "t", true, false},
+		{record.Column{Type: "bool"}, "x", nil, true},
+		{record.Column{Type: "int2"}, "-32768", int16(-32768), false},
+		{record.Column{Type: "int2"}, "32768", nil, true},
+		{record.Column{Type: "int8"}, "9223372036854775807", int64(9223372036854775807), false},
+		{record.Column{Type: "float8"}, "NaN", nil, false}, // checked separately
+		{record.Column{Type: "float8"}, "-Infinity", nil, false},
+		{record.Column{Type: "numeric", TypMod: numericMod(12, 2)}, "12.50", "12.50", false},
+		{record.Column{Type: "numeric"}, "NaN", nil, false},
+		{record.Column{Type: "bytea"}, `\x00ff41`, "\x00\xffA", false},
+		{record.Column{Type: "bytea"}, `plain`, nil, true},
+		{record.Column{Type: "timestamptz"}, "2024-01-15 10:00:00.123456+00", ts("2024-01-15T10:00:00.123456Z"), false},
+		{record.Column{Type: "timestamptz"}, "2024-01-15 10:00:00+05:30", ts("2024-01-15T04:30:00Z"), false},
+		{record.Column{Type: "timestamp"}, "2024-01-15 10:00:00", ts("2024-01-15T10:00:00Z"), false},
+		{record.Column{Type: "timestamptz"}, "infinity", maxTime, false},
+		{record.Column{Type: "timestamptz"}, "0044-03-15 00:00:00+00 BC", minDate, false},
+		{record.Column{Type: "date"}, "1850-06-01", minDate, false},
+		{record.Column{Type: "date"}, "2024-02-29", ts("2024-02-29T00:00:00Z"), false},
+		{record.Column{Type: "date"}, "-infinity", minDate, false},
+		{record.Column{Type: "text", Array: true}, `{a,"b c",NULL,"x\"y",""}`, []*string{str("a"), str("b c"), nil, str(`x"y`), str("")}, false},
+		{record.Column{Type: "int4", Array: true}, `{{1,2},{3,NULL}}`, []*int32{i32(1), i32(2), i32(3), nil}, false},
+		{record.Column{Type: "int4", Array: true}, `[0:1]={7,8}`, []*int32{i32(7), i32(8)}, false},
+		{record.Column{Type: "int4", Array: true}, `{}`, []*int32{}, false},
+		{record.Column{Type: "int4", Array: true}, `{"unterminated}`, nil, true},
+		{record.Column{Type: "int4", Array: true}, `1,2`, nil, true},
+	}
+	for _, tc := range tests {
+		got, err := Map(tc.col, true).Convert(tc.text)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s %q: err = %v, wantErr %v", tc.col.Type, tc.text, err, tc.wantErr)
+			continue
+		}
+		if tc.wantErr || tc.col.Type == "float8" {
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %q = %#v, want %#v", tc.col.Type, tc.text, got, tc.want)
+		}
+	}
+	if v, _ := Map(record.Column{Type: "float8"}, true).Convert("NaN"); v.(float64) == v.(float64) {
+		t.Errorf("NaN converted to %v", v)
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders":       "`orders`",
+		"Mixed Case":   "`Mixed Case`",
+		"we`ird\\":     "`we\\`ird\\\\`",
+		"drop;--":      "`drop;--`",
+		"zero\x00byte": "`zero\\0byte`",
+	} {
+		if got := QuoteIdent(in); got != want {
+			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestNewTable(t *testing.T) {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true},
+		{Name: "Amount €", Type: "numeric", TypMod: numericMod(12, 2)},
+		{Name: "created_at", Type: "timestamptz", TypMod: -1},
+		{Name: "tags", Type: "text", Array: true, TypMod: -1},
+	}
+	src := record.Source{ID: "x", Schema: "sales", Table: "orders"}
+	tbl, err := NewTable(src, "tenant_id", cols, Options{Database: "walhouse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "orders.sql", tbl.CreateDDL())
+	if got := strings.Join(tbl.InsertColumns(), ","); got != "tenant_id,id,Amount €,created_at,tags,_version,_is_deleted,_commit_ts" {
+		t.Errorf("InsertColumns = %s", got)
+	}
+
+	noTenant, err := NewTable(record.Source{Schema: "public", Table: "plans"}, "", cols[1:], Options{Database: "walhouse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plans.sql", noTenant.CreateDDL())
+
+	for name, tc := range map[string]struct {
+		cols []record.Column
+		opts Options
+		want string
+	}{
+		"no key":            {[]record.Column{{Name: "tenant_id", Type: "text", Key: true}, {Name: "v", Type: "text"}}, Options{}, "no primary key"},
+		"meta clash":        {append(cols[:2:2], record.Column{Name: "_version", Type: "int8"}), Options{}, "clashes"},
+		"partition missing": {cols, Options{PartitionBy: "nope"}, "does not exist"},
+		"partition not key": {cols, Options{PartitionBy: "created_at"}, "must be part of the primary key"},
+		"partition type":    {cols, Options{PartitionBy: "id"}, "date or timestamp"},
+	} {
+		if _, err := NewTable(src, "tenant_id", tc.cols, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./schema -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}

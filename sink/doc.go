@@ -1,0 +1,13 @@
+// Package sink consumes change records from Kafka in a consumer group and
+// loads them, batch by batch and table by table, through a Loader.
+//
+// Offsets are committed only after the Loader reported the batch durable, so
+// a crash at any point re-delivers what was not loaded; the Loader's insert
+// token, eventId deduplication and ReplacingMergeTree versions make the
+// redelivery harmless. Records that can never be loaded are not dropped: the
+// sink stops with an error naming them (a dead-letter topic takes them once
+// configured).
+//
+// Data enters as Kafka records and leaves through the Loader interface; the
+// package knows nothing about ClickHouse.
+package sink
