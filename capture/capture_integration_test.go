@@ -1,0 +1,231 @@
+package capture_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+)
+
+// run starts a Capturer in the background and returns a stop function that
+// waits for it.
+func run(t *testing.T, env testenv.Env, opts ...capture.Option) func() {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := capture.New(env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStatusInterval(200*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	// Streaming has begun once the position is known.
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Stats().Confirmed == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("capture stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("capture did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("capture: %v", err)
+		}
+		cl.Close()
+	}
+}
+
+// consume reads n records from topic.
+func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []*record.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records from %s", len(out), n, topic)
+		}
+		for _, kr := range fs.Records() {
+			r, err := record.Decode(kr.Value)
+			if err != nil {
+				t.Fatalf("decode record at offset %d: %v", kr.Offset, err)
+			}
+			if string(kr.Key) != r.PartitionKey() {
+				t.Errorf("kafka key %s, record partition key %s", kr.Key, r.PartitionKey())
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
+	env := testenv.Require(t, "pg", "kafka")
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	table := testenv.Name("cap")
+	slotA, slotB := testenv.Name("slot"), testenv.Name("slot")
+	pub := testenv.Name("pub")
+	prefixA, prefixB := testenv.Name("a"), testenv.Name("b")
+	exec := func(c *pgx.Conn, q string) {
+		t.Helper()
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(pg, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", table))
+	t.Cleanup(func() {
+		for _, s := range []string{slotA, slotB} {
+			_, _ = pg.Exec(ctx, "SELECT pg_drop_replication_slot($1)", s)
+		}
+		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
+		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+	})
+	// The publication must exist before the changes: pgoutput decides what
+	// is published with the catalog as of each change.
+	exec(pg, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, table))
+	// Two slots at one position read the same WAL: the second reading is a
+	// re-capture of the same changes.
+	exec(pg, fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", slotA))
+	exec(pg, fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", slotB))
+
+	// Interleaved transactions: t1 starts first (a write at a low LSN) but
+	// commits last; t2 changes row 1 and commits in between.
+	exec(pg, fmt.Sprintf("INSERT INTO %s VALUES ('acme', 1, 'v0'), ('acme', 2, 'v0')", table))
+	t1, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer t1.Close(ctx)
+	exec(t1, "BEGIN")
+	exec(t1, fmt.Sprintf("UPDATE %s SET v = 't1-early' WHERE id = 2", table))
+	exec(pg, fmt.Sprintf("BEGIN; UPDATE %s SET v = 't2-a' WHERE id = 1; UPDATE %s SET v = 't2-b' WHERE id = 1; COMMIT", table, table))
+	exec(t1, fmt.Sprintf("UPDATE %s SET v = 't1-late' WHERE id = 1", table))
+	exec(t1, "COMMIT")
+	exec(pg, fmt.Sprintf("DELETE FROM %s WHERE id = 2", table))
+	const changes = 2 + 1 + 2 + 1 + 1
+
+	stop := run(t, env, capture.WithSlot(slotA), capture.WithPublication(pub), capture.WithTables(table), capture.WithTopicPrefix(prefixA))
+	a := consume(t, env, prefixA+".public."+table, changes)
+	stop()
+	stop = run(t, env, capture.WithSlot(slotB), capture.WithPublication(pub), capture.WithTopicPrefix(prefixB))
+	b := consume(t, env, prefixB+".public."+table, changes)
+	stop()
+
+	// Kafka orders records per partition only; order them by commit, then
+	// position in the transaction, as the stream did.
+	for _, rs := range [][]*record.Record{a, b} {
+		sort.Slice(rs, func(i, j int) bool {
+			if rs[i].CommitLSN != rs[j].CommitLSN {
+				return rs[i].CommitLSN < rs[j].CommitLSN
+			}
+			return rs[i].Ordinal < rs[j].Ordinal
+		})
+	}
+	for i := range a {
+		if a[i].EventID != b[i].EventID || a[i].Version != b[i].Version {
+			t.Errorf("change %d captured twice differs: %s/%d vs %s/%d", i, a[i].EventID, a[i].Version, b[i].EventID, b[i].Version)
+		}
+	}
+	// Per row, versions increase in commit order; ids are unique.
+	last := map[string]uint64{}
+	seen := map[string]bool{}
+	var row1 []string
+	for _, r := range a {
+		k := r.PartitionKey()
+		if r.Version <= last[k] {
+			t.Errorf("row %s: version %d after %d", k, r.Version, last[k])
+		}
+		last[k] = r.Version
+		if seen[r.EventID] {
+			t.Errorf("duplicate eventId %s", r.EventID)
+		}
+		seen[r.EventID] = true
+		if r.Values[1].Text == "1" {
+			row1 = append(row1, r.Op.String()+":"+r.Values[2].Text)
+		}
+	}
+	if got := fmt.Sprint(row1); got != "[c:v0 u:t2-a u:t2-b u:t1-late]" {
+		t.Errorf("row 1 changes in commit order = %s", got)
+	}
+	if d := a[len(a)-1]; d.Op != record.Delete || d.Values[1].Text != "2" || d.TenantID != "acme" {
+		t.Errorf("last change = %+v, want the delete of acme/2", d)
+	}
+}
+
+func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
+	env := testenv.Require(t, "pg", "kafka")
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	noKey, noTenant := testenv.Name("nokey"), testenv.Name("notenant")
+	for _, q := range []string{
+		fmt.Sprintf("CREATE TABLE %s (tenant_id text, v text)", noKey),
+		fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, v text)", noTenant),
+	} {
+		if _, err := pg.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := testenv.Name("pub")
+	t.Cleanup(func() {
+		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
+		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+noKey+", "+noTenant)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c, err := capture.New(env.PG, cl, capture.WithPublication(pub), capture.WithTables(noKey, noTenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Setup(ctx)
+	for _, want := range []string{noKey + " has no primary key", noTenant + " has no tenant column"} {
+		if err == nil || !contains(err.Error(), want) {
+			t.Errorf("Setup error %v does not say %q", err, want)
+		}
+	}
+	bad, err := capture.New("postgres://nobody@127.0.0.1:1/none?connect_timeout=2", cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Setup(ctx); err == nil || !contains(err.Error(), "connect to PostgreSQL") {
+		t.Errorf("unreachable PostgreSQL: err = %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
