@@ -100,7 +100,7 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 		if start > 0 || i < len(b.Records) {
 			token = fmt.Sprintf("%s#%d", b.Token, start)
 		}
-		if err := w.loadRun(ctx, run, token); err != nil {
+		if err := w.loadRun(ctx, run, token, start); err != nil {
 			return err
 		}
 		start = i
@@ -108,7 +108,8 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 	return nil
 }
 
-func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string) error {
+// loadRun inserts recs, which start at index base of the batch.
+func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string, base int) error {
 	t, err := w.table(ctx, recs[0])
 	if err != nil {
 		return err
@@ -131,11 +132,13 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 	row := make([]any, 0, len(cols))
 	for i, r := range recs {
 		row, err = appendRow(row[:0], t, r, fills[i])
-		if err != nil {
-			return err
+		if err == nil {
+			if aerr := batch.Append(row...); aerr != nil {
+				err = fmt.Errorf("%w: record %s: %v", sink.ErrPermanent, r.EventID, aerr)
+			}
 		}
-		if err := batch.Append(row...); err != nil {
-			return fmt.Errorf("%w: row %s of %s.%s: %v", sink.ErrPermanent, r.EventID, r.Source.Schema, r.Source.Table, err)
+		if err != nil {
+			return &sink.RecordError{Index: base + i, Err: err}
 		}
 	}
 	if err := batch.Send(); err != nil {

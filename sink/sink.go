@@ -9,22 +9,28 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walhouse/walhouse/record"
 )
 
-// Batch is the records of one source table, in Kafka order, to be loaded
-// all or nothing.
+// Batch is the records of one Kafka partition (so of one source table), in
+// offset order, to be loaded all or nothing.
 type Batch struct {
 	Source  record.Source
 	Records []*record.Record
-	// Token identifies the batch by the Kafka positions it was built from.
-	// The same positions always give the same token, so a batch retried
-	// after a crash can be recognised (ClickHouse insert_deduplication_token).
+	// Token names the batch by its Kafka positions
+	// ("<topic>/<partition>/<first>-<last>"). The sink cuts batches so that
+	// a batch retried after a crash has exactly the same records and token;
+	// a loader passes it as ClickHouse's insert_deduplication_token so the
+	// retry is a no-op even before merges.
 	Token string
 }
 
@@ -33,48 +39,161 @@ type Loader interface {
 	Load(ctx context.Context, b Batch) error
 }
 
-// ErrPermanent marks a load error that retrying cannot fix (for example a
-// value ClickHouse cannot store). Loaders wrap it; the sink stops instead of
-// retrying forever.
+// ErrPermanent marks a load error that retrying cannot fix, such as a value
+// ClickHouse cannot store. Loaders wrap it, with a *RecordError when they
+// know which record is at fault.
 var ErrPermanent = errors.New("permanent load error")
 
-// Consumer is the part of *kgo.Client the sink uses.
+// RecordError names the record of a batch that a Loader could not load.
+type RecordError struct {
+	Index int // position in Batch.Records
+	Err   error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Index, e.Err) }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Consumer is what the sink needs of a Kafka consumer-group client;
+// KafkaConsumer adapts a *kgo.Client.
 type Consumer interface {
 	PollRecords(ctx context.Context, maxPollRecords int) kgo.Fetches
-	CommitRecords(ctx context.Context, rs ...*kgo.Record) error
+	// Commit commits the offsets, each with its metadata, for the group.
+	Commit(ctx context.Context, offsets []Offset) error
 	AllowRebalance()
 }
 
-// Config tunes a Sink. The zero value is usable.
+// Offset is a committed position with its metadata.
+type Offset struct {
+	Topic     string
+	Partition int32
+	Epoch     int32
+	At        int64
+	Metadata  string
+}
+
+// KafkaConsumer adapts a franz-go group client to Consumer.
+func KafkaConsumer(cl *kgo.Client) Consumer { return kafkaConsumer{cl} }
+
+type kafkaConsumer struct{ *kgo.Client }
+
+func (k kafkaConsumer) Commit(ctx context.Context, offsets []Offset) error {
+	m := map[string]map[int32]kgo.EpochOffset{}
+	meta := map[string]map[int32]string{}
+	for _, o := range offsets {
+		if m[o.Topic] == nil {
+			m[o.Topic] = map[int32]kgo.EpochOffset{}
+			meta[o.Topic] = map[int32]string{}
+		}
+		m[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.Epoch, Offset: o.At}
+		meta[o.Topic][o.Partition] = o.Metadata
+	}
+	// franz-go writes the member id as metadata; replace it with ours.
+	cctx := kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				md := meta[req.Topics[i].Topic][p.Partition]
+				p.Metadata = &md
+			}
+		}
+		return nil
+	})
+	var cerr error
+	k.CommitOffsetsSync(cctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, err)
+				}
+			}
+		}
+	})
+	return cerr
+}
+
+// OffsetFetcher reads a group's committed offsets with their metadata;
+// *kadm.Client satisfies it.
+type OffsetFetcher interface {
+	FetchOffsets(ctx context.Context, group string) (kadm.OffsetResponses, error)
+}
+
+// DeadLetters receives records that can never be loaded.
+type DeadLetters interface {
+	Send(ctx context.Context, l DeadLetter) error
+}
+
+// DeadLetter is a record that could not be loaded, with why.
+type DeadLetter struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Err       error
+	FirstSeen time.Time
+	Attempts  int
+}
+
+// Config tunes a Sink.
 type Config struct {
-	// MaxBatchRecords bounds the records taken in one poll (default 50,000).
+	// Group is the consumer group the Consumer joined (required: the sink
+	// reads its batch intents from the group's committed offsets).
+	Group string
+	// MaxBatchRecords bounds the records of one batch (default 50,000).
 	MaxBatchRecords int
+	// MaxBatchWait is the longest a record waits for its batch to fill
+	// (default 500ms).
+	MaxBatchWait time.Duration
 	// RetryBackoff is the first wait after a failed load; it doubles up to
 	// MaxRetryBackoff (defaults 200ms and 30s). Transient errors are retried
 	// until the context ends.
 	RetryBackoff, MaxRetryBackoff time.Duration
+	// PermanentAttempts is how often a record that fails permanently is
+	// tried before it goes to the dead letters (default 3).
+	PermanentAttempts int
+	// DeadLetters takes records that can never be loaded. Without it, such
+	// a record stops the sink with an error naming it.
+	DeadLetters DeadLetters
 }
 
 // Sink moves records from a consumer group into a Loader.
 type Sink struct {
 	consumer Consumer
+	offsets  OffsetFetcher
 	loader   Loader
 	cfg      Config
 	log      *slog.Logger
 
 	loaded  atomic.Int64
+	dead    atomic.Int64
 	batches atomic.Int64
+
+	mu      sync.Mutex
+	intents map[tp]int64 // partition → last offset of the batch in flight when it was last committed
+	checked map[tp]bool  // partitions whose intent was read since assignment
 }
 
-// New returns a Sink. The consumer must be configured with manual commits
-// (kgo.DisableAutoCommit) and kgo.BlockRebalanceOnPoll, so that a partition
-// is never revoked between loading a batch and committing it.
-func New(c Consumer, l Loader, cfg Config) (*Sink, error) {
-	if c == nil || l == nil {
-		return nil, errors.New("sink: a consumer and a loader are required")
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// New returns a Sink. The consumer's client must use manual commits
+// (kgo.DisableAutoCommit) and kgo.BlockRebalanceOnPoll, and call the sink's
+// OnRevoked from kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
+func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error) {
+	if c == nil || offsets == nil || l == nil {
+		return nil, errors.New("sink: a consumer, an offset fetcher and a loader are required")
 	}
 	if cfg.MaxBatchRecords == 0 {
 		cfg.MaxBatchRecords = 50_000
+	}
+	if cfg.MaxBatchWait == 0 {
+		cfg.MaxBatchWait = 500 * time.Millisecond
 	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = 200 * time.Millisecond
@@ -82,99 +201,427 @@ func New(c Consumer, l Loader, cfg Config) (*Sink, error) {
 	if cfg.MaxRetryBackoff == 0 {
 		cfg.MaxRetryBackoff = 30 * time.Second
 	}
-	if cfg.MaxBatchRecords < 1 || cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < cfg.RetryBackoff {
-		return nil, fmt.Errorf("sink configuration: max batch %d must be positive and retry backoff %v at most %v", cfg.MaxBatchRecords, cfg.RetryBackoff, cfg.MaxRetryBackoff)
+	if cfg.PermanentAttempts == 0 {
+		cfg.PermanentAttempts = 3
 	}
-	return &Sink{consumer: c, loader: l, cfg: cfg, log: slog.Default().With("component", "sink")}, nil
+	var errs []error
+	if cfg.Group == "" {
+		errs = append(errs, errors.New("consumer group is empty"))
+	}
+	if cfg.MaxBatchRecords < 1 {
+		errs = append(errs, fmt.Errorf("max batch records %d: must be positive", cfg.MaxBatchRecords))
+	}
+	if cfg.MaxBatchWait < 0 || cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < cfg.RetryBackoff {
+		errs = append(errs, fmt.Errorf("durations must be positive and retry backoff %v at most %v", cfg.RetryBackoff, cfg.MaxRetryBackoff))
+	}
+	if cfg.PermanentAttempts < 1 {
+		errs = append(errs, fmt.Errorf("permanent attempts %d: must be positive", cfg.PermanentAttempts))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sink configuration: %w", err)
+	}
+	return &Sink{
+		consumer: c, offsets: offsets, loader: l, cfg: cfg,
+		log:     slog.Default().With("component", "sink"),
+		intents: map[tp]int64{},
+		checked: map[tp]bool{},
+	}, nil
 }
 
 // Loaded returns the number of records loaded since start.
 func (s *Sink) Loaded() int64 { return s.loaded.Load() }
 
-// Run consumes until ctx is done or a record can never be loaded.
+// DeadLettered returns the number of records sent to the dead letters.
+func (s *Sink) DeadLettered() int64 { return s.dead.Load() }
+
+// OnRevoked forgets what the sink knew about partitions it no longer owns;
+// wire it to kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
+func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range revoked {
+		for _, p := range ps {
+			delete(s.checked, tp{t, p})
+			delete(s.intents, tp{t, p})
+		}
+	}
+}
+
+// intentPrefix marks commit metadata written by the sink.
+const intentPrefix = "walhouse:batch-end="
+
+// pending is what the sink holds between polls.
+type pending struct {
+	recs  map[tp][]*kgo.Record
+	count int
+	since time.Time
+	polls int // polls since the oldest record arrived
+}
+
+func (p *pending) add(r *kgo.Record) {
+	if p.recs == nil {
+		p.recs = map[tp][]*kgo.Record{}
+	}
+	if p.count == 0 {
+		p.since = time.Now()
+		p.polls = 0
+	}
+	k := tp{r.Topic, r.Partition}
+	p.recs[k] = append(p.recs[k], r)
+	p.count++
+}
+
+// Run consumes until ctx is done or a record can never be loaded (and no
+// dead-letter topic is configured).
 func (s *Sink) Run(ctx context.Context) error {
+	var p pending
 	for {
-		fetches := s.consumer.PollRecords(ctx, s.cfg.MaxBatchRecords)
+		wait := s.cfg.MaxBatchWait
+		if p.count > 0 {
+			wait = max(time.Until(p.since.Add(s.cfg.MaxBatchWait)), time.Millisecond)
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fetches := s.consumer.PollRecords(pctx, max(s.cfg.MaxBatchRecords-p.count, 1))
+		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if fetches.IsClientClosed() {
 			return errors.New("kafka client closed")
 		}
-		var fetchErr error
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				s.log.Warn("fetch error; the client retries", "topic", topic, "partition", partition, "err", err)
-				fetchErr = err
 			}
 		})
-		_ = fetchErr // the client keeps retrying transient fetch errors by itself
-		recs := fetches.Records()
-		if len(recs) == 0 {
+		fetches.EachRecord(p.add)
+		p.polls++
+		if p.count == 0 {
 			s.consumer.AllowRebalance()
 			continue
 		}
-		if err := s.process(ctx, recs); err != nil {
+		if p.count < s.cfg.MaxBatchRecords && time.Since(p.since) < s.cfg.MaxBatchWait {
+			continue
+		}
+		if err := s.readIntents(ctx, p.recs); err != nil {
 			return err
 		}
-		s.consumer.AllowRebalance()
+		held := s.holdBack(p.recs, p.polls)
+		ready := map[tp][]*kgo.Record{}
+		var rest pending
+		for k, rs := range p.recs {
+			if held[k] {
+				for _, r := range rs {
+					rest.add(r)
+				}
+			} else {
+				ready[k] = rs
+			}
+		}
+		if err := s.flush(ctx, ready); err != nil {
+			return err
+		}
+		if rest.count > 0 {
+			rest.since, rest.polls = p.since, p.polls
+		}
+		p = rest
+		if p.count == 0 {
+			s.consumer.AllowRebalance()
+		}
 	}
 }
 
-// process loads one poll's records, table by table, then commits them.
-func (s *Sink) process(ctx context.Context, recs []*kgo.Record) error {
-	batches, err := buildBatches(recs)
+// flush loads everything pending, partition by partition, and commits.
+func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	keys := make([]tp, 0, len(recs))
+	for k := range recs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].partition < keys[j].partition
+	})
+	var chunks [][]*kgo.Record
+	for _, k := range keys {
+		chunks = append(chunks, s.cut(k, recs[k])...)
+	}
+	// Record the intent (the last offset of each partition's first chunk)
+	// before loading: a sink that crashes after loading but before
+	// committing restarts with exactly this chunk, so its insert token
+	// matches and ClickHouse drops the repeat.
+	if err := s.commit(ctx, chunks, true); err != nil {
+		return err
+	}
+	for _, c := range chunks {
+		if err := s.loadChunk(ctx, c); err != nil {
+			return err
+		}
+	}
+	return s.commit(ctx, chunks, false)
+}
+
+// readIntents learns, for partitions seen for the first time since their
+// assignment, where the batch in flight at the last crash ended.
+func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error {
+	s.mu.Lock()
+	need := false
+	for k := range recs {
+		if !s.checked[k] {
+			need = true
+		}
+	}
+	s.mu.Unlock()
+	if !need {
+		return nil
+	}
+	var resp kadm.OffsetResponses
+	err := s.retry(ctx, "read committed offsets", func() error {
+		var err error
+		resp, err = s.offsets.FetchOffsets(ctx, s.cfg.Group)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	for _, b := range batches {
-		if err := s.loadWithRetry(ctx, b); err != nil {
-			return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range recs {
+		if s.checked[k] {
+			continue
 		}
+		s.checked[k] = true
+		o, ok := resp.Lookup(k.topic, k.partition)
+		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
+			continue
+		}
+		end, err := strconv.ParseInt(strings.TrimPrefix(o.Metadata, intentPrefix), 10, 64)
+		if err != nil || end < o.At {
+			continue
+		}
+		s.intents[k] = end
+		s.log.Info("resuming an interrupted batch exactly", "topic", k.topic, "partition", k.partition, "first", o.At, "last", end)
+	}
+	return nil
+}
+
+// cut splits one partition's records into chunks: first exactly at a
+// recorded intent, then every MaxBatchRecords.
+func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
+	var out [][]*kgo.Record
+	s.mu.Lock()
+	end, ok := s.intents[k]
+	delete(s.intents, k)
+	s.mu.Unlock()
+	if ok {
+		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset > end })
+		if i > 0 {
+			out = append(out, recs[:i])
+			recs = recs[i:]
+		}
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), s.cfg.MaxBatchRecords)
+		out = append(out, recs[:n])
+		recs = recs[n:]
+	}
+	return out
+}
+
+// holdBack returns the partitions whose interrupted batch is not fully
+// polled yet: they wait for more records, so the batch is rebuilt exactly.
+// After maxHoldPolls polls without completing (the records are gone, for
+// example by retention) the intent is dropped with a warning.
+func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
+	const maxHoldPolls = 50
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var held map[tp]bool
+	for k, rs := range recs {
+		end, ok := s.intents[k]
+		if !ok || rs[len(rs)-1].Offset >= end {
+			continue
+		}
+		if polls >= maxHoldPolls {
+			s.log.Warn("interrupted batch cannot be rebuilt exactly; loading what is there (ReplacingMergeTree still removes duplicates at FINAL)", "topic", k.topic, "partition", k.partition, "intent_end", end)
+			delete(s.intents, k)
+			continue
+		}
+		if held == nil {
+			held = map[tp]bool{}
+		}
+		held[k] = true
+	}
+	return held
+}
+
+// commit commits, per partition, either the intent of its first chunk
+// (the chunk's first offset with the chunk's last offset as metadata) or,
+// after loading, the offset after its last chunk.
+func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) error {
+	var offsets []Offset
+	index := map[tp]int{}
+	for _, c := range chunks {
+		first, last := c[0], c[len(c)-1]
+		k := tp{first.Topic, first.Partition}
+		i, seen := index[k]
+		switch {
+		case intent && seen:
+			// only the first chunk of a partition needs an intent
+		case intent:
+			index[k] = len(offsets)
+			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: first.LeaderEpoch, At: first.Offset,
+				Metadata: intentPrefix + strconv.FormatInt(last.Offset, 10)})
+		case seen:
+			offsets[i].Epoch, offsets[i].At = last.LeaderEpoch, last.Offset+1
+		default:
+			index[k] = len(offsets)
+			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: last.LeaderEpoch, At: last.Offset + 1})
+		}
+	}
+	what := "commit offsets"
+	if intent {
+		what = "record batch intent"
+	}
+	return s.retry(ctx, what, func() error { return s.consumer.Commit(ctx, offsets) })
+}
+
+// loadChunk decodes one partition chunk and loads it; records that can
+// never be loaded go to the dead letters.
+func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
+	first, last := chunk[0], chunk[len(chunk)-1]
+	b := Batch{Token: fmt.Sprintf("%s/%d/%d-%d", first.Topic, first.Partition, first.Offset, last.Offset)}
+	origin := make([]*kgo.Record, 0, len(chunk))
+	for _, kr := range chunk {
+		r, err := record.Decode(kr.Value)
+		if err == nil && len(b.Records) > 0 && (r.Source.Schema != b.Source.Schema || r.Source.Table != b.Source.Table) {
+			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, r.Source.Schema, r.Source.Table)
+		}
+		if err != nil {
+			if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(b.Records) == 0 {
+			b.Source = r.Source
+		}
+		b.Records = append(b.Records, r)
+		origin = append(origin, kr)
+	}
+	if len(b.Records) == 0 {
+		return nil
+	}
+	return s.loadIsolating(ctx, b, origin, 1)
+}
+
+// loadIsolating loads b, retrying transient errors; on a permanent error it
+// retries a bounded number of times and then sets the faulty record aside
+// (found by the loader or by halving the batch) and loads the rest.
+func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record, attempt int) error {
+	err := s.loadWithRetry(ctx, b)
+	if err == nil {
 		s.loaded.Add(int64(len(b.Records)))
 		s.batches.Add(1)
+		return nil
 	}
-	// Committing is retried like loading: the rows are in ClickHouse, and a
-	// failed commit only means they are read and deduplicated again.
-	backoff := s.cfg.RetryBackoff
-	for {
-		err := s.consumer.CommitRecords(ctx, recs...)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		s.log.Warn("commit offsets failed; retrying", "err", err, "backoff", backoff)
-		if err := sleep(ctx, backoff); err != nil {
+	if !errors.Is(err, ErrPermanent) {
+		return err
+	}
+	if attempt < s.cfg.PermanentAttempts {
+		s.log.Warn("load failed permanently; trying again before setting records aside", "token", b.Token, "attempt", attempt, "err", err)
+		if err := sleep(ctx, s.backoff(attempt)); err != nil {
 			return err
 		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
+		return s.loadIsolating(ctx, b, origin, attempt+1)
 	}
+	var re *RecordError
+	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(b.Records) {
+		if err := s.deadLetter(ctx, origin[re.Index], re.Err, attempt); err != nil {
+			return err
+		}
+		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}})
+	}
+	if len(b.Records) == 1 {
+		return s.deadLetter(ctx, origin[0], err, attempt)
+	}
+	mid := len(b.Records) / 2
+	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}})
+}
+
+// loadParts loads sub-ranges of b, each with its own derived token.
+func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, parts [][2]int) error {
+	for _, p := range parts {
+		if p[0] >= p[1] {
+			continue
+		}
+		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1])}
+		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, cause error, attempts int) error {
+	if s.cfg.DeadLetters == nil {
+		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
+	}
+	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts}
+	if err := s.retry(ctx, "send to the dead-letter topic", func() error { return s.cfg.DeadLetters.Send(ctx, dl) }); err != nil {
+		return err
+	}
+	s.dead.Add(1)
+	s.log.Error("record set aside in the dead-letter topic", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)
+	return nil
 }
 
 func (s *Sink) loadWithRetry(ctx context.Context, b Batch) error {
-	backoff := s.cfg.RetryBackoff
-	for attempt := 1; ; attempt++ {
+	return s.retry(ctx, "load "+b.Source.Schema+"."+b.Source.Table, func() error {
 		start := time.Now()
 		err := s.loader.Load(ctx, b)
 		if err == nil {
-			s.log.Debug("loaded", "table", b.Source.Schema+"."+b.Source.Table, "rows", len(b.Records), "took", time.Since(start))
+			s.log.Debug("loaded", "table", b.Source.Schema+"."+b.Source.Table, "rows", len(b.Records), "token", b.Token, "took", time.Since(start))
+		}
+		return err
+	})
+}
+
+// retry runs op until it succeeds, fails permanently or ctx ends, backing
+// off exponentially with jitter between attempts.
+func (s *Sink) retry(ctx context.Context, what string, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if errors.Is(err, ErrPermanent) || errors.Is(err, record.ErrInvalid) {
-			return fmt.Errorf("load %s.%s (token %s): %w", b.Source.Schema, b.Source.Table, b.Token, err)
-		}
-		s.log.Warn("load failed; retrying", "table", b.Source.Schema+"."+b.Source.Table, "rows", len(b.Records), "attempt", attempt, "backoff", backoff, "err", err)
-		// Jitter keeps a fleet of sinks from retrying in lockstep.
-		if err := sleep(ctx, backoff/2+rand.N(backoff/2+1)); err != nil {
 			return err
 		}
-		backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
+		d := s.backoff(attempt)
+		s.log.Warn(what+" failed; retrying", "attempt", attempt, "backoff", d, "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
 	}
+}
+
+// backoff returns the wait before attempt+1: exponential, capped, with
+// jitter so a fleet of sinks does not retry in lockstep.
+func (s *Sink) backoff(attempt int) time.Duration {
+	d := s.cfg.RetryBackoff
+	for i := 1; i < attempt && d < s.cfg.MaxRetryBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.MaxRetryBackoff)
+	return d/2 + rand.N(d/2+1)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -186,70 +633,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// buildBatches decodes records and groups them by source table, keeping
-// Kafka order within each table. Tables are loaded in name order so the
-// batches of one poll are deterministic.
-func buildBatches(recs []*kgo.Record) ([]Batch, error) {
-	type group struct {
-		batch  Batch
-		ranges map[int32][2]int64 // partition → first and last offset
-		topic  string
-	}
-	groups := map[string]*group{}
-	for _, kr := range recs {
-		r, err := record.Decode(kr.Value)
-		if err != nil {
-			return nil, fmt.Errorf("record at %s/%d offset %d cannot be loaded: %w", kr.Topic, kr.Partition, kr.Offset, err)
-		}
-		g := groups[kr.Topic]
-		if g == nil {
-			g = &group{batch: Batch{Source: r.Source}, ranges: map[int32][2]int64{}, topic: kr.Topic}
-			groups[kr.Topic] = g
-		}
-		if r.Source.Schema != g.batch.Source.Schema || r.Source.Table != g.batch.Source.Table {
-			return nil, fmt.Errorf("%w: topic %s carries records of both %s.%s and %s.%s; give each table its own topic", record.ErrInvalid, kr.Topic, g.batch.Source.Schema, g.batch.Source.Table, r.Source.Schema, r.Source.Table)
-		}
-		g.batch.Records = append(g.batch.Records, r)
-		rg, ok := g.ranges[kr.Partition]
-		if !ok {
-			rg[0] = kr.Offset
-		}
-		rg[1] = kr.Offset
-		g.ranges[kr.Partition] = rg
-	}
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]Batch, 0, len(groups))
-	for _, n := range names {
-		g := groups[n]
-		g.batch.Token = token(g.topic, g.ranges)
-		out = append(out, g.batch)
-	}
-	return out, nil
-}
-
-// token names a batch by topic and per-partition offset ranges.
-func token(topic string, ranges map[int32][2]int64) string {
-	parts := make([]int32, 0, len(ranges))
-	for p := range ranges {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	var b strings.Builder
-	b.WriteString(topic)
-	for _, p := range parts {
-		rg := ranges[p]
-		b.WriteString(":")
-		b.WriteString(strconv.Itoa(int(p)))
-		b.WriteString("@")
-		b.WriteString(strconv.FormatInt(rg[0], 10))
-		b.WriteString("-")
-		b.WriteString(strconv.FormatInt(rg[1], 10))
-	}
-	return b.String()
 }

@@ -78,15 +78,11 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cc, err := kafkaClient(ctx, ep.brokers(), consumerOpts(demoGroup, demoPrefix)...)
+	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: demoGroup, prefix: demoPrefix})
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
-	snk, err := sink.New(cc, w, sink.Config{})
-	if err != nil {
-		return err
-	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -141,7 +137,7 @@ func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Cli
 	}
 	var old []string
 	for _, t := range topics.Names() {
-		if strings.HasPrefix(t, demoPrefix+".") {
+		if strings.HasPrefix(t, demoPrefix+".") || t == demoPrefix+"-dlq" {
 			old = append(old, t)
 		}
 	}

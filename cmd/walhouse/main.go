@@ -29,6 +29,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"capture": {"stream PostgreSQL changes (pgoutput) into Kafka", runCapture},
 		"sink":    {"load records from Kafka into ClickHouse", runSink},
+		"dlq":     {"list or replay the records in the dead-letter topic", runDLQ},
 		"demo":    {"run capture and sink on a generated multi-tenant workload and compare both sides", runDemo},
 		"chdb":    {"serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", runChdb},
 	}

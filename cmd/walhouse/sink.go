@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"regexp"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -19,7 +22,9 @@ func runSink(ctx context.Context, args []string) error {
 	var (
 		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
-		maxBatch    = fs.Int("max-batch", 50_000, "most records loaded in one batch")
+		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
+		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
+		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
 	)
 	if err := parseFlags(fs, args); err != nil {
@@ -34,31 +39,62 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kafkaClient(ctx, ep.brokers(), consumerOpts(*group, *prefix)...)
+	s, cl, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	s, err := sink.New(cl, w, sink.Config{MaxBatchRecords: *maxBatch})
-	if err != nil {
-		return err
-	}
 	return s.Run(ctx)
 }
 
-// consumerOpts are the consumer-group settings the sink relies on: manual
-// commits after a successful load, no revocation while a batch is in
-// flight, cooperative-sticky balancing (franz-go's default), and a short
-// metadata refresh so new tables' topics are picked up quickly.
-func consumerOpts(group, prefix string) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.ConsumerGroup(group),
+type sinkSettings struct {
+	group, prefix, dlq string
+	maxBatch           int
+	maxWait            time.Duration
+}
+
+// newSink wires a Sink to a consumer-group client: manual commits after a
+// successful load, no revocation while a batch is in flight,
+// cooperative-sticky balancing (franz-go's default), and a short metadata
+// refresh so new tables' topics are picked up quickly.
+func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
+	var snk *sink.Sink
+	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnRevoked(ctx, cl, m)
+		}
+	}
+	cl, err := kafkaClient(ctx, brokers,
+		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^" + regexp.QuoteMeta(prefix) + `\..+`),
+		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.prefix)+`\..+`),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(onRevoked),
+		kgo.OnPartitionsLost(onRevoked),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.MetadataMaxAge(10 * time.Second),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.MetadataMaxAge(10*time.Second),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	if err != nil {
+		return nil, nil, err
 	}
+	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, MaxBatchWait: st.maxWait}
+	if st.dlq != "off" {
+		topic := st.dlq
+		if topic == "" {
+			topic = st.prefix + "-dlq"
+		}
+		if err := capture.KafkaTopics(cl).CreateTopic(ctx, topic, 1, -1); err != nil {
+			cl.Close()
+			return nil, nil, fmt.Errorf("dead-letter topic: %w", err)
+		}
+		cfg.DeadLetters = sink.KafkaDeadLetters(cl, topic)
+	}
+	snk, err = sink.New(sink.KafkaConsumer(cl), kadm.NewClient(cl), l, cfg)
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return snk, cl, nil
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/sink"
+)
+
+func runDLQ(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
+		return errors.New("usage: walhouse dlq list|replay [flags]\n  list    print the records in the dead-letter topic as JSON lines\n  replay  produce them again to their original topics (once per replay group)")
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
+	var ep endpoints
+	ep.register(fs, false, true, false)
+	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
+	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq)")
+	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if *topic == "" {
+		*topic = *prefix + "-dlq"
+	}
+	if sub == "list" {
+		return dlqList(ctx, ep.brokers(), *topic)
+	}
+	return dlqReplay(ctx, ep.brokers(), *topic, *group)
+}
+
+// dlqEnd returns the end offset of each partition of topic, so list and
+// replay stop at what existed when they started.
+func dlqEnd(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read the end of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var lerr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			lerr = fmt.Errorf("read the end of %s: %w", topic, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, lerr
+}
+
+// readUntil polls until every partition reached its end offset.
+func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each func(*kgo.Record) error) error {
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, e := range ends {
+			if next[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			if err := each(r); err != nil {
+				return err
+			}
+			next[r.Partition] = r.Offset + 1
+		}
+		if fs.NumRecords() == 0 {
+			// Nothing more to read (for example a group already past the end).
+			break
+		}
+	}
+	return nil
+}
+
+func dlqList(ctx context.Context, brokers []string, topic string) error {
+	cl, err := kafkaClient(ctx, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := dlqEnd(ctx, cl, topic)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	n := 0
+	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
+		l, err := sink.ParseDeadLetter(r)
+		if err != nil {
+			return err
+		}
+		n++
+		return enc.Encode(map[string]any{
+			"dlqOffset": r.Offset, "topic": l.Topic, "partition": l.Partition, "offset": l.Offset,
+			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts,
+			"key": string(l.Key), "value": json.RawMessage(validJSON(l.Value)),
+		})
+	})
+	fmt.Fprintf(os.Stderr, "%d dead-lettered records in %s\n", n, topic)
+	return err
+}
+
+func validJSON(b []byte) []byte {
+	if json.Valid(b) {
+		return b
+	}
+	q, _ := json.Marshal(string(b))
+	return q
+}
+
+func dlqReplay(ctx context.Context, brokers []string, topic, group string) error {
+	cl, err := kafkaClient(ctx, brokers, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := dlqEnd(ctx, cl, topic)
+	if err != nil {
+		return err
+	}
+	n := 0
+	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
+		l, err := sink.ParseDeadLetter(r)
+		if err != nil {
+			return err
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value}).FirstErr(); err != nil {
+			return fmt.Errorf("replay to %s: %w", l.Topic, err)
+		}
+		if err := cl.CommitRecords(ctx, r); err != nil {
+			return fmt.Errorf("remember replay progress: %w", err)
+		}
+		n++
+		return nil
+	})
+	fmt.Fprintf(os.Stderr, "replayed %d records from %s\n", n, topic)
+	return err
+}

@@ -1,0 +1,91 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Headers the sink puts on a dead-lettered record. The record's key and
+// value are the original ones, so a replay produces exactly what failed.
+const (
+	HeaderTopic     = "walhouse-original-topic"
+	HeaderPartition = "walhouse-original-partition"
+	HeaderOffset    = "walhouse-original-offset"
+	HeaderError     = "walhouse-error"
+	HeaderFirstSeen = "walhouse-first-seen"
+	HeaderAttempts  = "walhouse-attempts"
+)
+
+// KafkaDeadLetters returns DeadLetters that produce to topic through cl and
+// wait for the broker's acknowledgement, so a record is committed past only
+// once it is safe in the dead-letter topic.
+func KafkaDeadLetters(cl *kgo.Client, topic string) DeadLetters {
+	return kafkaDeadLetters{cl: cl, topic: topic}
+}
+
+type kafkaDeadLetters struct {
+	cl    *kgo.Client
+	topic string
+}
+
+func (k kafkaDeadLetters) Send(ctx context.Context, l DeadLetter) error {
+	r := &kgo.Record{
+		Topic: k.topic,
+		Key:   l.Key,
+		Value: l.Value,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderTopic, Value: []byte(l.Topic)},
+			{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(l.Partition)))},
+			{Key: HeaderOffset, Value: []byte(strconv.FormatInt(l.Offset, 10))},
+			{Key: HeaderError, Value: []byte(l.Err.Error())},
+			{Key: HeaderFirstSeen, Value: []byte(l.FirstSeen.Format(time.RFC3339Nano))},
+			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(l.Attempts))},
+		},
+	}
+	if err := k.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return fmt.Errorf("produce to dead-letter topic %s: %w", k.topic, err)
+	}
+	return nil
+}
+
+// ParseDeadLetter reads the metadata of a record from the dead-letter topic.
+func ParseDeadLetter(r *kgo.Record) (DeadLetter, error) {
+	l := DeadLetter{Key: r.Key, Value: r.Value}
+	var errText string
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		var err error
+		switch h.Key {
+		case HeaderTopic:
+			l.Topic = v
+		case HeaderPartition:
+			var p int
+			p, err = strconv.Atoi(v)
+			l.Partition = int32(p)
+		case HeaderOffset:
+			l.Offset, err = strconv.ParseInt(v, 10, 64)
+		case HeaderError:
+			errText = v
+		case HeaderFirstSeen:
+			l.FirstSeen, err = time.Parse(time.RFC3339Nano, v)
+		case HeaderAttempts:
+			l.Attempts, err = strconv.Atoi(v)
+		}
+		if err != nil {
+			return l, fmt.Errorf("dead letter at offset %d: header %s: %w", r.Offset, h.Key, err)
+		}
+	}
+	if l.Topic == "" {
+		return l, fmt.Errorf("record at offset %d has no %s header: not written by walhouse sink", r.Offset, HeaderTopic)
+	}
+	l.Err = deadLetterError(errText)
+	return l, nil
+}
+
+type deadLetterError string
+
+func (e deadLetterError) Error() string { return string(e) }

@@ -1,0 +1,214 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// fakeConsumer serves scripted polls and records commits.
+type fakeConsumer struct {
+	mu      sync.Mutex
+	polls   [][]*kgo.Record
+	commits []string // "topic/partition@offset meta"
+	cancel  context.CancelFunc
+}
+
+func (f *fakeConsumer) PollRecords(ctx context.Context, _ int) kgo.Fetches {
+	f.mu.Lock()
+	if len(f.polls) == 0 {
+		f.mu.Unlock()
+		f.cancel() // script done: stop the sink
+		<-ctx.Done()
+		return nil
+	}
+	recs := f.polls[0]
+	f.polls = f.polls[1:]
+	f.mu.Unlock()
+	byTP := map[string]map[int32][]kgo.Record{}
+	for _, r := range recs {
+		if byTP[r.Topic] == nil {
+			byTP[r.Topic] = map[int32][]kgo.Record{}
+		}
+		byTP[r.Topic][r.Partition] = append(byTP[r.Topic][r.Partition], *r)
+	}
+	var fetch kgo.Fetch
+	for t, ps := range byTP {
+		ft := kgo.FetchTopic{Topic: t}
+		for p, rs := range ps {
+			fp := kgo.FetchPartition{Partition: p}
+			for i := range rs {
+				fp.Records = append(fp.Records, &rs[i])
+			}
+			ft.Partitions = append(ft.Partitions, fp)
+		}
+		fetch.Topics = append(fetch.Topics, ft)
+	}
+	return kgo.Fetches{fetch}
+}
+
+func (f *fakeConsumer) Commit(_ context.Context, offsets []Offset) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range offsets {
+		f.commits = append(f.commits, fmt.Sprintf("%s/%d@%d %s", o.Topic, o.Partition, o.At, o.Metadata))
+	}
+	return nil
+}
+
+func (f *fakeConsumer) AllowRebalance() {}
+
+type fakeOffsets struct{ resp kadm.OffsetResponses }
+
+func (f fakeOffsets) FetchOffsets(context.Context, string) (kadm.OffsetResponses, error) {
+	return f.resp, nil
+}
+
+type fakeLoader struct {
+	mu      sync.Mutex
+	batches []string
+	failOn  string // a value text that fails permanently
+}
+
+func (l *fakeLoader) Load(_ context.Context, b Batch) error {
+	for i, r := range b.Records {
+		if r.Values[1].Text == l.failOn {
+			return &RecordError{Index: i, Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, l.failOn)}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, len(b.Records)))
+	return nil
+}
+
+type fakeDead struct{ got []DeadLetter }
+
+func (d *fakeDead) Send(_ context.Context, l DeadLetter) error {
+	d.got = append(d.got, l)
+	return nil
+}
+
+func rec(topic string, partition int32, offset int64) *kgo.Record {
+	cols := []record.Column{{Name: "tenant_id", Type: "text", TypMod: -1, Key: true}, {Name: "id", Type: "int8", TypMod: -1, Key: true}}
+	r := &record.Record{
+		OccurredAt: time.Unix(1700000000, 0).UTC(), IngestedAt: time.Unix(1700000001, 0).UTC(),
+		TenantID: "t", TenantColumn: "tenant_id",
+		Source: record.Source{ID: "s", Schema: "public", Table: topic},
+		LSN:    record.LSN(1000 + offset), CommitLSN: record.LSN(1000 + offset), Op: record.Insert,
+		Columns: cols, SchemaID: record.SchemaID("tenant_id", cols),
+		Values: []record.Value{{Text: "t"}, {Text: fmt.Sprint(offset)}},
+	}
+	r.Version = record.Version(r.LSN)
+	r.EventID = record.EventID("s", r.CommitLSN, 0, r.OccurredAt)
+	return &kgo.Record{Topic: topic, Partition: partition, Offset: offset, Value: record.AppendJSON(nil, r)}
+}
+
+func recs(topic string, partition int32, from, to int64) []*kgo.Record {
+	var out []*kgo.Record
+	for o := from; o <= to; o++ {
+		out = append(out, rec(topic, partition, o))
+	}
+	return out
+}
+
+func runScript(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader *fakeLoader, polls ...[]*kgo.Record) *fakeConsumer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := &fakeConsumer{polls: polls, cancel: cancel}
+	cfg.Group = "g"
+	if cfg.MaxBatchWait == 0 {
+		cfg.MaxBatchWait = time.Nanosecond // flush after every poll
+	}
+	cfg.RetryBackoff, cfg.MaxRetryBackoff = time.Millisecond, time.Millisecond
+	s, err := New(fc, fakeOffsets{offsets}, loader, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	return fc
+}
+
+func TestSinkBatchesPerPartitionWithIntents(t *testing.T) {
+	l := &fakeLoader{}
+	fc := runScript(t, Config{MaxBatchRecords: 3}, nil, l, append(recs("a", 0, 0, 4), recs("a", 1, 7, 7)...))
+	want := []string{"a/0/0-2 n=3", "a/0/3-4 n=2", "a/1/7-7 n=1"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+	got := strings.Join(fc.commits, ";")
+	for _, c := range []string{"a/0@0 walhouse:batch-end=2", "a/1@7 walhouse:batch-end=7", "a/0@5 ", "a/1@8 "} {
+		if !strings.Contains(got, c) {
+			t.Errorf("commits %s lack %q", got, c)
+		}
+	}
+}
+
+func TestSinkRebuildsInterruptedBatchExactly(t *testing.T) {
+	l := &fakeLoader{}
+	offsets := kadm.OffsetResponses{"a": {0: {Offset: kadm.Offset{Topic: "a", Partition: 0, At: 10, Metadata: intentPrefix + "14"}}}}
+	// The first poll stops short of the interrupted batch's end: the sink
+	// must wait for the rest instead of loading 10-12 under a new token.
+	runScript(t, Config{}, offsets, l, recs("a", 0, 10, 12), recs("a", 0, 13, 20))
+	want := []string{"a/0/10-14 n=5", "a/0/15-20 n=6"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+}
+
+func TestSinkDeadLettersPoison(t *testing.T) {
+	l := &fakeLoader{failOn: "3"}
+	dead := &fakeDead{}
+	bad := &kgo.Record{Topic: "a", Partition: 0, Offset: 5, Value: []byte(`{"not":"a record"}`)}
+	polls := append(recs("a", 0, 0, 4), bad)
+	runScript(t, Config{DeadLetters: dead, PermanentAttempts: 2}, nil, l, polls)
+	if len(dead.got) != 2 || dead.got[0].Offset != 5 || dead.got[1].Offset != 3 {
+		t.Fatalf("dead letters %+v, want offsets 5 (undecodable) and 3 (unloadable)", dead.got)
+	}
+	if !errors.Is(dead.got[0].Err, record.ErrInvalid) || dead.got[1].Attempts != 2 {
+		t.Errorf("dead letter metadata: %+v", dead.got)
+	}
+	want := []string{"a/0/0-5[0:3] n=3", "a/0/0-5[4:5] n=1"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+}
+
+func TestSinkStopsOnPoisonWithoutDeadLetters(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := &fakeConsumer{polls: [][]*kgo.Record{{{Topic: "a", Offset: 0, Value: []byte("garbage")}}}, cancel: cancel}
+	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g", MaxBatchWait: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), "no dead-letter topic") {
+		t.Fatalf("Run = %v, want a stop naming the record", err)
+	}
+	for _, c := range fc.commits {
+		if !strings.HasSuffix(c, "walhouse:batch-end=0") {
+			t.Errorf("committed past a record that was not loaded: %s", c)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := New(&fakeConsumer{}, fakeOffsets{}, &fakeLoader{}, Config{MaxBatchRecords: -1, PermanentAttempts: -2})
+	for _, want := range []string{"consumer group is empty", "max batch records -1", "permanent attempts -2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New error %v lacks %q", err, want)
+		}
+	}
+}
