@@ -30,6 +30,8 @@ func commands() map[string]command {
 		"capture": {"stream PostgreSQL changes (pgoutput) into Kafka", runCapture},
 		"sink":    {"load records from Kafka into ClickHouse", runSink},
 		"dlq":     {"list or replay the records in the dead-letter topic", runDLQ},
+		"serve":   {"serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", runServe},
+		"export":  {"export every row of one data subject (GDPR) to a file, with a manifest", runExport},
 		"demo":    {"run capture and sink on a generated multi-tenant workload and compare both sides", runDemo},
 		"chdb":    {"serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", runChdb},
 	}
