@@ -2,6 +2,8 @@ package record
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -339,4 +341,36 @@ func valuesOf(cols []Column, vals map[string]*string, unchanged []string, keysOn
 		return nil, fmt.Errorf("%w: column %q is missing from the payload", ErrInvalid, c.Name)
 	}
 	return out, nil
+}
+
+// PayloadHash returns a hex SHA-256 of everything that identifies what r
+// says happened: source, position, op, columns and values. It leaves out
+// ingestedAt, which differs when the same change is captured again, so equal
+// eventIds with different hashes mean the eventId contract was broken.
+func PayloadHash(r *Record) string {
+	h := sha256.New()
+	buf := make([]byte, 0, 256)
+	buf = appendJSONString(buf, r.Source.ID)
+	buf = appendJSONString(buf, r.EventType())
+	buf = appendJSONString(buf, r.TenantID)
+	buf = appendLSN(buf, r.LSN)
+	buf = appendLSN(buf, r.CommitLSN)
+	buf = strconv.AppendUint(buf, uint64(r.Ordinal), 10)
+	buf = strconv.AppendUint(buf, r.Version, 10)
+	buf = r.OccurredAt.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = appendJSONString(buf, r.SchemaID)
+	h.Write(buf)
+	for i, v := range r.Values {
+		buf = appendJSONString(buf[:0], r.Columns[i].Name)
+		switch {
+		case v.Null:
+			buf = append(buf, 'n')
+		case v.Unchanged:
+			buf = append(buf, 'u')
+		default:
+			buf = appendJSONString(buf, v.Text)
+		}
+		h.Write(buf)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -217,3 +217,20 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPayloadHash(t *testing.T) {
+	a, b := sample(), sample()
+	b.IngestedAt = b.IngestedAt.Add(time.Hour) // re-captured later
+	if PayloadHash(a) != PayloadHash(b) {
+		t.Error("hash depends on ingestedAt")
+	}
+	b.Values[5].Text = "refunded"
+	if PayloadHash(a) == PayloadHash(b) {
+		t.Error("hash ignores a changed value")
+	}
+	c := sample()
+	c.Values[3] = Value{Text: ""} // empty string is not NULL
+	if PayloadHash(a) == PayloadHash(c) {
+		t.Error("hash confuses NULL and empty")
+	}
+}

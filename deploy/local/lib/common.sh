@@ -1,0 +1,195 @@
+# shellcheck shell=bash
+# Shared helpers for deploy/local/services.sh: paths, messages, processes, readiness polling.
+# Sourced, never run. Every service file (lib/<service>.sh) defines
+#   <svc>_install  <svc>_start  <svc>_stop  <svc>_pid  <svc>_port  <svc>_log  <svc>_clean
+
+# Paths. LOCAL_DIR holds every service's data, logs and the downloaded engines;
+# it is the repo's ignored .local/ unless WALHOUSE_LOCAL_DIR says otherwise.
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+REPO_ROOT=$(cd "$SCRIPT_DIR/../.." && pwd -P)
+LOCAL_DIR=${WALHOUSE_LOCAL_DIR:-$REPO_ROOT/.local}
+mkdir -p "$LOCAL_DIR"
+LOCAL_DIR=$(cd "$LOCAL_DIR" && pwd -P)
+# shellcheck disable=SC2034 # used by services.sh
+ENV_FILE=$LOCAL_DIR/env
+
+# Default ports, each overridable by the environment variable of the same name.
+PG_PORT=${PG_PORT:-55432}
+KAFKA_PORT=${KAFKA_PORT:-59092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-59093}
+REDIS_PORT=${REDIS_PORT:-56379}
+CH_PORT=${CH_PORT:-58123}
+
+# Bound, in seconds, on each service's readiness wait and on each graceful stop.
+START_TIMEOUT=${WALHOUSE_START_TIMEOUT:-120}
+STOP_TIMEOUT=${WALHOUSE_STOP_TIMEOUT:-60}
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
+
+# as_root CMD...: runs CMD as root (directly, or via non-interactive sudo).
+as_root() {
+	if [[ $EUID -eq 0 ]]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo -n "$@"
+	else
+		die "need root to run: $* (no sudo available)"
+	fi
+}
+
+# apt_install PKG...: installs Debian packages, running `apt-get update` at most once per
+# invocation of services.sh, and only when the package lists are missing or too old to
+# have the package.
+APT_UPDATED=0
+apt_update_once() {
+	if [[ $APT_UPDATED -eq 0 ]]; then
+		log "apt-get update"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null >&2 ||
+			die "apt-get update failed"
+		APT_UPDATED=1
+	fi
+}
+apt_install() {
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install $* by hand"
+	if ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
+		apt_update_once
+	fi
+	log "apt-get install $*"
+	if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2; then
+		[[ $APT_UPDATED -eq 0 ]] || die "apt-get install $* failed"
+		apt_update_once
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2 ||
+			die "apt-get install $* failed"
+	fi
+}
+
+# need_cmd CMD PKG: makes sure CMD is on PATH, installing the Debian package PKG if not.
+need_cmd() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	apt_install "$2"
+	command -v "$1" >/dev/null 2>&1 || die "$1 still missing after installing $2"
+}
+
+# pid_alive PID PATTERN: true if process PID exists and its command line contains PATTERN
+# (guards against a stale pid file whose pid was reused by another process).
+pid_alive() {
+	local pid=$1 pattern=$2 cmdline
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	[[ $cmdline == *"$pattern"* ]]
+}
+
+# pidfile_pid FILE PATTERN: prints the pid recorded in FILE (first line) if that process is
+# alive and matches PATTERN; fails otherwise.
+pidfile_pid() {
+	local file=$1 pattern=$2 pid
+	[[ -r $file ]] || return 1
+	read -r pid <"$file" || [[ -n ${pid:-} ]] || return 1
+	pid_alive "$pid" "$pattern" || return 1
+	printf '%s\n' "$pid"
+}
+
+# port_in_use PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# check_port_free NAME PORT: fails with a clear message if PORT is taken by someone else.
+check_port_free() {
+	if port_in_use "$2"; then
+		die "$1: port $2 on 127.0.0.1 is already in use by another process; free it or set another port (see deploy/local/README.md)"
+	fi
+}
+
+# wait_ready NAME LOGFILE ALIVE_FN READY_FN...: polls READY_FN (a command) until it
+# succeeds, for at most START_TIMEOUT seconds; gives up early if ALIVE_FN says the process
+# died. On failure, shows the tail of LOGFILE, names it, and returns 1.
+wait_ready() {
+	local name=$1 logfile=$2 alive_fn=$3
+	shift 3
+	local deadline=$((SECONDS + START_TIMEOUT))
+	while ! "$@" >/dev/null 2>&1; do
+		if ! "$alive_fn" >/dev/null 2>&1; then
+			show_log_tail "$logfile"
+			log "error: $name exited during startup; read $logfile"
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			show_log_tail "$logfile"
+			log "error: $name not ready after ${START_TIMEOUT}s (WALHOUSE_START_TIMEOUT); read $logfile"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# start_failed NAME STOP_FN SPAWNED: after a failed wait_ready, stops the process if this
+# run started it (so that the next start begins afresh), then exits.
+start_failed() {
+	if [[ $3 -eq 1 ]]; then
+		log "$1: stopping the half-started process"
+		"$2" || true
+	fi
+	exit 1
+}
+
+# log_mark NAME LOGFILE: appends a line marking the start of a run to LOGFILE, so that
+# failure reports show this run's lines only.
+log_mark() {
+	printf '\n===== %s services.sh: starting %s =====\n' "$(date -u +%FT%TZ)" "$1" >>"$2"
+}
+
+# wait_exit PID SECONDS: waits for PID to exit; fails if it is still alive after SECONDS.
+wait_exit() {
+	local pid=$1 deadline=$((SECONDS + $2))
+	while kill -0 "$pid" 2>/dev/null; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
+}
+
+# stop_pid NAME PID: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL.
+stop_pid() {
+	local name=$1 pid=$2
+	kill -TERM "$pid" 2>/dev/null || return 0
+	if ! wait_exit "$pid" "$STOP_TIMEOUT"; then
+		log "$name (pid $pid) still running after ${STOP_TIMEOUT}s: SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_exit "$pid" 10 || die "$name (pid $pid) survived SIGKILL"
+	fi
+}
+
+# show_log_tail LOGFILE: prints the last lines of LOGFILE written since the last log_mark.
+show_log_tail() {
+	if [[ -r $1 ]]; then
+		printf '[services] ---- last lines of %s ----\n' "$1" >&2
+		awk '/^===== .* services\.sh: starting /{n=0} {buf[++n]=$0} END{for(i=(n>40?n-39:1);i<=n;i++)print buf[i]}' "$1" >&2 || true
+		printf '[services] ----\n' >&2
+	fi
+}
+
+# sha256_of FILE: prints the file's sha256 in hex.
+sha256_of() {
+	sha256sum "$1" | cut -d' ' -f1
+}
+
+# spawn NAME PIDFILE LOGFILE CMD...: starts CMD in the background, in its own session,
+# detached from our stdin/stdout (appending to LOGFILE), and records its pid in PIDFILE
+# (the inner shell writes its own pid and then execs CMD, so the pid is CMD's).
+spawn() {
+	local name=$1 pidfile=$2 logfile=$3
+	shift 3
+	rm -f "$pidfile"
+	log_mark "$name" "$logfile"
+	# 9>&-: the child must not inherit services.sh's lock (see take_lock).
+	# shellcheck disable=SC2016 # $$ and $1 are for the inner shell
+	setsid nohup bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidfile" "$@" \
+		</dev/null >>"$logfile" 2>&1 9>&- &
+	local deadline=$((SECONDS + 10))
+	until [[ -s $pidfile ]]; do
+		((SECONDS < deadline)) || die "$name: the process did not start; read $logfile"
+		sleep 0.05
+	done
+}
