@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -118,8 +119,15 @@ func (c *Capturer) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
+	var version int
+	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("read the server version: %w", err)
+	}
 	s := &stream{
 		c:        c,
+		tables:   src.tables,
+		messages: version >= 140000,
+		parts:    map[string]int32{},
 		conn:     replConn.PgConn(),
 		cat:      newCatalog(catConn),
 		sourceID: src.id,
@@ -333,6 +341,11 @@ type stream struct {
 	rels     map[uint32]*relation
 	acks     *ackTracker
 	topics   map[string]bool // topics known to exist
+	tables   []string        // captured tables, schema.table
+	messages bool            // server streams logical messages (PostgreSQL 14+)
+	parts    map[string]int32
+	partsAt  time.Time
+	lastBeat time.Time
 
 	// transaction in progress
 	inTx       bool
@@ -350,7 +363,7 @@ type stream struct {
 
 func (s *stream) run(ctx context.Context, start record.LSN) error {
 	err := pglogrepl.StartReplication(ctx, s.conn, s.c.cfg.slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(s.c.cfg.publication, "'", "''") + "'"},
+		PluginArgs: s.pluginArgs(),
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -371,6 +384,9 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 		}
 		if !time.Now().Before(next) {
 			if err := s.sendStatus(ctx, false); err != nil {
+				return err
+			}
+			if err := s.beat(ctx); err != nil {
 				return err
 			}
 			next = time.Now().Add(interval)
@@ -403,6 +419,84 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 			return fmt.Errorf("replication stream: unexpected message %T", msg)
 		}
 	}
+}
+
+func (s *stream) pluginArgs() []string {
+	args := []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(s.c.cfg.publication, "'", "''") + "'"}
+	if s.messages {
+		args = append(args, "messages 'true'")
+	}
+	return args
+}
+
+// heartbeatPrefix marks walhouse's logical messages in the WAL.
+const heartbeatPrefix = "walhouse_heartbeat"
+
+// beat writes a heartbeat into the WAL. Its content is the time, in Unix
+// microseconds, taken just before it was written.
+func (s *stream) beat(ctx context.Context) error {
+	if !s.messages || s.c.cfg.heartbeat == 0 || time.Since(s.lastBeat) < s.c.cfg.heartbeat {
+		return nil
+	}
+	s.lastBeat = time.Now()
+	_, err := s.cat.conn.Exec(ctx, `SELECT pg_logical_emit_message(false, '`+heartbeatPrefix+`', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text)`)
+	if err != nil {
+		return fmt.Errorf("write a heartbeat into the WAL (pg_logical_emit_message needs EXECUTE on it): %w", err)
+	}
+	return nil
+}
+
+// heartbeatMargin is subtracted from a heartbeat's time: a transaction takes
+// its commit timestamp a moment before its commit record reaches the WAL, so
+// one that committed just before the heartbeat's clock reading may follow it
+// in the stream.
+const heartbeatMargin = time.Second
+
+// handleHeartbeat sends a heartbeat to every partition of every captured
+// table's topic. Everything that committed before the heartbeat was written
+// has been produced to each partition before it.
+func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+	micros, err := strconv.ParseInt(string(m.Content), 10, 64)
+	if err != nil {
+		return fmt.Errorf("heartbeat at %s: %w", lsn, err)
+	}
+	at := time.UnixMicro(micros).Add(-heartbeatMargin).UTC()
+	tc := s.c.cfg.topics
+	if tc != nil && time.Since(s.partsAt) > 5*time.Minute {
+		s.parts = map[string]int32{}
+		s.partsAt = time.Now()
+	}
+	tx := s.acks.begin()
+	for _, table := range s.tables {
+		topic := s.c.cfg.topicPrefix + "." + table
+		n, ok := s.parts[topic]
+		if !ok {
+			n = s.c.cfg.partitions
+			if tc != nil {
+				if err := tc.CreateTopic(ctx, topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
+					return err
+				}
+				if n, err = tc.Partitions(ctx, topic); err != nil {
+					return err
+				}
+			}
+			s.parts[topic] = n
+		}
+		headers := []kgo.RecordHeader{
+			{Key: record.HeaderHeartbeat, Value: []byte(at.Format(time.RFC3339Nano))},
+			{Key: record.HeaderLSN, Value: []byte(lsn.String())},
+			{Key: record.HeaderTable, Value: []byte(table)},
+		}
+		for p := int32(0); p < n; p++ {
+			kr := &kgo.Record{Topic: topic, Partition: p, Headers: headers}
+			if err := s.acks.add(tx, 64, s.c.cfg.maxPendingBytes); err != nil {
+				return fmt.Errorf("kafka did not accept a record: %w", err)
+			}
+			s.c.producer.Produce(context.WithoutCancel(ctx), kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, 64, err) })
+		}
+	}
+	s.acks.commit(tx, lsn)
+	return nil
 }
 
 // shutdown waits (boundedly) for Kafka to acknowledge what was produced and
@@ -524,8 +618,17 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 	case 'T':
 		s.c.log.Warn("TRUNCATE is not replicated yet: the ClickHouse table keeps its rows; truncate it by hand", "lsn", lsn)
 		return nil
-	case 'Y', 'O', 'M':
-		return nil // types are looked up in the catalog; origins and messages are not replicated
+	case 'M':
+		m, err := decodeLogicalMessage(msg)
+		if err != nil {
+			return fmt.Errorf("pgoutput message at %s: %w", lsn, err)
+		}
+		if m.Prefix == heartbeatPrefix && !m.Transactional && !s.inTx {
+			return s.handleHeartbeat(ctx, lsn, m)
+		}
+		return nil // other applications' messages are not replicated
+	case 'Y', 'O':
+		return nil // types are looked up in the catalog; origins are not replicated
 	default:
 		return fmt.Errorf("pgoutput: unknown message type %q at %s", msg[0], lsn)
 	}

@@ -21,7 +21,7 @@ import (
 // waits for it.
 func run(t *testing.T, env testenv.Env, opts ...capture.Option) func() {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.RecordPartitioner(capture.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +71,9 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 			t.Fatalf("read %d of %d records from %s", len(out), n, topic)
 		}
 		for _, kr := range fs.Records() {
+			if kr.Value == nil {
+				continue // heartbeat
+			}
 			r, err := record.Decode(kr.Value)
 			if err != nil {
 				t.Fatalf("decode record at offset %d: %v", kr.Offset, err)
@@ -229,3 +232,78 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
+	env := testenv.Require(t, "pg", "kafka")
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	table, slot, pub, prefix := testenv.Name("hb"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
+	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))", table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = testenv.Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+			_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
+			return err
+		})
+		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
+		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+	})
+	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
+		capture.WithTopicPrefix(prefix), capture.WithTopicPartitions(3), capture.WithHeartbeatInterval(100*time.Millisecond))
+	defer stop()
+
+	// Another database user writes WAL that capture never sees (no table of
+	// ours changes); the slot must still move past it.
+	var before string
+	if err := pg.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text FROM (SELECT pg_switch_wal()) s").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		var passed bool
+		err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", before, slot).Scan(&passed)
+		if err != nil || !passed {
+			return fmt.Errorf("confirmed_flush_lsn not past %s yet (%v)", before, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.ConsumeTopics(prefix+".public."+table), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[int32]bool{}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for len(seen) < 3 && pctx.Err() == nil {
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			hb, ok, err := record.ParseHeartbeat(func(k string) (string, bool) {
+				for _, h := range r.Headers {
+					if h.Key == k {
+						return string(h.Value), true
+					}
+				}
+				return "", false
+			})
+			if err != nil || !ok {
+				t.Errorf("record at %d/%d is not a valid heartbeat: %v", r.Partition, r.Offset, err)
+				return
+			}
+			if hb.Source.Table != table || time.Since(hb.At) > time.Minute {
+				t.Errorf("heartbeat %+v", hb)
+			}
+			seen[r.Partition] = true
+		})
+	}
+	if len(seen) != 3 {
+		t.Errorf("heartbeats reached partitions %v, want all 3", seen)
+	}
+}

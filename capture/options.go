@@ -28,6 +28,7 @@ type config struct {
 	createSlot      bool
 	maxPendingBytes int
 	topics          TopicCreator
+	heartbeat       time.Duration
 }
 
 func defaults() config {
@@ -42,6 +43,7 @@ func defaults() config {
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
+		heartbeat:       10 * time.Second,
 	}
 }
 
@@ -100,6 +102,13 @@ func WithSourceID(id string) Option { return func(c *config) { c.sourceID = id }
 // PostgreSQL (default 5s). PostgreSQL's wal_sender_timeout must be longer.
 func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.statusInterval = d } }
 
+// WithHeartbeatInterval sets how often capture writes a heartbeat into the
+// WAL (pg_logical_emit_message, PostgreSQL 14+) and, when it comes back
+// through the stream, to every partition of every table's topic (default
+// 10s; 0 disables). Heartbeats keep an idle database from pinning WAL and
+// let the sink prove how fresh each table is.
+func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
 // WithMaxPendingBytes bounds the encoded bytes produced but not yet
 // acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
 func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
@@ -131,6 +140,9 @@ func (c *config) validate() error {
 	}
 	if c.statusInterval <= 0 || c.statusInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("status interval %v: want between 0 and 1m (PostgreSQL's wal_sender_timeout defaults to 60s)", c.statusInterval))
+	}
+	if c.heartbeat < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))
 	}
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))

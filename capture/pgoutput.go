@@ -114,3 +114,45 @@ func decodeTuple(b []byte, cols []tupleColumn) ([]tupleColumn, []byte, error) {
 	}
 	return cols, b, nil
 }
+
+// logicalMessage is a decoded pgoutput Message ('M'), the form
+// pg_logical_emit_message takes in the stream.
+type logicalMessage struct {
+	Transactional bool
+	LSN           uint64
+	Prefix        string
+	Content       []byte // aliases the message buffer
+}
+
+// decodeLogicalMessage decodes an 'M' message of protocol version 1.
+func decodeLogicalMessage(msg []byte) (logicalMessage, error) {
+	var m logicalMessage
+	if len(msg) < 1+1+8 || msg[0] != 'M' {
+		return m, errShort
+	}
+	m.Transactional = msg[1] == 1
+	m.LSN = binary.BigEndian.Uint64(msg[2:10])
+	rest := msg[10:]
+	end := -1
+	for i, c := range rest {
+		if c == 0 {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return m, fmt.Errorf("message prefix is not terminated")
+	}
+	m.Prefix = string(rest[:end])
+	rest = rest[end+1:]
+	if len(rest) < 4 {
+		return m, errShort
+	}
+	n := binary.BigEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(n) != uint64(len(rest)) {
+		return m, fmt.Errorf("message content length %d, %d bytes left", n, len(rest))
+	}
+	m.Content = rest
+	return m, nil
+}

@@ -8,12 +8,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
 )
 
-// TopicCreator creates a Kafka topic if it does not exist. Capture calls it
-// for each table before producing the table's first record.
+// TopicCreator creates a Kafka topic if it does not exist and reports
+// partition counts. Capture creates each table's topic before producing its
+// first record, and sends heartbeats to every partition.
 type TopicCreator interface {
 	CreateTopic(ctx context.Context, name string, partitions int32, replication int16) error
+	Partitions(ctx context.Context, name string) (int32, error)
 }
 
 // WithTopicCreator makes capture create missing topics through tc. Without
@@ -34,4 +38,40 @@ func (k kafkaTopics) CreateTopic(ctx context.Context, name string, partitions in
 		return fmt.Errorf("create Kafka topic %s (%d partitions, replication %d): %w", name, partitions, replication, err)
 	}
 	return nil
+}
+
+func (k kafkaTopics) Partitions(ctx context.Context, name string) (int32, error) {
+	td, err := k.adm.ListTopics(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("describe Kafka topic %s: %w", name, err)
+	}
+	t, ok := td[name]
+	if !ok || t.Err != nil {
+		return 0, fmt.Errorf("describe Kafka topic %s: %v", name, t.Err)
+	}
+	return int32(len(t.Partitions)), nil
+}
+
+// Partitioner returns the partitioner capture needs: records are placed by
+// the murmur2 hash of their key (Kafka's default, so other clients agree),
+// except heartbeats, which go to the partition set on the record.
+func Partitioner() kgo.Partitioner { return partitioner{kgo.StickyKeyPartitioner(nil)} }
+
+type partitioner struct{ keyed kgo.Partitioner }
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return topicPartitioner{p.keyed.ForTopic(topic)}
+}
+
+type topicPartitioner struct{ keyed kgo.TopicPartitioner }
+
+func (t topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Key == nil || t.keyed.RequiresConsistency(r)
+}
+
+func (t topicPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Key == nil && len(r.Headers) > 0 && r.Headers[0].Key == record.HeaderHeartbeat {
+		return int(r.Partition) % n
+	}
+	return t.keyed.Partition(r, n)
 }

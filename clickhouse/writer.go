@@ -59,8 +59,9 @@ type Writer struct {
 	opts     schema.Options
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	tables map[string]*tableState // by schema id + table name
+	mu        sync.Mutex
+	tables    map[string]*tableState // by schema id + table name
+	syncReady bool                   // SyncTable exists
 }
 
 type tableState struct {

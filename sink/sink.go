@@ -158,6 +158,14 @@ type Config struct {
 	// DeadLetters takes records that can never be loaded. Without it, such
 	// a record stops the sink with an error naming it.
 	DeadLetters DeadLetters
+	// Dedup is Layer 2 (optional): eventIds already loaded are skipped.
+	Dedup Deduper
+	// Mismatch says what to do with an eventId reused for another payload.
+	Mismatch MismatchMode
+	// Metrics receives the sink's measurements (optional).
+	Metrics *Metrics
+	// Watermarks records load progress for freshness reporting (optional).
+	Watermarks Watermarker
 }
 
 // Sink moves records from a consumer group into a Loader.
@@ -171,10 +179,14 @@ type Sink struct {
 	loaded  atomic.Int64
 	dead    atomic.Int64
 	batches atomic.Int64
+	m       *Metrics
+	l2      *layer2
 
 	mu      sync.Mutex
 	intents map[tp]int64 // partition → last offset of the batch in flight when it was last committed
 	checked map[tp]bool  // partitions whose intent was read since assignment
+	marks   map[tp]Watermark
+	topicOf map[record.Source]string
 }
 
 type tp struct {
@@ -220,12 +232,22 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sink configuration: %w", err)
 	}
-	return &Sink{
-		consumer: c, offsets: offsets, loader: l, cfg: cfg,
+	m := cfg.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	s := &Sink{
+		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
 		log:     slog.Default().With("component", "sink"),
 		intents: map[tp]int64{},
 		checked: map[tp]bool{},
-	}, nil
+		marks:   map[tp]Watermark{},
+		topicOf: map[record.Source]string{},
+	}
+	if cfg.Dedup != nil {
+		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
+	}
+	return s, nil
 }
 
 // Loaded returns the number of records loaded since start.
@@ -292,6 +314,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		fetches.EachError(func(topic string, partition int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				s.log.Warn("fetch error; the client retries", "topic", topic, "partition", partition, "err", err)
+			}
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if n := len(fp.Records); n > 0 {
+				s.m.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(fp.HighWatermark - fp.Records[n-1].Offset - 1))
+				s.m.consumed.Add(float64(n))
 			}
 		})
 		fetches.EachRecord(p.add)
@@ -362,7 +390,11 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 			return err
 		}
 	}
-	return s.commit(ctx, chunks, false)
+	if err := s.commit(ctx, chunks, false); err != nil {
+		return err
+	}
+	s.writeMarks(ctx)
+	return nil
 }
 
 // readIntents learns, for partitions seen for the first time since their
@@ -496,7 +528,28 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 	first, last := chunk[0], chunk[len(chunk)-1]
 	b := Batch{Token: fmt.Sprintf("%s/%d/%d-%d", first.Topic, first.Partition, first.Offset, last.Offset)}
 	origin := make([]*kgo.Record, 0, len(chunk))
+	var (
+		hbSeen  bool
+		hb      record.Heartbeat
+		through time.Time
+		lsn     record.LSN
+	)
 	for _, kr := range chunk {
+		h, isHB, err := heartbeatOf(kr)
+		if isHB {
+			if err != nil {
+				if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+					return err
+				}
+				continue
+			}
+			hbSeen, hb = true, h
+			if h.At.After(through) {
+				through = h.At
+			}
+			lsn = max(lsn, h.LSN)
+			continue
+		}
 		r, err := record.Decode(kr.Value)
 		if err == nil && len(b.Records) > 0 && (r.Source.Schema != b.Source.Schema || r.Source.Table != b.Source.Table) {
 			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, r.Source.Schema, r.Source.Table)
@@ -512,21 +565,71 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 		}
 		b.Records = append(b.Records, r)
 		origin = append(origin, kr)
+		if t := r.OccurredAt.Add(-commitMargin); t.After(through) {
+			through = t
+		}
+		lsn = max(lsn, r.CommitLSN)
+	}
+	src := b.Source
+	if len(b.Records) == 0 && hbSeen {
+		src = hb.Source
+	}
+	// loaded advances the partition's watermark once the chunk is safe.
+	loaded := func() {
+		if src.Table == "" || through.IsZero() {
+			return
+		}
+		key := record.Source{Schema: src.Schema, Table: src.Table}
+		s.mu.Lock()
+		s.topicOf[key] = first.Topic
+		s.mu.Unlock()
+		s.advance(tp{first.Topic, first.Partition}, key, through, lsn)
+	}
+	var hashes []string
+	if s.l2 != nil && len(b.Records) > 0 {
+		var err error
+		if b.Records, origin, hashes, err = s.filter(ctx, b.Records, origin); err != nil {
+			return err
+		}
 	}
 	if len(b.Records) == 0 {
+		loaded()
 		return nil
 	}
-	return s.loadIsolating(ctx, b, origin, 1)
+	aside := map[*kgo.Record]bool{}
+	if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
+		return err
+	}
+	if s.l2 != nil {
+		// Claim only what was loaded: a dead-lettered record must not look
+		// processed when it is replayed.
+		var ids []*record.Record
+		var hs []string
+		for i, r := range b.Records {
+			if !aside[origin[i]] {
+				ids = append(ids, r)
+				hs = append(hs, hashes[i])
+			}
+		}
+		s.remember(ctx, ids, hs)
+	}
+	loaded()
+	return nil
 }
 
 // loadIsolating loads b, retrying transient errors; on a permanent error it
 // retries a bounded number of times and then sets the faulty record aside
 // (found by the loader or by halving the batch) and loads the rest.
-func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record, attempt int) error {
+// Records set aside are added to aside.
+func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record, attempt int, aside map[*kgo.Record]bool) error {
+	start := time.Now()
 	err := s.loadWithRetry(ctx, b)
 	if err == nil {
 		s.loaded.Add(int64(len(b.Records)))
 		s.batches.Add(1)
+		s.m.loaded.WithLabelValues(b.Source.Schema + "." + b.Source.Table).Add(float64(len(b.Records)))
+		s.m.batchSize.Observe(float64(len(b.Records)))
+		s.m.insertTime.Observe(time.Since(start).Seconds())
 		return nil
 	}
 	if !errors.Is(err, ErrPermanent) {
@@ -537,30 +640,32 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 		if err := sleep(ctx, s.backoff(attempt)); err != nil {
 			return err
 		}
-		return s.loadIsolating(ctx, b, origin, attempt+1)
+		return s.loadIsolating(ctx, b, origin, attempt+1, aside)
 	}
 	var re *RecordError
 	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(b.Records) {
+		aside[origin[re.Index]] = true
 		if err := s.deadLetter(ctx, origin[re.Index], re.Err, attempt); err != nil {
 			return err
 		}
-		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}})
+		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}}, aside)
 	}
 	if len(b.Records) == 1 {
+		aside[origin[0]] = true
 		return s.deadLetter(ctx, origin[0], err, attempt)
 	}
 	mid := len(b.Records) / 2
-	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}})
+	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}}, aside)
 }
 
 // loadParts loads sub-ranges of b, each with its own derived token.
-func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, parts [][2]int) error {
+func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, parts [][2]int, aside map[*kgo.Record]bool) error {
 	for _, p := range parts {
 		if p[0] >= p[1] {
 			continue
 		}
 		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1])}
-		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts); err != nil {
+		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts, aside); err != nil {
 			return err
 		}
 	}
@@ -576,6 +681,7 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, cause error, atte
 		return err
 	}
 	s.dead.Add(1)
+	s.m.dead.Inc()
 	s.log.Error("record set aside in the dead-letter topic", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)
 	return nil
 }

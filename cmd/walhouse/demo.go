@@ -78,7 +78,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: demoGroup, prefix: demoPrefix})
+	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: demoGroup, prefix: demoPrefix, watermarks: w})
 	if err != nil {
 		return err
 	}

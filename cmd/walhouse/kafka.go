@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/capture"
 )
 
 // kafkaClient opens a franz-go client and checks that a broker answers, so
@@ -33,6 +35,7 @@ func kafkaClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.C
 // short linger so rows are batched without adding visible latency.
 func producerOpts() []kgo.Opt {
 	return []kgo.Opt{
+		kgo.RecordPartitioner(capture.Partitioner()),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),

@@ -4,14 +4,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -26,6 +32,11 @@ func runSink(ctx context.Context, args []string) error {
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
+		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
+		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store")
+		dedupTTL    = fs.Int("dedup-ttl-hours", envInt("EVENT_DEDUP_TTL_HOURS", 24), "hours an eventId is remembered (env EVENT_DEDUP_TTL_HOURS)")
+		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it)")
+		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -39,18 +50,54 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, cl, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait})
+	mode, err := sink.ParseMismatchMode(*mismatch)
+	if err != nil {
+		return err
+	}
+	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry()}
+	if *dedupAddr != "" && *dedupAddr != "off" {
+		store, err := dedup.New(dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour})
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		st.dedup = store
+	}
+	st.watermarks = w
+	s, cl, err := newSink(ctx, ep.brokers(), w, st)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	return s.Run(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	if *metricsAddr != "" {
+		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry) })
+	}
+	g.Go(func() error { return s.Run(gctx) })
+	return g.Wait()
+}
+
+// serveMetrics serves reg at /metrics until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+	}
+	return ctx.Err()
 }
 
 type sinkSettings struct {
 	group, prefix, dlq string
 	maxBatch           int
 	maxWait            time.Duration
+	dedup              sink.Deduper
+	mismatch           sink.MismatchMode
+	registry           *prometheus.Registry
+	watermarks         sink.Watermarker
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -79,7 +126,10 @@ func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettin
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, MaxBatchWait: st.maxWait}
+	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, MaxBatchWait: st.maxWait, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks}
+	if st.registry != nil {
+		cfg.Metrics = sink.NewMetrics(st.registry)
+	}
 	if st.dlq != "off" {
 		topic := st.dlq
 		if topic == "" {

@@ -1,0 +1,137 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Deduper is Layer 2: a shared memory of the eventIds already loaded, each
+// with its payload hash. *dedup.Store implements it over Valkey/Redis.
+type Deduper interface {
+	// Lookup returns, per id, the payload hash stored with it ("" when the
+	// id is unknown).
+	Lookup(ctx context.Context, ids []string) ([]string, error)
+	// Remember stores ids with their hashes; ids already stored keep
+	// their first hash.
+	Remember(ctx context.Context, ids, hashes []string) error
+}
+
+// MismatchMode says what the sink does with a record whose eventId was
+// loaded before with a different payload: a broken eventId contract.
+type MismatchMode uint8
+
+const (
+	// MismatchError sends the record to the dead letters with the reason
+	// (the default).
+	MismatchError MismatchMode = iota
+	// MismatchWarn logs and counts the violation and loads the record.
+	MismatchWarn
+)
+
+// ParseMismatchMode parses "error" or "warn".
+func ParseMismatchMode(s string) (MismatchMode, error) {
+	switch s {
+	case "", "error":
+		return MismatchError, nil
+	case "warn":
+		return MismatchWarn, nil
+	}
+	return 0, fmt.Errorf("eventId mismatch mode %q: want error or warn", s)
+}
+
+// ErrEventIDReused marks a record whose eventId arrived before with another
+// payload.
+var ErrEventIDReused = errors.New("eventId reused with a different payload")
+
+// layer2 filters a decoded chunk: duplicates are dropped, contract
+// violations handled by mode. The store failing never stops the pipeline.
+type layer2 struct {
+	store Deduper
+	mode  MismatchMode
+	m     *Metrics
+
+	mu       sync.Mutex
+	lastWarn time.Time
+	muted    int
+}
+
+// filter returns the records to load with their origins and hashes.
+func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.Record) ([]*record.Record, []*kgo.Record, []string, error) {
+	l := s.l2
+	hashes := make([]string, len(recs))
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		hashes[i] = record.PayloadHash(r)
+		ids[i] = r.EventID
+	}
+	stored, err := l.store.Lookup(ctx, ids)
+	if err != nil {
+		l.failOpen(s, err)
+		stored = nil
+	}
+	keepR := recs[:0:0]
+	keepO := origin[:0:0]
+	keepH := hashes[:0:0]
+	inChunk := make(map[string]string, len(recs))
+	for i, r := range recs {
+		prev := ""
+		if stored != nil {
+			prev = stored[i]
+		}
+		if h, ok := inChunk[r.EventID]; ok && prev == "" {
+			prev = h
+		}
+		switch {
+		case prev == "":
+		case prev == hashes[i]:
+			l.m.dedupHits.WithLabelValues("layer2").Inc()
+			continue
+		case l.mode == MismatchWarn:
+			l.m.mismatches.Inc()
+			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
+		default:
+			l.m.mismatches.Inc()
+			if err := s.deadLetter(ctx, origin[i], fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {
+				return nil, nil, nil, err
+			}
+			continue
+		}
+		inChunk[r.EventID] = hashes[i]
+		keepR = append(keepR, r)
+		keepO = append(keepO, origin[i])
+		keepH = append(keepH, hashes[i])
+	}
+	return keepR, keepO, keepH, nil
+}
+
+// remember claims the loaded records' eventIds. It runs only after the
+// load succeeded, so a record that failed to load never looks processed.
+func (s *Sink) remember(ctx context.Context, recs []*record.Record, hashes []string) {
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.EventID
+	}
+	if err := s.l2.store.Remember(ctx, ids, hashes); err != nil {
+		s.l2.failOpen(s, err)
+	}
+}
+
+// failOpen counts a store failure and logs it at most every 30 seconds.
+func (l *layer2) failOpen(s *Sink, err error) {
+	l.m.failOpen.Inc()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.lastWarn) < 30*time.Second {
+		l.muted++
+		return
+	}
+	s.log.Warn("dedup store unavailable; loading without Layer 2 (ClickHouse insert tokens and FINAL still deduplicate)", "err", err, "suppressed_since_last", l.muted)
+	l.lastWarn, l.muted = time.Now(), 0
+}

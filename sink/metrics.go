@@ -1,0 +1,50 @@
+package sink
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the sink's Prometheus metrics. Create them with NewMetrics
+// and pass them in Config; a nil *Metrics in Config gets unregistered ones.
+type Metrics struct {
+	consumed   prometheus.Counter
+	loaded     *prometheus.CounterVec
+	dedupHits  *prometheus.CounterVec
+	dead       prometheus.Counter
+	mismatches prometheus.Counter
+	failOpen   prometheus.Counter
+	batchSize  prometheus.Histogram
+	insertTime prometheus.Histogram
+	lag        *prometheus.GaugeVec
+}
+
+// NewMetrics creates the sink metrics and registers them with reg (nil:
+// not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		consumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walhouse_sink_records_consumed_total", Help: "Records read from Kafka."}),
+		loaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_records_loaded_total", Help: "Records loaded into ClickHouse, by table."}, []string{"table"}),
+		dedupHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_dedup_hits_total", Help: "Duplicate records skipped, by dedup layer."}, []string{"layer"}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walhouse_sink_dead_letters_total", Help: "Records sent to the dead-letter topic."}),
+		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walhouse_sink_eventid_mismatches_total", Help: "Records whose eventId was seen before with another payload."}),
+		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walhouse_sink_dedup_fail_open_total", Help: "Dedup store calls that failed, so records were loaded without Layer 2."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "walhouse_sink_batch_records", Help: "Records per insert.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
+		insertTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "walhouse_sink_insert_seconds", Help: "Time to load one batch, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walhouse_sink_consumer_lag_records", Help: "Records in a partition not yet consumed (high watermark − next offset)."}, []string{"topic", "partition"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag)
+	}
+	return m
+}

@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Watermarker records how far each partition of each table is loaded; the
+// query API reads it to report lastSyncAt. *clickhouse.Writer implements it.
+type Watermarker interface {
+	MarkLoaded(ctx context.Context, marks []Watermark) error
+}
+
+// Watermark says that every change of Source committed at or before
+// Through that routes to Partition is loaded (or set aside in the
+// dead-letter topic).
+type Watermark struct {
+	Source    record.Source
+	Partition int32
+	Through   time.Time
+	LSN       record.LSN
+}
+
+// commitMargin is taken off a record's commit time before it counts as a
+// watermark: a transaction takes its commit timestamp a moment before its
+// commit record reaches the WAL, so one that committed slightly earlier may
+// still follow in the stream.
+const commitMargin = time.Second
+
+// heartbeatOf parses a heartbeat record; ok is false for other records.
+func heartbeatOf(kr *kgo.Record) (record.Heartbeat, bool, error) {
+	if kr.Value != nil || len(kr.Headers) == 0 {
+		return record.Heartbeat{}, false, nil
+	}
+	return record.ParseHeartbeat(func(key string) (string, bool) {
+		for _, h := range kr.Headers {
+			if h.Key == key {
+				return string(h.Value), true
+			}
+		}
+		return "", false
+	})
+}
+
+// advance raises the pending watermark of a partition.
+func (s *Sink) advance(k tp, src record.Source, through time.Time, lsn record.LSN) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.marks[k]
+	if !ok {
+		w = Watermark{Source: src, Partition: k.partition}
+	}
+	if through.After(w.Through) {
+		w.Through = through
+	}
+	if lsn > w.LSN {
+		w.LSN = lsn
+	}
+	s.marks[k] = w
+}
+
+// writeMarks hands the pending watermarks to the Watermarker. It runs after
+// the offsets are committed; a failure only delays freshness, so it is
+// logged and retried with the next batch.
+func (s *Sink) writeMarks(ctx context.Context) {
+	if s.cfg.Watermarks == nil {
+		return
+	}
+	s.mu.Lock()
+	marks := make([]Watermark, 0, len(s.marks))
+	for _, w := range s.marks {
+		marks = append(marks, w)
+	}
+	s.mu.Unlock()
+	if len(marks) == 0 {
+		return
+	}
+	if err := s.cfg.Watermarks.MarkLoaded(ctx, marks); err != nil {
+		s.log.Warn("record load watermarks failed; retrying with the next batch", "err", err)
+		return
+	}
+	s.mu.Lock()
+	for _, w := range marks {
+		k := tp{s.topicOf[w.Source], w.Partition}
+		if cur, ok := s.marks[k]; ok && !cur.Through.After(w.Through) && cur.LSN <= w.LSN {
+			delete(s.marks, k)
+		}
+	}
+	s.mu.Unlock()
+}
