@@ -114,8 +114,13 @@ func (c *Capturer) Run(ctx context.Context) error {
 		return err
 	}
 	defer replConn.Close(context.WithoutCancel(ctx))
-	start, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg)
+	start, snapName, created, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg)
 	if err != nil {
+		return err
+	}
+	// The exported snapshot lives as long as replConn stays idle: the
+	// snapshot runs before replication starts on it.
+	if err := c.snapshot(ctx, src.id, src.tables, start, snapName, created); err != nil {
 		return err
 	}
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
@@ -291,44 +296,49 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, qt string) err
 }
 
 // ensureSlot returns the position to stream from, creating the slot if it
-// is missing and allowed to.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config) (record.LSN, error) {
+// is missing and allowed to; a new slot also returns its exported snapshot.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config) (start record.LSN, snapshot string, created bool, err error) {
 	var (
 		plugin, slotType, db string
 		confirmed            *string
 		walStatus            *string
 	)
-	err := conn.QueryRow(ctx, `
+	err = conn.QueryRow(ctx, `
 		SELECT plugin, slot_type, database, confirmed_flush_lsn::text, wal_status
 		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, cfg.slot).Scan(&plugin, &slotType, &db, &confirmed, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if !cfg.createSlot {
-			return 0, fmt.Errorf("replication slot %s does not exist and slot creation is disabled: create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot, cfg.slot)
+			return 0, "", false, fmt.Errorf("replication slot %s does not exist and slot creation is disabled: create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot, cfg.slot)
 		}
-		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		action := "NOEXPORT_SNAPSHOT"
+		if cfg.snapshot {
+			action = "EXPORT_SNAPSHOT"
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
 		if err != nil {
-			return 0, fmt.Errorf("create replication slot %s: %w (is max_replication_slots reached? does the user have REPLICATION?)", cfg.slot, err)
+			return 0, "", false, fmt.Errorf("create replication slot %s: %w (is max_replication_slots reached? does the user have REPLICATION?)", cfg.slot, err)
 		}
 		lsn, err := record.ParseLSN(res.ConsistentPoint)
 		if err != nil {
-			return 0, fmt.Errorf("create replication slot %s: %w", cfg.slot, err)
+			return 0, "", false, fmt.Errorf("create replication slot %s: %w", cfg.slot, err)
 		}
 		slog.Default().Info("created replication slot", "component", "capture", "slot", cfg.slot, "consistent_point", lsn)
-		return lsn, nil
+		return lsn, res.SnapshotName, true, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+		return 0, "", false, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
 	}
 	if slotType != "logical" || plugin != "pgoutput" {
-		return 0, fmt.Errorf("replication slot %s is a %s slot with plugin %q, not a logical pgoutput slot: choose another --slot name", cfg.slot, slotType, plugin)
+		return 0, "", false, fmt.Errorf("replication slot %s is a %s slot with plugin %q, not a logical pgoutput slot: choose another --slot name", cfg.slot, slotType, plugin)
 	}
 	if walStatus != nil && *walStatus == "lost" {
-		return 0, fmt.Errorf("%w: slot %s has wal_status=lost; drop it with SELECT pg_drop_replication_slot('%s') and resynchronise the tables from a new slot", ErrSlotInvalidated, cfg.slot, cfg.slot)
+		return 0, "", false, fmt.Errorf("%w: slot %s has wal_status=lost; drop it with SELECT pg_drop_replication_slot('%s') and resynchronise the tables from a new slot", ErrSlotInvalidated, cfg.slot, cfg.slot)
 	}
 	if confirmed == nil {
-		return 0, fmt.Errorf("replication slot %s has no confirmed position yet; is another walhouse creating it?", cfg.slot)
+		return 0, "", false, fmt.Errorf("replication slot %s has no confirmed position yet; is another walhouse creating it?", cfg.slot)
 	}
-	return record.ParseLSN(*confirmed)
+	start, err = record.ParseLSN(*confirmed)
+	return start, "", false, err
 }
 
 // stream is the state of one replication session. Only run's goroutine

@@ -29,6 +29,10 @@ type config struct {
 	maxPendingBytes int
 	topics          TopicCreator
 	heartbeat       time.Duration
+	state           StateStore
+	snapshot        bool
+	workers         int
+	chunkPages      int64
 }
 
 func defaults() config {
@@ -44,6 +48,9 @@ func defaults() config {
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
 		heartbeat:       10 * time.Second,
+		snapshot:        true,
+		workers:         4,
+		chunkPages:      4096,
 	}
 }
 
@@ -109,6 +116,19 @@ func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.sta
 // let the sink prove how fresh each table is.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
+// WithoutSnapshot skips the initial snapshot: only changes made after the
+// slot was created reach Kafka.
+func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
+
+// WithSnapshotWorkers sets how many connections read snapshot chunks in
+// parallel (default 4).
+func WithSnapshotWorkers(n int) Option { return func(c *config) { c.workers = n } }
+
+// WithSnapshotChunkPages sets the size of a snapshot chunk in 8 KiB heap
+// pages (default 4096, 32 MiB of table): the unit of parallelism and of
+// resumption after a crash.
+func WithSnapshotChunkPages(n int64) Option { return func(c *config) { c.chunkPages = n } }
+
 // WithMaxPendingBytes bounds the encoded bytes produced but not yet
 // acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
 func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
@@ -140,6 +160,12 @@ func (c *config) validate() error {
 	}
 	if c.statusInterval <= 0 || c.statusInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("status interval %v: want between 0 and 1m (PostgreSQL's wal_sender_timeout defaults to 60s)", c.statusInterval))
+	}
+	if c.workers < 1 || c.workers > 64 {
+		errs = append(errs, fmt.Errorf("snapshot workers %d: want 1 to 64", c.workers))
+	}
+	if c.chunkPages < 1 {
+		errs = append(errs, fmt.Errorf("snapshot chunk pages %d: want at least 1", c.chunkPages))
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))

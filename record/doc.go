@@ -13,7 +13,7 @@
 // order. Field by field:
 //
 //	eventId       deterministic UUIDv7 (see EventID)
-//	eventType     "<schema>.<table>.<inserted|updated|deleted>"
+//	eventType     "<schema>.<table>.<inserted|updated|deleted|snapshotted>"
 //	eventVersion  envelope version, currently 1
 //	occurredAt    commit time of the source transaction (RFC 3339, UTC)
 //	ingestedAt    time capture read the change (RFC 3339, UTC)
@@ -25,7 +25,7 @@
 //	commitLsn     the commit LSN of its transaction
 //	ordinal       position of the change in its transaction, from 0
 //	version       the ReplacingMergeTree version (see Version)
-//	op            "c" insert, "u" update, "d" delete
+//	op            "c" insert, "u" update, "d" delete, "r" row read by the initial snapshot
 //	columns       the relation's columns at the time of the change, in order
 //	schemaId      a short hash of columns and tenantColumn; equal ids mean equal shapes
 //	key           for updates that changed the key and for deletes: the old key values

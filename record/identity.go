@@ -101,6 +101,22 @@ func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time)
 	return formatUUID(u)
 }
 
+// SnapshotEventID returns the deterministic eventId of a row read by the
+// snapshot taken at consistent point cp: the same row read again after a
+// crash gets the same id. keyValues are the row's primary-key values.
+func SnapshotEventID(source string, cp LSN, table string, keyValues []string, at time.Time) string {
+	var b []byte
+	b = append(b, "snapshot\x00"...)
+	b = append(b, table...)
+	for _, v := range keyValues {
+		b = append(b, 0)
+		b = appendJSONString(b, v)
+	}
+	// The key takes the place of the ordinal: fold it into the commit
+	// position's hash input through the source string.
+	return EventID(source+"\x00"+string(b), cp, 0, at)
+}
+
 func formatUUID(u [16]byte) string {
 	var b [36]byte
 	hex.Encode(b[0:8], u[0:4])

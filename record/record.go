@@ -23,6 +23,9 @@ const (
 	Insert Op = iota + 1
 	Update
 	Delete
+	// Read is a row read by an initial snapshot; a consumer applies it like
+	// an insert. Its version is SnapshotVersion.
+	Read
 )
 
 // String returns the one-letter wire code of op ("c", "u", "d").
@@ -34,6 +37,8 @@ func (op Op) String() string {
 		return "u"
 	case Delete:
 		return "d"
+	case Read:
+		return "r"
 	default:
 		return fmt.Sprintf("Op(%d)", uint8(op))
 	}
@@ -48,6 +53,8 @@ func (op Op) verb() string {
 		return "updated"
 	case Delete:
 		return "deleted"
+	case Read:
+		return "snapshotted"
 	default:
 		return "unknown"
 	}
@@ -62,8 +69,10 @@ func ParseOp(s string) (Op, error) {
 		return Update, nil
 	case "d":
 		return Delete, nil
+	case "r":
+		return Read, nil
 	default:
-		return 0, fmt.Errorf("unknown op %q (want c, u or d)", s)
+		return 0, fmt.Errorf("unknown op %q (want c, u, d or r)", s)
 	}
 }
 
@@ -154,8 +163,11 @@ func (r *Record) Validate() error {
 	if _, err := ParseEventID(r.EventID); err != nil {
 		bad("eventId: %v", err)
 	}
-	if r.Op < Insert || r.Op > Delete {
-		bad("op %v is not insert, update or delete", r.Op)
+	if r.Op < Insert || r.Op > Read {
+		bad("op %v is not insert, update, delete or read", r.Op)
+	}
+	if r.Op == Read && r.Version != SnapshotVersion {
+		bad("snapshot row has version %d, want %d", r.Version, SnapshotVersion)
 	}
 	if r.Source.ID == "" || r.Source.Schema == "" || r.Source.Table == "" {
 		bad("source %+v must name id, schema and table", r.Source)

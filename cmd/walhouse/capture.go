@@ -23,6 +23,10 @@ func runCapture(ctx context.Context, args []string) error {
 		tenantCol   = fs.String("tenant-column", envOr("WALHOUSE_TENANT_COLUMN", "tenant_id"), "column holding the tenant (env WALHOUSE_TENANT_COLUMN)")
 		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
+		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
+		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows before streaming (resumable); never: stream changes only")
+		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
+		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		tables      listFlag
 		tenantFor   listFlag
 	)
@@ -41,6 +45,16 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithTenantColumn(*tenantCol),
 		capture.WithDefaultTenant(*defTenant),
 		capture.WithStatusInterval(*status),
+		capture.WithHeartbeatInterval(*heartbeat),
+		capture.WithSnapshotWorkers(*workers),
+		capture.WithSnapshotChunkPages(*chunkPages),
+	}
+	switch *snapshot {
+	case "initial":
+	case "never":
+		opts = append(opts, capture.WithoutSnapshot())
+	default:
+		return fmt.Errorf("--snapshot %q: want initial or never", *snapshot)
 	}
 	for _, tf := range tenantFor {
 		table, col, ok := strings.Cut(tf, "=")
@@ -54,7 +68,11 @@ func runCapture(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	c, err := capture.New(ep.pg, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)))...)
+	state, err := capture.KafkaState(ctx, cl, *prefix+"-state")
+	if err != nil {
+		return err
+	}
+	c, err := capture.New(ep.pg, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStateStore(state))...)
 	if err != nil {
 		return err
 	}

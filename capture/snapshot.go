@@ -1,0 +1,420 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// A snapshot reads the rows that existed before the stream starts. Every
+// row gets record.SnapshotVersion (0), below every streamed change, so the
+// snapshot only has to be no older than the slot's consistent point:
+//   - on the first start, chunks read the snapshot the slot exported, which
+//     is exactly the consistent point;
+//   - after a crash, the unfinished chunks are read with fresh snapshots.
+//     A fresh snapshot is newer than the consistent point, and whatever
+//     changed in between is also in the stream (which starts at the
+//     consistent point) with a higher version, so ClickHouse ends up equal.
+//
+// Tables are split into chunks of heap pages read with TID range scans, in
+// parallel. A chunk counts as done once Kafka acknowledged all its rows;
+// done chunks are saved in the StateStore, so a restart resumes with the
+// first unfinished chunk. Streaming starts when the snapshot is complete, so
+// a row's snapshot record precedes its changes in its partition.
+
+// snapshotPlan is the durable progress of one table's snapshot.
+type snapshotPlan struct {
+	Table      string     `json:"table"`
+	CP         string     `json:"consistentPoint"`
+	At         time.Time  `json:"at"`
+	Pages      int64      `json:"pages"`
+	ChunkPages int64      `json:"chunkPages"`
+	Chunks     int        `json:"chunks"`
+	Done       []int      `json:"done"`
+	Complete   bool       `json:"complete"`
+	mu         sync.Mutex `json:"-"`
+}
+
+func (p *snapshotPlan) pending() []int {
+	var out []int
+	for i := 0; i < p.Chunks; i++ {
+		if !slices.Contains(p.Done, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// bounds returns the TID range of chunk i; the last chunk is open-ended so
+// rows in pages added since planning are read too.
+func (p *snapshotPlan) bounds(i int) (from, to int64, last bool) {
+	return int64(i) * p.ChunkPages, int64(i+1) * p.ChunkPages, i == p.Chunks-1
+}
+
+func stateKey(slot, table string) string { return "snapshot/" + slot + "/" + table }
+
+// snapshotter runs the snapshot of some tables.
+type snapshotter struct {
+	c        *Capturer
+	sourceID string
+	cp       record.LSN
+	name     string // exported snapshot, empty for fresh snapshots
+	log      *slog.Logger
+	rows     atomic.Int64
+}
+
+// snapshot reads the tables that need it. created says the slot was just
+// created with the exported snapshot name.
+func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []string, cp record.LSN, name string, created bool) error {
+	if !c.cfg.snapshot {
+		return nil
+	}
+	s := &snapshotter{c: c, sourceID: sourceID, cp: cp, name: name, log: c.log.With("phase", "snapshot")}
+	conn, err := connect(ctx, c.cfg.connString, false)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var plans []*snapshotPlan
+	var estimate int64
+	for _, t := range tables {
+		p, err := s.plan(ctx, conn, t, created)
+		if err != nil {
+			return err
+		}
+		if p == nil || p.Complete {
+			continue
+		}
+		if tc := c.cfg.topics; tc != nil {
+			if err := tc.CreateTopic(ctx, c.cfg.topicPrefix+"."+t, c.cfg.partitions, c.cfg.replication); err != nil {
+				return err
+			}
+		}
+		var tuples int64
+		_ = conn.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1::regclass", quoteTable(t)).Scan(&tuples)
+		estimate += tuples * int64(len(p.pending())) / int64(max(p.Chunks, 1))
+		plans = append(plans, p)
+	}
+	if len(plans) == 0 {
+		return nil
+	}
+	s.log.Info("starting", "tables", len(plans), "estimated_rows", estimate, "workers", c.cfg.workers, "consistent_point", cp, "exported_snapshot", name != "")
+	type task struct {
+		plan  *snapshotPlan
+		chunk int
+	}
+	tasks := make(chan task)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(tasks)
+		for _, p := range plans {
+			for _, i := range p.pending() {
+				select {
+				case tasks <- task{p, i}:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	for w := 0; w < c.cfg.workers; w++ {
+		g.Go(func() error {
+			wc, err := connect(gctx, c.cfg.connString, false)
+			if err != nil {
+				return err
+			}
+			defer wc.Close(context.WithoutCancel(gctx))
+			for t := range tasks {
+				if err := s.readChunk(gctx, wc, t.plan, t.chunk); err != nil {
+					return err
+				}
+				if err := s.finishChunk(gctx, t.plan, t.chunk); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	stopProgress := s.progress(estimate)
+	err = g.Wait()
+	stopProgress()
+	if err != nil {
+		return fmt.Errorf("snapshot: %w (finished chunks are kept; a restart resumes with the rest)", err)
+	}
+	s.log.Info("complete", "rows", s.rows.Load())
+	return nil
+}
+
+// progress logs rows, rows/s and an ETA every 5 seconds.
+func (s *snapshotter) progress(estimate int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				rows := s.rows.Load()
+				rate := float64(rows) / time.Since(start).Seconds()
+				eta := "unknown"
+				if rate > 0 && estimate > rows {
+					eta = (time.Duration(float64(estimate-rows)/rate) * time.Second).Round(time.Second).String()
+				}
+				s.log.Info("progress", "rows", rows, "estimated_rows", estimate, "rows_per_s", int64(rate), "eta", eta)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// plan loads or makes the snapshot plan of a table; nil means the table
+// needs no snapshot.
+func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created bool) (*snapshotPlan, error) {
+	cfg := &s.c.cfg
+	if cfg.state != nil && !created {
+		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, table))
+		if err != nil {
+			return nil, err
+		}
+		if raw != nil {
+			p := &snapshotPlan{}
+			if err := json.Unmarshal(raw, p); err != nil {
+				return nil, fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
+			}
+			if !p.Complete {
+				s.log.Info("resuming", "table", table, "chunks_done", len(p.Done), "chunks", p.Chunks)
+			}
+			return p, nil
+		}
+	}
+	var pages int64
+	var kind string
+	err := conn.QueryRow(ctx, "SELECT pg_relation_size(c.oid) / current_setting('block_size')::bigint, c.relkind::text FROM pg_class c WHERE c.oid = $1::regclass", quoteTable(table)).Scan(&pages, &kind)
+	if err != nil {
+		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
+	}
+	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages}
+	p.Chunks = int((pages + cfg.chunkPages - 1) / cfg.chunkPages)
+	if p.Chunks == 0 || kind != "r" {
+		p.Chunks = 1 // empty, or partitioned (no TID ranges on the parent): one chunk
+	}
+	if err := s.save(ctx, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *snapshotter) save(ctx context.Context, p *snapshotPlan) error {
+	if s.c.cfg.state == nil {
+		return nil
+	}
+	p.mu.Lock()
+	raw, err := json.Marshal(p)
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.c.cfg.state.Save(ctx, stateKey(s.c.cfg.slot, p.Table), raw)
+}
+
+func (s *snapshotter) finishChunk(ctx context.Context, p *snapshotPlan, chunk int) error {
+	p.mu.Lock()
+	p.Done = append(p.Done, chunk)
+	slices.Sort(p.Done)
+	p.Complete = len(p.Done) >= p.Chunks
+	p.mu.Unlock()
+	return s.save(ctx, p)
+}
+
+// readChunk reads one chunk in its own repeatable-read transaction and
+// produces its rows, returning once Kafka acknowledged all of them.
+func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshotPlan, chunk int) error {
+	rel, err := snapshotRelation(ctx, conn, s.c, s.sourceID, p.Table)
+	if err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("snapshot %s: begin: %w", p.Table, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if s.name != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(s.name, "'", "''")+"'"); err != nil {
+			return fmt.Errorf("snapshot %s: import the slot's snapshot: %w", p.Table, err)
+		}
+	}
+	cols := make([]string, len(rel.columns))
+	for i, c := range rel.columns {
+		cols[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(p.Table))
+	if p.Chunks > 1 {
+		from, to, last := p.bounds(chunk)
+		q = fmt.Sprintf("SELECT %s FROM ONLY %s WHERE ctid >= '(%d,0)'::tid", strings.Join(cols, ", "), quoteTable(p.Table), from)
+		if !last {
+			q += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
+		}
+	}
+	rows, err := tx.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
+	if err != nil {
+		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+	}
+	defer rows.Close()
+	cp, err := record.ParseLSN(p.CP)
+	if err != nil {
+		return fmt.Errorf("snapshot state of %s: %w", p.Table, err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failure error
+		values  = make([]record.Value, len(rel.columns))
+		keys    = make([]string, len(rel.keyIdx))
+		r       record.Record
+	)
+	ack := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if failure == nil {
+				failure = err
+			}
+			mu.Unlock()
+		}
+		wg.Done()
+	}
+	n := int64(0)
+	for rows.Next() {
+		raw := rows.RawValues()
+		for i, b := range raw {
+			if b == nil {
+				values[i] = record.Value{Null: true}
+			} else {
+				// Aliases pgx's buffer: encoded before the next row.
+				values[i] = record.Value{Text: unsafe.String(unsafe.SliceData(b), len(b))}
+			}
+		}
+		for i, k := range rel.keyIdx {
+			keys[i] = values[k].Text
+		}
+		r = record.Record{
+			OccurredAt:   p.At,
+			IngestedAt:   time.Now().UTC(),
+			TenantColumn: rel.tenantColumn,
+			Source:       rel.source,
+			LSN:          cp,
+			CommitLSN:    cp,
+			Version:      record.SnapshotVersion,
+			Op:           record.Read,
+			Columns:      rel.columns,
+			SchemaID:     rel.schemaID,
+			Values:       values,
+		}
+		if rel.tenantIdx >= 0 {
+			if values[rel.tenantIdx].Null {
+				return fmt.Errorf("table %s: a row has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", p.Table, rel.tenantColumn)
+			}
+			r.TenantID = values[rel.tenantIdx].Text
+		} else {
+			r.TenantID = s.c.cfg.defaultTenant
+		}
+		r.EventID = record.SnapshotEventID(s.sourceID, cp, p.Table, keys, p.At)
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
+		}
+		value := record.AppendJSON(make([]byte, 0, 256+64*len(rel.columns)), &r)
+		wg.Add(1)
+		s.c.producer.Produce(context.WithoutCancel(ctx), &kgo.Record{Topic: rel.topic, Key: []byte(r.PartitionKey()), Value: value}, ack)
+		n++
+		if n%10_000 == 0 {
+			s.rows.Add(10_000)
+			s.c.rows.Add(10_000)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		wg.Wait()
+		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+	}
+	s.rows.Add(n % 10_000)
+	s.c.rows.Add(n % 10_000)
+	wg.Wait()
+	if failure != nil {
+		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, failure)
+	}
+	return nil
+}
+
+// snapshotRelation builds the relation of a table from the catalog, in the
+// shape a pgoutput Relation message would give, so snapshot and stream
+// records are identical.
+func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID, table string) (*relation, error) {
+	schema, name, _ := strings.Cut(table, ".")
+	rows, err := conn.Query(ctx, `
+		SELECT c.oid, c.relreplident::text, a.attname, a.atttypid, a.atttypmod,
+		       c.relreplident = 'f' OR coalesce(a.attnum = ANY(ri.indkey), false)
+		FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+		LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = c.oid
+		     AND (ri.indisreplident OR (c.relreplident = 'd' AND ri.indisprimary))
+		WHERE n.nspname = $1 AND c.relname = $2
+		ORDER BY a.attnum`, schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	m := &pglogrepl.RelationMessage{Namespace: schema, RelationName: name}
+	for rows.Next() {
+		var (
+			ident  string
+			col    pglogrepl.RelationMessageColumn
+			inKey  bool
+			typmod int32
+		)
+		if err := rows.Scan(&m.RelationID, &ident, &col.Name, &col.DataType, &typmod, &inKey); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+		}
+		col.TypeModifier = typmod
+		if inKey {
+			col.Flags = 1
+		}
+		m.ReplicaIdentity = ident[0]
+		m.Columns = append(m.Columns, &col)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	if len(m.Columns) == 0 {
+		return nil, errors.New("table " + table + " has no columns or does not exist")
+	}
+	m.ColumnNum = uint16(len(m.Columns))
+	return buildRelation(ctx, newCatalog(conn), &c.cfg, sourceID, m)
+}
+
+// quoteTable quotes "schema.table" as an SQL identifier.
+func quoteTable(table string) string {
+	schema, name, _ := strings.Cut(table, ".")
+	return pgx.Identifier{schema, name}.Sanitize()
+}

@@ -1,0 +1,95 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// StateStore keeps the progress capture needs beyond the slot's position:
+// which snapshot chunks are done. Values are small JSON documents.
+type StateStore interface {
+	// Load returns the latest value saved under key, or nil.
+	Load(ctx context.Context, key string) ([]byte, error)
+	// Save stores value under key durably before returning.
+	Save(ctx context.Context, key string, value []byte) error
+}
+
+// WithStateStore sets where snapshot progress is kept. Without it an
+// interrupted snapshot starts over.
+func WithStateStore(s StateStore) Option { return func(c *config) { c.state = s } }
+
+// KafkaState returns a StateStore kept in a compacted Kafka topic (created
+// if missing), next to the data it describes.
+func KafkaState(ctx context.Context, cl *kgo.Client, topic string) (StateStore, error) {
+	adm := kadm.NewClient(cl)
+	cleanup := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &cleanup}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, fmt.Errorf("create state topic %s: %w", topic, err)
+	}
+	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+	return &kafkaState{cl: cl, adm: adm, topic: topic, seeds: seeds}, nil
+}
+
+type kafkaState struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	topic string
+	seeds []string
+}
+
+func (k *kafkaState) Save(ctx context.Context, key string, value []byte) error {
+	r := &kgo.Record{Topic: k.topic, Key: []byte(key), Value: value, Partition: 0}
+	if err := k.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return fmt.Errorf("save %s to state topic %s: %w", key, k.topic, err)
+	}
+	return nil
+}
+
+// Load reads the state topic from the start to its current end and returns
+// the last value of key. The topic is compacted and small.
+func (k *kafkaState) Load(ctx context.Context, key string) ([]byte, error) {
+	ends, err := k.adm.ListEndOffsets(ctx, k.topic)
+	if err != nil {
+		return nil, fmt.Errorf("read the end of state topic %s: %w", k.topic, err)
+	}
+	end, ok := ends.Lookup(k.topic, 0)
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("read the end of state topic %s: %v", k.topic, end.Err)
+	}
+	if end.Offset == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var val []byte
+	next := int64(0)
+	for next < end.Offset {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := fs.Err0(); err != nil {
+			return nil, fmt.Errorf("read state topic %s: %w", k.topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == key {
+				val = r.Value
+			}
+			next = r.Offset + 1
+		})
+	}
+	return val, nil
+}
