@@ -68,6 +68,11 @@ func (p *snapshotPlan) bounds(i int) (from, to int64, last bool) {
 
 func stateKey(slot, table string) string { return "snapshot/" + slot + "/" + table }
 
+// Which tables are read: all of them when the slot was created by this
+// start; otherwise, with a StateStore, those whose snapshot is unfinished or
+// was never taken (a table added to the publication, or a slot created by
+// hand).
+
 // snapshotter runs the snapshot of some tables.
 type snapshotter struct {
 	c        *Capturer
@@ -193,6 +198,11 @@ func (s *snapshotter) progress(estimate int64) (stop func()) {
 // needs no snapshot.
 func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created bool) (*snapshotPlan, error) {
 	cfg := &s.c.cfg
+	if cfg.state == nil && !created {
+		// Without saved progress there is no telling whether an existing
+		// slot's tables were ever copied: only a new slot gets a snapshot.
+		return nil, nil
+	}
 	if cfg.state != nil && !created {
 		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, table))
 		if err != nil {
