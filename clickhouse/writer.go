@@ -157,9 +157,13 @@ func appendRow(row []any, t *schema.Table, r *record.Record, fill map[int]any) (
 		v := r.Values[i]
 		switch {
 		case v.Unchanged:
-			row = append(row, fill[i]) // nil only for a row never loaded before
+			x, ok := fill[i]
+			if !ok || x == nil {
+				x = c.Type.Null() // a row never loaded before
+			}
+			row = append(row, x)
 		case v.Null:
-			row = append(row, nil)
+			row = append(row, c.Type.Null())
 		default:
 			x, err := c.Type.Convert(v.Text)
 			if err != nil {

@@ -106,6 +106,15 @@ func TestConvert(t *testing.T) {
 	}
 }
 
+func TestNull(t *testing.T) {
+	if v := Map(record.Column{Type: "int4", Array: true}, true).Null(); !reflect.DeepEqual(v, []*int32{}) {
+		t.Errorf("NULL int4[] = %#v, want an empty []*int32", v)
+	}
+	if v := Map(record.Column{Type: "text"}, true).Null(); v != nil {
+		t.Errorf("NULL text = %#v, want nil", v)
+	}
+}
+
 func TestQuoteIdent(t *testing.T) {
 	for in, want := range map[string]string{
 		"orders":       "`orders`",

@@ -45,6 +45,16 @@ type Type struct {
 	decimal string // Decimal(p, s) for kDecimal
 }
 
+// Null returns the value to append for SQL NULL: nil, or for arrays (which
+// ClickHouse cannot make Nullable) an empty array of the element type.
+func (t Type) Null() any {
+	if t.array {
+		v, _ := t.convertArray("{}")
+		return v
+	}
+	return nil
+}
+
 // Convert turns a PostgreSQL text value (never NULL: the caller passes nil
 // for NULL) into the Go value the ClickHouse client appends for t.
 func (t Type) Convert(text string) (any, error) {

@@ -197,7 +197,7 @@ func TestIntegrationEndToEnd(t *testing.T) {
 	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(trim_scale(amount)::text, '<null>'), coalesce(status, '<null>'),
 		coalesce(array_to_string(tags, ',', '<null>'), ''),
 		to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), coalesce(payload::text, '<null>')
-		FROM %s ORDER BY tenant_id, id`, qt)
+		FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(amount), '<null>'), ifNull(status, '<null>'),"+
 		" arrayStringConcat(arrayMap(x -> ifNull(x, '<null>'), tags), ','),"+
 		" formatDateTime(created_at, '%%Y-%%m-%%d %%H:%%i:%%S.%%f'), ifNull(payload, '<null>')"+
