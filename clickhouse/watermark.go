@@ -17,7 +17,12 @@ var _ sink.Watermarker = (*Writer)(nil)
 // its partitions.
 const SyncTable = "_walhouse_sync"
 
-func syncTableDDL(database string) string {
+// SyncTableDDL returns the CREATE TABLE statement of SyncTable in database.
+// Each row says: every change committed at or before loaded_through that
+// routes to this Kafka partition of this table is loaded (capture's
+// heartbeats advance idle partitions). source_table is the ClickHouse table
+// name (schema.TableName).
+func SyncTableDDL(database string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s
 (
     source_table   String,
@@ -36,7 +41,7 @@ func (w *Writer) MarkLoaded(ctx context.Context, marks []sink.Watermark) error {
 	ready := w.syncReady
 	w.mu.Unlock()
 	if !ready {
-		if err := w.conn.Exec(ctx, syncTableDDL(w.database)); err != nil {
+		if err := w.conn.Exec(ctx, SyncTableDDL(w.database)); err != nil {
 			return fmt.Errorf("create %s: %w", SyncTable, err)
 		}
 		w.mu.Lock()

@@ -1,4 +1,41 @@
 // Package query serves the HTTP API that analytics dashboards, compliance
-// staff and operators call: tenant-filtered reads that always add FINAL and
-// report meta.lastSyncAt, streamed GDPR exports and pipeline-lag monitoring.
+// staff and operators call: tenant-filtered reads that add FINAL and report
+// meta.lastSyncAt, streamed GDPR subject exports, and pipeline lag, metrics
+// and a status page.
+//
+// What it owns: request validation against the real ClickHouse columns
+// (Catalog, from system.tables and system.columns, cached briefly), the pure
+// SQL builders (BuildSelect, BuildExport; golden tests in testdata), API-key
+// authentication (Keys, SHA-256 hashes in a keys file; the tenant comes only
+// from the key), signed pagination cursors (Cursors), per-tenant limits, the
+// subject Exporter (also used by `walhouse export`), and the HTTP Server.
+// What it does not own: the replicated tables (package clickhouse creates
+// them) and the _walhouse_sync progress table (the sink maintains it;
+// clickhouse.SyncTableDDL documents its shape).
+//
+// Data enters as HTTP requests and ClickHouse rows and leaves as JSON, JSONL
+// or CSV. Every statement filters on the caller's tenant (the first column
+// of the table's sorting key) and on _is_deleted = 0, binds every value as a
+// server-side parameter, and quotes every identifier with schema.QuoteIdent
+// after checking it against system.columns.
+//
+// Consistency: reads use FINAL (one row per key, its latest version) with
+// do_not_merge_across_partitions_select_final=1, unless a request asks for
+// "approximate": then FINAL is skipped, rows whose newest stored version is
+// a delete marker are still dropped by _is_deleted = 0, but a row updated or
+// deleted since the last merge can appear in several versions (and count
+// several times in aggregates). The response's meta.consistency says which.
+//
+// Freshness: meta.lastSyncAt of a table is min(loaded_through) over its
+// Kafka partitions in <database>._walhouse_sync read FINAL; every change
+// committed in PostgreSQL at or before it is readable. It is per table, so
+// it holds for every tenant of the table. meta.lsn is min(lsn) likewise.
+// Both are null (with meta.syncNote) while the sink has recorded nothing for
+// the table. The state is read before the data, so the data is at least as
+// fresh as reported.
+//
+// Pagination: a cursor is an offset signed with HMAC-SHA256 and bound to the
+// tenant, the table and the request (all fields but the cursor); pages are
+// ordered by the requested order, then the sorting key (or the group-by
+// columns), so they are stable while the data does not change.
 package query

@@ -18,6 +18,19 @@ func (l LSN) String() string {
 	return fmt.Sprintf("%X/%X", uint32(l>>32), uint32(l))
 }
 
+// MarshalText writes l as "X/Y", so LSNs read naturally in JSON.
+func (l LSN) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText parses the "X/Y" form.
+func (l *LSN) UnmarshalText(b []byte) error {
+	v, err := ParseLSN(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
 // ParseLSN parses the "X/Y" form written by String and by PostgreSQL.
 func ParseLSN(s string) (LSN, error) {
 	hi, lo, ok := strings.Cut(s, "/")

@@ -1,0 +1,472 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// Limits bound what one caller may ask of ClickHouse.
+type Limits struct {
+	// DefaultRows is the page size when a request has no limit (default 100).
+	DefaultRows int
+	// MaxRows is the largest page a request may ask for (default 10,000).
+	MaxRows int
+	// MaxExecutionTime bounds each query on the server (ClickHouse's
+	// max_execution_time; default 30 s).
+	MaxExecutionTime time.Duration
+	// MaxResultRows is ClickHouse's max_result_rows for reads, a safety net
+	// behind LIMIT (default MaxRows+1).
+	MaxResultRows int
+	// MaxConcurrent is how many queries and exports one tenant may run at
+	// once; more are refused with 429 (default 4).
+	MaxConcurrent int
+}
+
+// withDefaults fills zero fields with their documented defaults.
+func (l Limits) withDefaults() Limits {
+	if l.DefaultRows <= 0 {
+		l.DefaultRows = 100
+	}
+	if l.MaxRows <= 0 {
+		l.MaxRows = 10_000
+	}
+	if l.DefaultRows > l.MaxRows {
+		l.DefaultRows = l.MaxRows
+	}
+	if l.MaxExecutionTime <= 0 {
+		l.MaxExecutionTime = 30 * time.Second
+	}
+	if l.MaxResultRows <= 0 {
+		l.MaxResultRows = l.MaxRows + 1
+	}
+	if l.MaxConcurrent <= 0 {
+		l.MaxConcurrent = 4
+	}
+	return l
+}
+
+// Statement is one SQL statement with its server-side parameters and
+// settings, ready to run.
+type Statement struct {
+	SQL string
+	// Params are bound server-side ({name:Type} placeholders), values in
+	// ClickHouse's escaped text form.
+	Params map[string]string
+	// Settings are ClickHouse settings for this statement.
+	Settings map[string]any
+	// Columns are the names of the output columns, in order.
+	Columns []string
+	// PageSize is the number of rows the caller gets; the SQL asks for one
+	// more, to know whether there is a next page.
+	PageSize int
+}
+
+// RequestError is a problem in a request that the caller can fix. Field
+// names the part of the request (e.g. "filters[2].value").
+type RequestError struct {
+	Field  string
+	Reason string
+}
+
+func (e *RequestError) Error() string { return e.Field + ": " + e.Reason }
+
+func reqErr(field, format string, args ...any) error {
+	return &RequestError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ErrTenantType is returned when the caller's tenant is not a valid value
+// of the table's tenant column (e.g. a text tenant and an integer column):
+// such a tenant can have no rows in the table.
+var ErrTenantType = errors.New("the caller's tenant is not a valid value of this table's tenant column")
+
+// SelectInput is what BuildSelect turns into SQL.
+type SelectInput struct {
+	Table  *Table
+	Tenant string
+	Req    Request
+	// Offset is where the page starts (from a verified cursor).
+	Offset int
+	Limits Limits
+}
+
+var aliasRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+const maxInValues = 1000
+
+// BuildSelect validates a read request against the table's columns and
+// builds its SQL. It is pure: the same input gives the same statement.
+//
+// Whatever the request says, the statement filters on the caller's tenant
+// (tenant column = {tenant:Type}), hides deleted rows (_is_deleted = 0),
+// and reads FINAL unless the request asks for approximate consistency.
+// Every identifier is a validated column name quoted by schema.QuoteIdent,
+// every value a bound parameter.
+func BuildSelect(in SelectInput) (Statement, error) {
+	t, r, lim := in.Table, in.Req, in.Limits.withDefaults()
+	b := &builder{t: t, params: map[string]string{}}
+
+	consistency := r.Consistency
+	switch consistency {
+	case "":
+		consistency = Final
+	case Final, Approximate:
+	default:
+		return Statement{}, reqErr("consistency", "%q is not one of final, approximate", r.Consistency)
+	}
+	pageSize := r.Limit
+	switch {
+	case pageSize == 0:
+		pageSize = lim.DefaultRows
+	case pageSize < 0:
+		return Statement{}, reqErr("limit", "%d is negative", r.Limit)
+	case pageSize > lim.MaxRows:
+		return Statement{}, reqErr("limit", "%d is over the maximum of %d rows per page; page with nextCursor instead", r.Limit, lim.MaxRows)
+	}
+
+	// SELECT list.
+	var (
+		selects []string
+		outCols []string
+		aliases = map[string]bool{}
+	)
+	aggregated := len(r.GroupBy) > 0 || len(r.Aggregates) > 0
+	if aggregated {
+		if len(r.Columns) > 0 {
+			return Statement{}, reqErr("columns", "must be empty with groupBy or aggregates: the result has the groupBy columns, then the aggregates")
+		}
+		for i, name := range r.GroupBy {
+			if _, err := b.column(fmt.Sprintf("groupBy[%d]", i), name); err != nil {
+				return Statement{}, err
+			}
+			if slices.Contains(r.GroupBy[:i], name) {
+				return Statement{}, reqErr(fmt.Sprintf("groupBy[%d]", i), "column %q is listed twice", name)
+			}
+			selects = append(selects, schema.QuoteIdent(name))
+			outCols = append(outCols, name)
+		}
+		for i, a := range r.Aggregates {
+			expr, alias, err := b.aggregate(fmt.Sprintf("aggregates[%d]", i), a)
+			if err != nil {
+				return Statement{}, err
+			}
+			if aliases[alias] || slices.Contains(r.GroupBy, alias) {
+				return Statement{}, reqErr(fmt.Sprintf("aggregates[%d].as", i), "output name %q is used twice; set a distinct \"as\"", alias)
+			}
+			aliases[alias] = true
+			selects = append(selects, expr+" AS "+schema.QuoteIdent(alias))
+			outCols = append(outCols, alias)
+		}
+	} else {
+		cols := r.Columns
+		if len(cols) == 0 {
+			for _, c := range t.Columns {
+				if c.Name != schema.DeletedColumn {
+					cols = append(cols, c.Name)
+				}
+			}
+		}
+		for i, name := range cols {
+			if _, err := b.column(fmt.Sprintf("columns[%d]", i), name); err != nil {
+				return Statement{}, err
+			}
+			if slices.Contains(cols[:i], name) {
+				return Statement{}, reqErr(fmt.Sprintf("columns[%d]", i), "column %q is listed twice", name)
+			}
+			selects = append(selects, schema.QuoteIdent(name))
+			outCols = append(outCols, name)
+		}
+	}
+
+	// WHERE: tenant first, always.
+	tc, _ := t.Column(t.TenantColumn)
+	tenantVal, err := tc.typ.bindValue(tenantValue(tc.typ, in.Tenant))
+	if err != nil {
+		return Statement{}, ErrTenantType
+	}
+	b.params["tenant"] = tenantVal
+	where := []string{
+		fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.TenantColumn), tc.typ.Param),
+		schema.QuoteIdent(schema.DeletedColumn) + " = 0",
+	}
+	for i, f := range r.Filters {
+		cond, err := b.filter(fmt.Sprintf("filters[%d]", i), f)
+		if err != nil {
+			return Statement{}, err
+		}
+		where = append(where, cond)
+	}
+	if tr := r.TimeRange; tr != nil {
+		conds, err := b.timeRange(*tr)
+		if err != nil {
+			return Statement{}, err
+		}
+		where = append(where, conds...)
+	}
+
+	// ORDER BY, with tie-breakers so that offsets page stably.
+	var order []string
+	var ordered []string
+	for i, o := range r.OrderBy {
+		field := fmt.Sprintf("orderBy[%d]", i)
+		if aggregated {
+			if !slices.Contains(r.GroupBy, o.Column) && !aliases[o.Column] {
+				return Statement{}, reqErr(field+".column", "%q is neither a groupBy column nor an aggregate name", o.Column)
+			}
+		} else if _, err := b.column(field+".column", o.Column); err != nil {
+			return Statement{}, err
+		}
+		if slices.Contains(ordered, o.Column) {
+			return Statement{}, reqErr(field+".column", "column %q is listed twice", o.Column)
+		}
+		dir := "ASC"
+		if o.Desc {
+			dir = "DESC"
+		}
+		order = append(order, schema.QuoteIdent(o.Column)+" "+dir)
+		ordered = append(ordered, o.Column)
+	}
+	tieBreak := t.SortingKey[1:] // the tenant column is constant
+	if aggregated {
+		tieBreak = r.GroupBy
+	}
+	for _, c := range tieBreak {
+		if !slices.Contains(ordered, c) {
+			order = append(order, schema.QuoteIdent(c)+" ASC")
+			ordered = append(ordered, c)
+		}
+	}
+
+	var sql strings.Builder
+	fmt.Fprintf(&sql, "SELECT %s\nFROM %s", strings.Join(selects, ", "), t.qualified())
+	if consistency == Final {
+		sql.WriteString(" FINAL")
+	}
+	fmt.Fprintf(&sql, "\nWHERE %s", strings.Join(where, "\n  AND "))
+	if len(r.GroupBy) > 0 {
+		quoted := make([]string, len(r.GroupBy))
+		for i, c := range r.GroupBy {
+			quoted[i] = schema.QuoteIdent(c)
+		}
+		fmt.Fprintf(&sql, "\nGROUP BY %s", strings.Join(quoted, ", "))
+	}
+	if len(order) > 0 {
+		fmt.Fprintf(&sql, "\nORDER BY %s", strings.Join(order, ", "))
+	}
+	fmt.Fprintf(&sql, "\nLIMIT %d", pageSize+1)
+	if in.Offset > 0 {
+		fmt.Fprintf(&sql, " OFFSET %d", in.Offset)
+	}
+	return Statement{
+		SQL:      sql.String(),
+		Params:   b.params,
+		Settings: readSettings(lim, consistency),
+		Columns:  outCols,
+		PageSize: pageSize,
+	}, nil
+}
+
+// readSettings are the settings of every read: bounded time and result
+// size, and FINAL that merges only within partitions (walhouse never moves
+// a row between partitions, see schema.Table.PartitionBy).
+func readSettings(lim Limits, c Consistency) map[string]any {
+	s := map[string]any{
+		"max_execution_time":   int(lim.MaxExecutionTime.Round(time.Second) / time.Second),
+		"max_result_rows":      lim.MaxResultRows,
+		"result_overflow_mode": "throw",
+	}
+	if s["max_execution_time"].(int) < 1 {
+		s["max_execution_time"] = 1
+	}
+	if c == Final {
+		s["do_not_merge_across_partitions_select_final"] = 1
+	}
+	return s
+}
+
+// tenantValue presents the tenant (always text, from the API key) as the
+// JSON value bindValue expects for the tenant column's type.
+func tenantValue(t colType, tenant string) any {
+	if t.Kind == kindBool {
+		b, err := strconv.ParseBool(tenant)
+		if err != nil {
+			return tenant
+		}
+		return b
+	}
+	return tenant
+}
+
+type builder struct {
+	t      *Table
+	params map[string]string
+	n      int // parameters p0…p(n-1) are bound
+}
+
+// column returns a readable column, or a RequestError naming field.
+func (b *builder) column(field, name string) (Column, error) {
+	c, ok := b.t.Column(name)
+	if !ok || name == schema.DeletedColumn {
+		return Column{}, reqErr(field, "table %q has no column %q; GET /v1/tables lists its columns", b.t.Name, name)
+	}
+	return c, nil
+}
+
+// bind adds a parameter for v compared with c and returns its placeholder.
+func (b *builder) bind(field string, c Column, v any) (string, error) {
+	text, err := c.typ.bindValue(v)
+	if err != nil {
+		return "", reqErr(field, "column %q (%s): %v", c.Name, c.Type, err)
+	}
+	name := "p" + strconv.Itoa(b.n)
+	b.n++
+	b.params[name] = text
+	return "{" + name + ":" + c.typ.Param + "}", nil
+}
+
+func (b *builder) filter(field string, f Filter) (string, error) {
+	c, err := b.column(field+".column", f.Column)
+	if err != nil {
+		return "", err
+	}
+	col := schema.QuoteIdent(c.Name)
+	if c.typ.Kind == kindOther {
+		return "", reqErr(field+".column", "column %q is %s, which filters cannot compare", c.Name, c.Type)
+	}
+	switch f.Op {
+	case OpIsNull, OpNotNull:
+		if f.Value != nil {
+			return "", reqErr(field+".value", "must be absent for %s", f.Op)
+		}
+		if f.Op == OpIsNull {
+			return "isNull(" + col + ")", nil
+		}
+		return "isNotNull(" + col + ")", nil
+	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		if c.typ.Kind == kindBool && f.Op != OpEq && f.Op != OpNe {
+			return "", reqErr(field+".op", "boolean column %q allows only = and !=", c.Name)
+		}
+		if f.Value == nil {
+			return "", reqErr(field+".value", "is required for %s (use is_null to match NULL)", f.Op)
+		}
+		ph, err := b.bind(field+".value", c, f.Value)
+		if err != nil {
+			return "", err
+		}
+		return col + " " + string(f.Op) + " " + ph, nil
+	case OpIn, OpNotIn:
+		vals, ok := f.Value.([]any)
+		if !ok || len(vals) == 0 {
+			return "", reqErr(field+".value", "must be a non-empty array for %s", f.Op)
+		}
+		if len(vals) > maxInValues {
+			return "", reqErr(field+".value", "has %d values, more than the %d allowed", len(vals), maxInValues)
+		}
+		phs := make([]string, len(vals))
+		for i, v := range vals {
+			if phs[i], err = b.bind(fmt.Sprintf("%s.value[%d]", field, i), c, v); err != nil {
+				return "", err
+			}
+		}
+		kw := " IN ("
+		if f.Op == OpNotIn {
+			kw = " NOT IN ("
+		}
+		return col + kw + strings.Join(phs, ", ") + ")", nil
+	case OpLike, OpPrefix:
+		if c.typ.Kind != kindString {
+			return "", reqErr(field+".op", "%s applies to string columns; %q is %s", f.Op, c.Name, c.Type)
+		}
+		ph, err := b.bind(field+".value", c, f.Value)
+		if err != nil {
+			return "", err
+		}
+		if f.Op == OpLike {
+			return col + " LIKE " + ph, nil
+		}
+		return "startsWith(" + col + ", " + ph + ")", nil
+	default:
+		return "", reqErr(field+".op", "%q is not one of = != < <= > >= in not_in is_null not_null like prefix", f.Op)
+	}
+}
+
+func (b *builder) timeRange(tr TimeRange) ([]string, error) {
+	c, err := b.column("timeRange.column", tr.Column)
+	if err != nil {
+		return nil, err
+	}
+	if c.typ.Kind != kindDate && c.typ.Kind != kindDateTime {
+		return nil, reqErr("timeRange.column", "column %q is %s; a time range needs a Date or DateTime column", c.Name, c.Type)
+	}
+	if tr.From == "" && tr.To == "" {
+		return nil, reqErr("timeRange", "set from, to or both")
+	}
+	var conds []string
+	if tr.From != "" {
+		ph, err := b.bind("timeRange.from", c, tr.From)
+		if err != nil {
+			return nil, err
+		}
+		conds = append(conds, schema.QuoteIdent(c.Name)+" >= "+ph)
+	}
+	if tr.To != "" {
+		ph, err := b.bind("timeRange.to", c, tr.To)
+		if err != nil {
+			return nil, err
+		}
+		conds = append(conds, schema.QuoteIdent(c.Name)+" < "+ph)
+	}
+	return conds, nil
+}
+
+func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, err error) {
+	var col Column
+	if a.Column != "" {
+		if col, err = b.column(field+".column", a.Column); err != nil {
+			return "", "", err
+		}
+	}
+	switch a.Fn {
+	case "count":
+		expr = "count()"
+		if a.Column != "" {
+			expr = "count(" + schema.QuoteIdent(col.Name) + ")"
+		}
+	case "sum", "avg", "min", "max", "uniq":
+		if a.Column == "" {
+			return "", "", reqErr(field+".column", "%s needs a column", a.Fn)
+		}
+		if (a.Fn == "sum" || a.Fn == "avg") && !col.typ.Kind.numeric() {
+			return "", "", reqErr(field+".column", "%s needs a numeric column; %q is %s", a.Fn, col.Name, col.Type)
+		}
+		if (a.Fn == "min" || a.Fn == "max") && col.typ.Kind == kindOther {
+			return "", "", reqErr(field+".column", "%s cannot order %q (%s)", a.Fn, col.Name, col.Type)
+		}
+		expr = a.Fn + "(" + schema.QuoteIdent(col.Name) + ")"
+	default:
+		return "", "", reqErr(field+".fn", "%q is not one of count sum avg min max uniq", a.Fn)
+	}
+	alias = a.As
+	if alias == "" {
+		alias = a.Fn
+		if a.Column != "" {
+			alias += "_" + a.Column
+		}
+		if !aliasRe.MatchString(alias) {
+			return "", "", reqErr(field+".as", "the default name %q is not a plain name; set \"as\" to letters, digits and _", alias)
+		}
+	}
+	if !aliasRe.MatchString(alias) {
+		return "", "", reqErr(field+".as", "%q must be 1-64 letters, digits or _, not starting with a digit", alias)
+	}
+	if _, clash := b.t.Column(alias); clash {
+		return "", "", reqErr(field+".as", "%q is also a column of the table; choose another name", alias)
+	}
+	return expr, alias, nil
+}

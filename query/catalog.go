@@ -1,0 +1,243 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// Conn is the part of a ClickHouse connection the query API uses. A
+// clickhouse-go driver.Conn (clickhouse.Open) satisfies it; handler tests
+// may pass a fake.
+type Conn interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+}
+
+var _ Conn = driver.Conn(nil)
+
+// SyncTable is the name of the table, in the replicated database, where the
+// sink records how far each Kafka partition of each source table is loaded.
+// It is never listed or readable through the API.
+const SyncTable = clickhouse.SyncTable
+
+// Column is one readable column of a replicated table.
+type Column struct {
+	Name string `json:"name"`
+	// Type is the ClickHouse type, as system.columns reports it.
+	Type string `json:"type"`
+	// Filterable is false for types filters cannot compare (arrays, maps…).
+	Filterable bool `json:"filterable"`
+
+	typ colType
+}
+
+// Table is a replicated table as the catalog discovered it.
+type Table struct {
+	Database string   `json:"-"`
+	Name     string   `json:"name"`
+	Columns  []Column `json:"columns"`
+	// TenantColumn is the first column of the sorting key.
+	TenantColumn string `json:"-"`
+	// SortingKey is the ORDER BY of the table (tenant column first).
+	SortingKey []string `json:"-"`
+}
+
+// Column returns the named column, including the hidden _is_deleted.
+func (t *Table) Column(name string) (Column, bool) {
+	for _, c := range t.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// qualified returns the quoted database.table name.
+func (t *Table) qualified() string {
+	return schema.QuoteIdent(t.Database) + "." + schema.QuoteIdent(t.Name)
+}
+
+// Catalog discovers the replicated tables of one database from
+// system.tables and system.columns, caching them for a short time so that
+// each request is validated against the real columns without a catalog
+// query per request. It is safe for concurrent use.
+type Catalog struct {
+	conn     Conn
+	database string
+	ttl      time.Duration
+	now      func() time.Time
+
+	mu      sync.Mutex
+	tables  map[string]*Table
+	fetched time.Time
+}
+
+// NewCatalog returns a Catalog of database that refreshes at most every ttl
+// (0 means 10 s).
+func NewCatalog(conn Conn, database string, ttl time.Duration) *Catalog {
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	return &Catalog{conn: conn, database: database, ttl: ttl, now: time.Now}
+}
+
+// ErrUnknownTable is returned by Catalog.Table for a name that is not a
+// readable replicated table.
+var ErrUnknownTable = errors.New("unknown table")
+
+// Table returns the named table, or ErrUnknownTable.
+func (c *Catalog) Table(ctx context.Context, name string) (*Table, error) {
+	tables, err := c.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := tables[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q in database %s", ErrUnknownTable, name, c.database)
+	}
+	return t, nil
+}
+
+// Tables returns every readable table, sorted by name.
+func (c *Catalog) Tables(ctx context.Context) ([]*Table, error) {
+	tables, err := c.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Table, 0, len(tables))
+	for _, t := range tables {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (c *Catalog) load(ctx context.Context) (map[string]*Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tables != nil && c.now().Sub(c.fetched) < c.ttl {
+		return c.tables, nil
+	}
+	tables, err := c.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.tables, c.fetched = tables, c.now()
+	return tables, nil
+}
+
+func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": escapeParam(c.database)}))
+	rows, err := c.conn.Query(qctx, "SELECT name, sorting_key FROM system.tables WHERE database = {db:String} AND engine LIKE '%ReplacingMergeTree' AND NOT startsWith(name, '_walhouse')")
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
+	}
+	tables := map[string]*Table{}
+	for rows.Next() {
+		var name, key string
+		if err := rows.Scan(&name, &key); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
+		}
+		tables[name] = &Table{Database: c.database, Name: name, SortingKey: splitSortingKey(key)}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
+	}
+
+	rows, err = c.conn.Query(qctx, "SELECT table, name, type FROM system.columns WHERE database = {db:String} ORDER BY table, position")
+	if err != nil {
+		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var table, name, typ string
+		if err := rows.Scan(&table, &name, &typ); err != nil {
+			return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
+		}
+		t, ok := tables[table]
+		if !ok {
+			continue
+		}
+		ct := parseColType(typ)
+		t.Columns = append(t.Columns, Column{Name: name, Type: typ, Filterable: ct.Kind != kindOther, typ: ct})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
+	}
+	for name, t := range tables {
+		if !t.valid() {
+			delete(tables, name) // not a walhouse table: never readable
+			continue
+		}
+		t.TenantColumn = t.SortingKey[0]
+	}
+	return tables, nil
+}
+
+// valid reports whether t has the shape walhouse creates: a sorting key
+// whose columns exist, starting with the tenant column, and the
+// _is_deleted column.
+func (t *Table) valid() bool {
+	if len(t.SortingKey) < 1 {
+		return false
+	}
+	for _, k := range t.SortingKey {
+		if _, ok := t.Column(k); !ok {
+			return false
+		}
+	}
+	_, ok := t.Column(schema.DeletedColumn)
+	return ok
+}
+
+// splitSortingKey splits system.tables.sorting_key ("tenant_id, id" or
+// "`odd, name`, id") into column names. An expression that is not a plain
+// column name is kept as is and then fails the column check in valid.
+func splitSortingKey(key string) []string {
+	var out []string
+	s := strings.TrimSpace(key)
+	for s != "" {
+		var name string
+		if s[0] == '`' {
+			var b strings.Builder
+			i := 1
+			for ; i < len(s); i++ {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+					b.WriteByte(s[i])
+					continue
+				}
+				if s[i] == '`' {
+					break
+				}
+				b.WriteByte(s[i])
+			}
+			name = b.String()
+			s = s[min(i+1, len(s)):]
+		} else {
+			j := strings.IndexByte(s, ',')
+			if j < 0 {
+				j = len(s)
+			}
+			name = strings.TrimSpace(s[:j])
+			s = s[j:]
+		}
+		out = append(out, name)
+		s = strings.TrimSpace(s)
+		s = strings.TrimPrefix(s, ",")
+		s = strings.TrimSpace(s)
+	}
+	return out
+}

@@ -1,0 +1,471 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// Format is the encoding of an export.
+type Format string
+
+// The export formats.
+const (
+	// JSONL writes one line per row: {"table": "...", "row": {...}}.
+	JSONL Format = "jsonl"
+	// CSV writes, per table, a header line "table,<columns…>" and then one
+	// line per row starting with the table name. NULL is an empty field;
+	// arrays and maps are JSON text.
+	CSV Format = "csv"
+)
+
+// Subject identifies a data subject: every row whose Column equals Value.
+type Subject struct {
+	Column string `json:"column"`
+	Value  any    `json:"value"`
+}
+
+// ExportRequest asks for every row of one subject within one tenant.
+type ExportRequest struct {
+	Tenant  string
+	Subject Subject
+	// Tables to export; empty means every table that has Subject.Column.
+	Tables []string
+	// Format defaults to JSONL.
+	Format Format
+	// RequestedBy names who asked (an API key id, or "cli"), for the audit
+	// log and the manifest.
+	RequestedBy string
+	// MaxExecutionTime bounds each table's query (default 10 min).
+	MaxExecutionTime time.Duration
+	// Rows, when set, is updated as rows stream (progress reporting).
+	Rows *atomic.Int64
+}
+
+// TableManifest describes one table of an export.
+type TableManifest struct {
+	Table      string     `json:"table"`
+	Rows       int64      `json:"rows"`
+	LastSyncAt *time.Time `json:"lastSyncAt"`
+	LSN        *LSN       `json:"lsn"`
+}
+
+// Manifest describes a finished (or failed) export. SHA256 is the hex
+// SHA-256 of exactly the bytes streamed, so a recipient can check that the
+// file is complete and unaltered.
+type Manifest struct {
+	ID          string          `json:"id"`
+	Tenant      string          `json:"tenant"`
+	Subject     Subject         `json:"subject"`
+	Format      Format          `json:"format"`
+	Tables      []TableManifest `json:"tables"`
+	Rows        int64           `json:"rows"`
+	Bytes       int64           `json:"bytes"`
+	SHA256      string          `json:"sha256"`
+	RequestedBy string          `json:"requestedBy"`
+	StartedAt   time.Time       `json:"startedAt"`
+	FinishedAt  time.Time       `json:"finishedAt"`
+	// Complete is false when the export stopped early (an error, or the
+	// caller went away); the streamed content is then partial.
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Exporter streams GDPR subject exports: every matching row read FINAL,
+// table by table, straight from the ClickHouse driver to the writer, so
+// memory stays bounded whatever the size. It is safe for concurrent use.
+type Exporter struct {
+	conn     Conn
+	database string
+	catalog  *Catalog
+	log      *slog.Logger
+}
+
+// NewExporter returns an Exporter for the replicated tables in database.
+// log receives the audit entries (nil: slog.Default()).
+func NewExporter(conn Conn, database string, log *slog.Logger) *Exporter {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Exporter{conn: conn, database: database, catalog: NewCatalog(conn, database, 0), log: log.With("component", "export")}
+}
+
+// exportPlan is a validated export: one statement per table.
+type exportPlan struct {
+	req        ExportRequest
+	tables     []*Table
+	statements []Statement
+}
+
+// ExportInput is what BuildExport turns into SQL.
+type ExportInput struct {
+	Table            *Table
+	Tenant           string
+	Subject          Subject
+	MaxExecutionTime time.Duration
+}
+
+// BuildExport builds the statement that reads every row of a subject in
+// one table: FINAL, live rows only, the caller's tenant always, ordered by
+// the sorting key (which ClickHouse reads in order, without sorting).
+func BuildExport(in ExportInput) (Statement, error) {
+	t := in.Table
+	b := &builder{t: t, params: map[string]string{}}
+	tc, _ := t.Column(t.TenantColumn)
+	tenantVal, err := tc.typ.bindValue(tenantValue(tc.typ, in.Tenant))
+	if err != nil {
+		return Statement{}, ErrTenantType
+	}
+	b.params["tenant"] = tenantVal
+	c, err := b.column("subject.column", in.Subject.Column)
+	if err != nil {
+		return Statement{}, err
+	}
+	if c.typ.Kind == kindOther {
+		return Statement{}, reqErr("subject.column", "column %q is %s, which cannot be compared", c.Name, c.Type)
+	}
+	v := in.Subject.Value
+	if s, ok := v.(string); ok {
+		v = tenantValue(c.typ, s) // text from the command line: "true" for a Bool column
+	}
+	ph, err := b.bindAs("subject", c, v)
+	if err != nil {
+		return Statement{}, err
+	}
+	var cols, order []string
+	for _, col := range t.Columns {
+		if col.Name != schema.DeletedColumn {
+			cols = append(cols, schema.QuoteIdent(col.Name))
+		}
+	}
+	for _, k := range t.SortingKey {
+		order = append(order, schema.QuoteIdent(k))
+	}
+	sql := fmt.Sprintf("SELECT %s\nFROM %s FINAL\nWHERE %s = {tenant:%s}\n  AND %s = 0\n  AND %s = %s\nORDER BY %s",
+		strings.Join(cols, ", "), t.qualified(),
+		schema.QuoteIdent(t.TenantColumn), tc.typ.Param,
+		schema.QuoteIdent(schema.DeletedColumn),
+		schema.QuoteIdent(c.Name), ph,
+		strings.Join(order, ", "))
+	met := in.MaxExecutionTime
+	if met <= 0 {
+		met = 10 * time.Minute
+	}
+	return Statement{
+		SQL:    sql,
+		Params: b.params,
+		Settings: map[string]any{
+			"do_not_merge_across_partitions_select_final": 1,
+			"max_execution_time":                          int(met / time.Second),
+			"optimize_read_in_order":                      1,
+		},
+	}, nil
+}
+
+// bindAs binds v for c under a fixed parameter name.
+func (b *builder) bindAs(name string, c Column, v any) (string, error) {
+	text, err := c.typ.bindValue(v)
+	if err != nil {
+		return "", reqErr(name+".value", "column %q (%s): %v", c.Name, c.Type, err)
+	}
+	b.params[name] = text
+	return "{" + name + ":" + c.typ.Param + "}", nil
+}
+
+func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, error) {
+	switch req.Format {
+	case "":
+		req.Format = JSONL
+	case JSONL, CSV:
+	default:
+		return nil, reqErr("format", "%q is not one of jsonl, csv", req.Format)
+	}
+	if req.Subject.Column == "" {
+		return nil, reqErr("subject.column", "is required")
+	}
+	if req.Subject.Value == nil {
+		return nil, reqErr("subject.value", "is required")
+	}
+	p := &exportPlan{req: req}
+	if len(req.Tables) == 0 {
+		all, err := e.catalog.Tables(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range all {
+			if _, ok := t.Column(req.Subject.Column); ok {
+				p.tables = append(p.tables, t)
+			}
+		}
+		if len(p.tables) == 0 {
+			return nil, reqErr("subject.column", "no table has a column %q", req.Subject.Column)
+		}
+	} else {
+		for i, name := range req.Tables {
+			if slices.Contains(req.Tables[:i], name) {
+				return nil, reqErr(fmt.Sprintf("tables[%d]", i), "table %q is listed twice", name)
+			}
+			t, err := e.catalog.Table(ctx, name)
+			if err != nil {
+				return nil, reqErr(fmt.Sprintf("tables[%d]", i), "%v; GET /v1/tables lists the tables", err)
+			}
+			p.tables = append(p.tables, t)
+		}
+	}
+	for _, t := range p.tables {
+		st, err := BuildExport(ExportInput{Table: t, Tenant: req.Tenant, Subject: req.Subject, MaxExecutionTime: req.MaxExecutionTime})
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+		p.statements = append(p.statements, st)
+	}
+	return p, nil
+}
+
+// Export streams every row of the subject to w and returns the manifest.
+// On error the manifest says how far it got (Complete false). Every export,
+// complete or not, is logged as an audit entry.
+func (e *Exporter) Export(ctx context.Context, w io.Writer, req ExportRequest) (Manifest, error) {
+	p, err := e.plan(ctx, req)
+	if err != nil {
+		return Manifest{}, err
+	}
+	return e.run(ctx, w, p, newExportID())
+}
+
+func (e *Exporter) run(ctx context.Context, w io.Writer, p *exportPlan, id string) (Manifest, error) {
+	m := Manifest{ID: id, Tenant: p.req.Tenant, Subject: p.req.Subject, Format: p.req.Format, RequestedBy: p.req.RequestedBy, StartedAt: time.Now().UTC(), Tables: []TableManifest{}}
+	if m.Format == "" {
+		m.Format = JSONL
+	}
+	out := &hashWriter{w: w, h: sha256.New()}
+	err := e.stream(ctx, out, p, &m)
+	m.FinishedAt = time.Now().UTC()
+	m.Bytes = out.n
+	m.SHA256 = hex.EncodeToString(out.h.Sum(nil))
+	m.Complete = err == nil
+	if err != nil {
+		m.Error = "the export stopped early; the content is partial"
+	}
+	tables := make([]string, len(m.Tables))
+	for i, t := range m.Tables {
+		tables[i] = t.Table
+	}
+	e.log.Info("audit: subject export",
+		"export_id", m.ID, "requested_by", m.RequestedBy, "tenant", m.Tenant,
+		"subject_column", m.Subject.Column, "subject", fmt.Sprint(m.Subject.Value),
+		"tables", tables, "rows", m.Rows, "bytes", m.Bytes, "sha256", m.SHA256,
+		"complete", m.Complete, "err", err)
+	return m, err
+}
+
+func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m *Manifest) error {
+	flusher, _ := out.w.(http.Flusher)
+	for i, t := range p.tables {
+		st := p.statements[i]
+		sync, err := syncState(ctx, e.conn, e.database, t.Name)
+		if err != nil {
+			return err
+		}
+		tm := TableManifest{Table: t.Name, LastSyncAt: sync.LastSyncAt, LSN: sync.LSN}
+		rows, err := e.conn.Query(statementContext(ctx, st), st.SQL)
+		if err != nil {
+			m.Tables = append(m.Tables, tm)
+			return fmt.Errorf("export %s: %w (sql: %s)", t.Name, err, st.SQL)
+		}
+		sc := newRowScanner(rows)
+		var cw *csv.Writer
+		tableJSON, _ := json.Marshal(t.Name)
+		if m.Format == CSV {
+			cw = csv.NewWriter(out)
+			_ = cw.Write(append([]string{"table"}, sc.names...))
+		}
+		var rec []string
+		var buf bytes.Buffer
+		for rows.Next() {
+			if err = sc.scan(rows); err != nil {
+				break
+			}
+			if cw != nil {
+				rec = append(rec[:0], t.Name)
+				for c := range sc.names {
+					rec = append(rec, sc.csvText(c))
+				}
+				err = cw.Write(rec)
+			} else {
+				buf.Reset()
+				buf.WriteString(`{"table":`)
+				buf.Write(tableJSON)
+				buf.WriteString(`,"row":`)
+				sc.appendJSONObject(&buf)
+				buf.WriteString("}\n")
+				_, err = out.Write(buf.Bytes())
+			}
+			if err != nil {
+				break
+			}
+			tm.Rows++
+			m.Rows++
+			if p.req.Rows != nil {
+				p.req.Rows.Add(1)
+			}
+			if tm.Rows%1000 == 0 {
+				if cw != nil {
+					cw.Flush()
+				}
+				if flusher != nil {
+					flusher.Flush()
+				}
+			}
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+		if cw != nil {
+			cw.Flush()
+			if err == nil {
+				err = cw.Error()
+			}
+		}
+		m.Tables = append(m.Tables, tm)
+		if err != nil {
+			return fmt.Errorf("export %s: %w", t.Name, err)
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	return nil
+}
+
+// hashWriter hashes and counts what it passes on.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (hw *hashWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.n += int64(n)
+	return n, err
+}
+
+func newExportID() string { return "exp_" + newRequestID() }
+
+// manifestStore keeps the manifests of recent exports for
+// GET /v1/exports/{id}/manifest, evicting the oldest beyond capacity.
+type manifestStore struct {
+	mu    sync.Mutex
+	cap   int
+	order []string
+	byID  map[string]Manifest
+}
+
+func newManifestStore(capacity int) *manifestStore {
+	return &manifestStore{cap: capacity, byID: map[string]Manifest{}}
+}
+
+func (ms *manifestStore) put(m Manifest) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if _, ok := ms.byID[m.ID]; !ok {
+		ms.order = append(ms.order, m.ID)
+	}
+	ms.byID[m.ID] = m
+	for len(ms.order) > ms.cap {
+		delete(ms.byID, ms.order[0])
+		ms.order = ms.order[1:]
+	}
+}
+
+func (ms *manifestStore) get(id string) (Manifest, bool) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byID[id]
+	return m, ok
+}
+
+// exportBody is the body of POST /v1/exports.
+type exportBody struct {
+	Subject Subject  `json:"subject"`
+	Tables  []string `json:"tables,omitempty"`
+	Format  Format   `json:"format,omitempty"`
+}
+
+// Export response trailers.
+const (
+	trailerRows   = "X-Walhouse-Export-Rows"
+	trailerSHA256 = "X-Walhouse-Export-Sha256"
+	trailerStatus = "X-Walhouse-Export-Status"
+)
+
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key, _ := callerKey(ctx)
+	var body exportBody
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	lim := s.limitsFor(key.Tenant)
+	p, err := s.exporter.plan(ctx, ExportRequest{Tenant: key.Tenant, Subject: body.Subject, Tables: body.Tables, Format: body.Format, RequestedBy: key.ID})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	release, err := s.acquire(key.Tenant, lim)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+	id := newExportID()
+	h := w.Header()
+	if p.req.Format == CSV {
+		h.Set("Content-Type", "text/csv; charset=utf-8")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("X-Walhouse-Export-Id", id)
+	h.Set("X-Walhouse-Manifest", "/v1/exports/"+id+"/manifest")
+	h.Set("Trailer", trailerRows+", "+trailerSHA256+", "+trailerStatus)
+	w.WriteHeader(http.StatusOK)
+	m, err := s.exporter.run(ctx, w, p, id)
+	s.manifest.put(m)
+	h.Set(trailerRows, fmt.Sprint(m.Rows))
+	h.Set(trailerSHA256, m.SHA256)
+	if err != nil {
+		h.Set(trailerStatus, "failed; request id "+requestID(ctx))
+		s.log.Error("export failed mid-stream", "request_id", requestID(ctx), "export_id", id, "err", err)
+		return
+	}
+	h.Set(trailerStatus, "complete")
+}
+
+func (s *Server) handleManifest(w http.ResponseWriter, r *http.Request) {
+	key, _ := callerKey(r.Context())
+	m, ok := s.manifest.get(r.PathValue("id"))
+	if !ok || m.Tenant != key.Tenant {
+		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no export with this id for your tenant (manifests of the last 1000 exports are kept until restart)"})
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}

@@ -1,0 +1,365 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// Config is what NewServer needs. Conn, Database, Keys and CursorSecret are
+// required.
+type Config struct {
+	// Conn reaches ClickHouse (clickhouse.Open).
+	Conn Conn
+	// Database holds the replicated tables and _walhouse_sync.
+	Database string
+	// Keys authenticate callers (LoadKeys).
+	Keys *Keys
+	// CursorSecret signs pagination cursors; at least 16 bytes. Cursors
+	// survive a restart only if the secret does.
+	CursorSecret []byte
+	// Limits apply to every tenant without an entry in TenantLimits; zero
+	// fields take the defaults documented on Limits.
+	Limits Limits
+	// TenantLimits override Limits per tenant (zero fields: Limits').
+	TenantLimits map[string]Limits
+	// Registry receives the server's metrics and is served at /metrics.
+	// Nil means a private registry.
+	Registry *prometheus.Registry
+	// Logger gets request failures (with SQL and server messages, which
+	// callers never see) and export audit entries. Nil means slog.Default().
+	Logger *slog.Logger
+	// CatalogTTL is how long discovered tables and columns are reused
+	// (default 10 s).
+	CatalogTTL time.Duration
+}
+
+// Server is the HTTP API. It is an http.Handler, safe for concurrent use.
+//
+// Routes:
+//
+//	GET  /v1/tables                    read    tables and columns
+//	POST /v1/tables/{table}/query      read    structured read, FINAL by default
+//	POST /v1/exports                   export  GDPR subject export, streamed
+//	GET  /v1/exports/{id}/manifest     export  manifest of a finished export
+//	GET  /v1/lag                       admin   per-table and per-partition freshness
+//	GET  /metrics                      admin   Prometheus metrics
+//	GET  /status                       —       status page (asks for an admin key)
+//	GET  /openapi.json                 —       OpenAPI 3 description
+type Server struct {
+	cfg      Config
+	conn     Conn
+	keys     *Keys
+	catalog  *Catalog
+	cursors  *Cursors
+	exporter *Exporter
+	slots    *slots
+	manifest *manifestStore
+	log      *slog.Logger
+	handler  http.Handler
+}
+
+// NewServer validates cfg and returns the API handler.
+func NewServer(cfg Config) (*Server, error) {
+	var problems []error
+	if cfg.Conn == nil {
+		problems = append(problems, errors.New("query: Config.Conn is nil; pass the connection from clickhouse.Open"))
+	}
+	if cfg.Database == "" {
+		problems = append(problems, errors.New("query: Config.Database is empty; set the database of the replicated tables (--database)"))
+	}
+	if cfg.Keys == nil {
+		problems = append(problems, errors.New("query: Config.Keys is nil; load a keys file with LoadKeys (--keys)"))
+	}
+	if len(cfg.CursorSecret) < 16 {
+		problems = append(problems, fmt.Errorf("query: Config.CursorSecret has %d bytes; use at least 16 random bytes (--cursor-secret)", len(cfg.CursorSecret)))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("component", "query")
+	s := &Server{
+		cfg:      cfg,
+		conn:     cfg.Conn,
+		keys:     cfg.Keys,
+		catalog:  NewCatalog(cfg.Conn, cfg.Database, cfg.CatalogTTL),
+		cursors:  NewCursors(cfg.CursorSecret, 0),
+		slots:    &slots{held: map[string]int{}},
+		manifest: newManifestStore(1000),
+		log:      log,
+	}
+	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, log: log}
+	m, err := newHTTPMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Registry.Register(&freshnessCollector{conn: cfg.Conn, database: cfg.Database, log: log}); err != nil {
+		return nil, fmt.Errorf("query: register the freshness collector: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/tables", s.requireScope(ScopeRead, s.handleTables))
+	mux.HandleFunc("POST /v1/tables/{table}/query", s.requireScope(ScopeRead, s.handleQuery))
+	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.handleExport))
+	mux.HandleFunc("GET /v1/exports/{id}/manifest", s.requireScope(ScopeExport, s.handleManifest))
+	mux.HandleFunc("GET /v1/lag", s.requireScope(ScopeAdmin, s.handleLag))
+	mux.HandleFunc("GET /metrics", s.requireScope(ScopeAdmin, s.handleMetrics))
+	mux.HandleFunc("GET /status", handleStatus)
+	mux.HandleFunc("GET /openapi.json", handleOpenAPI)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s; see /openapi.json", r.Method, r.URL.Path)})
+	})
+	s.handler = s.withRequestID(m.wrap(mux))
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) withRequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Request-Id", id)
+		ctx := r.Context()
+		r = r.WithContext(contextWithRequestID(ctx, id))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// limitsFor returns the limits of tenant.
+func (s *Server) limitsFor(tenant string) Limits {
+	l, ok := s.cfg.TenantLimits[tenant]
+	if !ok {
+		return s.cfg.Limits
+	}
+	d := s.cfg.Limits
+	if l.DefaultRows == 0 {
+		l.DefaultRows = d.DefaultRows
+	}
+	if l.MaxRows == 0 {
+		l.MaxRows = d.MaxRows
+	}
+	if l.MaxExecutionTime == 0 {
+		l.MaxExecutionTime = d.MaxExecutionTime
+	}
+	if l.MaxResultRows == 0 {
+		l.MaxResultRows = d.MaxResultRows
+	}
+	if l.MaxConcurrent == 0 {
+		l.MaxConcurrent = d.MaxConcurrent
+	}
+	return l.withDefaults()
+}
+
+// slots counts the queries each tenant runs, to refuse more than its
+// MaxConcurrent.
+type slots struct {
+	mu   sync.Mutex
+	held map[string]int
+}
+
+// acquire takes a slot for tenant, or reports false when all n are taken.
+func (sl *slots) acquire(tenant string, n int) (release func(), ok bool) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.held[tenant] >= n {
+		return nil, false
+	}
+	sl.held[tenant]++
+	return func() {
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		if sl.held[tenant]--; sl.held[tenant] <= 0 {
+			delete(sl.held, tenant)
+		}
+	}, true
+}
+
+func (s *Server) acquire(tenant string, lim Limits) (func(), error) {
+	release, ok := s.slots.acquire(tenant, lim.MaxConcurrent)
+	if !ok {
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: "too_many_queries", Message: fmt.Sprintf("this tenant already runs %d queries, its limit; retry when one finishes", lim.MaxConcurrent), RetryAfter: 1}
+	}
+	return release, nil
+}
+
+const maxBody = 1 << 20
+
+// decodeBody reads a JSON body strictly: unknown fields are errors.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return &RequestError{Field: "body", Reason: "not valid JSON for this endpoint: " + err.Error()}
+	}
+	if dec.More() {
+		return &RequestError{Field: "body", Reason: "has data after the JSON object"}
+	}
+	return nil
+}
+
+// tableInfo is one entry of GET /v1/tables.
+type tableInfo struct {
+	Name    string   `json:"name"`
+	Columns []Column `json:"columns"`
+}
+
+func (s *Server) handleTables(w http.ResponseWriter, r *http.Request) {
+	tables, err := s.catalog.Tables(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]tableInfo, 0, len(tables))
+	for _, t := range tables {
+		ti := tableInfo{Name: t.Name, Columns: []Column{}}
+		for _, c := range t.Columns {
+			if c.Name != schema.DeletedColumn {
+				ti.Columns = append(ti.Columns, c)
+			}
+		}
+		out = append(out, ti)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tables": out})
+}
+
+// Meta is the "meta" object of a read response.
+type Meta struct {
+	// LastSyncAt: every change committed in PostgreSQL at or before it is
+	// in the result's table (see SyncState); null when unknown. It is read
+	// before the data, so the data is at least this fresh.
+	LastSyncAt *time.Time `json:"lastSyncAt"`
+	// LSN is the WAL position loaded for every partition, "X/Y".
+	LSN         *LSN        `json:"lsn"`
+	SyncNote    string      `json:"syncNote,omitempty"`
+	Consistency Consistency `json:"consistency"`
+	Rows        int         `json:"rows"`
+	NextCursor  *string     `json:"nextCursor"`
+}
+
+const noSyncNote = "the sink has not recorded progress for this table yet: freshness is unknown"
+
+func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key, _ := callerKey(ctx)
+	var req Request
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.catalog.Table(ctx, r.PathValue("table"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	offset := 0
+	if req.Cursor != "" {
+		if offset, err = s.cursors.Verify(req.Cursor, key.Tenant, t.Name, req); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	lim := s.limitsFor(key.Tenant)
+	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	release, err := s.acquire(key.Tenant, lim)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+
+	sync, err := syncState(ctx, s.conn, s.cfg.Database, t.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rows, err := s.conn.Query(statementContext(ctx, st), st.SQL)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w (sql: %s)", err, st.SQL))
+		return
+	}
+	defer rows.Close()
+	var data bytes.Buffer
+	data.WriteString(`{"data":[`)
+	sc := newRowScanner(rows)
+	n, more := 0, false
+	for rows.Next() {
+		if n == st.PageSize {
+			more = true
+			break
+		}
+		if err := sc.scan(rows); err != nil {
+			s.fail(w, r, fmt.Errorf("read a row of %s: %w", t.Name, err))
+			return
+		}
+		if n > 0 {
+			data.WriteByte(',')
+		}
+		sc.appendJSONObject(&data)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		s.fail(w, r, fmt.Errorf("%w (sql: %s)", err, st.SQL))
+		return
+	}
+	consistency := req.Consistency
+	if consistency == "" {
+		consistency = Final
+	}
+	meta := Meta{LastSyncAt: sync.LastSyncAt, LSN: sync.LSN, Consistency: consistency, Rows: n}
+	if sync.LastSyncAt == nil {
+		meta.SyncNote = noSyncNote
+	}
+	if more {
+		c := s.cursors.Mint(key.Tenant, t.Name, req, offset+n)
+		meta.NextCursor = &c
+	}
+	mb, _ := json.Marshal(meta) // plain fields always marshal
+	data.WriteString(`],"meta":`)
+	data.Write(mb)
+	data.WriteString("}\n")
+	w.Header().Set("Content-Type", "application/json")
+	if consistency == Approximate {
+		w.Header().Set("X-Walhouse-Consistency", string(Approximate))
+	}
+	_, _ = w.Write(data.Bytes())
+}
+
+// statementContext carries a statement's parameters and settings to the
+// ClickHouse client.
+func statementContext(ctx context.Context, st Statement) context.Context {
+	return ch.Context(ctx, ch.WithParameters(ch.Parameters(st.Params)), ch.WithSettings(ch.Settings(st.Settings)))
+}
+
+func (s *Server) handleLag(w http.ResponseWriter, r *http.Request) {
+	rep, err := lagReport(r.Context(), s.conn, s.catalog, s.cfg.Database, time.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
