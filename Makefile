@@ -7,7 +7,7 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-.PHONY: all build demo test unit vet services stop status clean fuzz help
+.PHONY: all build demo test unit vet services stop status clean fuzz help bench bench-capture bench-sink bench-query
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test      everything: vet, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
+	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 
 build:
 	$(GO) build -o bin/walhouse ./cmd/walhouse
@@ -49,3 +50,16 @@ demo: services build
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./record
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRowChange -fuzztime 30s ./capture
+
+# Benchmarks print figures; they never assert timings. Each is a Go program
+# under internal/bench that talks to the local services.
+bench: bench-capture bench-sink bench-query
+
+bench-capture: services
+	. ./$(ENVFILE) && $(GO) run ./internal/bench/capture
+
+bench-sink: services
+	. ./$(ENVFILE) && $(GO) run ./internal/bench/sink
+
+bench-query: services
+	. ./$(ENVFILE) && $(GO) run ./internal/bench/query

@@ -166,6 +166,10 @@ type Config struct {
 	Metrics *Metrics
 	// Watermarks records load progress for freshness reporting (optional).
 	Watermarks Watermarker
+	// Fault, when set, is called at named points of a flush ("loaded":
+	// after the inserts, before the offset commit). Fault tests use it to
+	// kill the process exactly there.
+	Fault func(point string)
 }
 
 // Sink moves records from a consumer group into a Loader.
@@ -389,6 +393,9 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 		if err := s.loadChunk(ctx, c); err != nil {
 			return err
 		}
+	}
+	if s.cfg.Fault != nil {
+		s.cfg.Fault("loaded")
 	}
 	if err := s.commit(ctx, chunks, false); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"time"
 
@@ -127,6 +128,16 @@ func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettin
 		return nil, nil, err
 	}
 	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, MaxBatchWait: st.maxWait, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks}
+	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
+		// For fault tests: die like kill -9 at the named point of the
+		// first flush that reaches it.
+		cfg.Fault = func(p string) {
+			if "sink."+p == point {
+				fmt.Fprintf(os.Stderr, "walhouse sink: crashing at %s (WALHOUSE_CRASH_AT)\n", point)
+				os.Exit(137)
+			}
+		}
+	}
 	if st.registry != nil {
 		cfg.Metrics = sink.NewMetrics(st.registry)
 	}
