@@ -109,6 +109,15 @@ func (c *Capturer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var version int
+	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("read the server version: %w", err)
+	}
+	if version >= 140000 {
+		if err := installDDLTrigger(ctx, catConn); err != nil {
+			c.log.Warn("DDL event trigger not installed: renames are followed only when capture keeps up", "err", err)
+		}
+	}
 	replConn, err := connect(ctx, c.cfg.connString, true)
 	if err != nil {
 		return err
@@ -124,9 +133,9 @@ func (c *Capturer) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
-	var version int
-	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		return fmt.Errorf("read the server version: %w", err)
+	cat := newCatalog(catConn)
+	if err := cat.bootstrap(ctx, src.tables); err != nil {
+		return err
 	}
 	s := &stream{
 		c:        c,
@@ -134,7 +143,7 @@ func (c *Capturer) Run(ctx context.Context) error {
 		messages: version >= 140000,
 		parts:    map[string]int32{},
 		conn:     replConn.PgConn(),
-		cat:      newCatalog(catConn),
+		cat:      cat,
 		sourceID: src.id,
 		rels:     map[uint32]*relation{},
 		acks:     newAckTracker(start),
@@ -635,6 +644,13 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 		}
 		if m.Prefix == heartbeatPrefix && !m.Transactional && !s.inTx {
 			return s.handleHeartbeat(ctx, lsn, m)
+		}
+		if m.Prefix == ddlPrefix {
+			oid, cols, err := parseDDLNotice(m.Content)
+			if err != nil {
+				return fmt.Errorf("pgoutput message at %s: %w", lsn, err)
+			}
+			s.cat.columns[oid] = cols
 		}
 		return nil // other applications' messages are not replicated
 	case 'Y', 'O':

@@ -35,10 +35,14 @@ type relation struct {
 type catalog struct {
 	conn  *pgx.Conn
 	types map[uint32]typeInfo
+	// columns holds, per relation, the attnums by name as of the newest
+	// DDL message seen in the stream: exact, unlike the catalog, which may
+	// be ahead of the stream.
+	columns map[uint32]map[string]columnInfo
 }
 
 func newCatalog(conn *pgx.Conn) *catalog {
-	return &catalog{conn: conn, types: map[uint32]typeInfo{}}
+	return &catalog{conn: conn, types: map[uint32]typeInfo{}, columns: map[uint32]map[string]columnInfo{}}
 }
 
 // typeOf resolves a type OID: domains to their base type, arrays to their
@@ -103,6 +107,51 @@ func (c *catalog) tableKey(ctx context.Context, relID uint32) (map[string]bool, 
 	return key, nil
 }
 
+// attnums returns the catalog numbers of a relation's columns by name. The
+// catalog may be ahead of the stream (a later rename); a name it no longer
+// has gets no number, and consumers fall back to matching by name.
+func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnInfo, error) {
+	if known, ok := c.columns[relID]; ok {
+		return known, nil
+	}
+	rows, err := c.conn.Query(ctx, `SELECT attname, attnum FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relID)
+	if err != nil {
+		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
+	}
+	out := map[string]columnInfo{}
+	var (
+		name string
+		num  int16
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &num}, func() error {
+		out[name] = columnInfo{attnum: num}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
+	}
+	return out, nil
+}
+
+// bootstrap records the current column numbers of the captured tables.
+// Right after the slot was created they are exact for the stream's start;
+// after a restart they are the catalog's current ones, which DDL messages
+// then keep exact (see ddl.go).
+func (c *catalog) bootstrap(ctx context.Context, tables []string) error {
+	for _, t := range tables {
+		var oid uint32
+		if err := c.conn.QueryRow(ctx, "SELECT $1::regclass::oid", quoteTable(t)).Scan(&oid); err != nil {
+			return fmt.Errorf("look up table %s: %w", t, err)
+		}
+		nums, err := c.attnums(ctx, oid)
+		if err != nil {
+			return err
+		}
+		c.columns[oid] = nums
+	}
+	return nil
+}
+
 // relationTenant returns the tenant column configured for a table.
 func (cfg *config) relationTenant(schema, table string) string {
 	if col, ok := cfg.tenantColumns[schema+"."+table]; ok {
@@ -122,6 +171,10 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 	if len(key) == 0 {
 		return nil, fmt.Errorf("table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index) and restart", name)
 	}
+	nums, err := cat.attnums(ctx, m.RelationID)
+	if err != nil {
+		return nil, err
+	}
 	r := &relation{
 		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
 		topic:     cfg.topicPrefix + "." + m.Namespace + "." + m.RelationName,
@@ -134,7 +187,7 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		if err != nil {
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
 		}
-		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name]}
+		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name], Attnum: nums[col.Name].attnum, Missing: nums[col.Name].missing}
 		inIdentity := col.Flags&1 != 0
 		if rc.Key {
 			r.keyIdx = append(r.keyIdx, i)

@@ -33,6 +33,7 @@ type config struct {
 	snapshot        bool
 	workers         int
 	chunkPages      int64
+	resnapshot      map[string]bool
 }
 
 func defaults() config {
@@ -44,6 +45,7 @@ func defaults() config {
 		replication:     -1,
 		tenantColumn:    "tenant_id",
 		tenantColumns:   map[string]string{},
+		resnapshot:      map[string]bool{},
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
@@ -119,6 +121,18 @@ func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.
 // WithoutSnapshot skips the initial snapshot: only changes made after the
 // slot was created reach Kafka.
 func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
+
+// WithResnapshot copies the named tables ("schema.table" or "table") again
+// before streaming resumes, whatever their saved progress says: the recovery
+// after a ClickHouse table was dropped. The copy's rows have the snapshot
+// version, so they never override newer changes.
+func WithResnapshot(tables ...string) Option {
+	return func(c *config) {
+		for _, t := range tables {
+			c.resnapshot[qualify(t)] = true
+		}
+	}
+}
 
 // WithSnapshotWorkers sets how many connections read snapshot chunks in
 // parallel (default 4).

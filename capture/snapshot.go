@@ -89,6 +89,11 @@ func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []strin
 	if !c.cfg.snapshot {
 		return nil
 	}
+	for t := range c.cfg.resnapshot {
+		if !slices.Contains(tables, t) {
+			return fmt.Errorf("--resnapshot %s: the table is not in publication %s", t, c.cfg.publication)
+		}
+	}
 	s := &snapshotter{c: c, sourceID: sourceID, cp: cp, name: name, log: c.log.With("phase", "snapshot")}
 	conn, err := connect(ctx, c.cfg.connString, false)
 	if err != nil {
@@ -198,12 +203,13 @@ func (s *snapshotter) progress(estimate int64) (stop func()) {
 // needs no snapshot.
 func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created bool) (*snapshotPlan, error) {
 	cfg := &s.c.cfg
-	if cfg.state == nil && !created {
+	again := cfg.resnapshot[table]
+	if cfg.state == nil && !created && !again {
 		// Without saved progress there is no telling whether an existing
 		// slot's tables were ever copied: only a new slot gets a snapshot.
 		return nil, nil
 	}
-	if cfg.state != nil && !created {
+	if cfg.state != nil && !created && !again {
 		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, table))
 		if err != nil {
 			return nil, err

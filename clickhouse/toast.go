@@ -22,7 +22,8 @@ type filled map[int]map[int]any
 // or, failing that, from the row as ClickHouse has it now (FINAL). Never
 // writing NULL or a placeholder over it is the point; REPLICA IDENTITY FULL
 // is not needed.
-func (w *Writer) fillUnchanged(ctx context.Context, t *schema.Table, recs []*record.Record) (filled, error) {
+func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.Record) (filled, error) {
+	t := tg.table
 	var out filled
 	last := map[string]int{} // row key → index of its latest record so far
 	for i, r := range recs {
@@ -49,7 +50,7 @@ func (w *Writer) fillUnchanged(ctx context.Context, t *schema.Table, recs []*rec
 		if len(missing) == 0 {
 			continue
 		}
-		vals, err := w.storedValues(ctx, t, r, missing)
+		vals, err := w.storedValues(ctx, tg, r, missing)
 		if err != nil {
 			return nil, err
 		}
@@ -86,10 +87,11 @@ func rowKey(t *schema.Table, r *record.Record) string {
 // storedValues reads the current values of cols for r's row. A row that
 // ClickHouse does not have yields NULLs: its earlier versions were never
 // captured (the table was added without a snapshot).
-func (w *Writer) storedValues(ctx context.Context, t *schema.Table, r *record.Record, cols []int) ([]any, error) {
+func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record, cols []int) ([]any, error) {
+	t := tg.table
 	sel := make([]string, len(cols))
 	for j, ci := range cols {
-		sel[j] = schema.QuoteIdent(t.Columns[ci].Name)
+		sel[j] = schema.QuoteIdent(tg.names[ci])
 	}
 	var where []string
 	params := ch.Parameters{}
@@ -102,7 +104,7 @@ func (w *Writer) storedValues(ctx context.Context, t *schema.Table, r *record.Re
 			continue
 		}
 		p := fmt.Sprintf("k%d", i)
-		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(c.Name), p, c.Type.DDL))
+		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.names[i]), p, tg.types[i].DDL))
 		params[p] = r.Values[i].Text
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s AND %s = 0 LIMIT 1",

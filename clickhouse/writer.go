@@ -60,12 +60,8 @@ type Writer struct {
 	log      *slog.Logger
 
 	mu        sync.Mutex
-	tables    map[string]*tableState // by schema id + table name
+	tables    map[string]*target // by schema id + table name
 	syncReady bool                   // SyncTable exists
-}
-
-type tableState struct {
-	table *schema.Table
 }
 
 // NewWriter returns a Writer that creates its tables in database (created if
@@ -83,7 +79,7 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 		database: database,
 		opts:     schema.Options{Database: database, PartitionBy: partitionBy},
 		log:      slog.Default().With("component", "clickhouse"),
-		tables:   map[string]*tableState{},
+		tables:   map[string]*target{},
 	}, nil
 }
 
@@ -111,15 +107,26 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 
 // loadRun inserts recs, which start at index base of the batch.
 func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string, base int) error {
-	t, err := w.table(ctx, recs[0])
+	tg, err := w.table(ctx, recs[0])
 	if err != nil {
 		return err
 	}
-	fills, err := w.fillUnchanged(ctx, t, recs)
+	if err := w.insert(ctx, tg, recs, token, base); err != nil {
+		// The table may have been evolved by a newer shape meanwhile: read
+		// its columns again before the retry.
+		w.forget(recs[0].Source)
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string, base int) error {
+	t := tg.table
+	fills, err := w.fillUnchanged(ctx, tg, recs)
 	if err != nil {
 		return err
 	}
-	cols := t.InsertColumns()
+	cols := tg.insertColumns()
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
 		quoted[i] = schema.QuoteIdent(c)
@@ -132,7 +139,7 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 	defer batch.Abort()
 	row := make([]any, 0, len(cols))
 	for i, r := range recs {
-		row, err = appendRow(row[:0], t, r, fills[i])
+		row, err = appendRow(row[:0], tg, r, fills[i])
 		if err == nil {
 			if aerr := batch.Append(row...); aerr != nil {
 				err = fmt.Errorf("%w: record %s: %v", sink.ErrPermanent, r.EventID, aerr)
@@ -149,25 +156,26 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 }
 
 // appendRow converts one record to the insert's column values.
-func appendRow(row []any, t *schema.Table, r *record.Record, fill map[int]any) ([]any, error) {
-	if t.TenantSynthetic {
+func appendRow(row []any, tg *target, r *record.Record, fill map[int]any) ([]any, error) {
+	if tg.table.TenantSynthetic {
 		row = append(row, r.TenantID)
 	}
-	for i, c := range t.Columns {
+	for i, c := range tg.table.Columns {
+		typ := tg.types[i]
 		v := r.Values[i]
 		switch {
 		case v.Unchanged:
 			x, ok := fill[i]
 			if !ok || x == nil {
-				x = c.Type.Null() // a row never loaded before
+				x = typ.Null() // a row never loaded before
 			}
 			row = append(row, x)
 		case v.Null:
-			row = append(row, c.Type.Null())
+			row = append(row, typ.Null())
 		default:
-			x, err := c.Type.Convert(v.Text)
+			x, err := typ.Convert(v.Text)
 			if err != nil {
-				return nil, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, r.EventID, c.Name, c.Source.Type, c.Type.DDL, err)
+				return nil, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, r.EventID, c.Name, c.Source.Type, typ.DDL, err)
 			}
 			row = append(row, x)
 		}
@@ -179,15 +187,36 @@ func appendRow(row []any, t *schema.Table, r *record.Record, fill map[int]any) (
 	return append(row, r.Version, deleted, r.OccurredAt), nil
 }
 
-// table returns the ClickHouse table for the record's shape, creating or
-// altering it the first time this shape is seen.
-func (w *Writer) table(ctx context.Context, r *record.Record) (*schema.Table, error) {
+// target is how records of one shape are written: the table and, for each
+// source column, the ClickHouse column that holds it (renames are followed
+// by attnum) and the type its values are converted for (which may be wider
+// than the source's current type).
+type target struct {
+	table *schema.Table
+	names []string
+	types []schema.Type
+}
+
+// insertColumns lists the insert's columns in the order appendRow fills.
+func (tg *target) insertColumns() []string {
+	t := tg.table
+	cols := make([]string, 0, len(tg.names)+4)
+	if t.TenantSynthetic {
+		cols = append(cols, t.TenantColumn)
+	}
+	cols = append(cols, tg.names...)
+	return append(cols, schema.VersionColumn, schema.DeletedColumn, schema.CommitColumn)
+}
+
+// table returns the target for the record's shape, creating or evolving
+// the ClickHouse table the first time the shape is seen.
+func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	key := r.SchemaID + "\x00" + r.Source.Schema + "\x00" + r.Source.Table
 	w.mu.Lock()
 	st, ok := w.tables[key]
 	w.mu.Unlock()
 	if ok {
-		return st.table, nil
+		return st, nil
 	}
 	t, err := schema.NewTable(r.Source, r.TenantColumn, r.Columns, w.opts)
 	if err != nil {
@@ -198,51 +227,178 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*schema.Table, er
 			w.log.Warn("column stored as text", "table", t.QualifiedName(), "column", c.Name, "reason", c.Type.Fallback)
 		}
 	}
-	if err := w.conn.Exec(ctx, t.CreateDDL()); err != nil {
+	if err := w.conn.Exec(ctx, t.CreateDDL(r.LSN)); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 	}
-	if err := w.evolve(ctx, t); err != nil {
+	tg, err := w.evolve(ctx, t, r.LSN)
+	if err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
-	w.tables[key] = &tableState{table: t}
+	w.tables[key] = tg
 	w.mu.Unlock()
-	return t, nil
+	return tg, nil
 }
 
-// evolve adds the columns the table lacks. Columns that disappeared from the
-// source stay (with NULL in new rows), so history is never dropped.
-func (w *Writer) evolve(ctx context.Context, t *schema.Table) error {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": t.Database, "tbl": t.Name}))
-	rows, err := w.conn.Query(qctx, "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {tbl:String}")
-	if err != nil {
-		return fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
-	}
-	defer rows.Close()
-	have := map[string]string{}
-	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
-			return fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
+// forget drops the cached targets of a table, so the next load reads its
+// columns again (after a failed insert, the table may have been evolved by
+// a newer shape).
+func (w *Writer) forget(src record.Source) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	suffix := "\x00" + src.Schema + "\x00" + src.Table
+	for k := range w.tables {
+		if strings.HasSuffix(k, suffix) {
+			delete(w.tables, k)
 		}
-		have[name] = typ
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
+}
+
+// chColumn is a column of a ClickHouse table as system.columns shows it.
+type chColumn struct {
+	name, typ string
+	attnum    int16
+	lsn       record.LSN // when walhouse last named the column
+	dropped   bool
+}
+
+// evolve brings the table to the shape of records first seen at lsn: a
+// column renamed in PostgreSQL (same attnum, new name) is renamed, a new
+// column added, a widened type widened, and a column that disappeared from
+// the source marked dropped in its comment but kept, with its history.
+// Column names only follow shapes newer than the last rename, so records
+// of an older shape still arriving from another partition map to the
+// renamed column instead of renaming it back.
+func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (*target, error) {
+	have, err := w.columns(ctx, t)
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range t.Columns {
-		existing, ok := have[c.Name]
-		if !ok {
-			stmt := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", t.QualifiedName(), schema.QuoteIdent(c.Name), c.Type.DDL)
+	byAttnum := map[int16]*chColumn{}
+	for _, c := range have {
+		if c.attnum > 0 {
+			byAttnum[c.attnum] = c
+		}
+	}
+	tg := &target{table: t, names: make([]string, len(t.Columns)), types: make([]schema.Type, len(t.Columns))}
+	seen := map[int16]bool{}
+	for i, c := range t.Columns {
+		cur := have[c.Name]
+		if c.Source.Attnum > 0 {
+			seen[c.Source.Attnum] = true
+			if byNum, ok := byAttnum[c.Source.Attnum]; ok {
+				cur = byNum
+			}
+		}
+		switch {
+		case cur == nil:
+			def := ""
+			if c.Source.Missing != nil {
+				var ok bool
+				if def, ok = schema.DefaultClause(c.Type, *c.Source.Missing); !ok {
+					w.log.Warn("added column's default cannot be given to older rows; they read NULL", "table", t.QualifiedName(), "column", c.Name)
+				}
+			}
+			stmt := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s%s%s", t.QualifiedName(), schema.QuoteIdent(c.Name), c.Type.DDL, def, schema.ColumnComment(c.Source.Attnum, lsn))
 			if err := w.conn.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("add column %s to %s: %w", c.Name, t.QualifiedName(), err)
+				return nil, fmt.Errorf("add column %s to %s: %w", c.Name, t.QualifiedName(), err)
 			}
 			w.log.Info("added column", "table", t.QualifiedName(), "column", c.Name, "type", c.Type.DDL)
+			tg.names[i], tg.types[i] = c.Name, c.Type
 			continue
+		case cur.name != c.Name && lsn > cur.lsn:
+			if _, taken := have[c.Name]; taken {
+				return nil, w.stop(t, fmt.Errorf("column %s was renamed to %s in PostgreSQL, but %s already has a column %s", cur.name, c.Name, t.QualifiedName(), c.Name))
+			}
+			stmt := fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", t.QualifiedName(), schema.QuoteIdent(cur.name), schema.QuoteIdent(c.Name))
+			if err := w.conn.Exec(ctx, stmt); err != nil {
+				return nil, w.stop(t, fmt.Errorf("rename column %s to %s: %w (ClickHouse cannot rename sort-key columns)", cur.name, c.Name, err))
+			}
+			if err := w.comment(ctx, t, c.Name, schema.ColumnComment(c.Source.Attnum, lsn)); err != nil {
+				return nil, err
+			}
+			w.log.Info("renamed column", "table", t.QualifiedName(), "from", cur.name, "to", c.Name)
+			delete(have, cur.name)
+			cur.name, cur.lsn = c.Name, lsn
+			have[c.Name] = cur
 		}
-		if existing != c.Type.DDL {
-			return fmt.Errorf("%w: column %s of %s is %s in ClickHouse but the source now maps to %s; walhouse does not change column types yet: recreate the table and resync", sink.ErrPermanent, c.Name, t.QualifiedName(), existing, c.Type.DDL)
+		if cur.attnum == 0 && c.Source.Attnum > 0 {
+			// Created before its number was known: note it now, so a later
+			// rename can be followed.
+			if err := w.comment(ctx, t, cur.name, schema.ColumnComment(c.Source.Attnum, lsn)); err != nil {
+				return nil, err
+			}
+			cur.attnum, cur.lsn = c.Source.Attnum, lsn
+		}
+		haveType, ok := schema.ParseType(cur.typ)
+		if !ok {
+			return nil, w.stop(t, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
+		}
+		use, alter, err := schema.Reconcile(haveType, c.Type)
+		if err != nil {
+			return nil, w.stop(t, fmt.Errorf("column %s: %w", cur.name, err))
+		}
+		if alter {
+			stmt := fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", t.QualifiedName(), schema.QuoteIdent(cur.name), use.DDL)
+			if err := w.conn.Exec(ctx, stmt); err != nil {
+				return nil, w.stop(t, fmt.Errorf("widen column %s from %s to %s: %w", cur.name, cur.typ, use.DDL, err))
+			}
+			w.log.Info("widened column", "table", t.QualifiedName(), "column", cur.name, "from", cur.typ, "to", use.DDL)
+			cur.typ = use.DDL
+		}
+		tg.names[i], tg.types[i] = cur.name, use
+	}
+	for _, c := range have {
+		if c.attnum > 0 && !seen[c.attnum] && !c.dropped && lsn > c.lsn {
+			if err := w.comment(ctx, t, c.name, schema.DroppedComment(c.attnum, lsn)); err != nil {
+				return nil, err
+			}
+			w.log.Info("column dropped in PostgreSQL; kept with its history", "table", t.QualifiedName(), "column", c.name)
 		}
 	}
+	return tg, nil
+}
+
+func (w *Writer) comment(ctx context.Context, t *schema.Table, column, comment string) error {
+	stmt := fmt.Sprintf("ALTER TABLE %s COMMENT COLUMN %s%s", t.QualifiedName(), schema.QuoteIdent(column), strings.TrimPrefix(comment, " COMMENT"))
+	if err := w.conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("comment column %s of %s: %w", column, t.QualifiedName(), err)
+	}
 	return nil
+}
+
+// columns reads the table's columns and walhouse's notes on them.
+func (w *Writer) columns(ctx context.Context, t *schema.Table) (map[string]*chColumn, error) {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": t.Database, "tbl": t.Name}))
+	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String}")
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
+	}
+	defer rows.Close()
+	have := map[string]*chColumn{}
+	for rows.Next() {
+		var c chColumn
+		var comment string
+		if err := rows.Scan(&c.name, &c.typ, &comment); err != nil {
+			return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
+		}
+		c.attnum, c.lsn, c.dropped = schema.ParseColumnComment(comment)
+		have[c.name] = &c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
+	}
+	return have, nil
+}
+
+// stop reports a schema change walhouse cannot apply. The sink stops
+// loading the table (other tables go on) until an operator resolves it.
+func (w *Writer) stop(t *schema.Table, err error) error {
+	return &sink.TableError{
+		Table: t.QualifiedName(),
+		Err:   err,
+		Fix: fmt.Sprintf("either change the ClickHouse column by hand (ALTER TABLE %s ...) so it holds the new values, "+
+			"or drop the table (DROP TABLE %s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
+			t.QualifiedName(), t.QualifiedName(), t.Source.Schema, t.Source.Table),
+	}
 }

@@ -76,6 +76,14 @@ func AppendJSON(dst []byte, r *Record) []byte {
 		if c.Key {
 			dst = append(dst, `,"key":true`...)
 		}
+		if c.Attnum != 0 {
+			dst = append(dst, `,"attnum":`...)
+			dst = strconv.AppendInt(dst, int64(c.Attnum), 10)
+		}
+		if c.Missing != nil {
+			dst = append(dst, `,"missing":`...)
+			dst = appendJSONString(dst, *c.Missing)
+		}
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ']')

@@ -26,7 +26,9 @@
 //	ordinal       position of the change in its transaction, from 0
 //	version       the ReplacingMergeTree version (see Version)
 //	op            "c" insert, "u" update, "d" delete, "r" row read by the initial snapshot
-//	columns       the relation's columns at the time of the change, in order
+//	columns       the relation's columns at the time of the change, in order:
+//	              name, type, enum, array, typmod, key, attnum, missing (the value
+//	              of rows older than an ADD COLUMN ... DEFAULT)
 //	schemaId      a short hash of columns and tenantColumn; equal ids mean equal shapes
 //	key           for updates that changed the key and for deletes: the old key values
 //	payload       column name → PostgreSQL text value or null; for a delete, the old row

@@ -93,6 +93,14 @@ type Column struct {
 	TypMod int32 `json:"typmod"`
 	// Key is true for columns of the replica identity (the primary key).
 	Key bool `json:"key,omitempty"`
+	// Attnum is the column's number in the PostgreSQL catalog (0 when
+	// unknown). It survives a RENAME COLUMN, so a consumer can tell a
+	// renamed column from a dropped one and a new one.
+	Attnum int16 `json:"attnum,omitempty"`
+	// Missing is the value rows written before the column was added have
+	// (ALTER TABLE ADD COLUMN ... DEFAULT, which PostgreSQL applies without
+	// rewriting, so without changes in the stream); nil when none.
+	Missing *string `json:"missing,omitempty"`
 }
 
 // Source says where a change was read.
@@ -236,7 +244,11 @@ func SchemaID(tenantColumn string, cols []Column) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "tenant %q\n", tenantColumn)
 	for _, c := range cols {
-		fmt.Fprintf(h, "%q %q %t %t %d %t\n", c.Name, c.Type, c.Enum, c.Array, c.TypMod, c.Key)
+		fmt.Fprintf(h, "%q %q %t %t %d %t %d", c.Name, c.Type, c.Enum, c.Array, c.TypMod, c.Key, c.Attnum)
+		if c.Missing != nil {
+			fmt.Fprintf(h, " %q", *c.Missing)
+		}
+		h.Write([]byte{'\n'})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

@@ -12,8 +12,8 @@ import (
 func sample() *Record {
 	cols := []Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
-		{Name: "id", Type: "int8", TypMod: -1, Key: true},
-		{Name: "note \"quoted\"\n", Type: "text", TypMod: -1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "note \"quoted\"\n", Type: "text", TypMod: -1, Attnum: 5},
 		{Name: "tags", Type: "text", Array: true, TypMod: -1},
 		{Name: "big", Type: "text", TypMod: -1},
 		{Name: "status", Type: "order_status", Enum: true, TypMod: -1},

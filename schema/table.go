@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/walhouse/walhouse/record"
@@ -14,7 +15,6 @@ const (
 	CommitColumn   = "_commit_ts"  // commit time of the source transaction
 	SyncedColumn   = "_synced_at"  // when the sink loaded the row
 	DefaultTenant  = "tenant_id"   // tenant column added when the source has none
-	metaColumnsDDL = 4
 )
 
 // Column is one ClickHouse column that carries a source column.
@@ -131,15 +131,16 @@ func (t *Table) QualifiedName() string {
 	return QuoteIdent(t.Database) + "." + QuoteIdent(t.Name)
 }
 
-// CreateDDL returns the CREATE TABLE statement of t.
-func (t *Table) CreateDDL() string {
+// CreateDDL returns the CREATE TABLE statement of t, for records first seen
+// at lsn.
+func (t *Table) CreateDDL(lsn record.LSN) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", t.QualifiedName())
 	if t.TenantSynthetic {
 		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(t.TenantColumn), t.TenantType.DDL)
 	}
 	for _, c := range t.Columns {
-		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(c.Name), c.Type.DDL)
+		fmt.Fprintf(&b, "    %s %s%s,\n", QuoteIdent(c.Name), c.Type.DDL, ColumnComment(c.Source.Attnum, lsn))
 	}
 	fmt.Fprintf(&b, "    %s UInt64,\n", QuoteIdent(VersionColumn))
 	fmt.Fprintf(&b, "    %s UInt8,\n", QuoteIdent(DeletedColumn))
@@ -160,15 +161,49 @@ func (t *Table) CreateDDL() string {
 	return b.String()
 }
 
-// InsertColumns returns the column names an insert into t lists, in the
-// order Row fills them.
-func (t *Table) InsertColumns() []string {
-	names := make([]string, 0, len(t.Columns)+metaColumnsDDL)
-	if t.TenantSynthetic {
-		names = append(names, t.TenantColumn)
+
+// Column comments carry what walhouse needs to follow renames: the source
+// column's attnum (stable across RENAME COLUMN) and the LSN of the shape
+// that last named the column. "walhouse:attnum=3,lsn=0/16B3748".
+const commentPrefix = "walhouse:"
+
+// ColumnComment returns the COMMENT clause for a source column ("" when
+// its attnum is unknown).
+func ColumnComment(attnum int16, lsn record.LSN) string {
+	if attnum <= 0 {
+		return ""
 	}
-	for _, c := range t.Columns {
-		names = append(names, c.Name)
+	return fmt.Sprintf(" COMMENT %s", QuoteString(fmt.Sprintf("%sattnum=%d,lsn=%s", commentPrefix, attnum, lsn)))
+}
+
+// DroppedComment marks a column whose source column was dropped at lsn;
+// the column and its history stay.
+func DroppedComment(attnum int16, lsn record.LSN) string {
+	return fmt.Sprintf(" COMMENT %s", QuoteString(fmt.Sprintf("%sattnum=%d,lsn=%s,dropped", commentPrefix, attnum, lsn)))
+}
+
+// ParseColumnComment reads a comment written by ColumnComment or
+// DroppedComment; other comments give zero values.
+func ParseColumnComment(comment string) (attnum int16, lsn record.LSN, dropped bool) {
+	body, ok := strings.CutPrefix(comment, commentPrefix)
+	if !ok {
+		return 0, 0, false
 	}
-	return append(names, VersionColumn, DeletedColumn, CommitColumn)
+	for _, kv := range strings.Split(body, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "attnum":
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err == nil {
+				attnum = int16(n)
+			}
+		case "lsn":
+			if l, err := record.ParseLSN(v); err == nil {
+				lsn = l
+			}
+		case "dropped":
+			dropped = true
+		}
+	}
+	return attnum, lsn, dropped
 }

@@ -277,6 +277,9 @@ func parseTimestamp(s string) (time.Time, error) {
 	if strings.HasSuffix(s, " BC") {
 		return minDate, nil
 	}
+	if len(s) == len("2006-01-02") { // a date, in a column widened to a timestamp
+		return parseDate(s)
+	}
 	layout := "2006-01-02 15:04:05.999999"
 	if i := strings.LastIndexAny(s, "+-"); i > 10 {
 		switch len(s) - i {

@@ -16,6 +16,7 @@ type Metrics struct {
 	batchSize  prometheus.Histogram
 	insertTime prometheus.Histogram
 	lag        *prometheus.GaugeVec
+	stopped    prometheus.Gauge
 }
 
 // NewMetrics creates the sink metrics and registers them with reg (nil:
@@ -42,9 +43,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walhouse_sink_consumer_lag_records", Help: "Records in a partition not yet consumed (high watermark − next offset)."}, []string{"topic", "partition"}),
+		stopped: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walhouse_sink_tables_stopped", Help: "Tables whose loading stopped on a schema change walhouse cannot apply (see the log)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag)
+		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped)
 	}
 	return m
 }

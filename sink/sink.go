@@ -53,6 +53,22 @@ type RecordError struct {
 func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Index, e.Err) }
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// TableError is a load error that concerns a whole table, such as a source
+// schema change walhouse cannot apply. The sink stops loading that table
+// (its topic is paused and its offsets stay uncommitted, so nothing is
+// lost) and goes on with the others; Fix says what an operator does.
+type TableError struct {
+	Table string
+	Err   error
+	Fix   string
+}
+
+func (e *TableError) Error() string {
+	return fmt.Sprintf("table %s: %v; to resolve: %s", e.Table, e.Err, e.Fix)
+}
+
+func (e *TableError) Unwrap() error { return e.Err }
+
 // Consumer is what the sink needs of a Kafka consumer-group client;
 // KafkaConsumer adapts a *kgo.Client.
 type Consumer interface {
@@ -60,6 +76,8 @@ type Consumer interface {
 	// Commit commits the offsets, each with its metadata, for the group.
 	Commit(ctx context.Context, offsets []Offset) error
 	AllowRebalance()
+	// PauseFetchTopics stops fetching the topics (of stopped tables).
+	PauseFetchTopics(topics ...string) []string
 }
 
 // Offset is a committed position with its metadata.
@@ -191,6 +209,7 @@ type Sink struct {
 	checked map[tp]bool  // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
+	stopped map[string]error // topic → why its table stopped
 }
 
 type tp struct {
@@ -247,6 +266,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 		checked: map[tp]bool{},
 		marks:   map[tp]Watermark{},
 		topicOf: map[record.Source]string{},
+		stopped: map[string]error{},
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
@@ -326,7 +346,11 @@ func (s *Sink) Run(ctx context.Context) error {
 				s.m.consumed.Add(float64(n))
 			}
 		})
-		fetches.EachRecord(p.add)
+		fetches.EachRecord(func(r *kgo.Record) {
+			if s.stopped[r.Topic] == nil { // a stopped table's records are read again after a restart
+				p.add(r)
+			}
+		})
 		p.polls++
 		if p.count == 0 {
 			s.consumer.AllowRebalance()
@@ -389,19 +413,42 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	if err := s.commit(ctx, chunks, true); err != nil {
 		return err
 	}
+	loaded := chunks[:0:0]
 	for _, c := range chunks {
-		if err := s.loadChunk(ctx, c); err != nil {
+		if s.stopped[c[0].Topic] != nil {
+			continue
+		}
+		err := s.loadChunk(ctx, c)
+		var te *TableError
+		if errors.As(err, &te) {
+			s.stopTable(c[0].Topic, te)
+			continue
+		}
+		if err != nil {
 			return err
 		}
+		loaded = append(loaded, c)
 	}
 	if s.cfg.Fault != nil {
 		s.cfg.Fault("loaded")
 	}
-	if err := s.commit(ctx, chunks, false); err != nil {
+	if len(loaded) == 0 {
+		return nil
+	}
+	if err := s.commit(ctx, loaded, false); err != nil {
 		return err
 	}
 	s.writeMarks(ctx)
 	return nil
+}
+
+// stopTable stops loading one table: its topic is paused, its records are
+// not committed, and the reason is logged for the operator.
+func (s *Sink) stopTable(topic string, te *TableError) {
+	s.stopped[topic] = te
+	s.consumer.PauseFetchTopics(topic)
+	s.m.stopped.Inc()
+	s.log.Error("stopped loading a table; the others go on. Its records stay in Kafka and load once resolved", "topic", topic, "table", te.Table, "err", te.Err, "resolve", te.Fix)
 }
 
 // readIntents learns, for partitions seen for the first time since their
@@ -715,7 +762,8 @@ func (s *Sink) retry(ctx context.Context, what string, op func() error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrPermanent) || errors.Is(err, record.ErrInvalid) {
+		var te *TableError
+		if errors.Is(err, ErrPermanent) || errors.Is(err, record.ErrInvalid) || errors.As(err, &te) {
 			return err
 		}
 		d := s.backoff(attempt)

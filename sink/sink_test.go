@@ -20,6 +20,7 @@ type fakeConsumer struct {
 	mu      sync.Mutex
 	polls   [][]*kgo.Record
 	commits []string // "topic/partition@offset meta"
+	paused  []string
 	cancel  context.CancelFunc
 }
 
@@ -67,6 +68,13 @@ func (f *fakeConsumer) Commit(_ context.Context, offsets []Offset) error {
 
 func (f *fakeConsumer) AllowRebalance() {}
 
+func (f *fakeConsumer) PauseFetchTopics(topics ...string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paused = append(f.paused, topics...)
+	return f.paused
+}
+
 type fakeOffsets struct{ resp kadm.OffsetResponses }
 
 func (f fakeOffsets) FetchOffsets(context.Context, string) (kadm.OffsetResponses, error) {
@@ -77,9 +85,13 @@ type fakeLoader struct {
 	mu      sync.Mutex
 	batches []string
 	failOn  string // a value text that fails permanently
+	stopOn  string // a table whose load fails for the whole table
 }
 
 func (l *fakeLoader) Load(_ context.Context, b Batch) error {
+	if b.Source.Table == l.stopOn {
+		return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it"}
+	}
 	for i, r := range b.Records {
 		if r.Values[1].Text == l.failOn {
 			return &RecordError{Index: i, Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, l.failOn)}
@@ -209,6 +221,22 @@ func TestNewValidates(t *testing.T) {
 	for _, want := range []string{"consumer group is empty", "max batch records -1", "permanent attempts -2"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New error %v lacks %q", err, want)
+		}
+	}
+}
+
+func TestSinkStopsOnlyTheFailingTable(t *testing.T) {
+	l := &fakeLoader{stopOn: "bad"}
+	fc := runScript(t, Config{}, nil, l, append(recs("bad", 0, 0, 2), recs("good", 0, 0, 1)...), recs("bad", 0, 3, 3))
+	if fmt.Sprint(l.batches) != "[good/0/0-1 n=2]" {
+		t.Errorf("batches %v, want only the good table loaded", l.batches)
+	}
+	if fmt.Sprint(fc.paused) != "[bad]" {
+		t.Errorf("paused %v, want [bad]", fc.paused)
+	}
+	for _, c := range fc.commits {
+		if strings.HasPrefix(c, "bad/") && !strings.Contains(c, intentPrefix) {
+			t.Errorf("committed past the stopped table: %s", c)
 		}
 	}
 }

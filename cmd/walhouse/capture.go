@@ -29,7 +29,9 @@ func runCapture(ctx context.Context, args []string) error {
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		tables      listFlag
 		tenantFor   listFlag
+		resnapshot  listFlag
 	)
+	fs.Var(&resnapshot, "resnapshot", "copy these tables (schema.table) again before streaming resumes, e.g. after dropping their ClickHouse table")
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -48,6 +50,7 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithHeartbeatInterval(*heartbeat),
 		capture.WithSnapshotWorkers(*workers),
 		capture.WithSnapshotChunkPages(*chunkPages),
+		capture.WithResnapshot(resnapshot...),
 	}
 	switch *snapshot {
 	case "initial":
