@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -365,6 +366,8 @@ type stream struct {
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time
+	// produceCtx outlives a cancelled run: shutdown waits for the acks.
+	produceCtx context.Context
 
 	// transaction in progress
 	inTx       bool
@@ -395,6 +398,13 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 	s.c.confirmed.Store(uint64(start))
 	interval := s.c.cfg.statusInterval
 	next := time.Now().Add(interval)
+	var deadline time.Time
+	netConn := s.conn.Conn()
+	// Cancelling ctx wakes a blocked read at once.
+	stopWake := context.AfterFunc(ctx, func() { _ = netConn.SetReadDeadline(time.Now()) })
+	defer stopWake()
+	defer func() { _ = netConn.SetReadDeadline(time.Time{}) }()
+	s.produceCtx = context.WithoutCancel(ctx)
 	lastLog := time.Now()
 	var lastRows int64
 	for {
@@ -415,11 +425,16 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 				lastLog, lastRows = time.Now(), rows
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		// A read deadline per status interval, not a context per message:
+		// pgconn watches a non-background context with a goroutine hand-off
+		// on every call, which costs more than decoding the message.
+		if next != deadline {
+			deadline = next
+			_ = netConn.SetReadDeadline(deadline)
+		}
+		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
+			if isTimeout(err) && ctx.Err() == nil {
 				continue
 			}
 			if ctx.Err() != nil {
@@ -511,11 +526,17 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 			if err := s.acks.add(tx, 64, s.c.cfg.maxPendingBytes); err != nil {
 				return fmt.Errorf("kafka did not accept a record: %w", err)
 			}
-			s.c.producer.Produce(context.WithoutCancel(ctx), kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, 64, err) })
+			s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, 64, err) })
 		}
 	}
 	s.acks.commit(tx, lsn)
 	return nil
+}
+
+// isTimeout reports a read that hit its deadline (not a broken connection).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // shutdown waits (boundedly) for Kafka to acknowledge what was produced and
@@ -741,18 +762,19 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	}
 	r.EventID = record.EventID(s.sourceID, s.commitLSN, s.ordinal, s.commitTime)
 	s.ordinal++
-	if err := r.Validate(); err != nil {
+	if err := r.ValidateRow(); err != nil { // the columns were checked once, in buildRelation
 		return fmt.Errorf("captured change at %s does not form a valid record: %w", lsn, err)
 	}
-	value := record.AppendJSON(make([]byte, 0, 256+64*len(rel.columns)), r)
-	kr := &kgo.Record{Topic: rel.topic, Key: []byte(r.PartitionKey()), Value: value}
+	// Size the buffer from the table's last record, so it rarely grows.
+	value := record.AppendJSON(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
+	rel.lastSize = max(len(value), 256)
+	kr := &kgo.Record{Topic: rel.topic, Key: r.AppendPartitionKey(make([]byte, 0, 64)), Value: value}
 	size := len(value) + len(kr.Key)
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}
 	tx := s.tx
-	// Records outlive a cancelled ctx: shutdown waits for their acks.
-	s.c.producer.Produce(context.WithoutCancel(ctx), kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
+	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
 	s.c.rows.Add(1)
 	return nil
 }

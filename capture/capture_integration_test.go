@@ -108,7 +108,9 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 	exec(pg, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", table))
 	t.Cleanup(func() {
 		for _, s := range []string{slotA, slotB} {
-			_, _ = pg.Exec(ctx, "SELECT pg_drop_replication_slot($1)", s)
+			if err := testenv.DropSlot(ctx, pg, s); err != nil {
+				t.Errorf("drop slot %s: %v", s, err)
+			}
 		}
 		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
 		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
@@ -246,10 +248,9 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = testenv.Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
-			_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
-			return err
-		})
+		if err := testenv.DropSlot(ctx, pg, slot); err != nil {
+			t.Errorf("drop slot %s: %v", slot, err)
+		}
 		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
 		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
 	})

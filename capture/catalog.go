@@ -28,6 +28,7 @@ type relation struct {
 	tenantIdx    int    // index of the tenant column, -1 for the default tenant
 	keyIdx       []int  // indexes of the key columns
 	full         bool   // REPLICA IDENTITY FULL: old tuples carry every column
+	lastSize     int    // size of the table's last encoded record
 }
 
 // catalog answers questions about relations and types over a regular
@@ -211,5 +212,9 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		return nil, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
 	}
 	r.schemaID = record.SchemaID(r.tenantColumn, r.columns)
+	if err := record.ValidateColumns(r.tenantColumn, r.columns); err != nil {
+		return nil, fmt.Errorf("table %s: %w", name, err)
+	}
+	r.lastSize = 256 + 64*len(r.columns)
 	return r, nil
 }

@@ -321,6 +321,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		wg.Done()
 	}
 	n := int64(0)
+	produceCtx := context.WithoutCancel(ctx)
 	for rows.Next() {
 		raw := rows.RawValues()
 		for i, b := range raw {
@@ -356,12 +357,13 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 			r.TenantID = s.c.cfg.defaultTenant
 		}
 		r.EventID = record.SnapshotEventID(s.sourceID, cp, p.Table, keys, p.At)
-		if err := r.Validate(); err != nil {
+		if err := r.ValidateRow(); err != nil {
 			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
 		}
-		value := record.AppendJSON(make([]byte, 0, 256+64*len(rel.columns)), &r)
+		value := record.AppendJSON(make([]byte, 0, rel.lastSize+rel.lastSize/8), &r)
+		rel.lastSize = max(len(value), 256)
 		wg.Add(1)
-		s.c.producer.Produce(context.WithoutCancel(ctx), &kgo.Record{Topic: rel.topic, Key: []byte(r.PartitionKey()), Value: value}, ack)
+		s.c.producer.Produce(produceCtx, &kgo.Record{Topic: rel.topic, Key: r.AppendPartitionKey(make([]byte, 0, 64)), Value: value}, ack)
 		n++
 		if n%10_000 == 0 {
 			s.rows.Add(10_000)

@@ -61,10 +61,9 @@ func newSnapEnv(t *testing.T, rows int) *snapEnv {
 		}
 	}
 	t.Cleanup(func() {
-		_ = testenv.Eventually(ctx, 10e9, func(ctx context.Context) error {
-			_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", e.slot)
-			return err
-		})
+		if err := testenv.DropSlot(ctx, pg, e.slot); err != nil {
+			t.Errorf("drop slot %s: %v", e.slot, err)
+		}
 		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.pub)
 		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+e.table)
 	})

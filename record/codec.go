@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // AppendJSON appends the wire encoding of r to dst and returns the extended
@@ -36,8 +37,11 @@ func AppendJSON(dst []byte, r *Record) []byte {
 		dst = append(dst, `,"tenantColumn":`...)
 		dst = appendJSONString(dst, r.TenantColumn)
 	}
-	dst = append(dst, `,"partitionKey":`...)
-	dst = appendJSONString(dst, r.PartitionKey())
+	dst = append(dst, `,"partitionKey":"`...)
+	var kb [256]byte
+	key := r.AppendPartitionKey(kb[:0])
+	dst = appendJSONStringBody(dst, unsafe.String(unsafe.SliceData(key), len(key)))
+	dst = append(dst, '"')
 	dst = append(dst, `,"source":{"id":`...)
 	dst = appendJSONString(dst, r.Source.ID)
 	dst = append(dst, `,"schema":`...)
@@ -138,14 +142,19 @@ func appendValues(dst []byte, cols []Column, vals []Value, keysOnly bool) []byte
 }
 
 // PartitionKey returns the Kafka key of r: its tenant and key values.
-func (r *Record) PartitionKey() string {
-	var keys []string
+func (r *Record) PartitionKey() string { return string(r.AppendPartitionKey(nil)) }
+
+// AppendPartitionKey appends r's partition key (see PartitionKey) to dst.
+func (r *Record) AppendPartitionKey(dst []byte) []byte {
+	dst = append(dst, '[')
+	dst = appendJSONString(dst, r.TenantID)
 	for i, c := range r.Columns {
 		if c.Key && i < len(r.Values) {
-			keys = append(keys, r.Values[i].Text)
+			dst = append(dst, ',')
+			dst = appendJSONString(dst, r.Values[i].Text)
 		}
 	}
-	return PartitionKey(r.TenantID, keys)
+	return append(dst, ']')
 }
 
 // appendLSN writes l as LSN.String does, without allocating.

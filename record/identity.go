@@ -130,6 +130,18 @@ func SnapshotEventID(source string, cp LSN, table string, keyValues []string, at
 	return EventID(source+"\x00"+string(b), cp, 0, at)
 }
 
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 func formatUUID(u [16]byte) string {
 	var b [36]byte
 	hex.Encode(b[0:8], u[0:4])
@@ -151,9 +163,18 @@ func ParseEventID(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is not a canonical UUID", s)
 	}
 	var u [16]byte
-	src := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
-	if _, err := hex.Decode(u[:], []byte(src)); err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a canonical UUID: %w", s, err)
+	j := 0
+	for i := 0; i < len(s); i += 2 {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+		}
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return time.Time{}, fmt.Errorf("%q is not a canonical UUID: bad hex digit", s)
+		}
+		u[j] = hi<<4 | lo
+		j++
 	}
 	if u[6]>>4 != 7 {
 		return time.Time{}, fmt.Errorf("%q is not a version 7 UUID", s)

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -164,6 +163,49 @@ var ErrInvalid = errors.New("invalid record")
 // Validate reports every problem of r at once; nil means r may be produced
 // or loaded.
 func (r *Record) Validate() error {
+	if err := ValidateColumns(r.TenantColumn, r.Columns); err != nil {
+		return err
+	}
+	return r.ValidateRow()
+}
+
+// ValidateColumns checks a relation's shape: names and types present and
+// unique, a key column, the tenant column among them. A producer checks it
+// once per shape and calls ValidateRow per row.
+func ValidateColumns(tenantColumn string, cols []Column) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+	}
+	if len(cols) == 0 {
+		bad("columns are missing")
+	}
+	seen := make(map[string]bool, len(cols))
+	keys := 0
+	for _, c := range cols {
+		if c.Name == "" || c.Type == "" {
+			bad("column %+v must have a name and a type", c)
+		}
+		if seen[c.Name] {
+			bad("column %q appears twice", c.Name)
+		}
+		seen[c.Name] = true
+		if c.Key {
+			keys++
+		}
+	}
+	if tenantColumn != "" && !seen[tenantColumn] {
+		bad("tenant column %q is not among the columns", tenantColumn)
+	}
+	if keys == 0 {
+		bad("no key column: the source table needs a primary key or replica identity index")
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRow checks what varies per row: identity, position, op, tenant
+// and values. It assumes the columns passed ValidateColumns.
+func (r *Record) ValidateRow() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
@@ -188,29 +230,6 @@ func (r *Record) Validate() error {
 	}
 	if r.CommitLSN == 0 || r.LSN == 0 {
 		bad("lsn and commitLsn must be set")
-	}
-	if len(r.Columns) == 0 {
-		bad("columns are missing")
-	}
-	seen := make(map[string]bool, len(r.Columns))
-	keys := 0
-	for _, c := range r.Columns {
-		if c.Name == "" || c.Type == "" {
-			bad("column %+v must have a name and a type", c)
-		}
-		if seen[c.Name] {
-			bad("column %q appears twice", c.Name)
-		}
-		seen[c.Name] = true
-		if c.Key {
-			keys++
-		}
-	}
-	if r.TenantColumn != "" && !seen[r.TenantColumn] {
-		bad("tenant column %q is not among the columns", r.TenantColumn)
-	}
-	if keys == 0 {
-		bad("no key column: the source table needs a primary key or replica identity index")
 	}
 	if len(r.Values) != len(r.Columns) {
 		bad("%d values for %d columns", len(r.Values), len(r.Columns))
@@ -268,13 +287,10 @@ func KeyColumns(cols []Column) []string {
 // tenant and the key values: a JSON array of strings, so it is unambiguous
 // whatever the values contain.
 func PartitionKey(tenant string, keyValues []string) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	b.Write(appendJSONString(nil, tenant))
+	b := appendJSONString([]byte{'['}, tenant)
 	for _, v := range keyValues {
-		b.WriteByte(',')
-		b.Write(appendJSONString(nil, v))
+		b = append(b, ',')
+		b = appendJSONString(b, v)
 	}
-	b.WriteByte(']')
-	return b.String()
+	return string(append(b, ']'))
 }

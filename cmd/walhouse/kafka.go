@@ -40,6 +40,7 @@ func producerOpts() []kgo.Opt {
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100_000),
+		kgo.MaxBufferedBytes(48 << 20), // bounds memory when the broker is slower than PostgreSQL
 		kgo.RecordDeliveryTimeout(0), // retry until acknowledged; capture's own bound pauses reading
 	}
 }

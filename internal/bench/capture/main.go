@@ -1,0 +1,136 @@
+// Command capture prints the throughput of walhouse capture next to
+// PostgreSQL's own tools, measured in one run against the local services
+// (make bench-capture):
+//
+//   - streaming: a backlog of row changes made while the slots were idle,
+//     read by pg_recvlogical and by `walhouse capture --snapshot never`;
+//   - snapshot: the same table read by `walhouse capture` (initial snapshot)
+//     and by psql's COPY ... TO STDOUT.
+//
+// It prints rows/s, the ratio walhouse/PostgreSQL and walhouse's peak RSS; it
+// never asserts. With -profile DIR it also runs the streaming phase
+// in-process under a CPU profile and reports allocations per row.
+//
+// Everything it creates (table, publication, slots, topics) carries a fresh
+// bench_<hex> name and is dropped at the end, also after a failure.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// options are the benchmark's settings, from flags and the environment.
+type options struct {
+	pgURL      string
+	brokers    []string
+	rows       int
+	txRows     int
+	workers    int
+	profileDir string
+	recvBin    string
+	localDir   string
+	phases     string
+	timeout    time.Duration
+	verbose    bool
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench capture:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts, err := parseOptions(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	// capture logs through slog's default logger when it runs in-process.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+
+	b, err := newBench(ctx, opts)
+	if err != nil {
+		return err
+	}
+	err = b.run(ctx)
+	if cerr := b.close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+	}
+	return err
+}
+
+func parseOptions(args []string) (options, error) {
+	env := testenv.Load()
+	fs := flag.NewFlagSet("bench-capture", flag.ContinueOnError)
+	o := options{pgURL: env.PG}
+	fs.IntVar(&o.rows, "rows", 1_000_000, "row changes in the backlog (and rows in the snapshotted table)")
+	fs.IntVar(&o.txRows, "tx-rows", 1000, "rows per inserting transaction")
+	fs.IntVar(&o.workers, "snapshot-workers", 2, "walhouse --snapshot-workers for the snapshot phase")
+	fs.StringVar(&o.profileDir, "profile", "", "directory for cpu.pprof and allocs.pprof of an extra in-process streaming run (off when empty)")
+	fs.StringVar(&o.recvBin, "pg-recvlogical", "/usr/lib/postgresql/15/bin/pg_recvlogical", "path of PostgreSQL's pg_recvlogical")
+	fs.StringVar(&o.localDir, "local-dir", ".local", "directory of the local services (for their pid files, to account their CPU)")
+	fs.StringVar(&o.phases, "phases", "stream,snapshot", "phases to run: stream, snapshot or both")
+	fs.BoolVar(&o.verbose, "v", false, "print the end of walhouse's log after each run (to stderr)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, b := range strings.Split(env.Kafka, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.brokers = append(o.brokers, b)
+		}
+	}
+	var errs []error
+	if o.pgURL == "" || len(o.brokers) == 0 {
+		errs = append(errs, errors.New("WALHOUSE_PG_URL and WALHOUSE_KAFKA_BROKERS are not set: run `make services` and source .local/env (make bench-capture does both)"))
+	}
+	if o.rows < 1 {
+		errs = append(errs, fmt.Errorf("-rows %d: want at least 1", o.rows))
+	}
+	if o.txRows < 1 {
+		errs = append(errs, fmt.Errorf("-tx-rows %d: want at least 1", o.txRows))
+	}
+	if o.workers < 1 {
+		errs = append(errs, fmt.Errorf("-snapshot-workers %d: want at least 1", o.workers))
+	}
+	for _, p := range strings.Split(o.phases, ",") {
+		if p != "stream" && p != "snapshot" {
+			errs = append(errs, fmt.Errorf("-phases %q: want stream, snapshot or stream,snapshot", o.phases))
+			break
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+func (o options) phase(name string) bool {
+	for _, p := range strings.Split(o.phases, ",") {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// header describes the run before any figure.
+func (b *bench) header() {
+	fmt.Printf("walhouse capture benchmark: %d rows (%d per transaction) in %s, %d CPUs, %s\n",
+		b.opts.rows, b.opts.txRows, b.names.table, runtime.NumCPU(), runtime.Version())
+	fmt.Println("figures are printed, never asserted; other work on this machine adds noise")
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/walhouse/walhouse/capture"
+)
+
+// snapshot measures reading the whole table: psql's COPY to /dev/null
+// against walhouse's initial snapshot into Kafka.
+func (b *bench) snapshot(ctx context.Context) (err error) {
+	// Set hint bits and statistics first, so neither reader pays for them.
+	if _, err := b.pg.Exec(ctx, "VACUUM (ANALYZE) "+b.quotedTable()); err != nil {
+		return fmt.Errorf("vacuum %s: %w", b.names.table, err)
+	}
+	var rows int64
+	if err := b.pg.QueryRow(ctx, "SELECT count(*) FROM "+b.quotedTable()).Scan(&rows); err != nil {
+		return fmt.Errorf("count the rows of %s: %w", b.names.table, err)
+	}
+	ref, err := b.timeCopy(ctx, rows)
+	if err != nil {
+		return err
+	}
+	var undo cleanupStack
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		err = errors.Join(err, undo.run(cctx))
+	}()
+	wh, err := b.timeSnapshotCapture(ctx, &undo, rows)
+	if err != nil {
+		return err
+	}
+	b.result.add(comparison{
+		title: fmt.Sprintf("snapshot: whole table, walhouse --snapshot-workers %d", b.opts.workers),
+		ref:   ref, walhouse: wh, ratioTarget: 0.7, rssTarget: 165 << 20,
+	})
+	if b.opts.profileDir == "" {
+		return nil
+	}
+	slot := b.names.slot("psnap")
+	b.pushDropSlot(&undo, slot)
+	return b.profile(ctx, profileRequest{
+		name: "snapshot", rows: rows,
+		opts: []capture.Option{capture.WithSlot(slot), capture.WithTopicPrefix(b.names.topicPrefix("psnap")), capture.WithSnapshotWorkers(b.opts.workers)},
+		// Streaming, hence a confirmed position, starts once the snapshot is complete.
+		done: func(s capture.Stats) bool { return s.Confirmed != 0 },
+	})
+}
+
+// timeCopy times psql reading the table with COPY ... TO STDOUT into
+// /dev/null.
+func (b *bench) timeCopy(ctx context.Context, rows int64) (measurement, error) {
+	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.opts.pgURL,
+		"-c", "COPY (SELECT * FROM " + b.quotedTable() + ") TO STDOUT"}
+	cpu := readServiceCPU(b.opts.localDir)
+	p, err := startProcess(ctx, "psql COPY", "psql", args, nil)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer p.stop(5 * time.Second)
+	if err := p.wait(ctx); err != nil {
+		return measurement{}, err
+	}
+	return measurement{
+		name: "psql COPY TO STDOUT", rows: rows, took: time.Since(p.started),
+		cpu: p.cpuSeconds(), services: readServiceCPU(b.opts.localDir).sub(cpu),
+	}, nil
+}
+
+// snapshotComplete matches capture's log line at the end of the snapshot,
+// and the line that says streaming started, whichever comes first.
+func snapshotComplete(line string) bool {
+	return (strings.Contains(line, "msg=complete") && strings.Contains(line, "phase=snapshot")) ||
+		strings.Contains(line, "msg=streaming")
+}
+
+// timeSnapshotCapture times `walhouse capture` creating a fresh slot and
+// snapshotting the table into Kafka, until it logs the snapshot complete
+// (every row acknowledged by Kafka).
+func (b *bench) timeSnapshotCapture(ctx context.Context, undo *cleanupStack, rows int64) (measurement, error) {
+	slot, prefix := b.names.slot("snap"), b.names.topicPrefix("snap")
+	b.pushDropSlot(undo, slot) // capture creates it
+	args := []string{
+		"capture", "--slot", slot, "--publication", b.names.publication, "--topic-prefix", prefix,
+		"--tables", b.names.table, "--snapshot-workers", fmt.Sprint(b.opts.workers),
+	}
+	cpu := readServiceCPU(b.opts.localDir)
+	p, err := startProcess(ctx, "walhouse capture (snapshot)", b.bin, args, snapshotComplete)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer p.logTo(b.opts.verbose)
+	defer p.stop(15 * time.Second)
+	m := measurement{name: "walhouse capture", rows: rows}
+	select {
+	case <-p.matched:
+	case <-p.done:
+		return m, p.failed()
+	case <-ctx.Done():
+		return m, fmt.Errorf("waiting for the snapshot: %w; last output:\n%s", ctx.Err(), p.output())
+	}
+	m.took = p.matchAt.Sub(p.started)
+	m.cpu, m.services = p.cpuSeconds(), readServiceCPU(b.opts.localDir).sub(cpu)
+	if m.rss, err = p.peakRSS(); err != nil {
+		return m, err
+	}
+	m.note = b.kafkaCount(ctx, prefix+"."+b.names.table)
+	return m, nil
+}
