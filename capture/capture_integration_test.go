@@ -94,7 +94,7 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Close(ctx)
+	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
 	table := testenv.Name("cap")
 	slotA, slotB := testenv.Name("slot"), testenv.Name("slot")
 	pub := testenv.Name("pub")
@@ -194,7 +194,7 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Close(ctx)
+	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
 	noKey, noTenant := testenv.Name("nokey"), testenv.Name("notenant")
 	for _, q := range []string{
 		fmt.Sprintf("CREATE TABLE %s (tenant_id text, v text)", noKey),
@@ -242,7 +242,7 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Close(ctx)
+	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
 	table, slot, pub, prefix := testenv.Name("hb"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
 	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))", table)); err != nil {
 		t.Fatal(err)

@@ -161,11 +161,10 @@ type Config struct {
 	// Group is the consumer group the Consumer joined (required: the sink
 	// reads its batch intents from the group's committed offsets).
 	Group string
-	// MaxBatchRecords bounds the records of one batch (default 50,000).
+	// MaxBatchRecords bounds the records taken in one poll, so of one batch
+	// (default 50,000). How long a batch waits to fill is the client's
+	// FetchMaxWait.
 	MaxBatchRecords int
-	// MaxBatchWait is the longest a record waits for its batch to fill
-	// (default 500ms).
-	MaxBatchWait time.Duration
 	// RetryBackoff is the first wait after a failed load; it doubles up to
 	// MaxRetryBackoff (defaults 200ms and 30s). Transient errors are retried
 	// until the context ends.
@@ -205,11 +204,12 @@ type Sink struct {
 	l2      *layer2
 
 	mu      sync.Mutex
-	intents map[tp]int64 // partition → last offset of the batch in flight when it was last committed
-	checked map[tp]bool  // partitions whose intent was read since assignment
+	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
+	checked map[tp]bool    // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
 	stopped map[string]error // topic → why its table stopped
+	revoked map[tp]bool      // partitions revoked since the last poll
 }
 
 type tp struct {
@@ -227,9 +227,6 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if cfg.MaxBatchRecords == 0 {
 		cfg.MaxBatchRecords = 50_000
 	}
-	if cfg.MaxBatchWait == 0 {
-		cfg.MaxBatchWait = 500 * time.Millisecond
-	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = 200 * time.Millisecond
 	}
@@ -246,7 +243,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if cfg.MaxBatchRecords < 1 {
 		errs = append(errs, fmt.Errorf("max batch records %d: must be positive", cfg.MaxBatchRecords))
 	}
-	if cfg.MaxBatchWait < 0 || cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < cfg.RetryBackoff {
+	if cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < cfg.RetryBackoff {
 		errs = append(errs, fmt.Errorf("durations must be positive and retry backoff %v at most %v", cfg.RetryBackoff, cfg.MaxRetryBackoff))
 	}
 	if cfg.PermanentAttempts < 1 {
@@ -262,7 +259,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	s := &Sink{
 		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
 		log:     slog.Default().With("component", "sink"),
-		intents: map[tp]int64{},
+		intents: map[tp][]int64{},
 		checked: map[tp]bool{},
 		marks:   map[tp]Watermark{},
 		topicOf: map[record.Source]string{},
@@ -289,11 +286,17 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 		for _, p := range ps {
 			delete(s.checked, tp{t, p})
 			delete(s.intents, tp{t, p})
+			if s.revoked == nil {
+				s.revoked = map[tp]bool{}
+			}
+			s.revoked[tp{t, p}] = true
 		}
 	}
 }
 
-// intentPrefix marks commit metadata written by the sink.
+// intentPrefix marks commit metadata written by the sink: the last offset
+// of every chunk of the flush in flight, comma-separated, so a restart cuts
+// exactly the same chunks (and insert tokens) however often it crashes.
 const intentPrefix = "walhouse:batch-end="
 
 // pending is what the sink holds between polls.
@@ -319,16 +322,20 @@ func (p *pending) add(r *kgo.Record) {
 
 // Run consumes until ctx is done or a record can never be loaded (and no
 // dead-letter topic is configured).
+//
+// Each poll's records are loaded and committed before the next poll, and
+// rebalances are allowed only between polls, as franz-go's
+// BlockRebalanceOnPoll requires: polling again while holding records would
+// block a pending rebalance, and with it the commits. Batches grow on the
+// broker instead (the client's FetchMinBytes and FetchMaxWait). Only the
+// records of an interrupted batch that is not complete yet are held over.
 func (s *Sink) Run(ctx context.Context) error {
+	// Leave with rebalances allowed, or closing the client would wait for
+	// them forever.
+	defer s.consumer.AllowRebalance()
 	var p pending
 	for {
-		wait := s.cfg.MaxBatchWait
-		if p.count > 0 {
-			wait = max(time.Until(p.since.Add(s.cfg.MaxBatchWait)), time.Millisecond)
-		}
-		pctx, cancel := context.WithTimeout(ctx, wait)
-		fetches := s.consumer.PollRecords(pctx, max(s.cfg.MaxBatchRecords-p.count, 1))
-		cancel()
+		fetches := s.consumer.PollRecords(ctx, max(s.cfg.MaxBatchRecords-p.count, 1))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -346,45 +353,64 @@ func (s *Sink) Run(ctx context.Context) error {
 				s.m.consumed.Add(float64(n))
 			}
 		})
+		p = s.dropRevoked(p)
 		fetches.EachRecord(func(r *kgo.Record) {
 			if s.stopped[r.Topic] == nil { // a stopped table's records are read again after a restart
 				p.add(r)
 			}
 		})
 		p.polls++
-		if p.count == 0 {
-			s.consumer.AllowRebalance()
-			continue
-		}
-		if p.count < s.cfg.MaxBatchRecords && time.Since(p.since) < s.cfg.MaxBatchWait {
-			continue
-		}
-		if err := s.readIntents(ctx, p.recs); err != nil {
-			return err
-		}
-		held := s.holdBack(p.recs, p.polls)
-		ready := map[tp][]*kgo.Record{}
-		var rest pending
-		for k, rs := range p.recs {
-			if held[k] {
-				for _, r := range rs {
-					rest.add(r)
-				}
-			} else {
-				ready[k] = rs
+		if p.count > 0 {
+			if err := s.readIntents(ctx, p.recs); err != nil {
+				return err
 			}
+			held := s.holdBack(p.recs, p.polls)
+			ready := map[tp][]*kgo.Record{}
+			var rest pending
+			for k, rs := range p.recs {
+				if held[k] {
+					for _, r := range rs {
+						rest.add(r)
+					}
+				} else {
+					ready[k] = rs
+				}
+			}
+			if err := s.flush(ctx, ready); err != nil {
+				return err
+			}
+			if rest.count > 0 {
+				rest.since, rest.polls = p.since, p.polls
+			}
+			p = rest
 		}
-		if err := s.flush(ctx, ready); err != nil {
-			return err
+		s.consumer.AllowRebalance()
+	}
+}
+
+// dropRevoked forgets held records of partitions revoked since the last
+// poll: they were not committed, and their new owner reads them again.
+func (s *Sink) dropRevoked(p pending) pending {
+	s.mu.Lock()
+	revoked := s.revoked
+	s.revoked = nil
+	s.mu.Unlock()
+	if len(revoked) == 0 || p.count == 0 {
+		return p
+	}
+	var out pending
+	for k, rs := range p.recs {
+		if revoked[k] {
+			continue
 		}
-		if rest.count > 0 {
-			rest.since, rest.polls = p.since, p.polls
-		}
-		p = rest
-		if p.count == 0 {
-			s.consumer.AllowRebalance()
+		for _, r := range rs {
+			out.add(r)
 		}
 	}
+	if out.count > 0 {
+		out.since, out.polls = p.since, p.polls
+	}
+	return out
 }
 
 // flush loads everything pending, partition by partition, and commits.
@@ -485,25 +511,33 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
 			continue
 		}
-		end, err := strconv.ParseInt(strings.TrimPrefix(o.Metadata, intentPrefix), 10, 64)
-		if err != nil || end < o.At {
+		var ends []int64
+		for _, f := range strings.Split(strings.TrimPrefix(o.Metadata, intentPrefix), ",") {
+			end, err := strconv.ParseInt(f, 10, 64)
+			if err != nil || end < o.At || (len(ends) > 0 && end <= ends[len(ends)-1]) {
+				ends = nil
+				break
+			}
+			ends = append(ends, end)
+		}
+		if len(ends) == 0 {
 			continue
 		}
-		s.intents[k] = end
-		s.log.Info("resuming an interrupted batch exactly", "topic", k.topic, "partition", k.partition, "first", o.At, "last", end)
+		s.intents[k] = ends
+		s.log.Info("resuming an interrupted batch exactly", "topic", k.topic, "partition", k.partition, "first", o.At, "chunk_ends", ends)
 	}
 	return nil
 }
 
-// cut splits one partition's records into chunks: first exactly at a
-// recorded intent, then every MaxBatchRecords.
+// cut splits one partition's records into chunks: first exactly at the
+// chunk ends of an interrupted flush, then every MaxBatchRecords.
 func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 	var out [][]*kgo.Record
 	s.mu.Lock()
-	end, ok := s.intents[k]
+	ends := s.intents[k]
 	delete(s.intents, k)
 	s.mu.Unlock()
-	if ok {
+	for _, end := range ends {
 		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset > end })
 		if i > 0 {
 			out = append(out, recs[:i])
@@ -528,10 +562,11 @@ func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
 	defer s.mu.Unlock()
 	var held map[tp]bool
 	for k, rs := range recs {
-		end, ok := s.intents[k]
-		if !ok || rs[len(rs)-1].Offset >= end {
+		ends, ok := s.intents[k]
+		if !ok || rs[len(rs)-1].Offset >= ends[len(ends)-1] {
 			continue
 		}
+		end := ends[len(ends)-1]
 		if polls >= maxHoldPolls {
 			s.log.Warn("interrupted batch cannot be rebuilt exactly; loading what is there (ReplacingMergeTree still removes duplicates at FINAL)", "topic", k.topic, "partition", k.partition, "intent_end", end)
 			delete(s.intents, k)
@@ -545,9 +580,9 @@ func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
 	return held
 }
 
-// commit commits, per partition, either the intent of its first chunk
-// (the chunk's first offset with the chunk's last offset as metadata) or,
-// after loading, the offset after its last chunk.
+// commit commits, per partition, either the intent of the flush (its
+// first offset, with every chunk's last offset as metadata) or, after
+// loading, the offset after its last chunk.
 func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) error {
 	var offsets []Offset
 	index := map[tp]int{}
@@ -557,7 +592,7 @@ func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) 
 		i, seen := index[k]
 		switch {
 		case intent && seen:
-			// only the first chunk of a partition needs an intent
+			offsets[i].Metadata += "," + strconv.FormatInt(last.Offset, 10)
 		case intent:
 			index[k] = len(offsets)
 			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: first.LeaderEpoch, At: first.Offset,

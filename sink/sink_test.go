@@ -139,9 +139,6 @@ func runScript(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader *f
 	defer cancel()
 	fc := &fakeConsumer{polls: polls, cancel: cancel}
 	cfg.Group = "g"
-	if cfg.MaxBatchWait == 0 {
-		cfg.MaxBatchWait = time.Nanosecond // flush after every poll
-	}
 	cfg.RetryBackoff, cfg.MaxRetryBackoff = time.Millisecond, time.Millisecond
 	s, err := New(fc, fakeOffsets{offsets}, loader, cfg)
 	if err != nil {
@@ -180,6 +177,21 @@ func TestSinkRebuildsInterruptedBatchExactly(t *testing.T) {
 	}
 }
 
+func TestSinkIntentNamesEveryChunk(t *testing.T) {
+	// A crash while the second chunk loads must find both chunk ends, so
+	// the second chunk is rebuilt with the same token too.
+	l := &fakeLoader{}
+	offsets := kadm.OffsetResponses{"a": {0: {Offset: kadm.Offset{Topic: "a", Partition: 0, At: 0, Metadata: intentPrefix + "2,5"}}}}
+	fc := runScript(t, Config{MaxBatchRecords: 100}, offsets, l, recs("a", 0, 0, 9))
+	want := []string{"a/0/0-2 n=3", "a/0/3-5 n=3", "a/0/6-9 n=4"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+	if !strings.Contains(strings.Join(fc.commits, ";"), "a/0@0 walhouse:batch-end=2,5,9") {
+		t.Errorf("intent does not list every chunk end: %v", fc.commits)
+	}
+}
+
 func TestSinkDeadLettersPoison(t *testing.T) {
 	l := &fakeLoader{failOn: "3"}
 	dead := &fakeDead{}
@@ -202,7 +214,7 @@ func TestSinkStopsOnPoisonWithoutDeadLetters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := &fakeConsumer{polls: [][]*kgo.Record{{{Topic: "a", Offset: 0, Value: []byte("garbage")}}}, cancel: cancel}
-	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g", MaxBatchWait: time.Nanosecond})
+	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,6 @@ const (
 	demoSlot     = "walhouse_demo"
 	demoPrefix   = "walhouse_demo"
 	demoDatabase = "walhouse_demo"
-	demoGroup    = "walhouse_demo"
 )
 
 var demoTables = []string{"public.demo_orders", "public.demo_customers"}
@@ -78,11 +77,14 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: demoGroup, prefix: demoPrefix, watermarks: w})
+	// A fresh group per run: members of an earlier, killed run would hold
+	// the partitions until their session times out.
+	group := fmt.Sprintf("walhouse_demo_%d", time.Now().UnixNano())
+	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: group, prefix: demoPrefix, watermarks: w, maxWait: 500 * time.Millisecond})
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
+	defer cc.CloseAllowingRebalance()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -145,9 +147,6 @@ func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Cli
 		if _, err := adm.DeleteTopics(ctx, old...); err != nil {
 			return fmt.Errorf("delete old demo topics: %w", err)
 		}
-	}
-	if _, err := adm.DeleteGroups(ctx, demoGroup); err != nil {
-		return fmt.Errorf("delete old demo consumer group: %w", err)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer cl.CloseAllowingRebalance()
 	g, gctx := errgroup.WithContext(ctx)
 	if *metricsAddr != "" {
 		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry) })
@@ -122,12 +122,15 @@ func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettin
 		kgo.OnPartitionsLost(onRevoked),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMaxAge(10*time.Second),
-		kgo.FetchMaxWait(250*time.Millisecond),
+		// Batches fill on the broker: a fetch waits for 1 MiB or maxWait.
+		kgo.FetchMinBytes(1<<20),
+		kgo.FetchMaxWait(st.maxWait),
+		kgo.FetchMaxPartitionBytes(16<<20),
 	)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, MaxBatchWait: st.maxWait, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks}
+	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks}
 	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
 		// For fault tests: die like kill -9 at the named point of the
 		// first flush that reaches it.

@@ -72,11 +72,9 @@ func newPipeline(t *testing.T) *pipeline {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		// The slot can only be dropped once capture has let go of it.
-		_ = testenv.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
-			_, err := p.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", p.slot)
-			return err
-		})
+		if err := testenv.DropSlot(ctx, p.pg, p.slot); err != nil {
+			t.Errorf("drop slot %s: %v", p.slot, err)
+		}
 		_, _ = p.pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{p.pub}.Sanitize())
 		_ = p.ch.Exec(ctx, "DROP DATABASE IF EXISTS `"+p.database+"`")
 	})
@@ -114,11 +112,18 @@ func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
 	return proc
 }
 
-func (p *pipeline) startSink() *testenv.Proc {
+// startSink runs `walhouse sink` on the pipeline's topics, group and
+// database; extra flags (e.g. "--dedup-addr", "off") follow the defaults.
+func (p *pipeline) startSink(extra ...string) *testenv.Proc {
 	p.t.Helper()
-	return testenv.Start(p.t, "sink", walhouseBin, "sink",
+	return testenv.Start(p.t, "sink", walhouseBin, p.sinkArgs(extra...)...)
+}
+
+// sinkArgs returns the arguments of `walhouse sink` for this pipeline.
+func (p *pipeline) sinkArgs(extra ...string) []string {
+	return append([]string{"sink",
 		"--kafka", p.env.Kafka, "--clickhouse", p.env.ClickHouse,
-		"--database", p.database, "--group", p.group, "--topic-prefix", p.prefix)
+		"--database", p.database, "--group", p.group, "--topic-prefix", p.prefix}, extra...)
 }
 
 // converge waits until ClickHouse's FINAL view equals PostgreSQL.

@@ -1,0 +1,357 @@
+// Command sink prints the throughput of the walhouse sink from Kafka into
+// ClickHouse with Layer 2 (eventId dedup in Valkey/Redis) off and on, side
+// by side in one run against the local services (make bench-sink).
+//
+// It produces -records synthetic, valid records of one table (8 columns,
+// two tenants) to a fresh topic, then runs the sink in-process (sink.New
+// over clickhouse.NewWriter, with dedup.New for Layer 2) once per setting,
+// each with its own consumer group and ClickHouse database, and times the
+// load from the first poll until every record is in ClickHouse. It prints
+// rows/s, the on/off ratio and the Redis round trips per 1,000 records; it
+// never asserts.
+//
+// Everything it creates (topic, databases, dedup keys) carries a fresh
+// bench_<hex> name and is removed at the end, also after a failure.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/sink"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench sink:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the benchmark's settings.
+type options struct {
+	env        testenv.Env
+	records    int
+	partitions int
+	maxBatch   int
+	timeout    time.Duration
+}
+
+func run() error {
+	var o options
+	flag.IntVar(&o.records, "records", 200_000, "records to produce and load")
+	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
+	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.Parse()
+	o.env = testenv.Load()
+	var missing []string
+	for name, v := range map[string]string{"WALHOUSE_KAFKA_BROKERS": o.env.Kafka, "WALHOUSE_CLICKHOUSE_URL": o.env.ClickHouse, "WALHOUSE_REDIS_ADDR": o.env.Redis} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s not set: run `make services` (or deploy/local/services.sh start) and source .local/env", strings.Join(missing, ", "))
+	}
+	if o.records < 1 || o.partitions < 1 || o.maxBatch < 1 {
+		return fmt.Errorf("-records %d, -partitions %d and -max-batch %d must be positive", o.records, o.partitions, o.maxBatch)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	b := &bench{o: o, name: testenv.Name("bench")}
+	err := b.run(ctx)
+	if cerr := b.cleanup(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+	}
+	return err
+}
+
+// bench is one run: a topic of synthetic records, loaded once per setting.
+type bench struct {
+	o         options
+	name      string // fresh name of the table, topic prefix and dedup keys
+	topic     string
+	databases []string
+}
+
+// result is one setting's measurement.
+type result struct {
+	layer2     bool
+	elapsed    time.Duration
+	rows       uint64 // rows in ClickHouse afterwards
+	roundTrips int64
+}
+
+func (b *bench) run(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	b.topic = b.name + ".public." + b.name
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(b.o.partitions), -1, nil, b.topic); err != nil {
+		return fmt.Errorf("create topic %s: %w", b.topic, err)
+	}
+	fmt.Printf("producing %d records of one 8-column table to %s (%d partitions)...\n", b.o.records, b.topic, b.o.partitions)
+	start := time.Now()
+	if err := b.produce(ctx, cl); err != nil {
+		return err
+	}
+	fmt.Printf("produced in %v\n", time.Since(start).Round(time.Millisecond))
+
+	var results []result
+	for _, layer2 := range []bool{false, true} {
+		r, err := b.load(ctx, layer2)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	b.print(results)
+	return nil
+}
+
+// produce writes the synthetic records: inserts of distinct rows, as
+// capture would write them for a table with a tenant column.
+func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true},
+		{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4},
+		{Name: "status", Type: "text", TypMod: -1},
+		{Name: "qty", Type: "int4", TypMod: -1},
+		{Name: "active", Type: "bool", TypMod: -1},
+		{Name: "note", Type: "text", TypMod: -1},
+		{Name: "created_at", Type: "timestamptz", TypMod: -1},
+	}
+	src := record.Source{ID: b.name, Schema: "public", Table: b.name}
+	schemaID := record.SchemaID("tenant_id", cols)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	statuses := []string{"new", "paid", "shipped", "cancelled"}
+	var perr error
+	for i := range b.o.records {
+		lsn := record.LSN(0x1000000 + uint64(i)*256)
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		tenant := "acme"
+		if i%3 == 0 {
+			tenant = "globex"
+		}
+		id := strconv.Itoa(i + 1)
+		r := &record.Record{
+			EventID:      record.EventID(src.ID, lsn, 0, at),
+			OccurredAt:   at,
+			IngestedAt:   at.Add(time.Millisecond),
+			TenantID:     tenant,
+			TenantColumn: "tenant_id",
+			Source:       src,
+			LSN:          lsn,
+			CommitLSN:    lsn,
+			Version:      record.Version(lsn),
+			Op:           record.Insert,
+			Columns:      cols,
+			SchemaID:     schemaID,
+			Values: []record.Value{
+				{Text: tenant}, {Text: id},
+				{Text: fmt.Sprintf("%d.%02d", i%100_000, i%100)},
+				{Text: statuses[i%len(statuses)]},
+				{Text: strconv.Itoa(i % 1000)},
+				{Text: strconv.FormatBool(i%2 == 0)[:1]}, // PostgreSQL writes t or f
+				{Text: "synthetic row " + id + " for the sink benchmark"},
+				{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
+			},
+		}
+		value := record.AppendJSON(nil, r)
+		if i == 0 {
+			if _, err := record.Decode(value); err != nil {
+				return fmt.Errorf("the synthetic record is invalid: %w", err)
+			}
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Key: []byte(r.PartitionKey()), Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil && perr == nil {
+				perr = err
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return perr
+}
+
+// load runs an in-process sink on the topic with its own group and
+// database until every record is loaded, and times it.
+func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
+	res := result{layer2: layer2}
+	setting := "off"
+	if layer2 {
+		setting = "on"
+	}
+	group := b.name + "_l2_" + setting
+	database := b.name + "_l2_" + setting
+	b.databases = append(b.databases, database)
+
+	conn, err := clickhouse.Open(ctx, b.o.env.ClickHouse)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	w, err := clickhouse.NewWriter(ctx, conn, database, "")
+	if err != nil {
+		return res, err
+	}
+	var store *dedup.Store
+	cfg := sink.Config{Group: group, MaxBatchRecords: b.o.maxBatch}
+	if layer2 {
+		if store, err = dedup.New(dedup.Config{Addr: b.o.env.Redis, Prefix: b.name + ":", TTL: time.Hour}); err != nil {
+			return res, err
+		}
+		defer store.Close()
+		cfg.Dedup = store
+	}
+
+	var snk *sink.Sink
+	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnRevoked(ctx, cl, m)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(b.topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		return res, err
+	}
+	// The sink blocks rebalances while it holds polled records; Close alone
+	// would wait for that forever once Run has returned.
+	defer cl.CloseAllowingRebalance()
+	if snk, err = sink.New(sink.KafkaConsumer(cl), kadm.NewClient(cl), w, cfg); err != nil {
+		return res, err
+	}
+
+	fmt.Printf("loading with Layer 2 %s...\n", setting)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- snk.Run(rctx) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for snk.Loaded() < int64(b.o.records) {
+		select {
+		case err := <-done:
+			return res, fmt.Errorf("sink stopped after %d of %d records: %w", snk.Loaded(), b.o.records, err)
+		case <-ctx.Done():
+			return res, fmt.Errorf("%d of %d records loaded: %w", snk.Loaded(), b.o.records, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	res.elapsed = time.Since(start)
+	stop()
+	<-done
+	if store != nil {
+		res.roundTrips = store.RoundTrips()
+	}
+	q := fmt.Sprintf("SELECT count() FROM `%s`.`%s`", database, b.name)
+	if err := conn.QueryRow(ctx, q).Scan(&res.rows); err != nil {
+		return res, fmt.Errorf("count the loaded rows: %w", err)
+	}
+	return res, nil
+}
+
+func (b *bench) print(rs []result) {
+	fmt.Printf("\nsink: %d records, 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, b.o.partitions, b.o.maxBatch)
+	fmt.Printf("%-9s %12s %10s %14s %26s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis round trips/1k rec")
+	rate := map[bool]float64{}
+	for _, r := range rs {
+		rate[r.layer2] = float64(b.o.records) / r.elapsed.Seconds()
+		trips := "-"
+		if r.layer2 {
+			trips = fmt.Sprintf("%.3f", float64(r.roundTrips)*1000/float64(b.o.records))
+		}
+		setting := "off"
+		if r.layer2 {
+			setting = "on"
+		}
+		fmt.Printf("%-9s %12.0f %10s %14d %26s\n", setting, rate[r.layer2], r.elapsed.Round(time.Millisecond), r.rows, trips)
+	}
+	if rate[false] > 0 {
+		fmt.Printf("\nratio on/off: %.2f\n", rate[true]/rate[false])
+	}
+}
+
+// cleanup removes the topic, the databases and the dedup keys.
+func (b *bench) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	if b.topic != "" {
+		if cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...)); err != nil {
+			errs = append(errs, err)
+		} else {
+			if _, err := kadm.NewClient(cl).DeleteTopics(ctx, b.topic); err != nil {
+				errs = append(errs, fmt.Errorf("delete topic %s: %w", b.topic, err))
+			}
+			cl.Close()
+		}
+	}
+	if len(b.databases) > 0 {
+		if conn, err := clickhouse.Open(ctx, b.o.env.ClickHouse); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, db := range b.databases {
+				if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`"); err != nil {
+					errs = append(errs, fmt.Errorf("drop database %s: %w", db, err))
+				}
+			}
+			conn.Close()
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: b.o.env.Redis})
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, b.name+":*", 10_000).Iterator()
+	var keys []string
+	flush := func() {
+		if len(keys) > 0 {
+			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+				errs = append(errs, fmt.Errorf("delete dedup keys: %w", err))
+			}
+			keys = keys[:0]
+		}
+	}
+	for iter.Next(ctx) {
+		if keys = append(keys, iter.Val()); len(keys) == 10_000 {
+			flush()
+		}
+	}
+	flush()
+	if err := iter.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("scan dedup keys: %w", err))
+	}
+	return errors.Join(errs...)
+}

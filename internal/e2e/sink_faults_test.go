@@ -1,0 +1,435 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+)
+
+const (
+	seriesLayer2Hits  = `walhouse_sink_dedup_hits_total{layer="layer2"}`
+	seriesFailOpen    = "walhouse_sink_dedup_fail_open_total"
+	seriesMismatches  = "walhouse_sink_eventid_mismatches_total"
+	seriesDeadLetters = "walhouse_sink_dead_letters_total"
+	seriesLoaded      = "walhouse_sink_records_loaded_total"
+)
+
+// sink starts a sink (startSink) that is killed when the test ends. A
+// graceful stop would cost every test 15 s: `walhouse sink` does not exit on
+// SIGTERM (see TestIntegrationSinkStopsOnSIGTERM), so testenv waits that
+// long before it kills it anyway.
+func (p *pipeline) sink(extra ...string) *testenv.Proc {
+	p.t.Helper()
+	return killAtEnd(p.t, p.startSink(extra...))
+}
+
+// killAtEnd kills proc when the test ends, before testenv's graceful stop.
+func killAtEnd(t *testing.T, proc *testenv.Proc) *testenv.Proc {
+	t.Cleanup(proc.Kill)
+	return proc
+}
+
+// Records produced twice to Kafka (a producer retry, a replayed range) are
+// dropped by Layer 2 before ClickHouse sees them, and counted.
+func TestIntegrationSinkLayer2SkipsKafkaDuplicates(t *testing.T) {
+	p := newPipeline(t)
+	env := testenv.Require(t, "redis")
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	metrics := freeAddr(t)
+	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+
+	p.change(tb, 0)
+	p.change(tb, 1)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	raw := p.rawCount(tb)
+	hits := metric(t, metrics, seriesLayer2Hits)
+	loaded := metric(t, metrics, fmt.Sprintf(`%s{table="public.%s"}`, seriesLoaded, tb.name))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := p.topicRecords(ctx, tb.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dups := changes(rs)
+	p.reproduce(dups)
+
+	got := waitMetric(t, metrics, seriesLayer2Hits, hits+float64(len(dups)), capture, sink)
+	if got != hits+float64(len(dups)) {
+		t.Errorf("Layer 2 hits went from %v to %v, want %d more", hits, got, len(dups))
+	}
+	if now := p.rawCount(tb); now != raw {
+		t.Errorf("ClickHouse has %d rows without FINAL after %d duplicates, had %d: duplicates were inserted", now, len(dups), raw)
+	}
+	if now := metric(t, metrics, fmt.Sprintf(`%s{table="public.%s"}`, seriesLoaded, tb.name)); now != loaded {
+		t.Errorf("records loaded went from %v to %v after only duplicates", loaded, now)
+	}
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+}
+
+// With the dedup store down the sink loads without Layer 2 (fail open):
+// nothing stops, nothing is lost, and the failures are counted.
+func TestIntegrationSinkFailsOpenWithoutRedis(t *testing.T) {
+	p := newPipeline(t)
+	env := testenv.Require(t, "redis")
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	metrics := freeAddr(t)
+	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+
+	p.change(tb, 0)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if n := metric(t, metrics, seriesFailOpen); n != 0 {
+		t.Fatalf("%s is %v with Redis up", seriesFailOpen, n)
+	}
+
+	stopService(t, "redis")
+	p.change(tb, 1)
+	p.change(tb, 2)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if n := metric(t, metrics, seriesFailOpen); n == 0 {
+		t.Errorf("%s is 0 after loading with Redis down", seriesFailOpen)
+	}
+
+	services(t, "start", "redis")
+	p.change(tb, 3)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if d := p.repeatedVersions(tb); d != 0 {
+		t.Errorf("%d rows were inserted twice", d)
+	}
+}
+
+// crashingSink runs a sink that exits like kill -9 after inserting its
+// first flush and before committing its offsets, and waits for it to die.
+func (p *pipeline) crashingSink(extra ...string) {
+	p.t.Helper()
+	env, err := exec.LookPath("env")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	args := append([]string{"WALHOUSE_CRASH_AT=sink.loaded", walhouseBin}, p.sinkArgs(extra...)...)
+	proc := killAtEnd(p.t, testenv.Start(p.t, "crashing sink", env, args...))
+	if err := proc.Wait(90 * time.Second); err == nil || !strings.Contains(proc.Output(), "crashing at sink.loaded") {
+		p.t.Fatalf("the sink did not crash at sink.loaded (exit: %v):\n%s", err, proc.Output())
+	}
+	p.evictMembers()
+}
+
+// evictMembers removes every member from the group, which must hold only
+// killed sinks, so that the next sink gets the partitions at once rather
+// than after the dead members' session timeout (45 s).
+func (p *pipeline) evictMembers() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := p.kafka()
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, p.group)
+	if err != nil {
+		p.t.Fatalf("describe group %s: %v", p.group, err)
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = p.group
+	for _, m := range groups[p.group].Members {
+		mem := kmsg.NewLeaveGroupRequestMember()
+		mem.MemberID = m.MemberID
+		req.Members = append(req.Members, mem)
+	}
+	if len(req.Members) == 0 {
+		return
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	for _, m := range resp.Members {
+		if err == nil {
+			err = kerr.ErrorForCode(m.ErrorCode)
+		}
+	}
+	if err != nil {
+		p.t.Fatalf("remove the killed sink from group %s: %v", p.group, err)
+	}
+}
+
+// intents returns the batch intents the group committed, by partition.
+func (p *pipeline) intents(tb sinkTable) map[int32]string {
+	p.t.Helper()
+	resp, err := kadm.NewClient(p.kafka()).FetchOffsets(context.Background(), p.group)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	out := map[int32]string{}
+	for part, o := range resp[tb.topic] {
+		if strings.HasPrefix(o.Metadata, "walhouse:batch-end=") {
+			out[part] = fmt.Sprintf("%d..%s", o.At, strings.TrimPrefix(o.Metadata, "walhouse:batch-end="))
+		}
+	}
+	return out
+}
+
+// A sink killed after its insert and before its offset commit repeats the
+// insert with the same deduplication token, so even without FINAL no row is
+// there twice. Layer 2 is off: only the token can prevent the doubling.
+func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	n := p.change(tb, 0) + p.change(tb, 1)
+	p.waitProduced(tb.topic, n)
+
+	p.crashingSink("--dedup-addr", "off")
+	if raw := p.rawCount(tb); raw == 0 {
+		t.Fatal("the crashed sink inserted nothing: the crash did not happen between insert and commit")
+	}
+	if in := p.intents(tb); len(in) == 0 {
+		t.Fatal("the crashed sink left no batch intent in its commit metadata")
+	} else {
+		t.Logf("batch intents left by the crash: %v", in)
+	}
+
+	sink := p.sink("--dedup-addr", "off")
+	p.change(tb, 2)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if d := p.repeatedVersions(tb); d != 0 {
+		t.Errorf("%d rows were inserted twice (count() - uniqExact(key, _version) without FINAL)", d)
+	}
+}
+
+// A sink that crashes again while it repeats an interrupted batch must
+// still not double rows: the flush that repeats the batch also loads the
+// partition's next records as a second chunk, so the intent it commits
+// first must name that chunk's end too.
+func TestIntegrationSinkCrashTwiceWhileRepeatingABatch(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+
+	n := p.change(tb, 0)
+	p.waitProduced(tb.topic, n)
+	p.crashingSink("--dedup-addr", "off")
+	first := p.intents(tb)
+
+	n += p.change(tb, 1)
+	p.waitProduced(tb.topic, n)
+	p.crashingSink("--dedup-addr", "off")
+	t.Logf("intents after the first crash %v, after the second %v", first, p.intents(tb))
+
+	n += p.change(tb, 2)
+	p.waitProduced(tb.topic, n)
+	sink := p.sink("--dedup-addr", "off")
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if d := p.repeatedVersions(tb); d != 0 {
+		t.Errorf("%d rows were inserted twice (count() - uniqExact(key, _version) without FINAL)", d)
+	}
+}
+
+// A record whose eventId was loaded before with another payload breaks the
+// eventId contract: in mismatch mode error it goes to the dead letters with
+// the reason, in mode warn it is loaded; both count it.
+func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
+	p := newPipeline(t)
+	env := testenv.Require(t, "redis")
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+
+	// Two sinks on the same topics, one per mode, each with its own group,
+	// database, dead-letter topic and dedup keys.
+	type mode struct {
+		name, group, database, dlq, metrics string
+		proc                                *testenv.Proc
+	}
+	modes := []*mode{{name: "error"}, {name: "warn"}}
+	for _, m := range modes {
+		m.group, m.database, m.dlq, m.metrics = testenv.Name("grp"), testenv.Name("e2e"), testenv.Name("dlq"), freeAddr(t)
+		t.Cleanup(func() { _ = p.ch.Exec(context.Background(), "DROP DATABASE IF EXISTS `"+m.database+"`") })
+		m.proc = killAtEnd(t, testenv.Start(t, "sink "+m.name, walhouseBin, "sink",
+			"--kafka", p.env.Kafka, "--clickhouse", p.env.ClickHouse, "--topic-prefix", p.prefix,
+			"--database", m.database, "--group", m.group, "--dlq-topic", m.dlq, "--metrics-addr", m.metrics,
+			"--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--mismatch-mode", m.name))
+	}
+	chQuery := func(m *mode) string { return strings.Replace(tb.chQuery, "`"+p.database+"`", "`"+m.database+"`", 1) }
+
+	p.change(tb, 0)
+	for _, m := range modes {
+		p.converge(tb.pgQuery, chQuery(m), capture, m.proc)
+	}
+
+	// Tamper with the insert of a row that was updated afterwards, so FINAL
+	// still shows the update whichever copy of the insert is kept.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := p.topicRecords(ctx, tb.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var original *kgo.Record
+	var eventID string
+	for _, r := range changes(rs) {
+		rec, err := record.Decode(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Op == record.Insert && valueOf(rec, "id") == "3" {
+			original, eventID = r, rec.EventID
+			break
+		}
+	}
+	if original == nil {
+		t.Fatal("no insert of id 3 in the topic")
+	}
+	if err := p.kafka(kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, tamper(t, original, "note", "tampered")).FirstErr(); err != nil {
+		t.Fatalf("produce the tampered copy: %v", err)
+	}
+
+	for _, m := range modes {
+		waitMetric(t, m.metrics, seriesMismatches, 1, m.proc)
+	}
+	errMode, warnMode := modes[0], modes[1]
+	ls := p.waitDeadLetters(errMode.dlq, 1, errMode.proc)
+	if l := ls[0]; l.Topic != tb.topic || l.Partition != original.Partition || !strings.Contains(l.Error, "eventId reused with a different payload") || !strings.Contains(l.Error, eventID) {
+		t.Errorf("dead letter %+v: want the tampered copy of %s/%d@%d with reason eventId %s reused", l, tb.topic, original.Partition, original.Offset, eventID)
+	}
+	if n := metric(t, errMode.metrics, seriesDeadLetters); n != 1 {
+		t.Errorf("mode error: %s is %v, want 1", seriesDeadLetters, n)
+	}
+	tampered := func(m *mode) int64 {
+		return p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE note = 'tampered'", m.database, tb.name))
+	}
+	if err := testenv.Eventually(context.Background(), 30*time.Second, func(context.Context) error {
+		if n := tampered(warnMode); n != 1 {
+			return fmt.Errorf("mode warn: %d tampered rows in ClickHouse, want 1", n)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if n := tampered(errMode); n != 0 {
+		t.Errorf("mode error: %d tampered rows in ClickHouse, want 0", n)
+	}
+	if ls, err := p.deadLetters(ctx, warnMode.dlq); err != nil || len(ls) != 0 {
+		t.Errorf("mode warn: dead letters %+v (%v), want none", ls, err)
+	}
+
+	p.change(tb, 1)
+	for _, m := range modes {
+		p.converge(tb.pgQuery, chQuery(m), capture, m.proc)
+	}
+}
+
+// A record dead-lettered for a cause an operator can fix is listed, and
+// once the cause is fixed `walhouse dlq replay` loads it. The cause: a value
+// of an unconstrained numeric column beyond Decimal(76, 38), the widest
+// decimal; the fix: the operator turns the ClickHouse column into a String,
+// which the sink accepts as wider. Layer 2 is on: a dead-lettered record
+// must not look processed when it comes back.
+func TestIntegrationSinkDeadLetterThenReplay(t *testing.T) {
+	p := newPipeline(t)
+	env := testenv.Require(t, "redis")
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	dlq := testenv.Name("dlq")
+	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--dlq-topic", dlq)
+
+	p.change(tb, 0)
+	p.exec(fmt.Sprintf(`UPDATE %s SET reading = 12.5 WHERE tenant_id = 'acme' AND id = 2`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	const huge = "10000000000000000000000000000000000000000" // 1e40: 41 integer digits, Decimal(76, 38) has 38
+	p.exec(fmt.Sprintf(`UPDATE %s SET reading = %s WHERE tenant_id = 'acme' AND id = 1`, tb.quoted, huge))
+	ls := p.waitDeadLetters(dlq, 1, capture, sink)
+	if l := ls[0]; l.Topic != tb.topic || !strings.Contains(string(l.Value), huge) || !strings.Contains(l.Error, "overflows") {
+		t.Errorf("dead letter %+v: want the update of reading to 1e40 from %s, as an overflow", l, tb.topic)
+	} else {
+		t.Logf("dead-lettered with reason: %s", l.Error)
+	}
+
+	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` MODIFY COLUMN reading Nullable(String)", p.database, tb.name), ch.Settings{"mutations_sync": 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := walhouse(ctx, "dlq", "replay", "--kafka", p.env.Kafka, "--dlq-topic", dlq, "--replay-group", testenv.Name("replay")); err != nil {
+		t.Fatal(err)
+	}
+	p.change(tb, 1)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+}
+
+// ClickHouse down for 30 seconds while PostgreSQL keeps changing: the sink
+// waits with bounded memory and loses nothing.
+func TestIntegrationSinkSurvivesClickHouseOutage(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	args := p.sinkArgs("--dedup-addr", "off")
+	sink := killAtEnd(t, testenv.Start(t, "sink", walhouseBin, args...))
+	p.change(tb, 0)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	pid := pidOf(t, walhouseBin, args)
+
+	stopService(t, "clickhouse")
+	var peak int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for r, end := 1, time.Now().Add(30*time.Second); time.Now().Before(end); r++ {
+		p.change(tb, r)
+		kb, err := rssKB(pid)
+		if err != nil {
+			t.Fatalf("sink RSS: %v", err)
+		}
+		peak = max(peak, kb)
+		<-tick.C
+	}
+	services(t, "start", "clickhouse")
+	t.Logf("sink peak RSS while ClickHouse was down: %.1f MiB", float64(peak)/1024)
+	if peak > 500*1024 {
+		t.Errorf("sink RSS reached %d KiB while ClickHouse was down", peak)
+	}
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if d := p.repeatedVersions(tb); d != 0 {
+		t.Errorf("%d rows were inserted twice", d)
+	}
+}
+
+// valueOf returns the text of rec's column.
+func valueOf(rec *record.Record, column string) string {
+	for i, c := range rec.Columns {
+		if c.Name == column {
+			return rec.Values[i].Text
+		}
+	}
+	return ""
+}
+
+// `walhouse sink` exits promptly on SIGTERM, leaving its consumer group
+// (rebalances must be allowed again before the client closes, or closing
+// waits for them forever and the next sink waits out the session timeout).
+func TestIntegrationSinkStopsOnSIGTERM(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newSinkTable()
+	capture := p.startCapture(tb.name)
+	args := p.sinkArgs("--dedup-addr", "off")
+	sink := killAtEnd(t, testenv.Start(t, "sink", walhouseBin, args...))
+	p.change(tb, 0)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	if err := syscall.Kill(pidOf(t, walhouseBin, args), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = sink.Wait(10 * time.Second)
+	if done, _ := sink.Exited(); !done {
+		t.Errorf("the sink is still running 10 s after SIGTERM:\n%s", sink.Output())
+	}
+}
