@@ -61,7 +61,7 @@ type Writer struct {
 
 	mu        sync.Mutex
 	tables    map[string]*target // by schema id + table name
-	syncReady bool                   // SyncTable exists
+	syncReady bool               // SyncTable exists
 }
 
 // NewWriter returns a Writer that creates its tables in database (created if

@@ -10,11 +10,11 @@ import (
 
 // Names of the columns walhouse adds to every table.
 const (
-	VersionColumn  = "_version"    // ReplacingMergeTree version: the change's LSN
-	DeletedColumn  = "_is_deleted" // 1 for a delete; FINAL hides the row
-	CommitColumn   = "_commit_ts"  // commit time of the source transaction
-	SyncedColumn   = "_synced_at"  // when the sink loaded the row
-	DefaultTenant  = "tenant_id"   // tenant column added when the source has none
+	VersionColumn = "_version"    // ReplacingMergeTree version: the change's LSN
+	DeletedColumn = "_is_deleted" // 1 for a delete; FINAL hides the row
+	CommitColumn  = "_commit_ts"  // commit time of the source transaction
+	SyncedColumn  = "_synced_at"  // when the sink loaded the row
+	DefaultTenant = "tenant_id"   // tenant column added when the source has none
 )
 
 // Column is one ClickHouse column that carries a source column.
@@ -160,7 +160,6 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000")
 	return b.String()
 }
-
 
 // Column comments carry what walhouse needs to follow renames: the source
 // column's attnum (stable across RENAME COLUMN) and the LSN of the shape

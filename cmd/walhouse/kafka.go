@@ -41,6 +41,6 @@ func producerOpts() []kgo.Opt {
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100_000),
 		kgo.MaxBufferedBytes(48 << 20), // bounds memory when the broker is slower than PostgreSQL
-		kgo.RecordDeliveryTimeout(0), // retry until acknowledged; capture's own bound pauses reading
+		kgo.RecordDeliveryTimeout(0),   // retry until acknowledged; capture's own bound pauses reading
 	}
 }
