@@ -555,6 +555,7 @@ func (s *stream) sendStatus(ctx context.Context, reply bool) error {
 		return fmt.Errorf("kafka did not accept a record: %w; restart walhouse capture once the broker is healthy (nothing after the confirmed position %s is lost)", failure, durable)
 	}
 	s.c.confirmed.Store(uint64(durable))
+	s.c.log.Debug("standby status", "received", s.received, "confirmed", durable, "in_tx", s.inTx)
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pglogrepl.LSN(s.received),
 		WALFlushPosition: pglogrepl.LSN(durable),

@@ -261,7 +261,7 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 	// Another database user writes WAL that capture never sees (no table of
 	// ours changes); the slot must still move past it.
 	var before string
-	if err := pg.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text FROM (SELECT pg_switch_wal()) s").Scan(&before); err != nil {
+	if err := pg.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text FROM (SELECT pg_switch_wal()) s").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 	err = testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
