@@ -42,6 +42,8 @@ type Capturer struct {
 	rows      atomic.Int64 // records produced
 	confirmed atomic.Uint64
 	received  atomic.Uint64
+	walEnd    atomic.Uint64 // the server's WAL end, from its messages
+	lastEvent atomic.Int64  // Unix µs of the newest commit or heartbeat read
 }
 
 // New validates the configuration and returns a Capturer that reads from
@@ -66,11 +68,21 @@ type Stats struct {
 	Rows      int64      // records produced since start
 	Received  record.LSN // newest WAL position received
 	Confirmed record.LSN // position confirmed to the slot
+	// ServerWALEnd is the server's WAL end as of its last message;
+	// ServerWALEnd − Confirmed is the WAL the slot holds back.
+	ServerWALEnd record.LSN
+	// LastEvent is the commit time of the newest transaction (or the time
+	// of the newest heartbeat) read from the stream; zero before the first.
+	LastEvent time.Time
 }
 
 // Stats returns the current progress; it is safe to call from any goroutine.
 func (c *Capturer) Stats() Stats {
-	return Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load())}
+	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load())}
+	if us := c.lastEvent.Load(); us != 0 {
+		st.LastEvent = time.UnixMicro(us).UTC()
+	}
+	return st
 }
 
 // Topics returns the Kafka topic names for the given "schema.table" names.
@@ -495,6 +507,7 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 		return fmt.Errorf("heartbeat at %s: %w", lsn, err)
 	}
 	at := time.UnixMicro(micros).Add(-heartbeatMargin).UTC()
+	s.c.lastEvent.Store(at.UnixMicro())
 	tc := s.c.cfg.topics
 	if tc != nil && time.Since(s.partsAt) > 5*time.Minute {
 		s.parts = map[string]int32{}
@@ -581,6 +594,7 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if lsn := record.LSN(ka.ServerWALEnd); lsn > s.received {
 			s.received = lsn
 		}
+		s.c.walEnd.Store(uint64(ka.ServerWALEnd))
 		if !s.inTx {
 			s.acks.idle(record.LSN(ka.ServerWALEnd))
 		}
@@ -596,6 +610,7 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if lsn := record.LSN(xld.WALStart); lsn > s.received {
 			s.received = lsn
 		}
+		s.c.walEnd.Store(uint64(xld.ServerWALEnd))
 		s.c.received.Store(uint64(s.received))
 		return s.handleWAL(ctx, record.LSN(xld.WALStart), xld.WALData)
 	default:
@@ -637,6 +652,7 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 		}
 		s.acks.commit(s.tx, record.LSN(m.TransactionEndLSN))
 		s.inTx, s.tx = false, nil
+		s.c.lastEvent.Store(m.CommitTime.UnixMicro())
 		return nil
 	case 'R':
 		m, err := pglogrepl.Parse(msg)

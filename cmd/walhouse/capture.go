@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/walhouse/walhouse/capture"
 )
 
@@ -29,6 +32,7 @@ func runCapture(ctx context.Context, args []string) error {
 		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows before streaming (resumable); never: stream changes only")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
+		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		tables      listFlag
 		tenantFor   listFlag
 		resnapshot  listFlag
@@ -86,5 +90,15 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx)
+	if *metricsAddr == "" {
+		return c.Run(ctx)
+	}
+	reg := prometheus.NewRegistry()
+	if err := capture.RegisterMetrics(reg, c); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveMetrics(gctx, *metricsAddr, reg) })
+	g.Go(func() error { return c.Run(gctx) })
+	return g.Wait()
 }
