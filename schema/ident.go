@@ -6,33 +6,19 @@ import "strings"
 // with backticks, escaping backslashes and backticks, so any PostgreSQL
 // identifier (spaces, quotes, upper case, unicode) is usable as is. Every
 // identifier in generated SQL goes through this one function.
-func QuoteIdent(name string) string {
-	var b strings.Builder
-	b.Grow(len(name) + 2)
-	b.WriteByte('`')
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; c {
-		case '`', '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case 0:
-			b.WriteString(`\0`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('`')
-	return b.String()
-}
+func QuoteIdent(name string) string { return quote(name, '`') }
 
 // QuoteString quotes a ClickHouse string literal.
-func QuoteString(s string) string {
+func QuoteString(s string) string { return quote(s, '\'') }
+
+// quote encloses s in q, escaping q, backslashes and NUL bytes.
+func quote(s string, q byte) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
-	b.WriteByte('\'')
+	b.WriteByte(q)
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
-		case '\'', '\\':
+		case q, '\\':
 			b.WriteByte('\\')
 			b.WriteByte(c)
 		case 0:
@@ -41,6 +27,6 @@ func QuoteString(s string) string {
 			b.WriteByte(c)
 		}
 	}
-	b.WriteByte('\'')
+	b.WriteByte(q)
 	return b.String()
 }

@@ -303,7 +303,6 @@ const intentPrefix = "walhouse:batch-end="
 type pending struct {
 	recs  map[tp][]*kgo.Record
 	count int
-	since time.Time
 	polls int // polls since the oldest record arrived
 }
 
@@ -312,7 +311,6 @@ func (p *pending) add(r *kgo.Record) {
 		p.recs = map[tp][]*kgo.Record{}
 	}
 	if p.count == 0 {
-		p.since = time.Now()
 		p.polls = 0
 	}
 	k := tp{r.Topic, r.Partition}
@@ -380,7 +378,7 @@ func (s *Sink) Run(ctx context.Context) error {
 				return err
 			}
 			if rest.count > 0 {
-				rest.since, rest.polls = p.since, p.polls
+				rest.polls = p.polls
 			}
 			p = rest
 		}
@@ -408,7 +406,7 @@ func (s *Sink) dropRevoked(p pending) pending {
 		}
 	}
 	if out.count > 0 {
-		out.since, out.polls = p.since, p.polls
+		out.polls = p.polls
 	}
 	return out
 }
