@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// tableName is the replicated table the dashboard reads.
+const tableName = "orders"
+
+// insertChunk is the most rows one INSERT … SELECT writes.
+const insertChunk = 2_500_000
+
+// syncPartitions is how many Kafka partitions _walhouse_sync records.
+const syncPartitions = 6
+
+// dataset describes what load wrote.
+type dataset struct {
+	current uint64 // rows read FINAL
+	stored  uint64 // rows stored, older versions included
+	parts   uint64 // active parts of the table when measuring started
+	elapsed time.Duration
+}
+
+// ordersTable is the source table as capture would describe it: the sink
+// derives the ClickHouse table from these columns.
+func ordersTable(database string) (*schema.Table, error) {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "customer_id", Type: "text", TypMod: -1, Attnum: 3},
+		{Name: "status", Type: "text", TypMod: -1, Attnum: 4},
+		{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4, Attnum: 5},
+		{Name: "created_at", Type: "timestamptz", TypMod: -1, Attnum: 6},
+	}
+	src := record.Source{ID: "bench", Schema: "public", Table: tableName}
+	return schema.NewTable(src, "tenant_id", cols, schema.Options{Database: database})
+}
+
+// load creates the database, the table with the sink's DDL, its rows and
+// _walhouse_sync.
+func (b *bench) load(ctx context.Context) (dataset, error) {
+	var d dataset
+	start := time.Now()
+	db := schema.QuoteIdent(b.database)
+	if err := b.conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		return d, fmt.Errorf("create database %s: %w", b.database, err)
+	}
+	b.created = true
+	t, err := ordersTable(b.database)
+	if err != nil {
+		return d, fmt.Errorf("derive the %s table: %w", tableName, err)
+	}
+	if err := b.conn.Exec(ctx, t.CreateDDL(0x1000000)); err != nil {
+		return d, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
+	}
+	if !b.o.merges {
+		if err := b.conn.Exec(ctx, "SYSTEM STOP MERGES "+t.QualifiedName()); err != nil {
+			return d, fmt.Errorf("stop merges of %s (or pass -merges): %w", t.QualifiedName(), err)
+		}
+	}
+	if err := b.conn.Exec(ctx, clickhouse.SyncTableDDL(b.database)); err != nil {
+		return d, fmt.Errorf("create %s: %w", clickhouse.SyncTable, err)
+	}
+
+	old := int(float64(b.o.rows) * b.o.oldVersions)
+	fmt.Printf("loading %d rows and %d older versions into %s...\n", b.o.rows, old, t.QualifiedName())
+	// Older versions first, as the sink would have written them, then the
+	// current ones; each chunk is its own part.
+	for from := 0; from < old; from += insertChunk {
+		if err := b.conn.Exec(ctx, b.insertSQL(t, from, min(insertChunk, old-from), true)); err != nil {
+			return d, fmt.Errorf("insert older versions %d..%d: %w", from, from+min(insertChunk, old-from), err)
+		}
+	}
+	for from := 0; from < b.o.rows; from += insertChunk {
+		if err := b.conn.Exec(ctx, b.insertSQL(t, from, min(insertChunk, b.o.rows-from), false)); err != nil {
+			return d, fmt.Errorf("insert rows %d..%d: %w", from, from+min(insertChunk, b.o.rows-from), err)
+		}
+	}
+	if err := b.markSynced(ctx); err != nil {
+		return d, err
+	}
+	d.elapsed = time.Since(start)
+
+	q := fmt.Sprintf("SELECT (SELECT count() FROM %[1]s), (SELECT count() FROM %[1]s FINAL), (SELECT count() FROM system.parts WHERE database = {db:String} AND table = {table:String} AND active)", t.QualifiedName())
+	if err := b.conn.QueryRow(chParams(ctx, map[string]string{"db": b.database, "table": tableName}), q).Scan(&d.stored, &d.current, &d.parts); err != nil {
+		return d, fmt.Errorf("count the loaded rows: %w", err)
+	}
+	return d, nil
+}
+
+// insertSQL writes rows from..from+n of the table. Row i has id i and
+// tenant i mod tenants; it was created up to 90 days before b.now. An
+// older version (older = true) of row k*P mod rows, for k in from..from+n
+// (P a prime that does not divide rows, so the rows are distinct and spread
+// over every tenant), has the same key and creation time, a lower _version,
+// and status "new" with another amount: after FINAL it disappears.
+func (b *bench) insertSQL(t *schema.Table, from, n int, older bool) string {
+	id := "number"
+	version := "16777216 + number * 256"
+	status := "['new', 'paid', 'shipped', 'cancelled', 'refunded'][1 + cityHash64(number, 1) % 5]"
+	amount := "(cityHash64(number, 2) % 100000) / 100"
+	if older {
+		p := 1_000_003
+		if b.o.rows%p == 0 {
+			p = 999_983
+		}
+		id = fmt.Sprintf("number * %d %% %d", p, b.o.rows)
+		version = "16777216 + (" + id + ") * 256 - 128"
+		status = "'new'"
+		amount = "(cityHash64(number, 4) % 100000) / 100"
+	}
+	return fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, status, amount, created_at, _version, _is_deleted, _commit_ts)
+SELECT tenant, id, concat('cus_', toString(cityHash64(id, 3) %% 5000)), %s, toDecimal64(%s, 2), created, %s, 0, created
+FROM (
+    SELECT *, %s AS id,
+        concat('tenant_', leftPad(toString(id %% %d), 3, '0')) AS tenant,
+        toDateTime64('%s', 6, 'UTC') - toIntervalSecond(cityHash64(id, 5) %% (90 * 86400)) AS created
+    FROM numbers(%d, %d)
+)`, t.QualifiedName(), status, amount, version, id, b.o.tenants, b.now.Format(time.DateTime), from, n)
+}
+
+// tenant returns the name of tenant i, as insertSQL writes it.
+func tenant(i int) string { return fmt.Sprintf("tenant_%03d", i) }
+
+// markSynced records, as the sink does, that every partition of the table
+// is loaded through a few seconds ago, so responses carry lastSyncAt.
+func (b *bench) markSynced(ctx context.Context) error {
+	q := fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at)
+SELECT {table:String}, toInt32(number), now64(6, 'UTC') - toIntervalMillisecond(500 * (number + 1)), 16777216 + {rows:UInt64} * 256, now64(6, 'UTC')
+FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(clickhouse.SyncTable), syncPartitions)
+	ctx = chParams(ctx, map[string]string{"table": tableName, "rows": fmt.Sprint(b.o.rows)})
+	if err := b.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("record sync progress in %s: %w", clickhouse.SyncTable, err)
+	}
+	return nil
+}
+
+// chParams attaches server-side parameters (plain values, no escaping
+// needed) to ctx.
+func chParams(ctx context.Context, params map[string]string) context.Context {
+	return ch.Context(ctx, ch.WithParameters(ch.Parameters(params)))
+}

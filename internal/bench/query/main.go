@@ -1,0 +1,155 @@
+// Command query prints the latency of a typical dashboard through the
+// walhouse query API, read with FINAL (the default consistency) and with
+// "consistency": "approximate", side by side in one run against the local
+// ClickHouse (make bench-query).
+//
+// It creates a fresh ClickHouse database holding one table exactly as the
+// sink creates it (schema.NewTable(...).CreateDDL: ReplacingMergeTree
+// ordered by tenant, then id) and fills it server-side with -rows rows over
+// -tenants tenants, plus -old-versions (a fraction) older versions of
+// existing rows (same key, lower _version) so that FINAL has versions to
+// collapse, and a _walhouse_sync table so that responses carry lastSyncAt.
+// Merges of the table are stopped (unless -merges) so that the older
+// versions stay unmerged and both variants read the same parts.
+// It then serves query.NewServer in-process on 127.0.0.1:0 with one
+// generated read key per tenant and loads a dashboard -requests times per
+// variant after -warmup loads, alternating the variants and rotating the
+// tenants. A dashboard is two requests: per-status count and sum(amount)
+// over the last 30 days, and the 50 most recent orders of that period.
+//
+// It prints p50, p99 and mean latency per variant and request, the rows
+// each request returned or counted, and the FINAL/approximate ratio; it
+// never asserts. The database is dropped at the end, also after a failure.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/schema"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench query:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the benchmark's settings.
+type options struct {
+	clickhouse  string
+	rows        int
+	tenants     int
+	oldVersions float64
+	merges      bool
+	requests    int
+	warmup      int
+	timeout     time.Duration
+}
+
+func run() error {
+	var o options
+	flag.IntVar(&o.rows, "rows", 10_000_000, "current rows in the table (one version each)")
+	flag.IntVar(&o.tenants, "tenants", 100, "tenants the rows are spread over")
+	flag.Float64Var(&o.oldVersions, "old-versions", 0.10, "older versions of existing rows to add, as a fraction of -rows")
+	flag.BoolVar(&o.merges, "merges", false, "let ClickHouse merge the table's parts in the background during the run; by default merges are stopped so every older version stays for FINAL to collapse and both variants see the same parts")
+	flag.IntVar(&o.requests, "requests", 200, "dashboard loads measured per variant")
+	flag.IntVar(&o.warmup, "warmup", 20, "dashboard loads per variant before measuring")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
+	flag.Parse()
+	o.clickhouse = testenv.Load().ClickHouse
+	var problems []error
+	if o.clickhouse == "" {
+		problems = append(problems, errors.New("WALHOUSE_CLICKHOUSE_URL not set: run `make services` (or deploy/local/services.sh start) and source .local/env"))
+	}
+	if o.rows < 1 || o.tenants < 1 || o.requests < 1 || o.warmup < 0 {
+		problems = append(problems, fmt.Errorf("-rows %d, -tenants %d and -requests %d must be positive and -warmup %d not negative", o.rows, o.tenants, o.requests, o.warmup))
+	}
+	if o.oldVersions < 0 || o.oldVersions > 1 {
+		problems = append(problems, fmt.Errorf("-old-versions %g must be between 0 and 1", o.oldVersions))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	conn, err := clickhouse.Open(ctx, o.clickhouse)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	b := &bench{o: o, conn: conn, database: testenv.Name("bench_query"), now: time.Now().UTC().Truncate(time.Second)}
+	err = b.run(ctx)
+	if cerr := b.cleanup(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+	}
+	return err
+}
+
+// bench is one run: one loaded database, measured with both variants.
+type bench struct {
+	o        options
+	conn     driver.Conn
+	database string
+	created  bool
+	// now is the benchmark's "today": rows are created up to 90 days before
+	// it and dashboards look at the 30 days before it.
+	now time.Time
+}
+
+func (b *bench) run(ctx context.Context) error {
+	d, err := b.load(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("loaded in %v: %d rows stored (%d current, %d older versions unmerged) over %d tenants; %d active parts\n",
+		d.elapsed.Round(time.Millisecond), d.stored, d.current, d.stored-d.current, b.o.tenants, d.parts)
+
+	srv, err := startAPI(ctx, b.conn, b.database, b.o.tenants)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+
+	m := &measurer{api: srv, now: b.now, tenants: b.o.tenants}
+	fmt.Printf("warming up: %d dashboard loads per variant...\n", b.o.warmup)
+	if _, err := m.measure(ctx, b.o.warmup); err != nil {
+		return fmt.Errorf("warm up: %w", err)
+	}
+	fmt.Printf("measuring: %d dashboard loads per variant (2 requests each), variants alternating, tenants rotating...\n", b.o.requests)
+	res, err := m.measure(ctx, b.o.requests)
+	if err != nil {
+		return err
+	}
+	b.print(d, res)
+	return nil
+}
+
+// cleanup drops the benchmark's database.
+func (b *bench) cleanup() error {
+	if !b.created {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+schema.QuoteIdent(b.database)); err != nil {
+		return fmt.Errorf("drop database %s: %w", b.database, err)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/walhouse/walhouse/query"
+)
+
+// variant is one way of reading: the consistency the dashboard asks for.
+type variant struct {
+	name        string
+	consistency query.Consistency // "" is the default, FINAL
+}
+
+var variants = []variant{
+	{name: "final", consistency: ""},
+	{name: "approximate", consistency: query.Approximate},
+}
+
+// request is one of the two requests of a dashboard.
+type request int
+
+const (
+	summary   request = iota // per-status count and revenue, last 30 days
+	listing                  // the 50 most recent orders, last 30 days
+	dashboard                // both, one after the other
+)
+
+func (r request) String() string {
+	switch r {
+	case summary:
+		return "summary"
+	case listing:
+		return "listing"
+	case dashboard:
+		return "dashboard"
+	default:
+		return "request(" + strconv.Itoa(int(r)) + ")"
+	}
+}
+
+// sample is the latency of each dashboard load, and what it returned.
+type sample struct {
+	latency []time.Duration
+	rows    int64 // rows counted by the summary, or returned by the listing
+}
+
+// measurer loads dashboards through the API.
+type measurer struct {
+	api     *api
+	now     time.Time
+	tenants int
+	next    int // the tenant of the next load
+}
+
+// results holds one run's samples by variant, then request.
+type results map[string]map[request]*sample
+
+// measure loads the dashboard n times per variant, alternating the
+// variants so that both see the same conditions, each load for the next
+// tenant.
+func (m *measurer) measure(ctx context.Context, n int) (results, error) {
+	res := results{}
+	for _, v := range variants {
+		res[v.name] = map[request]*sample{summary: {}, listing: {}, dashboard: {}}
+	}
+	for i := range n {
+		t := m.next % m.tenants
+		m.next++
+		for j := range variants {
+			// Swap which variant goes first on every other load.
+			v := variants[(i+j)%len(variants)]
+			if err := m.load(ctx, t, v, res[v.name]); err != nil {
+				return nil, fmt.Errorf("dashboard of %s, %s: %w", tenant(t), v.name, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// load runs one dashboard: the summary, then the listing.
+func (m *measurer) load(ctx context.Context, t int, v variant, into map[request]*sample) error {
+	period := &query.TimeRange{Column: "created_at", From: m.now.AddDate(0, 0, -30).Format(time.RFC3339), To: m.now.Format(time.RFC3339)}
+	reqs := map[request]query.Request{
+		summary: {
+			GroupBy:     []string{"status"},
+			Aggregates:  []query.Aggregate{{Fn: "count", As: "orders"}, {Fn: "sum", Column: "amount", As: "revenue"}},
+			TimeRange:   period,
+			Consistency: v.consistency,
+		},
+		listing: {
+			Columns:     []string{"id", "customer_id", "status", "amount", "created_at"},
+			TimeRange:   period,
+			OrderBy:     []query.Order{{Column: "created_at", Desc: true}},
+			Limit:       50,
+			Consistency: v.consistency,
+		},
+	}
+	var total time.Duration
+	for _, r := range []request{summary, listing} {
+		start := time.Now()
+		resp, err := m.api.query(ctx, t, reqs[r])
+		took := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r, err)
+		}
+		total += took
+		s := into[r]
+		s.latency = append(s.latency, took)
+		if r == listing {
+			s.rows += int64(len(resp.Data))
+			continue
+		}
+		for _, row := range resp.Data {
+			n, err := jsonInt(row["orders"])
+			if err != nil {
+				return fmt.Errorf("%s: orders of status %s: %w", r, row["status"], err)
+			}
+			s.rows += n
+		}
+	}
+	into[dashboard].latency = append(into[dashboard].latency, total)
+	return nil
+}
+
+// jsonInt reads an integer the API wrote as a JSON number or, for 64-bit
+// integers, possibly as a string.
+func jsonInt(raw json.RawMessage) (int64, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	var n int64
+	err := json.Unmarshal(raw, &n)
+	return n, err
+}
+
+// stats are the figures printed for one sample.
+type stats struct {
+	p50, p99, mean time.Duration
+}
+
+func statsOf(ds []time.Duration) stats {
+	if len(ds) == 0 {
+		return stats{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return stats{p50: percentile(s, 50), p99: percentile(s, 99), mean: sum / time.Duration(len(s))}
+}
+
+// percentile is the nearest-rank percentile of sorted.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
+	return sorted[max(rank, 1)-1]
+}
+
+func (b *bench) print(d dataset, res results) {
+	merges := "stopped"
+	if b.o.merges {
+		merges = "running"
+	}
+	fmt.Printf("\nquery API: table %s, %d current rows + %d unmerged older versions, %d tenants, %d active parts (merges %s); %d dashboard loads per variant\n",
+		tableName, d.current, d.stored-d.current, b.o.tenants, d.parts, merges, b.o.requests)
+	fmt.Println("summary: count and sum(amount) by status, last 30 days; listing: 50 most recent orders, last 30 days")
+	fmt.Println("rows: per load, rows counted by the summary (approximate counts older versions too) or returned by the listing")
+	fmt.Printf("\n%-10s %-12s %10s %10s %10s %12s\n", "request", "variant", "p50", "p99", "mean", "rows")
+	per := map[string]map[request]stats{}
+	for _, r := range []request{summary, listing, dashboard} {
+		for _, v := range variants {
+			s := res[v.name][r]
+			st := statsOf(s.latency)
+			if per[v.name] == nil {
+				per[v.name] = map[request]stats{}
+			}
+			per[v.name][r] = st
+			rows := "-"
+			if r != dashboard && len(s.latency) > 0 {
+				rows = strconv.FormatFloat(float64(s.rows)/float64(len(s.latency)), 'f', 0, 64)
+			}
+			fmt.Printf("%-10s %-12s %10s %10s %10s %12s\n", r, v.name, ms(st.p50), ms(st.p99), ms(st.mean), rows)
+		}
+	}
+	fmt.Printf("\nratio final/approximate (p50, p99, mean):\n")
+	for _, r := range []request{summary, listing, dashboard} {
+		f, a := per["final"][r], per["approximate"][r]
+		fmt.Printf("%-10s %6s %6s %6s\n", r, ratio(f.p50, a.p50), ratio(f.p99, a.p99), ratio(f.mean, a.mean))
+	}
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+}
+
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(a)/float64(b), 'f', 2, 64)
+}

@@ -1,0 +1,519 @@
+package query
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// chromiumPath is where Debian's chromium package installs the browser
+// (`apt-get install -y chromium`).
+const chromiumPath = "/usr/bin/chromium"
+
+var screenshotDir = flag.String("screenshot-dir", "", "directory for the status page screenshots of TestIntegrationStatusPageRenders (default: the test's temporary directory, removed afterwards)")
+
+// requireChromium skips t when Debian's headless Chromium is not
+// installed, unless WALHOUSE_INTEGRATION=1 and WALHOUSE_BROWSER=1 say the
+// browser tests must run: then its absence fails t.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		msg := fmt.Sprintf("%s is not installed (%v): `apt-get install -y chromium` provides it", chromiumPath, err)
+		if testenv.Required() && os.Getenv("WALHOUSE_BROWSER") == "1" {
+			t.Fatal(msg + "; WALHOUSE_INTEGRATION=1 and WALHOUSE_BROWSER=1 require the browser tests")
+		}
+		t.Skip(msg + "; set WALHOUSE_INTEGRATION=1 WALHOUSE_BROWSER=1 to make this a failure")
+	}
+	return chromiumPath
+}
+
+// TestIntegrationStatusPageRenders opens /status in headless Chromium,
+// enters the admin key in the page's form as an operator would, and checks
+// that the freshness table and its charts render and follow the sink's
+// progress as _walhouse_sync advances while the page stays open.
+func TestIntegrationStatusPageRenders(t *testing.T) {
+	bin := requireChromium(t)
+	f := newCHFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The sink's progress for orders: two partitions, the table's
+	// lastSyncAt is the older one's loaded_through.
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	steps := []struct {
+		lag time.Duration // of the first partition behind base
+		lsn LSN
+	}{
+		{lag: 45 * time.Second, lsn: 0x16B3748},
+		{lag: 20 * time.Second, lsn: 0x16C0000},
+		{lag: 0, lsn: 0x1700000},
+	}
+	record := func(i int) time.Time {
+		t.Helper()
+		through := base.Add(-steps[i].lag)
+		now := time.Now().UTC()
+		f.exec(t, fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES
+			('orders', 0, %s, %d, %s), ('orders', 1, %s, %d, %s)`,
+			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable),
+			chTime(through), uint64(steps[i].lsn), chTime(now),
+			chTime(through.Add(time.Second)), uint64(steps[i].lsn)+0x100, chTime(now)))
+		return through
+	}
+
+	b := startBrowser(ctx, t, bin)
+	page, err := b.open(ctx, f.srv.URL+"/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before a key is entered the page asks for one and reads nothing.
+	first, err := page.waitState(ctx, func(s statusState) error {
+		if !strings.Contains(s.Err, "admin scope") {
+			return fmt.Errorf("no prompt for an admin key yet (error line %q)", s.Err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Rows) != 0 {
+		t.Errorf("without a key the page shows %d tables, want none", len(first.Rows))
+	}
+
+	if err := page.submitKey(ctx, keyAdmin); err != nil {
+		t.Fatal(err)
+	}
+	var captures []statusState
+	for i := range steps {
+		through := record(i)
+		want := through.Format(time.RFC3339Nano)
+		s, err := page.waitState(ctx, func(s statusState) error {
+			if s.Err != "" {
+				return fmt.Errorf("the page shows the error %q", s.Err)
+			}
+			o, ok := s.row("orders")
+			if !ok {
+				return fmt.Errorf("no row for orders in %+v", s.Rows)
+			}
+			if o.LastSyncAt != want {
+				return fmt.Errorf("orders shows lastSyncAt %q, want %q", o.LastSyncAt, want)
+			}
+			if i > 0 && o.Points == captures[i-1].mustRow("orders").Points {
+				return errors.New("the orders chart has not moved since the last capture")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		captures = append(captures, s)
+		png, err := page.screenshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(shotDir(t), fmt.Sprintf("status-%d.png", i+1))
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("step %d: orders %+v; screenshot %s", i+1, s.mustRow("orders"), path)
+	}
+
+	// Every capture: both tables listed, orders with its numbers and a
+	// chart, the other table marked as not recorded.
+	for i, s := range captures {
+		o := s.mustRow("orders")
+		if o.LSN != steps[i].lsn.String() {
+			t.Errorf("capture %d: orders lsn %q, want %q", i+1, o.LSN, steps[i].lsn)
+		}
+		if o.Partitions != "2" {
+			t.Errorf("capture %d: orders partitions %q, want 2", i+1, o.Partitions)
+		}
+		fresh, err := parseFreshness(o.Freshness)
+		if err != nil {
+			t.Errorf("capture %d: orders freshness: %v", i+1, err)
+		} else if lag := steps[i].lag.Seconds(); fresh < lag || fresh > lag+60 {
+			t.Errorf("capture %d: orders freshness %q, want at least %.0f s and not a minute more", i+1, o.Freshness, lag)
+		}
+		if o.Points == "" || !strings.HasPrefix(o.Label, "max ") {
+			t.Errorf("capture %d: orders has no chart (polyline %q, label %q)", i+1, o.Points, o.Label)
+		}
+		odd, ok := s.row("crm__odd names")
+		if !ok || odd.LastSyncAt != "not recorded yet" || odd.Freshness != "unknown" {
+			t.Errorf("capture %d: crm__odd names shows %+v, want lastSyncAt not recorded and freshness unknown", i+1, odd)
+		}
+		if s.Now == "" {
+			t.Errorf("capture %d: no \"as of\" line", i+1)
+		}
+	}
+	// The numbers follow the sink, and the chart keeps its history.
+	for i := 1; i < len(captures); i++ {
+		prev, cur := captures[i-1].mustRow("orders"), captures[i].mustRow("orders")
+		if cur.Freshness == prev.Freshness || cur.LSN == prev.LSN {
+			t.Errorf("capture %d did not change: freshness %q → %q, lsn %q → %q", i+1, prev.Freshness, cur.Freshness, prev.LSN, cur.LSN)
+		}
+		if n, m := len(strings.Fields(prev.Points)), len(strings.Fields(cur.Points)); m <= n {
+			t.Errorf("capture %d: the chart has %d points, no more than the %d before", i+1, m, n)
+		}
+	}
+	if last := captures[len(captures)-1].mustRow("orders"); last.FreshnessClass != "ok" {
+		t.Errorf("a table loaded through %v ago shows freshness %q as %q, want ok", steps[len(steps)-1].lag, last.Freshness, last.FreshnessClass)
+	}
+	if first := captures[0].mustRow("orders"); first.FreshnessClass != "warn" {
+		t.Errorf("a table loaded through %v ago shows freshness %q as %q, want warn", steps[0].lag, first.Freshness, first.FreshnessClass)
+	}
+}
+
+// chTime is a ClickHouse DateTime64(6, 'UTC') literal.
+func chTime(t time.Time) string {
+	return "toDateTime64('" + t.UTC().Format("2006-01-02 15:04:05.000000") + "', 6, 'UTC')"
+}
+
+// parseFreshness reads the page's freshness text ("12.3 s", "4.5 min")
+// in seconds.
+func parseFreshness(s string) (float64, error) {
+	num, unit, ok := strings.Cut(s, " ")
+	if !ok {
+		return 0, fmt.Errorf("%q is not a number and a unit", s)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	switch unit {
+	case "s":
+		return v, nil
+	case "min":
+		return v * 60, nil
+	default:
+		return 0, fmt.Errorf("%q has unit %q, want s or min", s, unit)
+	}
+}
+
+func shotDir(t *testing.T) string {
+	if *screenshotDir != "" {
+		return *screenshotDir
+	}
+	return t.TempDir()
+}
+
+// statusState is what the status page shows, read from its DOM.
+type statusState struct {
+	Err  string      `json:"err"`
+	Now  string      `json:"now"`
+	Rows []statusRow `json:"rows"`
+}
+
+// statusRow is one table row of the status page.
+type statusRow struct {
+	Table          string `json:"table"`
+	LastSyncAt     string `json:"lastSyncAt"`
+	Freshness      string `json:"freshness"`
+	FreshnessClass string `json:"freshnessClass"`
+	LSN            string `json:"lsn"`
+	Partitions     string `json:"partitions"`
+	// Points is the chart's polyline, Label its "max …" text.
+	Points string `json:"points"`
+	Label  string `json:"label"`
+}
+
+func (s statusState) row(table string) (statusRow, bool) {
+	for _, r := range s.Rows {
+		if r.Table == table {
+			return r, true
+		}
+	}
+	return statusRow{}, false
+}
+
+func (s statusState) mustRow(table string) statusRow {
+	r, _ := s.row(table)
+	return r
+}
+
+// readStatusJS returns the page's state as JSON.
+const readStatusJS = `JSON.stringify({
+  err: document.getElementById("err").textContent,
+  now: document.getElementById("now").textContent,
+  rows: [...document.querySelectorAll("#tables tbody tr")].map(tr => {
+    const td = tr.querySelectorAll("td");
+    const line = tr.querySelector("svg polyline"), label = tr.querySelector("svg text");
+    return {
+      table: tr.dataset.table, lastSyncAt: td[1].textContent,
+      freshness: td[2].textContent, freshnessClass: td[2].className,
+      lsn: td[3].textContent, partitions: td[4].textContent,
+      points: line ? line.getAttribute("points") : "", label: label ? label.textContent : "",
+    };
+  }),
+})`
+
+// browser is headless Chromium driven over the DevTools protocol on a pipe
+// (--remote-debugging-pipe: commands on its fd 3, replies on its fd 4, each
+// message JSON ending in a NUL byte), so the test needs no client library
+// and no port.
+type browser struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	toB     io.WriteCloser
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan cdpMessage
+	readErr error
+	done    chan struct{} // closed when the reader has stopped
+}
+
+// cdpMessage is a DevTools reply or event.
+type cdpMessage struct {
+	ID     int64           `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// startBrowser runs Chromium until the test ends.
+func startBrowser(ctx context.Context, t *testing.T, bin string) *browser {
+	t.Helper()
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--window-size=1200,900",
+		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "about:blank")
+	cmd.ExtraFiles = []*os.File{cmdR, outW} // fds 3 and 4 of the browser
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	cmdR.Close()
+	outW.Close()
+	b := &browser{t: t, cmd: cmd, toB: cmdW, pending: map[int64]chan cdpMessage{}, done: make(chan struct{})}
+	go b.read(outR)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = b.call(cctx, "", "Browser.close", nil)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-exited:
+		case <-cctx.Done():
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		cmdW.Close()
+		<-b.done
+		outR.Close()
+		if t.Failed() {
+			t.Logf("chromium output:\n%s", stderr.String())
+		}
+	})
+	if _, err := b.call(ctx, "", "Browser.getVersion", nil); err != nil {
+		t.Fatalf("chromium does not answer on its DevTools pipe: %v\n%s", err, stderr.String())
+	}
+	return b
+}
+
+// read delivers replies to their callers until the browser closes its end.
+func (b *browser) read(r io.Reader) {
+	defer close(b.done)
+	br := bufio.NewReader(r)
+	var err error
+	for {
+		var line []byte
+		if line, err = br.ReadBytes(0); err != nil {
+			break
+		}
+		var m cdpMessage
+		if err = json.Unmarshal(line[:len(line)-1], &m); err != nil {
+			break
+		}
+		if m.ID == 0 {
+			continue // an event
+		}
+		b.mu.Lock()
+		ch := b.pending[m.ID]
+		delete(b.pending, m.ID)
+		b.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+	b.mu.Lock()
+	b.readErr = fmt.Errorf("the DevTools pipe closed: %w", err)
+	for id, ch := range b.pending {
+		close(ch)
+		delete(b.pending, id)
+	}
+	b.mu.Unlock()
+}
+
+// call sends one DevTools command, to a page session or (session "") to
+// the browser, and waits for its result.
+func (b *browser) call(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
+	b.mu.Lock()
+	if b.readErr != nil {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", method, b.readErr)
+	}
+	b.nextID++
+	id := b.nextID
+	ch := make(chan cdpMessage, 1)
+	b.pending[id] = ch
+	b.mu.Unlock()
+	msg := map[string]any{"id": id, "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	if session != "" {
+		msg["sessionId"] = session
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.toB.Write(append(data, 0)); err != nil {
+		return nil, fmt.Errorf("%s: write to the DevTools pipe: %w", method, err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("%s: no reply: the DevTools pipe closed", method)
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: DevTools error %d: %s", method, m.Error.Code, m.Error.Message)
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		delete(b.pending, id)
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
+	}
+}
+
+// page is one open tab.
+type page struct {
+	b       *browser
+	session string
+}
+
+// open opens url in a new tab.
+func (b *browser) open(ctx context.Context, url string) (*page, error) {
+	res, err := b.call(ctx, "", "Target.createTarget", map[string]any{"url": url})
+	if err != nil {
+		return nil, err
+	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	if err := json.Unmarshal(res, &target); err != nil {
+		return nil, err
+	}
+	if res, err = b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}); err != nil {
+		return nil, err
+	}
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(res, &att); err != nil {
+		return nil, err
+	}
+	return &page{b: b, session: att.SessionID}, nil
+}
+
+// eval evaluates a JavaScript expression in the page and decodes its
+// value into out.
+func (p *page) eval(ctx context.Context, expr string, out any) error {
+	res, err := p.b.call(ctx, p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text      string `json:"text"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return err
+	}
+	if e := r.ExceptionDetails; e != nil {
+		return fmt.Errorf("script failed: %s %s", e.Text, e.Exception.Description)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(r.Result.Value, out)
+}
+
+// waitState polls the page's DOM until check accepts it.
+func (p *page) waitState(ctx context.Context, check func(statusState) error) (statusState, error) {
+	var s statusState
+	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		var text string
+		if err := p.eval(ctx, readStatusJS, &text); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(text), &s); err != nil {
+			return fmt.Errorf("decode the page state %q: %w", text, err)
+		}
+		return check(s)
+	})
+	return s, err
+}
+
+// submitKey types secret into the page's key field and submits the form,
+// as an operator does; the page keeps it in sessionStorage for its polls.
+func (p *page) submitKey(ctx context.Context, secret string) error {
+	lit, _ := json.Marshal(secret)
+	return p.eval(ctx, `(() => {
+  document.getElementById("key").value = `+string(lit)+`;
+  document.querySelector("#auth button[type=submit]").click();
+})()`, nil)
+}
+
+// screenshot returns a PNG of the page's viewport.
+func (p *page) screenshot(ctx context.Context) ([]byte, error) {
+	res, err := p.b.call(ctx, p.session, "Page.captureScreenshot", map[string]any{"format": "png"})
+	if err != nil {
+		return nil, err
+	}
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(res, &shot); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(shot.Data)
+}
