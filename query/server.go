@@ -44,6 +44,9 @@ type Config struct {
 	// CatalogTTL is how long discovered tables and columns are reused
 	// (default 10 s).
 	CatalogTTL time.Duration
+	// Pipeline adds the slot, consumer-group and dead-letter state to
+	// GET /v1/lag and /metrics (optional; see NewPipelineProbe).
+	Pipeline PipelineProbe
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -111,6 +114,11 @@ func NewServer(cfg Config) (*Server, error) {
 	m, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Pipeline != nil {
+		if err := cfg.Registry.Register(pipelineCollector{probe: cfg.Pipeline}); err != nil {
+			return nil, fmt.Errorf("register pipeline metrics: %w", err)
+		}
 	}
 	if err := cfg.Registry.Register(&freshnessCollector{conn: cfg.Conn, database: cfg.Database, log: log}); err != nil {
 		return nil, fmt.Errorf("query: register the freshness collector: %w", err)
@@ -356,7 +364,7 @@ func statementContext(ctx context.Context, st Statement) context.Context {
 }
 
 func (s *Server) handleLag(w http.ResponseWriter, r *http.Request) {
-	rep, err := lagReport(r.Context(), s.conn, s.catalog, s.cfg.Database, time.Now())
+	rep, err := lagReport(r.Context(), s.conn, s.catalog, s.cfg.Database, s.cfg.Pipeline, time.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return

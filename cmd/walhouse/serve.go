@@ -16,8 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/query"
@@ -43,6 +45,11 @@ func runServe(ctx context.Context, args []string) error {
 		keyID        = fs.String("key-id", "", "with -new-key: id of the key")
 		keyTenant    = fs.String("key-tenant", "", "with -new-key: tenant of the key")
 		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, admin)")
+		lagPG        = fs.String("pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics (optional; env WALHOUSE_PG_URL)")
+		lagSlot      = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "capture's replication slot (env WALHOUSE_SLOT)")
+		lagKafka     = fs.String("kafka", envOr("WALHOUSE_KAFKA_BROKERS", ""), "Kafka brokers, to report consumer lag and dead-letter depth (optional; env WALHOUSE_KAFKA_BROKERS)")
+		lagGroup     = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "the sink's consumer group (env WALHOUSE_GROUP)")
+		lagPrefix    = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "the pipeline's topic prefix (env WALHOUSE_TOPIC_PREFIX)")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -88,7 +95,30 @@ func runServe(ctx context.Context, args []string) error {
 	defer conn.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var probe query.PipelineProbe
+	if *lagPG != "" || *lagKafka != "" {
+		pc := query.PipelineConfig{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq"}
+		if *lagPG != "" {
+			pool, err := pgxpool.New(ctx, *lagPG)
+			if err != nil {
+				return fmt.Errorf("--pg: %w", err)
+			}
+			defer pool.Close()
+			pc.PG = pool
+		}
+		if *lagKafka != "" {
+			ep.kafka = *lagKafka
+			cl, err := kafkaClient(ctx, ep.brokers())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			pc.Kafka = kadm.NewClient(cl)
+		}
+		probe = query.NewPipelineProbe(pc)
+	}
 	api, err := query.NewServer(query.Config{
+		Pipeline:     probe,
 		Conn:         conn,
 		Database:     ep.database,
 		Keys:         keys,

@@ -1,0 +1,173 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// PipelineProbe reads the parts of the pipeline's lag that live outside
+// ClickHouse: the replication slot in PostgreSQL, the sink's consumer group
+// and the dead-letter topic in Kafka. NewPipelineProbe builds one; without
+// it, GET /v1/lag reports load freshness only.
+type PipelineProbe interface {
+	Probe(ctx context.Context) PipelineLag
+}
+
+// PipelineLag is the pipeline part of GET /v1/lag.
+type PipelineLag struct {
+	Slot *SlotLag `json:"slot,omitempty"`
+	// ConsumerLag holds, per topic and partition, the records the sink has
+	// not consumed yet (end offset − committed offset).
+	ConsumerLag map[string]map[int32]int64 `json:"consumerLag,omitempty"`
+	// DLQDepth is the number of records in the dead-letter topic.
+	DLQDepth *int64 `json:"dlqDepth,omitempty"`
+	// Errors names the parts that could not be read.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// SlotLag is the state of the replication slot.
+type SlotLag struct {
+	Name      string `json:"name"`
+	Active    bool   `json:"active"`
+	WALStatus string `json:"walStatus"`
+	// LagBytes is the WAL the slot holds back: current WAL position −
+	// confirmed position.
+	LagBytes int64 `json:"lagBytes"`
+	// LagSeconds is PostgreSQL's replay lag of the walsender (the time
+	// since the confirmed position was written); null while capture is
+	// not connected or nothing was confirmed recently.
+	LagSeconds   *float64 `json:"lagSeconds"`
+	ConfirmedLSN LSN      `json:"confirmedLsn"`
+}
+
+// PipelineConfig names what NewPipelineProbe reads; empty parts are left
+// out of the report.
+type PipelineConfig struct {
+	PG       *pgxpool.Pool // the source database
+	Slot     string        // capture's slot
+	Kafka    *kadm.Client
+	Group    string // the sink's consumer group
+	Prefix   string // topic prefix: topics are <prefix>.<schema>.<table>
+	DLQTopic string
+}
+
+// NewPipelineProbe returns a probe over cfg.
+func NewPipelineProbe(cfg PipelineConfig) PipelineProbe { return &probe{cfg: cfg} }
+
+type probe struct {
+	cfg PipelineConfig
+	mu  sync.Mutex
+}
+
+func (p *probe) Probe(ctx context.Context) PipelineLag {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out PipelineLag
+	fail := func(part string, err error) { out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", part, err)) }
+	if p.cfg.PG != nil && p.cfg.Slot != "" {
+		s, err := p.slot(ctx)
+		if err != nil {
+			fail("replication slot", err)
+		} else {
+			out.Slot = s
+		}
+	}
+	if p.cfg.Kafka != nil && p.cfg.Group != "" {
+		lag, err := p.consumerLag(ctx)
+		if err != nil {
+			fail("consumer lag", err)
+		} else {
+			out.ConsumerLag = lag
+		}
+	}
+	if p.cfg.Kafka != nil && p.cfg.DLQTopic != "" {
+		d, err := p.dlqDepth(ctx)
+		if err != nil {
+			fail("dead-letter topic", err)
+		} else {
+			out.DLQDepth = &d
+		}
+	}
+	return out
+}
+
+func (p *probe) slot(ctx context.Context) (*SlotLag, error) {
+	s := &SlotLag{Name: p.cfg.Slot}
+	var confirmed *string
+	var walStatus *string
+	err := p.cfg.PG.QueryRow(ctx, `
+		SELECT s.active, s.wal_status, coalesce(pg_current_wal_lsn() - s.confirmed_flush_lsn, 0)::bigint,
+		       s.confirmed_flush_lsn::text, extract(epoch FROM r.replay_lag)::float8
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, p.cfg.Slot).Scan(&s.Active, &walStatus, &s.LagBytes, &confirmed, &s.LagSeconds)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("slot %s does not exist", p.cfg.Slot)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if walStatus != nil {
+		s.WALStatus = *walStatus
+	}
+	if confirmed != nil {
+		if s.ConfirmedLSN, err = ParseLSN(*confirmed); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (p *probe) consumerLag(ctx context.Context) (map[string]map[int32]int64, error) {
+	lags, err := p.cfg.Kafka.Lag(ctx, p.cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	gl, ok := lags[p.cfg.Group]
+	if !ok {
+		return nil, fmt.Errorf("group %s not found", p.cfg.Group)
+	}
+	if gl.Error() != nil {
+		return nil, gl.Error()
+	}
+	out := map[string]map[int32]int64{}
+	for topic, parts := range gl.Lag {
+		if p.cfg.Prefix != "" && !strings.HasPrefix(topic, p.cfg.Prefix+".") {
+			continue
+		}
+		out[topic] = map[int32]int64{}
+		for part, l := range parts {
+			out[topic][part] = l.Lag
+		}
+	}
+	return out, nil
+}
+
+func (p *probe) dlqDepth(ctx context.Context) (int64, error) {
+	starts, err := p.cfg.Kafka.ListStartOffsets(ctx, p.cfg.DLQTopic)
+	if err != nil {
+		return 0, err
+	}
+	ends, err := p.cfg.Kafka.ListEndOffsets(ctx, p.cfg.DLQTopic)
+	if err != nil {
+		return 0, err
+	}
+	var depth int64
+	var lerr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			lerr = o.Err
+			return
+		}
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Err == nil {
+			depth += o.Offset - s.Offset
+		}
+	})
+	return depth, lerr
+}

@@ -1,0 +1,97 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+func TestTopicLagOf(t *testing.T) {
+	lag := map[string]map[int32]int64{
+		"walhouse.public.orders":     {0: 3},
+		"walhouse.crm.orders":        {0: 5},
+		"team.a.walhouse.public.cut": {1: 7},
+	}
+	for table, want := range map[string]int64{"orders": 3, "crm__orders": 5, "cut": 7} {
+		got := topicLagOf(lag, table)
+		var sum int64
+		for _, l := range got {
+			sum += l
+		}
+		if sum != want {
+			t.Errorf("topicLagOf(%q) = %v, want lag %d", table, got, want)
+		}
+	}
+	if got := topicLagOf(lag, "missing"); got != nil {
+		t.Errorf("lag for an unknown table: %v", got)
+	}
+}
+
+func TestIntegrationPipelineProbe(t *testing.T) {
+	env := testenv.Require(t, "pg", "kafka")
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	slot, prefix, group := testenv.Name("slot"), testenv.Name("lag"), testenv.Name("grp")
+	if _, err := pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot) })
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.DefaultProduceTopic(prefix+".public.orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic, dlq := prefix+".public.orders", prefix+"-dlq"
+	for _, tp := range []string{topic, dlq} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, dlq) })
+	for i := 0; i < 5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: dlq, Value: []byte("poison")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 2, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, group, offs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteGroups(context.Background(), group) })
+
+	pl := NewPipelineProbe(PipelineConfig{PG: pool, Slot: slot, Kafka: adm, Group: group, Prefix: prefix, DLQTopic: dlq}).Probe(ctx)
+	if len(pl.Errors) > 0 {
+		t.Fatalf("probe errors: %v", pl.Errors)
+	}
+	if pl.Slot == nil || pl.Slot.Name != slot || pl.Slot.Active || pl.Slot.LagBytes < 0 || pl.Slot.ConfirmedLSN == 0 {
+		t.Errorf("slot %+v", pl.Slot)
+	}
+	if got := pl.ConsumerLag[topic][0]; got != 3 {
+		t.Errorf("consumer lag %d, want 3 (5 produced, 2 committed); all %v", got, pl.ConsumerLag)
+	}
+	if pl.DLQDepth == nil || *pl.DLQDepth != 2 {
+		t.Errorf("dead-letter depth %v, want 2", pl.DLQDepth)
+	}
+	missing := NewPipelineProbe(PipelineConfig{PG: pool, Slot: "no_such_slot"}).Probe(ctx)
+	if len(missing.Errors) != 1 || missing.Slot != nil {
+		t.Errorf("a missing slot is not reported: %+v", missing)
+	}
+}
