@@ -1,0 +1,65 @@
+package query
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// TestIntegrationExportMemoryBounded exports a subject with a million rows
+// and checks that the server streams them: its heap stays far below the
+// size of the export.
+func TestIntegrationExportMemoryBounded(t *testing.T) {
+	f := newCHFixture(t)
+	db := schema.QuoteIdent(f.db)
+	const n = 1_000_000
+	f.exec(t, fmt.Sprintf(`INSERT INTO %s.orders (tenant_id, id, customer_id, status, amount, created_at, due, _version, _is_deleted, _commit_ts)
+		SELECT 'acme', number, 'cus_big', 'paid', toDecimal64(number %% 100000, 2), toDateTime64('2024-05-01 00:00:00', 6, 'UTC') + number, toDate32('2024-06-01'), 1, 0, now64(6)
+		FROM numbers(%d)`, db, n))
+
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_big"},"tables":["orders"],"format":"jsonl"}`))
+	req.Header.Set("Authorization", "Bearer "+keyAcme)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	close(done)
+	<-sampled
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("export: status %d, %v", resp.StatusCode, err)
+	}
+	if rows := resp.Trailer.Get(trailerRows); rows != fmt.Sprint(n) {
+		t.Errorf("exported %s rows, want %d", rows, n)
+	}
+	t.Logf("exported %d rows, %d MiB; peak heap in use %d MiB", n, size>>20, peak.Load()>>20)
+	if peak.Load() > uint64(size)/2 {
+		t.Errorf("peak heap %d MiB for a %d MiB export: the export is buffered, not streamed", peak.Load()>>20, size>>20)
+	}
+}
