@@ -93,7 +93,7 @@ func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
 	proc := testenv.Start(p.t, "capture", walhouseBin, "capture",
 		"--pg", p.env.PG, "--kafka", p.env.Kafka,
 		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
-		"--tables", strings.Join(tables, ","), "--partitions", "3", "--status-interval", "1s")
+		"--tables", strings.Join(tables, ","), "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s")
 	// Streaming has begun once the slot is active.
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
 		if done, err := proc.Exited(); done {
