@@ -142,6 +142,13 @@ func (t *ackTracker) waitPending(ctx context.Context) {
 	}
 }
 
+// pending returns the bytes produced but not yet acknowledged by Kafka.
+func (t *ackTracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pendingB
+}
+
 // state returns the durable position and the first produce failure.
 func (t *ackTracker) state() (record.LSN, error) {
 	t.mu.Lock()

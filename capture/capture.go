@@ -44,6 +44,7 @@ type Capturer struct {
 	received  atomic.Uint64
 	walEnd    atomic.Uint64 // the server's WAL end, from its messages
 	lastEvent atomic.Int64  // Unix µs of the newest commit or heartbeat read
+	acks      atomic.Pointer[ackTracker]
 }
 
 // New validates the configuration and returns a Capturer that reads from
@@ -74,6 +75,9 @@ type Stats struct {
 	// LastEvent is the commit time of the newest transaction (or the time
 	// of the newest heartbeat) read from the stream; zero before the first.
 	LastEvent time.Time
+	// PendingBytes is the producer backlog: bytes produced but not yet
+	// acknowledged by Kafka.
+	PendingBytes int
 }
 
 // Stats returns the current progress; it is safe to call from any goroutine.
@@ -81,6 +85,9 @@ func (c *Capturer) Stats() Stats {
 	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load())}
 	if us := c.lastEvent.Load(); us != 0 {
 		st.LastEvent = time.UnixMicro(us).UTC()
+	}
+	if a := c.acks.Load(); a != nil {
+		st.PendingBytes = a.pending()
 	}
 	return st
 }
@@ -159,10 +166,16 @@ func (c *Capturer) Run(ctx context.Context) error {
 		cat:      cat,
 		sourceID: src.id,
 		rels:     map[uint32]*relation{},
-		acks:     newAckTracker(start),
+		acks:     c.newAcks(start),
 		topics:   map[string]bool{},
 	}
 	return s.run(ctx, start)
+}
+
+func (c *Capturer) newAcks(start record.LSN) *ackTracker {
+	a := newAckTracker(start)
+	c.acks.Store(a)
+	return a
 }
 
 // source is what prepare learned about the database.

@@ -7,7 +7,7 @@ import (
 )
 
 // RegisterMetrics registers gauges that read c's progress on every scrape:
-// rows produced, the slot's WAL lag in bytes (server WAL end − confirmed
+// rows produced, the producer backlog, the slot's WAL lag in bytes (server WAL end − confirmed
 // position) and in seconds (now − the newest commit or heartbeat read).
 func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 	cs := []prometheus.Collector{
@@ -32,6 +32,9 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 				}
 				return time.Since(st.LastEvent).Seconds()
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "walhouse_capture_producer_backlog_bytes", Help: "Bytes produced but not yet acknowledged by Kafka."},
+			func() float64 { return float64(c.Stats().PendingBytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walhouse_capture_confirmed_lsn", Help: "Position confirmed to the slot, as a number."},
 			func() float64 { return float64(c.Stats().Confirmed) }),
