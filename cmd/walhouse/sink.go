@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,16 +43,24 @@ func runSink(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	mode, err := sink.ParseMismatchMode(*mismatch)
+	if err != nil {
+		return err
+	}
+	if v := os.Getenv("EVENT_DEDUP_TTL_HOURS"); v != "" {
+		if _, err := strconv.Atoi(v); err != nil {
+			return fmt.Errorf("EVENT_DEDUP_TTL_HOURS=%q is not a whole number of hours", v)
+		}
+	}
+	if *dedupTTL < 1 {
+		return fmt.Errorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
+	}
 	conn, err := clickhouse.Open(ctx, ep.clickhouse)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy)
-	if err != nil {
-		return err
-	}
-	mode, err := sink.ParseMismatchMode(*mismatch)
 	if err != nil {
 		return err
 	}
