@@ -3,8 +3,6 @@ package capture_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,24 +38,7 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
 	})
 
-	var peak atomic.Uint64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := testenv.SampleHeap()
 	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
 		capture.WithTopicPrefix(prefix), capture.WithMaxPendingBytes(32<<20))
 	defer stop()
@@ -77,8 +58,7 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 		}
 		return nil
 	})
-	close(stopSampling)
-	<-sampled
+	peak := stopSampling()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +78,8 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 	if total < rows || total > rows+1000 {
 		t.Errorf("topic holds %d records, want %d rows (plus heartbeats)", total, rows)
 	}
-	t.Logf("peak heap in use while streaming %d rows in one transaction: %d MiB", rows, peak.Load()>>20)
-	if peak.Load() > 256<<20 {
-		t.Errorf("peak heap %d MiB: memory is not bounded by the pending-bytes limit", peak.Load()>>20)
+	t.Logf("peak heap in use while streaming %d rows in one transaction: %d MiB", rows, peak>>20)
+	if peak > 256<<20 {
+		t.Errorf("peak heap %d MiB: memory is not bounded by the pending-bytes limit", peak>>20)
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -24,24 +22,7 @@ func TestIntegrationExportMemoryBounded(t *testing.T) {
 		SELECT 'acme', number, 'cus_big', 'paid', toDecimal64(number %% 100000, 2), toDateTime64('2024-05-01 00:00:00', 6, 'UTC') + number, toDate32('2024-06-01'), 1, 0, now64(6)
 		FROM numbers(%d)`, db, n))
 
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := testenv.SampleHeap()
 	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_big"},"tables":["orders"],"format":"jsonl"}`))
 	req.Header.Set("Authorization", "Bearer "+keyAcme)
 	resp, err := http.DefaultClient.Do(req)
@@ -50,16 +31,15 @@ func TestIntegrationExportMemoryBounded(t *testing.T) {
 	}
 	size, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	close(done)
-	<-sampled
+	peak := stopSampling()
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("export: status %d, %v", resp.StatusCode, err)
 	}
 	if rows := resp.Trailer.Get(trailerRows); rows != fmt.Sprint(n) {
 		t.Errorf("exported %s rows, want %d (export status %q)", rows, n, resp.Trailer.Get(trailerStatus))
 	}
-	t.Logf("exported %d rows, %d MiB; peak heap in use %d MiB", n, size>>20, peak.Load()>>20)
-	if peak.Load() > uint64(size)*3/4 {
-		t.Errorf("peak heap %d MiB for a %d MiB export: the export is buffered, not streamed", peak.Load()>>20, size>>20)
+	t.Logf("exported %d rows, %d MiB; peak heap in use %d MiB", n, size>>20, peak>>20)
+	if peak > uint64(size)*3/4 {
+		t.Errorf("peak heap %d MiB for a %d MiB export: the export is buffered, not streamed", peak>>20, size>>20)
 	}
 }

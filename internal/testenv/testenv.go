@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,31 @@ func DropSlot(ctx context.Context, pg interface {
 		_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
 		return err
 	})
+}
+
+// SampleHeap samples the process's heap in use every 20ms until the
+// returned stop function is called, which returns the peak. Tests use it to
+// show that streaming work runs in bounded memory.
+func SampleHeap() (stop func() uint64) {
+	var peak uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-sampled
+		return peak
+	}
 }
