@@ -87,14 +87,39 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 	return out
 }
 
-func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
-	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
+// connectPG opens a connection that is closed when the test ends, after
+// the cleanups registered later (which use it).
+func connectPG(t *testing.T, env testenv.Env) *pgx.Conn {
+	t.Helper()
+	pg, err := pgx.Connect(context.Background(), env.PG)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
+	t.Cleanup(func() { pg.Close(context.Background()) })
+	return pg
+}
+
+// dropAfter removes, when the test ends, the slots, publication and tables
+// a test created.
+func dropAfter(t *testing.T, pg *pgx.Conn, slots []string, pub string, tables ...string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, s := range slots {
+			if err := testenv.DropSlot(ctx, pg, s); err != nil {
+				t.Errorf("drop slot %s: %v", s, err)
+			}
+		}
+		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
+		if len(tables) > 0 {
+			_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+strings.Join(tables, ", "))
+		}
+	})
+}
+
+func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
+	env := testenv.Require(t, "pg", "kafka")
+	ctx := context.Background()
+	pg := connectPG(t, env)
 	table := testenv.Name("cap")
 	slotA, slotB := testenv.Name("slot"), testenv.Name("slot")
 	pub := testenv.Name("pub")
@@ -106,15 +131,7 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 		}
 	}
 	exec(pg, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", table))
-	t.Cleanup(func() {
-		for _, s := range []string{slotA, slotB} {
-			if err := testenv.DropSlot(ctx, pg, s); err != nil {
-				t.Errorf("drop slot %s: %v", s, err)
-			}
-		}
-		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
-	})
+	dropAfter(t, pg, []string{slotA, slotB}, pub, table)
 	// The publication must exist before the changes: pgoutput decides what
 	// is published with the catalog as of each change.
 	exec(pg, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, table))
@@ -190,11 +207,7 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
+	pg := connectPG(t, env)
 	noKey, noTenant := testenv.Name("nokey"), testenv.Name("notenant")
 	for _, q := range []string{
 		fmt.Sprintf("CREATE TABLE %s (tenant_id text, v text)", noKey),
@@ -205,10 +218,7 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 		}
 	}
 	pub := testenv.Name("pub")
-	t.Cleanup(func() {
-		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+noKey+", "+noTenant)
-	})
+	dropAfter(t, pg, nil, pub, noKey, noTenant)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
 	if err != nil {
 		t.Fatal(err)
@@ -238,22 +248,12 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close(ctx) }) // after the cleanups below, which use it
+	pg := connectPG(t, env)
 	table, slot, pub, prefix := testenv.Name("hb"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
 	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))", table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := testenv.DropSlot(ctx, pg, slot); err != nil {
-			t.Errorf("drop slot %s: %v", slot, err)
-		}
-		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
-	})
+	dropAfter(t, pg, []string{slot}, pub, table)
 	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
 		capture.WithTopicPrefix(prefix), capture.WithTopicPartitions(3), capture.WithHeartbeatInterval(100*time.Millisecond))
 	defer stop()
@@ -264,7 +264,7 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 	if err := pg.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text FROM (SELECT pg_switch_wal()) s").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
 		var passed bool
 		err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", before, slot).Scan(&passed)
 		if err != nil || !passed {

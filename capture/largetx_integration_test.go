@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -21,22 +20,12 @@ import (
 func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close(ctx) })
+	pg := connectPG(t, env)
 	table, slot, pub, prefix := testenv.Name("big"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("big")
 	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, payload text, PRIMARY KEY (tenant_id, id))", table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := testenv.DropSlot(ctx, pg, slot); err != nil {
-			t.Errorf("drop slot %s: %v", slot, err)
-		}
-		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
-	})
+	dropAfter(t, pg, []string{slot}, pub, table)
 
 	stopSampling := testenv.SampleHeap()
 	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
@@ -51,7 +40,7 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 	if err := pg.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error {
+	err := testenv.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error {
 		var done bool
 		if err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", end, slot).Scan(&done); err != nil || !done {
 			return fmt.Errorf("slot not past %s yet (%v)", end, err)

@@ -45,11 +45,7 @@ func newSnapEnv(t *testing.T, rows int) *snapEnv {
 	t.Helper()
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close(ctx) })
+	pg := connectPG(t, env)
 	e := &snapEnv{env: env, pg: pg, table: testenv.Name("snap"), slot: testenv.Name("slot"), pub: testenv.Name("pub"), prefix: testenv.Name("sn"), rows: rows}
 	e.qualified = "public." + e.table
 	for _, q := range []string{
@@ -60,13 +56,7 @@ func newSnapEnv(t *testing.T, rows int) *snapEnv {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		if err := testenv.DropSlot(ctx, pg, e.slot); err != nil {
-			t.Errorf("drop slot %s: %v", e.slot, err)
-		}
-		_, _ = pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.pub)
-		_, _ = pg.Exec(ctx, "DROP TABLE IF EXISTS "+e.table)
-	})
+	dropAfter(t, pg, []string{e.slot}, e.pub, e.table)
 	return e
 }
 
