@@ -247,15 +247,21 @@ func parseBytea(s string) ([]byte, error) {
 	return hex.DecodeString(s[2:])
 }
 
-func parseDate(s string) (time.Time, error) {
-	switch s {
-	case "infinity":
-		return maxDate, nil
-	case "-infinity":
-		return minDate, nil
+// special maps PostgreSQL's infinities and BC dates to ClickHouse's bounds
+// (hi is the upper bound of the column's type).
+func special(s string, hi time.Time) (time.Time, bool) {
+	switch {
+	case s == "infinity":
+		return hi, true
+	case s == "-infinity", strings.HasSuffix(s, " BC"):
+		return minDate, true
 	}
-	if strings.HasSuffix(s, " BC") {
-		return minDate, nil
+	return time.Time{}, false
+}
+
+func parseDate(s string) (time.Time, error) {
+	if t, ok := special(s, maxDate); ok {
+		return t, nil
 	}
 	t, err := time.Parse("2006-01-02", s)
 	if err != nil {
@@ -268,14 +274,8 @@ func parseDate(s string) (time.Time, error) {
 // ("2024-01-15 10:00:00.123456", "2024-01-15 10:00:00+00",
 // "2024-01-15 10:00:00+05:30").
 func parseTimestamp(s string) (time.Time, error) {
-	switch s {
-	case "infinity":
-		return maxTime, nil
-	case "-infinity":
-		return minDate, nil
-	}
-	if strings.HasSuffix(s, " BC") {
-		return minDate, nil
+	if t, ok := special(s, maxTime); ok {
+		return t, nil
 	}
 	if len(s) == len("2006-01-02") { // a date, in a column widened to a timestamp
 		return parseDate(s)
