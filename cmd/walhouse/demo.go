@@ -18,6 +18,7 @@ import (
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -98,6 +99,10 @@ func runDemo(ctx context.Context, args []string) error {
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		err = nil // the workload finished and stopped the pipeline
+	}
+	// An idle slot would hold WAL on the local database until the next demo.
+	if derr := testenv.DropSlot(context.WithoutCancel(ctx), pg, demoSlot); derr != nil {
+		fmt.Fprintf(out, "could not drop the demo's replication slot %s: %v; drop it with SELECT pg_drop_replication_slot('%s')\n", demoSlot, derr, demoSlot)
 	}
 	return err
 }
