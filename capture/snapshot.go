@@ -3,7 +3,6 @@ package capture
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,11 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walhouse/walhouse/record"
@@ -262,173 +258,6 @@ func (s *snapshotter) finishChunk(ctx context.Context, p *snapshotPlan, chunk in
 	p.Complete = len(p.Done) >= p.Chunks
 	p.mu.Unlock()
 	return s.save(ctx, p)
-}
-
-// readChunk reads one chunk in its own repeatable-read transaction and
-// produces its rows, returning once Kafka acknowledged all of them.
-func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshotPlan, chunk int) error {
-	rel, err := snapshotRelation(ctx, conn, s.c, s.sourceID, p.Table)
-	if err != nil {
-		return err
-	}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("snapshot %s: begin: %w", p.Table, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if s.name != "" {
-		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(s.name, "'", "''")+"'"); err != nil {
-			return fmt.Errorf("snapshot %s: import the slot's snapshot: %w", p.Table, err)
-		}
-	}
-	cols := make([]string, len(rel.columns))
-	for i, c := range rel.columns {
-		cols[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(p.Table))
-	if p.Chunks > 1 {
-		from, to, last := p.bounds(chunk)
-		q = fmt.Sprintf("SELECT %s FROM ONLY %s WHERE ctid >= '(%d,0)'::tid", strings.Join(cols, ", "), quoteTable(p.Table), from)
-		if !last {
-			q += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
-		}
-	}
-	rows, err := tx.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
-	if err != nil {
-		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
-	}
-	defer rows.Close()
-	cp, err := record.ParseLSN(p.CP)
-	if err != nil {
-		return fmt.Errorf("snapshot state of %s: %w", p.Table, err)
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		failure error
-		values  = make([]record.Value, len(rel.columns))
-		keys    = make([]string, len(rel.keyIdx))
-		r       record.Record
-	)
-	ack := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			if failure == nil {
-				failure = err
-			}
-			mu.Unlock()
-		}
-		wg.Done()
-	}
-	n := int64(0)
-	produceCtx := context.WithoutCancel(ctx)
-	for rows.Next() {
-		raw := rows.RawValues()
-		for i, b := range raw {
-			if b == nil {
-				values[i] = record.Value{Null: true}
-			} else {
-				// Aliases pgx's buffer: encoded before the next row.
-				values[i] = record.Value{Text: unsafe.String(unsafe.SliceData(b), len(b))}
-			}
-		}
-		for i, k := range rel.keyIdx {
-			keys[i] = values[k].Text
-		}
-		r = record.Record{
-			OccurredAt:   p.At,
-			IngestedAt:   time.Now().UTC(),
-			TenantColumn: rel.tenantColumn,
-			Source:       rel.source,
-			LSN:          cp,
-			CommitLSN:    cp,
-			Version:      record.SnapshotVersion,
-			Op:           record.Read,
-			Columns:      rel.columns,
-			SchemaID:     rel.schemaID,
-			Values:       values,
-		}
-		if rel.tenantIdx >= 0 {
-			if values[rel.tenantIdx].Null {
-				return fmt.Errorf("table %s: a row has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", p.Table, rel.tenantColumn)
-			}
-			r.TenantID = values[rel.tenantIdx].Text
-		} else {
-			r.TenantID = s.c.cfg.defaultTenant
-		}
-		r.EventID = record.SnapshotEventID(s.sourceID, cp, p.Table, keys, p.At)
-		if err := r.ValidateRow(); err != nil {
-			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
-		}
-		value := record.AppendJSON(make([]byte, 0, rel.lastSize+rel.lastSize/8), &r)
-		rel.lastSize = max(len(value), 256)
-		wg.Add(1)
-		s.c.producer.Produce(produceCtx, &kgo.Record{Topic: rel.topic, Key: r.AppendPartitionKey(make([]byte, 0, 64)), Value: value}, ack)
-		n++
-		if n%10_000 == 0 {
-			s.rows.Add(10_000)
-			s.c.rows.Add(10_000)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		wg.Wait()
-		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
-	}
-	s.rows.Add(n % 10_000)
-	s.c.rows.Add(n % 10_000)
-	wg.Wait()
-	if failure != nil {
-		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, failure)
-	}
-	return nil
-}
-
-// snapshotRelation builds the relation of a table from the catalog, in the
-// shape a pgoutput Relation message would give, so snapshot and stream
-// records are identical.
-func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID, table string) (*relation, error) {
-	schema, name, _ := strings.Cut(table, ".")
-	rows, err := conn.Query(ctx, `
-		SELECT c.oid, c.relreplident::text, a.attname, a.atttypid, a.atttypmod,
-		       c.relreplident = 'f' OR coalesce(a.attnum = ANY(ri.indkey), false)
-		FROM pg_catalog.pg_class c
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-		LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = c.oid
-		     AND (ri.indisreplident OR (c.relreplident = 'd' AND ri.indisprimary))
-		WHERE n.nspname = $1 AND c.relname = $2
-		ORDER BY a.attnum`, schema, name)
-	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
-	}
-	m := &pglogrepl.RelationMessage{Namespace: schema, RelationName: name}
-	for rows.Next() {
-		var (
-			ident  string
-			col    pglogrepl.RelationMessageColumn
-			inKey  bool
-			typmod int32
-		)
-		if err := rows.Scan(&m.RelationID, &ident, &col.Name, &col.DataType, &typmod, &inKey); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read the columns of %s: %w", table, err)
-		}
-		col.TypeModifier = typmod
-		if inKey {
-			col.Flags = 1
-		}
-		m.ReplicaIdentity = ident[0]
-		m.Columns = append(m.Columns, &col)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
-	}
-	if len(m.Columns) == 0 {
-		return nil, errors.New("table " + table + " has no columns or does not exist")
-	}
-	m.ColumnNum = uint16(len(m.Columns))
-	return buildRelation(ctx, newCatalog(conn), &c.cfg, sourceID, m)
 }
 
 // quoteTable quotes "schema.table" as an SQL identifier.
