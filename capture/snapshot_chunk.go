@@ -182,4 +182,3 @@ func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID
 	m.ColumnNum = uint16(len(m.Columns))
 	return buildRelation(ctx, newCatalog(conn), &c.cfg, sourceID, m)
 }
-
