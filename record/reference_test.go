@@ -1,0 +1,267 @@
+package record
+
+// This file keeps the encoder as it was before it was optimised (envelope
+// version 1, commit f5c6b43), as the reference the fast paths must match
+// byte for byte. It is test code only: it never runs in production.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/binary"
+	"strconv"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+func refAppendJSON(dst []byte, r *Record) []byte {
+	dst = append(dst, `{"eventId":`...)
+	dst = refAppendJSONString(dst, r.EventID)
+	dst = append(dst, `,"eventType":`...)
+	dst = append(dst, '"')
+	dst = refAppendJSONStringBody(dst, r.Source.Schema)
+	dst = append(dst, '.')
+	dst = refAppendJSONStringBody(dst, r.Source.Table)
+	dst = append(dst, '.')
+	dst = append(dst, r.Op.verb()...)
+	dst = append(dst, `","eventVersion":`...)
+	dst = strconv.AppendInt(dst, EnvelopeVersion, 10)
+	dst = append(dst, `,"occurredAt":"`...)
+	dst = r.OccurredAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","ingestedAt":"`...)
+	dst = r.IngestedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","tenantId":`...)
+	dst = refAppendJSONString(dst, r.TenantID)
+	if r.TenantColumn != "" {
+		dst = append(dst, `,"tenantColumn":`...)
+		dst = refAppendJSONString(dst, r.TenantColumn)
+	}
+	dst = append(dst, `,"partitionKey":"`...)
+	var kb [256]byte
+	key := refAppendPartitionKey(r, kb[:0])
+	dst = refAppendJSONStringBody(dst, unsafe.String(unsafe.SliceData(key), len(key)))
+	dst = append(dst, '"')
+	dst = append(dst, `,"source":{"id":`...)
+	dst = refAppendJSONString(dst, r.Source.ID)
+	dst = append(dst, `,"schema":`...)
+	dst = refAppendJSONString(dst, r.Source.Schema)
+	dst = append(dst, `,"table":`...)
+	dst = refAppendJSONString(dst, r.Source.Table)
+	dst = append(dst, `},"lsn":"`...)
+	dst = appendLSN(dst, r.LSN)
+	dst = append(dst, `","commitLsn":"`...)
+	dst = appendLSN(dst, r.CommitLSN)
+	dst = append(dst, `","ordinal":`...)
+	dst = strconv.AppendUint(dst, uint64(r.Ordinal), 10)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendUint(dst, r.Version, 10)
+	dst = append(dst, `,"op":"`...)
+	dst = append(dst, r.Op.String()...)
+	dst = append(dst, `","schemaId":`...)
+	dst = refAppendJSONString(dst, r.SchemaID)
+	dst = append(dst, `,"columns":[`...)
+	for i, c := range r.Columns {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = refAppendJSONString(dst, c.Name)
+		dst = append(dst, `,"type":`...)
+		dst = refAppendJSONString(dst, c.Type)
+		if c.Enum {
+			dst = append(dst, `,"enum":true`...)
+		}
+		if c.Array {
+			dst = append(dst, `,"array":true`...)
+		}
+		dst = append(dst, `,"typmod":`...)
+		dst = strconv.AppendInt(dst, int64(c.TypMod), 10)
+		if c.Key {
+			dst = append(dst, `,"key":true`...)
+		}
+		if c.Attnum != 0 {
+			dst = append(dst, `,"attnum":`...)
+			dst = strconv.AppendInt(dst, int64(c.Attnum), 10)
+		}
+		if c.Missing != nil {
+			dst = append(dst, `,"missing":`...)
+			dst = refAppendJSONString(dst, *c.Missing)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if r.OldKey != nil {
+		dst = append(dst, `,"key":`...)
+		dst = refAppendValues(dst, r.Columns, r.OldKey, true)
+	}
+	dst = append(dst, `,"payload":`...)
+	dst = refAppendValues(dst, r.Columns, r.Values, false)
+	unchanged := false
+	for i, v := range r.Values {
+		if !v.Unchanged {
+			continue
+		}
+		if !unchanged {
+			dst = append(dst, `,"unchanged":[`...)
+			unchanged = true
+		} else {
+			dst = append(dst, ',')
+		}
+		dst = refAppendJSONString(dst, r.Columns[i].Name)
+	}
+	if unchanged {
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
+// refAppendValues writes vals as a JSON object in column order, so the encoding
+// of a record is deterministic. Unchanged values are left out (they are
+// listed under "unchanged"); with keysOnly, so are non-key columns.
+func refAppendValues(dst []byte, cols []Column, vals []Value, keysOnly bool) []byte {
+	dst = append(dst, '{')
+	first := true
+	for i, c := range cols {
+		if i >= len(vals) || vals[i].Unchanged || (keysOnly && !c.Key) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = refAppendJSONString(dst, c.Name)
+		dst = append(dst, ':')
+		if vals[i].Null {
+			dst = append(dst, "null"...)
+		} else {
+			dst = refAppendJSONString(dst, vals[i].Text)
+		}
+	}
+	return append(dst, '}')
+}
+
+// refAppendPartitionKey appends r's partition key to dst.
+func refAppendPartitionKey(r *Record, dst []byte) []byte {
+	dst = append(dst, '[')
+	dst = refAppendJSONString(dst, r.TenantID)
+	for i, c := range r.Columns {
+		if c.Key && i < len(r.Values) {
+			dst = append(dst, ',')
+			dst = refAppendJSONString(dst, r.Values[i].Text)
+		}
+	}
+	return append(dst, ']')
+}
+
+// refAppendJSONString writes s as a quoted JSON string.
+func refAppendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = refAppendJSONStringBody(dst, s)
+	return append(dst, '"')
+}
+
+// refAppendJSONStringBody escapes s for a JSON string. Invalid UTF-8 (possible
+// in SQL_ASCII databases) is replaced by U+FFFD, as encoding/json does.
+func refAppendJSONStringBody(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are valid JSON but break JavaScript consumers.
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+// refEventID is EventID as it was: a fresh hasher and a formatted string per call.
+func refEventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time) string {
+	var in [8 + 4]byte
+	binary.BigEndian.PutUint64(in[:8], uint64(commitLSN))
+	binary.BigEndian.PutUint32(in[8:], ordinal)
+	h := sha256.New()
+	h.Write([]byte(source))
+	h.Write([]byte{0})
+	h.Write(in[:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+
+	var u [16]byte
+	ms := uint64(commitTime.UnixMilli())
+	u[0] = byte(ms >> 40)
+	u[1] = byte(ms >> 32)
+	u[2] = byte(ms >> 24)
+	u[3] = byte(ms >> 16)
+	u[4] = byte(ms >> 8)
+	u[5] = byte(ms)
+	copy(u[6:], sum[:10])
+	u[6] = 0x70 | u[6]&0x0f // version 7
+	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
+	return refFormatUUID(u)
+}
+
+// refSnapshotEventID returns the deterministic eventId of a row read by the
+// snapshot taken at consistent point cp: the same row read again after a
+// crash gets the same id. keyValues are the row's primary-key values.
+func refSnapshotEventID(source string, cp LSN, table string, keyValues []string, at time.Time) string {
+	var b []byte
+	b = append(b, "snapshot\x00"...)
+	b = append(b, table...)
+	for _, v := range keyValues {
+		b = append(b, 0)
+		b = refAppendJSONString(b, v)
+	}
+	// The key takes the place of the ordinal: fold it into the commit
+	// position's hash input through the source string.
+	return refEventID(source+"\x00"+string(b), cp, 0, at)
+}
+
+// refFormatUUID writes u in the canonical 8-4-4-4-12 form.
+func refFormatUUID(u [16]byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
+}
