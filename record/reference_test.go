@@ -6,8 +6,8 @@ package record
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"strconv"
 	"time"
 	"unicode/utf8"
