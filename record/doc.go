@@ -36,6 +36,15 @@
 //	unchanged     names of columns whose values PostgreSQL did not send because they
 //	              are unchanged TOASTed values; they are absent from payload
 //
+// # Control records
+//
+// Records with no key and no value carry headers instead of a payload:
+// heartbeats (see HeaderHeartbeat) and truncate markers (see HeaderTruncate
+// and Truncate), which capture sends to every partition of a table's topic
+// when the table is truncated. A marker at WAL position T means that every
+// row of the table whose latest version is below T is gone; the sink applies
+// it after loading the partition's records before it.
+//
 // Values are PostgreSQL's text output (DateStyle ISO, TimeZone UTC,
 // extra_float_digits 3, bytea hex), which is lossless; the sink converts them
 // to ClickHouse types with the mapping in package schema.
