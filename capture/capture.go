@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -147,11 +148,30 @@ func (c *Capturer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The exported snapshot lives as long as replConn stays idle: the
-	// snapshot runs before replication starts on it.
-	if err := c.snapshot(ctx, src.id, src.tables, start, snapName, created); err != nil {
-		return err
+	online := newOnlineSnapshots(c, src.id)
+	if c.cfg.snapshot {
+		if created {
+			// The exported snapshot lives as long as replConn stays idle:
+			// the snapshot runs before replication starts on it.
+			if err := c.snapshot(ctx, src.id, src.tables, start, snapName); err != nil {
+				return err
+			}
+		} else {
+			// Unfinished or missing copies run next to the stream; they are
+			// planned first, so that the stream knows which tables are being
+			// copied before it emits anything.
+			plans, _, err := c.newSnapshotter(src.id, start, "").planAll(ctx, src.tables, false, false)
+			if err != nil {
+				return err
+			}
+			for _, p := range plans {
+				online.add(p.Table, start, p)
+			}
+		}
 	}
+	snapCtx, stopSnapshots := context.WithCancel(ctx)
+	go online.run(snapCtx)
+	defer func() { stopSnapshots(); <-online.done }()
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
 	cat := newCatalog(catConn)
 	if err := cat.bootstrap(ctx, src.tables); err != nil {
@@ -168,6 +188,7 @@ func (c *Capturer) Run(ctx context.Context) error {
 		rels:     map[uint32]*relation{},
 		acks:     c.newAcks(start),
 		topics:   map[string]bool{},
+		online:   online,
 	}
 	return s.run(ctx, start)
 }
@@ -238,11 +259,25 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	if err != nil {
 		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
 	}
-	if src.tables, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+	published, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
 	}
+	for _, t := range published {
+		if !cfg.excluded(t) {
+			src.tables = append(src.tables, t)
+		}
+	}
 	if len(src.tables) == 0 {
+		if len(published) > 0 {
+			return source{}, fmt.Errorf("every table of publication %s is excluded by --exclude-tables: nothing to capture", cfg.publication)
+		}
 		return source{}, fmt.Errorf("publication %s has no tables: name them with --tables", cfg.publication)
+	}
+	for t := range cfg.resnapshot {
+		if !slices.Contains(src.tables, t) {
+			return source{}, fmt.Errorf("--resnapshot %s: the table is not captured from publication %s", t, cfg.publication)
+		}
 	}
 	var errs []error
 	for _, t := range src.tables {
@@ -387,7 +422,9 @@ type stream struct {
 	acks     *ackTracker
 	topics   map[string]bool // topics known to exist
 	tables   []string        // captured tables, schema.table
-	messages bool            // server streams logical messages (PostgreSQL 14+)
+	online   *onlineSnapshots
+	polledAt time.Time // when the publication's tables were last listed
+	messages bool      // server streams logical messages (PostgreSQL 14+)
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time
@@ -441,6 +478,12 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 				return err
 			}
 			if err := s.beat(ctx); err != nil {
+				return err
+			}
+			if err := s.online.failure(); err != nil {
+				return s.shutdown(err)
+			}
+			if err := s.pollTables(ctx); err != nil {
 				return err
 			}
 			next = time.Now().Add(interval)
@@ -528,6 +571,9 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 	}
 	tx := s.acks.begin()
 	for _, table := range s.tables {
+		if s.online.copying(table) {
+			continue // its watermark waits for the copy (see online.go)
+		}
 		topic := s.c.cfg.topicPrefix + "." + table
 		n, ok := s.parts[topic]
 		if !ok {
@@ -673,6 +719,16 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 			return fmt.Errorf("pgoutput relation at %s: %w", lsn, err)
 		}
 		rm := m.(*pglogrepl.RelationMessage)
+		name := rm.Namespace + "." + rm.RelationName
+		if s.c.cfg.excluded(name) {
+			s.rels[rm.RelationID] = &relation{name: name, skip: true}
+			return nil
+		}
+		if !slices.Contains(s.tables, name) {
+			if err := s.addTable(ctx, name); err != nil {
+				return err
+			}
+		}
 		rel, err := buildRelation(ctx, s.cat, &s.c.cfg, s.sourceID, rm)
 		if err != nil {
 			return err
@@ -719,6 +775,9 @@ func (s *stream) handleChange(ctx context.Context, lsn record.LSN) error {
 	if !ok {
 		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
 	}
+	if rel.skip {
+		return nil
+	}
 	switch ch.Kind {
 	case 'I':
 		return s.emit(ctx, rel, lsn, record.Insert, ch.New, nil, nil)
@@ -762,6 +821,11 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 		return fmt.Errorf("pgoutput: %s.%s row has %d columns, relation has %d", rel.source.Schema, rel.source.Table, len(tuple), len(rel.columns))
 	}
 	s.values = toValues(s.values[:0], tuple, fill)
+	if op == record.Update && hasUnchanged(s.values) && s.online.copying(rel.name) {
+		if err := s.fillFromSource(ctx, rel, s.values); err != nil {
+			return err
+		}
+	}
 	r := &s.rec
 	*r = record.Record{
 		OccurredAt:   s.commitTime,

@@ -20,15 +20,19 @@ type typeInfo struct {
 // relation is the cached shape of one published table, built from a
 // pgoutput Relation message and the catalog.
 type relation struct {
+	name         string // "schema.table"
+	quoted       string // name as an SQL identifier
+	skip         bool   // excluded: its changes are not captured
 	source       record.Source
 	topic        string
 	columns      []record.Column
 	schemaID     string
-	tenantColumn string // empty when the tenant is the configured default
-	tenantIdx    int    // index of the tenant column, -1 for the default tenant
-	keyIdx       []int  // indexes of the key columns
-	full         bool   // REPLICA IDENTITY FULL: old tuples carry every column
-	lastSize     int    // size of the table's last encoded record
+	tenantColumn string   // empty when the tenant is the configured default
+	tenantIdx    int      // index of the tenant column, -1 for the default tenant
+	keyIdx       []int    // indexes of the key columns
+	full         bool     // REPLICA IDENTITY FULL: old tuples carry every column
+	lastSize     int      // size of the table's last encoded record
+	keyTypes     []string // SQL types of the key columns, once looked up
 }
 
 // catalog answers questions about relations and types over a regular
@@ -177,6 +181,8 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		return nil, err
 	}
 	r := &relation{
+		name:      name,
+		quoted:    pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
 		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
 		topic:     cfg.topicPrefix + "." + m.Namespace + "." + m.RelationName,
 		tenantIdx: -1,

@@ -3,6 +3,7 @@ package capture
 import (
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ type config struct {
 	slot            string
 	publication     string
 	tables          []string
+	exclude         []string
 	topicPrefix     string
 	partitions      int32
 	replication     int16
@@ -73,6 +75,25 @@ func WithPublication(name string) Option { return func(c *config) { c.publicatio
 // the publication's existing tables are captured.
 func WithTables(tables ...string) Option {
 	return func(c *config) { c.tables = append(c.tables, tables...) }
+}
+
+// WithExcludeTables leaves out the published tables whose "schema.table"
+// name matches one of the patterns (path.Match syntax: "audit.*",
+// "public.tmp_*"): no snapshot, no records. It is the way to capture most of
+// a publication that is not walhouse's own, such as FOR ALL TABLES.
+func WithExcludeTables(patterns ...string) Option {
+	return func(c *config) { c.exclude = append(c.exclude, patterns...) }
+}
+
+// excluded reports whether the table ("schema.table") matches an exclude
+// pattern. The patterns were checked by validate.
+func (c *config) excluded(table string) bool {
+	for _, p := range c.exclude {
+		if ok, _ := path.Match(qualify(p), table); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // WithTopicPrefix sets the Kafka topic prefix (default "walhouse"); a table's
@@ -190,6 +211,16 @@ func (c *config) validate() error {
 	for _, t := range c.tables {
 		if t == "" || strings.Count(t, ".") > 1 {
 			errs = append(errs, fmt.Errorf("table %q: want \"table\" or \"schema.table\"", t))
+		}
+	}
+	for _, p := range c.exclude {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.Count(p, ".") > 1 {
+			errs = append(errs, fmt.Errorf("exclude pattern %q is invalid: want \"table\" or \"schema.table\" with * ? [...] wildcards", p))
+		}
+	}
+	for _, t := range c.tables {
+		if c.excluded(qualify(t)) {
+			errs = append(errs, fmt.Errorf("table %s is both named with --tables and excluded by --exclude-tables: drop one of them", qualify(t)))
 		}
 	}
 	return errors.Join(errs...)

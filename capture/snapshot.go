@@ -65,9 +65,11 @@ func (p *snapshotPlan) bounds(i int) (from, to int64, last bool) {
 func stateKey(slot, table string) string { return "snapshot/" + slot + "/" + table }
 
 // Which tables are read: all of them when the slot was created by this
-// start; otherwise, with a StateStore, those whose snapshot is unfinished or
-// was never taken (a table added to the publication, or a slot created by
-// hand).
+// start (from the slot's exported snapshot, before streaming starts);
+// otherwise, with a StateStore, those whose snapshot is unfinished or was
+// never taken (a table added to the publication while capture was down, or a
+// slot created by hand), and tables added to the publication while capture
+// streams. Those are read online, next to the stream: see online.go.
 
 // snapshotter runs the snapshot of some tables.
 type snapshotter struct {
@@ -79,36 +81,46 @@ type snapshotter struct {
 	rows     atomic.Int64
 }
 
-// snapshot reads the tables that need it. created says the slot was just
-// created with the exported snapshot name.
-func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []string, cp record.LSN, name string, created bool) error {
-	if !c.cfg.snapshot {
-		return nil
-	}
-	for t := range c.cfg.resnapshot {
-		if !slices.Contains(tables, t) {
-			return fmt.Errorf("--resnapshot %s: the table is not in publication %s", t, c.cfg.publication)
-		}
-	}
-	s := &snapshotter{c: c, sourceID: sourceID, cp: cp, name: name, log: c.log.With("phase", "snapshot")}
-	conn, err := connect(ctx, c.cfg.connString, false)
+func (c *Capturer) newSnapshotter(sourceID string, cp record.LSN, name string) *snapshotter {
+	return &snapshotter{c: c, sourceID: sourceID, cp: cp, name: name, log: c.log.With("phase", "snapshot")}
+}
+
+// snapshot copies the tables of a slot this start created, from the slot's
+// exported snapshot, before streaming starts: every row's snapshot record
+// then precedes its changes in its partition.
+func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []string, cp record.LSN, name string) error {
+	s := c.newSnapshotter(sourceID, cp, name)
+	plans, estimate, err := s.planAll(ctx, tables, true, false)
 	if err != nil {
 		return err
+	}
+	return s.read(ctx, plans, estimate)
+}
+
+// planAll loads or makes the plans of tables and returns the unfinished
+// ones with an estimate of their remaining rows. created says the slot was
+// just created; fresh says the tables are new to the stream, so whatever
+// was saved about them is out of date.
+func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fresh bool) ([]*snapshotPlan, int64, error) {
+	c := s.c
+	conn, err := connect(ctx, c.cfg.connString, false)
+	if err != nil {
+		return nil, 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var plans []*snapshotPlan
 	var estimate int64
 	for _, t := range tables {
-		p, err := s.plan(ctx, conn, t, created)
+		p, err := s.plan(ctx, conn, t, created, fresh)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		if p == nil || p.Complete {
 			continue
 		}
 		if tc := c.cfg.topics; tc != nil {
 			if err := tc.CreateTopic(ctx, c.cfg.topicPrefix+"."+t, c.cfg.partitions, c.cfg.replication); err != nil {
-				return err
+				return nil, 0, err
 			}
 		}
 		var tuples int64
@@ -116,10 +128,21 @@ func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []strin
 		estimate += tuples * int64(len(p.pending())) / int64(max(p.Chunks, 1))
 		plans = append(plans, p)
 	}
+	return plans, estimate, nil
+}
+
+// read copies the pending chunks of plans with the configured number of
+// workers, returning once Kafka acknowledged every row.
+func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate int64) error {
 	if len(plans) == 0 {
 		return nil
 	}
-	s.log.Info("starting", "tables", len(plans), "estimated_rows", estimate, "workers", c.cfg.workers, "consistent_point", cp, "exported_snapshot", name != "")
+	c := s.c
+	tables := make([]string, len(plans))
+	for i, p := range plans {
+		tables[i] = p.Table
+	}
+	s.log.Info("starting", "tables", tables, "estimated_rows", estimate, "workers", c.cfg.workers, "consistent_point", s.cp, "exported_snapshot", s.name != "")
 	type task struct {
 		plan  *snapshotPlan
 		chunk int
@@ -158,12 +181,12 @@ func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []strin
 		})
 	}
 	stopProgress := s.progress(estimate)
-	err = g.Wait()
+	err := g.Wait()
 	stopProgress()
 	if err != nil {
-		return fmt.Errorf("snapshot: %w (finished chunks are kept; a restart resumes with the rest)", err)
+		return fmt.Errorf("snapshot of %s: %w (finished chunks are kept; a restart resumes with the rest)", strings.Join(tables, ", "), err)
 	}
-	s.log.Info("complete", "rows", s.rows.Load())
+	s.log.Info("complete", "tables", tables, "rows", s.rows.Load())
 	return nil
 }
 
@@ -197,9 +220,9 @@ func (s *snapshotter) progress(estimate int64) (stop func()) {
 
 // plan loads or makes the snapshot plan of a table; nil means the table
 // needs no snapshot.
-func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created bool) (*snapshotPlan, error) {
+func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created, fresh bool) (*snapshotPlan, error) {
 	cfg := &s.c.cfg
-	again := cfg.resnapshot[table]
+	again := cfg.resnapshot[table] || fresh
 	if cfg.state == nil && !created && !again {
 		// Without saved progress there is no telling whether an existing
 		// slot's tables were ever copied: only a new slot gets a snapshot.

@@ -29,16 +29,18 @@ func runCapture(ctx context.Context, args []string) error {
 		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
 		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
-		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows before streaming (resumable); never: stream changes only")
+		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows (before streaming for a new slot, next to it for tables that join later; resumable); never: stream changes only")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		tables      listFlag
+		exclude     listFlag
 		tenantFor   listFlag
 		resnapshot  listFlag
 	)
-	fs.Var(&resnapshot, "resnapshot", "copy these tables (schema.table) again before streaming resumes, e.g. after dropping their ClickHouse table")
+	fs.Var(&resnapshot, "resnapshot", "copy these tables (schema.table) again, next to the stream, e.g. after dropping their ClickHouse table")
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
+	fs.Var(&exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -47,6 +49,7 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithSlot(*slot),
 		capture.WithPublication(*publication),
 		capture.WithTables(tables...),
+		capture.WithExcludeTables(exclude...),
 		capture.WithTopicPrefix(*prefix),
 		capture.WithTopicPartitions(int32(*partitions)),
 		capture.WithTopicReplication(int16(*replication)),

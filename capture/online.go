@@ -1,0 +1,210 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Online snapshots copy a table while the stream runs: a table added to the
+// publication while capture streams, and, after a restart, a snapshot that
+// was unfinished or never taken. Other tables keep streaming meanwhile.
+//
+// Why reading next to the stream is correct: every snapshot row has
+// record.SnapshotVersion (0) and every streamed change a version above it,
+// so ClickHouse keeps, for each row, its newest streamed change if it has
+// one and the snapshot row otherwise. All changes committed after the table
+// joined the stream are in the stream, so a row with no streamed change has
+// not changed since, and any snapshot taken after that point shows it as it
+// is. The order of snapshot rows and changes in Kafka does not matter for
+// the result, with one exception, which onlineSnapshots handles: an update
+// that leaves a TOASTed value unchanged carries no value for it (pgoutput's
+// 'u'), and the sink takes it from the row's previous version, which may not
+// have been loaded yet. While a table's copy runs, capture fills such values
+// from the source row itself (see stream.fillFromSource). That value can be
+// newer than the update, never older; if it is newer, a later change that
+// set it is in the stream, so the end result is the same.
+//
+// Heartbeats skip a table whose copy runs: its load watermark, hence the
+// query API's lastSyncAt, must not claim completeness before the copy is in.
+
+// onlineSnapshots queues and runs online snapshots, one table at a time,
+// each with the configured number of workers.
+type onlineSnapshots struct {
+	c        *Capturer
+	sourceID string
+
+	mu     sync.Mutex
+	active map[string]bool // tables whose copy is not yet acknowledged in full
+	queue  []onlineJob
+	err    error
+	wake   chan struct{}
+	done   chan struct{} // closed when run returns
+}
+
+// onlineJob is one table to copy: planned already (at start) or to plan
+// when its turn comes (found while streaming).
+type onlineJob struct {
+	table string
+	cp    record.LSN
+	plan  *snapshotPlan
+}
+
+func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
+	return &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// add queues a table. With a nil plan the table is new to the stream and
+// gets a new plan; cp is the stream position it was found at, recorded in
+// its snapshot records. The table counts as being copied from now on.
+func (o *onlineSnapshots) add(table string, cp record.LSN, plan *snapshotPlan) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.active[table] {
+		return
+	}
+	o.active[table] = true
+	o.queue = append(o.queue, onlineJob{table: table, cp: cp, plan: plan})
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// copying reports whether the table's copy is still running.
+func (o *onlineSnapshots) copying(table string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.active[table]
+}
+
+// failure returns the error that stopped the online snapshots, if any.
+func (o *onlineSnapshots) failure() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// run copies queued tables until ctx is done or a copy fails.
+func (o *onlineSnapshots) run(ctx context.Context) {
+	defer close(o.done)
+	for {
+		o.mu.Lock()
+		var job onlineJob
+		ok := len(o.queue) > 0
+		if ok {
+			job, o.queue = o.queue[0], o.queue[1:]
+		}
+		o.mu.Unlock()
+		if !ok {
+			select {
+			case <-o.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := o.copy(ctx, job); err != nil {
+			if ctx.Err() == nil {
+				o.mu.Lock()
+				o.err = err
+				o.mu.Unlock()
+			}
+			return
+		}
+		o.mu.Lock()
+		delete(o.active, job.table)
+		o.mu.Unlock()
+	}
+}
+
+func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
+	s := o.c.newSnapshotter(o.sourceID, job.cp, "")
+	s.log = s.log.With("online", true)
+	plans := []*snapshotPlan{job.plan}
+	var estimate int64
+	if job.plan == nil {
+		var err error
+		if plans, estimate, err = s.planAll(ctx, []string{job.table}, false, true); err != nil {
+			return err
+		}
+	}
+	if len(plans) > 0 {
+		if cp, err := record.ParseLSN(plans[0].CP); err == nil {
+			s.cp = cp
+		}
+	}
+	return s.read(ctx, plans, estimate)
+}
+
+// fillFromSource replaces unchanged TOAST values of an update with the
+// source row's current values, for a table whose online copy runs (see the
+// comment at the top of this file). A row that no longer exists keeps its
+// markers: its deletion is further on in the stream.
+func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []record.Value) error {
+	var (
+		cols  []string
+		idx   []int
+		where []string
+		args  []any
+	)
+	for i, v := range values {
+		if v.Unchanged {
+			cols = append(cols, pgx.Identifier{rel.columns[i].Name}.Sanitize()+"::text")
+			idx = append(idx, i)
+		}
+	}
+	types, err := s.keyTypes(ctx, rel)
+	if err != nil {
+		return err
+	}
+	for n, i := range rel.keyIdx {
+		args = append(args, values[i].Text)
+		where = append(where, fmt.Sprintf("%s = CAST($%d::text AS %s)", pgx.Identifier{rel.columns[i].Name}.Sanitize(), n+1, types[n]))
+	}
+	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE %s", strings.Join(cols, ", "), rel.quoted, strings.Join(where, " AND "))
+	dest := make([]*string, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range dest {
+		ptrs[i] = &dest[i]
+	}
+	err = s.cat.conn.QueryRow(ctx, q, args...).Scan(ptrs...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+	}
+	for j, i := range idx {
+		if dest[j] == nil {
+			values[i] = record.Value{Null: true}
+		} else {
+			values[i] = record.Value{Text: *dest[j]}
+		}
+	}
+	return nil
+}
+
+// keyTypes returns the SQL types of a relation's key columns, in keyIdx
+// order, for casting key values given as text.
+func (s *stream) keyTypes(ctx context.Context, rel *relation) ([]string, error) {
+	if rel.keyTypes != nil {
+		return rel.keyTypes, nil
+	}
+	out := make([]string, len(rel.keyIdx))
+	for n, i := range rel.keyIdx {
+		err := s.cat.conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attname = $2`,
+			rel.quoted, rel.columns[i].Name).Scan(&out[n])
+		if err != nil {
+			return nil, fmt.Errorf("look up the type of key column %s of %s: %w", rel.columns[i].Name, rel.name, err)
+		}
+	}
+	rel.keyTypes = out
+	return out, nil
+}

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+)
+
+// TestIntegrationTableJoinsWhileStreaming adds a table with existing rows to
+// the publication while capture streams another one. The new table must be
+// copied next to the stream (the other table's changes keep flowing during
+// the copy), and updates made right after the table joined, which leave
+// large TOASTed values unchanged and reach Kafka before the copy of their
+// rows, must not lose those values. ClickHouse must end equal to
+// PostgreSQL for both tables.
+func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	streamed, joined := testenv.Name("stay"), testenv.Name("join")
+	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`, qs))
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`, qj))
+	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qj))
+	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
+	const bigValue = `(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 300) g)` // 9.6 KB
+	// Enough rows, in small chunks read by one worker, that the copy takes
+	// a while; the first 50 carry out-of-line values.
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, CASE WHEN i <= 50 THEN %s END, 0 FROM generate_series(1, 150000) i`, qj, bigValue))
+
+	capture := testenv.Start(t, "capture", walhouseBin, "capture",
+		"--pg", p.env.PG, "--kafka", p.env.Kafka,
+		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
+		"--tables", streamed, "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s",
+		"--snapshot-workers", "1", "--snapshot-chunk-pages", "16")
+	sink := p.startSink()
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, v) SELECT 't' || (i %% 2), i FROM generate_series(1, 100) i`, qs))
+	waitLog(t, capture, "msg=streaming")
+
+	// Keep changing the streamed table while the other one joins.
+	wctx, stopWriter := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(wctx, p.env.PG)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for i := 0; wctx.Err() == nil; i++ {
+			_, _ = conn.Exec(wctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, v) VALUES ('t%d', %d)`, qs, i%2, i))
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { stopWriter(); wg.Wait() })
+
+	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qj))
+	// Right after joining: updates that leave big alone, a delete, an
+	// insert; they reach Kafka before the copy of their rows.
+	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 1 WHERE id <= 40`, qj))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id BETWEEN 41 AND 45`, qj))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t1', 200001, %s, 7)`, qj, bigValue))
+	waitLog(t, capture, "msg=complete", "online=true", joined)
+	// And after the copy.
+	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 10 WHERE id <= 10 OR id = 200001`, qj))
+	stopWriter()
+	wg.Wait()
+
+	pgJoined := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(md5(big), '-'), n::text FROM %s AS t ORDER BY 1, t.id`, qj)
+	chJoined := fmt.Sprintf("SELECT tenant_id, toString(id), if(isNull(big), '-', lower(hex(MD5(big)))), toString(n) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, joined)
+	p.converge(pgJoined, chJoined, capture, sink)
+	pgStreamed := fmt.Sprintf(`SELECT tenant_id, id::text, v::text FROM %s AS t ORDER BY 1, t.id`, qs)
+	chStreamed := fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, streamed)
+	p.converge(pgStreamed, chStreamed, capture, sink)
+
+	// The stream did not wait for the copy: some changes of the streamed
+	// table were produced between the first and the last copied row.
+	first, last := ingestSpan(t, p, p.prefix+".public."+joined, record.Read)
+	if !last.After(first) {
+		t.Fatalf("copy of %s took no time (%v); the test cannot tell whether the stream kept flowing", joined, first)
+	}
+	during := 0
+	recs, err := p.topicRecords(ctx, p.prefix+".public."+streamed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kr := range changes(recs) {
+		r, err := record.Decode(kr.Value)
+		if err != nil {
+			t.Fatalf("decode a record of %s: %v", streamed, err)
+		}
+		if r.IngestedAt.After(first) && r.IngestedAt.Before(last) {
+			during++
+		}
+	}
+	if during == 0 {
+		t.Errorf("no change of %s was produced while %s was copied (%v to %v): the stream waited for the copy", streamed, joined, first, last)
+	}
+	if !strings.Contains(capture.Output(), "table joined the stream") {
+		t.Errorf("capture did not log the table joining:\n%s", capture.Output())
+	}
+}
+
+// ingestSpan returns the first and last ingestedAt of a topic's records of
+// the given operation.
+func ingestSpan(t *testing.T, p *pipeline, topic string, op record.Op) (first, last time.Time) {
+	t.Helper()
+	recs, err := p.topicRecords(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kr := range changes(recs) {
+		r, err := record.Decode(kr.Value)
+		if err != nil {
+			t.Fatalf("decode a record of %s: %v", topic, err)
+		}
+		if r.Op != op {
+			continue
+		}
+		if first.IsZero() || r.IngestedAt.Before(first) {
+			first = r.IngestedAt
+		}
+		if r.IngestedAt.After(last) {
+			last = r.IngestedAt
+		}
+	}
+	if first.IsZero() {
+		t.Fatalf("topic %s has no %q records", topic, op)
+	}
+	return first, last
+}
+
+// waitLog waits until a process has logged a line containing all of parts.
+func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
+	t.Helper()
+	err := testenv.Eventually(context.Background(), 90*time.Second, func(context.Context) error {
+		for _, line := range strings.Split(proc.Output(), "\n") {
+			if !slices.ContainsFunc(parts, func(s string) bool { return !strings.Contains(line, s) }) {
+				return nil
+			}
+		}
+		if done, err := proc.Exited(); done {
+			return fmt.Errorf("%s exited: %v", proc.Name, err)
+		}
+		return fmt.Errorf("no line with %q in the log yet", parts)
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, proc.Output())
+	}
+}
