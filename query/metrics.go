@@ -236,6 +236,10 @@ var (
 		"Records the sink has not consumed yet, per topic and partition.", []string{"topic", "partition"}, nil)
 	dlqDepthDesc = prometheus.NewDesc("walhouse_dlq_depth_records",
 		"Records in the dead-letter topic.", nil, nil)
+	producerBacklogDesc = prometheus.NewDesc("walhouse_producer_backlog_bytes",
+		"Bytes capture produced to Kafka and Kafka has not acknowledged yet, read from capture's status (serve --capture-url).", []string{"capture", "slot"}, nil)
+	captureUpDesc = prometheus.NewDesc("walhouse_capture_up",
+		"1 if the last scrape read capture's status (serve --capture-url), 0 if it could not.", []string{"capture"}, nil)
 )
 
 // pipelineCollector reports the probe's figures on every scrape.
@@ -246,6 +250,8 @@ func (c pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slotLagSecondsDesc
 	ch <- consumerLagDesc
 	ch <- dlqDepthDesc
+	ch <- producerBacklogDesc
+	ch <- captureUpDesc
 }
 
 func (c pipelineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -265,5 +271,13 @@ func (c pipelineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if pl.DLQDepth != nil {
 		ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(*pl.DLQDepth))
+	}
+	for _, c := range pl.Captures {
+		up := 0.0
+		if c.Up {
+			up = 1
+			ch <- prometheus.MustNewConstMetric(producerBacklogDesc, prometheus.GaugeValue, float64(c.Status.PendingBytes), c.URL, c.Status.Slot)
+		}
+		ch <- prometheus.MustNewConstMetric(captureUpDesc, prometheus.GaugeValue, up, c.URL)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,9 +16,11 @@ import (
 )
 
 // PipelineProbe reads the parts of the pipeline's lag that live outside
-// ClickHouse: the replication slot in PostgreSQL, the sink's consumer group
-// and the dead-letter topic in Kafka. NewPipelineProbe builds one; without
-// it, GET /v1/lag reports load freshness only.
+// ClickHouse: the replication slot in PostgreSQL, capture's producer
+// backlog (from its status document), the sink's consumer group and the
+// dead-letter topic in Kafka. NewPipelineProbe builds one; without it,
+// GET /v1/lag reports load freshness only. Probe must report what it could
+// not read in PipelineLag.Errors rather than fail.
 type PipelineProbe interface {
 	Probe(ctx context.Context) PipelineLag
 }
@@ -28,6 +33,12 @@ type PipelineLag struct {
 	ConsumerLag map[string]map[int32]int64 `json:"consumerLag,omitempty"`
 	// DLQDepth is the number of records in the dead-letter topic.
 	DLQDepth *int64 `json:"dlqDepth,omitempty"`
+	// ProducerBacklogBytes is the sum of PendingBytes over the capture
+	// processes that answered: bytes produced to Kafka and not yet
+	// acknowledged. Null when no capture answered (or none is configured).
+	ProducerBacklogBytes *int64 `json:"producerBacklogBytes,omitempty"`
+	// Captures is the status of each capture process, reachable or not.
+	Captures []CaptureLag `json:"captures,omitempty"`
 	// Errors names the parts that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -56,14 +67,49 @@ type PipelineConfig struct {
 	Group    string // the sink's consumer group
 	Prefix   string // topic prefix: topics are <prefix>.<schema>.<table>
 	DLQTopic string
+	// Captures are the status URLs of the capture processes (see
+	// CaptureStatusURL for the forms accepted), for the producer backlog.
+	Captures []string
+	// CaptureTimeout bounds each read of a capture status (default
+	// DefaultCaptureTimeout).
+	CaptureTimeout time.Duration
+	// HTTPClient reads the capture statuses (default: a client of its own).
+	HTTPClient *http.Client
 }
 
-// NewPipelineProbe returns a probe over cfg.
-func NewPipelineProbe(cfg PipelineConfig) PipelineProbe { return &probe{cfg: cfg} }
+// NewPipelineProbe returns a probe over cfg. It is safe for concurrent
+// use; probes run one at a time, so scrapes and page polls never pile up
+// on the source database.
+func NewPipelineProbe(cfg PipelineConfig) PipelineProbe {
+	p := &probe{cfg: cfg}
+	if len(cfg.Captures) > 0 {
+		cp := &captureProbe{client: cfg.HTTPClient, timeout: cfg.CaptureTimeout}
+		if cp.client == nil {
+			cp.client = &http.Client{}
+		}
+		if cp.timeout <= 0 {
+			cp.timeout = DefaultCaptureTimeout
+		}
+		for _, u := range cfg.Captures {
+			// An invalid URL stays as given: it is reported down, with the
+			// reason, on every probe (serve refuses it at start-up).
+			if n, err := CaptureStatusURL(u); err == nil {
+				u = n
+			}
+			// Each capture once: a URL given twice would be one metric twice.
+			if !slices.Contains(cp.urls, u) {
+				cp.urls = append(cp.urls, u)
+			}
+		}
+		p.captures = cp
+	}
+	return p
+}
 
 type probe struct {
-	cfg PipelineConfig
-	mu  sync.Mutex
+	cfg      PipelineConfig
+	captures *captureProbe
+	mu       sync.Mutex
 }
 
 func (p *probe) Probe(ctx context.Context) PipelineLag {
@@ -71,6 +117,18 @@ func (p *probe) Probe(ctx context.Context) PipelineLag {
 	defer p.mu.Unlock()
 	var out PipelineLag
 	fail := func(part string, err error) { out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", part, err)) }
+	// Capture statuses are read over HTTP meanwhile: a slow capture then
+	// adds nothing to the time the database and Kafka take.
+	var captures []CaptureLag
+	capturesDone := make(chan struct{})
+	if p.captures != nil {
+		go func() {
+			defer close(capturesDone)
+			captures = p.captures.probe(ctx)
+		}()
+	} else {
+		close(capturesDone)
+	}
 	if p.cfg.PG != nil && p.cfg.Slot != "" {
 		s, err := p.slot(ctx)
 		if err != nil {
@@ -94,6 +152,18 @@ func (p *probe) Probe(ctx context.Context) PipelineLag {
 		} else {
 			out.DLQDepth = &d
 		}
+	}
+	<-capturesDone
+	out.Captures = captures
+	for _, c := range captures {
+		if !c.Up {
+			fail("capture "+c.URL, errors.New(c.Error))
+			continue
+		}
+		if out.ProducerBacklogBytes == nil {
+			out.ProducerBacklogBytes = new(int64)
+		}
+		*out.ProducerBacklogBytes += c.Status.PendingBytes
 	}
 	return out
 }

@@ -101,7 +101,7 @@ func runCapture(ctx context.Context, args []string) error {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, *metricsAddr, reg) })
+	g.Go(func() error { return serveCaptureHTTP(gctx, *metricsAddr, reg, newCaptureStatus(*slot, c)) })
 	g.Go(func() error { return c.Run(gctx) })
 	return g.Wait()
 }
