@@ -44,9 +44,15 @@ type Config struct {
 	// CatalogTTL is how long discovered tables and columns are reused
 	// (default 10 s).
 	CatalogTTL time.Duration
-	// Pipeline adds the slot, consumer-group and dead-letter state to
-	// GET /v1/lag and /metrics (optional; see NewPipelineProbe).
+	// Pipeline adds the slot, capture, consumer-group and dead-letter
+	// state to GET /v1/lag and /metrics (optional; see NewPipelineProbe).
 	Pipeline PipelineProbe
+	// HistoryInterval is how often Run samples the lag into the history
+	// of GET /v1/lag/history (default DefaultHistoryInterval).
+	HistoryInterval time.Duration
+	// HistorySpan is how far back the history goes (default
+	// DefaultHistorySpan); the oldest samples are dropped beyond it.
+	HistorySpan time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -57,7 +63,8 @@ type Config struct {
 //	POST /v1/tables/{table}/query      read    structured read, FINAL by default
 //	POST /v1/exports                   export  GDPR subject export, streamed
 //	GET  /v1/exports/{id}/manifest     export  manifest of a finished export
-//	GET  /v1/lag                       admin   per-table and per-partition freshness
+//	GET  /v1/lag                       admin   per-table and per-partition freshness, pipeline lag
+//	GET  /v1/lag/history               admin   lag samples of the last hour (see Run)
 //	GET  /metrics                      admin   Prometheus metrics
 //	GET  /status                       —       status page (asks for an admin key)
 //	GET  /openapi.json                 —       OpenAPI 3 description
@@ -70,6 +77,7 @@ type Server struct {
 	exporter *Exporter
 	slots    *slots
 	manifest *manifestStore
+	history  *lagHistory
 	log      *slog.Logger
 	handler  http.Handler
 }
@@ -88,6 +96,15 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if len(cfg.CursorSecret) < 16 {
 		problems = append(problems, fmt.Errorf("query: Config.CursorSecret has %d bytes; use at least 16 random bytes (--cursor-secret)", len(cfg.CursorSecret)))
+	}
+	if cfg.HistoryInterval == 0 {
+		cfg.HistoryInterval = DefaultHistoryInterval
+	}
+	if cfg.HistorySpan == 0 {
+		cfg.HistorySpan = DefaultHistorySpan
+	}
+	if cfg.HistoryInterval < 0 || cfg.HistorySpan < cfg.HistoryInterval {
+		problems = append(problems, fmt.Errorf("query: Config.HistoryInterval %v and HistorySpan %v: want a positive interval no longer than the span", cfg.HistoryInterval, cfg.HistorySpan))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
@@ -108,6 +125,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cursors:  NewCursors(cfg.CursorSecret, 0),
 		slots:    &slots{held: map[string]int{}},
 		manifest: newManifestStore(1000),
+		history:  newLagHistory(cfg.HistoryInterval, cfg.HistorySpan),
 		log:      log,
 	}
 	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, log: log}
@@ -130,6 +148,7 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.handleExport))
 	mux.HandleFunc("GET /v1/exports/{id}/manifest", s.requireScope(ScopeExport, s.handleManifest))
 	mux.HandleFunc("GET /v1/lag", s.requireScope(ScopeAdmin, s.handleLag))
+	mux.HandleFunc("GET /v1/lag/history", s.requireScope(ScopeAdmin, s.handleLagHistory))
 	mux.HandleFunc("GET /metrics", s.requireScope(ScopeAdmin, s.handleMetrics))
 	mux.HandleFunc("GET /status", handleStatus)
 	mux.HandleFunc("GET /openapi.json", handleOpenAPI)

@@ -50,6 +50,10 @@ func runServe(ctx context.Context, args []string) error {
 		lagKafka     = fs.String("kafka", envOr("WALHOUSE_KAFKA_BROKERS", ""), "Kafka brokers, to report consumer lag and dead-letter depth (optional; env WALHOUSE_KAFKA_BROKERS)")
 		lagGroup     = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "the sink's consumer group (env WALHOUSE_GROUP)")
 		lagPrefix    = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "the pipeline's topic prefix (env WALHOUSE_TOPIC_PREFIX)")
+		lagCaptures  = fs.String("capture-url", envOr("WALHOUSE_CAPTURE_URL", ""), "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional; env WALHOUSE_CAPTURE_URL)")
+		lagTimeout   = fs.Duration("capture-timeout", query.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
+		histEvery    = fs.Duration("lag-history-interval", query.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
+		histSpan     = fs.Duration("lag-history-span", query.DefaultHistorySpan, "how much lag history is kept in memory")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -74,6 +78,21 @@ func runServe(ctx context.Context, args []string) error {
 	if len(secret) > 0 && len(secret) < 16 {
 		problems = append(problems, fmt.Errorf("--cursor-secret has %d bytes; use at least 16 random bytes", len(secret)))
 	}
+	var captures []string
+	for _, c := range strings.Split(*lagCaptures, ",") {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		u, err := query.CaptureStatusURL(c)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--capture-url: %w", err))
+			continue
+		}
+		captures = append(captures, u)
+	}
+	if *lagTimeout <= 0 {
+		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
@@ -96,8 +115,8 @@ func runServe(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var probe query.PipelineProbe
-	if *lagPG != "" || *lagKafka != "" {
-		pc := query.PipelineConfig{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq"}
+	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
+		pc := query.PipelineConfig{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq", Captures: captures, CaptureTimeout: *lagTimeout}
 		if *lagPG != "" {
 			pool, err := pgxpool.New(ctx, *lagPG)
 			if err != nil {
@@ -127,8 +146,10 @@ func runServe(ctx context.Context, args []string) error {
 			DefaultRows: *defaultRows, MaxRows: *maxRows, MaxExecutionTime: *maxExec,
 			MaxResultRows: *maxResult, MaxConcurrent: *maxConc,
 		},
-		Registry: reg,
-		Logger:   slog.Default(),
+		Registry:        reg,
+		Logger:          slog.Default(),
+		HistoryInterval: *histEvery,
+		HistorySpan:     *histSpan,
 	})
 	if err != nil {
 		return err
@@ -138,6 +159,17 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	// The lag history sampler runs as long as the server, and is waited for.
+	histCtx, stopHistory := context.WithCancel(ctx)
+	histDone := make(chan struct{})
+	go func() {
+		defer close(histDone)
+		_ = api.Run(histCtx) // returns nil when histCtx ends
+	}()
+	defer func() {
+		stopHistory()
+		<-histDone
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	slog.Info("serve: query API listening", "addr", ln.Addr().String(), "database", ep.database)
