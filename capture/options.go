@@ -139,14 +139,14 @@ func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.sta
 // let the sink prove how fresh each table is.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
-// WithoutSnapshot skips the initial snapshot: only changes made after the
-// slot was created reach Kafka.
+// WithoutSnapshot skips every snapshot, the initial one and those of tables
+// that join the publication later: only changes reach Kafka.
 func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
 
-// WithResnapshot copies the named tables ("schema.table" or "table") again
-// before streaming resumes, whatever their saved progress says: the recovery
-// after a ClickHouse table was dropped. The copy's rows have the snapshot
-// version, so they never override newer changes.
+// WithResnapshot copies the named tables ("schema.table" or "table") again,
+// whatever their saved progress says: the recovery after a ClickHouse table
+// was dropped. The copy runs next to the stream (see online.go); its rows
+// have the snapshot version, so they never override newer changes.
 func WithResnapshot(tables ...string) Option {
 	return func(c *config) {
 		for _, t := range tables {
