@@ -97,7 +97,7 @@ func (c *Capturer) Stats() Stats {
 func (c *Capturer) Topics(tables []string) []string {
 	out := make([]string, len(tables))
 	for i, t := range tables {
-		out[i] = c.cfg.topicPrefix + "." + qualify(t)
+		out[i] = c.cfg.topicOf(qualify(t))
 	}
 	return out
 }
@@ -574,7 +574,7 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 		if s.online.copying(table) {
 			continue // its watermark waits for the copy (see online.go)
 		}
-		topic := s.c.cfg.topicPrefix + "." + table
+		topic := s.c.cfg.topicOf(table)
 		n, ok := s.parts[topic]
 		if !ok {
 			n = s.c.cfg.partitions

@@ -119,7 +119,7 @@ func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fre
 			continue
 		}
 		if tc := c.cfg.topics; tc != nil {
-			if err := tc.CreateTopic(ctx, c.cfg.topicPrefix+"."+t, c.cfg.partitions, c.cfg.replication); err != nil {
+			if err := tc.CreateTopic(ctx, c.cfg.topicOf(t), c.cfg.partitions, c.cfg.replication); err != nil {
 				return nil, 0, err
 			}
 		}

@@ -60,7 +60,7 @@ func (s *stream) addTable(ctx context.Context, table string) error {
 		return fmt.Errorf("table %s joined publication %s but cannot be captured: %w; fix the table, or leave it out with --exclude-tables %s, then restart capture", table, cfg.publication, err, table)
 	}
 	if tc := cfg.topics; tc != nil {
-		topic := cfg.topicPrefix + "." + table
+		topic := cfg.topicOf(table)
 		if err := tc.CreateTopic(ctx, topic, cfg.partitions, cfg.replication); err != nil {
 			return err
 		}
