@@ -9,7 +9,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image/png"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,8 +48,11 @@ func requireChromium(t *testing.T) string {
 
 // TestIntegrationStatusPageRenders opens /status in headless Chromium,
 // enters the admin key in the page's form as an operator would, and checks
-// that the freshness table and its charts render and follow the sink's
-// progress as _walhouse_sync advances while the page stays open.
+// that the freshness table and its charts render, start with the lag
+// history serve sampled before the page opened, and follow the sink's
+// progress as _walhouse_sync advances while the page stays open. Then it
+// opens /status#key=… in a new tab: the page takes the key from the
+// fragment, removes it from the address bar and draws the same history.
 func TestIntegrationStatusPageRenders(t *testing.T) {
 	bin := requireChromium(t)
 	f := newCHFixture(t)
@@ -65,17 +70,37 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 		{lag: 20 * time.Second, lsn: 0x16C0000},
 		{lag: 0, lsn: 0x1700000},
 	}
-	record := func(i int) time.Time {
+	recordLag := func(lag time.Duration, lsn LSN) time.Time {
 		t.Helper()
-		through := base.Add(-steps[i].lag)
+		through := base.Add(-lag)
 		now := time.Now().UTC()
 		f.exec(t, fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES
 			('orders', 0, %s, %d, %s), ('orders', 1, %s, %d, %s)`,
 			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable),
-			chTime(through), uint64(steps[i].lsn), chTime(now),
-			chTime(through.Add(time.Second)), uint64(steps[i].lsn)+0x100, chTime(now)))
+			chTime(through), uint64(lsn), chTime(now),
+			chTime(through.Add(time.Second)), uint64(lsn)+0x100, chTime(now)))
 		return through
 	}
+	record := func(i int) time.Time { return recordLag(steps[i].lag, steps[i].lsn) }
+
+	// Before the page opens, serve samples the lag while orders is five
+	// minutes behind: more than any step below, so only a page that draws
+	// the history shows it.
+	const pastLag = 5 * time.Minute
+	recordLag(pastLag, 0x1600000)
+	const pastSamples = 3
+	runHistory(ctx, t, f.api, func(h LagHistory) error {
+		n := 0
+		for _, s := range h.Samples {
+			if fr := s.Tables["orders"].FreshnessSeconds; fr != nil && *fr >= pastLag.Seconds() {
+				n++
+			}
+		}
+		if n < pastSamples {
+			return fmt.Errorf("%d samples with orders %v behind, want %d", n, pastLag, pastSamples)
+		}
+		return nil
+	})
 
 	b := startBrowser(ctx, t, bin)
 	page, err := b.open(ctx, f.srv.URL+"/status")
@@ -123,15 +148,25 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		captures = append(captures, s)
-		png, err := page.screenshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(shotDir(t), fmt.Sprintf("status-%d.png", i+1))
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := page.checkScreenshot(ctx, t, fmt.Sprintf("status-%d.png", i+1))
 		t.Logf("step %d: orders %+v; screenshot %s", i+1, s.mustRow("orders"), path)
+	}
+
+	// The first capture already holds the history: its chart's maximum is
+	// the five minutes sampled before the page opened, and it has more
+	// points than the page's own polls could have made by then.
+	o := captures[0].mustRow("orders")
+	if peak, err := parseFreshness(strings.TrimPrefix(o.Label, "max ")); err != nil || peak < pastLag.Seconds() {
+		t.Errorf("the first chart's label is %q, want the history's maximum of at least %v: the history is not drawn (%v)", o.Label, pastLag, err)
+	}
+	if n := len(strings.Fields(o.Points)); n < pastSamples+1 {
+		t.Errorf("the first chart has %d points, want the %d history samples and the first poll", n, pastSamples)
+	}
+	if st, ok := captures[0].stage("clickhouse"); !ok || !strings.HasPrefix(st.Value, "worst freshness ") || st.Points == "" {
+		t.Errorf("the ClickHouse stage shows %+v (present %v), want its worst freshness and a chart", st, ok)
+	}
+	if st, ok := captures[0].stage("capture"); !ok || st.Value != "not configured" {
+		t.Errorf("the capture stage of a server without --capture-url shows %+v (present %v)", st, ok)
 	}
 
 	// Every capture: both tables listed, orders with its numbers and a
@@ -177,6 +212,92 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 	if first := captures[0].mustRow("orders"); first.FreshnessClass != "warn" {
 		t.Errorf("a table loaded through %v ago shows freshness %q as %q, want warn", steps[0].lag, first.Freshness, first.FreshnessClass)
 	}
+
+	// A link with the key in its fragment, opened in a new tab (whose
+	// sessionStorage is empty): no form to fill, the key leaves the address
+	// bar, and the history is drawn there too.
+	tab, err := b.open(ctx, f.srv.URL+"/status#key="+url.QueryEscape(keyAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := base.Add(-steps[len(steps)-1].lag).Format(time.RFC3339Nano)
+	s, err := tab.waitState(ctx, func(s statusState) error {
+		if s.Err != "" {
+			return fmt.Errorf("the page shows the error %q", s.Err)
+		}
+		if o, ok := s.row("orders"); !ok || o.LastSyncAt != want {
+			return fmt.Errorf("orders not shown as loaded through %s: %+v", want, s.Rows)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("status page opened with the key in its fragment: %v", err)
+	}
+	if strings.Contains(s.Href, "#") || strings.Contains(s.Href, keyAdmin) {
+		t.Errorf("the address bar still holds the key: %s", s.Href)
+	}
+	if s.StoredKey != keyAdmin {
+		t.Errorf("sessionStorage holds %q, want the key from the fragment", s.StoredKey)
+	}
+	o = s.mustRow("orders")
+	if peak, err := parseFreshness(strings.TrimPrefix(o.Label, "max ")); err != nil || peak < pastLag.Seconds() {
+		t.Errorf("opened with #key: the chart's label is %q, want the history's maximum of at least %v (%v)", o.Label, pastLag, err)
+	}
+	path := tab.checkScreenshot(ctx, t, "status-fragment-key.png")
+	t.Logf("opened with #key: orders %+v; screenshot %s", o, path)
+}
+
+// runHistory runs api's lag sampler until done accepts its history.
+func runHistory(ctx context.Context, t *testing.T, api *Server, done func(LagHistory) error) {
+	t.Helper()
+	hctx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- api.Run(hctx) }()
+	err := testenv.Eventually(ctx, 30*time.Second, func(context.Context) error { return done(api.history.snapshot()) })
+	stop()
+	if rerr := <-stopped; rerr != nil {
+		t.Errorf("Run: %v", rerr)
+	}
+	if err != nil {
+		t.Fatalf("lag history: %v", err)
+	}
+}
+
+// checkScreenshot saves a screenshot of the page under name and checks
+// that the charts are in it: enough pixels of the charts' line colour
+// (#0969da), which nothing else on the page uses.
+func (p *page) checkScreenshot(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	data, err := p.screenshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(shotDir(t), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", path, err)
+	}
+	line := 0
+	bounds := img.Bounds()
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			// Anti-aliasing blends the line with the background: accept
+			// pixels clearly blue.
+			if b>>8 > 150 && r>>8 < 110 && g>>8 < 160 {
+				line++
+			}
+		}
+	}
+	// Two charts (orders and the ClickHouse stage), each a line at least
+	// 20 pixels long; the page has none of that colour without them.
+	if line < 40 {
+		t.Errorf("screenshot %s has %d chart-line pixels, want at least 40: the charts did not render", path, line)
+	}
+	return path
 }
 
 // chTime is a ClickHouse DateTime64(6, 'UTC') literal.
@@ -212,11 +333,31 @@ func shotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// statusState is what the status page shows, read from its DOM.
+// statusState is what the status page shows, read from its DOM, and where
+// it keeps the key.
 type statusState struct {
-	Err  string      `json:"err"`
-	Now  string      `json:"now"`
-	Rows []statusRow `json:"rows"`
+	Err       string        `json:"err"`
+	Now       string        `json:"now"`
+	Rows      []statusRow   `json:"rows"`
+	Stages    []statusStage `json:"stages"`
+	Href      string        `json:"href"`
+	StoredKey string        `json:"storedKey"`
+}
+
+// statusStage is one box of the page's pipeline strip.
+type statusStage struct {
+	Stage  string `json:"stage"`
+	Value  string `json:"value"`
+	Points string `json:"points"`
+}
+
+func (s statusState) stage(id string) (statusStage, bool) {
+	for _, st := range s.Stages {
+		if st.Stage == id {
+			return st, true
+		}
+	}
+	return statusStage{}, false
 }
 
 // statusRow is one table row of the status page.
@@ -260,6 +401,12 @@ const readStatusJS = `JSON.stringify({
       points: line ? line.getAttribute("points") : "", label: label ? label.textContent : "",
     };
   }),
+  stages: [...document.querySelectorAll("#stages .stage")].map(d => {
+    const line = d.querySelector("svg polyline");
+    return { stage: d.dataset.stage, value: d.querySelector(".value").textContent, points: line ? line.getAttribute("points") : "" };
+  }),
+  href: location.href,
+  storedKey: sessionStorage.getItem("walhouseKey") || "",
 })`
 
 // browser is headless Chromium driven over the DevTools protocol on a pipe

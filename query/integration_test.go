@@ -79,7 +79,8 @@ func newCHFixture(t *testing.T) *chFixture {
 	f.exec(t, clickhouse.SyncTableDDL(f.db))
 	f.reg = prometheus.NewRegistry()
 	s, err := NewServer(Config{Conn: conn, Database: f.db, Keys: testKeys(t), CursorSecret: []byte("0123456789abcdef0123"),
-		Limits: Limits{MaxRows: 1000, MaxConcurrent: 2}, Registry: f.reg, CatalogTTL: time.Millisecond})
+		Limits: Limits{MaxRows: 1000, MaxConcurrent: 2}, Registry: f.reg, CatalogTTL: time.Millisecond,
+		HistoryInterval: 200 * time.Millisecond}) // tests that sample the history start f.api.Run
 	if err != nil {
 		t.Fatal(err)
 	}
