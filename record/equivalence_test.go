@@ -228,3 +228,49 @@ func TestEnvelopeGolden(t *testing.T) {
 		t.Errorf("the encoding changed; version 1 records must stay byte-identical\n got:\n%s\nwant:\n%s", out.Bytes(), want)
 	}
 }
+
+func TestEncoderMatchesAppendJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 20000; i++ {
+		r := randRecord(rng)
+		e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID)
+		other := randRecord(rng) // another relation: encoded without the speed-up, but right
+		for _, rec := range []*Record{r, other} {
+			want := refAppendJSON(nil, rec)
+			if got := e.AppendJSON([]byte("prefix")[6:], rec); !bytes.Equal(got, want) {
+				t.Fatalf("record %d: Encoder.AppendJSON differs\n got %s\nwant %s", i, got, want)
+			}
+			// A small buffer makes dst move while the key is copied from it.
+			buf, key, value := e.AppendKeyValue(make([]byte, 3, 3+rng.IntN(40)), rec)
+			if wantKey := refAppendPartitionKey(rec, nil); !bytes.Equal(key, wantKey) || !bytes.Equal(value, want) {
+				t.Fatalf("record %d: AppendKeyValue = %s, %s\nwant %s, %s", i, key, value, wantKey, want)
+			}
+			if len(buf) != 3+len(key)+len(value) {
+				t.Fatalf("record %d: AppendKeyValue returned a buffer of %d bytes for %d+%d", i, len(buf), len(key), len(value))
+			}
+		}
+	}
+}
+
+func TestEncoderFits(t *testing.T) {
+	r := sample()
+	e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID)
+	copied := *r
+	copied.Columns = append([]Column(nil), r.Columns...)
+	for _, tc := range []struct {
+		name string
+		r    *Record
+		fits bool
+	}{
+		{"same relation", r, true},
+		{"equal columns in another slice", &copied, false},
+		{"fewer columns", &Record{Source: r.Source, TenantColumn: r.TenantColumn, SchemaID: r.SchemaID, Columns: r.Columns[:2]}, false},
+		{"other table", &Record{Source: Source{ID: "sys/db", Schema: "public", Table: "x"}, TenantColumn: r.TenantColumn, SchemaID: r.SchemaID, Columns: r.Columns}, false},
+		{"other tenant column", &Record{Source: r.Source, SchemaID: r.SchemaID, Columns: r.Columns}, false},
+		{"other schema id", &Record{Source: r.Source, TenantColumn: r.TenantColumn, SchemaID: "x", Columns: r.Columns}, false},
+	} {
+		if got := e.fits(tc.r); got != tc.fits {
+			t.Errorf("%s: fits = %v, want %v", tc.name, got, tc.fits)
+		}
+	}
+}

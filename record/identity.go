@@ -90,18 +90,55 @@ func Version(lsn LSN) uint64 { return uint64(lsn) }
 // after a crash a new id, and the dedup layer could not recognise it; this id
 // is the same every time the same change is captured.
 func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time) string {
-	var in [8 + 4]byte
-	binary.BigEndian.PutUint64(in[:8], uint64(commitLSN))
-	binary.BigEndian.PutUint32(in[8:], ordinal)
-	h := sha256.New()
-	h.Write([]byte(source))
-	h.Write([]byte{0})
-	h.Write(in[:])
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	// The hash input is built in a stack buffer (sources are short) and
+	// hashed in one call: no hasher is allocated.
+	var in [128]byte
+	b := append(in[:0], source...)
+	b = appendPosition(b, commitLSN, ordinal)
+	var id [36]byte
+	return string(appendUUIDv7(id[:0], sha256.Sum256(b), commitTime))
+}
 
+// appendPosition ends an eventId's hash input: a zero byte after the
+// source, then the commit position and the ordinal, big endian.
+func appendPosition(b []byte, commitLSN LSN, ordinal uint32) []byte {
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(commitLSN))
+	return binary.BigEndian.AppendUint32(b, ordinal)
+}
+
+// SnapshotEventID returns the deterministic eventId of a row read by the
+// snapshot taken at consistent point cp: the same row read again after a
+// crash gets the same id. keyValues are the row's primary-key values.
+func SnapshotEventID(source string, cp LSN, table string, keyValues []string, at time.Time) string {
+	var id [36]byte
+	return string(AppendSnapshotEventID(id[:0], source, cp, table, keyValues, at))
+}
+
+// AppendSnapshotEventID appends SnapshotEventID(source, cp, table,
+// keyValues, at) to dst without allocating (for keys of usual length), for
+// a snapshot reader that writes one id per row.
+func AppendSnapshotEventID(dst []byte, source string, cp LSN, table string, keyValues []string, at time.Time) []byte {
+	// The key takes the place of the ordinal: it is folded into the hash
+	// input as part of the source, "<source>\x00snapshot\x00<table>", then
+	// "\x00" and the JSON string of each key value.
+	var in [256]byte
+	b := append(in[:0], source...)
+	b = append(b, "\x00snapshot\x00"...)
+	b = append(b, table...)
+	for _, v := range keyValues {
+		b = append(b, 0)
+		b = appendJSONString(b, v)
+	}
+	b = appendPosition(b, cp, 0)
+	return appendUUIDv7(dst, sha256.Sum256(b), at)
+}
+
+// appendUUIDv7 writes the eventId made of the millisecond time of at and
+// the first 74 free bits of sum, in canonical form.
+func appendUUIDv7(dst []byte, sum [sha256.Size]byte, at time.Time) []byte {
 	var u [16]byte
-	ms := uint64(commitTime.UnixMilli())
+	ms := uint64(at.UnixMilli())
 	u[0] = byte(ms >> 40)
 	u[1] = byte(ms >> 32)
 	u[2] = byte(ms >> 24)
@@ -111,23 +148,15 @@ func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time)
 	copy(u[6:], sum[:10])
 	u[6] = 0x70 | u[6]&0x0f // version 7
 	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
-	return formatUUID(u)
-}
-
-// SnapshotEventID returns the deterministic eventId of a row read by the
-// snapshot taken at consistent point cp: the same row read again after a
-// crash gets the same id. keyValues are the row's primary-key values.
-func SnapshotEventID(source string, cp LSN, table string, keyValues []string, at time.Time) string {
-	var b []byte
-	b = append(b, "snapshot\x00"...)
-	b = append(b, table...)
-	for _, v := range keyValues {
-		b = append(b, 0)
-		b = appendJSONString(b, v)
-	}
-	// The key takes the place of the ordinal: fold it into the commit
-	// position's hash input through the source string.
-	return EventID(source+"\x00"+string(b), cp, 0, at)
+	dst = hex.AppendEncode(dst, u[0:4])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[4:6])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[6:8])
+	dst = append(dst, '-')
+	dst = hex.AppendEncode(dst, u[8:10])
+	dst = append(dst, '-')
+	return hex.AppendEncode(dst, u[10:])
 }
 
 func unhex(c byte) (byte, bool) {
@@ -140,20 +169,6 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
-}
-
-func formatUUID(u [16]byte) string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
 }
 
 // ParseEventID checks that s is a UUIDv7 in canonical form and returns the
