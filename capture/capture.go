@@ -255,13 +255,9 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	if err := ensurePublication(ctx, conn, cfg); err != nil {
 		return source{}, err
 	}
-	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1`, cfg.publication)
+	published, err := publishedTables(ctx, conn, cfg.publication)
 	if err != nil {
-		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
-	}
-	published, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return source{}, fmt.Errorf("list the tables of publication %s: %w", cfg.publication, err)
+		return source{}, err
 	}
 	for _, t := range published {
 		if !cfg.excluded(t) {

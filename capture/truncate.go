@@ -1,0 +1,153 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// TRUNCATE is replicated as a marker (record.Truncate) sent to every
+// partition of each truncated table's topic, at the TRUNCATE's place in its
+// transaction. Why this is enough for the sink to remove exactly the rows
+// PostgreSQL removed:
+//
+//   - Versions are WAL positions. TRUNCATE holds an ACCESS EXCLUSIVE lock
+//     until its transaction ends, so every change of the table written
+//     before it (earlier transactions, and earlier statements of its own
+//     transaction) has a smaller LSN, and every change written after it (later
+//     statements of its transaction, later transactions) a larger one. "Every
+//     row whose latest version is below the TRUNCATE's LSN is gone" is
+//     therefore exactly PostgreSQL's result, whenever it is applied.
+//   - A row's changes all go to one partition, in WAL order, and the marker
+//     is produced to that partition between the changes before and after the
+//     TRUNCATE. Each partition's sink applies its marker only after loading
+//     its own earlier records, so once every partition passed its marker,
+//     every pre-TRUNCATE row of every partition has been covered.
+//   - The markers are part of the transaction's acknowledgement (s.tx): the
+//     slot is confirmed past the transaction only once Kafka has every
+//     marker, and pgoutput sends only committed transactions, so a TRUNCATE
+//     that rolled back never reaches Kafka.
+
+// truncateMessage is a decoded pgoutput Truncate ('T') message.
+type truncateMessage struct {
+	cascade         bool
+	restartIdentity bool
+	relations       []uint32
+}
+
+// The option bits of a Truncate message.
+const (
+	truncateCascade         = 1
+	truncateRestartIdentity = 2
+)
+
+// decodeTruncate decodes a Truncate message of protocol version 1: the
+// number of relations (Int32), the options (Int8) and the relation ids
+// (Int32 each). It never panics on malformed input.
+func decodeTruncate(msg []byte) (truncateMessage, error) {
+	var m truncateMessage
+	if len(msg) < 1+4+1 || msg[0] != 'T' {
+		return m, errShort
+	}
+	n := binary.BigEndian.Uint32(msg[1:5])
+	opts := msg[5]
+	rest := msg[6:]
+	if uint64(len(rest)) != 4*uint64(n) {
+		return m, fmt.Errorf("truncate message names %d relations in %d bytes", n, len(rest))
+	}
+	if opts&^(truncateCascade|truncateRestartIdentity) != 0 {
+		return m, fmt.Errorf("truncate message has unknown options %#x", opts)
+	}
+	m.cascade = opts&truncateCascade != 0
+	m.restartIdentity = opts&truncateRestartIdentity != 0
+	m.relations = make([]uint32, n)
+	for i := range m.relations {
+		m.relations[i] = binary.BigEndian.Uint32(rest[4*i:])
+	}
+	return m, nil
+}
+
+// handleTruncate sends a truncate marker for every captured table of a
+// Truncate message to every partition of the table's topic, as part of the
+// current transaction.
+func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte) error {
+	if !s.inTx {
+		return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
+	}
+	m, err := decodeTruncate(msg)
+	if err != nil {
+		return fmt.Errorf("pgoutput truncate at %s: %w", lsn, err)
+	}
+	for _, id := range m.relations {
+		// pgoutput sends a Relation message for each table before the
+		// Truncate that names it.
+		rel, ok := s.rels[id]
+		if !ok {
+			return fmt.Errorf("pgoutput: truncate of unknown relation %d at %s", id, lsn)
+		}
+		if rel.topic == "" {
+			continue // not captured (excluded from capture)
+		}
+		tr := record.Truncate{
+			Source:          record.Source{Schema: rel.source.Schema, Table: rel.source.Table},
+			LSN:             lsn,
+			CommitTime:      s.commitTime,
+			At:              s.commitTime.Add(-heartbeatMargin),
+			Cascade:         m.cascade,
+			RestartIdentity: m.restartIdentity,
+		}
+		n, err := s.partitionsForMarker(ctx, rel.topic)
+		if err != nil {
+			return fmt.Errorf("replicate the TRUNCATE of %s at %s: %w", rel.name, lsn, err)
+		}
+		if err := s.produceMarkers(rel.topic, n, tr.Headers()); err != nil {
+			return err
+		}
+		s.c.log.Info("replicating TRUNCATE", "table", rel.name, "lsn", lsn, "commit_lsn", s.commitLSN, "partitions", n, "cascade", m.cascade, "restart_identity", m.restartIdentity)
+	}
+	return nil
+}
+
+// partitionsForMarker returns the partition count of topic, read afresh
+// from Kafka when capture manages topics: a partition that missed its
+// marker would keep its pre-TRUNCATE rows, so a cached count that a
+// partition increase made stale must not be used. The fresh count also
+// refreshes the heartbeats' cache.
+func (s *stream) partitionsForMarker(ctx context.Context, topic string) (int32, error) {
+	tc := s.c.cfg.topics
+	if tc == nil {
+		return s.c.cfg.partitions, nil
+	}
+	n, err := tc.Partitions(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	s.parts[topic] = n
+	return n, nil
+}
+
+// produceMarkers produces a keyless record with headers to each of the n
+// partitions of topic, counted in the current transaction. The first header
+// is record.HeaderHeartbeat, so capture's partitioner keeps the partition
+// set here.
+func (s *stream) produceMarkers(topic string, n int32, headers []record.Header) error {
+	hs := make([]kgo.RecordHeader, len(headers))
+	size := 0
+	for i, h := range headers {
+		hs[i] = kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)}
+		size += len(h.Key) + len(h.Value)
+	}
+	tx := s.tx
+	for p := int32(0); p < n; p++ {
+		kr := &kgo.Record{Topic: topic, Partition: p, Headers: hs}
+		if err := s.acks.add(tx, size, s.c.cfg.maxPendingBytes); err != nil {
+			return fmt.Errorf("kafka did not accept a record: %w", err)
+		}
+		s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// truncateMsg encodes a pgoutput Truncate message of protocol version 1.
+func truncateMsg(opts byte, rels ...uint32) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{'T'}, uint32(len(rels)))
+	b = append(b, opts)
+	for _, r := range rels {
+		b = binary.BigEndian.AppendUint32(b, r)
+	}
+	return b
+}
+
+func TestDecodeTruncate(t *testing.T) {
+	tests := []struct {
+		name    string
+		msg     []byte
+		want    truncateMessage
+		wantErr bool
+	}{
+		{name: "one table", msg: truncateMsg(0, 16384), want: truncateMessage{relations: []uint32{16384}}},
+		{name: "cascade, restart identity", msg: truncateMsg(3, 1, 2), want: truncateMessage{cascade: true, restartIdentity: true, relations: []uint32{1, 2}}},
+		{name: "restart identity", msg: truncateMsg(2, 7), want: truncateMessage{restartIdentity: true, relations: []uint32{7}}},
+		{name: "relation id cut short", msg: truncateMsg(0, 1, 2)[:12], wantErr: true},
+		{name: "trailing bytes", msg: append(truncateMsg(0, 1), 0), wantErr: true},
+		{name: "count larger than the message", msg: []byte{'T', 0xff, 0xff, 0xff, 0xff, 0}, wantErr: true},
+		{name: "unknown option", msg: truncateMsg(4, 1), wantErr: true},
+		{name: "header only", msg: []byte{'T', 0, 0}, wantErr: true},
+		{name: "not a truncate", msg: append([]byte{'I'}, truncateMsg(0, 1)[1:]...), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeTruncate(tt.msg)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeTruncate(f *testing.F) {
+	f.Add(truncateMsg(0, 16384))
+	f.Add(truncateMsg(3, 1, 2, 3))
+	f.Add([]byte{'T', 0xff, 0xff, 0xff, 0xff, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeTruncate(b)
+		if err != nil {
+			return
+		}
+		var opts byte
+		if m.cascade {
+			opts |= truncateCascade
+		}
+		if m.restartIdentity {
+			opts |= truncateRestartIdentity
+		}
+		if again := truncateMsg(opts, m.relations...); string(again) != string(b) {
+			t.Errorf("decoded %+v from %x, which encodes as %x", m, b, again)
+		}
+	})
+}
+
+// heldProducer keeps produced records and their promises, so a test
+// decides when Kafka acknowledges them.
+type heldProducer struct {
+	mu       sync.Mutex
+	records  []*kgo.Record
+	promises []func(*kgo.Record, error)
+}
+
+func (p *heldProducer) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.records = append(p.records, r)
+	p.promises = append(p.promises, promise)
+}
+
+func (p *heldProducer) ackAll() {
+	for i, promise := range p.promises {
+		promise(p.records[i], nil)
+	}
+}
+
+func TestHandleTruncateMarksEveryPartitionWithinTheTransaction(t *testing.T) {
+	const start, end = record.LSN(100), record.LSN(500)
+	prod := &heldProducer{}
+	cfg := defaults()
+	cfg.partitions = 3
+	commit := time.Date(2026, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	s := &stream{
+		c:          &Capturer{cfg: cfg, producer: prod, log: slog.New(slog.DiscardHandler)},
+		parts:      map[string]int32{},
+		acks:       newAckTracker(start),
+		produceCtx: context.Background(),
+		rels: map[uint32]*relation{
+			1: {name: "public.orders", source: record.Source{ID: "src", Schema: "public", Table: "orders"}, topic: "wh.public.orders"},
+			2: {name: "public.items", source: record.Source{ID: "src", Schema: "public", Table: "items"}, topic: "wh.public.items"},
+			3: {name: "public.skipped"}, // excluded from capture: no topic
+		},
+	}
+	if err := s.handleWAL(context.Background(), 200, truncateMsg(1, 1)); err == nil {
+		t.Fatal("a truncate outside a transaction was accepted")
+	}
+	s.inTx, s.tx, s.commitLSN, s.commitTime = true, s.acks.begin(), 450, commit
+	const truncLSN = record.LSN(300)
+	if err := s.handleWAL(context.Background(), truncLSN, truncateMsg(1, 1, 3, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.handleWAL(context.Background(), 310, truncateMsg(0, 9)); err == nil {
+		t.Error("a truncate of a relation never described was accepted")
+	}
+
+	seen := map[string][]int32{}
+	part := Partitioner()
+	for _, kr := range prod.records {
+		get := func(key string) (string, bool) {
+			for _, h := range kr.Headers {
+				if h.Key == key {
+					return string(h.Value), true
+				}
+			}
+			return "", false
+		}
+		tr, ok, err := record.ParseTruncate(get)
+		if !ok || err != nil {
+			t.Fatalf("record to %s/%d is not a truncate marker: ok %v, err %v", kr.Topic, kr.Partition, ok, err)
+		}
+		if tr.LSN != truncLSN || !tr.CommitTime.Equal(commit) || !tr.Cascade || tr.RestartIdentity || "wh."+tr.Source.Schema+"."+tr.Source.Table != kr.Topic {
+			t.Errorf("marker %+v on %s", tr, kr.Topic)
+		}
+		if kr.Key != nil || kr.Value != nil {
+			t.Errorf("marker has a key or value")
+		}
+		if p := part.ForTopic(kr.Topic).Partition(kr, 3); int32(p) != kr.Partition {
+			t.Errorf("the partitioner moves the marker for partition %d to %d", kr.Partition, p)
+		}
+		seen[kr.Topic] = append(seen[kr.Topic], kr.Partition)
+	}
+	want := map[string][]int32{"wh.public.orders": {0, 1, 2}, "wh.public.items": {0, 1, 2}}
+	if !reflect.DeepEqual(seen, want) {
+		t.Errorf("markers went to %v, want %v", seen, want)
+	}
+
+	// The markers belong to the transaction: nothing is durable before
+	// Kafka acknowledged them and the transaction committed.
+	prod.ackAll()
+	if durable, _ := s.acks.state(); durable != start {
+		t.Errorf("durable %s before the commit, want %s", durable, start)
+	}
+	s.acks.commit(s.tx, end)
+	if durable, _ := s.acks.state(); durable != end {
+		t.Errorf("durable %s after the commit, want %s", durable, end)
+	}
+}
+
+func TestTruncateMarkersWaitForKafka(t *testing.T) {
+	prod := &heldProducer{}
+	cfg := defaults()
+	cfg.partitions = 2
+	s := &stream{
+		c:          &Capturer{cfg: cfg, producer: prod, log: slog.New(slog.DiscardHandler)},
+		parts:      map[string]int32{},
+		acks:       newAckTracker(10),
+		produceCtx: context.Background(),
+		rels:       map[uint32]*relation{1: {name: "public.t", source: record.Source{Schema: "public", Table: "t"}, topic: "wh.public.t"}},
+	}
+	s.inTx, s.tx, s.commitTime = true, s.acks.begin(), time.Unix(1, 0)
+	if err := s.handleTruncate(context.Background(), 20, truncateMsg(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s.acks.commit(s.tx, 30)
+	if durable, _ := s.acks.state(); durable != 10 {
+		t.Errorf("durable %s with markers unacknowledged, want 0/A", durable)
+	}
+	prod.ackAll()
+	if durable, _ := s.acks.state(); durable != 30 {
+		t.Errorf("durable %s after Kafka acknowledged the markers, want 0/1E", durable)
+	}
+}
