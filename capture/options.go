@@ -36,6 +36,7 @@ type config struct {
 	workers         int
 	chunkPages      int64
 	resnapshot      map[string]bool
+	nameErrs        []error // table names given to options that do not parse
 }
 
 func defaults() config {
@@ -115,7 +116,12 @@ func WithTenantColumn(name string) Option { return func(c *config) { c.tenantCol
 // WithTableTenantColumn overrides the tenant column for one table
 // ("schema.table" or "table").
 func WithTableTenantColumn(table, column string) Option {
-	return func(c *config) { c.tenantColumns[qualify(table)] = column }
+	return func(c *config) {
+		if _, _, err := splitTable(table); err != nil {
+			c.nameErrs = append(c.nameErrs, err)
+		}
+		c.tenantColumns[qualify(table)] = column
+	}
 }
 
 // WithDefaultTenant maps tables that have no tenant column to this tenant.
@@ -150,6 +156,9 @@ func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
 func WithResnapshot(tables ...string) Option {
 	return func(c *config) {
 		for _, t := range tables {
+			if _, _, err := splitTable(t); err != nil {
+				c.nameErrs = append(c.nameErrs, err)
+			}
 			c.resnapshot[qualify(t)] = true
 		}
 	}
@@ -209,12 +218,13 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
 	}
 	for _, t := range c.tables {
-		if t == "" || strings.Count(t, ".") > 1 {
-			errs = append(errs, fmt.Errorf("table %q: want \"table\" or \"schema.table\"", t))
+		if _, _, err := splitTable(t); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.nameErrs...)
 	for _, p := range c.exclude {
-		if _, err := path.Match(p, ""); err != nil || p == "" || strings.Count(p, ".") > 1 {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
 			errs = append(errs, fmt.Errorf("exclude pattern %q is invalid: want \"table\" or \"schema.table\" with * ? [...] wildcards", p))
 		}
 	}
@@ -226,10 +236,73 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-// qualify adds the public schema to an unqualified table name.
+// qualify returns the canonical "schema.table" form of a table name as
+// users write it (see splitTable), or the name unchanged if it does not
+// parse; validate reports that.
 func qualify(table string) string {
-	if strings.Contains(table, ".") {
+	schema, name, err := splitTable(table)
+	if err != nil {
 		return table
 	}
-	return "public." + table
+	return schema + "." + name
+}
+
+// splitTable parses a table name as users write it: "table" (in the public
+// schema), "schema.table", or either part in double quotes as in SQL, for
+// names holding dots or quotes: "Sales"."Order.Items" ("" is a quote inside
+// quotes). Unquoted parts are taken as written, without folding to lower
+// case. Schema names with dots are refused: capture's canonical form is
+// "schema.table", split at the first dot.
+func splitTable(s string) (schema, table string, err error) {
+	var parts []string
+	for rest := s; ; {
+		var part string
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i := 1
+			for ; i < len(rest); i++ {
+				if rest[i] == '"' {
+					if i+1 < len(rest) && rest[i+1] == '"' {
+						b.WriteByte('"')
+						i++
+						continue
+					}
+					break
+				}
+				b.WriteByte(rest[i])
+			}
+			if i >= len(rest) {
+				return "", "", fmt.Errorf("table %q: unterminated quoted name", s)
+			}
+			part, rest = b.String(), rest[i+1:]
+			if rest != "" && rest[0] != '.' {
+				return "", "", fmt.Errorf("table %q: want a dot after a quoted name", s)
+			}
+		} else if len(parts) == 0 {
+			part, rest, _ = strings.Cut(rest, ".")
+			rest = strings.TrimPrefix(s, part)
+		} else {
+			part, rest = rest, ""
+		}
+		if part == "" {
+			return "", "", fmt.Errorf("table %q: empty name", s)
+		}
+		parts = append(parts, part)
+		if rest == "" {
+			break
+		}
+		rest = rest[1:] // the dot
+		if rest == "" {
+			return "", "", fmt.Errorf("table %q: empty name after the dot", s)
+		}
+	}
+	switch {
+	case len(parts) == 1:
+		return "public", parts[0], nil
+	case len(parts) == 2 && strings.Contains(parts[0], "."):
+		return "", "", fmt.Errorf("table %q: schema names with dots are not supported", s)
+	case len(parts) == 2:
+		return parts[0], parts[1], nil
+	}
+	return "", "", fmt.Errorf("table %q: want table, schema.table, or quoted names (\"schema\".\"table\")", s)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,13 +28,9 @@ func (s *stream) pollTables(ctx context.Context) error {
 		return nil
 	}
 	s.polledAt = time.Now()
-	rows, err := s.cat.conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1`, s.c.cfg.publication)
+	published, err := publishedTables(ctx, s.cat.conn, s.c.cfg.publication)
 	if err != nil {
-		return fmt.Errorf("list the tables of publication %s: %w", s.c.cfg.publication, err)
-	}
-	published, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("list the tables of publication %s: %w", s.c.cfg.publication, err)
+		return err
 	}
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
@@ -50,6 +47,29 @@ func (s *stream) pollTables(ctx context.Context) error {
 		return true
 	})
 	return nil
+}
+
+// publishedTables lists a publication's tables as "schema.table".
+func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+	}
+	var (
+		out           []string
+		schema, table string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table}, func() error {
+		if strings.Contains(schema, ".") {
+			return fmt.Errorf("table %q.%q: schema names with dots are not supported; leave it out of publication %s or rename the schema", schema, table, pub)
+		}
+		out = append(out, schema+"."+table)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+	}
+	return out, nil
 }
 
 // addTable takes a table that joined the publication into the stream and
