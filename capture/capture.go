@@ -738,8 +738,7 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 		s.rels[rm.RelationID] = rel
 		return nil
 	case 'T':
-		s.c.log.Warn("TRUNCATE is not replicated yet: the ClickHouse table keeps its rows; truncate it by hand", "lsn", lsn)
-		return nil
+		return s.handleTruncate(ctx, lsn, msg)
 	case 'M':
 		m, err := decodeLogicalMessage(msg)
 		if err != nil {
