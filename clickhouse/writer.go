@@ -98,6 +98,10 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 			token = fmt.Sprintf("%s#%d", b.Token, start)
 		}
 		if err := w.loadRun(ctx, run, token, start); err != nil {
+			var te *sink.TableError
+			if errors.As(err, &te) {
+				te.Index = start // the runs before it were inserted
+			}
 			return err
 		}
 		start = i

@@ -54,13 +54,18 @@ func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Ind
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // TableError is a load error that concerns a whole table, such as a source
-// schema change walhouse cannot apply. The sink stops loading that table
-// (its topic is paused and its offsets stay uncommitted, so nothing is
-// lost) and goes on with the others; Fix says what an operator does.
+// schema change walhouse cannot apply. The sink stops loading that table at
+// the record it could not load (each partition is paused there and its
+// offset stays before it, so nothing is lost) and goes on with the others;
+// Fix says what an operator does.
 type TableError struct {
 	Table string
 	Err   error
 	Fix   string
+	// Index is the position in Batch.Records of the first record not
+	// loaded; the loader loaded every record before it. Zero when nothing
+	// was loaded or the loader cannot tell.
+	Index int
 }
 
 func (e *TableError) Error() string {
@@ -76,8 +81,9 @@ type Consumer interface {
 	// Commit commits the offsets, each with its metadata, for the group.
 	Commit(ctx context.Context, offsets []Offset) error
 	AllowRebalance()
-	// PauseFetchTopics stops fetching the topics (of stopped tables).
-	PauseFetchTopics(topics ...string) []string
+	// PauseFetchPartitions stops fetching the partitions (of stopped
+	// tables).
+	PauseFetchPartitions(topicPartitions map[string][]int32) map[string][]int32
 }
 
 // Offset is a committed position with its metadata.
@@ -208,8 +214,8 @@ type Sink struct {
 	checked map[tp]bool    // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
-	stopped map[string]error // topic → why its table stopped
-	revoked map[tp]bool      // partitions revoked since the last poll
+	stopped map[tp]error // partition → why its table stopped there
+	revoked map[tp]bool  // partitions revoked since the last poll
 }
 
 type tp struct {
@@ -263,7 +269,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 		checked: map[tp]bool{},
 		marks:   map[tp]Watermark{},
 		topicOf: map[record.Source]string{},
-		stopped: map[string]error{},
+		stopped: map[tp]error{},
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
@@ -353,7 +359,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		})
 		p = s.dropRevoked(p)
 		fetches.EachRecord(func(r *kgo.Record) {
-			if s.stopped[r.Topic] == nil { // a stopped table's records are read again after a restart
+			if s.stopped[tp{r.Topic, r.Partition}] == nil { // a stopped table's records are read again after a restart
 				p.add(r)
 			}
 		})
@@ -439,13 +445,23 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	}
 	loaded := chunks[:0:0]
 	for _, c := range chunks {
-		if s.stopped[c[0].Topic] != nil {
+		k := tp{c[0].Topic, c[0].Partition}
+		if s.stopped[k] != nil {
 			continue
 		}
 		err := s.loadChunk(ctx, c)
 		var te *TableError
 		if errors.As(err, &te) {
-			s.stopTable(c[0].Topic, te)
+			// Commit what was loaded before the record the table stopped
+			// at: once an operator rebuilt the table, loading resumes
+			// exactly at the change.
+			var at *stopAt
+			if errors.As(err, &at) {
+				if i := sort.Search(len(c), func(i int) bool { return c[i].Offset >= at.next }); i > 0 {
+					loaded = append(loaded, c[:i])
+				}
+			}
+			s.stopTable(k, te)
 			continue
 		}
 		if err != nil {
@@ -466,14 +482,34 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	return nil
 }
 
-// stopTable stops loading one table: its topic is paused, its records are
-// not committed, and the reason is logged for the operator.
-func (s *Sink) stopTable(topic string, te *TableError) {
-	s.stopped[topic] = te
-	s.consumer.PauseFetchTopics(topic)
-	s.m.stopped.Inc()
-	s.log.Error("stopped loading a table; the others go on. Its records stay in Kafka and load once resolved", "topic", topic, "table", te.Table, "err", te.Err, "resolve", te.Fix)
+// stopTable stops loading one table in one partition: the partition is
+// paused, its records from the failing one on are not committed, and the
+// reason is logged for the operator. The table's other partitions load up
+// to the same change and stop there too.
+func (s *Sink) stopTable(k tp, te *TableError) {
+	first := true
+	for o := range s.stopped {
+		if o.topic == k.topic {
+			first = false
+		}
+	}
+	s.stopped[k] = te
+	s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	if first {
+		s.m.stopped.Inc()
+	}
+	s.log.Error("stopped loading a table; the others go on. Its records stay in Kafka and load once resolved", "topic", k.topic, "partition", k.partition, "table", te.Table, "err", te.Err, "resolve", te.Fix)
 }
+
+// stopAt is a TableError of a chunk whose records before offset next are
+// loaded.
+type stopAt struct {
+	te   *TableError
+	next int64
+}
+
+func (e *stopAt) Error() string { return e.te.Error() }
+func (e *stopAt) Unwrap() error { return e.te }
 
 // readIntents learns, for partitions seen for the first time since their
 // assignment, where the batch in flight at the last crash ended.
@@ -685,6 +721,10 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 	}
 	aside := map[*kgo.Record]bool{}
 	if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
+		var te *TableError
+		if errors.As(err, &te) && te.Index >= 0 && te.Index < len(origin) {
+			return &stopAt{te: te, next: origin[te.Index].Offset}
+		}
 		return err
 	}
 	if s.l2 != nil {
@@ -753,6 +793,10 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 		}
 		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1])}
 		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts, aside); err != nil {
+			var te *TableError
+			if errors.As(err, &te) {
+				te.Index += p[0] // the parts before it were loaded
+			}
 			return err
 		}
 	}

@@ -68,11 +68,15 @@ func (f *fakeConsumer) Commit(_ context.Context, offsets []Offset) error {
 
 func (f *fakeConsumer) AllowRebalance() {}
 
-func (f *fakeConsumer) PauseFetchTopics(topics ...string) []string {
+func (f *fakeConsumer) PauseFetchPartitions(tps map[string][]int32) map[string][]int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.paused = append(f.paused, topics...)
-	return f.paused
+	for t, ps := range tps {
+		for _, p := range ps {
+			f.paused = append(f.paused, fmt.Sprintf("%s/%d", t, p))
+		}
+	}
+	return nil
 }
 
 type fakeOffsets struct{ resp kadm.OffsetResponses }
@@ -86,6 +90,7 @@ type fakeLoader struct {
 	batches []string
 	failOn  string // a value text that fails permanently
 	stopOn  string // a table whose load fails for the whole table
+	stopAt  string // a value text from which on the table's load fails
 }
 
 func (l *fakeLoader) Load(_ context.Context, b Batch) error {
@@ -93,6 +98,16 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 		return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it"}
 	}
 	for i, r := range b.Records {
+		if r.Values[1].Text == l.stopAt {
+			// As the ClickHouse writer does: the records before the
+			// incompatible one are loaded.
+			if i > 0 {
+				l.mu.Lock()
+				l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, i))
+				l.mu.Unlock()
+			}
+			return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it", Index: i}
+		}
 		if r.Values[1].Text == l.failOn {
 			return &RecordError{Index: i, Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, l.failOn)}
 		}
@@ -243,12 +258,37 @@ func TestSinkStopsOnlyTheFailingTable(t *testing.T) {
 	if fmt.Sprint(l.batches) != "[good/0/0-1 n=2]" {
 		t.Errorf("batches %v, want only the good table loaded", l.batches)
 	}
-	if fmt.Sprint(fc.paused) != "[bad]" {
-		t.Errorf("paused %v, want [bad]", fc.paused)
+	if fmt.Sprint(fc.paused) != "[bad/0]" {
+		t.Errorf("paused %v, want [bad/0]", fc.paused)
 	}
 	for _, c := range fc.commits {
 		if strings.HasPrefix(c, "bad/") && !strings.Contains(c, intentPrefix) {
 			t.Errorf("committed past the stopped table: %s", c)
+		}
+	}
+}
+
+// A table stops exactly at its incompatible record: what came before it is
+// loaded and committed, in every partition, and only the partition that
+// reached the change is paused.
+func TestSinkStopsATableAtTheChange(t *testing.T) {
+	l := &fakeLoader{stopAt: "3"}
+	fc := runScript(t, Config{}, nil, l, append(recs("bad", 0, 0, 4), recs("bad", 1, 0, 1)...), recs("bad", 0, 5, 6))
+	if fmt.Sprint(l.batches) != "[bad/0/0-4 n=3 bad/1/0-1 n=2]" {
+		t.Errorf("batches %v, want the records before offset 3 of partition 0 and all of partition 1", l.batches)
+	}
+	if fmt.Sprint(fc.paused) != "[bad/0]" {
+		t.Errorf("paused %v, want [bad/0]", fc.paused)
+	}
+	got := strings.Join(fc.commits, ";")
+	for _, c := range []string{"bad/0@3 ", "bad/1@2 "} {
+		if !strings.Contains(got, c) {
+			t.Errorf("commits %s lack %q", got, c)
+		}
+	}
+	for _, c := range fc.commits {
+		if strings.HasPrefix(c, "bad/0@") && !strings.HasPrefix(c, "bad/0@3 ") && !strings.Contains(c, intentPrefix) {
+			t.Errorf("committed past the change: %s", c)
 		}
 	}
 }
