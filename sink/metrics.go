@@ -17,6 +17,7 @@ type Metrics struct {
 	insertTime prometheus.Histogram
 	lag        *prometheus.GaugeVec
 	stopped    prometheus.Gauge
+	truncates  *prometheus.CounterVec
 }
 
 // NewMetrics creates the sink metrics and registers them with reg (nil:
@@ -45,9 +46,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walhouse_sink_consumer_lag_records", Help: "Records in a partition not yet consumed (high watermark − next offset)."}, []string{"topic", "partition"}),
 		stopped: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walhouse_sink_tables_stopped", Help: "Tables whose loading stopped on a schema change walhouse cannot apply (see the log)."}),
+		truncates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_truncates_applied_total", Help: "Truncate markers applied (one per partition of the table's topic per TRUNCATE), by table."}, []string{"table"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped)
+		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped, m.truncates)
 	}
 	return m
 }

@@ -645,19 +645,81 @@ func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) 
 	return s.retry(ctx, what, func() error { return s.consumer.Commit(ctx, offsets) })
 }
 
-// loadChunk decodes one partition chunk and loads it; records that can
-// never be loaded go to the dead letters.
+// loadChunk loads one partition chunk. Truncate markers cut it into
+// segments: each segment is loaded as one batch (named by its own first and
+// last offsets, so a chunk rebuilt after a crash gives the same batches and
+// tokens), and each marker is applied after the segment before it and
+// before the one after it. The partition's watermark advances once the
+// whole chunk is safe.
 func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
-	first, last := chunk[0], chunk[len(chunk)-1]
+	var prog progress
+	start := 0
+	for i, kr := range chunk {
+		tr, isTruncate, err := truncateOf(kr)
+		if !isTruncate {
+			continue
+		}
+		if err := s.loadSegment(ctx, chunk[start:i], &prog); err != nil {
+			return err
+		}
+		start = i + 1
+		if err != nil {
+			if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.applyTruncate(ctx, kr, tr); err != nil {
+			return err
+		}
+	}
+	if err := s.loadSegment(ctx, chunk[start:], &prog); err != nil {
+		return err
+	}
+	if prog.src.Table == "" || prog.through.IsZero() {
+		return nil
+	}
+	key := record.Source{Schema: prog.src.Schema, Table: prog.src.Table}
+	s.mu.Lock()
+	s.topicOf[key] = chunk[0].Topic
+	s.mu.Unlock()
+	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog.through, prog.lsn)
+	return nil
+}
+
+// progress is what the segments of a chunk prove loaded, for the
+// partition's watermark: the table, the commit time (less commitMargin) or
+// heartbeat time through which the partition is complete, and the newest
+// commit or heartbeat LSN.
+type progress struct {
+	src     record.Source
+	through time.Time
+	lsn     record.LSN
+}
+
+func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
+	if p.src.Table == "" {
+		p.src = src
+	}
+	if through.After(p.through) {
+		p.through = through
+	}
+	p.lsn = max(p.lsn, lsn)
+}
+
+// loadSegment decodes records of one partition that no truncate marker
+// separates and loads them as one batch; records that can never be loaded
+// go to the dead letters. Heartbeats among them only add to prog.
+func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progress) error {
+	if len(seg) == 0 {
+		return nil
+	}
+	first, last := seg[0], seg[len(seg)-1]
 	b := Batch{Token: fmt.Sprintf("%s/%d/%d-%d", first.Topic, first.Partition, first.Offset, last.Offset)}
-	origin := make([]*kgo.Record, 0, len(chunk))
-	var (
-		hbSeen  bool
-		hb      record.Heartbeat
-		through time.Time
-		lsn     record.LSN
-	)
-	for _, kr := range chunk {
+	origin := make([]*kgo.Record, 0, len(seg))
+	var seen progress
+	var beats []record.Heartbeat
+	for _, kr := range seg {
 		h, isHB, err := heartbeatOf(kr)
 		if isHB {
 			if err != nil {
@@ -666,11 +728,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 				}
 				continue
 			}
-			hbSeen, hb = true, h
-			if h.At.After(through) {
-				through = h.At
-			}
-			lsn = max(lsn, h.LSN)
+			beats = append(beats, h)
 			continue
 		}
 		r, err := record.Decode(kr.Value)
@@ -688,25 +746,11 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 		}
 		b.Records = append(b.Records, r)
 		origin = append(origin, kr)
-		if t := r.OccurredAt.Add(-commitMargin); t.After(through) {
-			through = t
-		}
-		lsn = max(lsn, r.CommitLSN)
+		seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
 	}
-	src := b.Source
-	if len(b.Records) == 0 && hbSeen {
-		src = hb.Source
-	}
-	// loaded advances the partition's watermark once the chunk is safe.
-	loaded := func() {
-		if src.Table == "" || through.IsZero() {
-			return
-		}
-		key := record.Source{Schema: src.Schema, Table: src.Table}
-		s.mu.Lock()
-		s.topicOf[key] = first.Topic
-		s.mu.Unlock()
-		s.advance(tp{first.Topic, first.Partition}, key, through, lsn)
+	// The table is the records' if there are any, else the heartbeats'.
+	for _, h := range beats {
+		seen.saw(h.Source, h.At, h.LSN)
 	}
 	var hashes []string
 	if s.l2 != nil && len(b.Records) > 0 {
@@ -715,32 +759,30 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 			return err
 		}
 	}
-	if len(b.Records) == 0 {
-		loaded()
-		return nil
-	}
-	aside := map[*kgo.Record]bool{}
-	if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
-		var te *TableError
-		if errors.As(err, &te) && te.Index >= 0 && te.Index < len(origin) {
-			return &stopAt{te: te, next: origin[te.Index].Offset}
-		}
-		return err
-	}
-	if s.l2 != nil {
-		// Claim only what was loaded: a dead-lettered record must not look
-		// processed when it is replayed.
-		var ids []*record.Record
-		var hs []string
-		for i, r := range b.Records {
-			if !aside[origin[i]] {
-				ids = append(ids, r)
-				hs = append(hs, hashes[i])
+	if len(b.Records) > 0 {
+		aside := map[*kgo.Record]bool{}
+		if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
+			var te *TableError
+			if errors.As(err, &te) && te.Index >= 0 && te.Index < len(origin) {
+				return &stopAt{te: te, next: origin[te.Index].Offset}
 			}
+			return err
 		}
-		s.remember(ctx, ids, hs)
+		if s.l2 != nil {
+			// Claim only what was loaded: a dead-lettered record must not
+			// look processed when it is replayed.
+			var ids []*record.Record
+			var hs []string
+			for i, r := range b.Records {
+				if !aside[origin[i]] {
+					ids = append(ids, r)
+					hs = append(hs, hashes[i])
+				}
+			}
+			s.remember(ctx, ids, hs)
+		}
 	}
-	loaded()
+	prog.saw(seen.src, seen.through, seen.lsn)
 	return nil
 }
 
