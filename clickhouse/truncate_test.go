@@ -1,0 +1,182 @@
+package clickhouse
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
+	"github.com/walhouse/walhouse/sink"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func TestTombstonesSQL(t *testing.T) {
+	ts := tombstones{Database: "walhouse", Table: "odd `name`", LSN: 0x16B3748, CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)}
+	path := filepath.Join("testdata", "tombstones.sql.golden")
+	got := ts.SQL()
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./clickhouse -run TestTombstonesSQL -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("tombstone SQL differs from %s:\n%s", path, got)
+	}
+}
+
+// truncFixture loads records of public.items into a fresh database.
+type truncFixture struct {
+	t    *testing.T
+	w    *Writer
+	db   string
+	cols []record.Column
+}
+
+func newTruncFixture(t *testing.T) *truncFixture {
+	t.Helper()
+	env := testenv.Require(t, "clickhouse")
+	ctx := context.Background()
+	conn, err := Open(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	db := testenv.Name("trunc")
+	w, err := NewWriter(ctx, conn, db, "created_on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) })
+	return &truncFixture{t: t, w: w, db: db, cols: []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "created_on", Type: "date", TypMod: -1, Key: true, Attnum: 3},
+		{Name: "tags", Type: "text", Array: true, TypMod: -1, Attnum: 4},
+		{Name: "note", Type: "text", TypMod: -1, Attnum: 5},
+	}}
+}
+
+// change is one row change: "a/1/2024-01-05" key, op, version, note.
+type change struct {
+	key     string
+	op      record.Op
+	version uint64
+	note    string
+}
+
+func (f *truncFixture) load(token string, changes ...change) {
+	f.t.Helper()
+	b := sink.Batch{Source: record.Source{ID: "s", Schema: "public", Table: "items"}, Token: token}
+	for _, c := range changes {
+		k := strings.Split(c.key, "/")
+		r := &record.Record{
+			EventID: fmt.Sprintf("e-%s-%d", c.key, c.version), OccurredAt: time.Unix(1700000000+int64(c.version), 0).UTC(),
+			TenantID: k[0], TenantColumn: "tenant_id", Source: b.Source,
+			LSN: record.LSN(c.version), CommitLSN: record.LSN(c.version), Version: c.version, Op: c.op,
+			Columns: f.cols, SchemaID: record.SchemaID("tenant_id", f.cols),
+			Values: []record.Value{{Text: k[0]}, {Text: k[1]}, {Text: k[2]}, {Text: "{x,\"y z\"}"}, {Text: c.note, Null: c.op == record.Delete}},
+		}
+		b.Records = append(b.Records, r)
+	}
+	if err := f.w.Load(context.Background(), b); err != nil {
+		f.t.Fatalf("load %s: %v", token, err)
+	}
+}
+
+func (f *truncFixture) truncate(table string, lsn record.LSN, token string) {
+	f.t.Helper()
+	req := sink.TruncateRequest{Token: token, Truncate: record.Truncate{
+		Source: record.Source{Schema: "public", Table: table}, LSN: lsn, CommitTime: time.Unix(1700000500, 0).UTC()}}
+	if err := f.w.Truncate(context.Background(), req); err != nil {
+		f.t.Fatalf("truncate %s at %s: %v", table, lsn, err)
+	}
+}
+
+// rows returns the table as FINAL shows it, or every stored row.
+func (f *truncFixture) rows(final bool) string {
+	f.t.Helper()
+	q := fmt.Sprintf("SELECT tenant_id, id, created_on, _version, _is_deleted, note, tags, _partition_id FROM %s.items ORDER BY tenant_id, id, _version", schema.QuoteIdent(f.db))
+	if final {
+		q = fmt.Sprintf("SELECT tenant_id, id, created_on, _version, note, tags FROM %s.items FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", schema.QuoteIdent(f.db))
+	}
+	rows, err := f.w.conn.Query(context.Background(), "SELECT arrayStringConcat(groupArray(toString(tuple(*))), '\\n') FROM ("+q+")")
+	if err != nil {
+		f.t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out string
+	for rows.Next() {
+		if err := rows.Scan(&out); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A TRUNCATE at LSN 20 removes exactly the rows whose latest version is
+// below 20, in every partition, whenever and however often it is applied;
+// rows written after it stay, and a pre-TRUNCATE copy loaded late stays
+// deleted.
+func TestIntegrationTruncateWritesTombstones(t *testing.T) {
+	f := newTruncFixture(t)
+	f.truncate("items", 5, "items/0/0/truncate") // no table yet: nothing to do
+	f.load("items/0/1-7",
+		change{"a/1/2024-01-05", record.Insert, 10, "a1"},
+		change{"a/2/2024-02-05", record.Insert, 11, "a2"},
+		change{"b/1/2024-01-05", record.Insert, 12, "b1"},
+		change{"a/1/2024-01-05", record.Update, 13, "a1 updated"},
+		change{"b/3/2024-03-05", record.Insert, 14, "b3"},
+		change{"b/3/2024-03-05", record.Delete, 15, ""},
+		// Written after the TRUNCATE, loaded before it is applied (another
+		// partition may be ahead).
+		change{"a/5/2024-01-05", record.Insert, 30, "a5 after"},
+	)
+	f.truncate("items", 20, "items/0/8/truncate")
+	f.load("items/0/9-9", change{"a/2/2024-02-05", record.Insert, 31, "a2 again"})
+	want := "('a',2,'2024-02-05',31,'a2 again',['x','y z'])\n('a',5,'2024-01-05',30,'a5 after',['x','y z'])"
+	if got := f.rows(true); got != want {
+		t.Fatalf("after the TRUNCATE, FINAL shows\n%s\nwant\n%s\nstored rows:\n%s", got, want, f.rows(false))
+	}
+	stored := f.rows(false)
+	// Each tombstone is a copy of its row in the row's partition.
+	for _, tomb := range []string{
+		"('a',1,'2024-01-05',20,1,'a1 updated',['x','y z'],'202401')",
+		"('a',2,'2024-02-05',20,1,'a2',['x','y z'],'202402')",
+		"('b',1,'2024-01-05',20,1,'b1',['x','y z'],'202401')",
+	} {
+		if !strings.Contains(stored, tomb) {
+			t.Errorf("no tombstone %s among the stored rows:\n%s", tomb, stored)
+		}
+	}
+	if n := strings.Count(stored, ",20,1,"); n != 3 {
+		t.Errorf("%d tombstones, want 3 (none for the deleted row b/3 or the rows written after):\n%s", n, stored)
+	}
+
+	// Applied again (a sink that crashed before committing the marker),
+	// from another partition's marker, and after a late pre-TRUNCATE copy.
+	f.truncate("items", 20, "items/0/8/truncate")
+	f.truncate("items", 20, "items/1/4/truncate")
+	f.load("items/2/0-0", change{"a/1/2024-01-05", record.Update, 13, "a1 updated"})
+	f.truncate("items", 20, "items/2/1/truncate")
+	if got := f.rows(true); got != want {
+		t.Errorf("after repeating the TRUNCATE and a late copy, FINAL shows\n%s\nwant\n%s", got, want)
+	}
+	if n := strings.Count(f.rows(false), ",20,1,"); n != 3 {
+		t.Errorf("%d tombstones after repeating the TRUNCATE, want still 3", n)
+	}
+}
