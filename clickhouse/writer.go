@@ -135,7 +135,7 @@ func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, 
 	for i, c := range cols {
 		quoted[i] = schema.QuoteIdent(c)
 	}
-	ictx := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": token}))
+	ictx := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": token}), ch.WithColumnNamesAndTypes(tg.insert))
 	batch, err := w.conn.PrepareBatch(ictx, fmt.Sprintf("INSERT INTO %s (%s)", t.QualifiedName(), strings.Join(quoted, ", ")))
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", t.QualifiedName(), err)
@@ -199,6 +199,30 @@ type target struct {
 	table *schema.Table
 	names []string
 	types []schema.Type
+	// insert lists the insert's columns with their types as ClickHouse
+	// reports them (see describeInsert).
+	insert []ch.ColumnNameAndType
+}
+
+// describeInsert records the insert columns' types as the server has them.
+// Handing them to the driver spares it a DESCRIBE per batch on the HTTP
+// interface, and, above all, spares it parsing the column list of the
+// INSERT, which it gets wrong for names holding backticks or quotes.
+func (w *Writer) describeInsert(ctx context.Context, tg *target) error {
+	have, err := w.columns(ctx, tg.table)
+	if err != nil {
+		return err
+	}
+	names := tg.insertColumns()
+	tg.insert = make([]ch.ColumnNameAndType, len(names))
+	for i, n := range names {
+		c, ok := have[n]
+		if !ok {
+			return fmt.Errorf("table %s has no column %s after creating or evolving it; is another writer altering it?", tg.table.QualifiedName(), n)
+		}
+		tg.insert[i] = ch.ColumnNameAndType{Name: n, Type: c.typ}
+	}
+	return nil
 }
 
 // insertColumns lists the insert's columns in the order appendRow fills.
@@ -236,6 +260,9 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	}
 	tg, err := w.evolve(ctx, t, r.LSN)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.describeInsert(ctx, tg); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()

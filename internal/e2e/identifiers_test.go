@@ -41,7 +41,7 @@ func TestIntegrationQuirkyIdentifiers(t *testing.T) {
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE "select" = 2`, qt))
 
 	chTable := schema.QuoteIdent(p.database) + "." + schema.QuoteIdent(schema.TableName(record.Source{Schema: schemaName, Table: tableName}))
-	pgQuery := fmt.Sprintf(`SELECT "Tenant ID", "select"::text, coalesce("Mixed Case", '-'), coalesce(to_char("a.b", 'FM999990.00'), '-'), coalesce("ünï", '-'), coalesce("back%stick"::text, '-'), coalesce("quo""te"::text, '-') FROM %s AS t ORDER BY 1, 2`, "`", qt)
+	pgQuery := fmt.Sprintf(`SELECT "Tenant ID", "select"::text, coalesce("Mixed Case", '-'), coalesce("a.b"::float8::text, '-'), coalesce("ünï", '-'), coalesce("back%stick"::text, '-'), coalesce("quo""te"::text, '-') FROM %s AS t ORDER BY 1, 2`, "`", qt)
 	q := func(c string) string { return schema.QuoteIdent(c) }
 	chQuery := fmt.Sprintf(`SELECT %s, toString(%s), ifNull(%s, '-'), ifNull(toString(%s), '-'), ifNull(%s, '-'), ifNull(toString(%s), '-'), ifNull(toString(%s), '-') FROM %s FINAL WHERE _is_deleted = 0 ORDER BY 1, %s`,
 		q("Tenant ID"), q("select"), q("Mixed Case"), q("a.b"), q("ünï"), q("back`tick"), q(`quo"te`), chTable, q("select"))
