@@ -627,3 +627,57 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestIntegrationHTTPSlowReader streams a result of several large blocks
+// (about 13 MB each) to a client that reads steadily but slowly, for far
+// longer than the front's I/O timeout. As with ClickHouse's
+// http_send_timeout, the timeout bounds waiting for the client to accept
+// any data, never the whole response nor one block: the client must get
+// every row, with no exception. (The front used to cancel such queries
+// with code 394 once the request's read deadline, left armed after the
+// body was read, expired under net/http's background read, and to fail a
+// block that took longer than the timeout to drain.)
+func TestIntegrationHTTPSlowReader(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	addr := startServer(t, WithIOTimeout(timeout))
+	const rows = 200_000
+	query := url.Values{"query": {fmt.Sprintf("SELECT number, repeat('x', 200) FROM numbers(%d) ORDER BY number FORMAT TabSeparated", rows)}}.Encode()
+	res, err := http.Post("http://"+addr+"/?"+query, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d: %s", res.StatusCode, b)
+	}
+	// About 12 MB/s: each block takes several timeouts to drain, and the
+	// whole response about ten times the timeout at least.
+	start := time.Now()
+	var body bytes.Buffer
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := io.ReadFull(res.Body, buf)
+		body.Write(buf[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", body.Len(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	if bytes.Contains(body.Bytes(), []byte("__exception__")) {
+		i := bytes.Index(body.Bytes(), []byte("__exception__"))
+		t.Fatalf("the front broke off the result after %d bytes: %.300s", i, body.Bytes()[i:])
+	}
+	lines := bytes.Count(body.Bytes(), []byte("\n"))
+	if lines != rows {
+		t.Fatalf("%d rows (%d bytes) in %v, want %d", lines, body.Len(), elapsed, rows)
+	}
+	if elapsed < 4*timeout {
+		t.Fatalf("the client read %d bytes in %v, not slowly enough to outlast the %v timeout: the test proves nothing", body.Len(), elapsed, timeout)
+	}
+	t.Logf("%d rows, %d MB read in %v with a %v I/O timeout", rows, body.Len()>>20, elapsed, timeout)
+}

@@ -56,9 +56,12 @@ func WithMaxBodySize(n int64) Option {
 	return optionFunc(func(c *serverConfig) { c.maxBodySize = n })
 }
 
-// WithIOTimeout bounds how long one read of a request body or one write of
-// a response may wait on the client (default DefaultIOTimeout). The engine
-// serves nobody else meanwhile, so a stalled client must not hold it.
+// WithIOTimeout bounds how long one read of a request body, or one piece
+// (at most 64 KiB) of a response, may wait on the client (default
+// DefaultIOTimeout). The engine serves nobody else meanwhile, so a stalled
+// client must not hold it; a slow one that keeps reading is served to the
+// end, however long the result, as ClickHouse's http_send_timeout (a
+// socket send timeout, 30 s by default) serves it.
 func WithIOTimeout(d time.Duration) Option {
 	return optionFunc(func(c *serverConfig) { c.ioTimeout = d })
 }
@@ -447,17 +450,33 @@ func (s *responseStream) commit() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
+// sendPiece is the most of a result written under one write deadline. The
+// engine hands over whole blocks (up to tens of MB); a deadline per block
+// would fail a client that reads steadily but needs longer than the timeout
+// to drain one. Per piece, the deadline bounds only how long the client
+// accepts nothing, like a socket send timeout.
+const sendPiece = 64 << 10
+
 func (s *responseStream) Write(p []byte) (int, error) {
 	s.commit()
 	if s.head {
 		return len(p), nil
 	}
-	_ = s.ctl.SetWriteDeadline(time.Now().Add(s.timeout))
-	n, err := s.w.Write(p)
-	if err == nil {
-		err = s.ctl.Flush()
+	written := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), sendPiece)]
+		_ = s.ctl.SetWriteDeadline(time.Now().Add(s.timeout))
+		n, err := s.w.Write(piece)
+		written += n
+		if err == nil {
+			err = s.ctl.Flush()
+		}
+		if err != nil {
+			return written, err
+		}
+		p = p[len(piece):]
 	}
-	return n, err
+	return written, nil
 }
 
 // exception ends a committed response with err in ClickHouse's framing:
@@ -496,9 +515,13 @@ func summaryJSON(p Progress) string {
 		p.RowsRead, p.BytesRead, p.RowsWritten, p.BytesWritten, p.Elapsed.Nanoseconds())
 }
 
-// deadlineReader renews the connection's read deadline before each read, so
-// a client that stops sending mid-body is dropped after timeout instead of
-// holding the engine.
+// deadlineReader arms the connection's read deadline for each read, so a
+// client that stops sending mid-body is dropped after timeout instead of
+// holding the engine, and disarms it after each read: once the body is
+// consumed, net/http keeps reading the connection in the background to
+// notice a client that goes away, and a deadline left armed would expire
+// there while a long result streams, cancelling the request's context and
+// so its query (code 394) although the client is still reading.
 type deadlineReader struct {
 	rc      io.ReadCloser
 	ctl     *http.ResponseController
@@ -507,7 +530,9 @@ type deadlineReader struct {
 
 func (d *deadlineReader) Read(p []byte) (int, error) {
 	_ = d.ctl.SetReadDeadline(time.Now().Add(d.timeout))
-	return d.rc.Read(p)
+	n, err := d.rc.Read(p)
+	_ = d.ctl.SetReadDeadline(time.Time{})
+	return n, err
 }
 
 func (d *deadlineReader) Close() error { return d.rc.Close() }
