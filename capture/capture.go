@@ -144,6 +144,9 @@ func (c *Capturer) Run(ctx context.Context) error {
 		return err
 	}
 	defer replConn.Close(context.WithoutCancel(ctx))
+	if err := c.checkDroppedSlot(ctx, catConn, src.tables); err != nil {
+		return err
+	}
 	start, snapName, created, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg)
 	if err != nil {
 		return err
@@ -361,6 +364,50 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, qt string) err
 	return errors.Join(errs...)
 }
 
+// resyncAdvice says how to recover from a slot whose changes are lost.
+func resyncAdvice(slot string) string {
+	return fmt.Sprintf("changes were lost, so the tables must be copied again: let the sink load what is in Kafka, stop it, drop the source's ClickHouse tables, "+
+		"run SELECT pg_drop_replication_slot('%s') if the slot still exists, then start capture with --resnapshot '*' and the sink", slot)
+}
+
+// checkDroppedSlot refuses to recreate a slot that capture streamed from
+// before (its saved snapshot progress says so): the changes made while it
+// was missing are lost, and a new slot's copy cannot repair ClickHouse
+// (copied rows have version 0, below the rows it has, and rows deleted
+// meanwhile would stay). Tables named with --resnapshot are being copied
+// again deliberately.
+func (c *Capturer) checkDroppedSlot(ctx context.Context, conn *pgx.Conn, tables []string) error {
+	cfg := &c.cfg
+	if cfg.state == nil || cfg.resnapshotAll || !cfg.createSlot {
+		return nil
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)", cfg.slot).Scan(&exists); err != nil {
+		return fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+	}
+	if exists {
+		return nil
+	}
+	var streamed []string
+	for _, t := range tables {
+		if cfg.resnapshot[t] {
+			continue
+		}
+		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, t))
+		if err != nil {
+			return err
+		}
+		if raw != nil {
+			streamed = append(streamed, t)
+		}
+	}
+	if len(streamed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: slot %s is gone, but capture streamed %s from it before (saved progress in the state topic); %s",
+		ErrSlotInvalidated, cfg.slot, strings.Join(streamed, ", "), resyncAdvice(cfg.slot))
+}
+
 // ensureSlot returns the position to stream from, creating the slot if it
 // is missing and allowed to; a new slot also returns its exported snapshot.
 func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config) (start record.LSN, snapshot string, created bool, err error) {
@@ -398,7 +445,7 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *c
 		return 0, "", false, fmt.Errorf("replication slot %s is a %s slot with plugin %q, not a logical pgoutput slot: choose another --slot name", cfg.slot, slotType, plugin)
 	}
 	if walStatus != nil && *walStatus == "lost" {
-		return 0, "", false, fmt.Errorf("%w: slot %s has wal_status=lost; drop it with SELECT pg_drop_replication_slot('%s') and resynchronise the tables from a new slot", ErrSlotInvalidated, cfg.slot, cfg.slot)
+		return 0, "", false, fmt.Errorf("%w: slot %s has wal_status=lost; %s", ErrSlotInvalidated, cfg.slot, resyncAdvice(cfg.slot))
 	}
 	if confirmed == nil {
 		return 0, "", false, fmt.Errorf("replication slot %s has no confirmed position yet; is another walhouse creating it?", cfg.slot)
@@ -447,8 +494,10 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.Contains(pgErr.Message, "invalidated") {
-			return fmt.Errorf("%w: %s; drop the slot and resynchronise the tables", ErrSlotInvalidated, pgErr.Message)
+		// PostgreSQL 15 says "cannot read from logical replication slot"
+		// and puts "invalidated" in the detail.
+		if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.Contains(pgErr.Message+" "+pgErr.Detail, "invalidated") {
+			return fmt.Errorf("%w: %s (%s); %s", ErrSlotInvalidated, pgErr.Message, pgErr.Detail, resyncAdvice(s.c.cfg.slot))
 		}
 		return fmt.Errorf("start replication on slot %s: %w", s.c.cfg.slot, err)
 	}

@@ -36,6 +36,7 @@ type config struct {
 	workers         int
 	chunkPages      int64
 	resnapshot      map[string]bool
+	resnapshotAll   bool
 	nameErrs        []error // table names given to options that do not parse
 }
 
@@ -151,11 +152,15 @@ func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
 
 // WithResnapshot copies the named tables ("schema.table" or "table") again,
 // whatever their saved progress says: the recovery after a ClickHouse table
-// was dropped. The copy runs next to the stream (see online.go); its rows
+// was dropped; "*" names every captured table. The copy runs next to the stream (see online.go); its rows
 // have the snapshot version, so they never override newer changes.
 func WithResnapshot(tables ...string) Option {
 	return func(c *config) {
 		for _, t := range tables {
+			if t == "*" {
+				c.resnapshotAll = true
+				continue
+			}
 			if _, _, err := splitTable(t); err != nil {
 				c.nameErrs = append(c.nameErrs, err)
 			}

@@ -207,8 +207,6 @@ func TestIntegrationSlotDroppedWithSavedState(t *testing.T) {
 	}
 
 	t.Run("creation allowed", func(t *testing.T) {
-		t.Skip("pending a fix in capture.Run (see the slot tests' report): today a dropped slot with saved progress is recreated silently, " +
-			"and the new snapshot (version 0) cannot override rows ClickHouse already has, nor remove the ones deleted while no slot existed")
 		// Saved progress shows the slot was streamed from: recreating it
 		// silently would leave ClickHouse with rows deleted meanwhile (a
 		// snapshot has version 0 and cannot remove or override them).

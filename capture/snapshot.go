@@ -222,7 +222,7 @@ func (s *snapshotter) progress(estimate int64) (stop func()) {
 // needs no snapshot.
 func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created, fresh bool) (*snapshotPlan, error) {
 	cfg := &s.c.cfg
-	again := cfg.resnapshot[table] || fresh
+	again := cfg.resnapshot[table] || cfg.resnapshotAll || fresh
 	if cfg.state == nil && !created && !again {
 		// Without saved progress there is no telling whether an existing
 		// slot's tables were ever copied: only a new slot gets a snapshot.

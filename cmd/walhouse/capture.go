@@ -32,13 +32,14 @@ func runCapture(ctx context.Context, args []string) error {
 		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows (before streaming for a new slot, next to it for tables that join later; resumable); never: stream changes only")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
+		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		tables      listFlag
 		exclude     listFlag
 		tenantFor   listFlag
 		resnapshot  listFlag
 	)
-	fs.Var(&resnapshot, "resnapshot", "copy these tables (schema.table) again, next to the stream, e.g. after dropping their ClickHouse table")
+	fs.Var(&resnapshot, "resnapshot", "copy these tables (schema.table, or * for all) again, e.g. after dropping their ClickHouse table")
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
@@ -60,6 +61,9 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithSnapshotWorkers(*workers),
 		capture.WithSnapshotChunkPages(*chunkPages),
 		capture.WithResnapshot(resnapshot...),
+	}
+	if *noCreate {
+		opts = append(opts, capture.WithoutSlotCreation())
 	}
 	switch *snapshot {
 	case "initial":
