@@ -32,6 +32,13 @@ const (
 	// line per row starting with the table name. NULL is an empty field;
 	// arrays and maps are JSON text.
 	CSV Format = "csv"
+	// Parquet writes one Parquet file (zstd): a required string column
+	// _table names each row's table, and each table is an optional group
+	// of its columns, typed from their ClickHouse types (Nullable columns
+	// optional; integers, floats, booleans, DECIMAL up to 18 digits, UUID,
+	// DATE, TIMESTAMP(µs, UTC); wider integers and decimals as exact text;
+	// arrays and maps as JSON text). Row groups hold at most 16,384 rows.
+	Parquet Format = "parquet"
 )
 
 // Subject identifies a data subject: every row whose Column equals Value.
@@ -191,9 +198,9 @@ func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, er
 	switch req.Format {
 	case "":
 		req.Format = JSONL
-	case JSONL, CSV:
+	case JSONL, CSV, Parquet:
 	default:
-		return nil, reqErr("format", "%q is not one of jsonl, csv", req.Format)
+		return nil, reqErr("format", "%q is not one of jsonl, csv, parquet", req.Format)
 	}
 	if req.Subject.Column == "" {
 		return nil, reqErr("subject.column", "is required")
@@ -225,6 +232,12 @@ func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, er
 				return nil, reqErr(fmt.Sprintf("tables[%d]", i), "%v; GET /v1/tables lists the tables", err)
 			}
 			p.tables = append(p.tables, t)
+		}
+	}
+	if req.Format == Parquet {
+		// Refuse what cannot be written before anything is streamed.
+		if _, err := parquetSchema(p.tables); err != nil {
+			return nil, err
 		}
 	}
 	for _, t := range p.tables {
@@ -276,6 +289,13 @@ func (e *Exporter) run(ctx context.Context, w io.Writer, p *exportPlan, id strin
 
 func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m *Manifest) error {
 	flusher, _ := out.w.(http.Flusher)
+	var pq *parquetExport
+	if m.Format == Parquet {
+		var err error
+		if pq, err = newParquetExport(out, p.tables); err != nil {
+			return err
+		}
+	}
 	for i, t := range p.tables {
 		st := p.statements[i]
 		sync, err := syncState(ctx, e.conn, e.database, t.Name)
@@ -301,7 +321,9 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 			if err = sc.scan(rows); err != nil {
 				break
 			}
-			if cw != nil {
+			if pq != nil {
+				err = pq.writeRow(t.Name, sc)
+			} else if cw != nil {
 				rec = append(rec[:0], t.Name)
 				for c := range sc.names {
 					rec = append(rec, sc.csvText(c))
@@ -346,6 +368,14 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 		m.Tables = append(m.Tables, tm)
 		if err != nil {
 			return fmt.Errorf("export %s: %w", t.Name, err)
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if pq != nil {
+		if err := pq.close(); err != nil {
+			return err
 		}
 		if flusher != nil {
 			flusher.Flush()
@@ -439,9 +469,12 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	id := newExportID()
 	h := w.Header()
-	if p.req.Format == CSV {
+	switch p.req.Format {
+	case CSV:
 		h.Set("Content-Type", "text/csv; charset=utf-8")
-	} else {
+	case Parquet:
+		h.Set("Content-Type", "application/vnd.apache.parquet")
+	default:
 		h.Set("Content-Type", "application/x-ndjson")
 	}
 	h.Set("X-Walhouse-Export-Id", id)

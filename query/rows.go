@@ -118,8 +118,12 @@ func appendJSONValue(buf *bytes.Buffer, v any) {
 
 // csvText returns column i of the scanned row as CSV field text: "" for
 // NULL, nested values as JSON.
-func (s *rowScanner) csvText(i int) string {
-	switch v := s.value(i).(type) {
+func (s *rowScanner) csvText(i int) string { return fieldText(s.value(i)) }
+
+// fieldText is the text of a value from jsonValue: "" for nil, scalars as
+// themselves, nested values as JSON.
+func fieldText(v any) string {
+	switch v := v.(type) {
 	case nil:
 		return ""
 	case string:

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -224,7 +225,7 @@ func runExport(ctx context.Context, args []string) error {
 		subject = fs.String("subject", "", "value of the subject column (required)")
 		tables  listFlag
 		out     = fs.String("out", "", "file to write (required); the manifest goes to <out>.manifest.json")
-		format  = fs.String("format", "", "jsonl or csv (default: csv for a .csv file, else jsonl)")
+		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
 		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest one table's query may run")
 	)
 	fs.Var(&tables, "tables", "tables to export, comma-separated (default: every table with the subject column)")
@@ -242,9 +243,13 @@ func runExport(ctx context.Context, args []string) error {
 	}
 	f := query.Format(*format)
 	if f == "" {
-		f = query.JSONL
-		if strings.HasSuffix(strings.ToLower(*out), ".csv") {
+		switch strings.ToLower(filepath.Ext(*out)) {
+		case ".csv":
 			f = query.CSV
+		case ".parquet":
+			f = query.Parquet
+		default:
+			f = query.JSONL
 		}
 	}
 	conn, err := clickhouse.Open(ctx, ep.clickhouse)
