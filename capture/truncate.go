@@ -100,6 +100,12 @@ func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte)
 			Cascade:         m.cascade,
 			RestartIdentity: m.restartIdentity,
 		}
+		if s.online != nil && s.online.copying(rel.name) {
+			// Copied rows have version 0, below every TRUNCATE: the marker
+			// removes those loaded before it even if they were read after
+			// the TRUNCATE, and misses those loaded after it.
+			s.c.log.Warn("TRUNCATE of a table whose online copy is running: ClickHouse may not match PostgreSQL for it; once the copy is done, copy it again (drop the ClickHouse table, then walhouse capture --resnapshot)", "table", rel.name, "lsn", lsn)
+		}
 		n, err := s.partitionsForMarker(ctx, rel.topic)
 		if err != nil {
 			return fmt.Errorf("replicate the TRUNCATE of %s at %s: %w", rel.name, lsn, err)

@@ -16,10 +16,10 @@ import (
 // A marker carries the heartbeat headers too, first of all HeaderHeartbeat
 // (capture's partitioner honours the partition set on a keyless record whose
 // first header is HeaderHeartbeat, which is how a marker reaches each
-// partition), and it is a valid heartbeat: At is the truncating
-// transaction's commit time minus the heartbeat margin. A consumer that
-// knows markers checks for HeaderTruncate before treating a record as a
-// heartbeat.
+// partition). Its heartbeat time At is the truncating transaction's commit
+// time less capture's heartbeat margin, but a marker is not a heartbeat: a
+// consumer checks for HeaderTruncate first, and the sink takes no freshness
+// from markers (heartbeats and row changes give it).
 const (
 	HeaderTruncate        = "walhouse-truncate"         // commit time of the truncating transaction, RFC 3339
 	HeaderTruncateOptions = "walhouse-truncate-options" // TruncateCascade and TruncateRestartIdentity, comma-separated; may be empty
@@ -47,7 +47,7 @@ type Truncate struct {
 	Source          Source    // Schema and Table only
 	LSN             LSN       // WAL position of the TRUNCATE itself
 	CommitTime      time.Time // commit time of the truncating transaction
-	At              time.Time // heartbeat time (see HeaderHeartbeat)
+	At              time.Time // the HeaderHeartbeat value (see the header constants)
 	Cascade         bool      // TRUNCATE ... CASCADE
 	RestartIdentity bool      // TRUNCATE ... RESTART IDENTITY
 }

@@ -35,7 +35,8 @@ func TestTruncateHeadersRoundTrip(t *testing.T) {
 			got.Cascade != in.Cascade || got.RestartIdentity != in.RestartIdentity {
 			t.Errorf("round trip: got %+v, want %+v", got, in)
 		}
-		// A marker is also a valid heartbeat.
+		// A marker parses as a heartbeat too, which is why consumers check
+		// for a marker first.
 		hb, ok, err := ParseHeartbeat(headerGetter(hs))
 		if !ok || err != nil || hb.LSN != in.LSN || hb.Source != in.Source || !hb.At.Equal(in.At) {
 			t.Errorf("marker as heartbeat: %+v, ok %v, err %v", hb, ok, err)
