@@ -8,6 +8,10 @@
 // sink stops with an error naming them (a dead-letter topic takes them once
 // configured).
 //
+// Truncate markers (record.Truncate) are applied through the Loader's
+// optional Truncater capability, after the partition's records before the
+// marker are loaded and before those after it.
+//
 // Data enters as Kafka records and leaves through the Loader interface; the
 // package knows nothing about ClickHouse.
 package sink
