@@ -79,6 +79,7 @@ type snapshotter struct {
 	name     string // exported snapshot, empty for fresh snapshots
 	log      *slog.Logger
 	rows     atomic.Int64
+	chunks   atomic.Int64 // chunks finished by this run
 }
 
 func (c *Capturer) newSnapshotter(sourceID string, cp record.LSN, name string) *snapshotter {
@@ -176,11 +177,16 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 				if err := s.finishChunk(gctx, t.plan, t.chunk); err != nil {
 					return err
 				}
+				s.chunks.Add(1)
 			}
 			return nil
 		})
 	}
-	stopProgress := s.progress(estimate)
+	pending := 0
+	for _, p := range plans {
+		pending += len(p.pending())
+	}
+	stopProgress := s.progress(estimate, pending)
 	err := g.Wait()
 	stopProgress()
 	if err != nil {
@@ -190,8 +196,11 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 	return nil
 }
 
-// progress logs rows, rows/s and an ETA every 5 seconds.
-func (s *snapshotter) progress(estimate int64) (stop func()) {
+// progress logs rows, rows/s and an ETA every 5 seconds. The ETA comes
+// from the row estimate (the planner's statistics) while it holds, and
+// from the share of chunks done when the table was never analyzed or the
+// estimate is exceeded.
+func (s *snapshotter) progress(estimate int64, chunks int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -205,13 +214,18 @@ func (s *snapshotter) progress(estimate int64) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				rows := s.rows.Load()
-				rate := float64(rows) / time.Since(start).Seconds()
+				rows, finished := s.rows.Load(), s.chunks.Load()
+				elapsed := time.Since(start)
+				rate := float64(rows) / elapsed.Seconds()
 				eta := "unknown"
-				if rate > 0 && estimate > rows {
+				switch {
+				case rate > 0 && estimate > rows:
 					eta = (time.Duration(float64(estimate-rows)/rate) * time.Second).Round(time.Second).String()
+				case finished > 0 && int(finished) < chunks:
+					eta = (elapsed * time.Duration(int64(chunks)-finished) / time.Duration(finished)).Round(time.Second).String()
 				}
-				s.log.Info("progress", "rows", rows, "estimated_rows", estimate, "rows_per_s", int64(rate), "eta", eta)
+				s.log.Info("progress", "rows", rows, "estimated_rows", estimate, "rows_per_s", int64(rate),
+					"chunks_done", finished, "chunks", chunks, "eta", eta)
 			}
 		}
 	}()
