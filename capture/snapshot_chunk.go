@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -55,25 +53,14 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		return fmt.Errorf("snapshot state of %s: %w", p.Table, err)
 	}
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		failure error
-		values  = make([]record.Value, len(rel.columns))
-		keys    = make([]string, len(rel.keyIdx))
-		r       record.Record
+		prod   = newSlabProducer(ctx, s.c.producer)
+		enc    = record.NewEncoder(rel.source, rel.tenantColumn, rel.columns, rel.schemaID)
+		values = make([]record.Value, len(rel.columns))
+		keys   = make([]string, len(rel.keyIdx))
+		id     [36]byte
+		r      record.Record
 	)
-	ack := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			if failure == nil {
-				failure = err
-			}
-			mu.Unlock()
-		}
-		wg.Done()
-	}
 	n := int64(0)
-	produceCtx := context.WithoutCancel(ctx)
 	for rows.Next() {
 		raw := rows.RawValues()
 		for i, b := range raw {
@@ -108,14 +95,14 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		} else {
 			r.TenantID = s.c.cfg.defaultTenant
 		}
-		r.EventID = record.SnapshotEventID(s.sourceID, cp, p.Table, keys, p.At)
+		// The id is written into a buffer reused for every row: the record
+		// is encoded before the next one.
+		eid := record.AppendSnapshotEventID(id[:0], s.sourceID, cp, p.Table, keys, p.At)
+		r.EventID = unsafe.String(unsafe.SliceData(eid), len(eid))
 		if err := r.ValidateRow(); err != nil {
 			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
 		}
-		value := record.AppendJSON(make([]byte, 0, rel.lastSize+rel.lastSize/8), &r)
-		rel.lastSize = max(len(value), 256)
-		wg.Add(1)
-		s.c.producer.Produce(produceCtx, &kgo.Record{Topic: rel.topic, Key: r.AppendPartitionKey(make([]byte, 0, 64)), Value: value}, ack)
+		prod.produce(enc, rel.topic, &r)
 		n++
 		if n%10_000 == 0 {
 			s.rows.Add(10_000)
@@ -123,14 +110,13 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		}
 	}
 	if err := rows.Err(); err != nil {
-		wg.Wait()
+		_ = prod.wait()
 		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
 	}
 	s.rows.Add(n % 10_000)
 	s.c.rows.Add(n % 10_000)
-	wg.Wait()
-	if failure != nil {
-		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, failure)
+	if err := prod.wait(); err != nil {
+		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, err)
 	}
 	return nil
 }

@@ -1,0 +1,150 @@
+package capture
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// A snapshot produces millions of records whose memory is needed only until
+// Kafka acknowledges them. Instead of allocating a key, a value and a
+// kgo.Record per row (and leaving them to the garbage collector), a chunk
+// reader encodes rows into slabs: blocks of bytes and records that are
+// reused once every record in them has been acknowledged.
+
+const (
+	slabBytes   = 256 << 10 // encoded keys and values per slab
+	slabRecords = 256       // records per slab; rows of about 1 KB fill both together
+	// freeSlabs bounds the slabs kept for reuse; the rest are left to the
+	// garbage collector. Kafka's buffer limits bound how many are in use.
+	freeSlabs = 256
+)
+
+// slab is a block of encoded records. pending counts its records not yet
+// acknowledged, plus one while the reader is still filling it; the slab is
+// reused when it drops to zero.
+type slab struct {
+	buf     []byte
+	recs    []kgo.Record
+	n       int // records handed out
+	pending atomic.Int32
+	owner   *slabProducer
+	ack     func(*kgo.Record, error) // bound once per slab, not per record
+}
+
+// slabProducer produces one chunk's records from slabs and waits for their
+// acknowledgements. produce is called from one goroutine; acknowledgements
+// arrive on the Kafka client's.
+type slabProducer struct {
+	producer Producer
+	ctx      context.Context // outlives a cancelled read: the chunk waits for its acks
+	cur      *slab
+	last     int // size of the last encoded record
+	free     chan *slab
+	wg       sync.WaitGroup // records produced, not yet acknowledged
+	mu       sync.Mutex
+	failure  error // the first produce error
+}
+
+func newSlabProducer(ctx context.Context, p Producer) *slabProducer {
+	return &slabProducer{producer: p, ctx: context.WithoutCancel(ctx), free: make(chan *slab, freeSlabs)}
+}
+
+// produce encodes r with enc into the current slab and produces it to
+// topic; the memory is reused once Kafka acknowledged it.
+func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Record) {
+	s := p.cur
+	if s != nil && cap(s.buf)-len(s.buf) < 2*p.last {
+		p.retire(s) // full: the next record would probably not fit
+		s = nil
+	}
+	if s == nil {
+		s = p.slab()
+	}
+	start := len(s.buf)
+	// Appending to an empty slice at the slab's end: a record that does not
+	// fit after all is copied to memory of its own, not the whole slab.
+	free := s.buf[start:start]
+	out, key, value := enc.AppendKeyValue(free, r)
+	fits := unsafe.SliceData(out) == unsafe.SliceData(free)
+	if fits {
+		s.buf = s.buf[:start+len(out)]
+	}
+	p.last = max(len(out), 256)
+	rec := &s.recs[s.n]
+	s.n++
+	*rec = kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: r.IngestedAt}
+	s.pending.Add(1)
+	p.wg.Add(1)
+	p.producer.Produce(p.ctx, rec, s.ack)
+	if !fits || s.n == len(s.recs) {
+		p.retire(s)
+		s = nil
+	}
+	p.cur = s
+}
+
+// slab returns a free slab, or a new one, marked as being filled.
+func (p *slabProducer) slab() *slab {
+	var s *slab
+	select {
+	case s = <-p.free:
+	default:
+		s = &slab{buf: make([]byte, 0, slabBytes), recs: make([]kgo.Record, slabRecords), owner: p}
+		s.ack = s.done
+	}
+	s.pending.Store(1)
+	return s
+}
+
+// retire ends filling s: it is reused once its records are acknowledged.
+func (p *slabProducer) retire(s *slab) {
+	if s.pending.Add(-1) == 0 {
+		p.reuse(s)
+	}
+}
+
+// done is the promise of every record of s.
+func (s *slab) done(_ *kgo.Record, err error) {
+	p := s.owner
+	if err != nil {
+		p.mu.Lock()
+		if p.failure == nil {
+			p.failure = err
+		}
+		p.mu.Unlock()
+	}
+	if s.pending.Add(-1) == 0 {
+		p.reuse(s)
+	}
+	p.wg.Done()
+}
+
+// reuse puts an acknowledged slab on the free list. Kafka's client no
+// longer reads a record once its promise has returned.
+func (p *slabProducer) reuse(s *slab) {
+	clear(s.recs[:s.n]) // drop references to keys, values and contexts
+	s.buf, s.n = s.buf[:0], 0
+	select {
+	case p.free <- s:
+	default:
+	}
+}
+
+// wait retires the current slab and returns once every produced record was
+// acknowledged, with the first produce error.
+func (p *slabProducer) wait() error {
+	if p.cur != nil {
+		p.retire(p.cur)
+		p.cur = nil
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failure
+}
