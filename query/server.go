@@ -56,6 +56,8 @@ type Config struct {
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
+// Its Run samples the lag history of GET /v1/lag/history; run it beside the
+// HTTP server for as long as it serves.
 //
 // Routes:
 //
