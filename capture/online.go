@@ -40,12 +40,21 @@ type onlineSnapshots struct {
 	c        *Capturer
 	sourceID string
 
-	mu     sync.Mutex
-	active map[string]bool // tables whose copy is not yet acknowledged in full
-	queue  []onlineJob
-	err    error
-	wake   chan struct{}
-	done   chan struct{} // closed when run returns
+	mu      sync.Mutex
+	active  map[string]bool // tables whose copy is not yet acknowledged in full
+	queue   []onlineJob
+	err     error
+	running *runningCopy // the copy in progress, if any
+	wake    chan struct{}
+	done    chan struct{} // closed when run returns
+}
+
+// runningCopy is the copy in progress, which restart can interrupt.
+type runningCopy struct {
+	table   string
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed once it returned, its rows acknowledged
+	again   bool          // restart asked for a new copy
 }
 
 // onlineJob is one table to copy: planned already (at start) or to plan
@@ -110,18 +119,52 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 				return
 			}
 		}
-		if err := o.copy(ctx, job); err != nil {
-			if ctx.Err() == nil {
-				o.mu.Lock()
-				o.err = err
-				o.mu.Unlock()
-			}
+		jctx, cancel := context.WithCancel(ctx)
+		rc := &runningCopy{table: job.table, cancel: cancel, stopped: make(chan struct{})}
+		o.mu.Lock()
+		o.running = rc
+		o.mu.Unlock()
+		err := o.copy(jctx, job)
+		cancel()
+		o.mu.Lock()
+		o.running = nil
+		switch {
+		case rc.again:
+			// Copy the table anew, first: see restart.
+			o.queue = append([]onlineJob{{table: job.table, cp: job.cp}}, o.queue...)
+		case err != nil && ctx.Err() == nil:
+			o.err = err
+		case err == nil:
+			delete(o.active, job.table)
+		}
+		stop := err != nil && !rc.again
+		o.mu.Unlock()
+		close(rc.stopped)
+		if stop {
 			return
 		}
-		o.mu.Lock()
-		delete(o.active, job.table)
-		o.mu.Unlock()
 	}
+}
+
+// restart makes the copy of a table start over with a new plan, after
+// every row the current copy produced is acknowledged. The stream calls it
+// for a TRUNCATE of a table being copied, before producing the truncate
+// markers: rows read before the TRUNCATE then all precede the markers in
+// their partitions (so the sink removes them), and the new copy reads the
+// table as the TRUNCATE left it. A copy that is only queued needs nothing:
+// its finished chunks were produced before the markers, its other chunks
+// are read later.
+func (o *onlineSnapshots) restart(table string) {
+	o.mu.Lock()
+	rc := o.running
+	if rc == nil || rc.table != table {
+		o.mu.Unlock()
+		return
+	}
+	rc.again = true
+	rc.cancel()
+	o.mu.Unlock()
+	<-rc.stopped
 }
 
 func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {

@@ -101,10 +101,13 @@ func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte)
 			RestartIdentity: m.restartIdentity,
 		}
 		if s.online != nil && s.online.copying(rel.name) {
-			// Copied rows have version 0, below every TRUNCATE: the marker
-			// removes those loaded before it even if they were read after
-			// the TRUNCATE, and misses those loaded after it.
-			s.c.log.Warn("TRUNCATE of a table whose online copy is running: ClickHouse may not match PostgreSQL for it; once the copy is done, copy it again (drop the ClickHouse table, then walhouse capture --resnapshot)", "table", rel.name, "lsn", lsn)
+			// Copied rows have version 0, below every TRUNCATE, so the
+			// markers remove every copied row before them in a partition
+			// and none after. Stopping the copy first puts all rows it
+			// read before the TRUNCATE before the markers; the copy then
+			// starts over and reads what the TRUNCATE left.
+			s.c.log.Info("TRUNCATE of a table being copied: the copy starts over", "table", rel.name, "lsn", lsn)
+			s.online.restart(rel.name)
 		}
 		n, err := s.partitionsForMarker(ctx, rel.topic)
 		if err != nil {

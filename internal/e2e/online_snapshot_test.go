@@ -157,3 +157,36 @@ func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
 		t.Fatalf("%v\n%s", err, proc.Output())
 	}
 }
+
+// TestIntegrationTruncateDuringOnlineCopy truncates a table while its
+// online copy runs, then writes to it again. Copied rows have version 0, so
+// the truncate markers must find every row read before the TRUNCATE ahead
+// of them, and the copy must not bring back rows the TRUNCATE removed.
+func TestIntegrationTruncateDuringOnlineCopy(t *testing.T) {
+	p := newPipeline(t)
+	streamed, joined := testenv.Name("stay"), testenv.Name("trunc")
+	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))`, qs))
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, n int, PRIMARY KEY (tenant_id, id))`, qj))
+	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, 0 FROM generate_series(1, 150000) i`, qj))
+
+	capture := testenv.Start(t, "capture", walhouseBin, "capture",
+		"--pg", p.env.PG, "--kafka", p.env.Kafka,
+		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
+		"--tables", streamed, "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s",
+		"--snapshot-workers", "1", "--snapshot-chunk-pages", "16")
+	sink := p.startSink()
+	waitLog(t, capture, "msg=streaming")
+	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qj))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t1', 1)`, qs)) // the stream notices the new table at once
+	waitLog(t, capture, "msg=starting", "online=true", joined)
+	p.exec(fmt.Sprintf(`BEGIN; DELETE FROM %s WHERE id = 1; TRUNCATE %s; INSERT INTO %s VALUES ('t0', 7, 1), ('t1', 200000, 2); COMMIT`, qj, qj, qj))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't2', i, 3 FROM generate_series(300000, 300100) i`, qj))
+	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 1 WHERE id = 7`, qj))
+	waitLog(t, capture, "msg=complete", "online=true", joined)
+
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, n::text FROM %s AS t ORDER BY 1, t.id`, qj)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), toString(n) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, joined)
+	p.converge(pgQuery, chQuery, capture, sink)
+}
