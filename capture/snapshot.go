@@ -47,6 +47,8 @@ type snapshotPlan struct {
 }
 
 func (p *snapshotPlan) pending() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var out []int
 	for i := 0; i < p.Chunks; i++ {
 		if !slices.Contains(p.Done, i) {
@@ -144,6 +146,10 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 		tables[i] = p.Table
 	}
 	s.log.Info("starting", "tables", tables, "estimated_rows", estimate, "workers", c.cfg.workers, "consistent_point", s.cp, "exported_snapshot", s.name != "")
+	pending := 0
+	for _, p := range plans {
+		pending += len(p.pending())
+	}
 	type task struct {
 		plan  *snapshotPlan
 		chunk int
@@ -181,10 +187,6 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 			}
 			return nil
 		})
-	}
-	pending := 0
-	for _, p := range plans {
-		pending += len(p.pending())
 	}
 	stopProgress := s.progress(estimate, pending)
 	err := g.Wait()
