@@ -41,8 +41,11 @@ clean:
 	$(SERVICES) clean
 	rm -rf bin
 
+# The memory tests measure heap on a million rows; under the race detector
+# that takes minutes, so they run again in a second pass without it.
 test: vet services
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
+	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
 
 demo: services build
 	. ./$(ENVFILE) && ./bin/walhouse demo

@@ -14,10 +14,14 @@ import (
 // TestIntegrationExportMemoryBounded exports a subject with a million rows
 // (about 256 MiB of JSON Lines) as JSON Lines and as Parquet, and checks
 // that the server streams them: its heap stays well below the size of the
-// data. Under the race detector each export runs for minutes; the embedded
-// engine's HTTP front serves such slow readers to the end (see
-// internal/chdb TestIntegrationHTTPSlowReader).
+// data. Under the race detector the exports take minutes, so `make test`
+// runs this test in a second pass without it (the embedded engine's HTTP
+// front serves slow readers to the end all the same: see internal/chdb
+// TestIntegrationHTTPSlowReader).
 func TestIntegrationExportMemoryBounded(t *testing.T) {
+	if raceDetector {
+		t.Skip("measures memory on a million rows: make test runs it without the race detector")
+	}
 	f := newCHFixture(t)
 	db := schema.QuoteIdent(f.db)
 	const n = 1_000_000
