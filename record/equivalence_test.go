@@ -274,3 +274,23 @@ func TestEncoderFits(t *testing.T) {
 		}
 	}
 }
+
+func TestParseEventIDMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const chars = "0123456789abcdefABCDEF-gx7 "
+	for i := 0; i < 50000; i++ {
+		s := EventID(randString(rng), LSN(rng.Uint64()), rng.Uint32(), randTime(rng))
+		if i%3 == 0 {
+			s = strings.ToUpper(s)
+		}
+		for m := rng.IntN(3); m > 0; m-- { // mutate a character or two
+			j := rng.IntN(len(s))
+			s = s[:j] + string(chars[rng.IntN(len(chars))]) + s[j+1:]
+		}
+		got, gotErr := ParseEventID(s)
+		want, wantErr := refParseEventID(s)
+		if !got.Equal(want) || (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("ParseEventID(%q) = %v, %v; want %v, %v", s, got, gotErr, want, wantErr)
+		}
+	}
+}

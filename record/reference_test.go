@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -264,4 +265,46 @@ func refFormatUUID(u [16]byte) string {
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
+}
+
+// refUnhex decodes one hex digit.
+func refUnhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// refParseEventID is ParseEventID as it was, digit by digit.
+func refParseEventID(s string) (time.Time, error) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return time.Time{}, fmt.Errorf("%q is not a canonical UUID", s)
+	}
+	var u [16]byte
+	j := 0
+	for i := 0; i < len(s); i += 2 {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+		}
+		hi, ok1 := refUnhex(s[i])
+		lo, ok2 := refUnhex(s[i+1])
+		if !ok1 || !ok2 {
+			return time.Time{}, fmt.Errorf("%q is not a canonical UUID: bad hex digit", s)
+		}
+		u[j] = hi<<4 | lo
+		j++
+	}
+	if u[6]>>4 != 7 {
+		return time.Time{}, fmt.Errorf("%q is not a version 7 UUID", s)
+	}
+	if u[8]>>6 != 2 {
+		return time.Time{}, fmt.Errorf("%q does not have the RFC 9562 variant", s)
+	}
+	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	return time.UnixMilli(ms).UTC(), nil
 }
