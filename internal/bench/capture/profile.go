@@ -22,10 +22,11 @@ func producerOpts(brokers []string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(capture.Partitioner()),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100_000),
+		kgo.MaxBufferedBytes(48 << 20),
 		kgo.RecordDeliveryTimeout(0),
 	}
 }
