@@ -125,8 +125,10 @@ func (b *bench) run(ctx context.Context) error {
 		if err := b.streaming(ctx); err != nil {
 			return fmt.Errorf("streaming phase: %w", err)
 		}
-	} else if _, err := b.fillTable(ctx); err != nil {
-		return err
+	} else if b.opts.phase("snapshot") {
+		if _, err := b.fillTable(ctx); err != nil {
+			return err
+		}
 	}
 	if b.opts.phase("snapshot") {
 		if err := b.snapshot(ctx); err != nil {
@@ -134,6 +136,11 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	b.result.print(os.Stdout)
+	if b.opts.phase("produce") {
+		if err := b.produce(ctx, os.Stdout); err != nil {
+			return fmt.Errorf("produce phase: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -5,7 +5,10 @@
 //   - streaming: a backlog of row changes made while the slots were idle,
 //     read by pg_recvlogical and by `walhouse capture --snapshot never`;
 //   - snapshot: the same table read by `walhouse capture` (initial snapshot)
-//     and by psql's COPY ... TO STDOUT.
+//     and by psql's COPY ... TO STDOUT;
+//   - produce (only when asked for with -phases): snapshot-shaped records
+//     produced straight into Kafka with each compression codec, for the
+//     broker's own cost per record.
 //
 // It prints rows/s, the ratio walhouse/PostgreSQL and walhouse's peak RSS; it
 // never asserts. With -profile DIR it also runs the streaming phase
@@ -86,7 +89,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile", "", "directory for cpu.pprof and allocs.pprof of an extra in-process streaming run (off when empty)")
 	fs.StringVar(&o.recvBin, "pg-recvlogical", "/usr/lib/postgresql/15/bin/pg_recvlogical", "path of PostgreSQL's pg_recvlogical")
 	fs.StringVar(&o.localDir, "local-dir", ".local", "directory of the local services (for their pid files, to account their CPU)")
-	fs.StringVar(&o.phases, "phases", "stream,snapshot", "phases to run: stream, snapshot or both")
+	fs.StringVar(&o.phases, "phases", "stream,snapshot", "phases to run, comma-separated: stream, snapshot, produce (Kafka alone, per compression codec)")
 	fs.BoolVar(&o.verbose, "v", false, "print the end of walhouse's log after each run (to stderr)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -111,8 +114,8 @@ func parseOptions(args []string) (options, error) {
 		errs = append(errs, fmt.Errorf("-snapshot-workers %d: want at least 1", o.workers))
 	}
 	for _, p := range strings.Split(o.phases, ",") {
-		if p != "stream" && p != "snapshot" {
-			errs = append(errs, fmt.Errorf("-phases %q: want stream, snapshot or stream,snapshot", o.phases))
+		if p != "stream" && p != "snapshot" && p != "produce" {
+			errs = append(errs, fmt.Errorf("-phases %q: want a comma-separated list of stream, snapshot and produce", o.phases))
 			break
 		}
 	}
