@@ -102,7 +102,9 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		if err := r.ValidateRow(); err != nil {
 			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
 		}
-		prod.produce(enc, rel.topic, &r)
+		if err := prod.produce(enc, rel.topic, &r); err != nil {
+			return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+		}
 		n++
 		if n%10_000 == 0 {
 			s.rows.Add(10_000)

@@ -20,9 +20,12 @@ import (
 const (
 	slabBytes   = 256 << 10 // encoded keys and values per slab
 	slabRecords = 256       // records per slab; rows of about 1 KB fill both together
-	// freeSlabs bounds the slabs kept for reuse; the rest are left to the
-	// garbage collector. Kafka's buffer limits bound how many are in use.
-	freeSlabs = 256
+	// maxSlabs bounds one chunk reader's slabs, hence the bytes it has in
+	// flight (16 MiB): enough to keep the broker busy (a produce request
+	// carries at most 1 MiB per partition), little enough that a few
+	// workers stay well inside the memory budget. A reader that has them
+	// all in flight waits for an acknowledgement.
+	maxSlabs = 64
 )
 
 // slab is a block of encoded records. pending counts its records not yet
@@ -41,30 +44,38 @@ type slab struct {
 // acknowledgements. produce is called from one goroutine; acknowledgements
 // arrive on the Kafka client's.
 type slabProducer struct {
-	producer Producer
-	ctx      context.Context // outlives a cancelled read: the chunk waits for its acks
-	cur      *slab
-	last     int // size of the last encoded record
-	free     chan *slab
-	wg       sync.WaitGroup // records produced, not yet acknowledged
-	mu       sync.Mutex
-	failure  error // the first produce error
+	producer   Producer
+	ctx        context.Context // the read's: cancelling it stops a wait for a free slab
+	produceCtx context.Context // outlives a cancelled read: the chunk waits for its acks
+	cur        *slab
+	last       int // size of the last encoded record
+	made       int // slabs allocated so far, at most maxSlabs
+	// free holds acknowledged slabs; its capacity is maxSlabs, so
+	// returning one never blocks.
+	free    chan *slab
+	wg      sync.WaitGroup // records produced, not yet acknowledged
+	mu      sync.Mutex
+	failure error // the first produce error
 }
 
 func newSlabProducer(ctx context.Context, p Producer) *slabProducer {
-	return &slabProducer{producer: p, ctx: context.WithoutCancel(ctx), free: make(chan *slab, freeSlabs)}
+	return &slabProducer{producer: p, ctx: ctx, produceCtx: context.WithoutCancel(ctx), free: make(chan *slab, maxSlabs)}
 }
 
 // produce encodes r with enc into the current slab and produces it to
-// topic; the memory is reused once Kafka acknowledged it.
-func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Record) {
+// topic; the memory is reused once Kafka acknowledged it. It fails only
+// when the read's context ends while it waits for a free slab.
+func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Record) error {
 	s := p.cur
 	if s != nil && cap(s.buf)-len(s.buf) < 2*p.last {
 		p.retire(s) // full: the next record would probably not fit
 		s = nil
 	}
 	if s == nil {
-		s = p.slab()
+		var err error
+		if s, err = p.slab(); err != nil {
+			return err
+		}
 	}
 	start := len(s.buf)
 	// Appending to an empty slice at the slab's end: a record that does not
@@ -81,25 +92,36 @@ func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Reco
 	*rec = kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: r.IngestedAt}
 	s.pending.Add(1)
 	p.wg.Add(1)
-	p.producer.Produce(p.ctx, rec, s.ack)
+	p.producer.Produce(p.produceCtx, rec, s.ack)
 	if !fits || s.n == len(s.recs) {
 		p.retire(s)
 		s = nil
 	}
 	p.cur = s
+	return nil
 }
 
-// slab returns a free slab, or a new one, marked as being filled.
-func (p *slabProducer) slab() *slab {
+// slab returns an acknowledged slab, a new one while fewer than maxSlabs
+// exist, or else waits for one; the slab is marked as being filled.
+func (p *slabProducer) slab() (*slab, error) {
 	var s *slab
 	select {
 	case s = <-p.free:
 	default:
-		s = &slab{buf: make([]byte, 0, slabBytes), recs: make([]kgo.Record, slabRecords), owner: p}
-		s.ack = s.done
+		if p.made < maxSlabs {
+			p.made++
+			s = &slab{buf: make([]byte, 0, slabBytes), recs: make([]kgo.Record, slabRecords), owner: p}
+			s.ack = s.done
+			break
+		}
+		select {
+		case s = <-p.free:
+		case <-p.ctx.Done():
+			return nil, p.ctx.Err()
+		}
 	}
 	s.pending.Store(1)
-	return s
+	return s, nil
 }
 
 // retire ends filling s: it is reused once its records are acknowledged.
@@ -130,10 +152,7 @@ func (s *slab) done(_ *kgo.Record, err error) {
 func (p *slabProducer) reuse(s *slab) {
 	clear(s.recs[:s.n]) // drop references to keys, values and contexts
 	s.buf, s.n = s.buf[:0], 0
-	select {
-	case p.free <- s:
-	default:
-	}
+	p.free <- s
 }
 
 // wait retires the current slab and returns once every produced record was

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,11 +20,12 @@ import (
 // random order, checking that their bytes are still the ones produced: a
 // slab reused too early would have overwritten them.
 type holdingProducer struct {
-	mu      sync.Mutex
-	held    []heldRecord
-	failAt  int // fail the record with this sequence number (-1: none)
-	seq     int
-	corrupt []string
+	mu        sync.Mutex
+	held      []heldRecord
+	lastValue string // value of the last record produced
+	failAt    int    // fail the record with this sequence number (-1: none)
+	seq       int
+	corrupt   []string
 }
 
 type heldRecord struct {
@@ -36,6 +38,7 @@ type heldRecord struct {
 func (h *holdingProducer) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.lastValue = string(r.Value)
 	h.held = append(h.held, heldRecord{r: r, key: string(r.Key), value: string(r.Value), promise: promise, fail: h.seq == h.failAt})
 	h.seq++
 }
@@ -63,58 +66,80 @@ func (h *holdingProducer) ackSome(rng *rand.Rand, n int) int {
 	return n
 }
 
-func TestSlabProducer(t *testing.T) {
-	cols := []record.Column{
+// slabTestRecord returns row i of a three-column table with the given body.
+func slabTestRecord(i int, body string) record.Record {
+	cols := slabTestColumns
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	id := fmt.Sprint(i)
+	return record.Record{
+		EventID: record.SnapshotEventID(slabTestSource.ID, 1, "public.t", []string{"acme", id}, at), OccurredAt: at, IngestedAt: at,
+		TenantID: "acme", TenantColumn: "tenant_id", Source: slabTestSource, LSN: 1, CommitLSN: 1, Op: record.Read,
+		Columns: cols, SchemaID: record.SchemaID("tenant_id", cols), Values: []record.Value{{Text: "acme"}, {Text: id}, {Text: body}},
+	}
+}
+
+var (
+	slabTestColumns = []record.Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
 		{Name: "id", Type: "int8", TypMod: -1, Key: true},
 		{Name: "body", Type: "text", TypMod: -1},
 	}
-	src := record.Source{ID: "sys/db", Schema: "public", Table: "t"}
-	enc := record.NewEncoder(src, "tenant_id", cols, record.SchemaID("tenant_id", cols))
+	slabTestSource = record.Source{ID: "sys/db", Schema: "public", Table: "t"}
+)
+
+func TestSlabProducer(t *testing.T) {
+	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns))
 	for _, tc := range []struct {
 		name   string
 		rows   int
 		body   func(i int) string
 		failAt int
 	}{
-		{"small rows", 5000, func(i int) string { return fmt.Sprint("row ", i) }, -1},
+		{"small rows, more than maxSlabs slabs", maxSlabs*slabRecords + 5000, func(i int) string { return fmt.Sprint("row ", i) }, -1},
 		{"rows of varying size", 3000, func(i int) string { return strings.Repeat("x", i%3000) }, -1},
 		{"rows larger than a slab", 20, func(i int) string { return strings.Repeat("y", slabBytes+i) }, -1},
 		{"a failed record", 2000, func(i int) string { return "z" }, 1234},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(1, uint64(tc.rows)))
 			h := &holdingProducer{failAt: tc.failAt}
 			p := newSlabProducer(context.Background(), h)
-			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			values := make([]record.Value, 3)
-			for i := 0; i < tc.rows; i++ {
-				values[0] = record.Value{Text: "acme"}
-				values[1] = record.Value{Text: fmt.Sprint(i)}
-				values[2] = record.Value{Text: tc.body(i)}
-				r := record.Record{
-					EventID: record.SnapshotEventID(src.ID, 1, "public.t", []string{"acme", values[1].Text}, at), OccurredAt: at, IngestedAt: at,
-					TenantID: "acme", TenantColumn: "tenant_id", Source: src, LSN: 1, CommitLSN: 1, Op: record.Read,
-					Columns: cols, SchemaID: record.SchemaID("tenant_id", cols), Values: values,
-				}
-				p.produce(enc, "topic", &r)
-				h.mu.Lock()
-				last := h.held[len(h.held)-1]
-				h.mu.Unlock()
-				if want := string(record.AppendJSON(nil, &r)); last.value != want || last.key != r.PartitionKey() || last.r.Topic != "topic" {
-					t.Fatalf("row %d produced as key %s value %s, want %s %s", i, last.key, last.value, r.PartitionKey(), want)
-				}
-				if rng.IntN(50) == 0 {
-					h.ackSome(rng, rng.IntN(400))
-				}
-			}
-			// The rest is acknowledged while wait waits for it.
-			acker := rand.New(rand.NewPCG(2, uint64(tc.rows)))
+			// Acknowledgements arrive on another goroutine, in random order,
+			// as they do from Kafka; the reader may wait for them.
+			stop := make(chan struct{})
+			acked := make(chan struct{})
 			go func() {
-				for h.ackSome(acker, 100) > 0 {
+				defer close(acked)
+				rng := rand.New(rand.NewPCG(2, uint64(tc.rows)))
+				for {
+					select {
+					case <-stop:
+						for h.ackSome(rng, 100) > 0 {
+						}
+						return
+					default:
+						h.ackSome(rng, rng.IntN(300))
+						runtime.Gosched()
+					}
 				}
 			}()
+			for i := 0; i < tc.rows; i++ {
+				r := slabTestRecord(i, tc.body(i))
+				if err := p.produce(enc, "topic", &r); err != nil {
+					t.Fatal(err)
+				}
+				h.mu.Lock()
+				last := h.lastValue
+				h.mu.Unlock()
+				if want := string(record.AppendJSON(nil, &r)); last != want {
+					t.Fatalf("row %d produced as %s, want %s", i, last, want)
+				}
+			}
+			close(stop)
 			err := p.wait()
+			<-acked
+			if p.made > maxSlabs {
+				t.Errorf("%d slabs made, want at most %d", p.made, maxSlabs)
+			}
 			if len(h.corrupt) > 0 {
 				t.Fatalf("%d records changed before they were acknowledged (slab reused too early), first %s", len(h.corrupt), h.corrupt[0])
 			}
@@ -125,5 +150,25 @@ func TestSlabProducer(t *testing.T) {
 				t.Fatalf("wait: %v", err)
 			}
 		})
+	}
+}
+
+// TestSlabProducerStopsWaiting checks that a reader waiting for a free slab
+// (Kafka acknowledges nothing) stops when its context is cancelled.
+func TestSlabProducerStopsWaiting(t *testing.T) {
+	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newSlabProducer(ctx, &holdingProducer{failAt: -1})
+	var err error
+	for i := 0; err == nil; i++ {
+		if i == maxSlabs*slabRecords {
+			cancel() // every slab is full and in flight: the next record waits
+		}
+		r := slabTestRecord(i, "x")
+		err = p.produce(enc, "topic", &r)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("produce = %v, want context.Canceled", err)
 	}
 }
