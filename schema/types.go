@@ -4,9 +4,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -43,7 +46,28 @@ type Type struct {
 	kind    kind
 	array   bool
 	decimal string // Decimal(p, s) for kDecimal
+	form    textForm
+	width   int // characters of a char(n) column, for textPadded
 }
+
+// textForm says how a value stored as its text is brought to PostgreSQL's
+// output form. Streamed values have it; the initial snapshot reads values
+// with a cast to text, which for a few types gives another form. Both must
+// land in ClickHouse alike.
+type textForm uint8
+
+const (
+	textAsIs textForm = iota
+	// textPadded: char(n) is padded with spaces to n characters, as
+	// PostgreSQL outputs it (its cast to text removes the padding).
+	textPadded
+	// textInet: an inet address with the full mask (/32, /128) is written
+	// without it, as PostgreSQL outputs it (its cast to text shows it).
+	textInet
+	// textXML: an xml value's declaration is rewritten as PostgreSQL
+	// outputs it (its cast to text gives the value as stored).
+	textXML
+)
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
 // ClickHouse cannot make Nullable) an empty array of the element type.
@@ -61,11 +85,15 @@ func (t Type) Convert(text string) (any, error) {
 	if t.array {
 		return t.convertArray(text)
 	}
-	return convertScalar(t.kind, text)
+	return t.convertScalar(text)
 }
 
 // Decimal bounds: ClickHouse's widest decimal.
 const maxDecimalPrecision = 76
+
+// varhdrsz is the header PostgreSQL adds to a type modifier (atttypmod) of
+// numeric and character types.
+const varhdrsz = 4
 
 // Map returns the ClickHouse type of c. Key and tenant columns are never
 // Nullable (ClickHouse sort keys cannot be); every other column is, because a
@@ -76,6 +104,15 @@ func Map(c record.Column, nullable bool) Type {
 	t := Type{kind: k, array: c.Array, Fallback: fallback}
 	if k == kDecimal {
 		t.decimal = base
+	}
+	switch {
+	case c.Enum:
+	case c.Type == "bpchar" && c.TypMod > varhdrsz:
+		t.form, t.width = textPadded, int(c.TypMod-varhdrsz)
+	case c.Type == "inet":
+		t.form = textInet
+	case c.Type == "xml":
+		t.form = textXML
 	}
 	switch {
 	case c.Array:
@@ -144,7 +181,6 @@ func mapScalar(c record.Column) (kind, string, string) {
 // unconstrained numeric or for a shape ClickHouse cannot hold (negative
 // scale, scale above precision, precision above 76).
 func numericTypmod(typmod int32) (p, s int, ok bool) {
-	const varhdrsz = 4
 	if typmod < varhdrsz {
 		return 0, 0, false
 	}
@@ -157,14 +193,203 @@ func numericTypmod(typmod int32) (p, s int, ok bool) {
 	return p, s, true
 }
 
-// ClickHouse's Date32 and DateTime64 ranges. Values outside (including
-// PostgreSQL's infinity) are clamped to the nearest bound rather than losing
-// the row.
+// ClickHouse's Date32 range, and the DateTime64 range the client can
+// write: it converts times through int64 nanoseconds since 1970, which end
+// at 2262-04-11 23:47:16.854775807 UTC (later times would wrap around to
+// 1677), short of ClickHouse's own bound 2299-12-31. Values outside
+// (including PostgreSQL's infinity) are clamped to the nearest bound rather
+// than losing the row.
 var (
 	minDate = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxDate = time.Date(2299, 12, 31, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	maxTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Microsecond)
 )
+
+func (t Type) convertScalar(s string) (any, error) {
+	switch t.kind {
+	case kString:
+		return t.text(s), nil
+	case kDecimal:
+		return t.decimalText(s)
+	}
+	return convertScalar(t.kind, s)
+}
+
+// text brings a value stored as its text to PostgreSQL's output form (see
+// textForm).
+func (t Type) text(s string) string {
+	switch t.form {
+	case textPadded:
+		if n := utf8.RuneCountInString(s); n < t.width {
+			return s + strings.Repeat(" ", t.width-n)
+		}
+	case textInet:
+		if a, ok := strings.CutSuffix(s, "/32"); ok && !strings.Contains(a, ":") {
+			return a
+		}
+		if a, ok := strings.CutSuffix(s, "/128"); ok && strings.Contains(a, ":") {
+			return a
+		}
+	case textXML:
+		return xmlOutput(s)
+	}
+	return s
+}
+
+// xmlOutput returns PostgreSQL's output of a stored xml value (xml_out):
+// its XML declaration keeps only a version other than 1.0 and standalone,
+// normalized, or is dropped with one newline after it when it has neither.
+// A value whose declaration PostgreSQL cannot parse is output as stored.
+//
+// It must also leave output forms (streamed values) as they are, so it
+// differs from xml_out in one case: xml_out drops a leading newline of a
+// value without a declaration too, but an output form can start with a
+// newline that must stay (a stored "\n\n<a/>" is output as "\n<a/>"), so a
+// value without a declaration is returned unchanged.
+func xmlOutput(s string) string {
+	version, standalone, n, ok := parseXMLDecl(s)
+	if !ok || n == 0 {
+		return s
+	}
+	if version == "1.0" && standalone == "" {
+		if strings.HasPrefix(s[n:], "\n") {
+			n++
+		}
+		return s[n:]
+	}
+	decl := `<?xml version="` + version + `"`
+	if standalone != "" {
+		decl += ` standalone="` + standalone + `"`
+	}
+	return decl + "?>" + s[n:]
+}
+
+// parseXMLDecl reads the XML declaration at the start of s as PostgreSQL's
+// parse_xml_decl does. n is its length, 0 when s has none; ok is false when
+// it is malformed.
+func parseXMLDecl(s string) (version, standalone string, n int, ok bool) {
+	if !strings.HasPrefix(s, "<?xml") {
+		return "", "", 0, true
+	}
+	if r, _ := utf8.DecodeRuneInString(s[5:]); isXMLNameChar(r) {
+		return "", "", 0, true // a processing instruction such as <?xml-stylesheet?>
+	}
+	p := 5
+	blankAt := func(i int) bool {
+		return i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')
+	}
+	skip := func() {
+		for blankAt(p) {
+			p++
+		}
+	}
+	at := func(w string) bool { return strings.HasPrefix(s[p:], w) }
+	// assign reads `name = 'value'` (or "value") at p.
+	assign := func(name string) (string, bool) {
+		p += len(name)
+		skip()
+		if !at("=") {
+			return "", false
+		}
+		p++
+		skip()
+		if p >= len(s) || s[p] != '\'' && s[p] != '"' {
+			return "", false
+		}
+		end := strings.IndexByte(s[p+1:], s[p])
+		if end < 0 {
+			return "", false
+		}
+		v := s[p+1 : p+1+end]
+		p += end + 2
+		return v, true
+	}
+	if !blankAt(p) {
+		return "", "", 0, false
+	}
+	skip()
+	if !at("version") {
+		return "", "", 0, false
+	}
+	if version, ok = assign("version"); !ok {
+		return "", "", 0, false
+	}
+	save := p
+	if skip(); at("encoding") {
+		if !blankAt(save) {
+			return "", "", 0, false
+		}
+		if _, ok = assign("encoding"); !ok {
+			return "", "", 0, false
+		}
+	} else {
+		p = save
+	}
+	save = p
+	if skip(); at("standalone") {
+		if !blankAt(save) {
+			return "", "", 0, false
+		}
+		if standalone, ok = assign("standalone"); !ok || standalone != "yes" && standalone != "no" {
+			return "", "", 0, false
+		}
+	} else {
+		p = save
+	}
+	skip()
+	if !at("?>") {
+		return "", "", 0, false
+	}
+	p += 2
+	for i := range p {
+		if s[i] > 127 {
+			return "", "", 0, false
+		}
+	}
+	return version, standalone, p, true
+}
+
+// isXMLNameChar approximates XML's NameChar, which tells <?xml-stylesheet
+// from <?xml.
+func isXMLNameChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || strings.ContainsRune(".-_:·", r)
+}
+
+// decimalText returns numeric text s for the column's Decimal(p, s), and
+// ok false for numeric's special values, which no decimal can hold: those
+// become NULL. A value with more digits than the decimal holds (possible
+// for an unconstrained numeric, mapped to Decimal(76, 38)) is an error: the
+// client would silently drop the extra fractional digits.
+func (t Type) decimalText(s string) (any, error) {
+	switch s {
+	case "NaN", "Infinity", "-Infinity":
+		return nil, nil
+	}
+	p, scale, _ := decimalShape(t.decimal)
+	if err := decimalFits(s, p, scale); err != nil {
+		return nil, err
+	}
+	return s, nil // the client parses decimal text exactly
+}
+
+// decimalFits checks that numeric text (PostgreSQL's output: an optional
+// sign, digits, optionally a point and digits) fits Decimal(p, scale)
+// exactly: at most p-scale digits before the point and, trailing zeros
+// aside, at most scale after it.
+func decimalFits(s string, p, scale int) error {
+	digits := strings.TrimLeft(s, "+-")
+	whole, frac, _ := strings.Cut(digits, ".")
+	if whole == "" && frac == "" || strings.Trim(whole+frac, "0123456789") != "" {
+		return fmt.Errorf("numeric %q is not a decimal number", truncate(s))
+	}
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if len(whole) > p-scale || len(frac) > scale {
+		return fmt.Errorf("numeric %s has %d digits before the point and %d after it; Decimal(%d, %d) holds at most %d and %d",
+			truncate(s), len(whole), len(frac), p, scale, p-scale, scale)
+	}
+	return nil
+}
 
 func convertScalar(k kind, s string) (any, error) {
 	switch k {
@@ -187,27 +412,12 @@ func convertScalar(k kind, s string) (any, error) {
 		return parseFloat32(s)
 	case kFloat64:
 		return strconv.ParseFloat(s, 64)
-	case kDecimal:
-		if v, ok := decimalText(s); ok {
-			return v, nil // the client parses decimal text exactly
-		}
-		return nil, nil
 	case kDate:
 		return parseDate(s)
 	case kTimestamp, kTimestampTZ:
 		return parseTimestamp(s)
 	}
 	return nil, fmt.Errorf("unknown kind %d", k)
-}
-
-// decimalText returns s unless it is one of numeric's special values, which
-// no decimal can hold: those become NULL.
-func decimalText(s string) (string, bool) {
-	switch s {
-	case "NaN", "Infinity", "-Infinity":
-		return "", false
-	}
-	return s, true
 }
 
 func parseBool(s string) (bool, error) {
@@ -278,7 +488,8 @@ func parseTimestamp(s string) (time.Time, error) {
 		return t, nil
 	}
 	if len(s) == len("2006-01-02") { // a date, in a column widened to a timestamp
-		return parseDate(s)
+		d, err := parseDate(s)
+		return clamp(d, minDate, maxTime), err
 	}
 	layout := "2006-01-02 15:04:05.999999"
 	if i := strings.LastIndexAny(s, "+-"); i > 10 {
@@ -320,10 +531,18 @@ func (t Type) convertArray(s string) (any, error) {
 	// Each case yields a []*T of the element's Go type, which the client
 	// appends to Array(Nullable(T)).
 	switch t.kind {
-	case kString, kUUID:
+	case kString:
+		return convertElems(elems, lift(func(s string) (string, error) { return t.text(s), nil }))
+	case kUUID:
 		return convertElems(elems, lift(func(s string) (string, error) { return s, nil }))
 	case kDecimal:
-		return convertElems(elems, func(s string) (string, bool, error) { v, ok := decimalText(s); return v, ok, nil })
+		return convertElems(elems, func(s string) (string, bool, error) {
+			v, err := t.decimalText(s)
+			if v == nil || err != nil {
+				return "", false, err
+			}
+			return v.(string), true, nil
+		})
 	case kBytes:
 		return convertElems(elems, lift(func(s string) (string, error) { b, err := parseBytea(s); return string(b), err }))
 	case kBool:

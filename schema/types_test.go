@@ -1,0 +1,181 @@
+package schema
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// TestConvertTextForms checks that a value the snapshot reads with a cast
+// to text and the same value streamed in PostgreSQL's output form convert
+// alike, to the output form.
+func TestConvertTextForms(t *testing.T) {
+	char8 := record.Column{Type: "bpchar", TypMod: 8 + 4}
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name string
+		col  record.Column
+		text string
+		want any
+	}{
+		{"char(n) padded", char8, "ab", "ab      "},
+		{"char(n) already padded", char8, "ab      ", "ab      "},
+		{"char(n) empty", char8, "", "        "},
+		{"char(n) counts characters, not bytes", char8, "é😀", "é😀      "},
+		{"char(n) full", char8, "full8chr", "full8chr"},
+		{"char without length", record.Column{Type: "bpchar", TypMod: -1}, "ab", "ab"},
+		{"char(n) array", record.Column{Type: "bpchar", TypMod: 4 + 4, Array: true}, `{ab,NULL,"a b"}`, []*string{str("ab  "), nil, str("a b ")}},
+		{"varchar untouched", record.Column{Type: "varchar", TypMod: 8 + 4}, "ab", "ab"},
+		{"enum untouched", record.Column{Type: "bpchar", Enum: true, TypMod: 8 + 4}, "ab", "ab"},
+		{"inet v4 host", record.Column{Type: "inet"}, "192.168.0.1/32", "192.168.0.1"},
+		{"inet v4 output form", record.Column{Type: "inet"}, "192.168.0.1", "192.168.0.1"},
+		{"inet v4 network", record.Column{Type: "inet"}, "10.0.0.1/8", "10.0.0.1/8"},
+		{"inet v6 host", record.Column{Type: "inet"}, "::1/128", "::1"},
+		{"inet v4-mapped v6 host", record.Column{Type: "inet"}, "::ffff:1.2.3.4/128", "::ffff:1.2.3.4"},
+		{"inet v6 network", record.Column{Type: "inet"}, "2001:db8::1/64", "2001:db8::1/64"},
+		{"inet v6 /32 is a network", record.Column{Type: "inet"}, "2001:db8::/32", "2001:db8::/32"},
+		{"inet v4 /128 is not a mask", record.Column{Type: "inet"}, "1.2.3.4/128", "1.2.3.4/128"},
+		{"cidr keeps its mask", record.Column{Type: "cidr"}, "1.2.3.4/32", "1.2.3.4/32"},
+		{"inet array", record.Column{Type: "inet", Array: true}, `{1.2.3.4/32,::1}`, []*string{str("1.2.3.4"), str("::1")}},
+		{"xml without declaration", record.Column{Type: "xml"}, "<a/>", "<a/>"},
+		{"xml 1.0 declaration dropped", record.Column{Type: "xml"}, `<?xml version="1.0"?><root/>`, "<root/>"},
+		{"xml newline after dropped declaration", record.Column{Type: "xml"}, "<?xml version=\"1.0\"?>\n\n<a/>", "\n<a/>"},
+		{"xml output form after a dropped declaration", record.Column{Type: "xml"}, "\n<a/>", "\n<a/>"},
+		// PostgreSQL outputs "<b/>"; the stream sends that, the snapshot
+		// this (a known limit: it cannot be told from the line above).
+		{"xml leading newline", record.Column{Type: "xml"}, "\n<b/>", "\n<b/>"},
+		{"xml declaration normalized", record.Column{Type: "xml"}, "<?xml version='1.1'  encoding=\"UTF-8\" standalone = 'yes' ?>\n<a/>", "<?xml version=\"1.1\" standalone=\"yes\"?>\n<a/>"},
+		{"xml standalone kept", record.Column{Type: "xml"}, `<?xml version="1.0" standalone="no"?><a/>`, `<?xml version="1.0" standalone="no"?><a/>`},
+		{"xml encoding dropped", record.Column{Type: "xml"}, `<?xml version="1.0" encoding="latin1"?><a/>`, `<a/>`},
+		{"xml processing instruction", record.Column{Type: "xml"}, `<?xml-stylesheet href="s.xsl"?><c/>`, `<?xml-stylesheet href="s.xsl"?><c/>`},
+		{"xml malformed declaration kept", record.Column{Type: "xml"}, `<?xml encoding="x"?><a/>`, `<?xml encoding="x"?><a/>`},
+		{"xml missing space kept", record.Column{Type: "xml"}, `<?xml version="1.0"standalone="yes"?><a/>`, `<?xml version="1.0"standalone="yes"?><a/>`},
+		{"xml bad standalone kept", record.Column{Type: "xml"}, `<?xml version="1.0" standalone="maybe"?><a/>`, `<?xml version="1.0" standalone="maybe"?><a/>`},
+		{"xml text content", record.Column{Type: "xml"}, "text only", "text only"},
+		{"xml empty", record.Column{Type: "xml"}, "", ""},
+	}
+	for _, tc := range tests {
+		typ := Map(tc.col, true)
+		got, err := typ.Convert(tc.text)
+		if err != nil {
+			t.Errorf("%s: Convert(%q): %v", tc.name, tc.text, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Convert(%q) = %#v, want %#v", tc.name, tc.text, got, tc.want)
+		}
+		// Streamed values are in the output form already: converting it
+		// again must not change it.
+		if want, ok := tc.want.(string); ok {
+			if again, err := typ.Convert(want); err != nil || again != want {
+				t.Errorf("%s: Convert(%q) = %#v, %v; the output form must stay as it is", tc.name, want, again, err)
+			}
+		}
+	}
+}
+
+// TestConvertDecimalExact checks that a decimal holds every digit of a
+// value or the value is refused; the client would drop extra fractional
+// digits without a word.
+func TestConvertDecimalExact(t *testing.T) {
+	unconstrained := record.Column{Type: "numeric", TypMod: -1}
+	d12s2 := record.Column{Type: "numeric", TypMod: numericMod(12, 2)}
+	tests := []struct {
+		name    string
+		col     record.Column
+		text    string
+		want    any
+		wantErr string
+	}{
+		{"fits", d12s2, "1234567890.12", "1234567890.12", ""},
+		{"negative", d12s2, "-0.50", "-0.50", ""},
+		{"zero", unconstrained, "0", "0", ""},
+		{"38 and 38 digits", unconstrained, strings.Repeat("9", 38) + "." + strings.Repeat("9", 38), strings.Repeat("9", 38) + "." + strings.Repeat("9", 38), ""},
+		{"trailing zeros beyond the scale", unconstrained, "1." + strings.Repeat("0", 50), "1." + strings.Repeat("0", 50), ""},
+		{"leading zeros", unconstrained, "-000123.5", "-000123.5", ""},
+		{"39 fractional digits", unconstrained, "0." + strings.Repeat("0", 38) + "1", nil, "39 after"},
+		{"39 integer digits", unconstrained, "1" + strings.Repeat("0", 38), nil, "39 digits before"},
+		{"negative, too wide", unconstrained, "-1" + strings.Repeat("0", 38) + ".5", nil, "39 digits before"},
+		{"scale of a narrower decimal", d12s2, "1.234", nil, "3 after"},
+		{"NaN is NULL", unconstrained, "NaN", nil, ""},
+		{"Infinity is NULL", unconstrained, "Infinity", nil, ""},
+		{"-Infinity is NULL", d12s2, "-Infinity", nil, ""},
+		{"not a number", unconstrained, "1e5", nil, "not a decimal"},
+		{"empty", unconstrained, "", nil, "not a decimal"},
+		{"sign only", unconstrained, "-", nil, "not a decimal"},
+	}
+	for _, tc := range tests {
+		got, err := Map(tc.col, true).Convert(tc.text)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: Convert(%q) = %v, %v; want an error with %q", tc.name, tc.text, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Convert(%q) = %#v, %v; want %#v", tc.name, tc.text, got, err, tc.want)
+		}
+	}
+
+	str := func(s string) *string { return &s }
+	got, err := Map(record.Column{Type: "numeric", TypMod: -1, Array: true}, true).Convert(`{1.5,NaN,NULL}`)
+	if want := []*string{str("1.5"), nil, nil}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("numeric[] = %#v, %v; want %#v", got, err, want)
+	}
+	if _, err := Map(record.Column{Type: "numeric", TypMod: -1, Array: true}, true).Convert(`{1.5,0.` + strings.Repeat("1", 39) + `}`); err == nil {
+		t.Error("numeric[] with an element Decimal(76, 38) cannot hold: no error")
+	}
+}
+
+// TestConvertTimestampBounds checks the clamping at the bounds the client
+// can write: beyond 2262-04-11 23:47:16.854775 UTC its nanosecond
+// arithmetic wraps around to 1677.
+func TestConvertTimestampBounds(t *testing.T) {
+	ts := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	last := ts("2262-04-11T23:47:16.854775Z")
+	tests := []struct {
+		col  record.Column
+		text string
+		want time.Time
+	}{
+		{record.Column{Type: "timestamp"}, "2262-04-11 23:47:16.854775", last},
+		{record.Column{Type: "timestamp"}, "2262-04-11 23:47:16.854776", last},
+		{record.Column{Type: "timestamp"}, "2299-12-31 23:59:59.999999", last},
+		{record.Column{Type: "timestamptz"}, "2262-04-12 00:00:00+00", last},
+		{record.Column{Type: "timestamptz"}, "infinity", last},
+		{record.Column{Type: "timestamptz"}, "12000-01-01 00:00:00+00", last},
+		{record.Column{Type: "timestamptz"}, "2262-04-11 23:00:00-05", last},
+		{record.Column{Type: "timestamptz"}, "2262-04-11 23:47:16.854775+00", last},
+		{record.Column{Type: "timestamptz"}, "1900-01-01 00:00:00+00", minDate},
+		{record.Column{Type: "timestamptz"}, "1899-12-31 23:59:59.999999+00", minDate},
+		// A date in a column widened to a timestamp.
+		{record.Column{Type: "timestamp"}, "2299-12-31", last},
+		{record.Column{Type: "timestamp"}, "2024-02-29", ts("2024-02-29T00:00:00Z")},
+		// Date32 reaches further.
+		{record.Column{Type: "date"}, "2299-12-31", maxDate},
+		{record.Column{Type: "date"}, "infinity", maxDate},
+	}
+	for _, tc := range tests {
+		got, err := Map(tc.col, true).Convert(tc.text)
+		if err != nil || got != tc.want {
+			t.Errorf("%s %q = %v, %v; want %v", tc.col.Type, tc.text, got, err, tc.want)
+		}
+		// What the client computes for DateTime64 (not for Date32, which
+		// it writes in days); it must not wrap around.
+		if v, ok := got.(time.Time); ok && tc.col.Type != "date" && v.UnixNano()/1000 != v.UnixMicro() {
+			t.Errorf("%s %q: %v overflows int64 nanoseconds", tc.col.Type, tc.text, v)
+		}
+	}
+	if maxTime != last {
+		t.Errorf("maxTime = %v, want %v", maxTime, last)
+	}
+}
