@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -199,7 +198,7 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 	)
 	for i, v := range values {
 		if v.Unchanged {
-			cols = append(cols, pgx.Identifier{rel.columns[i].Name}.Sanitize()+"::text")
+			cols = append(cols, pgx.Identifier{rel.columns[i].Name}.Sanitize())
 			idx = append(idx, i)
 		}
 	}
@@ -212,16 +211,29 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 		where = append(where, fmt.Sprintf("%s = CAST($%d::text AS %s)", pgx.Identifier{rel.columns[i].Name}.Sanitize(), n+1, types[n]))
 	}
 	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE %s", strings.Join(cols, ", "), rel.quoted, strings.Join(where, " AND "))
-	dest := make([]*string, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range dest {
-		ptrs[i] = &dest[i]
-	}
-	err = s.cat.conn.QueryRow(ctx, q, args...).Scan(ptrs...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+	// The text result format gives each value's output function, as
+	// pgoutput does.
+	rows, err := s.cat.conn.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
+		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+		}
+		return nil // deleted since: its deletion is further on in the stream
+	}
+	raw := rows.RawValues()
+	dest := make([]*string, len(raw))
+	for j, b := range raw {
+		if b != nil {
+			v := string(b)
+			dest[j] = &v
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
 	}
 	for j, i := range idx {

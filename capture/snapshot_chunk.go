@@ -31,9 +31,13 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 			return fmt.Errorf("snapshot %s: import the slot's snapshot: %w", p.Table, err)
 		}
 	}
+	// No ::text casts: in the text result format every value is its type's
+	// output function, exactly what pgoutput sends for streamed rows, while
+	// a cast to text differs for some types (char(n) loses its padding,
+	// inet shows /32, xml keeps its declaration).
 	cols := make([]string, len(rel.columns))
 	for i, c := range rel.columns {
-		cols[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
+		cols[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(p.Table))
 	if p.Chunks > 1 {
