@@ -55,16 +55,40 @@ func (k *kafkaState) Save(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
+// endOffset returns the end of the state topic's partition. A topic created
+// a moment ago may not be known to every broker yet: that is retried for a
+// while before it counts as an error.
+func (k *kafkaState) endOffset(ctx context.Context) (kadm.ListedOffset, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		ends, err := k.adm.ListEndOffsets(ctx, k.topic)
+		if err != nil {
+			return kadm.ListedOffset{}, fmt.Errorf("read the end of state topic %s: %w", k.topic, err)
+		}
+		end, ok := ends.Lookup(k.topic, 0)
+		if ok && end.Err == nil {
+			return end, nil
+		}
+		if ok && !errors.Is(end.Err, kerr.UnknownTopicOrPartition) && !errors.Is(end.Err, kerr.NotLeaderForPartition) && !errors.Is(end.Err, kerr.LeaderNotAvailable) {
+			return kadm.ListedOffset{}, fmt.Errorf("read the end of state topic %s: %w", k.topic, end.Err)
+		}
+		if time.Now().After(deadline) {
+			return kadm.ListedOffset{}, fmt.Errorf("read the end of state topic %s: partition 0 is not available (%v); check the broker", k.topic, end.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return kadm.ListedOffset{}, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
 // Load reads the state topic from the start to its current end and returns
 // the last value of key. The topic is compacted and small.
 func (k *kafkaState) Load(ctx context.Context, key string) ([]byte, error) {
-	ends, err := k.adm.ListEndOffsets(ctx, k.topic)
+	end, err := k.endOffset(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the end of state topic %s: %w", k.topic, err)
-	}
-	end, ok := ends.Lookup(k.topic, 0)
-	if !ok || end.Err != nil {
-		return nil, fmt.Errorf("read the end of state topic %s: %v", k.topic, end.Err)
+		return nil, err
 	}
 	if end.Offset == 0 {
 		return nil, nil

@@ -93,11 +93,16 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 	for j, ci := range cols {
 		sel[j] = schema.QuoteIdent(tg.names[ci])
 	}
-	var where []string
-	params := ch.Parameters{}
+	// Key values are bound as the values inserted for them (converted from
+	// PostgreSQL's text the same way), never as that text: bytea, bool or
+	// timestamptz text would not match what ClickHouse stored.
+	var (
+		where []string
+		args  []any
+	)
 	if t.TenantSynthetic {
 		where = append(where, fmt.Sprintf("%s = {tenant:String}", schema.QuoteIdent(t.TenantColumn)))
-		params["tenant"] = r.TenantID
+		args = append(args, ch.Named("tenant", r.TenantID))
 	}
 	for i, c := range t.Columns {
 		if !c.Source.Key && c.Name != t.TenantColumn {
@@ -105,11 +110,15 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 		}
 		p := fmt.Sprintf("k%d", i)
 		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.names[i]), p, tg.types[i].DDL))
-		params[p] = r.Values[i].Text
+		x, err := tg.types[i].Convert(r.Values[i].Text)
+		if err != nil {
+			return nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
+		}
+		args = append(args, ch.Named(p, x))
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s AND %s = 0 LIMIT 1",
 		strings.Join(sel, ", "), t.QualifiedName(), strings.Join(where, " AND "), schema.QuoteIdent(schema.DeletedColumn))
-	rows, err := w.conn.Query(ch.Context(ctx, ch.WithParameters(params)), q)
+	rows, err := w.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
 	}
