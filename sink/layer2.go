@@ -93,6 +93,13 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		case prev == hashes[i]:
 			l.m.dedupHits.WithLabelValues("layer2").Inc()
 			continue
+		case r.Op == record.Read:
+			// Not a violation: a snapshot chunk read again after a crash
+			// reads each row as it is now, under the same eventId (consistent
+			// point, table, key). Whatever changed since the first read is
+			// also in the stream with a higher version, so loading this
+			// version-0 copy is harmless.
+			s.log.Debug("snapshot row read again with newer values; loading it", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
 		case l.mode == MismatchWarn:
 			l.m.mismatches.Inc()
 			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
