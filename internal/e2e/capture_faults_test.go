@@ -14,12 +14,39 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 )
 
 const seriesCaptureRecords = "walhouse_capture_records_total"
+
+// dropTopicsAtEnd deletes the pipeline's topics (<prefix>.*, <prefix>-state,
+// <prefix>-dlq) when the test ends, after its processes stopped.
+func (p *pipeline) dropTopicsAtEnd() {
+	p.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(p.kafka())
+		topics, err := adm.ListTopics(ctx)
+		if err != nil {
+			p.t.Logf("list topics to drop: %v", err)
+			return
+		}
+		var mine []string
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, p.prefix+".") || strings.HasPrefix(name, p.prefix+"-") {
+				mine = append(mine, name)
+			}
+		}
+		if len(mine) > 0 {
+			if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
+				p.t.Logf("drop topics %v: %v", mine, err)
+			}
+		}
+	})
+}
 
 // captureArgs returns the arguments of `walhouse capture` for this
 // pipeline's table tb, with startCapture's defaults and then extra.
@@ -262,6 +289,7 @@ func scrapeUntil(addr, series string, timeout time.Duration, cond func(float64) 
 // twice; ClickHouse FINAL must still equal PostgreSQL exactly.
 func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 	p := newPipeline(t)
+	p.dropTopicsAtEnd()
 	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	sinkMetrics := freeAddr(t)
@@ -364,6 +392,7 @@ type snapshotProgress struct {
 // changes made during the outage included.
 func TestIntegrationCaptureKilledMidSnapshot(t *testing.T) {
 	p := newPipeline(t)
+	p.dropTopicsAtEnd()
 	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status, qty, note, updated_at)
@@ -463,6 +492,7 @@ func TestIntegrationCaptureKilledMidSnapshot(t *testing.T) {
 // FINAL must then equal PostgreSQL exactly.
 func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	p := newPipeline(t)
+	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
 	metrics := freeAddr(t)
 	capture := p.runCapture(p.captureArgs(tb, "--metrics-addr", metrics))
