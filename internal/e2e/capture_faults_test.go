@@ -48,15 +48,6 @@ func (p *pipeline) dropTopicsAtEnd() {
 	})
 }
 
-// captureArgs returns the arguments of `walhouse capture` for this
-// pipeline's table tb, with startCapture's defaults and then extra.
-func (p *pipeline) captureArgs(tb sinkTable, extra ...string) []string {
-	return append([]string{"capture",
-		"--pg", p.env.PG, "--kafka", p.env.Kafka,
-		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
-		"--tables", tb.name, "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s"}, extra...)
-}
-
 // runCapture starts `walhouse capture` with args and waits until it
 // streams: it logged so and the slot is active.
 func (p *pipeline) runCapture(args []string) *testenv.Proc {
@@ -295,7 +286,7 @@ func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 	sinkMetrics := freeAddr(t)
 	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
 	metrics := freeAddr(t)
-	capture := p.runCapture(p.captureArgs(tb, "--metrics-addr", metrics))
+	capture := p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 	w := p.startWriter(tb)
 	w.waitOps(t, 100)
 
@@ -336,7 +327,7 @@ func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 		}
 		p.waitSlotReleased()
 		metrics = freeAddr(t)
-		capture = p.runCapture(p.captureArgs(tb, "--metrics-addr", metrics))
+		capture = p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 		w.waitOps(t, 30)
 	}
 	w.waitOps(t, 60)
@@ -401,7 +392,7 @@ func TestIntegrationCaptureKilledMidSnapshot(t *testing.T) {
 		FROM generate_series(1, 100000) g, (VALUES ('acme'), ('globex')) AS v(t)`, tb.quoted))
 	sinkMetrics := freeAddr(t)
 	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
-	args := p.captureArgs(tb, "--snapshot-workers", "2", "--snapshot-chunk-pages", "16")
+	args := p.captureArgs([]string{tb.name}, "--snapshot-workers", "2", "--snapshot-chunk-pages", "16")
 	capture := testenv.Start(t, "capture", walhouseBin, args...)
 
 	var at *snapshotProgress
@@ -495,7 +486,7 @@ func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
 	metrics := freeAddr(t)
-	capture := p.runCapture(p.captureArgs(tb, "--metrics-addr", metrics))
+	capture := p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 	sink := p.sink("--dedup-addr", "off")
 	w := p.startWriter(tb)
 	w.waitOps(t, 100)
@@ -528,7 +519,7 @@ func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	w.waitOps(t, 20)
 	services(t, "start", "kafka")
 	p.waitSlotReleased()
-	capture = p.runCapture(p.captureArgs(tb))
+	capture = p.runCapture(p.captureArgs([]string{tb.name}))
 	w.waitOps(t, 100)
 	if err := w.stop(); err != nil {
 		t.Fatal(err)

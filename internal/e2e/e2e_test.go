@@ -88,12 +88,19 @@ func (p *pipeline) exec(sql string, args ...any) {
 	}
 }
 
-func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
-	p.t.Helper()
-	proc := testenv.Start(p.t, "capture", walhouseBin, "capture",
+// captureArgs returns the arguments of `walhouse capture` for this
+// pipeline's tables, with the tests' defaults and then extra.
+func (p *pipeline) captureArgs(tables []string, extra ...string) []string {
+	return append([]string{"capture",
 		"--pg", p.env.PG, "--kafka", p.env.Kafka,
 		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
-		"--tables", strings.Join(tables, ","), "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s")
+		"--tables", strings.Join(tables, ","), "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s"}, extra...)
+}
+
+// startCapture runs `walhouse capture` on tables and waits until it streams.
+func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
+	p.t.Helper()
+	proc := testenv.Start(p.t, "capture", walhouseBin, p.captureArgs(tables)...)
 	// Streaming has begun once the slot is active.
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
 		if done, err := proc.Exited(); done {

@@ -29,11 +29,7 @@ func TestIntegrationQuirkyIdentifiers(t *testing.T) {
 
 	// As users write it: quoted, since the table name holds a dot.
 	full := qt
-	proc := testenv.Start(t, "capture", walhouseBin, "capture",
-		"--pg", p.env.PG, "--kafka", p.env.Kafka,
-		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
-		"--tables", full, "--tenant-column-for", full+"=Tenant ID",
-		"--partitions", "2", "--status-interval", "1s", "--heartbeat-interval", "1s")
+	proc := testenv.Start(t, "capture", walhouseBin, p.captureArgs([]string{full}, "--tenant-column-for", full+"=Tenant ID")...)
 	sink := p.startSink()
 	waitLog(t, proc, "msg=streaming")
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t 1', 3, 'y', 2.25, 'ö', 3, false)`, qt))

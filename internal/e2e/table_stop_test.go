@@ -51,9 +51,6 @@ func TestIntegrationIncompatibleChangeStopsOneTable(t *testing.T) {
 	for _, tb := range []stopTable{a, b} {
 		p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (g %% 2), g, g %% 3 = 0, 'n' || g FROM generate_series(1, 20) g`, tb.quoted))
 	}
-	captureArgs := []string{"capture", "--pg", p.env.PG, "--kafka", p.env.Kafka,
-		"--slot", p.slot, "--publication", p.pub, "--topic-prefix", p.prefix,
-		"--tables", a.name + "," + b.name, "--partitions", "3", "--status-interval", "1s", "--heartbeat-interval", "1s"}
 	capture := p.startCapture(a.name, b.name)
 	dlq := testenv.Name("dlq")
 	sinkArgs := []string{"--dlq-topic", dlq}
@@ -105,7 +102,7 @@ func TestIntegrationIncompatibleChangeStopsOneTable(t *testing.T) {
 	sink.Kill()
 	capture.Stop()
 	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, a.name), nil)
-	capture = testenv.Start(t, "capture --resnapshot", walhouseBin, append(captureArgs, "--resnapshot", "public."+a.name)...)
+	capture = testenv.Start(t, "capture --resnapshot", walhouseBin, p.captureArgs([]string{a.name, b.name}, "--resnapshot", "public."+a.name)...)
 	sink = p.sink(sinkArgs...)
 	p.exec(fmt.Sprintf(`UPDATE %s SET note = 'recovered' WHERE id = 3`, a.quoted))
 	p.converge(a.pgQuery, a.chQuery, capture, sink)
