@@ -904,10 +904,13 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 		return fmt.Errorf("captured change at %s does not form a valid record: %w", lsn, err)
 	}
 	// Size the buffer from the table's last record, so it rarely grows.
-	value := record.AppendJSON(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
-	rel.lastSize = max(len(value), 256)
-	kr := &kgo.Record{Topic: rel.topic, Key: r.AppendPartitionKey(make([]byte, 0, 64)), Value: value}
-	size := len(value) + len(kr.Key)
+	// Key and value share one buffer, sized from the table's last record so
+	// it rarely grows; the relation's encoder copies the parts that depend
+	// only on the table.
+	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
+	rel.lastSize = max(len(key)+len(value), 256)
+	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
+	size := len(value) + len(key)
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}

@@ -33,6 +33,7 @@ type relation struct {
 	full         bool     // REPLICA IDENTITY FULL: old tuples carry every column
 	lastSize     int      // size of the table's last encoded record
 	keyTypes     []string // SQL types of the key columns, once looked up
+	enc          *record.Encoder
 }
 
 // catalog answers questions about relations and types over a regular
@@ -222,5 +223,6 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
 	r.lastSize = 256 + 64*len(r.columns)
+	r.enc = record.NewEncoder(r.source, r.tenantColumn, r.columns, r.schemaID)
 	return r, nil
 }

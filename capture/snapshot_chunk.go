@@ -58,7 +58,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	}
 	var (
 		prod   = newSlabProducer(ctx, s.c.producer)
-		enc    = record.NewEncoder(rel.source, rel.tenantColumn, rel.columns, rel.schemaID)
+		enc    = rel.enc
 		values = make([]record.Value, len(rel.columns))
 		keys   = make([]string, len(rel.keyIdx))
 		id     [36]byte
