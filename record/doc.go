@@ -48,4 +48,12 @@
 // Values are PostgreSQL's text output (DateStyle ISO, TimeZone UTC,
 // extra_float_digits 3, bytea hex), which is lossless; the sink converts them
 // to ClickHouse types with the mapping in package schema.
+//
+// # Encoding
+//
+// AppendJSON writes the wire form; an Encoder, made once per relation shape,
+// writes the same bytes faster by copying the parts that depend only on the
+// relation (source, columns, schemaId). testdata/envelope_v1.golden pins the
+// exact bytes of version 1, and randomized tests compare the encoders with
+// a reference kept in the tests.
 package record
