@@ -43,7 +43,8 @@ type onlineSnapshots struct {
 	active  map[string]bool // tables whose copy is not yet acknowledged in full
 	queue   []onlineJob
 	err     error
-	running *runningCopy // the copy in progress, if any
+	running *runningCopy                           // the copy in progress, if any
+	copyFn  func(context.Context, onlineJob) error // o.copy; tests replace it
 	wake    chan struct{}
 	done    chan struct{} // closed when run returns
 }
@@ -65,7 +66,9 @@ type onlineJob struct {
 }
 
 func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
-	return &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o.copyFn = o.copy
+	return o
 }
 
 // add queues a table. With a nil plan the table is new to the stream and
@@ -123,7 +126,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 		o.mu.Lock()
 		o.running = rc
 		o.mu.Unlock()
-		err := o.copy(jctx, job)
+		err := o.copyFn(jctx, job)
 		cancel()
 		o.mu.Lock()
 		o.running = nil
