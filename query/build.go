@@ -75,6 +75,7 @@ type RequestError struct {
 	Reason string
 }
 
+// Error names the field and what is wrong with it.
 func (e *RequestError) Error() string { return e.Field + ": " + e.Reason }
 
 func reqErr(field, format string, args ...any) error {

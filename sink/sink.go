@@ -50,7 +50,10 @@ type RecordError struct {
 	Err   error
 }
 
+// Error names the record by its index in the batch.
 func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the cause, so errors.Is sees ErrPermanent through it.
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // TableError is a load error that concerns a whole table, such as a source
@@ -68,10 +71,12 @@ type TableError struct {
 	Index int
 }
 
+// Error names the table, the cause and the fix.
 func (e *TableError) Error() string {
 	return fmt.Sprintf("table %s: %v; to resolve: %s", e.Table, e.Err, e.Fix)
 }
 
+// Unwrap returns the cause.
 func (e *TableError) Unwrap() error { return e.Err }
 
 // Consumer is what the sink needs of a Kafka consumer-group client;
