@@ -48,29 +48,6 @@ func (p *pipeline) dropTopicsAtEnd() {
 	})
 }
 
-// runCapture starts `walhouse capture` with args and waits until it
-// streams: it logged so and the slot is active.
-func (p *pipeline) runCapture(args []string) *testenv.Proc {
-	p.t.Helper()
-	proc := testenv.Start(p.t, "capture", walhouseBin, args...)
-	waitLog(p.t, proc, "msg=streaming")
-	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		if done, err := proc.Exited(); done {
-			return fmt.Errorf("capture exited: %v", err)
-		}
-		var active bool
-		err := p.pg.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", p.slot).Scan(&active)
-		if err != nil || !active {
-			return fmt.Errorf("slot %s not active yet (%v)", p.slot, err)
-		}
-		return nil
-	})
-	if err != nil {
-		p.t.Fatalf("capture did not start streaming: %v\n%s", err, proc.Output())
-	}
-	return proc
-}
-
 // waitSlotReleased waits until no walsender holds the slot any more: the
 // one of a killed capture ends when PostgreSQL notices the closed socket,
 // and a capture started before that would find the slot busy.

@@ -100,8 +100,15 @@ func (p *pipeline) captureArgs(tables []string, extra ...string) []string {
 // startCapture runs `walhouse capture` on tables and waits until it streams.
 func (p *pipeline) startCapture(tables ...string) *testenv.Proc {
 	p.t.Helper()
-	proc := testenv.Start(p.t, "capture", walhouseBin, p.captureArgs(tables)...)
-	// Streaming has begun once the slot is active.
+	return p.runCapture(p.captureArgs(tables))
+}
+
+// runCapture starts `walhouse capture` with args and waits until it
+// streams: it logged so and the slot is active.
+func (p *pipeline) runCapture(args []string) *testenv.Proc {
+	p.t.Helper()
+	proc := testenv.Start(p.t, "capture", walhouseBin, args...)
+	waitLog(p.t, proc, "msg=streaming")
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
 		if done, err := proc.Exited(); done {
 			return fmt.Errorf("capture exited: %v", err)

@@ -29,9 +29,8 @@ func TestIntegrationQuirkyIdentifiers(t *testing.T) {
 
 	// As users write it: quoted, since the table name holds a dot.
 	full := qt
-	proc := testenv.Start(t, "capture", walhouseBin, p.captureArgs([]string{full}, "--tenant-column-for", full+"=Tenant ID")...)
+	proc := p.runCapture(p.captureArgs([]string{full}, "--tenant-column-for", full+"=Tenant ID"))
 	sink := p.startSink()
-	waitLog(t, proc, "msg=streaming")
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t 1', 3, 'y', 2.25, 'ö', 3, false)`, qt))
 	p.exec(fmt.Sprintf(`UPDATE %s SET "Mixed Case" = 'z', "ünï" = 'ü' WHERE "select" = 1`, qt))
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE "select" = 2`, qt))

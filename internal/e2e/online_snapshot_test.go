@@ -36,10 +36,9 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 	// a while; the first 50 carry out-of-line values.
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, CASE WHEN i <= 50 THEN %s END, 0 FROM generate_series(1, 150000) i`, qj, bigValue))
 
-	capture := testenv.Start(t, "capture", walhouseBin, p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16")...)
+	capture := p.runCapture(p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16"))
 	sink := p.startSink()
 	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, v) SELECT 't' || (i %% 2), i FROM generate_series(1, 100) i`, qs))
-	waitLog(t, capture, "msg=streaming")
 
 	// Keep changing the streamed table while the other one joins.
 	wctx, stopWriter := context.WithCancel(ctx)
@@ -167,9 +166,8 @@ func TestIntegrationTruncateDuringOnlineCopy(t *testing.T) {
 	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, 0 FROM generate_series(1, 150000) i`, qj))
 
-	capture := testenv.Start(t, "capture", walhouseBin, p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16")...)
+	capture := p.runCapture(p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16"))
 	sink := p.startSink()
-	waitLog(t, capture, "msg=streaming")
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qj))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t1', 1)`, qs)) // the stream notices the new table at once
 	waitLog(t, capture, "msg=starting", "online=true", joined)
