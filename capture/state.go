@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -40,11 +41,16 @@ func KafkaState(ctx context.Context, cl *kgo.Client, topic string) (StateStore, 
 	return &kafkaState{cl: cl, adm: adm, topic: topic, seeds: seeds}, nil
 }
 
+// kafkaState reads the topic once, on the first Load, and then answers from
+// memory, kept current by its own Saves: one capture owns its slot's keys.
 type kafkaState struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	topic string
 	seeds []string
+
+	mu     sync.Mutex
+	values map[string][]byte // nil until the topic was read
 }
 
 func (k *kafkaState) Save(ctx context.Context, key string, value []byte) error {
@@ -52,6 +58,11 @@ func (k *kafkaState) Save(ctx context.Context, key string, value []byte) error {
 	if err := k.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return fmt.Errorf("save %s to state topic %s: %w", key, k.topic, err)
 	}
+	k.mu.Lock()
+	if k.values != nil {
+		k.values[key] = value
+	}
+	k.mu.Unlock()
 	return nil
 }
 
@@ -83,15 +94,30 @@ func (k *kafkaState) endOffset(ctx context.Context) (kadm.ListedOffset, error) {
 	}
 }
 
-// Load reads the state topic from the start to its current end and returns
-// the last value of key. The topic is compacted and small.
+// Load returns the last value saved under key. The first call reads the
+// state topic from the start to its current end (it is compacted and small).
 func (k *kafkaState) Load(ctx context.Context, key string) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.values == nil {
+		values, err := k.readAll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k.values = values
+	}
+	return k.values[key], nil
+}
+
+// readAll reads the last value of every key in the state topic.
+func (k *kafkaState) readAll(ctx context.Context) (map[string][]byte, error) {
+	values := map[string][]byte{}
 	end, err := k.endOffset(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if end.Offset == 0 {
-		return nil, nil
+		return values, nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.topic: {0: kgo.NewOffset().AtStart()}}))
@@ -99,7 +125,6 @@ func (k *kafkaState) Load(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	var val []byte
 	next := int64(0)
 	for next < end.Offset {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -109,11 +134,9 @@ func (k *kafkaState) Load(ctx context.Context, key string) ([]byte, error) {
 			return nil, fmt.Errorf("read state topic %s: %w", k.topic, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == key {
-				val = r.Value
-			}
+			values[string(r.Key)] = r.Value
 			next = r.Offset + 1
 		})
 	}
-	return val, nil
+	return values, nil
 }
