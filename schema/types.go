@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -46,28 +44,7 @@ type Type struct {
 	kind    kind
 	array   bool
 	decimal string // Decimal(p, s) for kDecimal
-	form    textForm
-	width   int // characters of a char(n) column, for textPadded
 }
-
-// textForm says how a value stored as its text is brought to PostgreSQL's
-// output form. Streamed values have it; the initial snapshot reads values
-// with a cast to text, which for a few types gives another form. Both must
-// land in ClickHouse alike.
-type textForm uint8
-
-const (
-	textAsIs textForm = iota
-	// textPadded: char(n) is padded with spaces to n characters, as
-	// PostgreSQL outputs it (its cast to text removes the padding).
-	textPadded
-	// textInet: an inet address with the full mask (/32, /128) is written
-	// without it, as PostgreSQL outputs it (its cast to text shows it).
-	textInet
-	// textXML: an xml value's declaration is rewritten as PostgreSQL
-	// outputs it (its cast to text gives the value as stored).
-	textXML
-)
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
 // ClickHouse cannot make Nullable) an empty array of the element type.
@@ -92,7 +69,7 @@ func (t Type) Convert(text string) (any, error) {
 const maxDecimalPrecision = 76
 
 // varhdrsz is the header PostgreSQL adds to a type modifier (atttypmod) of
-// numeric and character types.
+// numeric types.
 const varhdrsz = 4
 
 // Map returns the ClickHouse type of c. Key and tenant columns are never
@@ -104,15 +81,6 @@ func Map(c record.Column, nullable bool) Type {
 	t := Type{kind: k, array: c.Array, Fallback: fallback}
 	if k == kDecimal {
 		t.decimal = base
-	}
-	switch {
-	case c.Enum:
-	case c.Type == "bpchar" && c.TypMod > varhdrsz:
-		t.form, t.width = textPadded, int(c.TypMod-varhdrsz)
-	case c.Type == "inet":
-		t.form = textInet
-	case c.Type == "xml":
-		t.form = textXML
 	}
 	switch {
 	case c.Array:
@@ -208,151 +176,11 @@ var (
 func (t Type) convertScalar(s string) (any, error) {
 	switch t.kind {
 	case kString:
-		return t.text(s), nil
+		return s, nil
 	case kDecimal:
 		return t.decimalText(s)
 	}
 	return convertScalar(t.kind, s)
-}
-
-// text brings a value stored as its text to PostgreSQL's output form (see
-// textForm).
-func (t Type) text(s string) string {
-	switch t.form {
-	case textPadded:
-		if n := utf8.RuneCountInString(s); n < t.width {
-			return s + strings.Repeat(" ", t.width-n)
-		}
-	case textInet:
-		if a, ok := strings.CutSuffix(s, "/32"); ok && !strings.Contains(a, ":") {
-			return a
-		}
-		if a, ok := strings.CutSuffix(s, "/128"); ok && strings.Contains(a, ":") {
-			return a
-		}
-	case textXML:
-		return xmlOutput(s)
-	}
-	return s
-}
-
-// xmlOutput returns PostgreSQL's output of a stored xml value (xml_out):
-// its XML declaration keeps only a version other than 1.0 and standalone,
-// normalized, or is dropped with one newline after it when it has neither.
-// A value whose declaration PostgreSQL cannot parse is output as stored.
-//
-// It must also leave output forms (streamed values) as they are, so it
-// differs from xml_out in one case: xml_out drops a leading newline of a
-// value without a declaration too, but an output form can start with a
-// newline that must stay (a stored "\n\n<a/>" is output as "\n<a/>"), so a
-// value without a declaration is returned unchanged.
-func xmlOutput(s string) string {
-	version, standalone, n, ok := parseXMLDecl(s)
-	if !ok || n == 0 {
-		return s
-	}
-	if version == "1.0" && standalone == "" {
-		if strings.HasPrefix(s[n:], "\n") {
-			n++
-		}
-		return s[n:]
-	}
-	decl := `<?xml version="` + version + `"`
-	if standalone != "" {
-		decl += ` standalone="` + standalone + `"`
-	}
-	return decl + "?>" + s[n:]
-}
-
-// parseXMLDecl reads the XML declaration at the start of s as PostgreSQL's
-// parse_xml_decl does. n is its length, 0 when s has none; ok is false when
-// it is malformed.
-func parseXMLDecl(s string) (version, standalone string, n int, ok bool) {
-	if !strings.HasPrefix(s, "<?xml") {
-		return "", "", 0, true
-	}
-	if r, _ := utf8.DecodeRuneInString(s[5:]); isXMLNameChar(r) {
-		return "", "", 0, true // a processing instruction such as <?xml-stylesheet?>
-	}
-	p := 5
-	blankAt := func(i int) bool {
-		return i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')
-	}
-	skip := func() {
-		for blankAt(p) {
-			p++
-		}
-	}
-	at := func(w string) bool { return strings.HasPrefix(s[p:], w) }
-	// assign reads `name = 'value'` (or "value") at p.
-	assign := func(name string) (string, bool) {
-		p += len(name)
-		skip()
-		if !at("=") {
-			return "", false
-		}
-		p++
-		skip()
-		if p >= len(s) || s[p] != '\'' && s[p] != '"' {
-			return "", false
-		}
-		end := strings.IndexByte(s[p+1:], s[p])
-		if end < 0 {
-			return "", false
-		}
-		v := s[p+1 : p+1+end]
-		p += end + 2
-		return v, true
-	}
-	if !blankAt(p) {
-		return "", "", 0, false
-	}
-	skip()
-	if !at("version") {
-		return "", "", 0, false
-	}
-	if version, ok = assign("version"); !ok {
-		return "", "", 0, false
-	}
-	save := p
-	if skip(); at("encoding") {
-		if !blankAt(save) {
-			return "", "", 0, false
-		}
-		if _, ok = assign("encoding"); !ok {
-			return "", "", 0, false
-		}
-	} else {
-		p = save
-	}
-	save = p
-	if skip(); at("standalone") {
-		if !blankAt(save) {
-			return "", "", 0, false
-		}
-		if standalone, ok = assign("standalone"); !ok || standalone != "yes" && standalone != "no" {
-			return "", "", 0, false
-		}
-	} else {
-		p = save
-	}
-	skip()
-	if !at("?>") {
-		return "", "", 0, false
-	}
-	p += 2
-	for i := range p {
-		if s[i] > 127 {
-			return "", "", 0, false
-		}
-	}
-	return version, standalone, p, true
-}
-
-// isXMLNameChar approximates XML's NameChar, which tells <?xml-stylesheet
-// from <?xml.
-func isXMLNameChar(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || strings.ContainsRune(".-_:·", r)
 }
 
 // decimalText returns numeric text s for the column's Decimal(p, s), and
@@ -532,7 +360,7 @@ func (t Type) convertArray(s string) (any, error) {
 	// appends to Array(Nullable(T)).
 	switch t.kind {
 	case kString:
-		return convertElems(elems, lift(func(s string) (string, error) { return t.text(s), nil }))
+		return convertElems(elems, lift(func(s string) (string, error) { return s, nil }))
 	case kUUID:
 		return convertElems(elems, lift(func(s string) (string, error) { return s, nil }))
 	case kDecimal:

@@ -9,11 +9,10 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-// TestConvertTextForms checks that a value the snapshot reads with a cast
-// to text and the same value streamed in PostgreSQL's output form convert
-// alike, to the output form.
-func TestConvertTextForms(t *testing.T) {
-	char8 := record.Column{Type: "bpchar", TypMod: 8 + 4}
+// TestConvertTextKeepsOutputForm checks that types stored as String keep
+// PostgreSQL's output form byte for byte: capture sends every value, copied
+// or streamed, in that form, so nothing is to be normalized here.
+func TestConvertTextKeepsOutputForm(t *testing.T) {
 	str := func(s string) *string { return &s }
 	tests := []struct {
 		name string
@@ -21,58 +20,22 @@ func TestConvertTextForms(t *testing.T) {
 		text string
 		want any
 	}{
-		{"char(n) padded", char8, "ab", "ab      "},
-		{"char(n) already padded", char8, "ab      ", "ab      "},
-		{"char(n) empty", char8, "", "        "},
-		{"char(n) counts characters, not bytes", char8, "é😀", "é😀      "},
-		{"char(n) full", char8, "full8chr", "full8chr"},
-		{"char without length", record.Column{Type: "bpchar", TypMod: -1}, "ab", "ab"},
-		{"char(n) array", record.Column{Type: "bpchar", TypMod: 4 + 4, Array: true}, `{ab,NULL,"a b"}`, []*string{str("ab  "), nil, str("a b ")}},
-		{"varchar untouched", record.Column{Type: "varchar", TypMod: 8 + 4}, "ab", "ab"},
-		{"enum untouched", record.Column{Type: "bpchar", Enum: true, TypMod: 8 + 4}, "ab", "ab"},
-		{"inet v4 host", record.Column{Type: "inet"}, "192.168.0.1/32", "192.168.0.1"},
-		{"inet v4 output form", record.Column{Type: "inet"}, "192.168.0.1", "192.168.0.1"},
-		{"inet v4 network", record.Column{Type: "inet"}, "10.0.0.1/8", "10.0.0.1/8"},
-		{"inet v6 host", record.Column{Type: "inet"}, "::1/128", "::1"},
-		{"inet v4-mapped v6 host", record.Column{Type: "inet"}, "::ffff:1.2.3.4/128", "::ffff:1.2.3.4"},
-		{"inet v6 network", record.Column{Type: "inet"}, "2001:db8::1/64", "2001:db8::1/64"},
-		{"inet v6 /32 is a network", record.Column{Type: "inet"}, "2001:db8::/32", "2001:db8::/32"},
-		{"inet v4 /128 is not a mask", record.Column{Type: "inet"}, "1.2.3.4/128", "1.2.3.4/128"},
-		{"cidr keeps its mask", record.Column{Type: "cidr"}, "1.2.3.4/32", "1.2.3.4/32"},
-		{"inet array", record.Column{Type: "inet", Array: true}, `{1.2.3.4/32,::1}`, []*string{str("1.2.3.4"), str("::1")}},
-		{"xml without declaration", record.Column{Type: "xml"}, "<a/>", "<a/>"},
-		{"xml 1.0 declaration dropped", record.Column{Type: "xml"}, `<?xml version="1.0"?><root/>`, "<root/>"},
-		{"xml newline after dropped declaration", record.Column{Type: "xml"}, "<?xml version=\"1.0\"?>\n\n<a/>", "\n<a/>"},
-		{"xml output form after a dropped declaration", record.Column{Type: "xml"}, "\n<a/>", "\n<a/>"},
-		// PostgreSQL outputs "<b/>"; the stream sends that, the snapshot
-		// this (a known limit: it cannot be told from the line above).
-		{"xml leading newline", record.Column{Type: "xml"}, "\n<b/>", "\n<b/>"},
-		{"xml declaration normalized", record.Column{Type: "xml"}, "<?xml version='1.1'  encoding=\"UTF-8\" standalone = 'yes' ?>\n<a/>", "<?xml version=\"1.1\" standalone=\"yes\"?>\n<a/>"},
-		{"xml standalone kept", record.Column{Type: "xml"}, `<?xml version="1.0" standalone="no"?><a/>`, `<?xml version="1.0" standalone="no"?><a/>`},
-		{"xml encoding dropped", record.Column{Type: "xml"}, `<?xml version="1.0" encoding="latin1"?><a/>`, `<a/>`},
-		{"xml processing instruction", record.Column{Type: "xml"}, `<?xml-stylesheet href="s.xsl"?><c/>`, `<?xml-stylesheet href="s.xsl"?><c/>`},
-		{"xml malformed declaration kept", record.Column{Type: "xml"}, `<?xml encoding="x"?><a/>`, `<?xml encoding="x"?><a/>`},
-		{"xml missing space kept", record.Column{Type: "xml"}, `<?xml version="1.0"standalone="yes"?><a/>`, `<?xml version="1.0"standalone="yes"?><a/>`},
-		{"xml bad standalone kept", record.Column{Type: "xml"}, `<?xml version="1.0" standalone="maybe"?><a/>`, `<?xml version="1.0" standalone="maybe"?><a/>`},
-		{"xml text content", record.Column{Type: "xml"}, "text only", "text only"},
-		{"xml empty", record.Column{Type: "xml"}, "", ""},
+		{"char(n) padding", record.Column{Type: "bpchar", TypMod: 8 + 4}, "ab      ", "ab      "},
+		{"inet host", record.Column{Type: "inet"}, "192.168.0.1", "192.168.0.1"},
+		{"inet network", record.Column{Type: "inet"}, "2001:db8::1/64", "2001:db8::1/64"},
+		{"cidr", record.Column{Type: "cidr"}, "1.2.3.4/32", "1.2.3.4/32"},
+		{"xml with a newline", record.Column{Type: "xml"}, "\n<a/>", "\n<a/>"},
+		{"xml declaration", record.Column{Type: "xml"}, `<?xml version="1.1"?><a/>`, `<?xml version="1.1"?><a/>`},
+		{"text array", record.Column{Type: "bpchar", TypMod: 4 + 4, Array: true}, `{"ab  ",NULL,"a b "}`, []*string{str("ab  "), nil, str("a b ")}},
 	}
 	for _, tc := range tests {
-		typ := Map(tc.col, true)
-		got, err := typ.Convert(tc.text)
+		got, err := Map(tc.col, true).Convert(tc.text)
 		if err != nil {
 			t.Errorf("%s: Convert(%q): %v", tc.name, tc.text, err)
 			continue
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: Convert(%q) = %#v, want %#v", tc.name, tc.text, got, tc.want)
-		}
-		// Streamed values are in the output form already: converting it
-		// again must not change it.
-		if want, ok := tc.want.(string); ok {
-			if again, err := typ.Convert(want); err != nil || again != want {
-				t.Errorf("%s: Convert(%q) = %#v, %v; the output form must stay as it is", tc.name, want, again, err)
-			}
 		}
 	}
 }
