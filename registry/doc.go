@@ -1,0 +1,24 @@
+// Package registry keeps the schema registry: the compacted Kafka topic
+// "<prefix>-schemas" that maps each schemaId to its record.Schema.
+//
+// Version 2 records name their schema by schemaId instead of carrying their
+// column list. Capture registers a schema with a Writer before producing the
+// first record that refers to it, so any record a consumer can read has its
+// schema in the registry already; the sink reads the registry with a Reader
+// and decodes records against it (the Reader is a record.Schemas).
+//
+// The topic has one partition and is compacted by key (the schemaId): an
+// entry is immutable, since its id is the hash of its content, so
+// compaction only ever drops duplicates of the same entry, and the topic
+// stays as small as the set of distinct schemas. Entries are checked on
+// read (record.DecodeSchema), so an altered or foreign entry is skipped, and
+// the records that refer to it fail to decode, rather than decoding against
+// the wrong columns.
+//
+// The package owns the topic's name, its creation and its entry key; the
+// entry value is record.Schema's JSON (record.Schema.AppendJSON). It does
+// not own Kafka clients: callers create them, pass them in and close them.
+// Data enters as record.Schema values (Writer.Register) and leaves as
+// registry entries in Kafka; it enters a Reader from Kafka and leaves
+// through Reader.Schema.
+package registry
