@@ -64,6 +64,8 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	prefix, _, _ := strings.Cut(topic, ".public.")
+	dec := testenv.NewRecords(t, env, prefix)
 	var out []*record.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
@@ -74,7 +76,7 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 			if kr.Value == nil {
 				continue // heartbeat
 			}
-			r, err := record.Decode(kr.Value)
+			r, err := dec.Decode(ctx, kr.Value)
 			if err != nil {
 				t.Fatalf("decode record at offset %d: %v", kr.Offset, err)
 			}

@@ -223,6 +223,14 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
 	r.lastSize = 256 + 64*len(r.columns)
-	r.enc = record.NewEncoder(r.source, r.tenantColumn, r.columns, r.schemaID)
+	r.enc = record.NewEncoder(r.source, r.tenantColumn, r.columns, r.schemaID, cfg.envelope)
+	if cfg.envelope == 2 {
+		// Before any record that refers to it: a sink that meets the record
+		// must find the schema. Only a relation's first sight in this process
+		// waits for Kafka; later ones are answered from memory.
+		if err := cfg.schemas.Register(ctx, r.enc.Schema()); err != nil {
+			return nil, fmt.Errorf("table %s: publish its schema %s: %w", name, r.schemaID, err)
+		}
+	}
 	return r, nil
 }

@@ -1,12 +1,15 @@
 package capture
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // Option configures a Capturer. Options are applied in order by New, which
@@ -38,6 +41,8 @@ type config struct {
 	resnapshot      map[string]bool
 	resnapshotAll   bool
 	nameErrs        []error // table names given to options that do not parse
+	envelope        int
+	schemas         SchemaRegistry
 }
 
 func defaults() config {
@@ -57,6 +62,7 @@ func defaults() config {
 		snapshot:        true,
 		workers:         4,
 		chunkPages:      4096,
+		envelope:        record.EnvelopeVersion,
 	}
 }
 
@@ -178,6 +184,24 @@ func WithSnapshotWorkers(n int) Option { return func(c *config) { c.workers = n 
 // resumption after a crash.
 func WithSnapshotChunkPages(n int64) Option { return func(c *config) { c.chunkPages = n } }
 
+// SchemaRegistry publishes the schemas that version 2 records refer to by
+// schemaId. Register returns once s is stored, so a consumer that meets a
+// record can always find its schema.
+type SchemaRegistry interface {
+	Register(ctx context.Context, s record.Schema) error
+}
+
+// WithSchemaRegistry sets where schemas are published. Without it, New
+// publishes them through its producer when that is a *kgo.Client, to the
+// topic "<prefix>-schemas" (see package registry).
+func WithSchemaRegistry(r SchemaRegistry) Option { return func(c *config) { c.schemas = r } }
+
+// WithEnvelopeVersion sets the record envelope version written (default
+// record.EnvelopeVersion, 2). Version 1 records carry their column list
+// instead of referring to the schema registry: larger, for consumers that
+// cannot read the registry. The sink reads both.
+func WithEnvelopeVersion(v int) Option { return func(c *config) { c.envelope = v } }
+
 // WithMaxPendingBytes bounds the encoded bytes produced but not yet
 // acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
 func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
@@ -218,6 +242,12 @@ func (c *config) validate() error {
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))
+	}
+	if c.envelope != 1 && c.envelope != 2 {
+		errs = append(errs, fmt.Errorf("envelope version %d: want 1 or 2", c.envelope))
+	}
+	if c.envelope == 2 && c.schemas == nil {
+		errs = append(errs, errors.New("envelope version 2 needs a schema registry: give a *kgo.Client as producer, or WithSchemaRegistry, or use envelope version 1"))
 	}
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))

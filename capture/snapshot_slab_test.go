@@ -88,7 +88,7 @@ var (
 )
 
 func TestSlabProducer(t *testing.T) {
-	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns))
+	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns), record.EnvelopeVersion)
 	for _, tc := range []struct {
 		name   string
 		rows   int
@@ -156,7 +156,7 @@ func TestSlabProducer(t *testing.T) {
 // TestSlabProducerStopsWaiting checks that a reader waiting for a free slab
 // (Kafka acknowledges nothing) stops when its context is cancelled.
 func TestSlabProducerStopsWaiting(t *testing.T) {
-	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns))
+	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns), record.EnvelopeVersion)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := newSlabProducer(ctx, &holdingProducer{failAt: -1})

@@ -89,7 +89,7 @@ func BenchmarkValidateRow(b *testing.B) {
 
 func BenchmarkEncoderAppendKeyValue(b *testing.B) {
 	r := benchRow()
-	e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID)
+	e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID, EnvelopeVersion)
 	buf, _, value := e.AppendKeyValue(nil, r)
 	b.SetBytes(int64(len(value)))
 	b.ReportAllocs()
@@ -107,5 +107,25 @@ func BenchmarkReferenceAppendJSON(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = refAppendJSON(buf[:0], r)
+	}
+}
+
+// BenchmarkDecode is the sink's per-record decoding, for both envelope
+// versions of the same row; the bytes per record are the ones on the wire.
+func BenchmarkDecode(b *testing.B) {
+	r := benchRow()
+	var schemas SchemaSet
+	schemas.Add(Schema{TenantColumn: r.TenantColumn, Columns: r.Columns})
+	for _, version := range []int{1, 2} {
+		b.Run("v"+strconv.Itoa(version), func(b *testing.B) {
+			data := AppendJSONVersion(nil, r, version)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode(data, &schemas); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

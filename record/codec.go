@@ -11,19 +11,35 @@ import (
 	"unsafe"
 )
 
-// AppendJSON appends the wire encoding of r to dst and returns the extended
-// buffer. It is written by hand because it runs once per captured row: it
-// allocates nothing beyond growing dst. An Encoder writes the same bytes
-// faster when many records share one relation.
+// AppendJSON appends the wire encoding of r, in the current envelope
+// version, to dst and returns the extended buffer. It is written by hand
+// because it runs once per captured row: it allocates nothing beyond growing
+// dst. An Encoder writes the same bytes faster when many records share one
+// relation.
 func AppendJSON(dst []byte, r *Record) []byte {
-	return appendRecord(dst, r, nil)
+	return appendRecord(dst, r, nil, EnvelopeVersion)
 }
 
-// appendRecord writes the envelope of r. With an Encoder for r's relation,
-// the parts that depend only on the relation are copied from it instead of
-// being encoded again. Both paths write the same bytes (see
-// TestEncoderMatchesAppendJSON).
-func appendRecord(dst []byte, r *Record, e *Encoder) []byte {
+// AppendJSONVersion is AppendJSON for the given envelope version (1 or 2;
+// anything else is written as the current version).
+func AppendJSONVersion(dst []byte, r *Record, version int) []byte {
+	return appendRecord(dst, r, nil, checkVersion(version))
+}
+
+// checkVersion returns v when this package writes it, and the current
+// version otherwise.
+func checkVersion(v int) int {
+	if v == 1 || v == 2 {
+		return v
+	}
+	return EnvelopeVersion
+}
+
+// appendRecord writes the envelope of r in the given version. With an
+// Encoder for r's relation, the parts that depend only on the relation are
+// copied from it instead of being encoded again. Both paths write the same
+// bytes (see TestEncoderMatchesAppendJSON).
+func appendRecord(dst []byte, r *Record, e *Encoder, version int) []byte {
 	dst = append(dst, `{"eventId":`...)
 	dst = appendJSONString(dst, r.EventID)
 	if e != nil {
@@ -33,7 +49,7 @@ func appendRecord(dst []byte, r *Record, e *Encoder) []byte {
 	}
 	dst = append(dst, r.Op.verb()...)
 	dst = append(dst, `","eventVersion":`...)
-	dst = strconv.AppendInt(dst, EnvelopeVersion, 10)
+	dst = strconv.AppendInt(dst, int64(version), 10)
 	dst = append(dst, `,"occurredAt":"`...)
 	dst = appendRFC3339Nano(dst, r.OccurredAt)
 	dst = append(dst, `","ingestedAt":"`...)
@@ -65,11 +81,17 @@ func appendRecord(dst []byte, r *Record, e *Encoder) []byte {
 	dst = append(dst, r.Op.String()...)
 	dst = append(dst, '"')
 	var names []string
-	if e != nil {
+	switch {
+	case e != nil && version == 1:
 		dst = append(dst, e.schemaColumns...)
 		names = e.names
-	} else {
+	case e != nil:
+		dst = append(dst, e.schemaRef...)
+		names = e.names
+	case version == 1:
 		dst = appendSchemaColumns(dst, r.SchemaID, r.Columns)
+	default:
+		dst = appendSchemaRef(dst, r.SchemaID)
 	}
 	if r.OldKey != nil {
 		dst = append(dst, `,"key":`...)
@@ -126,8 +148,15 @@ func appendSource(dst []byte, src Source) []byte {
 	return append(dst, '}')
 }
 
-// appendSchemaColumns writes the schemaId and columns fields: the bulk of a
-// record's bytes that depends only on its relation.
+// appendSchemaRef writes the schemaId field, by which a version 2 record
+// refers to its schema in the registry.
+func appendSchemaRef(dst []byte, schemaID string) []byte {
+	dst = append(dst, `,"schemaId":`...)
+	return appendJSONString(dst, schemaID)
+}
+
+// appendSchemaColumns writes the schemaId and columns fields of a version 1
+// record: the bulk of its bytes that depends only on its relation.
 func appendSchemaColumns(dst []byte, schemaID string, cols []Column) []byte {
 	dst = append(dst, `,"schemaId":`...)
 	dst = appendJSONString(dst, schemaID)
@@ -265,18 +294,48 @@ type wire struct {
 	Unchanged    []string           `json:"unchanged"`
 }
 
-// Decode parses one wire-encoded record and validates it. Every error wraps
-// ErrInvalid: a record that fails here can never be loaded and belongs in
-// the dead-letter topic.
-func Decode(data []byte) (*Record, error) {
+// Decode parses one wire-encoded record and validates it. A version 1
+// record carries its columns; a version 2 record names its schema, which
+// Decode finds in schemas (nil is allowed when only version 1 records are
+// expected).
+//
+// Every error wraps ErrInvalid, except a version 2 record whose schema is
+// not in schemas: that error wraps ErrUnknownSchema, and the caller may read
+// more of the registry and try again. A record that fails with ErrInvalid
+// can never be loaded and belongs in the dead-letter topic.
+func Decode(data []byte, schemas Schemas) (*Record, error) {
 	var w wire
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if w.EventVersion != EnvelopeVersion {
-		return nil, fmt.Errorf("%w: eventVersion %d is not supported (this build reads %d)", ErrInvalid, w.EventVersion, EnvelopeVersion)
+	switch w.EventVersion {
+	case 1:
+		if w.Columns == nil {
+			return nil, fmt.Errorf("%w: a version 1 record must carry its columns", ErrInvalid)
+		}
+	case 2:
+		if w.Columns != nil {
+			return nil, fmt.Errorf("%w: a version 2 record refers to its columns by schemaId and must not carry them", ErrInvalid)
+		}
+		if w.SchemaID == "" {
+			return nil, fmt.Errorf("%w: schemaId is missing", ErrInvalid)
+		}
+		var s Schema
+		ok := false
+		if schemas != nil {
+			s, ok = schemas.Schema(w.SchemaID)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w %q: it is not in the schema registry", ErrUnknownSchema, w.SchemaID)
+		}
+		if s.TenantColumn != w.TenantColumn {
+			return nil, fmt.Errorf("%w: tenantColumn %q differs from schema %s's %q", ErrInvalid, w.TenantColumn, w.SchemaID, s.TenantColumn)
+		}
+		w.Columns = s.Columns
+	default:
+		return nil, fmt.Errorf("%w: eventVersion %d is not supported (this build reads 1 and 2)", ErrInvalid, w.EventVersion)
 	}
 	r := &Record{
 		EventID:      w.EventID,
@@ -308,7 +367,14 @@ func Decode(data []byte) (*Record, error) {
 	if r.CommitLSN, err = ParseLSN(w.CommitLSN); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := r.Validate(); err != nil {
+	// A version 2 record's columns come from a registry entry whose hash
+	// was checked when it was read; they need no second check.
+	if w.EventVersion == 1 {
+		err = r.Validate()
+	} else {
+		err = r.ValidateRow()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if w.EventType != r.EventType() {
@@ -317,7 +383,7 @@ func Decode(data []byte) (*Record, error) {
 	if w.PartitionKey != r.PartitionKey() {
 		return nil, fmt.Errorf("%w: partitionKey %q does not match tenant and key (want %q)", ErrInvalid, w.PartitionKey, r.PartitionKey())
 	}
-	if w.SchemaID != SchemaID(r.TenantColumn, r.Columns) {
+	if w.EventVersion == 1 && w.SchemaID != SchemaID(r.TenantColumn, r.Columns) {
 		return nil, fmt.Errorf("%w: schemaId %q does not match the columns", ErrInvalid, w.SchemaID)
 	}
 	return r, nil

@@ -6,7 +6,7 @@
 // sink (which consumes them) import; it imports neither, so data flows one
 // way: capture → record → Kafka → sink → clickhouse.
 //
-// # Wire format (envelope version 1)
+// # Wire format (envelope version 2)
 //
 // A record is one JSON object per Kafka record value. The Kafka key is the
 // record's partition key, so all changes of one row land in one partition, in
@@ -14,7 +14,7 @@
 //
 //	eventId       deterministic UUIDv7 (see EventID)
 //	eventType     "<schema>.<table>.<inserted|updated|deleted|snapshotted>"
-//	eventVersion  envelope version, currently 1
+//	eventVersion  envelope version: 2 (1 is still read, see below)
 //	occurredAt    commit time of the source transaction (RFC 3339, UTC)
 //	ingestedAt    time capture read the change (RFC 3339, UTC)
 //	tenantId      value of the table's tenant column (or the configured default)
@@ -26,15 +26,42 @@
 //	ordinal       position of the change in its transaction, from 0
 //	version       the ReplacingMergeTree version (see Version)
 //	op            "c" insert, "u" update, "d" delete, "r" row read by the initial snapshot
-//	columns       the relation's columns at the time of the change, in order:
-//	              name, type, enum, array, typmod, key, attnum, missing (the value
-//	              of rows older than an ADD COLUMN ... DEFAULT)
-//	schemaId      a short hash of columns and tenantColumn; equal ids mean equal shapes
+//	schemaId      the content hash of the relation's Schema (columns and tenant
+//	              column) at the time of the change: the key of its entry in the
+//	              schema registry
 //	key           for updates that changed the key and for deletes: the old key values
 //	payload       column name → PostgreSQL text value or null; for a delete, the old row
 //	              as far as the replica identity sends it
 //	unchanged     names of columns whose values PostgreSQL did not send because they
 //	              are unchanged TOASTed values; they are absent from payload
+//
+// # Schema registry
+//
+// The column list is the same for every record of a relation, and for a
+// typical table it is more than a third of a record; repeated in every
+// record it costs capture, the broker and the sink CPU per byte, and Kafka
+// disk. So a version 2 record names it by schemaId, like the schemaUri of
+// the envelope this format follows, and capture publishes each Schema to
+// the registry topic "<prefix>-schemas" (compacted, one partition) before
+// the first record that refers to it. An entry's key is its schemaId; its
+// value (Schema.AppendJSON) is
+//
+//	{"format":1,"schemaId":"…","columns":[…],"tenantColumn":"…"}
+//
+// where columns lists, in order, each column's name, type (PostgreSQL type
+// name, of the element for arrays, domains resolved), enum, array, typmod,
+// key (part of the replica identity), attnum and missing (the value rows
+// older than an ADD COLUMN ... DEFAULT have). A consumer that meets an
+// unknown schemaId reads the registry to its end; DecodeSchema checks that
+// an entry hashes to its id.
+//
+// # Version 1
+//
+// Version 1 records carry the column list in a "columns" field after
+// schemaId instead of referring to the registry; they are otherwise the
+// same. Capture writes them with --envelope-version 1, for consumers that
+// cannot read the registry; Decode reads both versions, so records written
+// before an upgrade still load.
 //
 // # Control records
 //
@@ -53,7 +80,7 @@
 //
 // AppendJSON writes the wire form; an Encoder, made once per relation shape,
 // writes the same bytes faster by copying the parts that depend only on the
-// relation (source, columns, schemaId). testdata/envelope_v1.golden pins the
-// exact bytes of version 1, and randomized tests compare the encoders with
-// a reference kept in the tests.
+// relation (source, columns, schemaId). testdata/envelope_v1.golden and
+// envelope_v2.golden pin the exact bytes of both versions, and randomized
+// tests compare the encoders with a reference kept in the tests.
 package record

@@ -22,20 +22,24 @@ type Encoder struct {
 	eventType     []byte   // `,"eventType":"<schema>.<table>.`
 	tenantJSON    []byte   // `,"tenantColumn":"…"`, empty without a tenant column
 	sourceJSON    []byte   // `,"source":{…}`
-	schemaColumns []byte   // `,"schemaId":"…","columns":[…]`
+	schemaColumns []byte   // version 1: `,"schemaId":"…","columns":[…]`
+	schemaRef     []byte   // version 2: `,"schemaId":"…"`
 	names         []string // each column name as a JSON string
+	version       int      // the envelope version written
 }
 
-// NewEncoder returns an Encoder for records whose Source, TenantColumn,
-// SchemaID and Columns are the given ones. It keeps cols: they must not be
-// modified while the Encoder is in use (a relation that changes gets new
-// columns and a new Encoder).
-func NewEncoder(source Source, tenantColumn string, cols []Column, schemaID string) *Encoder {
-	e := &Encoder{source: source, tenantColumn: tenantColumn, schemaID: schemaID, columns: cols}
+// NewEncoder returns an Encoder that writes records whose Source,
+// TenantColumn, SchemaID and Columns are the given ones in the given
+// envelope version (1 or 2; any other value means the current version). It
+// keeps cols: they must not be modified while the Encoder is in use (a
+// relation that changes gets new columns and a new Encoder).
+func NewEncoder(source Source, tenantColumn string, cols []Column, schemaID string, version int) *Encoder {
+	e := &Encoder{source: source, tenantColumn: tenantColumn, schemaID: schemaID, columns: cols, version: checkVersion(version)}
 	e.eventType = appendEventTypeHead(nil, source)
 	e.tenantJSON = appendTenantColumn(nil, tenantColumn)
 	e.sourceJSON = appendSource(nil, source)
 	e.schemaColumns = appendSchemaColumns(nil, schemaID, cols)
+	e.schemaRef = appendSchemaRef(nil, schemaID)
 	e.names = make([]string, len(cols))
 	for i, c := range cols {
 		e.names[i] = string(appendJSONString(nil, c.Name))
@@ -52,14 +56,21 @@ func (e *Encoder) fits(r *Record) bool {
 		r.Source == e.source && r.TenantColumn == e.tenantColumn && r.SchemaID == e.schemaID
 }
 
-// AppendJSON appends the wire encoding of r to dst, as the package-level
-// AppendJSON does, and returns the extended buffer. A record of another
-// relation is encoded correctly, only without the speed-up.
+// Version returns the envelope version e writes.
+func (e *Encoder) Version() int { return e.version }
+
+// Schema returns the schema of e's records, which a version 2 record refers
+// to and which must be in the registry before the record is produced.
+func (e *Encoder) Schema() Schema { return Schema{TenantColumn: e.tenantColumn, Columns: e.columns} }
+
+// AppendJSON appends the wire encoding of r to dst, as AppendJSONVersion
+// does with e's version, and returns the extended buffer. A record of
+// another relation is encoded correctly, only without the speed-up.
 func (e *Encoder) AppendJSON(dst []byte, r *Record) []byte {
 	if !e.fits(r) {
-		return appendRecord(dst, r, nil)
+		return appendRecord(dst, r, nil, e.version)
 	}
-	return appendRecord(dst, r, e)
+	return appendRecord(dst, r, e, e.version)
 }
 
 // AppendKeyValue appends r's partition key and then its wire encoding to

@@ -133,8 +133,11 @@ func TestAppendJSONMatchesReference(t *testing.T) {
 	for i := 0; i < randomRecords; i++ {
 		r := randRecord(rng)
 		want := refAppendJSON(nil, r)
-		if got := AppendJSON(nil, r); !bytes.Equal(got, want) {
-			t.Fatalf("record %d: AppendJSON differs from the reference\n got %s\nwant %s", i, got, want)
+		if got := AppendJSONVersion(nil, r, 1); !bytes.Equal(got, want) {
+			t.Fatalf("record %d: AppendJSONVersion 1 differs from the reference\n got %s\nwant %s", i, got, want)
+		}
+		if got, want := AppendJSON(nil, r), refV2(want); !bytes.Equal(got, want) {
+			t.Fatalf("record %d: AppendJSON differs from the reference version 2\n got %s\nwant %s", i, got, want)
 		}
 		if got, want := r.AppendPartitionKey([]byte("prefix")), refAppendPartitionKey(r, []byte("prefix")); !bytes.Equal(got, want) {
 			t.Fatalf("record %d: AppendPartitionKey = %s, want %s", i, got, want)
@@ -193,12 +196,19 @@ func TestEventIDsMatchReference(t *testing.T) {
 	}
 }
 
-// TestEnvelopeGolden pins the exact bytes of version 1 records, so that no
-// speed-up can change what consumers receive.
+// TestEnvelopeGolden pins the exact bytes of version 1 and version 2
+// records and of a registry entry, so that no speed-up can change what
+// consumers receive.
 func TestEnvelopeGolden(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { testEnvelopeGolden(t, version) })
+	}
+}
+
+func testEnvelopeGolden(t *testing.T, version int) {
 	var out bytes.Buffer
 	add := func(name string, r *Record) {
-		fmt.Fprintf(&out, "# %s\nkey %s\n%s\n", name, r.AppendPartitionKey(nil), AppendJSON(nil, r))
+		fmt.Fprintf(&out, "# %s\nkey %s\n%s\n", name, r.AppendPartitionKey(nil), AppendJSONVersion(nil, r, version))
 	}
 	add("update with an unchanged TOAST value", sample())
 	del := sample()
@@ -214,8 +224,12 @@ func TestEnvelopeGolden(t *testing.T) {
 	snap.EventID = SnapshotEventID(snap.Source.ID, snap.LSN, "public.orders", []string{"acme", "42"}, at)
 	add("snapshot row", snap)
 	fmt.Fprintf(&out, "# event ids\n%s\n%s\n", EventID("sys/db", 0x16B374D848, 3, at), SnapshotEventID("sys/db", 0x16B374D848, "public.orders", []string{"acme", "4\"2"}, at))
+	if version == 2 {
+		r := sample()
+		fmt.Fprintf(&out, "# schema registry entry\nkey %s\n%s\n", r.SchemaID, Schema{TenantColumn: r.TenantColumn, Columns: r.Columns}.AppendJSON(nil))
+	}
 
-	path := filepath.Join("testdata", "envelope_v1.golden")
+	path := filepath.Join("testdata", fmt.Sprintf("envelope_v%d.golden", version))
 	if *update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
@@ -229,7 +243,7 @@ func TestEnvelopeGolden(t *testing.T) {
 		t.Fatalf("%v (run go test -run TestEnvelopeGolden -update ./record to create it)", err)
 	}
 	if !bytes.Equal(out.Bytes(), want) {
-		t.Errorf("the encoding changed; version 1 records must stay byte-identical\n got:\n%s\nwant:\n%s", out.Bytes(), want)
+		t.Errorf("the encoding changed; version %d records must stay byte-identical\n got:\n%s\nwant:\n%s", version, out.Bytes(), want)
 	}
 }
 
@@ -237,10 +251,14 @@ func TestEncoderMatchesAppendJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for i := 0; i < randomRecords; i++ {
 		r := randRecord(rng)
-		e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID)
+		version := 1 + i%2
+		e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID, version)
 		other := randRecord(rng) // another relation: encoded without the speed-up, but right
 		for _, rec := range []*Record{r, other} {
 			want := refAppendJSON(nil, rec)
+			if version == 2 {
+				want = refV2(want)
+			}
 			if got := e.AppendJSON([]byte("prefix")[6:], rec); !bytes.Equal(got, want) {
 				t.Fatalf("record %d: Encoder.AppendJSON differs\n got %s\nwant %s", i, got, want)
 			}
@@ -258,7 +276,7 @@ func TestEncoderMatchesAppendJSON(t *testing.T) {
 
 func TestEncoderFits(t *testing.T) {
 	r := sample()
-	e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID)
+	e := NewEncoder(r.Source, r.TenantColumn, r.Columns, r.SchemaID, EnvelopeVersion)
 	copied := *r
 	copied.Columns = append([]Column(nil), r.Columns...)
 	for _, tc := range []struct {

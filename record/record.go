@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// EnvelopeVersion is the version of the wire format this package writes.
-// Decode accepts only this version; a new version gets a new number and a
-// window in which both are read.
-const EnvelopeVersion = 1
+// EnvelopeVersion is the version of the wire format this package writes by
+// default. Decode reads it and version 1; a new version gets a new number
+// and a window in which both are read.
+const EnvelopeVersion = 2
 
 // Op is the kind of a row change.
 type Op uint8

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,22 +46,83 @@ func sample() *Record {
 	}
 }
 
-func TestRoundTrip(t *testing.T) {
+// sampleSchemas holds sample()'s schema, as a sink's registry would.
+func sampleSchemas() *SchemaSet {
 	r := sample()
-	data := AppendJSON(nil, r)
-	if !json.Valid(data) {
-		t.Fatalf("not valid JSON: %s", data)
+	var ss SchemaSet
+	ss.Add(Schema{TenantColumn: r.TenantColumn, Columns: r.Columns})
+	return &ss
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		r := sample()
+		data := AppendJSONVersion(nil, r, version)
+		if !json.Valid(data) {
+			t.Fatalf("v%d: not valid JSON: %s", version, data)
+		}
+		got, err := Decode(data, sampleSchemas())
+		if err != nil {
+			t.Fatalf("v%d: Decode: %v\n%s", version, err, data)
+		}
+		// Invalid UTF-8 is replaced on the wire, exactly as encoding/json does.
+		want := *r
+		want.Values = append([]Value(nil), r.Values...)
+		want.Values[2].Text = strings.ToValidUTF8(r.Values[2].Text, "\ufffd")
+		if !reflect.DeepEqual(got, &want) {
+			t.Errorf("v%d: round trip differs:\n got %+v\nwant %+v", version, got, &want)
+		}
 	}
-	got, err := Decode(data)
+}
+
+func TestDecodeVersion2NeedsItsSchema(t *testing.T) {
+	data := AppendJSON(nil, sample())
+	if bytes.Contains(data, []byte(`"columns"`)) {
+		t.Fatalf("a version 2 record carries its columns: %s", data)
+	}
+	for name, schemas := range map[string]Schemas{"nil": nil, "empty": &SchemaSet{}} {
+		_, err := Decode(data, schemas)
+		if !errors.Is(err, ErrUnknownSchema) || errors.Is(err, ErrInvalid) {
+			t.Errorf("%s schemas: Decode = %v, want ErrUnknownSchema and not ErrInvalid", name, err)
+		}
+	}
+	// A schema registered under the id with another tenant column.
+	r := sample()
+	var other SchemaSet
+	other.m = map[string]Schema{r.SchemaID: {Columns: r.Columns}}
+	if _, err := Decode(data, &other); !errors.Is(err, ErrInvalid) {
+		t.Errorf("tenant column differs from the schema's: Decode = %v, want ErrInvalid", err)
+	}
+	// Version 1 records need no schemas.
+	if _, err := Decode(AppendJSONVersion(nil, r, 1), nil); err != nil {
+		t.Errorf("version 1 without schemas: %v", err)
+	}
+}
+
+func TestSchemaEntry(t *testing.T) {
+	r := sample()
+	s := Schema{TenantColumn: r.TenantColumn, Columns: r.Columns}
+	data := s.AppendJSON(nil)
+	got, err := DecodeSchema(data)
 	if err != nil {
-		t.Fatalf("Decode: %v\n%s", err, data)
+		t.Fatalf("DecodeSchema: %v\n%s", err, data)
 	}
-	// Invalid UTF-8 is replaced on the wire, exactly as encoding/json does.
-	want := *r
-	want.Values = append([]Value(nil), r.Values...)
-	want.Values[2].Text = strings.ToValidUTF8(r.Values[2].Text, "\ufffd")
-	if !reflect.DeepEqual(got, &want) {
-		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, &want)
+	if !reflect.DeepEqual(got, s) || got.ID() != r.SchemaID {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, s)
+	}
+	good := string(data)
+	for name, bad := range map[string]string{
+		"altered column": strings.Replace(good, `"status"`, `"state"`, 1),
+		"altered tenant": strings.Replace(good, `"tenantColumn":"tenant_id"`, `"tenantColumn":"id"`, 1),
+		"no tenant":      strings.Replace(good, `,"tenantColumn":"tenant_id"`, ``, 1),
+		"format":         strings.Replace(good, `"format":1`, `"format":9`, 1),
+		"unknown field":  strings.Replace(good, `{"format"`, `{"x":1,"format"`, 1),
+		"no columns":     `{"format":1,"schemaId":"` + r.SchemaID + `","columns":[]}`,
+		"not json":       good[:len(good)/2],
+	} {
+		if _, err := DecodeSchema([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: DecodeSchema = %v, want ErrInvalid", name, err)
+		}
 	}
 }
 
@@ -183,32 +246,45 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDecodeRejectsTampering(t *testing.T) {
-	good := string(AppendJSON(nil, sample()))
-	for name, bad := range map[string]string{
-		"version":    strings.Replace(good, `"eventVersion":1`, `"eventVersion":2`, 1),
-		"event type": strings.Replace(good, `.updated"`, `.deleted"`, 1),
-		"schema id":  strings.Replace(good, `"schemaId":"`, `"schemaId":"0`, 1),
-		"unknown":    strings.Replace(good, `{"eventId"`, `{"extra":1,"eventId"`, 1),
-		"truncated":  good[:len(good)/2],
-		"missing":    strings.Replace(good, `"status":"paid"`, `"statuz":"paid"`, 1),
-		"partition":  strings.Replace(good, `"partitionKey":"[`, `"partitionKey":"[\"x\",`, 1),
-	} {
-		if _, err := Decode([]byte(bad)); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: Decode = %v, want ErrInvalid", name, err)
+	for _, version := range []int{1, 2} {
+		good := string(AppendJSONVersion(nil, sample(), version))
+		cases := map[string]string{
+			"version":    strings.Replace(good, fmt.Sprintf(`"eventVersion":%d`, version), `"eventVersion":3`, 1),
+			"event type": strings.Replace(good, `.updated"`, `.deleted"`, 1),
+			"unknown":    strings.Replace(good, `{"eventId"`, `{"extra":1,"eventId"`, 1),
+			"truncated":  good[:len(good)/2],
+			"missing":    strings.Replace(good, `"status":"paid"`, `"statuz":"paid"`, 1),
+			"partition":  strings.Replace(good, `"partitionKey":"[`, `"partitionKey":"[\"x\",`, 1),
+		}
+		if version == 1 {
+			cases["schema id"] = strings.Replace(good, `"schemaId":"`, `"schemaId":"0`, 1)
+			cases["as version 2"] = strings.Replace(good, `"eventVersion":1`, `"eventVersion":2`, 1)
+		} else {
+			cases["as version 1"] = strings.Replace(good, `"eventVersion":2`, `"eventVersion":1`, 1)
+			cases["no schema id"] = strings.Replace(good, `"schemaId":"`, `"schemaIdx":"`, 1)
+			cases["columns too"] = strings.Replace(good, `,"payload":`, `,"columns":[],"payload":`, 1)
+		}
+		for name, bad := range cases {
+			if _, err := Decode([]byte(bad), sampleSchemas()); !errors.Is(err, ErrInvalid) {
+				t.Errorf("v%d %s: Decode = %v, want ErrInvalid", version, name, err)
+			}
 		}
 	}
 }
 
 func FuzzDecode(f *testing.F) {
 	f.Add(AppendJSON(nil, sample()))
+	f.Add(AppendJSONVersion(nil, sample(), 1))
 	f.Add([]byte(`{}`))
+	schemas := sampleSchemas()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := Decode(data)
+		r, err := Decode(data, schemas)
 		if err != nil {
 			return
 		}
 		// Whatever decodes must re-encode to something that decodes equal.
-		again, err := Decode(AppendJSON(nil, r))
+		// A version 1 record may carry columns the set does not hold.
+		again, err := Decode(AppendJSONVersion(nil, r, 1), schemas)
 		if err != nil {
 			t.Fatalf("re-encoding a decoded record fails: %v", err)
 		}

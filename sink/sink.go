@@ -194,10 +194,22 @@ type Config struct {
 	Metrics *Metrics
 	// Watermarks records load progress for freshness reporting (optional).
 	Watermarks Watermarker
+	// Schemas resolves the schemaId of version 2 records (see package
+	// registry). Without it only version 1 records, which carry their
+	// columns, can be loaded; version 2 records stop the sink.
+	Schemas Schemas
 	// Fault, when set, is called at named points of a flush ("loaded":
 	// after the inserts, before the offset commit). Fault tests use it to
 	// kill the process exactly there.
 	Fault func(point string)
+}
+
+// Schemas is the schema registry as the sink reads it.
+type Schemas interface {
+	record.Schemas
+	// Refresh reads everything registered until now, so that a schema
+	// registered before a record that refers to it is found.
+	Refresh(ctx context.Context) error
 }
 
 // Sink moves records from a consumer group into a Loader.
@@ -736,7 +748,13 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			beats = append(beats, h)
 			continue
 		}
-		r, err := record.Decode(kr.Value)
+		r, err := s.decode(ctx, kr)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, record.ErrUnknownSchema) && !errors.Is(err, record.ErrInvalid) {
+			return err // no registry to look in: a configuration error, not a poison record
+		}
 		if err == nil && len(b.Records) > 0 && (r.Source.Schema != b.Source.Schema || r.Source.Table != b.Source.Table) {
 			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, r.Source.Schema, r.Source.Table)
 		}
@@ -848,6 +866,29 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 		}
 	}
 	return nil
+}
+
+// decode decodes a record's value. A version 2 record whose schema is not
+// known yet makes the sink read the registry up to now, retrying while it
+// cannot be read: capture registers a schema before producing a record that
+// refers to it, so after a successful read a schema that is still missing
+// never will be there, and the record is poison.
+func (s *Sink) decode(ctx context.Context, kr *kgo.Record) (*record.Record, error) {
+	r, err := record.Decode(kr.Value, s.cfg.Schemas)
+	if !errors.Is(err, record.ErrUnknownSchema) {
+		return r, err
+	}
+	if s.cfg.Schemas == nil {
+		return nil, fmt.Errorf("record at %s/%d offset %d: %w, and the sink was started without a schema registry (sink.Config.Schemas)", kr.Topic, kr.Partition, kr.Offset, err)
+	}
+	if rerr := s.retry(ctx, "read the schema registry", func() error { return s.cfg.Schemas.Refresh(ctx) }); rerr != nil {
+		return nil, rerr
+	}
+	r, err = record.Decode(kr.Value, s.cfg.Schemas)
+	if errors.Is(err, record.ErrUnknownSchema) {
+		err = fmt.Errorf("%w: %w (capture registers every schema before its records, so this record was not written by capture)", record.ErrInvalid, err)
+	}
+	return r, err
 }
 
 func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, cause error, attempts int) error {

@@ -125,8 +125,38 @@ func (d *fakeDead) Send(_ context.Context, l DeadLetter) error {
 	return nil
 }
 
+// recColumns are the columns of rec's records.
+var recColumns = []record.Column{{Name: "tenant_id", Type: "text", TypMod: -1, Key: true}, {Name: "id", Type: "int8", TypMod: -1, Key: true}}
+
+// fakeSchemas is a registry in memory. Refresh adds the schemas in
+// registerOnRefresh, after failing refreshFails times.
+type fakeSchemas struct {
+	record.SchemaSet
+	registerOnRefresh []record.Schema
+	refreshFails      int
+	refreshes         int
+}
+
+func (f *fakeSchemas) Refresh(context.Context) error {
+	f.refreshes++
+	if f.refreshes <= f.refreshFails {
+		return errors.New("broker unreachable")
+	}
+	for _, s := range f.registerOnRefresh {
+		f.Add(s)
+	}
+	return nil
+}
+
+// testSchemas holds the schema of rec's records.
+func testSchemas() *fakeSchemas {
+	f := &fakeSchemas{}
+	f.Add(record.Schema{TenantColumn: "tenant_id", Columns: recColumns})
+	return f
+}
+
 func rec(topic string, partition int32, offset int64) *kgo.Record {
-	cols := []record.Column{{Name: "tenant_id", Type: "text", TypMod: -1, Key: true}, {Name: "id", Type: "int8", TypMod: -1, Key: true}}
+	cols := recColumns
 	r := &record.Record{
 		OccurredAt: time.Unix(1700000000, 0).UTC(), IngestedAt: time.Unix(1700000001, 0).UTC(),
 		TenantID: "t", TenantColumn: "tenant_id",
@@ -155,6 +185,9 @@ func runScript(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader *f
 	fc := &fakeConsumer{polls: polls, cancel: cancel}
 	cfg.Group = "g"
 	cfg.RetryBackoff, cfg.MaxRetryBackoff = time.Millisecond, time.Millisecond
+	if cfg.Schemas == nil {
+		cfg.Schemas = testSchemas()
+	}
 	s, err := New(fc, fakeOffsets{offsets}, loader, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +262,7 @@ func TestSinkStopsOnPoisonWithoutDeadLetters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := &fakeConsumer{polls: [][]*kgo.Record{{{Topic: "a", Offset: 0, Value: []byte("garbage")}}}, cancel: cancel}
-	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g"})
+	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g", Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,5 +323,48 @@ func TestSinkStopsATableAtTheChange(t *testing.T) {
 		if strings.HasPrefix(c, "bad/0@") && !strings.HasPrefix(c, "bad/0@3 ") && !strings.Contains(c, intentPrefix) {
 			t.Errorf("committed past the change: %s", c)
 		}
+	}
+}
+
+// A record whose schema is not known yet makes the sink read the registry,
+// retrying while that fails; one still unknown afterwards is poison.
+func TestSinkResolvesSchemasFromTheRegistry(t *testing.T) {
+	schema := record.Schema{TenantColumn: "tenant_id", Columns: recColumns}
+
+	late := &fakeSchemas{registerOnRefresh: []record.Schema{schema}, refreshFails: 2}
+	l := &fakeLoader{}
+	dead := &fakeDead{}
+	runScript(t, Config{Schemas: late, DeadLetters: dead}, nil, l, recs("a", 0, 0, 2))
+	if fmt.Sprint(l.batches) != "[a/0/0-2 n=3]" || len(dead.got) != 0 {
+		t.Errorf("schema registered late: loads %v, dead letters %d; want all 3 loaded", l.batches, len(dead.got))
+	}
+	if late.refreshes != 3 {
+		t.Errorf("registry read %d times, want 3 (two failures, then once for the whole batch)", late.refreshes)
+	}
+
+	never := &fakeSchemas{}
+	l, dead = &fakeLoader{}, &fakeDead{}
+	runScript(t, Config{Schemas: never, DeadLetters: dead}, nil, l, recs("a", 0, 0, 1))
+	if len(l.batches) != 0 || len(dead.got) != 2 {
+		t.Fatalf("unregistered schema: loads %v, dead letters %d; want 2 dead letters", l.batches, len(dead.got))
+	}
+	if !errors.Is(dead.got[0].Err, record.ErrInvalid) || !strings.Contains(dead.got[0].Err.Error(), "not in the schema registry") {
+		t.Errorf("dead letter says %v, want an invalid record naming the registry", dead.got[0].Err)
+	}
+}
+
+// Without a registry, a version 2 record stops the sink: the configuration
+// is wrong, the record is not.
+func TestSinkWithoutRegistryStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dead := &fakeDead{}
+	fc := &fakeConsumer{polls: [][]*kgo.Record{recs("a", 0, 0, 0)}, cancel: cancel}
+	s, err := New(fc, fakeOffsets{}, &fakeLoader{}, Config{Group: "g", DeadLetters: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); !errors.Is(err, record.ErrUnknownSchema) || len(dead.got) != 0 {
+		t.Fatalf("Run = %v with %d dead letters, want ErrUnknownSchema and none", err, len(dead.got))
 	}
 }

@@ -81,7 +81,7 @@ func TestSinkStopsAtTruncateWithoutTruncater(t *testing.T) {
 	defer cancel()
 	l := &fakeLoader{}
 	fc := &fakeConsumer{polls: [][]*kgo.Record{concat(recs("a", 0, 0, 1), []*kgo.Record{marker("a", 0, 2, 0x1002)}, recs("a", 0, 3, 3))}, cancel: cancel}
-	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g"})
+	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestSinkDeadLettersMalformedTruncate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := &fakeConsumer{polls: [][]*kgo.Record{concat(recs("a", 0, 0, 1), []*kgo.Record{bad}, recs("a", 0, 3, 3))}, cancel: cancel}
-	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", DeadLetters: dead})
+	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", DeadLetters: dead, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func runTruncateScript(t *testing.T, l Loader, offsets kadm.OffsetResponses, pol
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := &fakeConsumer{polls: polls, cancel: cancel}
-	s, err := New(fc, fakeOffsets{offsets}, l, Config{Group: "g", MaxBatchRecords: 100, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	s, err := New(fc, fakeOffsets{offsets}, l, Config{Group: "g", MaxBatchRecords: 100, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Schemas: testSchemas()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ func runCapture(ctx context.Context, args []string) error {
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
+		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 		tables      listFlag
 		exclude     listFlag
 		tenantFor   listFlag
@@ -58,6 +59,7 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithDefaultTenant(*defTenant),
 		capture.WithStatusInterval(*status),
 		capture.WithHeartbeatInterval(*heartbeat),
+		capture.WithEnvelopeVersion(*envelope),
 		capture.WithSnapshotWorkers(*workers),
 		capture.WithSnapshotChunkPages(*chunkPages),
 		capture.WithResnapshot(resnapshot...),

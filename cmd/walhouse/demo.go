@@ -81,7 +81,12 @@ func runDemo(ctx context.Context, args []string) error {
 	// A fresh group per run: members of an earlier, killed run would hold
 	// the partitions until their session times out.
 	group := fmt.Sprintf("walhouse_demo_%d", time.Now().UnixNano())
-	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: group, prefix: demoPrefix, watermarks: w, maxWait: 500 * time.Millisecond})
+	schemas, closeSchemas, err := schemaReader(ctx, ep.brokers(), demoPrefix)
+	if err != nil {
+		return err
+	}
+	defer closeSchemas()
+	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: group, prefix: demoPrefix, watermarks: w, maxWait: 500 * time.Millisecond, schemas: schemas})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/registry"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -74,6 +76,12 @@ func runSink(ctx context.Context, args []string) error {
 		st.dedup = store
 	}
 	st.watermarks = w
+	schemas, closeSchemas, err := schemaReader(ctx, ep.brokers(), *prefix)
+	if err != nil {
+		return err
+	}
+	defer closeSchemas()
+	st.schemas = schemas
 	s, cl, err := newSink(ctx, ep.brokers(), w, st)
 	if err != nil {
 		return err
@@ -85,6 +93,17 @@ func runSink(ctx context.Context, args []string) error {
 	}
 	g.Go(func() error { return s.Run(gctx) })
 	return g.Wait()
+}
+
+// schemaReader returns a reader of the pipeline's schema registry and the
+// function that closes it. It has a client of its own: the sink's group
+// client consumes only the tables' topics.
+func schemaReader(ctx context.Context, brokers []string, prefix string) (*registry.Reader, func(), error) {
+	cl, err := kafkaClient(ctx, brokers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return registry.NewReader(cl, registry.Topic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
 }
 
 // serveMetrics serves reg at /metrics until ctx ends.
@@ -108,6 +127,7 @@ type sinkSettings struct {
 	mismatch           sink.MismatchMode
 	registry           *prometheus.Registry
 	watermarks         sink.Watermarker
+	schemas            sink.Schemas
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -139,7 +159,7 @@ func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettin
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks}
+	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
 	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
 		// For fault tests: die like kill -9 at the named point of the
 		// first flush that reaches it.

@@ -208,7 +208,7 @@ func (p *pipeline) redeliveries(topic string) (records, distinct int) {
 	seen := map[string]string{}
 	differ := 0
 	for _, kr := range changes(rs) {
-		r, err := record.Decode(kr.Value)
+		r, err := p.decode(kr)
 		if err != nil {
 			p.t.Fatalf("decode %s/%d@%d: %v", kr.Topic, kr.Partition, kr.Offset, err)
 		}

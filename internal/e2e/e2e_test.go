@@ -11,9 +11,11 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 )
 
 var walhouseBin string
@@ -46,6 +48,17 @@ type pipeline struct {
 	prefix   string
 	group    string
 	database string
+	records  *testenv.Records // decodes the pipeline's records; made on first use
+}
+
+// decode decodes one record of the pipeline's topics, as the sink would.
+func (p *pipeline) decode(kr *kgo.Record) (*record.Record, error) {
+	if p.records == nil {
+		p.records = testenv.NewRecords(p.t, p.env, p.prefix)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.records.Decode(ctx, kr.Value)
 }
 
 func newPipeline(t *testing.T) *pipeline {

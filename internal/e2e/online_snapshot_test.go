@@ -89,7 +89,7 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kr := range changes(recs) {
-		r, err := record.Decode(kr.Value)
+		r, err := p.decode(kr)
 		if err != nil {
 			t.Fatalf("decode a record of %s: %v", streamed, err)
 		}
@@ -114,7 +114,7 @@ func ingestSpan(t *testing.T, p *pipeline, topic string, op record.Op) (first, l
 		t.Fatal(err)
 	}
 	for _, kr := range changes(recs) {
-		r, err := record.Decode(kr.Value)
+		r, err := p.decode(kr)
 		if err != nil {
 			t.Fatalf("decode a record of %s: %v", topic, err)
 		}

@@ -279,7 +279,7 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 	var original *kgo.Record
 	var eventID string
 	for _, r := range changes(rs) {
-		rec, err := record.Decode(r.Value)
+		rec, err := p.decode(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 	if original == nil {
 		t.Fatal("no insert of id 3 in the topic")
 	}
-	if err := p.kafka(kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, tamper(t, original, "note", "tampered")).FirstErr(); err != nil {
+	if err := p.kafka(kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, p.tamper(original, "note", "tampered")).FirstErr(); err != nil {
 		t.Fatalf("produce the tampered copy: %v", err)
 	}
 

@@ -372,9 +372,10 @@ func (p *pipeline) waitDeadLetters(topic string, n int, procs ...*testenv.Proc) 
 // tamper returns a copy of r, a row change, with column set to value and
 // everything else, the eventId included, unchanged: a broken eventId
 // contract.
-func tamper(t *testing.T, r *kgo.Record, column, value string) *kgo.Record {
+func (p *pipeline) tamper(r *kgo.Record, column, value string) *kgo.Record {
+	t := p.t
 	t.Helper()
-	rec, err := record.Decode(r.Value)
+	rec, err := p.decode(r)
 	if err != nil {
 		t.Fatalf("decode %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 	}

@@ -141,7 +141,7 @@ func snapshotLikeRecords(n int) (keys, values [][]byte) {
 		{Name: "attrs", Type: "jsonb", TypMod: -1, Attnum: 6},
 	}
 	src := record.Source{ID: "7441234567890123456/walhouse", Schema: "public", Table: "bench"}
-	enc := record.NewEncoder(src, "tenant_id", cols, record.SchemaID("tenant_id", cols))
+	enc := record.NewEncoder(src, "tenant_id", cols, record.SchemaID("tenant_id", cols), record.EnvelopeVersion)
 	at := time.Now().UTC()
 	values = make([][]byte, n)
 	keys = make([][]byte, n)
