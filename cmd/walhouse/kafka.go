@@ -38,8 +38,8 @@ func kafkaClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.C
 // walhouse about a quarter of what lz4 does per byte, and walhouse plus the
 // broker spend less CPU in total per record than with lz4, zstd or none
 // (make bench-capture with -phases produce compares them), for batches
-// about 40% larger than lz4's. A record is mostly repeated envelope (the
-// column list), which every codec compresses 8 to 25 times.
+// about 40% larger than lz4's. A record is mostly repeated envelope (field
+// names, source, schemaId), which every codec compresses several times.
 //
 // During a snapshot the producer is saturated, so batches fill up to
 // ProducerBatchMaxBytes whatever the linger; the linger only matters for
@@ -56,5 +56,9 @@ func producerOpts() []kgo.Opt {
 		kgo.MaxBufferedRecords(100_000),
 		kgo.MaxBufferedBytes(48 << 20), // bounds memory when the broker is slower than PostgreSQL
 		kgo.RecordDeliveryTimeout(0),   // retry until acknowledged; capture's own bound pauses reading
+		// A topic capture has just created is often unknown to the first
+		// metadata answer; the default 5 s between metadata queries then
+		// stalls its first records for up to 5 s.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
 }

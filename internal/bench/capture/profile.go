@@ -28,6 +28,7 @@ func producerOpts(brokers []string) []kgo.Opt {
 		kgo.MaxBufferedRecords(100_000),
 		kgo.MaxBufferedBytes(48 << 20),
 		kgo.RecordDeliveryTimeout(0),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
 }
 
