@@ -61,7 +61,7 @@ func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
 		return nil, errors.New("capture: a Kafka producer is required")
 	}
 	if cl, ok := p.(*kgo.Client); ok && cfg.schemas == nil {
-		cfg.schemas = registry.NewWriter(cl, registry.Topic(cfg.topicPrefix))
+		cfg.schemas = registry.NewWriter(cl, registry.Topic(cfg.topicPrefix), cfg.replication)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("capture configuration: %w", err)

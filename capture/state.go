@@ -25,12 +25,13 @@ type StateStore interface {
 // interrupted snapshot starts over.
 func WithStateStore(s StateStore) Option { return func(c *config) { c.state = s } }
 
-// KafkaState returns a StateStore kept in a compacted Kafka topic (created
-// if missing), next to the data it describes.
-func KafkaState(ctx context.Context, cl *kgo.Client, topic string) (StateStore, error) {
+// KafkaState returns a StateStore kept in a compacted Kafka topic, next to
+// the data it describes. A missing topic is created with the given
+// replication factor (-1: the broker's default).
+func KafkaState(ctx context.Context, cl *kgo.Client, topic string, replication int16) (StateStore, error) {
 	adm := kadm.NewClient(cl)
 	cleanup := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &cleanup}, topic)
+	resp, err := adm.CreateTopic(ctx, 1, replication, map[string]*string{"cleanup.policy": &cleanup}, topic)
 	if err == nil {
 		err = resp.Err
 	}

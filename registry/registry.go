@@ -49,9 +49,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Writer registers schemas: capture calls Register before producing the first
 // record of a schema. It is safe for concurrent use.
 type Writer struct {
-	cl    *kgo.Client
-	adm   *kadm.Client
-	topic string
+	cl          *kgo.Client
+	adm         *kadm.Client
+	topic       string
+	replication int16
 
 	mu         sync.Mutex
 	registered map[string]struct{}      // ids acknowledged by Kafka
@@ -74,11 +75,15 @@ type registration struct {
 // custom partitioner and other records in flight (with one partition, any
 // partitioner puts registry entries on partition 0, and Register checks that
 // it did).
-func NewWriter(cl *kgo.Client, topic string) *Writer {
+// replication is the replication factor the topic is created with (-1: the
+// broker's default.replication.factor); the registry is as critical as the
+// records, which cannot be decoded without it.
+func NewWriter(cl *kgo.Client, topic string, replication int16) *Writer {
 	return &Writer{
-		cl:         cl,
-		adm:        kadm.NewClient(cl),
-		topic:      topic,
+		cl:          cl,
+		adm:         kadm.NewClient(cl),
+		topic:       topic,
+		replication: replication,
 		registered: make(map[string]struct{}),
 		inflight:   make(map[string]*registration),
 	}
@@ -172,7 +177,7 @@ func (w *Writer) register(ctx context.Context, id string, s record.Schema) error
 // createTopic creates the registry topic unless it exists.
 func (w *Writer) createTopic(ctx context.Context) error {
 	compact := "compact"
-	_, err := w.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, w.topic)
+	_, err := w.adm.CreateTopic(ctx, 1, w.replication, map[string]*string{"cleanup.policy": &compact}, w.topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create schema registry topic %s (1 partition, cleanup.policy=compact): %w", w.topic, err)
 	}

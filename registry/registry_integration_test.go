@@ -133,7 +133,7 @@ func TestIntegrationRegisterThenRead(t *testing.T) {
 			{Name: "added", Type: "varchar", TypMod: 68, Attnum: 5, Missing: &missing},
 		},
 	}
-	w := registry.NewWriter(producer(t, env), topic)
+	w := registry.NewWriter(producer(t, env), topic, -1)
 	if err := w.Register(ctx, odd); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestIntegrationTopicIsCompactedWithOnePartition(t *testing.T) {
 	ctx := testCtx(t)
 	topic := newTopic(t, env)
 	cl := producer(t, env)
-	if err := registry.NewWriter(cl, topic).Register(ctx, schema(1)); err != nil {
+	if err := registry.NewWriter(cl, topic, -1).Register(ctx, schema(1)); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	adm := kadm.NewClient(newClient(t, env))
@@ -196,7 +196,7 @@ func TestIntegrationConcurrentRegisterProducesOnce(t *testing.T) {
 	env := testenv.Require(t, "kafka")
 	ctx := testCtx(t)
 	topic := newTopic(t, env)
-	w := registry.NewWriter(producer(t, env), topic)
+	w := registry.NewWriter(producer(t, env), topic, -1)
 	s := schema(7)
 
 	start := make(chan struct{})
@@ -247,7 +247,7 @@ func TestIntegrationReaderBeforeTopicExists(t *testing.T) {
 
 	// Right after: the Reader's client has just seen the topic missing.
 	s := schema(1)
-	if err := registry.NewWriter(producer(t, env), topic).Register(ctx, s); err != nil {
+	if err := registry.NewWriter(producer(t, env), topic, -1).Register(ctx, s); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	if err := r.Refresh(ctx); err != nil {
@@ -262,7 +262,7 @@ func TestIntegrationRefreshSeesLaterRegistrations(t *testing.T) {
 	env := testenv.Require(t, "kafka")
 	ctx := testCtx(t)
 	topic := newTopic(t, env)
-	w := registry.NewWriter(producer(t, env), topic)
+	w := registry.NewWriter(producer(t, env), topic, -1)
 	if err := w.Register(ctx, schema(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestIntegrationInvalidEntriesAreSkipped(t *testing.T) {
 	ctx := testCtx(t)
 	topic := newTopic(t, env)
 	cl := producer(t, env)
-	w := registry.NewWriter(cl, topic)
+	w := registry.NewWriter(cl, topic, -1)
 	good1, tampered, misfiled, good2 := schema(1), schema(2), schema(3), schema(4)
 	if err := w.Register(ctx, good1); err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func TestIntegrationInvalidEntriesAreSkipped(t *testing.T) {
 func TestIntegrationRegisterCancelledContext(t *testing.T) {
 	env := testenv.Require(t, "kafka")
 	topic := newTopic(t, env)
-	w := registry.NewWriter(producer(t, env), topic)
+	w := registry.NewWriter(producer(t, env), topic, -1)
 	s := schema(1)
 
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -402,7 +402,7 @@ func TestIntegrationRegisterRejectsTopicWithManyPartitions(t *testing.T) {
 			break
 		}
 	}
-	err := registry.NewWriter(cl, topic).Register(ctx, s)
+	err := registry.NewWriter(cl, topic, -1).Register(ctx, s)
 	if err == nil || !strings.Contains(err.Error(), "more than one partition") {
 		t.Fatalf("Register into a 3-partition topic: %v, want an error about its partitions", err)
 	}

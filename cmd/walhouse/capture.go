@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -24,7 +25,7 @@ func runCapture(ctx context.Context, args []string) error {
 		publication = fs.String("publication", envOr("WALHOUSE_PUBLICATION", "walhouse"), "publication, created or extended with --tables (env WALHOUSE_PUBLICATION)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "Kafka topic prefix: topics are <prefix>.<schema>.<table> (env WALHOUSE_TOPIC_PREFIX)")
 		partitions  = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
-		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates (-1: broker default)")
+		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates, the tables' and its own state and schema registry topics (-1: broker default)")
 		tenantCol   = fs.String("tenant-column", envOr("WALHOUSE_TENANT_COLUMN", "tenant_id"), "column holding the tenant (env WALHOUSE_TENANT_COLUMN)")
 		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
@@ -81,6 +82,12 @@ func runCapture(ctx context.Context, args []string) error {
 		}
 		opts = append(opts, capture.WithTableTenantColumn(table, col))
 	}
+	if *replication == 0 || *replication < -1 || *replication > math.MaxInt16 {
+		return fmt.Errorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
+	}
+	if *partitions < 1 || *partitions > math.MaxInt32 {
+		return fmt.Errorf("--partitions %d: want at least 1", *partitions)
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit keeps capture's heap near its working set instead of
 		// letting garbage grow to twice the live size between collections.
@@ -91,7 +98,7 @@ func runCapture(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	state, err := capture.KafkaState(ctx, cl, *prefix+"-state")
+	state, err := capture.KafkaState(ctx, cl, *prefix+"-state", int16(*replication))
 	if err != nil {
 		return err
 	}
