@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -233,12 +232,16 @@ func (s *Server) acquire(tenant string, lim Limits) (func(), error) {
 
 const maxBody = 1 << 20
 
-// decodeBody reads a JSON body strictly: unknown fields are errors.
+// decodeBody reads a JSON body strictly: unknown fields are errors, and a
+// body over maxBody is refused as such rather than as truncated JSON.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("the request body is larger than %d bytes, the limit", maxBody)}
+		}
 		return &RequestError{Field: "body", Reason: "not valid JSON for this endpoint: " + err.Error()}
 	}
 	if dec.More() {

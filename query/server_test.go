@@ -307,3 +307,18 @@ func TestLSN(t *testing.T) {
 		}
 	}
 }
+
+// A body over the limit is refused as too large, not as broken JSON.
+func TestBodyTooLarge(t *testing.T) {
+	srv := newTestServer(t, failingConn{err: errConnRefused})
+	for _, body := range []string{strings.Repeat(" ", maxBody+1) + "{}", `{"subject":"` + strings.Repeat("x", maxBody) + `"}`} {
+		resp, out := do(t, srv, "POST", "/v1/exports", keyAcme, body)
+		e, _ := out["error"].(map[string]any)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || e == nil || e["code"] != "body_too_large" {
+			t.Errorf("body of %d bytes: status %d, %v; want 413 body_too_large", len(body), resp.StatusCode, out)
+		}
+	}
+	if resp, _ := do(t, srv, "POST", "/v1/exports", keyAcme, strings.Repeat(" ", maxBody-10)+"{}"); resp.StatusCode == http.StatusRequestEntityTooLarge {
+		t.Errorf("a body within the limit was refused as too large")
+	}
+}
