@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// A partitioned table is captured as one table, under its root's name: the
+// snapshot copies every partition's rows, and changes to any partition, an
+// update that moves a row to another partition included, reach the one
+// ClickHouse table. ClickHouse equals PostgreSQL after the snapshot and
+// after the changes.
+func TestIntegrationPartitionedTable(t *testing.T) {
+	p := newPipeline(t)
+	name := testenv.Name("parted")
+	qt := pgx.Identifier{name}.Sanitize()
+	part := func(suffix string) string { return pgx.Identifier{name + "_" + suffix}.Sanitize() }
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id)) PARTITION BY RANGE (id)`, qt))
+	t.Cleanup(func() { p.exec("DROP TABLE IF EXISTS " + qt) })
+	p.exec(fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (0) TO (1000)`, part("low"), qt))
+	p.exec(fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (1000) TO (100000)`, part("high"), qt))
+	p.exec(fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s DEFAULT`, part("rest"), qt))
+	// Rows in every partition before capture starts: the snapshot's.
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT t, g, 'before ' || g FROM generate_series(1, 3000, 7) g, (VALUES ('acme'), ('globex')) AS v(t)`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('acme', 500000, 'in the default partition')`, qt))
+
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(note, '<null>') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(note, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY 1, id", p.database, name)
+
+	capture := killAtEnd(t, p.startCapture(name))
+	sink := p.sink()
+	p.converge(pgQuery, chQuery, capture, sink)
+
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT t, g, 'streamed ' || g FROM generate_series(3001, 3100) g, (VALUES ('acme'), ('globex')) AS v(t)`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 'acme', g, 'low, streamed' FROM generate_series(2, 50, 7) g`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET note = note || ' (updated)' WHERE id %% 5 = 1`, qt))
+	// Moves rows from the low partition to the high one: a key change.
+	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 200000 WHERE id < 100 AND tenant_id = 'globex'`, qt))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 11 = 3`, qt))
+	p.converge(pgQuery, chQuery, capture, sink)
+
+	// One ClickHouse table, named after the root; none for the partitions.
+	for _, suffix := range []string{"low", "high", "rest"} {
+		if n := p.chInt(fmt.Sprintf("SELECT count() FROM system.tables WHERE database = '%s' AND name = '%s'", p.database, name+"_"+suffix)); n != 0 {
+			t.Errorf("ClickHouse has a table for partition %s_%s", name, suffix)
+		}
+	}
+	if strings.Contains(capture.Output(), "level=ERROR") {
+		t.Errorf("capture logged errors:\n%s", capture.Output())
+	}
+}
