@@ -193,6 +193,7 @@ func (c *Capturer) Run(ctx context.Context) error {
 		cat:      cat,
 		sourceID: src.id,
 		rels:     map[uint32]*relation{},
+		unjoined: map[uint32]*pglogrepl.RelationMessage{},
 		acks:     c.newAcks(start),
 		topics:   map[string]bool{},
 		online:   online,
@@ -466,6 +467,9 @@ type stream struct {
 	cat      *catalog
 	sourceID string
 	rels     map[uint32]*relation
+	// unjoined holds descriptions of relations that are not captured
+	// tables (yet): see the 'R' case of handle.
+	unjoined map[uint32]*pglogrepl.RelationMessage
 	acks     *ackTracker
 	topics   map[string]bool // topics known to exist
 	tables   []string        // captured tables, schema.table
@@ -774,22 +778,16 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 			return nil
 		}
 		if !slices.Contains(s.tables, name) {
-			if err := s.addTable(ctx, name); err != nil {
-				return err
-			}
+			// Not (yet) a captured table. PostgreSQL also describes
+			// relations under which it publishes no change: with
+			// publish_via_partition_root, a partition's own description
+			// comes next to its root's, whose name the changes carry. So a
+			// table joins the stream at its first change, not here.
+			delete(s.rels, rm.RelationID)
+			s.unjoined[rm.RelationID] = rm
+			return nil
 		}
-		rel, err := buildRelation(ctx, s.cat, &s.c.cfg, s.sourceID, rm)
-		if err != nil {
-			return err
-		}
-		if tc := s.c.cfg.topics; tc != nil && !s.topics[rel.topic] {
-			if err := tc.CreateTopic(ctx, rel.topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
-				return err
-			}
-			s.topics[rel.topic] = true
-		}
-		s.rels[rm.RelationID] = rel
-		return nil
+		return s.setRelation(ctx, rm)
 	case 'T':
 		return s.handleTruncate(ctx, lsn, msg)
 	case 'M':
@@ -815,11 +813,55 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 	}
 }
 
+// setRelation builds the relation of a captured table from its
+// description and makes sure its topic exists.
+func (s *stream) setRelation(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+	rel, err := buildRelation(ctx, s.cat, &s.c.cfg, s.sourceID, rm)
+	if err != nil {
+		return err
+	}
+	if tc := s.c.cfg.topics; tc != nil && !s.topics[rel.topic] {
+		if err := tc.CreateTopic(ctx, rel.topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
+			return err
+		}
+		s.topics[rel.topic] = true
+	}
+	delete(s.unjoined, rm.RelationID)
+	s.rels[rm.RelationID] = rel
+	return nil
+}
+
+// relation returns the relation a change refers to. A described relation
+// that is not a captured table joins the stream here, at its first change
+// (a table added to the publication while capture runs).
+func (s *stream) relation(ctx context.Context, id uint32) (*relation, bool, error) {
+	if rel, ok := s.rels[id]; ok {
+		return rel, true, nil
+	}
+	rm, ok := s.unjoined[id]
+	if !ok {
+		return nil, false, nil
+	}
+	name := rm.Namespace + "." + rm.RelationName
+	if !slices.Contains(s.tables, name) {
+		if err := s.addTable(ctx, name); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := s.setRelation(ctx, rm); err != nil {
+		return nil, false, err
+	}
+	return s.rels[id], true, nil
+}
+
 // handleChange turns the decoded row change into one record (two when an
 // update changed the key: a delete of the old key, then the new row).
 func (s *stream) handleChange(ctx context.Context, lsn record.LSN) error {
 	ch := &s.change
-	rel, ok := s.rels[ch.RelationID]
+	rel, ok, err := s.relation(ctx, ch.RelationID)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
 	}

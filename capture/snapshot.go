@@ -43,7 +43,61 @@ type snapshotPlan struct {
 	Chunks     int        `json:"chunks"`
 	Done       []int      `json:"done"`
 	Complete   bool       `json:"complete"`
-	mu         sync.Mutex `json:"-"`
+	// Parts are the leaf partitions of a partitioned table, whose chunks
+	// are read from each leaf (the root has no heap to scan by TID); empty
+	// for a plain table, and in plans saved before partitions were split,
+	// which read the whole table as one chunk.
+	Parts []partPlan `json:"partitions,omitempty"`
+	mu    sync.Mutex `json:"-"`
+}
+
+// partPlan is one leaf partition in a snapshot plan: it owns the plan's
+// chunks First to First+Chunks-1.
+type partPlan struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	Pages  int64  `json:"pages"`
+	First  int    `json:"first"`
+	Chunks int    `json:"chunks"`
+	// Whole is true for a leaf without a heap to scan by TID (a foreign
+	// table): it is read in one chunk.
+	Whole bool `json:"whole,omitempty"`
+}
+
+// chunkQuery returns the query that reads chunk i of p, selecting cols (a
+// quoted, comma-separated list). A plain table's chunks are TID ranges of
+// its heap; a partitioned table's are TID ranges of its leaves, whose rows
+// are the root's rows under the root's column names.
+func (p *snapshotPlan) chunkQuery(i int, cols string) string {
+	if len(p.Parts) == 0 {
+		if p.Chunks <= 1 {
+			return fmt.Sprintf("SELECT %s FROM %s", cols, quoteTable(p.Table))
+		}
+		return tidRangeQuery(cols, quoteTable(p.Table), int64(i)*p.ChunkPages, int64(i+1)*p.ChunkPages, i == p.Chunks-1)
+	}
+	for _, part := range p.Parts {
+		if i < part.First || i >= part.First+part.Chunks {
+			continue
+		}
+		leaf := pgx.Identifier{part.Schema, part.Name}.Sanitize()
+		if part.Whole || part.Chunks == 1 {
+			return fmt.Sprintf("SELECT %s FROM ONLY %s", cols, leaf)
+		}
+		j := int64(i - part.First)
+		return tidRangeQuery(cols, leaf, j*p.ChunkPages, (j+1)*p.ChunkPages, int(j) == part.Chunks-1)
+	}
+	// Not reached for a chunk of the plan: pending() lists only those.
+	return fmt.Sprintf("SELECT %s FROM %s WHERE false", cols, quoteTable(p.Table))
+}
+
+// tidRangeQuery reads the heap pages [from, to) of table; the last chunk is
+// open-ended, so rows in pages added since planning are read too.
+func tidRangeQuery(cols, table string, from, to int64, last bool) string {
+	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE ctid >= '(%d,0)'::tid", cols, table, from)
+	if !last {
+		q += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
+	}
+	return q
 }
 
 func (p *snapshotPlan) pending() []int {
@@ -56,12 +110,6 @@ func (p *snapshotPlan) pending() []int {
 		}
 	}
 	return out
-}
-
-// bounds returns the TID range of chunk i; the last chunk is open-ended so
-// rows in pages added since planning are read too.
-func (p *snapshotPlan) bounds(i int) (from, to int64, last bool) {
-	return int64(i) * p.ChunkPages, int64(i+1) * p.ChunkPages, i == p.Chunks-1
 }
 
 func stateKey(slot, table string) string { return "snapshot/" + slot + "/" + table }
@@ -127,7 +175,9 @@ func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fre
 			}
 		}
 		var tuples int64
-		_ = conn.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1::regclass", quoteTable(t)).Scan(&tuples)
+		// The leaves' statistics: a partitioned root has none of its own.
+		_ = conn.QueryRow(ctx, `SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint
+			FROM pg_partition_tree($1::regclass) t JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf`, quoteTable(t)).Scan(&tuples)
 		estimate += tuples * int64(len(p.pending())) / int64(max(p.Chunks, 1))
 		plans = append(plans, p)
 	}
@@ -267,14 +317,60 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
 	}
 	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages}
-	p.Chunks = int((pages + cfg.chunkPages - 1) / cfg.chunkPages)
-	if p.Chunks == 0 || kind != "r" {
-		p.Chunks = 1 // empty, or partitioned (no TID ranges on the parent): one chunk
+	p.Chunks = chunksOf(pages, cfg.chunkPages)
+	switch kind {
+	case "r":
+	case "p":
+		if p.Parts, err = leafPartitions(ctx, conn, table); err != nil {
+			return nil, err
+		}
+		p.Chunks, p.Pages = 0, 0
+		for i := range p.Parts {
+			part := &p.Parts[i]
+			part.First, part.Chunks = p.Chunks, chunksOf(part.Pages, cfg.chunkPages)
+			if part.Whole {
+				part.Chunks = 1
+			}
+			p.Chunks += part.Chunks
+			p.Pages += part.Pages
+		}
+		if p.Chunks == 0 { // no partitions yet: read the (empty) root once
+			p.Parts, p.Chunks = nil, 1
+		}
+	default:
+		p.Chunks = 1 // not a heap (a foreign table, say): read whole
 	}
 	if err := s.save(ctx, p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// chunksOf returns how many chunks of chunkPages pages cover pages, at
+// least one (an empty table is read once, in case rows arrived since it
+// was sized).
+func chunksOf(pages, chunkPages int64) int {
+	return max(1, int((pages+chunkPages-1)/chunkPages))
+}
+
+// leafPartitions lists the leaves of a partitioned table, sub-partitions
+// resolved, with their sizes.
+func leafPartitions(ctx context.Context, conn *pgx.Conn, table string) ([]partPlan, error) {
+	rows, err := conn.Query(ctx, `SELECT n.nspname, c.relname, c.relkind::text,
+			pg_relation_size(c.oid) / current_setting('block_size')::bigint
+		FROM pg_partition_tree($1::regclass) t
+		JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE t.isleaf ORDER BY n.nspname, c.relname`, quoteTable(table))
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of %s for the snapshot: %w", table, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (partPlan, error) {
+		var part partPlan
+		var kind string
+		err := row.Scan(&part.Schema, &part.Name, &kind, &part.Pages)
+		part.Whole = kind != "r"
+		return part, err
+	})
 }
 
 func (s *snapshotter) save(ctx context.Context, p *snapshotPlan) error {

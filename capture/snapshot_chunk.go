@@ -39,14 +39,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	for i, c := range rel.columns {
 		cols[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), quoteTable(p.Table))
-	if p.Chunks > 1 {
-		from, to, last := p.bounds(chunk)
-		q = fmt.Sprintf("SELECT %s FROM ONLY %s WHERE ctid >= '(%d,0)'::tid", strings.Join(cols, ", "), quoteTable(p.Table), from)
-		if !last {
-			q += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
-		}
-	}
+	q := p.chunkQuery(chunk, strings.Join(cols, ", "))
 	rows, err := tx.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
 		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)

@@ -85,7 +85,10 @@ func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte)
 	for _, id := range m.relations {
 		// pgoutput sends a Relation message for each table before the
 		// Truncate that names it.
-		rel, ok := s.rels[id]
+		rel, ok, err := s.relation(ctx, id)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return fmt.Errorf("pgoutput: truncate of unknown relation %d at %s", id, lsn)
 		}
