@@ -35,14 +35,14 @@ import (
 
 // snapshotPlan is the durable progress of one table's snapshot.
 type snapshotPlan struct {
-	Table      string     `json:"table"`
-	CP         string     `json:"consistentPoint"`
-	At         time.Time  `json:"at"`
-	Pages      int64      `json:"pages"`
-	ChunkPages int64      `json:"chunkPages"`
-	Chunks     int        `json:"chunks"`
-	Done       []int      `json:"done"`
-	Complete   bool       `json:"complete"`
+	Table      string    `json:"table"`
+	CP         string    `json:"consistentPoint"`
+	At         time.Time `json:"at"`
+	Pages      int64     `json:"pages"`
+	ChunkPages int64     `json:"chunkPages"`
+	Chunks     int       `json:"chunks"`
+	Done       []int     `json:"done"`
+	Complete   bool      `json:"complete"`
 	// Parts are the leaf partitions of a partitioned table, whose chunks
 	// are read from each leaf (the root has no heap to scan by TID); empty
 	// for a plain table, and in plans saved before partitions were split,
