@@ -84,8 +84,8 @@ func NewWriter(cl *kgo.Client, topic string, replication int16) *Writer {
 		adm:         kadm.NewClient(cl),
 		topic:       topic,
 		replication: replication,
-		registered: make(map[string]struct{}),
-		inflight:   make(map[string]*registration),
+		registered:  make(map[string]struct{}),
+		inflight:    make(map[string]*registration),
 	}
 }
 
