@@ -1,0 +1,771 @@
+package record
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/valyala/fastjson"
+)
+
+// Decode parses one wire-encoded record and validates it. A version 1
+// record carries its columns; a version 2 record names its schema, which
+// Decode finds in schemas (nil is allowed when only version 1 records are
+// expected).
+//
+// Every error wraps ErrInvalid, except a version 2 record whose schema is
+// not in schemas: that error wraps ErrUnknownSchema, and the caller may read
+// more of the registry and try again. A record that fails with ErrInvalid
+// can never be loaded and belongs in the dead-letter topic.
+//
+// The record must be one JSON object with nothing but white space after
+// it, and must name no field twice (names match as encoding/json matched
+// them: exactly, else regardless of case); the decoder before this one,
+// built on encoding/json, ignored what followed the object and took the
+// last of two equal names. Strings decode as they did there, invalid UTF-8
+// becoming U+FFFD. ErrUnknownSchema takes precedence over what only the
+// schema can show to be wrong: payload, key and unchanged names, including
+// a payload or key name given twice.
+//
+// The returned Record shares nothing with data, which the caller may reuse
+// at once; a version 2 record's Columns are the schema's slice. Decode is
+// safe for concurrent use.
+func Decode(data []byte, schemas Schemas) (*Record, error) {
+	d := decoders.Get().(*decoder)
+	r, err := d.decode(data, schemas)
+	if len(data) <= maxPooledRecord {
+		decoders.Put(d)
+	}
+	return r, err
+}
+
+// decoders holds decoders between calls, so that a Decode allocates only
+// what the Record keeps (the Record, its values and one string for all its
+// text): the parser's value tree and the scratch buffers are reused. It
+// holds nothing a caller can observe.
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+// maxPooledRecord is the size above which a decoder is dropped after use
+// instead of being pooled: one huge record must not pin buffers of its size
+// for every later call.
+const maxPooledRecord = 1 << 20
+
+// decoder is the state of one Decode call, kept for the next (see decoders).
+//
+// fastjson finds the structure of the record. Strings and the names of
+// payload and key are read from the text it has found, not through its own
+// unescaping (which is best-effort), so that they come out exactly as
+// encoding/json, which Decode used before, made them: see appendUnquoted.
+type decoder struct {
+	parser fastjson.Parser
+
+	fields [numRecordFields]*fastjson.Value
+	nested [numColumnFields]*fastjson.Value // fields of source or of a column
+
+	tok   []byte // one value as found on the wire (fastjson's MarshalTo)
+	keep  []byte // unescaped strings the Record keeps; copied into one string
+	check []byte // unescaped strings that are only checked (eventType, op, …)
+	names []byte // unescaped names of payload and key members and of unchanged
+	tmp   []byte // the partition key rebuilt from the decoded record
+
+	payload   []member
+	key       []member
+	unchanged []span // in names
+	columns   []columnSpec
+
+	assigned []bool // per column: given by the object values reads
+}
+
+// span is a string in one of the decoder's buffers, by position, so it
+// stays valid while the buffer grows.
+type span struct{ start, end int }
+
+func (s span) in(b []byte) []byte    { return b[s.start:s.end] }
+func (s span) of(text string) string { return text[s.start:s.end] }
+
+// member is one name and value of a payload or key object.
+type member struct {
+	name span // in names
+	text span // in keep
+	null bool
+}
+
+// columnSpec is one column of a version 1 record, its strings still spans.
+type columnSpec struct {
+	name, typ, missing span // in keep
+	hasMissing         bool
+	enum, array, key   bool
+	typMod             int32
+	attnum             int16
+}
+
+// The top-level fields of a record, in the order capture writes them, so
+// that the next field is usually found at the first place looked.
+const (
+	fieldEventID = iota
+	fieldEventType
+	fieldEventVersion
+	fieldOccurredAt
+	fieldIngestedAt
+	fieldTenantID
+	fieldTenantColumn
+	fieldPartitionKey
+	fieldSource
+	fieldLSN
+	fieldCommitLSN
+	fieldOrdinal
+	fieldVersion
+	fieldOp
+	fieldSchemaID
+	fieldColumns
+	fieldKey
+	fieldPayload
+	fieldUnchanged
+	numRecordFields
+)
+
+var recordFields = [numRecordFields]string{
+	fieldEventID:      "eventId",
+	fieldEventType:    "eventType",
+	fieldEventVersion: "eventVersion",
+	fieldOccurredAt:   "occurredAt",
+	fieldIngestedAt:   "ingestedAt",
+	fieldTenantID:     "tenantId",
+	fieldTenantColumn: "tenantColumn",
+	fieldPartitionKey: "partitionKey",
+	fieldSource:       "source",
+	fieldLSN:          "lsn",
+	fieldCommitLSN:    "commitLsn",
+	fieldOrdinal:      "ordinal",
+	fieldVersion:      "version",
+	fieldOp:           "op",
+	fieldSchemaID:     "schemaId",
+	fieldColumns:      "columns",
+	fieldKey:          "key",
+	fieldPayload:      "payload",
+	fieldUnchanged:    "unchanged",
+}
+
+// The fields of source.
+const (
+	sourceID = iota
+	sourceSchema
+	sourceTable
+	numSourceFields
+)
+
+var sourceFields = [numSourceFields]string{sourceID: "id", sourceSchema: "schema", sourceTable: "table"}
+
+// The fields of a column of a version 1 record, in the order
+// appendSchemaColumns writes them.
+const (
+	columnName = iota
+	columnType
+	columnEnum
+	columnArray
+	columnTypMod
+	columnKey
+	columnAttnum
+	columnMissing
+	numColumnFields
+)
+
+var columnFields = [numColumnFields]string{
+	columnName:    "name",
+	columnType:    "type",
+	columnEnum:    "enum",
+	columnArray:   "array",
+	columnTypMod:  "typmod",
+	columnKey:     "key",
+	columnAttnum:  "attnum",
+	columnMissing: "missing",
+}
+
+// envelope is what decode reads from a record before it checks it:
+// strings as spans of the decoder's buffers, everything else decoded.
+type envelope struct {
+	eventID, tenantID, tenantColumn, schemaID span // in keep
+	source                                    [numSourceFields]span
+	eventType, partitionKey, lsn, commitLSN   span // in check
+	op                                        span // in check
+	eventVersion                              int64
+	occurredAt, ingestedAt                    time.Time
+	ordinal                                   uint32
+	version                                   uint64
+	// hasColumns is true when columns is given and not null (a version 1
+	// record); hasKey likewise for key.
+	hasColumns, hasKey bool
+}
+
+// decode is Decode with the decoder's buffers.
+func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
+	var e envelope
+	if err := d.read(data, &e); err != nil {
+		return nil, err
+	}
+	// Every string the Record keeps, in one allocation.
+	text := string(d.keep)
+	var cols []Column
+	schemaID := e.schemaID.of(text)
+	tenantColumn := e.tenantColumn.of(text)
+	switch e.eventVersion {
+	case 1:
+		if !e.hasColumns {
+			return nil, fmt.Errorf("%w: a version 1 record must carry its columns", ErrInvalid)
+		}
+		cols = d.makeColumns(text)
+	case 2:
+		if e.hasColumns {
+			return nil, fmt.Errorf("%w: a version 2 record refers to its columns by schemaId and must not carry them", ErrInvalid)
+		}
+		if schemaID == "" {
+			return nil, fmt.Errorf("%w: schemaId is missing", ErrInvalid)
+		}
+		var s Schema
+		ok := false
+		if schemas != nil {
+			s, ok = schemas.Schema(schemaID)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w %q: it is not in the schema registry", ErrUnknownSchema, schemaID)
+		}
+		if s.TenantColumn != tenantColumn {
+			return nil, fmt.Errorf("%w: tenantColumn %q differs from schema %s's %q", ErrInvalid, tenantColumn, schemaID, s.TenantColumn)
+		}
+		cols = s.Columns
+	default:
+		return nil, fmt.Errorf("%w: eventVersion %d is not supported (this build reads 1 and 2)", ErrInvalid, e.eventVersion)
+	}
+	r := &Record{
+		EventID:      e.eventID.of(text),
+		OccurredAt:   e.occurredAt,
+		IngestedAt:   e.ingestedAt,
+		TenantID:     e.tenantID.of(text),
+		TenantColumn: tenantColumn,
+		Source: Source{
+			ID:     e.source[sourceID].of(text),
+			Schema: e.source[sourceSchema].of(text),
+			Table:  e.source[sourceTable].of(text),
+		},
+		Ordinal:  e.ordinal,
+		Version:  e.version,
+		Columns:  cols,
+		SchemaID: schemaID,
+	}
+	var err error
+	if r.Values, err = d.values(cols, d.payload, d.unchanged, text, false); err != nil {
+		return nil, err
+	}
+	if e.hasKey {
+		if r.OldKey, err = d.values(cols, d.key, nil, text, true); err != nil {
+			return nil, err
+		}
+	}
+	// ParseOp and ParseLSN keep nothing of their argument (their errors
+	// quote it), so they may read the scratch buffer in place.
+	if r.Op, err = ParseOp(transient(e.op.in(d.check))); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if r.LSN, err = ParseLSN(transient(e.lsn.in(d.check))); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if r.CommitLSN, err = ParseLSN(transient(e.commitLSN.in(d.check))); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	// A version 2 record's columns come from a registry entry whose hash
+	// was checked when it was read; they need no second check.
+	if e.eventVersion == 1 {
+		err = r.Validate()
+	} else {
+		err = r.ValidateRow()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if eventType := e.eventType.in(d.check); !isEventType(eventType, r.Source, r.Op) {
+		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, r.EventType())
+	}
+	d.tmp = r.AppendPartitionKey(d.tmp[:0])
+	if key := e.partitionKey.in(d.check); string(key) != string(d.tmp) {
+		return nil, fmt.Errorf("%w: partitionKey %q does not match tenant and key (want %q)", ErrInvalid, key, d.tmp)
+	}
+	if e.eventVersion == 1 && schemaID != SchemaID(r.TenantColumn, r.Columns) {
+		return nil, fmt.Errorf("%w: schemaId %q does not match the columns", ErrInvalid, schemaID)
+	}
+	return r, nil
+}
+
+// isEventType reports whether eventType is Record.EventType of a record
+// with src and op, without building that string.
+func isEventType(eventType []byte, src Source, op Op) bool {
+	verb := op.verb()
+	n := len(src.Schema)
+	m := n + 1 + len(src.Table)
+	return len(eventType) == m+1+len(verb) &&
+		string(eventType[:n]) == src.Schema && eventType[n] == '.' &&
+		string(eventType[n+1:m]) == src.Table && eventType[m] == '.' &&
+		string(eventType[m+1:]) == verb
+}
+
+// read parses data and reads every field of the record into e and the
+// decoder's buffers, checking what JSON alone decides: syntax, names,
+// types and ranges. What it accepts, encoding/json accepted into the
+// record's old wire struct (except a field given twice, and data after the
+// object), and what it rejects, encoding/json rejected; so ErrUnknownSchema
+// is reported exactly when it was before.
+func (d *decoder) read(data []byte, e *envelope) error {
+	d.reset()
+	root, err := d.parser.ParseBytes(data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if root.Type() != fastjson.TypeObject {
+		return fmt.Errorf("%w: a record is a JSON object, not %s", ErrInvalid, root.Type())
+	}
+	obj, _ := root.Object()
+	f := d.fields[:]
+	if err := visitFields(obj, recordFields[:], f, "record"); err != nil {
+		return err
+	}
+	if e.eventID, err = d.readString(f[fieldEventID], &d.keep, "eventId"); err != nil {
+		return err
+	}
+	if e.eventType, err = d.readString(f[fieldEventType], &d.check, "eventType"); err != nil {
+		return err
+	}
+	if e.eventVersion, err = d.readInt(f[fieldEventVersion], 64, "eventVersion"); err != nil {
+		return err
+	}
+	if e.occurredAt, err = d.readTime(f[fieldOccurredAt], "occurredAt"); err != nil {
+		return err
+	}
+	if e.ingestedAt, err = d.readTime(f[fieldIngestedAt], "ingestedAt"); err != nil {
+		return err
+	}
+	if e.tenantID, err = d.readString(f[fieldTenantID], &d.keep, "tenantId"); err != nil {
+		return err
+	}
+	if e.tenantColumn, err = d.readString(f[fieldTenantColumn], &d.keep, "tenantColumn"); err != nil {
+		return err
+	}
+	if e.partitionKey, err = d.readString(f[fieldPartitionKey], &d.check, "partitionKey"); err != nil {
+		return err
+	}
+	if err := d.readSource(f[fieldSource], e); err != nil {
+		return err
+	}
+	if e.lsn, err = d.readString(f[fieldLSN], &d.check, "lsn"); err != nil {
+		return err
+	}
+	if e.commitLSN, err = d.readString(f[fieldCommitLSN], &d.check, "commitLsn"); err != nil {
+		return err
+	}
+	ordinal, err := d.readUint(f[fieldOrdinal], 32, "ordinal")
+	if err != nil {
+		return err
+	}
+	e.ordinal = uint32(ordinal)
+	if e.version, err = d.readUint(f[fieldVersion], 64, "version"); err != nil {
+		return err
+	}
+	if e.op, err = d.readString(f[fieldOp], &d.check, "op"); err != nil {
+		return err
+	}
+	if e.schemaID, err = d.readString(f[fieldSchemaID], &d.keep, "schemaId"); err != nil {
+		return err
+	}
+	if e.hasColumns, err = d.readColumns(f[fieldColumns]); err != nil {
+		return err
+	}
+	if d.key, e.hasKey, err = d.readMembers(f[fieldKey], d.key, "key"); err != nil {
+		return err
+	}
+	if d.payload, _, err = d.readMembers(f[fieldPayload], d.payload, "payload"); err != nil {
+		return err
+	}
+	return d.readUnchanged(f[fieldUnchanged])
+}
+
+// reset empties the decoder's buffers for the next record.
+func (d *decoder) reset() {
+	d.keep, d.check, d.names = d.keep[:0], d.check[:0], d.names[:0]
+	d.payload, d.key, d.unchanged, d.columns = d.payload[:0], d.key[:0], d.unchanged[:0], d.columns[:0]
+}
+
+// visitFields files the members of o under their place in names (into
+// vals, which it clears first), rejecting a name that is not there and one
+// given twice. A name matches as encoding/json matched a struct field:
+// exactly, else by Unicode case folding (see fieldIndex).
+//
+// encoding/json took the last of two equal names (and merged objects and
+// arrays given twice); Decode rejects the record instead: capture never
+// writes a name twice, and a record that does may be read differently by
+// different readers.
+func visitFields(o *fastjson.Object, names []string, vals []*fastjson.Value, where string) error {
+	clear(vals)
+	var err error
+	hint := 0
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if err != nil {
+			return
+		}
+		i := fieldIndex(names, key, hint)
+		switch {
+		case i < 0:
+			err = fmt.Errorf("%w: %s has an unknown field %q", ErrInvalid, where, key)
+		case vals[i] != nil:
+			err = fmt.Errorf("%w: %s has field %q twice", ErrInvalid, where, names[i])
+		default:
+			vals[i] = v
+			hint = i + 1
+		}
+	})
+	return err
+}
+
+// readSource reads the source object.
+func (d *decoder) readSource(v *fastjson.Value, e *envelope) error {
+	if v == nil {
+		return nil
+	}
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return nil // encoding/json left the struct as it was
+	case fastjson.TypeObject:
+	default:
+		return typeError("source", v, "an object")
+	}
+	o, _ := v.Object()
+	f := d.nested[:numSourceFields]
+	if err := visitFields(o, sourceFields[:], f, "source"); err != nil {
+		return err
+	}
+	var err error
+	if e.source[sourceID], err = d.readString(f[sourceID], &d.keep, "source id"); err != nil {
+		return err
+	}
+	if e.source[sourceSchema], err = d.readString(f[sourceSchema], &d.keep, "source schema"); err != nil {
+		return err
+	}
+	e.source[sourceTable], err = d.readString(f[sourceTable], &d.keep, "source table")
+	return err
+}
+
+// readColumns reads the columns of a version 1 record into d.columns and
+// reports whether they were given (as an array, even an empty one).
+func (d *decoder) readColumns(v *fastjson.Value) (bool, error) {
+	if v == nil {
+		return false, nil
+	}
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return false, nil
+	case fastjson.TypeArray:
+	default:
+		return false, typeError("columns", v, "an array")
+	}
+	items, _ := v.Array()
+	for _, item := range items {
+		var c columnSpec
+		switch item.Type() {
+		case fastjson.TypeNull: // a zero column, as encoding/json made it
+		case fastjson.TypeObject:
+			if err := d.readColumn(item, &c); err != nil {
+				return false, err
+			}
+		default:
+			return false, typeError("columns[]", item, "an object")
+		}
+		d.columns = append(d.columns, c)
+	}
+	return true, nil
+}
+
+// readColumn reads one column object of a version 1 record.
+func (d *decoder) readColumn(v *fastjson.Value, c *columnSpec) error {
+	o, _ := v.Object()
+	f := d.nested[:numColumnFields]
+	if err := visitFields(o, columnFields[:], f, "column"); err != nil {
+		return err
+	}
+	var err error
+	if c.name, err = d.readString(f[columnName], &d.keep, "column name"); err != nil {
+		return err
+	}
+	if c.typ, err = d.readString(f[columnType], &d.keep, "column type"); err != nil {
+		return err
+	}
+	if c.enum, err = readBool(f[columnEnum], "column enum"); err != nil {
+		return err
+	}
+	if c.array, err = readBool(f[columnArray], "column array"); err != nil {
+		return err
+	}
+	typMod, err := d.readInt(f[columnTypMod], 32, "column typmod")
+	if err != nil {
+		return err
+	}
+	c.typMod = int32(typMod)
+	if c.key, err = readBool(f[columnKey], "column key"); err != nil {
+		return err
+	}
+	attnum, err := d.readInt(f[columnAttnum], 16, "column attnum")
+	if err != nil {
+		return err
+	}
+	c.attnum = int16(attnum)
+	if v := f[columnMissing]; v != nil {
+		// A *string: null leaves it nil, a string sets it.
+		var null bool
+		start := len(d.keep)
+		if d.keep, null, err = d.appendString(d.keep, v, "column missing"); err != nil {
+			return err
+		}
+		c.missing, c.hasMissing = span{start, len(d.keep)}, !null
+	}
+	return nil
+}
+
+// makeColumns builds the columns of a version 1 record, their strings cut
+// from text; the Missing values share one allocation.
+func (d *decoder) makeColumns(text string) []Column {
+	cols := make([]Column, len(d.columns))
+	var missing []string
+	for i, c := range d.columns {
+		cols[i] = Column{
+			Name: c.name.of(text), Type: c.typ.of(text),
+			Enum: c.enum, Array: c.array, TypMod: c.typMod, Key: c.key, Attnum: c.attnum,
+		}
+		if c.hasMissing {
+			if missing == nil {
+				missing = make([]string, 0, len(d.columns)-i)
+			}
+			missing = append(missing, c.missing.of(text))
+			cols[i].Missing = &missing[len(missing)-1]
+		}
+	}
+	return cols
+}
+
+// readMembers reads the payload or key object into dst and reports whether
+// it was given (as an object, even an empty one): null and absence are
+// alike, as encoding/json left the map nil for both.
+//
+// The object's text as it was on the wire (which fastjson's MarshalTo gives
+// for an object whose names it has not unescaped yet) is read by
+// readObjectMembers, because the names must be unescaped exactly: they are
+// compared with column names.
+func (d *decoder) readMembers(v *fastjson.Value, dst []member, field string) ([]member, bool, error) {
+	if v == nil {
+		return dst, false, nil
+	}
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return dst, false, nil
+	case fastjson.TypeObject:
+	default:
+		return dst, false, typeError(field, v, "an object")
+	}
+	d.tok = v.MarshalTo(d.tok[:0])
+	dst, err := d.readObjectMembers(d.tok, dst, field)
+	return dst, true, err
+}
+
+// readObjectMembers reads `{"name":"text"|null,…}` as fastjson writes a
+// flat object it parsed: no white space, each name and string as it was on
+// the wire. Names are unescaped into names, texts into keep; any other
+// value is a type error.
+func (d *decoder) readObjectMembers(tok []byte, dst []member, field string) ([]member, error) {
+	// fastjson wrote tok from what it parsed, so its shape holds; the
+	// checks keep a surprise from becoming a panic.
+	bad := func() error { return fmt.Errorf("%w: %s: unexpected object text %q", ErrInvalid, field, excerpt(tok)) }
+	if len(tok) < 2 || tok[0] != '{' {
+		return dst, bad()
+	}
+	if tok[1] == '}' {
+		return dst, nil
+	}
+	for i := 1; ; {
+		if tok[i] != '"' {
+			return dst, bad()
+		}
+		var m member
+		m.name.start = len(d.names)
+		var end int
+		var ok bool
+		if d.names, end, ok = appendUnquoted(d.names, tok[i+1:]); !ok {
+			return dst, fmt.Errorf("%w: %s has a name that is not a valid JSON string: %q", ErrInvalid, field, excerpt(tok[i:]))
+		}
+		m.name.end = len(d.names)
+		i += end + 2
+		if i+1 >= len(tok) || tok[i] != ':' {
+			return dst, bad()
+		}
+		i++
+		switch {
+		case tok[i] == '"':
+			m.text.start = len(d.keep)
+			if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
+				return dst, fmt.Errorf("%w: %s %q is not a valid JSON string: %q", ErrInvalid, field, m.name.in(d.names), excerpt(tok[i:]))
+			}
+			m.text.end = len(d.keep)
+			i += end + 2
+		case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
+			m.null = true
+			i += 4
+		default:
+			return dst, fmt.Errorf("%w: %s %q is %s, want a string or null", ErrInvalid, field, m.name.in(d.names), kindOf(tok[i:]))
+		}
+		dst = append(dst, m)
+		if i >= len(tok) {
+			return dst, bad()
+		}
+		switch tok[i] {
+		case '}':
+			return dst, nil
+		case ',':
+			if i++; i >= len(tok) {
+				return dst, bad()
+			}
+		default:
+			return dst, bad()
+		}
+	}
+}
+
+// readUnchanged reads the names of unchanged columns into d.unchanged. A
+// null among them is the empty name, as encoding/json left a null element
+// of a []string.
+func (d *decoder) readUnchanged(v *fastjson.Value) error {
+	if v == nil {
+		return nil
+	}
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return nil
+	case fastjson.TypeArray:
+	default:
+		return typeError("unchanged", v, "an array")
+	}
+	items, _ := v.Array()
+	for _, item := range items {
+		start := len(d.names)
+		var err error
+		if d.names, _, err = d.appendString(d.names, item, "unchanged[]"); err != nil {
+			return err
+		}
+		d.unchanged = append(d.unchanged, span{start, len(d.names)})
+	}
+	return nil
+}
+
+// values aligns the members of a payload (or, with keysOnly, of a key)
+// with the columns. Every column must be given or listed as unchanged; with
+// keysOnly, absent non-key columns are null.
+//
+// Names are found without a map where capture's column order allows (see
+// columnLookup). They are unique: every registry entry passed
+// ValidateColumns, and a version 1 record that repeats a name fails
+// Validate. The old decoder's map gave a repeated name's value to the last
+// of its columns, and this lookup to one of them; only a Schemas that
+// returns a schema no registry entry can be would see the difference.
+func (d *decoder) values(cols []Column, members []member, unchanged []span, text string, keysOnly bool) ([]Value, error) {
+	out := make([]Value, len(cols))
+	if cap(d.assigned) < len(cols) {
+		d.assigned = make([]bool, len(cols))
+	}
+	assigned := d.assigned[:len(cols)]
+	clear(assigned)
+	lookup := columnLookup{cols: cols}
+	for _, m := range members {
+		name := m.name.in(d.names)
+		i := lookup.find(name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: payload column %q is not among the columns", ErrInvalid, name)
+		}
+		if assigned[i] {
+			return nil, fmt.Errorf("%w: payload names column %q twice", ErrInvalid, name)
+		}
+		assigned[i] = true
+		if m.null {
+			out[i].Null = true
+		} else {
+			out[i].Text = m.text.of(text)
+		}
+	}
+	lookup.next = 0
+	for _, u := range unchanged {
+		name := u.in(d.names)
+		i := lookup.find(name)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: unchanged column %q is not among the columns", ErrInvalid, name)
+		}
+		if assigned[i] {
+			return nil, fmt.Errorf("%w: column %q is both in payload and unchanged", ErrInvalid, name)
+		}
+		out[i].Unchanged = true
+	}
+	for i, c := range cols {
+		if assigned[i] || out[i].Unchanged {
+			continue
+		}
+		if keysOnly && !c.Key {
+			out[i].Null = true
+			continue
+		}
+		return nil, fmt.Errorf("%w: column %q is missing from the payload", ErrInvalid, c.Name)
+	}
+	return out, nil
+}
+
+// columnLookup finds columns by name: first among the few columns after
+// the last one found (capture writes members in column order, leaving out
+// unchanged and, in a key, non-key columns), then by a scan, and once a few
+// scans were needed (or at once for a wide relation) by a map from name to
+// position, so that no order of names costs quadratic time.
+type columnLookup struct {
+	cols  []Column
+	next  int            // the position after the last column found
+	scans int            // scans so far
+	index map[string]int // built on first need
+}
+
+const (
+	// columnWindow is how many columns find tries after the last one found.
+	columnWindow = 8
+	// maxColumnScans is how many scans find makes before it builds the
+	// index, and maxScannedColumns the widest relation it scans at all.
+	maxColumnScans    = 4
+	maxScannedColumns = 64
+)
+
+func (l *columnLookup) find(name []byte) int {
+	for i := l.next; i < len(l.cols) && i < l.next+columnWindow; i++ {
+		if l.cols[i].Name == string(name) {
+			l.next = i + 1
+			return i
+		}
+	}
+	if l.scans < maxColumnScans && len(l.cols) <= maxScannedColumns {
+		l.scans++
+		for i := range l.cols {
+			if l.cols[i].Name == string(name) {
+				l.next = i + 1
+				return i
+			}
+		}
+		return -1
+	}
+	if l.index == nil {
+		l.index = make(map[string]int, len(l.cols))
+		for i := len(l.cols) - 1; i >= 0; i-- {
+			l.index[l.cols[i].Name] = i // the first of equal names, as a scan finds
+		}
+	}
+	i, ok := l.index[string(name)]
+	if !ok {
+		return -1
+	}
+	l.next = i + 1
+	return i
+}
