@@ -110,9 +110,13 @@ func BenchmarkReferenceAppendJSON(b *testing.B) {
 	}
 }
 
-// BenchmarkDecode is the sink's per-record decoding, for both envelope
-// versions of the same row; the bytes per record are the ones on the wire.
-func BenchmarkDecode(b *testing.B) { benchmarkDecode(b, Decode) }
+// BenchmarkDecode is the sink's per-record decoding (a reused Decoder), for
+// both envelope versions of the same row; the bytes per record are the
+// ones on the wire.
+func BenchmarkDecode(b *testing.B) {
+	var d Decoder
+	benchmarkDecode(b, d.Decode)
+}
 
 // BenchmarkReferenceDecode is the decoder before fastjson (encoding/json),
 // for comparison on the same machine in the same run.

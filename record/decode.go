@@ -2,7 +2,6 @@ package record
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/valyala/fastjson"
@@ -29,28 +28,35 @@ import (
 //
 // The returned Record shares nothing with data, which the caller may reuse
 // at once; a version 2 record's Columns are the schema's slice. Decode is
-// safe for concurrent use.
+// safe for concurrent use; a Decoder does the same with buffers reused from
+// one record to the next.
 func Decode(data []byte, schemas Schemas) (*Record, error) {
-	d := decoders.Get().(*decoder)
-	r, err := d.decode(data, schemas)
-	if len(data) <= maxPooledRecord {
-		decoders.Put(d)
+	var d Decoder
+	return d.Decode(data, schemas)
+}
+
+// Decoder decodes records as Decode does, keeping the parser's value tree
+// and its scratch buffers between records, so that decoding allocates only
+// what the Record keeps. The zero value is ready to use. A Decoder is not
+// safe for concurrent use: give each goroutine its own.
+type Decoder struct{ d decoder }
+
+// Decode decodes one record; see the package-level Decode.
+func (d *Decoder) Decode(data []byte, schemas Schemas) (*Record, error) {
+	r, err := d.d.decode(data, schemas)
+	if len(data) > maxKeptRecord {
+		// One huge record must not pin buffers of its size for every
+		// later one.
+		d.d = decoder{}
 	}
 	return r, err
 }
 
-// decoders holds decoders between calls, so that a Decode allocates only
-// what the Record keeps (the Record, its values and one string for all its
-// text): the parser's value tree and the scratch buffers are reused. It
-// holds nothing a caller can observe.
-var decoders = sync.Pool{New: func() any { return new(decoder) }}
+// maxKeptRecord is the size above which a Decoder drops its buffers after
+// use instead of keeping them.
+const maxKeptRecord = 1 << 20
 
-// maxPooledRecord is the size above which a decoder is dropped after use
-// instead of being pooled: one huge record must not pin buffers of its size
-// for every later call.
-const maxPooledRecord = 1 << 20
-
-// decoder is the state of one Decode call, kept for the next (see decoders).
+// decoder is the state of one Decode call, kept for the next (see Decoder).
 //
 // fastjson finds the structure of the record. Strings and the names of
 // payload and key are read from the text it has found, not through its own

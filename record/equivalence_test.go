@@ -316,3 +316,13 @@ func TestParseEventIDMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+func TestSchemaIDMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := 0; i < randomRecords; i++ {
+		r := randRecord(rng)
+		if got, want := SchemaID(r.TenantColumn, r.Columns), refSchemaID(r.TenantColumn, r.Columns); got != want {
+			t.Fatalf("record %d: SchemaID = %s, want %s (columns %+v)", i, got, want, r.Columns)
+		}
+	}
+}

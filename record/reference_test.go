@@ -326,3 +326,17 @@ func refParseEventID(s string) (time.Time, error) {
 	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
 	return time.UnixMilli(ms).UTC(), nil
 }
+
+// refSchemaID is SchemaID as first written, with fmt.
+func refSchemaID(tenantColumn string, cols []Column) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "tenant %q\n", tenantColumn)
+	for _, c := range cols {
+		fmt.Fprintf(h, "%q %q %t %t %d %t %d", c.Name, c.Type, c.Enum, c.Array, c.TypMod, c.Key, c.Attnum)
+		if c.Missing != nil {
+			fmt.Fprintf(h, " %q", *c.Missing)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}

@@ -225,6 +225,7 @@ type Sink struct {
 	batches atomic.Int64
 	m       *Metrics
 	l2      *layer2
+	dec     record.Decoder // only Run's goroutine decodes
 
 	mu      sync.Mutex
 	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
@@ -874,7 +875,7 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 // refers to it, so after a successful read a schema that is still missing
 // never will be there, and the record is poison.
 func (s *Sink) decode(ctx context.Context, kr *kgo.Record) (*record.Record, error) {
-	r, err := record.Decode(kr.Value, s.cfg.Schemas)
+	r, err := s.dec.Decode(kr.Value, s.cfg.Schemas)
 	if !errors.Is(err, record.ErrUnknownSchema) {
 		return r, err
 	}
@@ -884,7 +885,7 @@ func (s *Sink) decode(ctx context.Context, kr *kgo.Record) (*record.Record, erro
 	if rerr := s.retry(ctx, "read the schema registry", func() error { return s.cfg.Schemas.Refresh(ctx) }); rerr != nil {
 		return nil, rerr
 	}
-	r, err = record.Decode(kr.Value, s.cfg.Schemas)
+	r, err = s.dec.Decode(kr.Value, s.cfg.Schemas)
 	if errors.Is(err, record.ErrUnknownSchema) {
 		err = fmt.Errorf("%w: %w (capture registers every schema before its records, so this record was not written by capture)", record.ErrInvalid, err)
 	}
