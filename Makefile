@@ -51,8 +51,9 @@ demo: services build
 	. ./$(ENVFILE) && ./bin/walhouse demo
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./record
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRowChange -fuzztime 30s ./capture
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMatchesReference$$' -fuzztime 30s ./record
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRowChange$$' -fuzztime 30s ./capture
 
 # Benchmarks print figures; they never assert timings. Each is a Go program
 # under internal/bench that talks to the local services.
