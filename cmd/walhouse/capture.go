@@ -93,7 +93,11 @@ func runCapture(ctx context.Context, args []string) error {
 		// letting garbage grow to twice the live size between collections.
 		debug.SetMemoryLimit(128 << 20)
 	}
-	cl, err := kafkaClient(ctx, ep.brokers(), producerOpts()...)
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
+	}
+	cl, err := kafkaClient(ctx, kc, producerOpts()...)
 	if err != nil {
 		return err
 	}

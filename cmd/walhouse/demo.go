@@ -56,7 +56,11 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	defer chc.Close()
-	kc, err := kafkaClient(ctx, ep.brokers(), producerOpts()...)
+	kcfg, err := ep.kafkaConfig()
+	if err != nil {
+		return err
+	}
+	kc, err := kafkaClient(ctx, kcfg, producerOpts()...)
 	if err != nil {
 		return err
 	}
@@ -81,12 +85,12 @@ func runDemo(ctx context.Context, args []string) error {
 	// A fresh group per run: members of an earlier, killed run would hold
 	// the partitions until their session times out.
 	group := fmt.Sprintf("walhouse_demo_%d", time.Now().UnixNano())
-	schemas, closeSchemas, err := schemaReader(ctx, ep.brokers(), demoPrefix)
+	schemas, closeSchemas, err := schemaReader(ctx, kcfg, demoPrefix)
 	if err != nil {
 		return err
 	}
 	defer closeSchemas()
-	snk, cc, err := newSink(ctx, ep.brokers(), w, sinkSettings{group: group, prefix: demoPrefix, watermarks: w, maxWait: 500 * time.Millisecond, schemas: schemas})
+	snk, cc, err := newSink(ctx, kcfg, w, sinkSettings{group: group, prefix: demoPrefix, watermarks: w, maxWait: 500 * time.Millisecond, schemas: schemas})
 	if err != nil {
 		return err
 	}

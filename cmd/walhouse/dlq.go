@@ -32,10 +32,14 @@ func runDLQ(ctx context.Context, args []string) error {
 	if *topic == "" {
 		*topic = *prefix + "-dlq"
 	}
-	if sub == "list" {
-		return dlqList(ctx, ep.brokers(), *topic)
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
 	}
-	return dlqReplay(ctx, ep.brokers(), *topic, *group)
+	if sub == "list" {
+		return dlqList(ctx, kc, *topic)
+	}
+	return dlqReplay(ctx, kc, *topic, *group)
 }
 
 // dlqEnd returns the end offset of each partition of topic, so list and
@@ -97,8 +101,8 @@ func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each f
 	return nil
 }
 
-func dlqList(ctx context.Context, brokers []string, topic string) error {
-	cl, err := kafkaClient(ctx, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
+	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err
 	}
@@ -133,8 +137,8 @@ func validJSON(b []byte) []byte {
 	return q
 }
 
-func dlqReplay(ctx context.Context, brokers []string, topic, group string) error {
-	cl, err := kafkaClient(ctx, brokers, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
+	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err

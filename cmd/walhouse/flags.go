@@ -28,6 +28,7 @@ func envInt(name string, def int) int {
 // endpoints are the service addresses every subcommand shares.
 type endpoints struct {
 	pg, kafka, clickhouse, database string
+	kafkaSec                        kafkaSecurity
 }
 
 func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
@@ -36,11 +37,18 @@ func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
 	}
 	if kafka {
 		fs.StringVar(&e.kafka, "kafka", envOr("WALHOUSE_KAFKA_BROKERS", "127.0.0.1:9092"), "comma-separated Kafka seed brokers (env WALHOUSE_KAFKA_BROKERS)")
+		e.kafkaSec.register(fs)
 	}
 	if clickhouse {
 		fs.StringVar(&e.clickhouse, "clickhouse", envOr("WALHOUSE_CLICKHOUSE_URL", "clickhouse://127.0.0.1:9000"), "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123 (env WALHOUSE_CLICKHOUSE_URL)")
 		fs.StringVar(&e.database, "database", envOr("WALHOUSE_CLICKHOUSE_DATABASE", "walhouse"), "ClickHouse database for the replicated tables (env WALHOUSE_CLICKHOUSE_DATABASE)")
 	}
+}
+
+// kafkaConfig returns the brokers and the security options of the flags.
+func (e *endpoints) kafkaConfig() (kafkaConfig, error) {
+	sec, err := e.kafkaSec.options()
+	return kafkaConfig{brokers: e.brokers(), security: sec}, err
 }
 
 func (e *endpoints) brokers() []string {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
@@ -13,11 +15,13 @@ import (
 // kafkaClient opens a franz-go client and checks that a broker answers, so
 // a wrong address fails at start with a clear message instead of retrying
 // silently.
-func kafkaClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
+func kafkaClient(ctx context.Context, kc kafkaConfig, opts ...kgo.Opt) (*kgo.Client, error) {
+	brokers := kc.brokers
 	if len(brokers) == 0 {
 		return nil, fmt.Errorf("no Kafka brokers given: set --kafka or WALHOUSE_KAFKA_BROKERS")
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	all := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, kc.security...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
@@ -25,7 +29,10 @@ func kafkaClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.C
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("reach Kafka at %v: %w; check that the broker runs and --kafka is right", brokers, err)
+		if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			return nil, fmt.Errorf("log in to Kafka at %v: %w; check --kafka-sasl-user and the password", brokers, err)
+		}
+		return nil, fmt.Errorf("reach Kafka at %v: %w; check that the broker runs, that --kafka is right and whether it needs --kafka-tls or --kafka-sasl", brokers, err)
 	}
 	return cl, nil
 }

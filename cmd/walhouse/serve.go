@@ -56,6 +56,7 @@ func runServe(ctx context.Context, args []string) error {
 		histEvery    = fs.Duration("lag-history-interval", query.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
 		histSpan     = fs.Duration("lag-history-span", query.DefaultHistorySpan, "how much lag history is kept in memory")
 	)
+	ep.kafkaSec.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -128,7 +129,11 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		if *lagKafka != "" {
 			ep.kafka = *lagKafka
-			cl, err := kafkaClient(ctx, ep.brokers())
+			kc, err := ep.kafkaConfig()
+			if err != nil {
+				return err
+			}
+			cl, err := kafkaClient(ctx, kc)
 			if err != nil {
 				return err
 			}

@@ -76,13 +76,17 @@ func runSink(ctx context.Context, args []string) error {
 		st.dedup = store
 	}
 	st.watermarks = w
-	schemas, closeSchemas, err := schemaReader(ctx, ep.brokers(), *prefix)
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
+	}
+	schemas, closeSchemas, err := schemaReader(ctx, kc, *prefix)
 	if err != nil {
 		return err
 	}
 	defer closeSchemas()
 	st.schemas = schemas
-	s, cl, err := newSink(ctx, ep.brokers(), w, st)
+	s, cl, err := newSink(ctx, kc, w, st)
 	if err != nil {
 		return err
 	}
@@ -98,8 +102,8 @@ func runSink(ctx context.Context, args []string) error {
 // schemaReader returns a reader of the pipeline's schema registry and the
 // function that closes it. It has a client of its own: the sink's group
 // client consumes only the tables' topics.
-func schemaReader(ctx context.Context, brokers []string, prefix string) (*registry.Reader, func(), error) {
-	cl, err := kafkaClient(ctx, brokers)
+func schemaReader(ctx context.Context, kc kafkaConfig, prefix string) (*registry.Reader, func(), error) {
+	cl, err := kafkaClient(ctx, kc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,14 +138,14 @@ type sinkSettings struct {
 // successful load, no revocation while a batch is in flight,
 // cooperative-sticky balancing (franz-go's default), and a short metadata
 // refresh so new tables' topics are picked up quickly.
-func newSink(ctx context.Context, brokers []string, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
+func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
 	var snk *sink.Sink
 	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 		if snk != nil {
 			snk.OnRevoked(ctx, cl, m)
 		}
 	}
-	cl, err := kafkaClient(ctx, brokers,
+	cl, err := kafkaClient(ctx, kc,
 		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.prefix)+`\..+`),

@@ -19,7 +19,7 @@
 #             (e.g. `services.sh kafka topics --list`)
 # services: postgres kafka redis clickhouse (default: all)
 #
-# Ports (env): PG_PORT=55432 KAFKA_PORT=59092 KAFKA_CONTROLLER_PORT=59093 REDIS_PORT=56379
+# Ports (env): PG_PORT=55432 KAFKA_PORT=59092 KAFKA_CONTROLLER_PORT=59093 KAFKA_SASL_PORT=59094 REDIS_PORT=56379
 # CH_PORT=58123. Timeouts (s): WALHOUSE_START_TIMEOUT=120 WALHOUSE_STOP_TIMEOUT=60.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -93,6 +93,10 @@ write_env() {
 		echo "# Written by deploy/local/services.sh start. Use: . $ENV_FILE"
 		echo "export WALHOUSE_PG_URL=postgres://postgres@127.0.0.1:$(postgres_port)/walhouse?sslmode=disable"
 		echo "export WALHOUSE_KAFKA_BROKERS=127.0.0.1:$(kafka_port)"
+		# A broker started before its SASL listener existed has no sasl_port.
+		if [[ -s $KAFKA_ROOT/sasl_port ]]; then
+			echo "export WALHOUSE_KAFKA_SASL_BROKERS=127.0.0.1:$(<"$KAFKA_ROOT/sasl_port")"
+		fi
 		echo "export WALHOUSE_REDIS_ADDR=127.0.0.1:$(redis_port)"
 		echo "export WALHOUSE_CLICKHOUSE_URL=http://127.0.0.1:$(clickhouse_port)"
 		echo "export WALHOUSE_CHDB_LIB=$CHDB_LIB"

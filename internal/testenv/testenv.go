@@ -29,6 +29,7 @@ import (
 type Env struct {
 	PG         string // PostgreSQL URL
 	Kafka      string // comma-separated brokers
+	KafkaSASL  string // the broker's SASL/PLAIN listener (user walhouse, password walhouse-local)
 	Redis      string // host:port
 	ClickHouse string // ClickHouse DSN (http://… for the embedded engine)
 	ChdbLib    string // path to libchdb.so
@@ -50,6 +51,7 @@ func Load() Env {
 	return Env{
 		PG:         get("WALHOUSE_PG_URL"),
 		Kafka:      get("WALHOUSE_KAFKA_BROKERS"),
+		KafkaSASL:  get("WALHOUSE_KAFKA_SASL_BROKERS"),
 		Redis:      get("WALHOUSE_REDIS_ADDR"),
 		ClickHouse: get("WALHOUSE_CLICKHOUSE_URL"),
 		ChdbLib:    get("WALHOUSE_CHDB_LIB"),
@@ -61,7 +63,7 @@ func Required() bool { return os.Getenv("WALHOUSE_INTEGRATION") == "1" }
 
 // Require returns the environment, skipping t (or failing it when
 // integration tests are required) if any of the named services is not
-// configured: "pg", "kafka", "redis", "clickhouse".
+// configured: "pg", "kafka", "kafka-sasl", "redis", "clickhouse".
 func Require(t testing.TB, services ...string) Env {
 	t.Helper()
 	e := Load()
@@ -73,6 +75,8 @@ func Require(t testing.TB, services ...string) Env {
 			v = e.PG
 		case "kafka":
 			v = e.Kafka
+		case "kafka-sasl":
+			v = e.KafkaSASL
 		case "redis":
 			v = e.Redis
 		case "clickhouse":

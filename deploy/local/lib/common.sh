@@ -17,6 +17,9 @@ ENV_FILE=$LOCAL_DIR/env
 PG_PORT=${PG_PORT:-55432}
 KAFKA_PORT=${KAFKA_PORT:-59092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-59093}
+# A second broker listener with SASL/PLAIN (user walhouse, password
+# walhouse-local), for the tests of Kafka authentication.
+KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}
 REDIS_PORT=${REDIS_PORT:-56379}
 CH_PORT=${CH_PORT:-58123}
 

@@ -139,10 +139,13 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+# SASL/PLAIN on the second listener, for the tests of Kafka authentication.
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_walhouse="walhouse-local";
 log.dirs=$KAFKA_DATA
 
 # One replica of everything, internal topics included.
@@ -194,10 +197,12 @@ kafka_start() {
 		kafka_install
 		check_port_free kafka "$KAFKA_PORT"
 		check_port_free "kafka controller" "$KAFKA_CONTROLLER_PORT"
+		check_port_free "kafka sasl" "$KAFKA_SASL_PORT"
 		mkdir -p "$KAFKA_DATA"
 		kafka_write_config
 		[[ -f $KAFKA_DATA/meta.properties ]] || kafka_format
 		printf '%s\n' "$KAFKA_PORT" >"$KAFKA_ROOT/port"
+		printf '%s\n' "$KAFKA_SASL_PORT" >"$KAFKA_ROOT/sasl_port"
 		log "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
 		spawned=1
 		# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
@@ -221,6 +226,6 @@ kafka_stop() {
 
 kafka_clean() {
 	rm -rf "$KAFKA_DATA" "$KAFKA_ROOT/lib.tmp"
-	rm -f "$KAFKA_ROOT/cluster.id" "$KAFKA_ROOT/server.properties" "$KAFKA_PIDFILE" \
+	rm -f "$KAFKA_ROOT/cluster.id" "$KAFKA_ROOT/server.properties" "$KAFKA_PIDFILE" "$KAFKA_ROOT/sasl_port" \
 		"$KAFKA_LOG" "$KAFKA_ROOT/port"
 }

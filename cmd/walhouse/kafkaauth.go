@@ -1,0 +1,112 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// kafkaConfig is how to reach Kafka: the seed brokers and the options that
+// secure the connection.
+type kafkaConfig struct {
+	brokers  []string
+	security []kgo.Opt
+}
+
+// kafkaSecurity holds the flags for TLS and SASL, which managed Kafka
+// services (and most production clusters) require. The SASL password is
+// read from the environment or a file, never from a flag, so that it does
+// not show in the process list.
+type kafkaSecurity struct {
+	tls          bool
+	ca           string
+	cert, key    string
+	mechanism    string
+	user         string
+	passwordFile string
+}
+
+func (k *kafkaSecurity) register(fs *flag.FlagSet) {
+	fs.BoolVar(&k.tls, "kafka-tls", envOr("WALHOUSE_KAFKA_TLS", "") == "true" || envOr("WALHOUSE_KAFKA_TLS", "") == "1", "connect to Kafka over TLS (implied by the other --kafka-tls-* flags; env WALHOUSE_KAFKA_TLS=true)")
+	fs.StringVar(&k.ca, "kafka-tls-ca", envOr("WALHOUSE_KAFKA_TLS_CA", ""), "PEM file of the CAs that sign the brokers' certificates (default: the system's; env WALHOUSE_KAFKA_TLS_CA)")
+	fs.StringVar(&k.cert, "kafka-tls-cert", envOr("WALHOUSE_KAFKA_TLS_CERT", ""), "PEM client certificate, for brokers that require mutual TLS (env WALHOUSE_KAFKA_TLS_CERT)")
+	fs.StringVar(&k.key, "kafka-tls-key", envOr("WALHOUSE_KAFKA_TLS_KEY", ""), "PEM private key of --kafka-tls-cert (env WALHOUSE_KAFKA_TLS_KEY)")
+	fs.StringVar(&k.mechanism, "kafka-sasl", envOr("WALHOUSE_KAFKA_SASL_MECHANISM", ""), "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (env WALHOUSE_KAFKA_SASL_MECHANISM); the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")
+	fs.StringVar(&k.user, "kafka-sasl-user", envOr("WALHOUSE_KAFKA_SASL_USER", ""), "SASL user name (env WALHOUSE_KAFKA_SASL_USER)")
+	fs.StringVar(&k.passwordFile, "kafka-sasl-password-file", envOr("WALHOUSE_KAFKA_SASL_PASSWORD_FILE", ""), "file holding the SASL password (env WALHOUSE_KAFKA_SASL_PASSWORD_FILE)")
+}
+
+// options returns the client options the flags ask for, or every problem
+// with them at once.
+func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	var errs []error
+	if k.tls || k.ca != "" || k.cert != "" || k.key != "" {
+		cfg, err := k.tlsConfig()
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			opts = append(opts, kgo.DialTLSConfig(cfg))
+		}
+	}
+	mech := strings.ToLower(strings.TrimSpace(k.mechanism))
+	password := os.Getenv("WALHOUSE_KAFKA_SASL_PASSWORD")
+	if k.passwordFile != "" {
+		b, err := os.ReadFile(k.passwordFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--kafka-sasl-password-file: %w", err))
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	switch {
+	case mech != "" && mech != "plain" && mech != "scram-sha-256" && mech != "scram-sha-512":
+		errs = append(errs, fmt.Errorf("--kafka-sasl %q: want plain, scram-sha-256 or scram-sha-512", k.mechanism))
+	case mech == "" && k.user != "":
+		errs = append(errs, errors.New("--kafka-sasl-user is set but --kafka-sasl is not: name the mechanism (plain, scram-sha-256 or scram-sha-512)"))
+	case mech == "":
+	case k.user == "" || password == "":
+		errs = append(errs, fmt.Errorf("--kafka-sasl %s needs --kafka-sasl-user and a password (WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)", mech))
+	case mech == "plain":
+		opts = append(opts, kgo.SASL(plain.Auth{User: k.user, Pass: password}.AsMechanism()))
+	case mech == "scram-sha-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: password}.AsSha256Mechanism()))
+	default: // scram-sha-512
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: password}.AsSha512Mechanism()))
+	}
+	return opts, errors.Join(errs...)
+}
+
+// tlsConfig builds the TLS configuration of the flags.
+func (k *kafkaSecurity) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if k.ca != "" {
+		pem, err := os.ReadFile(k.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--kafka-tls-ca %s holds no PEM certificate", k.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if (k.cert == "") != (k.key == "") {
+		return nil, errors.New("--kafka-tls-cert and --kafka-tls-key go together: give both for mutual TLS, or neither")
+	}
+	if k.cert != "" {
+		pair, err := tls.LoadX509KeyPair(k.cert, k.key)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
