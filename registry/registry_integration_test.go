@@ -295,24 +295,6 @@ func TestIntegrationRefreshSeesLaterRegistrations(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination the test can read while a Reader writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestIntegrationInvalidEntriesAreSkipped(t *testing.T) {
 	env := testenv.Require(t, "kafka")
 	ctx := testCtx(t)
@@ -343,7 +325,7 @@ func TestIntegrationInvalidEntriesAreSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	r := refreshed(t, env, topic, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, s := range []record.Schema{good1, good2} {
 		if got, ok := r.Schema(s.ID()); !ok || !reflect.DeepEqual(got, s) {
