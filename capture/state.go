@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 )
 
 // StateStore keeps the progress capture needs beyond the slot's position:
@@ -31,12 +33,8 @@ func WithStateStore(s StateStore) Option { return func(c *config) { c.state = s 
 func KafkaState(ctx context.Context, cl *kgo.Client, topic string, replication int16) (StateStore, error) {
 	adm := kadm.NewClient(cl)
 	cleanup := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, replication, map[string]*string{"cleanup.policy": &cleanup}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return nil, fmt.Errorf("create state topic %s: %w", topic, err)
+	if err := kafkatopic.Ensure(ctx, adm, topic, 1, replication, map[string]*string{"cleanup.policy": &cleanup}); err != nil {
+		return nil, fmt.Errorf("state topic: %w", err)
 	}
 	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
 	return &kafkaState{cl: cl, adm: adm, topic: topic, seeds: seeds}, nil

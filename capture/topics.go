@@ -2,13 +2,12 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -30,14 +29,7 @@ func KafkaTopics(cl *kgo.Client) TopicCreator { return kafkaTopics{adm: kadm.New
 type kafkaTopics struct{ adm *kadm.Client }
 
 func (k kafkaTopics) CreateTopic(ctx context.Context, name string, partitions int32, replication int16) error {
-	resp, err := k.adm.CreateTopic(ctx, partitions, replication, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create Kafka topic %s (%d partitions, replication %d): %w", name, partitions, replication, err)
-	}
-	return nil
+	return kafkatopic.Ensure(ctx, k.adm, name, partitions, replication, nil)
 }
 
 func (k kafkaTopics) Partitions(ctx context.Context, name string) (int32, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -177,9 +178,8 @@ func (w *Writer) register(ctx context.Context, id string, s record.Schema) error
 // createTopic creates the registry topic unless it exists.
 func (w *Writer) createTopic(ctx context.Context) error {
 	compact := "compact"
-	_, err := w.adm.CreateTopic(ctx, 1, w.replication, map[string]*string{"cleanup.policy": &compact}, w.topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create schema registry topic %s (1 partition, cleanup.policy=compact): %w", w.topic, err)
+	if err := kafkatopic.Ensure(ctx, w.adm, w.topic, 1, w.replication, map[string]*string{"cleanup.policy": &compact}); err != nil {
+		return fmt.Errorf("schema registry topic: %w", err)
 	}
 	return nil
 }
