@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -87,14 +88,31 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status >= 500 {
 		level = s.log.Error
 	}
-	level("request failed", "request_id", requestID(r.Context()), "route", r.Pattern, "status", ae.Status, "code", ae.Code, "err", err)
+	level("request failed", "request_id", requestID(r.Context()), "route", r.Pattern, "status", ae.Status, "code", ae.Code, "err", clip(err.Error(), maxMessage))
 	s.writeError(w, r, ae)
+}
+
+// maxMessage bounds an error message in a response or a log line: messages
+// quote the caller's input, which may be as large as the body limit.
+const maxMessage = 1024
+
+// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (" + strconv.Itoa(len(s)-cut) + " more bytes)"
 }
 
 // writeError writes an error response.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, ae *apiError) {
 	out := *ae
 	out.RequestID = requestID(r.Context())
+	out.Message = clip(out.Message, maxMessage)
 	if out.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(out.RetryAfter))
 	}

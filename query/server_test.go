@@ -322,3 +322,32 @@ func TestBodyTooLarge(t *testing.T) {
 		t.Errorf("a body within the limit was refused as too large")
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 5, "abcde… (7 more bytes)"},
+		{"ééééé", 3, "é… (8 more bytes)"}, // never splits a rune
+	} {
+		if got := clip(tc.s, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
+// An error that quotes a huge input answers with a bounded message.
+func TestErrorMessageIsBounded(t *testing.T) {
+	srv := newTestServer(t, failingConn{err: errConnRefused})
+	body := `{"subject":{"column":"customer_id","value":"c"},"format":"` + strings.Repeat("z", 200_000) + `"}`
+	resp, out := do(t, srv, "POST", "/v1/exports", keyAcme, body)
+	e, _ := out["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if resp.StatusCode != http.StatusBadRequest || msg == "" || len(msg) > 1100 {
+		t.Errorf("status %d, message of %d bytes; want 400 with at most about %d", resp.StatusCode, len(msg), maxMessage)
+	}
+}
