@@ -474,8 +474,9 @@ type stream struct {
 	topics   map[string]bool // topics known to exist
 	tables   []string        // captured tables, schema.table
 	online   *onlineSnapshots
-	polledAt time.Time // when the publication's tables were last listed
-	messages bool      // server streams logical messages (PostgreSQL 14+)
+	polledAt time.Time                  // when the publication's tables were last listed
+	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
+	messages bool                       // server streams logical messages (PostgreSQL 14+)
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time

@@ -321,19 +321,11 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	switch kind {
 	case "r":
 	case "p":
-		if p.Parts, err = leafPartitions(ctx, conn, table); err != nil {
+		parts, err := leafPartitions(ctx, conn, table)
+		if err != nil {
 			return nil, err
 		}
-		p.Chunks, p.Pages = 0, 0
-		for i := range p.Parts {
-			part := &p.Parts[i]
-			part.First, part.Chunks = p.Chunks, chunksOf(part.Pages, cfg.chunkPages)
-			if part.Whole {
-				part.Chunks = 1
-			}
-			p.Chunks += part.Chunks
-			p.Pages += part.Pages
-		}
+		p.setParts(parts)
 		if p.Chunks == 0 { // no partitions yet: read the (empty) root once
 			p.Parts, p.Chunks = nil, 1
 		}
@@ -344,6 +336,21 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 		return nil, err
 	}
 	return p, nil
+}
+
+// setParts makes p read the given leaf partitions, in chunks of
+// p.ChunkPages pages.
+func (p *snapshotPlan) setParts(parts []partPlan) {
+	p.Parts, p.Chunks, p.Pages = parts, 0, 0
+	for i := range p.Parts {
+		part := &p.Parts[i]
+		part.First, part.Chunks = p.Chunks, chunksOf(part.Pages, p.ChunkPages)
+		if part.Whole {
+			part.Chunks = 1
+		}
+		p.Chunks += part.Chunks
+		p.Pages += part.Pages
+	}
 }
 
 // chunksOf returns how many chunks of chunkPages pages cover pages, at

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +47,97 @@ func (s *stream) pollTables(ctx context.Context) error {
 		s.c.log.Warn("table left the publication: its changes are no longer captured", "table", t, "publication", s.c.cfg.publication)
 		return true
 	})
+	return s.followPartitions(ctx)
+}
+
+// followPartitions copies the partitions attached to a captured
+// partitioned table while capture streams. ATTACH PARTITION writes no row
+// changes, so without a copy ClickHouse would never see the rows an
+// attached table brings. A partition created empty (CREATE TABLE … PARTITION
+// OF) is copied too, harmlessly: its rows, if any yet, are also in the
+// stream, with higher versions. The leaves each table had when streaming
+// began are taken as copied; a table whose copy is queued or running is
+// looked at again after it, since its copy lists the leaves itself.
+func (s *stream) followPartitions(ctx context.Context) error {
+	var roots []string
+	for _, t := range s.tables {
+		if !s.online.copying(t) {
+			roots = append(roots, t)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	leaves, err := partitionLeaves(ctx, s.cat.conn, roots)
+	if err != nil {
+		return err
+	}
+	if s.leaves == nil {
+		s.leaves = map[string]map[string]bool{}
+	}
+	for _, root := range roots {
+		known, seen := s.leaves[root]
+		now := map[string]bool{}
+		var attached []partPlan
+		for _, part := range leaves[root] {
+			name := part.Schema + "." + part.Name
+			now[name] = true
+			if seen && !known[name] {
+				attached = append(attached, part)
+			}
+		}
+		s.leaves[root] = now // detached leaves are forgotten
+		if len(attached) == 0 || !s.c.cfg.snapshot {
+			continue
+		}
+		plan := &snapshotPlan{Table: root, CP: s.received.String(), At: time.Now().UTC(), ChunkPages: s.c.cfg.chunkPages}
+		plan.setParts(attached)
+		if st := s.c.cfg.state; st != nil {
+			// Saved before the copy starts, so a crash resumes it; the
+			// table's earlier plan is complete, or it would be copying.
+			raw, err := json.Marshal(plan)
+			if err != nil {
+				return err
+			}
+			if err := st.Save(ctx, stateKey(s.c.cfg.slot, root), raw); err != nil {
+				return err
+			}
+		}
+		names := make([]string, len(attached))
+		for i, p := range attached {
+			names[i] = p.Schema + "." + p.Name
+		}
+		s.c.log.Info("partition attached: copying its rows next to the stream", "table", root, "partitions", names, "lsn", s.received)
+		s.online.add(root, s.received, plan)
+	}
 	return nil
+}
+
+// partitionLeaves lists the leaf partitions of those of tables that are
+// partitioned, by table, in one query.
+func partitionLeaves(ctx context.Context, conn *pgx.Conn, tables []string) (map[string][]partPlan, error) {
+	rows, err := conn.Query(ctx, `SELECT rn.nspname || '.' || r.relname, n.nspname, c.relname, c.relkind::text,
+			pg_relation_size(c.oid) / current_setting('block_size')::bigint
+		FROM pg_class r JOIN pg_namespace rn ON rn.oid = r.relnamespace
+		CROSS JOIN LATERAL pg_partition_tree(r.oid) t
+		JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE r.relkind = 'p' AND rn.nspname || '.' || r.relname = ANY($1) AND t.isleaf
+		ORDER BY 1, 2, 3`, tables)
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of the captured tables: %w", err)
+	}
+	out := map[string][]partPlan{}
+	var root, kind string
+	var part partPlan
+	_, err = pgx.ForEachRow(rows, []any{&root, &part.Schema, &part.Name, &kind, &part.Pages}, func() error {
+		part.Whole = kind != "r"
+		out[root] = append(out[root], part)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of the captured tables: %w", err)
+	}
+	return out, nil
 }
 
 // publishedTables lists a publication's tables as "schema.table".

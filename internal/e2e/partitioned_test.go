@@ -61,8 +61,19 @@ func TestIntegrationPartitionedTable(t *testing.T) {
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 11 = 3`, qt))
 	p.converge(pgQuery, chQuery, capture, sink)
 
+	// A table filled on its own, then attached: ATTACH PARTITION writes no
+	// row changes, so its rows can only reach ClickHouse by a copy.
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`, part("attached"), qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT t, g, 'attached ' || g FROM generate_series(1000000, 1000400) g, (VALUES ('acme'), ('globex')) AS v(t)`, part("attached")))
+	p.exec(fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (1000000) TO (2000000)`, qt, part("attached")))
+	p.exec(fmt.Sprintf(`UPDATE %s SET note = note || ' (changed after the attach)' WHERE id %% 10 = 0 AND id >= 1000000`, qt))
+	p.converge(pgQuery, chQuery, capture, sink)
+	if !strings.Contains(capture.Output(), "partition attached") {
+		t.Errorf("capture did not log the attached partition:\n%s", capture.Output())
+	}
+
 	// One ClickHouse table, named after the root; none for the partitions.
-	for _, suffix := range []string{"low", "high", "high_acme", "high_other", "rest"} {
+	for _, suffix := range []string{"low", "high", "high_acme", "high_other", "rest", "attached"} {
 		if n := p.chInt(fmt.Sprintf("SELECT count() FROM system.tables WHERE database = '%s' AND name = '%s'", p.database, name+"_"+suffix)); n != 0 {
 			t.Errorf("ClickHouse has a table for partition %s_%s", name, suffix)
 		}
