@@ -321,11 +321,11 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	switch kind {
 	case "r":
 	case "p":
-		parts, err := leafPartitions(ctx, conn, table)
+		leaves, err := partitionLeaves(ctx, conn, []string{table})
 		if err != nil {
 			return nil, err
 		}
-		p.setParts(parts)
+		p.setParts(leaves[table])
 		if p.Chunks == 0 { // no partitions yet: read the (empty) root once
 			p.Parts, p.Chunks = nil, 1
 		}
@@ -358,26 +358,6 @@ func (p *snapshotPlan) setParts(parts []partPlan) {
 // was sized).
 func chunksOf(pages, chunkPages int64) int {
 	return max(1, int((pages+chunkPages-1)/chunkPages))
-}
-
-// leafPartitions lists the leaves of a partitioned table, sub-partitions
-// resolved, with their sizes.
-func leafPartitions(ctx context.Context, conn *pgx.Conn, table string) ([]partPlan, error) {
-	rows, err := conn.Query(ctx, `SELECT n.nspname, c.relname, c.relkind::text,
-			pg_relation_size(c.oid) / current_setting('block_size')::bigint
-		FROM pg_partition_tree($1::regclass) t
-		JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE t.isleaf ORDER BY n.nspname, c.relname`, quoteTable(table))
-	if err != nil {
-		return nil, fmt.Errorf("list the partitions of %s for the snapshot: %w", table, err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (partPlan, error) {
-		var part partPlan
-		var kind string
-		err := row.Scan(&part.Schema, &part.Name, &kind, &part.Pages)
-		part.Whole = kind != "r"
-		return part, err
-	})
 }
 
 func (s *snapshotter) save(ctx context.Context, p *snapshotPlan) error {

@@ -35,7 +35,8 @@ type kafkaSecurity struct {
 }
 
 func (k *kafkaSecurity) register(fs *flag.FlagSet) {
-	fs.BoolVar(&k.tls, "kafka-tls", envOr("WALHOUSE_KAFKA_TLS", "") == "true" || envOr("WALHOUSE_KAFKA_TLS", "") == "1", "connect to Kafka over TLS (implied by the other --kafka-tls-* flags; env WALHOUSE_KAFKA_TLS=true)")
+	tlsEnv := os.Getenv("WALHOUSE_KAFKA_TLS")
+	fs.BoolVar(&k.tls, "kafka-tls", tlsEnv == "true" || tlsEnv == "1", "connect to Kafka over TLS (implied by the other --kafka-tls-* flags; env WALHOUSE_KAFKA_TLS=true)")
 	fs.StringVar(&k.ca, "kafka-tls-ca", envOr("WALHOUSE_KAFKA_TLS_CA", ""), "PEM file of the CAs that sign the brokers' certificates (default: the system's; env WALHOUSE_KAFKA_TLS_CA)")
 	fs.StringVar(&k.cert, "kafka-tls-cert", envOr("WALHOUSE_KAFKA_TLS_CERT", ""), "PEM client certificate, for brokers that require mutual TLS (env WALHOUSE_KAFKA_TLS_CERT)")
 	fs.StringVar(&k.key, "kafka-tls-key", envOr("WALHOUSE_KAFKA_TLS_KEY", ""), "PEM private key of --kafka-tls-cert (env WALHOUSE_KAFKA_TLS_KEY)")
