@@ -53,6 +53,7 @@ demo: services build
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMatchesReference$$' -fuzztime 30s ./record
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 30s ./record
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRowChange$$' -fuzztime 30s ./capture
 
 # Benchmarks print figures; they never assert timings. Each is a Go program

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
@@ -66,6 +67,8 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 	defer cancel()
 	prefix, _, _ := strings.Cut(topic, ".public.")
 	dec := testenv.NewRecords(t, env, prefix)
+	partitions := 0 // of topic, read at the first row batch
+	placement := capture.Partitioner().ForTopic(topic)
 	var out []*record.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
@@ -76,14 +79,29 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 			if kr.Value == nil {
 				continue // heartbeat
 			}
-			r, err := dec.Decode(ctx, kr.Value)
+			rows, err := dec.DecodeAll(ctx, kr)
 			if err != nil {
 				t.Fatalf("decode record at offset %d: %v", kr.Offset, err)
 			}
-			if string(kr.Key) != r.PartitionKey() {
-				t.Errorf("kafka key %s, record partition key %s", kr.Key, r.PartitionKey())
+			if kr.Key == nil && partitions == 0 {
+				td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+				if err != nil || td[topic].Err != nil {
+					t.Fatalf("describe %s: %v %v", topic, err, td[topic].Err)
+				}
+				partitions = len(td[topic].Partitions)
 			}
-			out = append(out, r)
+			for _, r := range rows {
+				// A row batch sits where its rows' keys place them.
+				if kr.Key == nil {
+					if want := placement.Partition(&kgo.Record{Key: []byte(r.PartitionKey())}, partitions); int32(want) != kr.Partition {
+						t.Errorf("row %s of a batch is in partition %d, its key hashes to %d", r.PartitionKey(), kr.Partition, want)
+					}
+				}
+				if kr.Key != nil && string(kr.Key) != r.PartitionKey() {
+					t.Errorf("kafka key %s, record partition key %s", kr.Key, r.PartitionKey())
+				}
+				out = append(out, r)
+			}
 		}
 	}
 	return out

@@ -43,6 +43,9 @@ type config struct {
 	nameErrs        []error // table names given to options that do not parse
 	envelope        int
 	schemas         SchemaRegistry
+	// snapshotBatchRows is the most rows a snapshot record carries
+	// (envelope version 2); 1 sends each row as a record of its own.
+	snapshotBatchRows int
 }
 
 func defaults() config {
@@ -63,6 +66,8 @@ func defaults() config {
 		workers:         4,
 		chunkPages:      4096,
 		envelope:        record.EnvelopeVersion,
+
+		snapshotBatchRows: 1000,
 	}
 }
 
@@ -202,6 +207,15 @@ func WithSchemaRegistry(r SchemaRegistry) Option { return func(c *config) { c.sc
 // cannot read the registry. The sink reads both.
 func WithEnvelopeVersion(v int) Option { return func(c *config) { c.envelope = v } }
 
+// WithSnapshotBatchRows sets the most snapshot rows one Kafka record
+// carries (default 1000; a batch also closes at 128 KiB). Snapshot rows
+// travel in row batches (see package record, "Row batches"), which cost
+// capture, the broker and the sink a fraction of what a record per row
+// costs; 1 sends each row as a record of its own, for consumers of the
+// topics that read only single records. Envelope version 1 always sends
+// single records.
+func WithSnapshotBatchRows(n int) Option { return func(c *config) { c.snapshotBatchRows = n } }
+
 // WithMaxPendingBytes bounds the encoded bytes produced but not yet
 // acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
 func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
@@ -248,6 +262,9 @@ func (c *config) validate() error {
 	}
 	if c.envelope == 2 && c.schemas == nil {
 		errs = append(errs, errors.New("envelope version 2 needs a schema registry: give a *kgo.Client as producer, or WithSchemaRegistry, or use envelope version 1"))
+	}
+	if c.snapshotBatchRows < 1 || c.snapshotBatchRows > 100_000 {
+		errs = append(errs, fmt.Errorf("snapshot batch rows %d: want 1 (a record per row) to 100000", c.snapshotBatchRows))
 	}
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -49,14 +50,38 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	if err != nil {
 		return fmt.Errorf("snapshot state of %s: %w", p.Table, err)
 	}
+	parts, err := s.batchPartitions(ctx, rel.topic)
+	if err != nil {
+		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+	}
 	var (
-		prod   = newSlabProducer(ctx, s.c.producer)
-		enc    = rel.enc
-		values = make([]record.Value, len(rel.columns))
-		keys   = make([]string, len(rel.keyIdx))
-		id     [36]byte
-		r      record.Record
+		prod    *slabProducer  // rows as records of their own
+		batches *batchProducer // rows in row batches (parts > 0)
+		place   kgo.TopicPartitioner
+		keyRec  kgo.Record // only its key is set: what place reads
+		keyBuf  []byte
+		enc     = rel.enc
+		values  = make([]record.Value, len(rel.columns))
+		keys    = make([]string, len(rel.keyIdx))
+		id      [36]byte
+		r       record.Record
 	)
+	shared := record.Record{
+		OccurredAt: p.At, TenantID: s.c.cfg.defaultTenant, TenantColumn: rel.tenantColumn, Source: rel.source,
+		LSN: cp, CommitLSN: cp, Version: record.SnapshotVersion, Op: record.Read, Columns: rel.columns, SchemaID: rel.schemaID,
+	}
+	if parts > 0 {
+		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows)
+		place = Partitioner().ForTopic(rel.topic)
+	} else {
+		prod = newSlabProducer(ctx, s.c.producer)
+	}
+	wait := func(abandon bool) error {
+		if batches != nil {
+			return batches.wait(abandon)
+		}
+		return prod.wait()
+	}
 	n := int64(0)
 	for rows.Next() {
 		raw := rows.RawValues()
@@ -68,39 +93,47 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 				values[i] = record.Value{Text: unsafe.String(unsafe.SliceData(b), len(b))}
 			}
 		}
-		for i, k := range rel.keyIdx {
-			keys[i] = values[k].Text
-		}
-		r = record.Record{
-			OccurredAt:   p.At,
-			IngestedAt:   time.Now().UTC(),
-			TenantColumn: rel.tenantColumn,
-			Source:       rel.source,
-			LSN:          cp,
-			CommitLSN:    cp,
-			Version:      record.SnapshotVersion,
-			Op:           record.Read,
-			Columns:      rel.columns,
-			SchemaID:     rel.schemaID,
-			Values:       values,
-		}
+		r = shared
+		r.Values = values
 		if rel.tenantIdx >= 0 {
 			if values[rel.tenantIdx].Null {
+				_ = wait(true)
 				return fmt.Errorf("table %s: a row has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", p.Table, rel.tenantColumn)
 			}
 			r.TenantID = values[rel.tenantIdx].Text
+		}
+		if batches != nil {
+			// The batch's decoder derives the eventId and validates the
+			// row; what only the row can get wrong is checked here.
+			for _, k := range rel.keyIdx {
+				if values[k].Null {
+					_ = wait(true)
+					return fmt.Errorf("snapshot row of %s does not form a valid record: %w: key column %q has no value", p.Table, record.ErrInvalid, rel.columns[k].Name)
+				}
+			}
+			keyBuf = r.AppendPartitionKey(keyBuf[:0])
+			keyRec.Key = keyBuf
+			if err := batches.add(enc, place.Partition(&keyRec, parts), &shared, values); err != nil {
+				_ = wait(true)
+				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			}
 		} else {
-			r.TenantID = s.c.cfg.defaultTenant
-		}
-		// The id is written into a buffer reused for every row: the record
-		// is encoded before the next one.
-		eid := record.AppendSnapshotEventID(id[:0], s.sourceID, cp, p.Table, keys, p.At)
-		r.EventID = unsafe.String(unsafe.SliceData(eid), len(eid))
-		if err := r.ValidateRow(); err != nil {
-			return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
-		}
-		if err := prod.produce(enc, rel.topic, &r); err != nil {
-			return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			for i, k := range rel.keyIdx {
+				keys[i] = values[k].Text
+			}
+			r.IngestedAt = time.Now().UTC()
+			// The id is written into a buffer reused for every row: the
+			// record is encoded before the next one.
+			eid := record.AppendSnapshotEventID(id[:0], s.sourceID, cp, p.Table, keys, p.At)
+			r.EventID = unsafe.String(unsafe.SliceData(eid), len(eid))
+			if err := r.ValidateRow(); err != nil {
+				_ = wait(true)
+				return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
+			}
+			if err := prod.produce(enc, rel.topic, &r); err != nil {
+				_ = wait(true)
+				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			}
 		}
 		n++
 		if n%10_000 == 0 {
@@ -109,15 +142,32 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		}
 	}
 	if err := rows.Err(); err != nil {
-		_ = prod.wait()
+		_ = wait(true)
 		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
 	}
 	s.rows.Add(n % 10_000)
 	s.c.rows.Add(n % 10_000)
-	if err := prod.wait(); err != nil {
+	if err := wait(false); err != nil {
 		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, err)
 	}
 	return nil
+}
+
+// batchPartitions returns the partition count of topic when snapshot rows
+// go in row batches, and 0 when each row is a record of its own: with
+// envelope version 1, with batches of one row, or without a topic creator
+// to ask for the count (then the rows are placed by the producer's
+// partitioner).
+func (s *snapshotter) batchPartitions(ctx context.Context, topic string) (int, error) {
+	cfg := &s.c.cfg
+	if cfg.envelope != 2 || cfg.snapshotBatchRows <= 1 || cfg.topics == nil {
+		return 0, nil
+	}
+	n, err := cfg.topics.Partitions(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
 }
 
 // snapshotRelation builds the relation of a table from the catalog, in the

@@ -46,7 +46,8 @@ func (k kafkaTopics) Partitions(ctx context.Context, name string) (int32, error)
 
 // Partitioner returns the partitioner capture needs: records are placed by
 // the murmur2 hash of their key (Kafka's default, so other clients agree),
-// except heartbeats, which go to the partition set on the record.
+// except heartbeats and row batches, which go to the partition set on the
+// record (a row batch holds rows whose keys hash to that partition).
 func Partitioner() kgo.Partitioner { return partitioner{kgo.StickyKeyPartitioner(nil)} }
 
 type partitioner struct{ keyed kgo.Partitioner }
@@ -62,7 +63,7 @@ func (t topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 }
 
 func (t topicPartitioner) Partition(r *kgo.Record, n int) int {
-	if r.Key == nil && len(r.Headers) > 0 && r.Headers[0].Key == record.HeaderHeartbeat {
+	if r.Key == nil && len(r.Headers) > 0 && (r.Headers[0].Key == record.HeaderHeartbeat || r.Headers[0].Key == record.HeaderRows) {
 		return int(r.Partition) % n
 	}
 	return t.keyed.Partition(r, n)

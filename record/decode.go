@@ -80,6 +80,12 @@ type decoder struct {
 	columns   []columnSpec
 
 	assigned []bool // per column: given by the object values reads
+
+	// A row batch's values are members (names unused) in payload; these
+	// are the end of each row there, and the key columns and values.
+	rowEnds []int
+	keyIdx  []int
+	keyVals []string
 }
 
 // span is a string in one of the decoder's buffers, by position, so it
@@ -127,6 +133,7 @@ const (
 	fieldKey
 	fieldPayload
 	fieldUnchanged
+	fieldRows // a row batch's rows, instead of eventId, partitionKey and payload
 	numRecordFields
 )
 
@@ -150,6 +157,7 @@ var recordFields = [numRecordFields]string{
 	fieldKey:          "key",
 	fieldPayload:      "payload",
 	fieldUnchanged:    "unchanged",
+	fieldRows:         "rows",
 }
 
 // The fields of source.
@@ -209,6 +217,9 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 	if err := d.read(data, &e); err != nil {
 		return nil, err
 	}
+	if d.fields[fieldRows] != nil {
+		return nil, fmt.Errorf("%w: the value is a row batch (field rows), which comes with the Kafka header %s; decode it with DecodeBatch", ErrInvalid, HeaderRows)
+	}
 	// Every string the Record keeps, in one allocation.
 	text := string(d.keep)
 	var cols []Column
@@ -221,24 +232,10 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 		}
 		cols = d.makeColumns(text)
 	case 2:
-		if e.hasColumns {
-			return nil, fmt.Errorf("%w: a version 2 record refers to its columns by schemaId and must not carry them", ErrInvalid)
+		var err error
+		if cols, err = d.schemaColumns(&e, schemaID, tenantColumn, schemas); err != nil {
+			return nil, err
 		}
-		if schemaID == "" {
-			return nil, fmt.Errorf("%w: schemaId is missing", ErrInvalid)
-		}
-		var s Schema
-		ok := false
-		if schemas != nil {
-			s, ok = schemas.Schema(schemaID)
-		}
-		if !ok {
-			return nil, fmt.Errorf("%w %q: it is not in the schema registry", ErrUnknownSchema, schemaID)
-		}
-		if s.TenantColumn != tenantColumn {
-			return nil, fmt.Errorf("%w: tenantColumn %q differs from schema %s's %q", ErrInvalid, tenantColumn, schemaID, s.TenantColumn)
-		}
-		cols = s.Columns
 	default:
 		return nil, fmt.Errorf("%w: eventVersion %d is not supported (this build reads 1 and 2)", ErrInvalid, e.eventVersion)
 	}
@@ -299,6 +296,28 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 		return nil, fmt.Errorf("%w: schemaId %q does not match the columns", ErrInvalid, schemaID)
 	}
 	return r, nil
+}
+
+// schemaColumns returns the columns of a version 2 record from schemas.
+func (d *decoder) schemaColumns(e *envelope, schemaID, tenantColumn string, schemas Schemas) ([]Column, error) {
+	if e.hasColumns {
+		return nil, fmt.Errorf("%w: a version 2 record refers to its columns by schemaId and must not carry them", ErrInvalid)
+	}
+	if schemaID == "" {
+		return nil, fmt.Errorf("%w: schemaId is missing", ErrInvalid)
+	}
+	var s Schema
+	ok := false
+	if schemas != nil {
+		s, ok = schemas.Schema(schemaID)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w %q: it is not in the schema registry", ErrUnknownSchema, schemaID)
+	}
+	if s.TenantColumn != tenantColumn {
+		return nil, fmt.Errorf("%w: tenantColumn %q differs from schema %s's %q", ErrInvalid, tenantColumn, schemaID, s.TenantColumn)
+	}
+	return s.Columns, nil
 }
 
 // isEventType reports whether eventType is Record.EventType of a record

@@ -8,7 +8,8 @@
 //
 // # Wire format (envelope version 2)
 //
-// A record is one JSON object per Kafka record value. The Kafka key is the
+// A record is one JSON object per Kafka record value (snapshot rows may
+// instead travel many to a record: see Row batches). The Kafka key is the
 // record's partition key, so all changes of one row land in one partition, in
 // order. Field by field:
 //
@@ -54,6 +55,42 @@
 // older than an ADD COLUMN ... DEFAULT have). A consumer that meets an
 // unknown schemaId reads the registry to its end; DecodeSchema checks that
 // an entry hashes to its id.
+//
+// # Row batches
+//
+// The rows of an initial snapshot share everything in the envelope but
+// their values: the same eventType, times, source, positions, version and
+// schema. Sent as records of their own, that shared part and Kafka's work
+// per record cost capture, the broker and the sink more than the values do.
+// So capture sends snapshot rows in row batches: one Kafka record holding
+// up to a thousand rows (at most about 128 KiB) of one table, all of them
+// rows whose partition keys the partitioner places in the record's
+// partition, so each row still precedes its later changes there. A row
+// batch has no Kafka key and the header HeaderRows ("walhouse-rows", the
+// number of rows in decimal); its value is
+//
+//	{"eventType":"<schema>.<table>.snapshotted","eventVersion":2,
+//	 "occurredAt":…,"ingestedAt":…,["tenantId":…,]"tenantColumn":…,
+//	 "source":{…},"lsn":…,"commitLsn":…,"ordinal":0,"version":0,"op":"r",
+//	 "schemaId":…,"rows":[["v1","v2",null,…],…]}
+//
+// Each row is an array of its values in the schema's column order, text or
+// null. What a single record carries per row is derived from it, by
+// DecodeBatch, exactly as capture derives it for a single record:
+//
+//	tenantId      the tenant column's value; tenantId is in the batch only
+//	              for a table without a tenant column (the configured tenant)
+//	partitionKey  tenant and key values, as for a single record
+//	eventId       SnapshotEventID(source.id, commitLsn, "<schema>.<table>",
+//	              key values, occurredAt): the same id the row gets when it
+//	              is sent alone, so a chunk re-read after a crash dedups
+//	              against either form
+//
+// Only envelope version 2 has row batches; capture sends single records
+// instead with --snapshot-batch-rows 1 or --envelope-version 1, for
+// consumers of the topics that read only single records. A consumer that
+// meets a row batch must not take it for a single record: Decode rejects
+// one and points to DecodeBatch.
 //
 // # Version 1
 //

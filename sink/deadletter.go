@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // Headers the sink puts on a dead-lettered record. The record's key and
@@ -18,6 +20,7 @@ const (
 	HeaderError     = "walhouse-error"
 	HeaderFirstSeen = "walhouse-first-seen"
 	HeaderAttempts  = "walhouse-attempts"
+	// A whole row batch set aside also keeps its record.HeaderRows.
 )
 
 // KafkaDeadLetters returns DeadLetters that produce to topic through cl and
@@ -45,6 +48,9 @@ func (k kafkaDeadLetters) Send(ctx context.Context, l DeadLetter) error {
 			{Key: HeaderFirstSeen, Value: []byte(l.FirstSeen.Format(time.RFC3339Nano))},
 			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(l.Attempts))},
 		},
+	}
+	if l.Rows > 0 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderRows, Value: []byte(strconv.Itoa(l.Rows))})
 	}
 	if err := k.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return fmt.Errorf("produce to dead-letter topic %s: %w", k.topic, err)
@@ -74,6 +80,8 @@ func ParseDeadLetter(r *kgo.Record) (DeadLetter, error) {
 			l.FirstSeen, err = time.Parse(time.RFC3339Nano, v)
 		case HeaderAttempts:
 			l.Attempts, err = strconv.Atoi(v)
+		case record.HeaderRows:
+			l.Rows = record.RowsOf(v)
 		}
 		if err != nil {
 			return l, fmt.Errorf("dead letter at offset %d: header %s: %w", r.Offset, h.Key, err)

@@ -105,7 +105,7 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
 		default:
 			l.m.mismatches.Inc()
-			if err := s.deadLetter(ctx, origin[i], fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {
+			if err := s.deadLetter(ctx, origin[i], r, fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {
 				return nil, nil, nil, err
 			}
 			continue

@@ -165,6 +165,10 @@ type DeadLetter struct {
 	Err       error
 	FirstSeen time.Time
 	Attempts  int
+	// Rows is the row count of a whole row batch set aside (its
+	// record.HeaderRows), 0 for a single record: a replay must send the
+	// header with the value.
+	Rows int
 }
 
 // Config tunes a Sink.
@@ -339,7 +343,7 @@ func (p *pending) add(r *kgo.Record) {
 	}
 	k := tp{r.Topic, r.Partition}
 	p.recs[k] = append(p.recs[k], r)
-	p.count++
+	p.count += rowsIn(r)
 }
 
 // Run consumes until ctx is done or a record can never be loaded (and no
@@ -597,7 +601,13 @@ func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 		}
 	}
 	for len(recs) > 0 {
-		n := min(len(recs), s.cfg.MaxBatchRecords)
+		// At least one record, then as many as keep the rows (a row batch
+		// weighs its rows) within MaxBatchRecords.
+		n, rows := 1, rowsIn(recs[0])
+		for n < len(recs) && rows+rowsIn(recs[n]) <= s.cfg.MaxBatchRecords {
+			rows += rowsIn(recs[n])
+			n++
+		}
 		out = append(out, recs[:n])
 		recs = recs[n:]
 	}
@@ -682,7 +692,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 		}
 		start = i + 1
 		if err != nil {
-			if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 				return err
 			}
 			continue
@@ -741,7 +751,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		h, isHB, err := heartbeatOf(kr)
 		if isHB {
 			if err != nil {
-				if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 					return err
 				}
 				continue
@@ -749,27 +759,41 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			beats = append(beats, h)
 			continue
 		}
-		r, err := s.decode(ctx, kr)
+		var (
+			one  *record.Record
+			rows []*record.Record
+		)
+		if isBatch(kr) {
+			rows, err = decodeWith(ctx, s, kr, s.dec.DecodeBatch)
+		} else {
+			one, err = decodeWith(ctx, s, kr, s.dec.Decode)
+			rows = []*record.Record{one}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if errors.Is(err, record.ErrUnknownSchema) && !errors.Is(err, record.ErrInvalid) {
 			return err // no registry to look in: a configuration error, not a poison record
 		}
-		if err == nil && len(b.Records) > 0 && (r.Source.Schema != b.Source.Schema || r.Source.Table != b.Source.Table) {
-			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, r.Source.Schema, r.Source.Table)
+		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
+			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
 		}
 		if err != nil {
-			if err := s.deadLetter(ctx, kr, err, 1); err != nil {
+			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 				return err
 			}
 			continue
 		}
 		if len(b.Records) == 0 {
-			b.Source = r.Source
+			b.Source = rows[0].Source
 		}
-		b.Records = append(b.Records, r)
-		origin = append(origin, kr)
+		b.Records = append(b.Records, rows...)
+		if one != nil {
+			origin = append(origin, kr)
+		} else {
+			origin = appendRowOrigins(origin, kr, len(rows))
+		}
+		r := rows[len(rows)-1] // a batch's rows share the times and positions
 		seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
 	}
 	// The table is the records' if there are any, else the heartbeats'.
@@ -838,14 +862,14 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 	var re *RecordError
 	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(b.Records) {
 		aside[origin[re.Index]] = true
-		if err := s.deadLetter(ctx, origin[re.Index], re.Err, attempt); err != nil {
+		if err := s.deadLetter(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
 			return err
 		}
 		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}}, aside)
 	}
 	if len(b.Records) == 1 {
 		aside[origin[0]] = true
-		return s.deadLetter(ctx, origin[0], err, attempt)
+		return s.deadLetter(ctx, origin[0], b.Records[0], err, attempt)
 	}
 	mid := len(b.Records) / 2
 	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}}, aside)
@@ -869,34 +893,49 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 	return nil
 }
 
-// decode decodes a record's value. A version 2 record whose schema is not
-// known yet makes the sink read the registry up to now, retrying while it
-// cannot be read: capture registers a schema before producing a record that
-// refers to it, so after a successful read a schema that is still missing
-// never will be there, and the record is poison.
-func (s *Sink) decode(ctx context.Context, kr *kgo.Record) (*record.Record, error) {
-	r, err := s.dec.Decode(kr.Value, s.cfg.Schemas)
+// decodeWith decodes a record's value with decode (a Decoder's Decode or
+// DecodeBatch). A version 2 record whose schema is not known yet makes the
+// sink read the registry up to now, retrying while it cannot be read:
+// capture registers a schema before producing a record that refers to it,
+// so after a successful read a schema that is still missing never will be
+// there, and the record is poison.
+func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func([]byte, record.Schemas) (T, error)) (T, error) {
+	var schemas record.Schemas
+	if s.cfg.Schemas != nil {
+		schemas = s.cfg.Schemas
+	}
+	r, err := decode(kr.Value, schemas)
 	if !errors.Is(err, record.ErrUnknownSchema) {
 		return r, err
 	}
 	if s.cfg.Schemas == nil {
-		return nil, fmt.Errorf("record at %s/%d offset %d: %w, and the sink was started without a schema registry (sink.Config.Schemas)", kr.Topic, kr.Partition, kr.Offset, err)
+		return r, fmt.Errorf("record at %s/%d offset %d: %w, and the sink was started without a schema registry (sink.Config.Schemas)", kr.Topic, kr.Partition, kr.Offset, err)
 	}
 	if rerr := s.retry(ctx, "read the schema registry", func() error { return s.cfg.Schemas.Refresh(ctx) }); rerr != nil {
-		return nil, rerr
+		return r, rerr
 	}
-	r, err = s.dec.Decode(kr.Value, s.cfg.Schemas)
+	r, err = decode(kr.Value, schemas)
 	if errors.Is(err, record.ErrUnknownSchema) {
 		err = fmt.Errorf("%w: %w (capture registers every schema before its records, so this record was not written by capture)", record.ErrInvalid, err)
 	}
 	return r, err
 }
 
-func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, cause error, attempts int) error {
+// deadLetter sends kr to the dead letters with the cause. r is the decoded
+// row when there is one: a row of a row batch goes there as a record of its
+// own (key and value of the single record capture would have sent), not as
+// the whole batch, whose other rows were loaded.
+func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
 	if s.cfg.DeadLetters == nil {
 		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
 	}
 	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts}
+	switch {
+	case isRowOrigin(kr) && r != nil:
+		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)
+	case isBatch(kr):
+		dl.Rows = rowsIn(kr)
+	}
 	if err := s.retry(ctx, "send to the dead-letter topic", func() error { return s.cfg.DeadLetters.Send(ctx, dl) }); err != nil {
 		return err
 	}

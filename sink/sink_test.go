@@ -368,3 +368,56 @@ func TestSinkWithoutRegistryStops(t *testing.T) {
 		t.Fatalf("Run = %v with %d dead letters, want ErrUnknownSchema and none", err, len(dead.got))
 	}
 }
+
+// rowBatch returns a row batch of table topic at the given place, holding
+// one snapshot row per id.
+func rowBatch(topic string, partition int32, offset int64, ids ...int) *kgo.Record {
+	at := time.Unix(1700000000, 0).UTC()
+	src := record.Source{ID: "s", Schema: "public", Table: topic}
+	schemaID := record.SchemaID("tenant_id", recColumns)
+	enc := record.NewEncoder(src, "tenant_id", recColumns, schemaID, 2)
+	var b record.RowBatch
+	enc.StartBatch(&b, nil, &record.Record{OccurredAt: at, IngestedAt: at, LSN: 900, CommitLSN: 900})
+	for _, id := range ids {
+		enc.AddRow(&b, []record.Value{{Text: "t"}, {Text: fmt.Sprint(id)}})
+	}
+	return &kgo.Record{Topic: topic, Partition: partition, Offset: offset, Value: b.Finish(),
+		Headers: []kgo.RecordHeader{{Key: record.HeaderRows, Value: []byte(fmt.Sprint(len(ids)))}}}
+}
+
+func TestSinkWeighsRowBatchesByTheirRows(t *testing.T) {
+	l := &fakeLoader{}
+	polls := []*kgo.Record{rowBatch("a", 0, 0, 100, 101, 102), rec("a", 0, 1), rowBatch("a", 0, 2, 103, 104, 105, 106), rec("a", 0, 3)}
+	runScript(t, Config{MaxBatchRecords: 5}, nil, l, polls)
+	want := []string{"a/0/0-1 n=4", "a/0/2-3 n=5"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+}
+
+func TestSinkDeadLettersOneRowOfABatch(t *testing.T) {
+	l := &fakeLoader{failOn: "101"}
+	dead := &fakeDead{}
+	broken := rowBatch("a", 0, 1, 200)
+	broken.Value = broken.Value[:len(broken.Value)-3]
+	runScript(t, Config{DeadLetters: dead, PermanentAttempts: 1}, nil, l, []*kgo.Record{rowBatch("a", 0, 0, 100, 101, 102), broken})
+	if len(dead.got) != 2 {
+		t.Fatalf("dead letters %+v, want the unloadable row and the broken batch", dead.got)
+	}
+	// The broken batch is found when decoding, before anything loads.
+	row := dead.got[1]
+	r, err := record.Decode(row.Value, testSchemas())
+	if err != nil {
+		t.Fatalf("the dead row is not a record of its own: %v", err)
+	}
+	if r.Values[1].Text != "101" || string(row.Key) != r.PartitionKey() || row.Offset != 0 || row.Rows != 0 {
+		t.Errorf("dead row %+v (decoded %+v), want row 101 of the batch at offset 0 with its key", row, r)
+	}
+	if whole := dead.got[0]; whole.Offset != 1 || whole.Rows != 1 || string(whole.Value) != string(broken.Value) || !errors.Is(whole.Err, record.ErrInvalid) {
+		t.Errorf("broken batch dead letter %+v, want offset 1, its value and rows 1", whole)
+	}
+	want := []string{"a/0/0-1[0:1] n=1", "a/0/0-1[2:3] n=1"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+}

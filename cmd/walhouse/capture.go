@@ -36,6 +36,7 @@ func runCapture(ctx context.Context, args []string) error {
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
+		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
 		tables      listFlag
 		exclude     listFlag
 		tenantFor   listFlag
@@ -63,7 +64,14 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithEnvelopeVersion(*envelope),
 		capture.WithSnapshotWorkers(*workers),
 		capture.WithSnapshotChunkPages(*chunkPages),
+		capture.WithSnapshotBatchRows(*batchRows),
 		capture.WithResnapshot(resnapshot...),
+	}
+	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
+		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
+	}
+	if *envelope == 1 {
+		opts = append(opts, capture.WithSnapshotBatchRows(1))
 	}
 	if *noCreate {
 		opts = append(opts, capture.WithoutSlotCreation())

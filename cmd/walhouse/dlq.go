@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -154,7 +156,11 @@ func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
 		if err != nil {
 			return err
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value}).FirstErr(); err != nil {
+		out := &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value}
+		if l.Rows > 0 {
+			out.Headers = []kgo.RecordHeader{{Key: record.HeaderRows, Value: []byte(strconv.Itoa(l.Rows))}}
+		}
+		if err := cl.ProduceSync(ctx, out).FirstErr(); err != nil {
 			return fmt.Errorf("replay to %s: %w", l.Topic, err)
 		}
 		if err := cl.CommitRecords(ctx, r); err != nil {

@@ -208,23 +208,25 @@ func (p *pipeline) redeliveries(topic string) (records, distinct int) {
 	seen := map[string]string{}
 	differ := 0
 	for _, kr := range changes(rs) {
-		r, err := p.decode(kr)
+		rows, err := p.decode(kr)
 		if err != nil {
 			p.t.Fatalf("decode %s/%d@%d: %v", kr.Topic, kr.Partition, kr.Offset, err)
 		}
-		r.IngestedAt = time.Time{}
-		canon := string(record.AppendJSON(nil, r))
-		records++
-		if prev, ok := seen[r.EventID]; ok {
-			if prev != canon && differ < 3 {
-				p.t.Errorf("eventId %s was produced twice with different contents:\n%s\n%s", r.EventID, prev, canon)
+		for _, r := range rows {
+			r.IngestedAt = time.Time{}
+			canon := string(record.AppendJSON(nil, r))
+			records++
+			if prev, ok := seen[r.EventID]; ok {
+				if prev != canon && differ < 3 {
+					p.t.Errorf("eventId %s was produced twice with different contents:\n%s\n%s", r.EventID, prev, canon)
+				}
+				if prev != canon {
+					differ++
+				}
+				continue
 			}
-			if prev != canon {
-				differ++
-			}
-			continue
+			seen[r.EventID] = canon
 		}
-		seen[r.EventID] = canon
 	}
 	return records, len(seen)
 }

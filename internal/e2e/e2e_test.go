@@ -51,14 +51,15 @@ type pipeline struct {
 	records  *testenv.Records // decodes the pipeline's records; made on first use
 }
 
-// decode decodes one record of the pipeline's topics, as the sink would.
-func (p *pipeline) decode(kr *kgo.Record) (*record.Record, error) {
+// decode decodes one record of the pipeline's topics, as the sink would:
+// a row batch into its rows, another record into itself.
+func (p *pipeline) decode(kr *kgo.Record) ([]*record.Record, error) {
 	if p.records == nil {
 		p.records = testenv.NewRecords(p.t, p.env, p.prefix)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return p.records.Decode(ctx, kr.Value)
+	return p.records.DecodeAll(ctx, kr)
 }
 
 func newPipeline(t *testing.T) *pipeline {

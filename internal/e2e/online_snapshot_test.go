@@ -89,12 +89,14 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kr := range changes(recs) {
-		r, err := p.decode(kr)
+		rows, err := p.decode(kr)
 		if err != nil {
 			t.Fatalf("decode a record of %s: %v", streamed, err)
 		}
-		if r.IngestedAt.After(first) && r.IngestedAt.Before(last) {
-			during++
+		for _, r := range rows {
+			if r.IngestedAt.After(first) && r.IngestedAt.Before(last) {
+				during++
+			}
 		}
 	}
 	if during == 0 {
@@ -114,18 +116,20 @@ func ingestSpan(t *testing.T, p *pipeline, topic string, op record.Op) (first, l
 		t.Fatal(err)
 	}
 	for _, kr := range changes(recs) {
-		r, err := p.decode(kr)
+		rows, err := p.decode(kr)
 		if err != nil {
 			t.Fatalf("decode a record of %s: %v", topic, err)
 		}
-		if r.Op != op {
-			continue
-		}
-		if first.IsZero() || r.IngestedAt.Before(first) {
-			first = r.IngestedAt
-		}
-		if r.IngestedAt.After(last) {
-			last = r.IngestedAt
+		for _, r := range rows {
+			if r.Op != op {
+				continue
+			}
+			if first.IsZero() || r.IngestedAt.Before(first) {
+				first = r.IngestedAt
+			}
+			if r.IngestedAt.After(last) {
+				last = r.IngestedAt
+			}
 		}
 	}
 	if first.IsZero() {

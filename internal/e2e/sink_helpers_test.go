@@ -189,6 +189,21 @@ func changes(rs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
+// rowsOf returns the row changes in rs: a row batch holds many.
+func rowsOf(rs []*kgo.Record) int {
+	n := 0
+	for _, r := range rs {
+		rows := 1
+		for _, h := range r.Headers {
+			if h.Key == record.HeaderRows {
+				rows = record.RowsOf(string(h.Value))
+			}
+		}
+		n += rows
+	}
+	return n
+}
+
 // waitProduced waits until topic holds at least n row changes.
 func (p *pipeline) waitProduced(topic string, n int64) {
 	p.t.Helper()
@@ -197,7 +212,7 @@ func (p *pipeline) waitProduced(topic string, n int64) {
 		if err != nil {
 			return err
 		}
-		if got := len(changes(rs)); int64(got) < n {
+		if got := rowsOf(changes(rs)); int64(got) < n {
 			return fmt.Errorf("%s holds %d of %d changes", topic, got, n)
 		}
 		return nil
@@ -375,10 +390,14 @@ func (p *pipeline) waitDeadLetters(topic string, n int, procs ...*testenv.Proc) 
 func (p *pipeline) tamper(r *kgo.Record, column, value string) *kgo.Record {
 	t := p.t
 	t.Helper()
-	rec, err := p.decode(r)
+	rows, err := p.decode(r)
 	if err != nil {
 		t.Fatalf("decode %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 	}
+	if len(rows) != 1 {
+		t.Fatalf("%s/%d@%d is a row batch; tamper takes a single change", r.Topic, r.Partition, r.Offset)
+	}
+	rec := rows[0]
 	found := false
 	for i, c := range rec.Columns {
 		if c.Name == column {

@@ -32,6 +32,29 @@ func NewRecords(t testing.TB, env Env, prefix string) *Records {
 	return &Records{reader: registry.NewReader(cl, registry.Topic(prefix), slog.New(slog.DiscardHandler))}
 }
 
+// DecodeAll decodes one Kafka record: a row batch (record.HeaderRows) into
+// its rows, any other record into itself.
+func (rs *Records) DecodeAll(ctx context.Context, kr *kgo.Record) ([]*record.Record, error) {
+	for _, h := range kr.Headers {
+		if h.Key != record.HeaderRows {
+			continue
+		}
+		out, err := record.DecodeBatch(kr.Value, rs.reader)
+		if !errors.Is(err, record.ErrUnknownSchema) {
+			return out, err
+		}
+		if err := rs.reader.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		return record.DecodeBatch(kr.Value, rs.reader)
+	}
+	r, err := rs.Decode(ctx, kr.Value)
+	if err != nil {
+		return nil, err
+	}
+	return []*record.Record{r}, nil
+}
+
 // Decode decodes one record value.
 func (rs *Records) Decode(ctx context.Context, value []byte) (*record.Record, error) {
 	r, err := record.Decode(value, rs.reader)

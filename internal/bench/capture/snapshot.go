@@ -109,6 +109,6 @@ func (b *bench) timeSnapshotCapture(ctx context.Context, undo *cleanupStack, row
 	if m.rss, err = p.peakRSS(); err != nil {
 		return m, err
 	}
-	m.note = b.kafkaCount(ctx, prefix+"."+b.names.table)
+	m.note = b.kafkaRows(ctx, prefix+"."+b.names.table)
 	return m, nil
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/record"
 )
 
 // statusInterval is how often walhouse reports its confirmed position to
@@ -154,4 +156,45 @@ func (b *bench) kafkaCount(ctx context.Context, topic string) string {
 	var n int64
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	return fmt.Sprintf("%d records in %s", n, topic)
+}
+
+// kafkaRows describes how many rows a topic's records hold (a row batch
+// holds many), as a sanity check that every row reached Kafka; it reads
+// the topic to its end.
+func (b *bench) kafkaRows(ctx context.Context, topic string) string {
+	ends, err := b.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return "rows in Kafka unknown: " + err.Error()
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.opts.brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return "rows in Kafka unknown: " + err.Error()
+	}
+	defer cl.Close()
+	rows, records := 0, 0
+	for len(left) > 0 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			records++
+			if r.Value != nil {
+				n := 1
+				for _, h := range r.Headers {
+					if h.Key == record.HeaderRows {
+						n = record.RowsOf(string(h.Value))
+					}
+				}
+				rows += n
+			}
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return fmt.Sprintf("%d rows in %d records in %s", rows, records, topic)
 }

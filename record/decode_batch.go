@@ -1,0 +1,238 @@
+package record
+
+import (
+	"fmt"
+
+	"github.com/valyala/fastjson"
+)
+
+// DecodeBatch parses one row batch (a record value that came with the
+// HeaderRows header) and returns its rows as records, each validated as
+// Decode validates a record. The fields a batch leaves out are derived from
+// each row: tenantId from the tenant column (or the batch's tenantId when
+// the table has none), the partition key, and the eventId, which is
+// SnapshotEventID of the source id, commitLsn, "<schema>.<table>", the key
+// values and occurredAt: exactly what capture gives the same row sent as a
+// record of its own.
+//
+// Errors wrap ErrInvalid or ErrUnknownSchema as Decode's do; a batch with a
+// bad row is invalid as a whole. The records share nothing with data.
+func DecodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
+	var d Decoder
+	return d.DecodeBatch(data, schemas)
+}
+
+// DecodeBatch decodes one row batch; see the package-level DecodeBatch.
+func (d *Decoder) DecodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
+	rs, err := d.d.decodeBatch(data, schemas)
+	if len(data) > maxKeptRecord {
+		d.d = decoder{}
+	}
+	return rs, err
+}
+
+// The fields a row batch must not have: each row has its own.
+var perRowFields = [...]int{fieldEventID, fieldPartitionKey, fieldKey, fieldPayload, fieldUnchanged, fieldColumns}
+
+func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
+	var e envelope
+	if err := d.read(data, &e); err != nil {
+		return nil, err
+	}
+	rows := d.fields[fieldRows]
+	if rows == nil || rows.Type() == fastjson.TypeNull {
+		return nil, fmt.Errorf("%w: a row batch needs the field rows; a value without it is a single record (decode it with Decode)", ErrInvalid)
+	}
+	for _, f := range perRowFields {
+		if d.fields[f] != nil {
+			return nil, fmt.Errorf("%w: a row batch has no field %s: it is derived for each row", ErrInvalid, recordFields[f])
+		}
+	}
+	if e.eventVersion != 2 {
+		return nil, fmt.Errorf("%w: a row batch has eventVersion 2, not %d", ErrInvalid, e.eventVersion)
+	}
+	if err := d.readRows(rows); err != nil {
+		return nil, err
+	}
+	text := string(d.keep)
+	schemaID := e.schemaID.of(text)
+	tenantColumn := e.tenantColumn.of(text)
+	cols, err := d.schemaColumns(&e, schemaID, tenantColumn, schemas)
+	if err != nil {
+		return nil, err
+	}
+	op, err := ParseOp(transient(e.op.in(d.check)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if op != Read || e.ordinal != 0 {
+		return nil, fmt.Errorf("%w: a row batch carries snapshot rows (op r, ordinal 0), not op %s ordinal %d", ErrInvalid, op, e.ordinal)
+	}
+	lsn, err := ParseLSN(transient(e.lsn.in(d.check)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	commitLSN, err := ParseLSN(transient(e.commitLSN.in(d.check)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	src := Source{ID: e.source[sourceID].of(text), Schema: e.source[sourceSchema].of(text), Table: e.source[sourceTable].of(text)}
+	if eventType := e.eventType.in(d.check); !isEventType(eventType, src, Read) {
+		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, src.Schema+"."+src.Table+"."+Read.verb())
+	}
+	tenantIdx := -1
+	d.keyIdx = d.keyIdx[:0]
+	for i, c := range cols {
+		if c.Name == tenantColumn && tenantColumn != "" {
+			tenantIdx = i
+		}
+		if c.Key {
+			d.keyIdx = append(d.keyIdx, i)
+		}
+	}
+	tenant := e.tenantID.of(text)
+	if tenantColumn != "" && tenant != "" {
+		return nil, fmt.Errorf("%w: a row batch of a table with tenant column %q takes each row's tenant from it and has no tenantId", ErrInvalid, tenantColumn)
+	}
+
+	n := len(d.rowEnds)
+	recs := make([]Record, n)
+	out := make([]*Record, n)
+	vals := make([]Value, n*len(cols))
+	table := src.Schema + "." + src.Table
+	ids := make([]byte, 0, n*36)
+	if cap(d.keyVals) < len(d.keyIdx) {
+		d.keyVals = make([]string, len(d.keyIdx))
+	}
+	keys := d.keyVals[:len(d.keyIdx)]
+	start := 0
+	for i, end := range d.rowEnds {
+		cells := d.payload[start:end]
+		start = end
+		if len(cells) != len(cols) {
+			return nil, fmt.Errorf("%w: rows[%d] has %d values for %d columns", ErrInvalid, i, len(cells), len(cols))
+		}
+		v := vals[i*len(cols) : (i+1)*len(cols) : (i+1)*len(cols)]
+		for j, c := range cells {
+			if c.null {
+				v[j].Null = true
+			} else {
+				v[j].Text = c.text.of(text)
+			}
+		}
+		for j, k := range d.keyIdx {
+			keys[j] = v[k].Text
+		}
+		from := len(ids)
+		ids = AppendSnapshotEventID(ids, src.ID, commitLSN, table, keys, e.occurredAt)
+		r := &recs[i]
+		*r = Record{
+			EventID:      transient(ids[from:]), // replaced by the final string below
+			OccurredAt:   e.occurredAt,
+			IngestedAt:   e.ingestedAt,
+			TenantID:     tenant,
+			TenantColumn: tenantColumn,
+			Source:       src,
+			LSN:          lsn,
+			CommitLSN:    commitLSN,
+			Version:      e.version,
+			Op:           Read,
+			Columns:      cols,
+			SchemaID:     schemaID,
+			Values:       v,
+		}
+		if tenantIdx >= 0 && !v[tenantIdx].Null {
+			r.TenantID = v[tenantIdx].Text
+		}
+		if err := r.ValidateRow(); err != nil {
+			return nil, fmt.Errorf("rows[%d]: %w", i, err)
+		}
+		out[i] = r
+	}
+	// Every eventId in one allocation.
+	idText := string(ids)
+	for i := range recs {
+		recs[i].EventID = idText[i*36 : (i+1)*36]
+	}
+	return out, nil
+}
+
+// readRows reads the rows of a row batch into d.payload (one member per
+// value, its name unused) and the end of each row there into d.rowEnds. It
+// reads `[[v,…],…]` as fastjson writes back an array it parsed (no white
+// space, strings as they were on the wire), each v a string, unescaped into
+// keep, or null.
+func (d *decoder) readRows(v *fastjson.Value) error {
+	if v.Type() != fastjson.TypeArray {
+		return typeError("rows", v, "an array")
+	}
+	d.tok = v.MarshalTo(d.tok[:0])
+	tok := d.tok
+	// fastjson wrote tok from what it parsed, so its shape holds; the
+	// checks keep a surprise from becoming a panic.
+	at := func(i int) byte {
+		if i < len(tok) {
+			return tok[i]
+		}
+		return 0
+	}
+	bad := func() error { return fmt.Errorf("%w: rows: unexpected array text %q", ErrInvalid, excerpt(tok)) }
+	d.payload, d.rowEnds = d.payload[:0], d.rowEnds[:0]
+	if at(0) != '[' {
+		return bad()
+	}
+	if at(1) == ']' {
+		return fmt.Errorf("%w: a row batch has no rows", ErrInvalid)
+	}
+	for i := 1; ; {
+		row := len(d.rowEnds)
+		if at(i) != '[' {
+			return fmt.Errorf("%w: rows[%d] is %s, want an array", ErrInvalid, row, kindOf(tok[min(i, len(tok)):]))
+		}
+		i++
+		if at(i) == ']' {
+			i++
+		} else {
+			for {
+				var m member
+				switch c := at(i); {
+				case c == '"':
+					var end int
+					var ok bool
+					m.text.start = len(d.keep)
+					if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
+						return fmt.Errorf("%w: rows[%d] has a value that is not a valid JSON string: %q", ErrInvalid, row, excerpt(tok[i:]))
+					}
+					m.text.end = len(d.keep)
+					i += end + 2
+				case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
+					m.null = true
+					i += 4
+				default:
+					return fmt.Errorf("%w: rows[%d] has a value that is %s, want a string or null", ErrInvalid, row, kindOf(tok[min(i, len(tok)):]))
+				}
+				d.payload = append(d.payload, m)
+				if at(i) == ']' {
+					i++
+					break
+				}
+				if at(i) != ',' {
+					return bad()
+				}
+				i++
+			}
+		}
+		d.rowEnds = append(d.rowEnds, len(d.payload))
+		switch at(i) {
+		case ']':
+			if i+1 != len(tok) {
+				return bad()
+			}
+			return nil
+		case ',':
+			i++
+		default:
+			return bad()
+		}
+	}
+}

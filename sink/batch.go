@@ -1,0 +1,56 @@
+package sink
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Capture sends snapshot rows in row batches (see package record, "Row
+// batches"): one Kafka record, many rows. The sink weighs such a record by
+// its rows when it cuts batches, and gives each row a stand-in for the
+// record, so that a row that can never be loaded goes to the dead letters
+// alone while the others of its batch load.
+
+// batchHeader returns the value of kr's record.HeaderRows and whether it
+// has one.
+func batchHeader(kr *kgo.Record) (string, bool) {
+	for _, h := range kr.Headers {
+		if h.Key == record.HeaderRows {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// isBatch reports whether kr is a row batch.
+func isBatch(kr *kgo.Record) bool {
+	_, ok := batchHeader(kr)
+	return ok && kr.Value != nil
+}
+
+// rowsIn returns the rows kr carries: its batch's count, else 1.
+func rowsIn(kr *kgo.Record) int {
+	if v, ok := batchHeader(kr); ok {
+		return record.RowsOf(v)
+	}
+	return 1
+}
+
+// appendRowOrigins appends to origin a stand-in for batch kr for each of
+// its n rows: its topic, partition, offset, time and headers, but no key or
+// value, which the dead letters take from the row (see deadLetter).
+func appendRowOrigins(origin []*kgo.Record, kr *kgo.Record, n int) []*kgo.Record {
+	rows := make([]kgo.Record, n)
+	for i := range rows {
+		rows[i] = kgo.Record{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp, Headers: kr.Headers}
+		origin = append(origin, &rows[i])
+	}
+	return origin
+}
+
+// isRowOrigin reports whether kr is a row's stand-in for its batch.
+func isRowOrigin(kr *kgo.Record) bool {
+	_, ok := batchHeader(kr)
+	return ok && kr.Value == nil
+}
