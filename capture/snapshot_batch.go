@@ -22,9 +22,10 @@ import (
 // later changes in its partition.
 
 const (
-	// batchBytes closes a batch once it is this large: far below Kafka's
-	// default message limit (1 MiB), large enough that the per-record cost
-	// vanishes.
+	// batchBytes bounds a batch: far below Kafka's default message limit
+	// (1 MiB), large enough that the per-record cost vanishes. A row that
+	// would take a batch past it starts the next one, so only a batch of
+	// one large row is larger.
 	batchBytes = 128 << 10
 	// maxBatchesInFlight bounds the bytes of one chunk reader's batches that
 	// Kafka has not acknowledged yet (16 MiB, as for single records); a
@@ -87,6 +88,13 @@ func newBatchProducer(ctx context.Context, p Producer, topic string, partitions,
 // while it waits for room.
 func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record, vals []record.Value) error {
 	o := &p.open[part]
+	if o.buf != nil && o.batch.Size()+rowSize(vals) > batchBytes {
+		// A large row starts a batch of its own instead of making this one
+		// larger than Kafka may accept where the row alone would fit.
+		if err := p.send(part); err != nil {
+			return err
+		}
+	}
 	if o.buf == nil {
 		o.buf = p.buffer()
 		o.buf.at = time.Now().UTC()
@@ -98,6 +106,16 @@ func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record
 		return p.send(part)
 	}
 	return nil
+}
+
+// rowSize estimates the bytes a row adds to a batch (its values, quoted,
+// with separators; escapes make it more).
+func rowSize(vals []record.Value) int {
+	n := 2
+	for _, v := range vals {
+		n += len(v.Text) + 5
+	}
+	return n
 }
 
 // send produces partition part's open batch.
