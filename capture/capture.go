@@ -134,6 +134,12 @@ func (c *Capturer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if leaves, err := partitionsAsTables(ctx, catConn, c.cfg.publication); err != nil {
+		return err
+	} else if len(leaves) > 0 {
+		c.log.Warn("the publication sends partitions as tables of their own: each becomes its own topic and ClickHouse table, and the partitioned table none; to capture partitioned tables as one table, run ALTER PUBLICATION ... SET (publish_via_partition_root = true) and --resnapshot them",
+			"publication", c.cfg.publication, "partitions", leaves)
+	}
 	var version int
 	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
 		return fmt.Errorf("read the server version: %w", err)
@@ -311,7 +317,11 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
 		}
 		var published bool
 		if exists {
-			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, cfg.publication, schema, table).Scan(&published); err != nil {
+			// pg_publication_tables lists a partitioned table's partitions
+			// instead of the table when the publication does not publish via
+			// the root; pg_publication_rel holds the table as it was added.
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)
+				OR EXISTS (SELECT 1 FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid WHERE p.pubname = $1 AND r.prrelid = $4)`, cfg.publication, schema, table, oid).Scan(&published); err != nil {
 				return fmt.Errorf("look up publication %s: %w", cfg.publication, err)
 			}
 		}

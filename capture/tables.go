@@ -194,3 +194,26 @@ func hasUnchanged(values []record.Value) bool {
 	}
 	return false
 }
+
+// partitionsAsTables returns (up to ten of) the partitions that publication
+// pub sends as tables of their own: it does not publish via the partition
+// root (walhouse creates its publications with publish_via_partition_root;
+// one made by hand may lack it).
+func partitionsAsTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT t.schemaname || '.' || t.tablename
+		FROM pg_catalog.pg_publication p
+		JOIN pg_catalog.pg_publication_tables t ON t.pubname = p.pubname
+		JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname
+		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+		WHERE p.pubname = $1 AND NOT p.pubviaroot AND c.relispartition
+		ORDER BY 1 LIMIT 10`, pub)
+	if err != nil {
+		return nil, fmt.Errorf("read how publication %s sends partitions: %w", pub, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read how publication %s sends partitions: %w", pub, err)
+	}
+	return out, nil
+}

@@ -82,3 +82,28 @@ func TestIntegrationPartitionedTable(t *testing.T) {
 		t.Errorf("capture logged errors:\n%s", capture.Output())
 	}
 }
+
+// A publication made by hand without publish_via_partition_root sends a
+// partitioned table's partitions as tables of their own. Capture must
+// accept the table named with --tables (it is in the publication, though
+// pg_publication_tables lists only its partitions), say in a warning what
+// that publication does and how to change it, and capture the partitions
+// as it warned: ClickHouse gets one table per partition.
+func TestIntegrationPartitionsPublishedAsTables(t *testing.T) {
+	p := newPipeline(t)
+	name := testenv.Name("leafpub")
+	qt := pgx.Identifier{name}.Sanitize()
+	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text NOT NULL, id bigint NOT NULL, PRIMARY KEY (tenant_id, id)) PARTITION BY RANGE (id)`, qt))
+	t.Cleanup(func() { p.exec("DROP TABLE IF EXISTS " + qt) })
+	p.exec(fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (0) TO (100)`, pgx.Identifier{name + "_a"}.Sanitize(), qt))
+	p.exec(fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (100) TO (200)`, pgx.Identifier{name + "_b"}.Sanitize(), qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 'acme', g FROM generate_series(1, 150) g`, qt))
+	p.exec(fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qt))
+
+	capture := killAtEnd(t, p.runCapture(p.captureArgs([]string{name})))
+	waitLog(t, capture, "publish_via_partition_root", name+"_a", name+"_b")
+	sink := p.sink()
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text FROM %s WHERE id >= 100 ORDER BY 1, 2`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY 1, 2", p.database, name+"_b")
+	p.converge(pgQuery, chQuery, capture, sink)
+}
