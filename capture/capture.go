@@ -204,6 +204,9 @@ func (c *Capturer) Run(ctx context.Context) error {
 		topics:   map[string]bool{},
 		online:   online,
 	}
+	if err := s.seedLeaves(ctx); err != nil {
+		return err
+	}
 	return s.run(ctx, start)
 }
 

@@ -48,7 +48,13 @@ type snapshotPlan struct {
 	// for a plain table, and in plans saved before partitions were split,
 	// which read the whole table as one chunk.
 	Parts []partPlan `json:"partitions,omitempty"`
-	mu    sync.Mutex `json:"-"`
+	// Leaves are all leaf partitions ("schema.name") of a partitioned table
+	// when the plan was made, copied before or by it: a leaf that is not
+	// among them when capture starts was attached while capture was
+	// stopped, and is copied then. Nil for a plain table and in plans saved
+	// before leaves were kept (whose tables' leaves are taken as copied).
+	Leaves []string   `json:"leaves"`
+	mu     sync.Mutex `json:"-"`
 }
 
 // partPlan is one leaf partition in a snapshot plan: it owns the plan's
@@ -326,6 +332,7 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 			return nil, err
 		}
 		p.setParts(leaves[table])
+		p.Leaves = leafNames(leaves[table])
 		if p.Chunks == 0 { // no partitions yet: read the (empty) root once
 			p.Parts, p.Chunks = nil, 1
 		}

@@ -51,13 +51,15 @@ func (s *stream) pollTables(ctx context.Context) error {
 }
 
 // followPartitions copies the partitions attached to a captured
-// partitioned table while capture streams. ATTACH PARTITION writes no row
-// changes, so without a copy ClickHouse would never see the rows an
-// attached table brings. A partition created empty (CREATE TABLE … PARTITION
-// OF) is copied too, harmlessly: its rows, if any yet, are also in the
-// stream, with higher versions. The leaves each table had when streaming
-// began are taken as copied; a table whose copy is queued or running is
-// looked at again after it, since its copy lists the leaves itself.
+// partitioned table. ATTACH PARTITION writes no row changes, so without a
+// copy ClickHouse would never see the rows an attached table brings. A
+// partition created empty (CREATE TABLE … PARTITION OF) is copied too,
+// harmlessly: its rows, if any yet, are also in the stream, with higher
+// versions. The leaves known when streaming began are those the table's
+// saved snapshot plan lists (see seedLeaves), so partitions attached while
+// capture was stopped are copied too; a table without such a list takes
+// the leaves it has at its first look as copied. A table whose copy is
+// queued or running is looked at after it.
 func (s *stream) followPartitions(ctx context.Context) error {
 	var roots []string
 	for _, t := range s.tables {
@@ -92,6 +94,7 @@ func (s *stream) followPartitions(ctx context.Context) error {
 		}
 		plan := &snapshotPlan{Table: root, CP: s.received.String(), At: time.Now().UTC(), ChunkPages: s.c.cfg.chunkPages}
 		plan.setParts(attached)
+		plan.Leaves = leafNames(leaves[root])
 		if st := s.c.cfg.state; st != nil {
 			// Saved before the copy starts, so a crash resumes it; the
 			// table's earlier plan is complete, or it would be copying.
@@ -216,4 +219,48 @@ func partitionsAsTables(ctx context.Context, conn *pgx.Conn, pub string) ([]stri
 		return nil, fmt.Errorf("read how publication %s sends partitions: %w", pub, err)
 	}
 	return out, nil
+}
+
+// leafNames returns the "schema.name" of each leaf, never nil: a plan's
+// Leaves are nil only for plain tables.
+func leafNames(parts []partPlan) []string {
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.Schema+"."+p.Name)
+	}
+	return out
+}
+
+// seedLeaves takes the leaves each captured table's saved snapshot plan
+// lists as the leaves known when streaming begins (see followPartitions).
+func (s *stream) seedLeaves(ctx context.Context) error {
+	st := s.c.cfg.state
+	if st == nil {
+		return nil
+	}
+	for _, table := range s.tables {
+		raw, err := st.Load(ctx, stateKey(s.c.cfg.slot, table))
+		if err != nil {
+			return fmt.Errorf("read the snapshot state of %s: %w", table, err)
+		}
+		if raw == nil {
+			continue
+		}
+		var p snapshotPlan
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
+		}
+		if p.Leaves == nil {
+			continue
+		}
+		if s.leaves == nil {
+			s.leaves = map[string]map[string]bool{}
+		}
+		known := make(map[string]bool, len(p.Leaves))
+		for _, l := range p.Leaves {
+			known[l] = true
+		}
+		s.leaves[table] = known
+	}
+	return nil
 }
