@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -41,23 +39,7 @@ func TestBatchProducer(t *testing.T) {
 			h := &holdingProducer{failAt: tc.failAt}
 			rec := &recordingProducer{next: h}
 			p := newBatchProducer(context.Background(), rec, "topic", parts, tc.maxRows)
-			stop := make(chan struct{})
-			acked := make(chan struct{})
-			go func() {
-				defer close(acked)
-				rng := rand.New(rand.NewPCG(3, uint64(tc.rows)))
-				for {
-					select {
-					case <-stop:
-						for h.ackSome(rng, 100) > 0 {
-						}
-						return
-					default:
-						h.ackSome(rng, rng.IntN(20))
-						runtime.Gosched()
-					}
-				}
-			}()
+			finish := ackLater(h, uint64(tc.rows), 20)
 			shared := slabTestRecord(0, "")
 			for i := 0; i < tc.rows; i++ {
 				r := slabTestRecord(i, tc.body(i))
@@ -66,8 +48,7 @@ func TestBatchProducer(t *testing.T) {
 				}
 			}
 			err := p.wait(false)
-			close(stop)
-			<-acked
+			finish()
 			if len(h.corrupt) > 0 {
 				t.Fatalf("%d batches changed before they were acknowledged", len(h.corrupt))
 			}

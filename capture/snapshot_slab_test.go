@@ -66,6 +66,30 @@ func (h *holdingProducer) ackSome(rng *rand.Rand, n int) int {
 	return n
 }
 
+// ackLater acknowledges h's records on another goroutine, up to most at a
+// time in random order, as Kafka does: a reader may wait for them. finish
+// acknowledges the rest and returns once all are.
+func ackLater(h *holdingProducer, seed uint64, most int) (finish func()) {
+	stop := make(chan struct{})
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		rng := rand.New(rand.NewPCG(2, seed))
+		for {
+			select {
+			case <-stop:
+				for h.ackSome(rng, 100) > 0 {
+				}
+				return
+			default:
+				h.ackSome(rng, rng.IntN(most))
+				runtime.Gosched()
+			}
+		}
+	}()
+	return func() { close(stop); <-acked }
+}
+
 // slabTestRecord returns row i of a three-column table with the given body.
 func slabTestRecord(i int, body string) record.Record {
 	cols := slabTestColumns
@@ -103,25 +127,7 @@ func TestSlabProducer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &holdingProducer{failAt: tc.failAt}
 			p := newSlabProducer(context.Background(), h)
-			// Acknowledgements arrive on another goroutine, in random order,
-			// as they do from Kafka; the reader may wait for them.
-			stop := make(chan struct{})
-			acked := make(chan struct{})
-			go func() {
-				defer close(acked)
-				rng := rand.New(rand.NewPCG(2, uint64(tc.rows)))
-				for {
-					select {
-					case <-stop:
-						for h.ackSome(rng, 100) > 0 {
-						}
-						return
-					default:
-						h.ackSome(rng, rng.IntN(300))
-						runtime.Gosched()
-					}
-				}
-			}()
+			finish := ackLater(h, uint64(tc.rows), 300)
 			for i := 0; i < tc.rows; i++ {
 				r := slabTestRecord(i, tc.body(i))
 				if err := p.produce(enc, "topic", &r); err != nil {
@@ -134,9 +140,8 @@ func TestSlabProducer(t *testing.T) {
 					t.Fatalf("row %d produced as %s, want %s", i, last, want)
 				}
 			}
-			close(stop)
 			err := p.wait()
-			<-acked
+			finish()
 			if p.made > maxSlabs {
 				t.Errorf("%d slabs made, want at most %d", p.made, maxSlabs)
 			}

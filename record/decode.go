@@ -627,20 +627,14 @@ func (d *decoder) readObjectMembers(tok []byte, dst []member, field string) ([]m
 			return dst, bad()
 		}
 		i++
+		next, ok := d.readText(tok, i, &m)
 		switch {
-		case tok[i] == '"':
-			m.text.start = len(d.keep)
-			if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
-				return dst, fmt.Errorf("%w: %s %q is not a valid JSON string: %q", ErrInvalid, field, m.name.in(d.names), excerpt(tok[i:]))
-			}
-			m.text.end = len(d.keep)
-			i += end + 2
-		case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
-			m.null = true
-			i += 4
-		default:
+		case !ok && tok[i] == '"':
+			return dst, fmt.Errorf("%w: %s %q is not a valid JSON string: %q", ErrInvalid, field, m.name.in(d.names), excerpt(tok[i:]))
+		case !ok:
 			return dst, fmt.Errorf("%w: %s %q is %s, want a string or null", ErrInvalid, field, m.name.in(d.names), kindOf(tok[i:]))
 		}
+		i = next
 		dst = append(dst, m)
 		if i >= len(tok) {
 			return dst, bad()
@@ -656,6 +650,28 @@ func (d *decoder) readObjectMembers(tok []byte, dst []member, field string) ([]m
 			return dst, bad()
 		}
 	}
+}
+
+// readText reads the value at tok[i] as fastjson writes it back: a string,
+// unescaped into keep and spanned by m.text, or null (m.null). It returns
+// the position after the value, and false for any other value or a string
+// that is not valid JSON.
+func (d *decoder) readText(tok []byte, i int, m *member) (int, bool) {
+	switch {
+	case i < len(tok) && tok[i] == '"':
+		m.text.start = len(d.keep)
+		var end int
+		var ok bool
+		if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
+			return i, false
+		}
+		m.text.end = len(d.keep)
+		return i + end + 2, true
+	case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
+		m.null = true
+		return i + 4, true
+	}
+	return i, false
 }
 
 // readUnchanged reads the names of unchanged columns into d.unchanged. A

@@ -195,22 +195,14 @@ func (d *decoder) readRows(v *fastjson.Value) error {
 		} else {
 			for {
 				var m member
-				switch c := at(i); {
-				case c == '"':
-					var end int
-					var ok bool
-					m.text.start = len(d.keep)
-					if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
-						return fmt.Errorf("%w: rows[%d] has a value that is not a valid JSON string: %q", ErrInvalid, row, excerpt(tok[i:]))
-					}
-					m.text.end = len(d.keep)
-					i += end + 2
-				case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
-					m.null = true
-					i += 4
-				default:
+				next, ok := d.readText(tok, i, &m)
+				switch {
+				case !ok && at(i) == '"':
+					return fmt.Errorf("%w: rows[%d] has a value that is not a valid JSON string: %q", ErrInvalid, row, excerpt(tok[i:]))
+				case !ok:
 					return fmt.Errorf("%w: rows[%d] has a value that is %s, want a string or null", ErrInvalid, row, kindOf(tok[min(i, len(tok)):]))
 				}
+				i = next
 				d.payload = append(d.payload, m)
 				if at(i) == ']' {
 					i++

@@ -747,6 +747,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 	origin := make([]*kgo.Record, 0, len(seg))
 	var seen progress
 	var beats []record.Heartbeat
+	var single [1]*record.Record // a single record's rows, without allocating
 	for _, kr := range seg {
 		h, isHB, err := heartbeatOf(kr)
 		if isHB {
@@ -759,15 +760,13 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			beats = append(beats, h)
 			continue
 		}
-		var (
-			one  *record.Record
-			rows []*record.Record
-		)
-		if isBatch(kr) {
+		var rows []*record.Record
+		batch := isBatch(kr)
+		if batch {
 			rows, err = decodeWith(ctx, s, kr, s.dec.DecodeBatch)
 		} else {
-			one, err = decodeWith(ctx, s, kr, s.dec.Decode)
-			rows = []*record.Record{one}
+			single[0], err = decodeWith(ctx, s, kr, s.dec.Decode)
+			rows = single[:]
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -788,10 +787,10 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			b.Source = rows[0].Source
 		}
 		b.Records = append(b.Records, rows...)
-		if one != nil {
-			origin = append(origin, kr)
-		} else {
+		if batch {
 			origin = appendRowOrigins(origin, kr, len(rows))
+		} else {
+			origin = append(origin, kr)
 		}
 		r := rows[len(rows)-1] // a batch's rows share the times and positions
 		seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
