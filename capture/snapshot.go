@@ -53,8 +53,15 @@ type snapshotPlan struct {
 	// among them when capture starts was attached while capture was
 	// stopped, and is copied then. Nil for a plain table and in plans saved
 	// before leaves were kept (whose tables' leaves are taken as copied).
-	Leaves []string   `json:"leaves"`
-	mu     sync.Mutex `json:"-"`
+	Leaves []string `json:"leaves"`
+	// Membership identifies the table's entry in the publication when the
+	// plan was made (the oid of its pg_publication_rel row; 0 for a
+	// publication FOR ALL TABLES or of whole schemas). A table removed from
+	// the publication and added again gets a new entry: its changes in
+	// between were never captured, so a start that finds another entry
+	// copies the table again.
+	Membership uint32     `json:"membership,omitempty"`
+	mu         sync.Mutex `json:"-"`
 }
 
 // partPlan is one leaf partition in a snapshot plan: it owns the plan's
@@ -310,10 +317,21 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 			if err := json.Unmarshal(raw, p); err != nil {
 				return nil, fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
 			}
-			if !p.Complete {
-				s.log.Info("resuming", "table", table, "chunks_done", len(p.Done), "chunks", p.Chunks)
+			now, err := membership(ctx, conn, cfg.publication, table)
+			if err != nil {
+				return nil, err
 			}
-			return p, nil
+			if p.Membership == 0 || now == 0 || now == p.Membership {
+				if !p.Complete {
+					s.log.Info("resuming", "table", table, "chunks_done", len(p.Done), "chunks", p.Chunks)
+				}
+				return p, nil
+			}
+			// Its changes while it was out of the publication were never
+			// sent. A new copy brings in the rows inserted meanwhile; the
+			// rows it copies again have version 0 and cannot replace what
+			// ClickHouse holds, nor remove rows deleted meanwhile.
+			s.log.Warn("table left the publication and joined it again while capture was stopped: "+rejoinedFix, "table", table, "publication", cfg.publication)
 		}
 	}
 	var pages int64
@@ -324,6 +342,9 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	}
 	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages}
 	p.Chunks = chunksOf(pages, cfg.chunkPages)
+	if p.Membership, err = membership(ctx, conn, cfg.publication, table); err != nil {
+		return nil, err
+	}
 	switch kind {
 	case "r":
 	case "p":
@@ -344,6 +365,12 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	}
 	return p, nil
 }
+
+// rejoinedFix says what a table that left the publication and joined it
+// again needs, and how to get it.
+const rejoinedFix = "its changes in between were not captured; it is copied again, which brings in rows inserted meanwhile " +
+	"but cannot replace newer rows in ClickHouse nor remove rows deleted meanwhile. For an exact copy: once the sink " +
+	"has caught up, stop it, drop the table's ClickHouse table and run capture once with --resnapshot <table>"
 
 // setParts makes p read the given leaf partitions, in chunks of
 // p.ChunkPages pages.

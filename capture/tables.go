@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,6 +96,9 @@ func (s *stream) followPartitions(ctx context.Context) error {
 		plan := &snapshotPlan{Table: root, CP: s.received.String(), At: time.Now().UTC(), ChunkPages: s.c.cfg.chunkPages}
 		plan.setParts(attached)
 		plan.Leaves = leafNames(leaves[root])
+		if plan.Membership, err = membership(ctx, s.cat.conn, s.c.cfg.publication, root); err != nil {
+			return err
+		}
 		if st := s.c.cfg.state; st != nil {
 			// Saved before the copy starts, so a crash resumes it; the
 			// table's earlier plan is complete, or it would be copying.
@@ -182,6 +186,17 @@ func (s *stream) addTable(ctx context.Context, table string) error {
 	}
 	s.tables = append(s.tables, table)
 	s.c.log.Info("table joined the stream", "table", table, "publication", cfg.publication, "lsn", s.received, "snapshot", cfg.snapshot)
+	if st := cfg.state; st != nil {
+		// A table with a saved copy was captured before: it left the
+		// publication and joined it again.
+		raw, err := st.Load(ctx, stateKey(cfg.slot, table))
+		if err != nil {
+			return fmt.Errorf("read the snapshot state of %s: %w", table, err)
+		}
+		if raw != nil {
+			s.c.log.Warn("table left the publication and joined it again: "+rejoinedFix, "table", table, "publication", cfg.publication)
+		}
+	}
 	if cfg.snapshot {
 		s.online.add(table, s.received, nil)
 	}
@@ -263,4 +278,20 @@ func (s *stream) seedLeaves(ctx context.Context) error {
 		s.leaves[table] = known
 	}
 	return nil
+}
+
+// membership returns the oid of table's entry in publication pub (its
+// pg_publication_rel row), 0 when it is published without one (FOR ALL
+// TABLES, or FOR TABLES IN SCHEMA).
+func membership(ctx context.Context, conn *pgx.Conn, pub, table string) (uint32, error) {
+	var oid uint32
+	err := conn.QueryRow(ctx, `SELECT r.oid FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+		WHERE p.pubname = $1 AND r.prrelid = $2::regclass`, pub, quoteTable(table)).Scan(&oid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up table %s in publication %s: %w", table, pub, err)
+	}
+	return oid, nil
 }
