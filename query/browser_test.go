@@ -206,11 +206,27 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 			t.Errorf("capture %d: the chart has %d points, no more than the %d before", i+1, m, n)
 		}
 	}
-	if last := captures[len(captures)-1].mustRow("orders"); last.FreshnessClass != "ok" {
-		t.Errorf("a table loaded through %v ago shows freshness %q as %q, want ok", steps[len(steps)-1].lag, last.Freshness, last.FreshnessClass)
-	}
-	if first := captures[0].mustRow("orders"); first.FreshnessClass != "warn" {
-		t.Errorf("a table loaded through %v ago shows freshness %q as %q, want warn", steps[0].lag, first.Freshness, first.FreshnessClass)
+	// Each freshness has the colour of its band (under 10 s ok, under a
+	// minute warn, else bad). The band is checked against the value shown,
+	// not the step's lag: on a loaded machine the page may show a step
+	// seconds later than planned (the steps, 45 s, 20 s and 0 s behind,
+	// usually give warn, warn, ok).
+	for i, s := range captures {
+		o := s.mustRow("orders")
+		fresh, err := parseFreshness(o.Freshness)
+		if err != nil {
+			continue // reported above
+		}
+		want := "bad"
+		switch {
+		case fresh < 10:
+			want = "ok"
+		case fresh < 60:
+			want = "warn"
+		}
+		if o.FreshnessClass != want {
+			t.Errorf("capture %d: freshness %q shown as %q, want %q", i+1, o.Freshness, o.FreshnessClass, want)
+		}
 	}
 
 	// A link with the key in its fragment, opened in a new tab (whose
