@@ -19,8 +19,9 @@
 #             (e.g. `services.sh kafka topics --list`)
 # services: postgres kafka redis clickhouse (default: all)
 #
-# Ports (env): PG_PORT=55432 KAFKA_PORT=59092 KAFKA_CONTROLLER_PORT=59093 KAFKA_SASL_PORT=59094 REDIS_PORT=56379
-# CH_PORT=58123. Timeouts (s): WALHOUSE_START_TIMEOUT=120 WALHOUSE_STOP_TIMEOUT=60.
+# Ports (env): PG_PORT=55432 KAFKA_PORT=59092 KAFKA_CONTROLLER_PORT=59093 KAFKA_SASL_PORT=59094
+# KAFKA_TLS_PORT=59095 REDIS_PORT=56379 CH_PORT=58123 (the SASL and TLS listeners default to
+# KAFKA_PORT+2 and +3). Timeouts (s): WALHOUSE_START_TIMEOUT=120 WALHOUSE_STOP_TIMEOUT=60.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -96,6 +97,13 @@ write_env() {
 		# A broker started before its SASL listener existed has no sasl_port.
 		if [[ -s $KAFKA_ROOT/sasl_port ]]; then
 			echo "export WALHOUSE_KAFKA_SASL_BROKERS=127.0.0.1:$(<"$KAFKA_ROOT/sasl_port")"
+		fi
+		# Likewise for the TLS listener. Its CA goes in a variable of its own: the
+		# name WALHOUSE_KAFKA_TLS_CA is walhouse's --kafka-tls-ca, which would turn on
+		# TLS towards WALHOUSE_KAFKA_BROKERS (plaintext) in every sourcing shell.
+		if [[ -s $KAFKA_ROOT/tls_port && -s $KAFKA_TLS_CA ]]; then
+			echo "export WALHOUSE_KAFKA_TLS_BROKERS=127.0.0.1:$(<"$KAFKA_ROOT/tls_port")"
+			echo "export WALHOUSE_KAFKA_TLS_BROKERS_CA=$KAFKA_TLS_CA"
 		fi
 		echo "export WALHOUSE_REDIS_ADDR=127.0.0.1:$(redis_port)"
 		echo "export WALHOUSE_CLICKHOUSE_URL=http://127.0.0.1:$(clickhouse_port)"

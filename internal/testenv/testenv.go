@@ -30,6 +30,8 @@ type Env struct {
 	PG         string // PostgreSQL URL
 	Kafka      string // comma-separated brokers
 	KafkaSASL  string // the broker's SASL/PLAIN listener (user walhouse, password walhouse-local)
+	KafkaTLS   string // the broker's SASL_SSL listener: SASL/PLAIN as on KafkaSASL, over TLS
+	KafkaTLSCA string // PEM file of the throwaway CA that signed KafkaTLS's certificate
 	Redis      string // host:port
 	ClickHouse string // ClickHouse DSN (http://… for the embedded engine)
 	ChdbLib    string // path to libchdb.so
@@ -52,6 +54,8 @@ func Load() Env {
 		PG:         get("WALHOUSE_PG_URL"),
 		Kafka:      get("WALHOUSE_KAFKA_BROKERS"),
 		KafkaSASL:  get("WALHOUSE_KAFKA_SASL_BROKERS"),
+		KafkaTLS:   get("WALHOUSE_KAFKA_TLS_BROKERS"),
+		KafkaTLSCA: get("WALHOUSE_KAFKA_TLS_BROKERS_CA"),
 		Redis:      get("WALHOUSE_REDIS_ADDR"),
 		ClickHouse: get("WALHOUSE_CLICKHOUSE_URL"),
 		ChdbLib:    get("WALHOUSE_CHDB_LIB"),
@@ -63,7 +67,7 @@ func Required() bool { return os.Getenv("WALHOUSE_INTEGRATION") == "1" }
 
 // Require returns the environment, skipping t (or failing it when
 // integration tests are required) if any of the named services is not
-// configured: "pg", "kafka", "kafka-sasl", "redis", "clickhouse".
+// configured: "pg", "kafka", "kafka-sasl", "kafka-tls", "redis", "clickhouse".
 func Require(t testing.TB, services ...string) Env {
 	t.Helper()
 	e := Load()
@@ -77,6 +81,11 @@ func Require(t testing.TB, services ...string) Env {
 			v = e.Kafka
 		case "kafka-sasl":
 			v = e.KafkaSASL
+		case "kafka-tls":
+			// Both or nothing: the listener is useless to a test without its CA.
+			if e.KafkaTLSCA != "" {
+				v = e.KafkaTLS
+			}
 		case "redis":
 			v = e.Redis
 		case "clickhouse":

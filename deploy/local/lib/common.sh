@@ -20,6 +20,9 @@ KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-59093}
 # A second broker listener with SASL/PLAIN (user walhouse, password
 # walhouse-local), for the tests of Kafka authentication.
 KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}
+# A third one with SASL/PLAIN over TLS (SASL_SSL, as managed clusters use), its
+# certificate signed by a throwaway CA, for the tests of Kafka over TLS.
+KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-$((KAFKA_PORT + 3))}
 REDIS_PORT=${REDIS_PORT:-56379}
 CH_PORT=${CH_PORT:-58123}
 

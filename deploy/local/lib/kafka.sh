@@ -3,7 +3,8 @@
 # straight from the Maven Central jars collected by deploy/local/kafka/pom.xml.
 #
 # Layout: $LOCAL_DIR/kafka/{lib/ (jar cache, kept by `clean`), data/ (log.dirs),
-#         server.properties, cluster.id, kafka.pid, kafka.log, port}
+#         tls/ (throwaway CA and server certificate), server.properties, cluster.id,
+#         kafka.pid, kafka.log, port, sasl_port, tls_port}
 
 KAFKA_ROOT=$LOCAL_DIR/kafka
 KAFKA_LIB=$KAFKA_ROOT/lib
@@ -12,6 +13,14 @@ KAFKA_PIDFILE=$KAFKA_ROOT/kafka.pid
 KAFKA_LOG=$KAFKA_ROOT/kafka.log
 KAFKA_POM=$SCRIPT_DIR/kafka/pom.xml
 KAFKA_LOG4J=$SCRIPT_DIR/kafka/log4j2.properties
+KAFKA_TLS_DIR=$KAFKA_ROOT/tls
+KAFKA_TLS_CA=$KAFKA_TLS_DIR/ca.pem
+KAFKA_TLS_KEYSTORE=$KAFKA_TLS_DIR/server.pem
+# Kafka reads a PEM key store file only together with ssl.key.password, and then wants the
+# key as encrypted PKCS#8 in a PBES1 scheme: it looks up a SecretKeyFactory by the scheme's
+# name, and Java 17 has none for PBES2 (what openssl uses by default). The password
+# protects nothing (it sits in server.properties), so the old cipher does not matter.
+KAFKA_TLS_KEY_PASSWORD=walhouse-local
 # The broker shares 2 cores / 24 GiB with PostgreSQL, the ClickHouse engine and the tests:
 # a fixed 1 GiB heap is plenty for a single test broker (page cache does the rest).
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms1g -Xmx1g}
@@ -131,6 +140,39 @@ kafka_tool() {
 	kafka_java "$class" "$@"
 }
 
+# kafka_tls_certs: makes, if missing, a throwaway CA (ca.pem, for clients) and the TLS
+# listener's key store (server.pem: encrypted key, certificate for 127.0.0.1 and
+# localhost, CA), kept across restarts so that a client's copy of ca.pem stays good.
+# The CA's key is deleted once it has signed, so nothing else can ever carry that CA.
+kafka_tls_certs() {
+	[[ -s $KAFKA_TLS_CA && -s $KAFKA_TLS_KEYSTORE ]] && return 0
+	need_cmd openssl openssl
+	local tmp=$KAFKA_TLS_DIR.tmp
+	log "kafka: making a throwaway CA and server certificate in $KAFKA_TLS_DIR"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	if ! {
+		openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/CN=walhouse local test CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout "$tmp/ca.key" -out "$tmp/ca.pem" &&
+			openssl req -new -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+				-keyout "$tmp/server.key" -out "$tmp/server.csr" &&
+			openssl x509 -req -days 3650 -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" \
+				-out "$tmp/server.crt" -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
+				keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth \
+				subjectAltName=IP:127.0.0.1,DNS:localhost) &&
+			openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -passout "pass:$KAFKA_TLS_KEY_PASSWORD" \
+				-in "$tmp/server.key" -out "$tmp/server.key.enc"
+	} >"$tmp/openssl.log" 2>&1; then
+		show_log_tail "$tmp/openssl.log"
+		die "kafka: making the TLS certificates failed; read $tmp/openssl.log"
+	fi
+	cat "$tmp/server.key.enc" "$tmp/server.crt" "$tmp/ca.pem" >"$tmp/server.pem"
+	rm -f "$tmp/ca.key" "$tmp/server.key" "$tmp/server.key.enc" "$tmp/server.csr" "$tmp/server.crt" "$tmp/openssl.log"
+	rm -rf "$KAFKA_TLS_DIR"
+	mv "$tmp" "$KAFKA_TLS_DIR"
+}
+
 kafka_write_config() {
 	cat >"$KAFKA_ROOT/server.properties" <<EOF
 # Written by deploy/local/services.sh at each start; edits are lost.
@@ -139,13 +181,18 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SASL_SSL://127.0.0.1:$KAFKA_TLS_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,SASL_SSL://127.0.0.1:$KAFKA_TLS_PORT
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
 # SASL/PLAIN on the second listener, for the tests of Kafka authentication.
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_walhouse="walhouse-local";
+# The same over TLS on the third, as managed clusters do it, for the tests of Kafka over TLS.
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_walhouse="walhouse-local";
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_TLS_KEYSTORE
+listener.name.sasl_ssl.ssl.key.password=$KAFKA_TLS_KEY_PASSWORD
 log.dirs=$KAFKA_DATA
 
 # One replica of everything, internal topics included.
@@ -198,11 +245,14 @@ kafka_start() {
 		check_port_free kafka "$KAFKA_PORT"
 		check_port_free "kafka controller" "$KAFKA_CONTROLLER_PORT"
 		check_port_free "kafka sasl" "$KAFKA_SASL_PORT"
+		check_port_free "kafka tls" "$KAFKA_TLS_PORT"
 		mkdir -p "$KAFKA_DATA"
+		kafka_tls_certs
 		kafka_write_config
 		[[ -f $KAFKA_DATA/meta.properties ]] || kafka_format
 		printf '%s\n' "$KAFKA_PORT" >"$KAFKA_ROOT/port"
 		printf '%s\n' "$KAFKA_SASL_PORT" >"$KAFKA_ROOT/sasl_port"
+		printf '%s\n' "$KAFKA_TLS_PORT" >"$KAFKA_ROOT/tls_port"
 		log "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
 		spawned=1
 		# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
@@ -225,7 +275,7 @@ kafka_stop() {
 }
 
 kafka_clean() {
-	rm -rf "$KAFKA_DATA" "$KAFKA_ROOT/lib.tmp"
+	rm -rf "$KAFKA_DATA" "$KAFKA_ROOT/lib.tmp" "$KAFKA_TLS_DIR" "$KAFKA_TLS_DIR.tmp"
 	rm -f "$KAFKA_ROOT/cluster.id" "$KAFKA_ROOT/server.properties" "$KAFKA_PIDFILE" "$KAFKA_ROOT/sasl_port" \
-		"$KAFKA_LOG" "$KAFKA_ROOT/port"
+		"$KAFKA_ROOT/tls_port" "$KAFKA_LOG" "$KAFKA_ROOT/port"
 }
