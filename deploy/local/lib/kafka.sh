@@ -238,6 +238,12 @@ kafka_ready() {
 
 kafka_start() {
 	local pid spawned=0
+	if pid=$(kafka_pid) && [[ ! -s $KAFKA_ROOT/sasl_port || ! -s $KAFKA_ROOT/tls_port ]]; then
+		# Started by an older services.sh, without the listeners the tests need:
+		# restart it with today's configuration (its data stays).
+		log "kafka: running without the SASL or TLS listener; restarting it"
+		kafka_stop
+	fi
 	if pid=$(kafka_pid); then
 		log "kafka: already running (pid $pid, port $(kafka_port))"
 	else
