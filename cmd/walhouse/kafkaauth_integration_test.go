@@ -17,55 +17,11 @@ import (
 // start with an error that says what failed, instead of retrying forever.
 func TestIntegrationKafkaSASL(t *testing.T) {
 	env := testenv.Require(t, "kafka-sasl")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	connect := func(password string, sec kafkaSecurity, opts ...kgo.Opt) (*kgo.Client, error) {
-		t.Setenv("WALHOUSE_KAFKA_SASL_PASSWORD", password)
-		secOpts, err := sec.options()
-		if err != nil {
-			return nil, err
-		}
-		return kafkaClient(ctx, kafkaConfig{brokers: strings.Split(env.KafkaSASL, ","), security: secOpts}, opts...)
-	}
 	plainUser := kafkaSecurity{mechanism: "plain", user: "walhouse"}
-
-	topic := testenv.Name("sasl")
-	cl, err := connect("walhouse-local", plainUser, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatalf("connect with the right password: %v", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatalf("create %s over SASL: %v", topic, err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("over sasl")}).FirstErr(); err != nil {
-		t.Fatalf("produce over SASL: %v", err)
-	}
-	fs := cl.PollFetches(ctx)
-	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "over sasl" {
-		t.Fatalf("consumed %v (errors %v), want the record produced", recs, fs.Errors())
-	}
-
-	for name, tc := range map[string]struct {
-		password string
-		sec      kafkaSecurity
-		want     string
-	}{
-		"wrong password": {"nope", plainUser, "check --kafka-sasl-user and the password"},
-		"no SASL":        {"", kafkaSecurity{}, "--kafka-sasl"},
-	} {
-		cl, err := connect(tc.password, tc.sec)
-		if err == nil {
-			cl.Close()
-			t.Errorf("%s: connected", name)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %q, want it to mention %q", name, err, tc.want)
-		}
-	}
+	checkKafkaSecurity(t, env.KafkaSASL, "SASL", plainUser, map[string]refusal{
+		"wrong password": {"nope", plainUser, []string{"check --kafka-sasl-user and the password"}},
+		"no SASL":        {"", kafkaSecurity{}, []string{"--kafka-sasl"}},
+	})
 }
 
 // Against the local broker's SASL_SSL listener, whose certificate a
@@ -75,6 +31,26 @@ func TestIntegrationKafkaSASL(t *testing.T) {
 // password over TLS fails with the login message.
 func TestIntegrationKafkaTLS(t *testing.T) {
 	env := testenv.Require(t, "kafka-tls")
+	withCA := kafkaSecurity{tls: true, ca: env.KafkaTLSCA, mechanism: "plain", user: "walhouse"}
+	checkKafkaSecurity(t, env.KafkaTLS, "TLS", withCA, map[string]refusal{
+		"system CAs only": {"walhouse-local", kafkaSecurity{tls: true, mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
+		"wrong password":  {"nope", withCA, []string{"check --kafka-sasl-user and the password"}},
+	})
+}
+
+// refusal is a connection that must fail at start with an error that
+// mentions each of want.
+type refusal struct {
+	password string
+	sec      kafkaSecurity
+	want     []string
+}
+
+// checkKafkaSecurity connects to brokers with good and the password
+// walhouse-local, creates a topic, produces and consumes a record over the
+// connection (named via in messages), then checks each refusal.
+func checkKafkaSecurity(t *testing.T, brokers, via string, good kafkaSecurity, refusals map[string]refusal) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	connect := func(password string, sec kafkaSecurity, opts ...kgo.Opt) (*kgo.Client, error) {
@@ -83,37 +59,30 @@ func TestIntegrationKafkaTLS(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return kafkaClient(ctx, kafkaConfig{brokers: strings.Split(env.KafkaTLS, ","), security: secOpts}, opts...)
+		return kafkaClient(ctx, kafkaConfig{brokers: strings.Split(brokers, ","), security: secOpts}, opts...)
 	}
-	withCA := kafkaSecurity{tls: true, ca: env.KafkaTLSCA, mechanism: "plain", user: "walhouse"}
 
-	topic := testenv.Name("tls")
-	cl, err := connect("walhouse-local", withCA, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	topic := testenv.Name(strings.ToLower(via))
+	cl, err := connect("walhouse-local", good, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		t.Fatalf("connect with the CA and the right password: %v", err)
+		t.Fatalf("connect over %s with the right settings: %v", via, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatalf("create %s over TLS: %v", topic, err)
+		t.Fatalf("create %s over %s: %v", topic, via, err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("over tls")}).FirstErr(); err != nil {
-		t.Fatalf("produce over TLS: %v", err)
+	value := "over " + via
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr(); err != nil {
+		t.Fatalf("produce over %s: %v", via, err)
 	}
 	fs := cl.PollFetches(ctx)
-	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "over tls" {
+	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != value {
 		t.Fatalf("consumed %v (errors %v), want the record produced", recs, fs.Errors())
 	}
 
-	for name, tc := range map[string]struct {
-		password string
-		sec      kafkaSecurity
-		want     []string
-	}{
-		"system CAs only": {"walhouse-local", kafkaSecurity{tls: true, mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
-		"wrong password":  {"nope", withCA, []string{"check --kafka-sasl-user and the password"}},
-	} {
+	for name, tc := range refusals {
 		start := time.Now()
 		cl, err := connect(tc.password, tc.sec)
 		if err == nil {
