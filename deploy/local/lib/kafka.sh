@@ -217,9 +217,15 @@ EOF
 
 kafka_format() {
 	local id
-	if [[ ! -s $KAFKA_ROOT/cluster.id ]]; then
-		# A Kafka cluster id is a base64url-encoded (unpadded) random 16-byte UUID.
-		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+	# An id starting with '-' is taken for an option by StorageTool's parser
+	# (and could never have formatted anything): make a new one.
+	if [[ ! -s $KAFKA_ROOT/cluster.id || $(<"$KAFKA_ROOT/cluster.id") == -* ]]; then
+		# A Kafka cluster id is a base64url-encoded (unpadded) random 16-byte
+		# UUID; like Kafka's own Uuid.randomUuid, never one that starts with '-'.
+		id=-
+		while [[ $id == -* ]]; do
+			id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+		done
 		printf '%s\n' "$id" >"$KAFKA_ROOT/cluster.id"
 	fi
 	id=$(<"$KAFKA_ROOT/cluster.id")
