@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,6 +46,8 @@ type Capturer struct {
 	walEnd    atomic.Uint64 // the server's WAL end, from its messages
 	lastEvent atomic.Int64  // Unix µs of the newest commit or heartbeat read
 	acks      atomic.Pointer[ackTracker]
+	dlq       *deadLetters
+	ignored   *ignoredMessages
 }
 
 // New validates the configuration and returns a Capturer that reads from
@@ -66,7 +67,8 @@ func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("capture configuration: %w", err)
 	}
-	return &Capturer{cfg: cfg, producer: p, log: slog.Default().With("component", "capture")}, nil
+	log := slog.Default().With("component", "capture")
+	return &Capturer{cfg: cfg, producer: p, log: log, dlq: newDeadLetters(cfg.dlqTopic, log), ignored: newIgnoredMessages(log)}, nil
 }
 
 // Stats is a snapshot of a Capturer's progress.
@@ -83,11 +85,14 @@ type Stats struct {
 	// PendingBytes is the producer backlog: bytes produced but not yet
 	// acknowledged by Kafka.
 	PendingBytes int
+	// DeadLetters counts the changes sent to the dead-letter topic (and
+	// acknowledged) since start.
+	DeadLetters int64
 }
 
 // Stats returns the current progress; it is safe to call from any goroutine.
 func (c *Capturer) Stats() Stats {
-	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load())}
+	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load()), DeadLetters: c.dlq.count()}
 	if us := c.lastEvent.Load(); us != 0 {
 		st.LastEvent = time.UnixMicro(us).UTC()
 	}
@@ -134,6 +139,13 @@ func (c *Capturer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if tc := c.cfg.topics; tc != nil && c.cfg.onBadRow == DeadLetterBadRows {
+		// One partition, like the sink's: dead letters are rare, and
+		// `walhouse dlq` reads them in order.
+		if err := tc.CreateTopic(ctx, c.cfg.dlqTopic, 1, c.cfg.replication); err != nil {
+			return err
+		}
+	}
 	if leaves, err := partitionsAsTables(ctx, catConn, c.cfg.publication); err != nil {
 		return err
 	} else if len(leaves) > 0 {
@@ -148,6 +160,10 @@ func (c *Capturer) Run(ctx context.Context) error {
 		if err := installDDLTrigger(ctx, catConn); err != nil {
 			c.log.Warn("DDL event trigger not installed: renames are followed only when capture keeps up", "err", err)
 		}
+	}
+	key, err := loadMessageKey(ctx, catConn, c.log)
+	if err != nil {
+		return err
 	}
 	replConn, err := connect(ctx, c.cfg.connString, true)
 	if err != nil {
@@ -203,6 +219,7 @@ func (c *Capturer) Run(ctx context.Context) error {
 		acks:     c.newAcks(start),
 		topics:   map[string]bool{},
 		online:   online,
+		key:      key,
 	}
 	if err := s.seedLeaves(ctx); err != nil {
 		return err
@@ -490,6 +507,7 @@ type stream struct {
 	polledAt time.Time                  // when the publication's tables were last listed
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
 	messages bool                       // server streams logical messages (PostgreSQL 14+)
+	key      messageKey                 // signs heartbeats, verifies walhouse's messages
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time
@@ -601,14 +619,20 @@ func (s *stream) pluginArgs() []string {
 // heartbeatPrefix marks walhouse's logical messages in the WAL.
 const heartbeatPrefix = "walhouse_heartbeat"
 
-// beat writes a heartbeat into the WAL. Its content is the time, in Unix
-// microseconds, taken just before it was written.
+// beat writes a signed heartbeat into the WAL. Its content is the server's
+// time, in Unix microseconds, read just before it was written.
 func (s *stream) beat(ctx context.Context) error {
 	if !s.messages || s.c.cfg.heartbeat == 0 || time.Since(s.lastBeat) < s.c.cfg.heartbeat {
 		return nil
 	}
 	s.lastBeat = time.Now()
-	_, err := s.cat.conn.Exec(ctx, `SELECT pg_logical_emit_message(false, '`+heartbeatPrefix+`', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text)`)
+	var now time.Time
+	if err := s.cat.conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+		return fmt.Errorf("read the server's clock for a heartbeat: %w", err)
+	}
+	// The MAC is computed here, not in SQL: the key must never travel as a
+	// query parameter, which the server may log.
+	_, err := s.cat.conn.Exec(ctx, `SELECT pg_logical_emit_message(false, $1, $2::bytea)`, heartbeatPrefix, s.key.heartbeatContent(now))
 	if err != nil {
 		return fmt.Errorf("write a heartbeat into the WAL (pg_logical_emit_message needs EXECUTE on it): %w", err)
 	}
@@ -624,12 +648,8 @@ const heartbeatMargin = time.Second
 // handleHeartbeat sends a heartbeat to every partition of every captured
 // table's topic. Everything that committed before the heartbeat was written
 // has been produced to each partition before it.
-func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalMessage) error {
-	micros, err := strconv.ParseInt(string(m.Content), 10, 64)
-	if err != nil {
-		return fmt.Errorf("heartbeat at %s: %w", lsn, err)
-	}
-	at := time.UnixMicro(micros).Add(-heartbeatMargin).UTC()
+func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, written time.Time) error {
+	at := written.Add(-heartbeatMargin)
 	s.c.lastEvent.Store(at.UnixMicro())
 	tc := s.c.cfg.topics
 	if tc != nil && time.Since(s.partsAt) > 5*time.Minute {
@@ -649,6 +669,7 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 				if err := tc.CreateTopic(ctx, topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
 					return err
 				}
+				var err error
 				if n, err = tc.Partitions(ctx, topic); err != nil {
 					return err
 				}
@@ -805,26 +826,50 @@ func (s *stream) handleWAL(ctx context.Context, lsn record.LSN, msg []byte) erro
 	case 'T':
 		return s.handleTruncate(ctx, lsn, msg)
 	case 'M':
-		m, err := decodeLogicalMessage(msg)
-		if err != nil {
-			return fmt.Errorf("pgoutput message at %s: %w", lsn, err)
-		}
-		if m.Prefix == heartbeatPrefix && !m.Transactional && !s.inTx {
-			return s.handleHeartbeat(ctx, lsn, m)
-		}
-		if m.Prefix == ddlPrefix {
-			oid, cols, err := parseDDLNotice(m.Content)
-			if err != nil {
-				return fmt.Errorf("pgoutput message at %s: %w", lsn, err)
-			}
-			s.cat.columns[oid] = cols
-		}
-		return nil // other applications' messages are not replicated
+		return s.handleMessage(ctx, lsn, msg)
 	case 'Y', 'O':
 		return nil // types are looked up in the catalog; origins are not replicated
 	default:
 		return fmt.Errorf("pgoutput: unknown message type %q at %s", msg[0], lsn)
 	}
+}
+
+// handleMessage acts on walhouse's own logical messages, which it trusts
+// only when they carry a valid MAC (see messages.go); anything else with
+// its prefixes is counted and skipped. Other applications' messages are
+// not replicated.
+func (s *stream) handleMessage(ctx context.Context, lsn record.LSN, msg []byte) error {
+	m, err := decodeLogicalMessage(msg)
+	if err != nil {
+		s.c.ignored.note("?", lsn, fmt.Errorf("%w: %w", errMalformed, err))
+		return nil
+	}
+	switch m.Prefix {
+	case heartbeatPrefix:
+		if m.Transactional || s.inTx {
+			s.c.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: capture writes heartbeats outside transactions", errMisplaced))
+			return nil
+		}
+		at, err := s.key.heartbeatTime(m.Content)
+		if err != nil {
+			s.c.ignored.note(m.Prefix, lsn, err)
+			return nil
+		}
+		return s.handleHeartbeat(ctx, lsn, at)
+	case ddlPrefix:
+		content, ok := s.key.verify(m.Content)
+		if !ok {
+			s.c.ignored.note(m.Prefix, lsn, errUnauthenticated)
+			return nil
+		}
+		oid, cols, err := parseDDLNotice(content)
+		if err != nil {
+			s.c.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: %w", errMalformed, err))
+			return nil
+		}
+		s.cat.columns[oid] = cols
+	}
+	return nil
 }
 
 // setRelation builds the relation of a captured table from its
@@ -922,7 +967,8 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 // buffer; they are encoded before the next message is received.
 func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op record.Op, tuple, oldKey, fill []tupleColumn) error {
 	if len(tuple) != len(rel.columns) {
-		return fmt.Errorf("pgoutput: %s.%s row has %d columns, relation has %d", rel.source.Schema, rel.source.Table, len(tuple), len(rel.columns))
+		s.ordinal++
+		return s.badRow(s.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: pgoutput sent a row of %d columns for a relation of %d", record.ErrInvalid, len(tuple), len(rel.columns))))
 	}
 	s.values = toValues(s.values[:0], tuple, fill)
 	if op == record.Update && hasUnchanged(s.values) && s.online.copying(rel.name) {
@@ -949,19 +995,19 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 		s.oldKey = toValues(s.oldKey[:0], oldKey, nil)
 		r.OldKey = s.oldKey
 	}
+	r.EventID = record.EventID(s.sourceID, s.commitLSN, s.ordinal, s.commitTime)
+	s.ordinal++ // also for a change set aside: the eventIds after it stay as they were
 	if rel.tenantIdx >= 0 {
 		v := s.values[rel.tenantIdx]
 		if v.Null || v.Unchanged {
-			return fmt.Errorf("table %s.%s: a row at %s has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", rel.source.Schema, rel.source.Table, lsn, rel.tenantColumn)
+			return s.badRow(s.bad(rel, r, record.ReasonNoTenant, fmt.Errorf("the tenant column %s is NULL, so the row belongs to no tenant; make the column NOT NULL, or give such rows a tenant", rel.tenantColumn)))
 		}
 		r.TenantID = v.Text
 	} else {
 		r.TenantID = s.c.cfg.defaultTenant
 	}
-	r.EventID = record.EventID(s.sourceID, s.commitLSN, s.ordinal, s.commitTime)
-	s.ordinal++
 	if err := r.ValidateRow(); err != nil { // the columns were checked once, in buildRelation
-		return fmt.Errorf("captured change at %s does not form a valid record: %w", lsn, err)
+		return s.badRow(s.bad(rel, r, record.ReasonInvalid, fmt.Errorf("the change does not form a valid record: %w", err)))
 	}
 	// Size the buffer from the table's last record, so it rarely grows.
 	// Key and value share one buffer, sized from the table's last record so
@@ -978,6 +1024,16 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
 	s.c.rows.Add(1)
 	return nil
+}
+
+// bad describes a change of the transaction in progress that cannot become
+// a record; r is the record as far as it was built, or nil.
+func (s *stream) bad(rel *relation, r *record.Record, reason string, err error) badRow {
+	b := badRow{table: rel.name, topic: rel.topic, commit: s.commitLSN, rec: r, reason: reason, err: err}
+	if r != nil {
+		b.key = primaryKeyJSON(rel.columns, rel.keyIdx, r.Values)
+	}
+	return b
 }
 
 // toValues converts tuple columns to record values. Text aliases the WAL

@@ -185,7 +185,7 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		name:      name,
 		quoted:    pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
 		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
-		topic:     TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
+		topic:     record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
 		tenantIdx: -1,
 		full:      m.ReplicaIdentity == 'f',
 	}

@@ -3,10 +3,14 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PostgreSQL's logical decoding does not carry DDL, and a Relation message
@@ -21,31 +25,48 @@ import (
 const ddlPrefix = "walhouse_ddl"
 
 // ddlTriggerSQL installs the event trigger (needs superuser, as event
-// triggers do). The function lives in schema walhouse.
+// triggers do) and the table of the message key (see messages.go). The
+// function lives in schema walhouse; it runs as its owner (SECURITY
+// DEFINER, with a fixed search_path) so that it can read the key, which no
+// other role can.
 var ddlTriggerSQL = []string{
 	`CREATE SCHEMA IF NOT EXISTS walhouse`,
-	`CREATE OR REPLACE FUNCTION walhouse.ddl_notice() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+	`CREATE TABLE IF NOT EXISTS walhouse.message_key (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  key bytea NOT NULL CHECK (length(key) = ` + strconv.Itoa(messageKeyLen) + `))`,
+	`REVOKE ALL ON walhouse.message_key FROM PUBLIC`,
+	`CREATE OR REPLACE FUNCTION walhouse.ddl_notice() RETURNS event_trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   r record;
+  k bytea;
+  content bytea;
 BEGIN
+  SELECT key INTO k FROM walhouse.message_key;
+  IF k IS NULL THEN
+    RETURN;
+  END IF;
   FOR r IN SELECT DISTINCT objid FROM pg_event_trigger_ddl_commands()
            WHERE object_type IN ('table', 'table column') AND classid = 'pg_class'::regclass
   LOOP
-    PERFORM pg_logical_emit_message(true, '` + ddlPrefix + `', json_build_object(
+    content := convert_to(json_build_object(
       'oid', r.objid::bigint,
       'columns', (SELECT coalesce(json_agg(json_build_array(a.attnum, a.attname,
                     CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END) ORDER BY a.attnum), '[]')
-                  FROM pg_attribute a WHERE a.attrelid = r.objid AND a.attnum > 0 AND NOT a.attisdropped))::text);
+                  FROM pg_attribute a WHERE a.attrelid = r.objid AND a.attnum > 0 AND NOT a.attisdropped))::text, 'UTF8');
+    PERFORM pg_logical_emit_message(true, '` + ddlPrefix + `',
+      convert_to(encode(sha256(k || sha256(content)), 'hex') || ' ', 'UTF8') || content);
   END LOOP;
 END
 $fn$`,
+	`REVOKE ALL ON FUNCTION walhouse.ddl_notice() FROM PUBLIC`,
 	`DROP EVENT TRIGGER IF EXISTS walhouse_ddl`,
 	`CREATE EVENT TRIGGER walhouse_ddl ON ddl_command_end WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION walhouse.ddl_notice()`,
 }
 
-// installDDLTrigger installs the event trigger if the user may; without it
-// capture still works, but a column renamed while capture lags behind may
-// reach ClickHouse as a new column (see README).
+// installDDLTrigger installs the event trigger and the message key if the
+// user may; without it capture still works, but a column renamed while
+// capture lags behind may reach ClickHouse as a new column (see README).
 func installDDLTrigger(ctx context.Context, conn *pgx.Conn) error {
 	var super bool
 	if err := conn.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil {
@@ -53,6 +74,10 @@ func installDDLTrigger(ctx context.Context, conn *pgx.Conn) error {
 	}
 	if !super {
 		return fmt.Errorf("user is not a superuser, which event triggers need")
+	}
+	key, err := newProcessKey()
+	if err != nil {
+		return err
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -64,7 +89,28 @@ func installDDLTrigger(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("install the DDL event trigger (%s): %w", strings.SplitN(q, "\n", 2)[0], err)
 		}
 	}
+	// The first capture makes the key; later ones, and concurrent ones on
+	// other slots, keep it.
+	if _, err := tx.Exec(ctx, `INSERT INTO walhouse.message_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, []byte(key)); err != nil {
+		return fmt.Errorf("store the message key: %w", err)
+	}
 	return tx.Commit(ctx)
+}
+
+// loadMessageKey returns the shared message key, or a key of this process
+// when capture's role cannot read it (see messages.go).
+func loadMessageKey(ctx context.Context, conn *pgx.Conn, log *slog.Logger) (messageKey, error) {
+	var key []byte
+	err := conn.QueryRow(ctx, `SELECT key FROM walhouse.message_key`).Scan(&key)
+	if err == nil && len(key) == messageKeyLen {
+		return key, nil
+	}
+	var pgErr *pgconn.PgError
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000" || pgErr.Code == "42501")) {
+		return nil, fmt.Errorf("read the message key: %w", err)
+	}
+	log.Info("heartbeats are signed with a key of this process: the shared key in walhouse.message_key is missing or not readable by this role (it is made when capture runs as a superuser)")
+	return newProcessKey()
 }
 
 // ddlNotice is the content of a DDL message.

@@ -38,6 +38,8 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walhouse_capture_confirmed_lsn", Help: "Position confirmed to the slot, as a number."},
 			func() float64 { return float64(c.Stats().Confirmed) }),
+		c.dlq.counter,
+		c.ignored.counter,
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {

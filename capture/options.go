@@ -46,6 +46,8 @@ type config struct {
 	// snapshotBatchRows is the most rows a snapshot record carries
 	// (envelope version 2); 1 sends each row as a record of its own.
 	snapshotBatchRows int
+	onBadRow          BadRowPolicy
+	dlqTopic          string // default "<prefix>-dlq"
 }
 
 func defaults() config {
@@ -266,6 +268,12 @@ func (c *config) validate() error {
 	if c.snapshotBatchRows < 1 || c.snapshotBatchRows > 100_000 {
 		errs = append(errs, fmt.Errorf("snapshot batch rows %d: want 1 (a record per row) to 100000", c.snapshotBatchRows))
 	}
+	if c.onBadRow != DeadLetterBadRows && c.onBadRow != StopOnBadRow {
+		errs = append(errs, fmt.Errorf("bad-row policy %v: want dead-letter or stop", c.onBadRow))
+	}
+	if c.dlqTopic == "" {
+		c.dlqTopic = c.topicPrefix + "-dlq"
+	}
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
 	}
@@ -358,3 +366,14 @@ func splitTable(s string) (schema, table string, err error) {
 	}
 	return "", "", fmt.Errorf("table %q: want table, schema.table, or quoted names (\"schema\".\"table\")", s)
 }
+
+// topicOf returns the topic of a "schema.table" name.
+func (c *config) topicOf(table string) string {
+	schema, name, _ := strings.Cut(table, ".")
+	return record.TopicName(c.topicPrefix, schema, name)
+}
+
+// maxDeadLetterValue bounds the value of a dead letter: the change as a
+// record is only for inspection and replay, and must fit the dead-letter
+// topic's message size.
+func (c *config) maxDeadLetterValue() int { return 900 << 10 }

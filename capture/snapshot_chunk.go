@@ -82,6 +82,17 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		}
 		return prod.wait()
 	}
+	// setEventID sets r's eventId and ingestion time. The id is written
+	// into a buffer reused for every row: the record is encoded before the
+	// next one.
+	setEventID := func() {
+		for i, k := range rel.keyIdx {
+			keys[i] = values[k].Text
+		}
+		r.IngestedAt = time.Now().UTC()
+		eid := record.AppendSnapshotEventID(id[:0], s.sourceID, cp, p.Table, keys, p.At)
+		r.EventID = unsafe.String(unsafe.SliceData(eid), len(eid))
+	}
 	n := int64(0)
 	for rows.Next() {
 		raw := rows.RawValues()
@@ -95,22 +106,42 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		}
 		r = shared
 		r.Values = values
+		var bad error
+		reason := record.ReasonInvalid
 		if rel.tenantIdx >= 0 {
 			if values[rel.tenantIdx].Null {
-				_ = wait(true)
-				return fmt.Errorf("table %s: a row has no tenant (column %s is NULL); make the column NOT NULL or set a default tenant", p.Table, rel.tenantColumn)
+				reason, bad = record.ReasonNoTenant, fmt.Errorf("the tenant column %s is NULL, so the row belongs to no tenant; make the column NOT NULL, or give such rows a tenant", rel.tenantColumn)
 			}
 			r.TenantID = values[rel.tenantIdx].Text
 		}
-		if batches != nil {
+		if bad == nil && batches != nil {
 			// The batch's decoder derives the eventId and validates the
-			// row; what only the row can get wrong is checked here.
+			// row at the sink; what only the row can get wrong is checked
+			// here.
 			for _, k := range rel.keyIdx {
 				if values[k].Null {
-					_ = wait(true)
-					return fmt.Errorf("snapshot row of %s does not form a valid record: %w: key column %q has no value", p.Table, record.ErrInvalid, rel.columns[k].Name)
+					bad = fmt.Errorf("the snapshot row does not form a valid record: %w: key column %q has no value", record.ErrInvalid, rel.columns[k].Name)
 				}
 			}
+		}
+		if bad == nil && batches == nil {
+			setEventID()
+			if err := r.ValidateRow(); err != nil {
+				bad = fmt.Errorf("the snapshot row does not form a valid record: %w", err)
+			}
+		}
+		if bad != nil {
+			if r.EventID == "" {
+				setEventID()
+			}
+			b := badRow{table: p.Table, topic: rel.topic, commit: cp, rec: &r, key: primaryKeyJSON(rel.columns, rel.keyIdx, values), reason: reason, err: bad}
+			if err := s.c.deadLetterSync(ctx, b); err != nil {
+				_ = wait(true)
+				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			}
+			continue
+		}
+		if batches != nil {
 			keyBuf = r.AppendPartitionKey(keyBuf[:0])
 			keyRec.Key = keyBuf
 			if err := batches.add(enc, place.Partition(&keyRec, parts), &shared, values); err != nil {
@@ -118,18 +149,6 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
 			}
 		} else {
-			for i, k := range rel.keyIdx {
-				keys[i] = values[k].Text
-			}
-			r.IngestedAt = time.Now().UTC()
-			// The id is written into a buffer reused for every row: the
-			// record is encoded before the next one.
-			eid := record.AppendSnapshotEventID(id[:0], s.sourceID, cp, p.Table, keys, p.At)
-			r.EventID = unsafe.String(unsafe.SliceData(eid), len(eid))
-			if err := r.ValidateRow(); err != nil {
-				_ = wait(true)
-				return fmt.Errorf("snapshot row of %s does not form a valid record: %w", p.Table, err)
-			}
 			if err := prod.produce(enc, rel.topic, &r); err != nil {
 				_ = wait(true)
 				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)

@@ -248,6 +248,12 @@ func validRandRecord(rng *rand.Rand) *Record {
 	r.Source = Source{ID: valid(r.Source.ID), Schema: valid(r.Source.Schema), Table: valid(r.Source.Table)}
 	r.LSN |= 1
 	r.CommitLSN |= 1
+	if r.LSN > r.CommitLSN { // a change precedes its commit
+		r.LSN, r.CommitLSN = r.CommitLSN, r.LSN
+	}
+	if r.Op != Read {
+		r.Version = Version(r.LSN)
+	}
 	// Times within the years RFC 3339 can write.
 	r.OccurredAt = time.Unix(1+rng.Int64N(4e9), rng.Int64N(1e9))
 	if rng.IntN(3) == 0 {

@@ -118,7 +118,10 @@ type Record struct {
 	EventID    string    // see EventID
 	OccurredAt time.Time // commit time of the transaction
 	IngestedAt time.Time // when capture read the change
-	TenantID   string
+	// TenantID is the row's tenant: the tenant column's value, which may
+	// be the empty string (a legitimate PostgreSQL value, carried as is),
+	// or the configured default tenant of a table without one.
+	TenantID string
 	// TenantColumn names the source column the tenant was read from; empty
 	// when the table has none and the tenant is a configured constant.
 	TenantColumn string
@@ -223,14 +226,20 @@ func (r *Record) ValidateRow() error {
 	if r.Source.ID == "" || r.Source.Schema == "" || r.Source.Table == "" {
 		bad("source %+v must name id, schema and table", r.Source)
 	}
-	if r.TenantID == "" {
-		bad("tenantId is empty")
-	}
 	if r.OccurredAt.IsZero() {
 		bad("occurredAt is missing")
 	}
 	if r.CommitLSN == 0 || r.LSN == 0 {
 		bad("lsn and commitLsn must be set")
+	}
+	// A change precedes its commit, and its version is its own WAL
+	// position (see Version): a record that says otherwise would order
+	// itself above or below changes it never saw.
+	if r.LSN > r.CommitLSN {
+		bad("lsn %s is after commitLsn %s", r.LSN, r.CommitLSN)
+	}
+	if r.Op != Read && r.Version != Version(r.LSN) {
+		bad("version %d is not the change's WAL position %s (%d)", r.Version, r.LSN, Version(r.LSN))
 	}
 	if len(r.Values) != len(r.Columns) {
 		bad("%d values for %d columns", len(r.Values), len(r.Columns))

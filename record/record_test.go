@@ -213,7 +213,12 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", func(r *Record) {}, ""},
 		{"bad event id", func(r *Record) { r.EventID = "x" }, "eventId"},
-		{"no tenant", func(r *Record) { r.TenantID = "" }, "tenantId"},
+		{"empty tenant is a tenant", func(r *Record) { r.TenantID, r.Values[0] = "", Value{Text: ""} }, ""},
+		{"null tenant", func(r *Record) { r.TenantID, r.Values[0] = "", Value{Null: true} }, "does not match tenant column"},
+		{"change after its commit", func(r *Record) { r.LSN, r.Version = r.CommitLSN+1, Version(r.CommitLSN+1) }, "after commitLsn"},
+		{"version not the change's position", func(r *Record) { r.Version++ }, "not the change's WAL position"},
+		{"snapshot row with a version", func(r *Record) { r.Op, r.Version = Read, 7 }, "snapshot row has version"},
+		{"snapshot row", func(r *Record) { r.Op, r.Version, r.LSN = Read, SnapshotVersion, r.CommitLSN }, ""},
 		{"bad op", func(r *Record) { r.Op = 9 }, "op"},
 		{"no key column", func(r *Record) {
 			for i := range r.Columns {

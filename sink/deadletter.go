@@ -11,15 +11,16 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-// Headers the sink puts on a dead-lettered record. The record's key and
-// value are the original ones, so a replay produces exactly what failed.
+// Headers the sink puts on a dead-lettered record (record.HeaderDL*). The
+// record's key and value are the original ones, so a replay produces
+// exactly what failed.
 const (
-	HeaderTopic     = "walhouse-original-topic"
-	HeaderPartition = "walhouse-original-partition"
-	HeaderOffset    = "walhouse-original-offset"
-	HeaderError     = "walhouse-error"
-	HeaderFirstSeen = "walhouse-first-seen"
-	HeaderAttempts  = "walhouse-attempts"
+	HeaderTopic     = record.HeaderDLTopic
+	HeaderPartition = record.HeaderDLPartition
+	HeaderOffset    = record.HeaderDLOffset
+	HeaderError     = record.HeaderDLError
+	HeaderFirstSeen = record.HeaderDLFirstSeen
+	HeaderAttempts  = record.HeaderDLAttempts
 	// A whole row batch set aside also keeps its record.HeaderRows.
 )
 
@@ -48,6 +49,10 @@ func (k kafkaDeadLetters) Send(ctx context.Context, l DeadLetter) error {
 			{Key: HeaderFirstSeen, Value: []byte(l.FirstSeen.Format(time.RFC3339Nano))},
 			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(l.Attempts))},
 		},
+	}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderDLOrigin, Value: []byte("sink")})
+	if l.Reason != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderDLReason, Value: []byte(l.Reason)})
 	}
 	if l.Rows > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderRows, Value: []byte(strconv.Itoa(l.Rows))})
@@ -82,10 +87,23 @@ func ParseDeadLetter(r *kgo.Record) (DeadLetter, error) {
 			l.Attempts, err = strconv.Atoi(v)
 		case record.HeaderRows:
 			l.Rows = record.RowsOf(v)
+		case record.HeaderDLOrigin:
+			l.Origin = v
+		case record.HeaderDLReason:
+			l.Reason = v
+		case record.HeaderDLTable:
+			l.Table = v
+		case record.HeaderDLPrimaryKey:
+			l.PrimaryKey = v
+		case record.HeaderDLCommitLSN:
+			l.CommitLSN, err = record.ParseLSN(v)
 		}
 		if err != nil {
 			return l, fmt.Errorf("dead letter at offset %d: header %s: %w", r.Offset, h.Key, err)
 		}
+	}
+	if l.Origin == "" {
+		l.Origin = "sink" // written before walhouse named the origin
 	}
 	if l.Topic == "" {
 		return l, fmt.Errorf("record at offset %d has no %s header: not written by walhouse sink", r.Offset, HeaderTopic)

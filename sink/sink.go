@@ -169,6 +169,18 @@ type DeadLetter struct {
 	// record.HeaderRows), 0 for a single record: a replay must send the
 	// header with the value.
 	Rows int
+	// Reason is a short reason code (record.Reason* or the sink's own),
+	// empty when none was recorded.
+	Reason string
+	// The fields below are read from the dead-letter topic
+	// (ParseDeadLetter), not written by the sink.
+
+	// Origin is "capture" or "sink": who set the record aside.
+	Origin string
+	// Table, PrimaryKey and CommitLSN describe a change capture set aside
+	// (record.HeaderDLTable, HeaderDLPrimaryKey, HeaderDLCommitLSN).
+	Table, PrimaryKey string
+	CommitLSN         record.LSN
 }
 
 // Config tunes a Sink.
@@ -202,6 +214,11 @@ type Config struct {
 	// registry). Without it only version 1 records, which carry their
 	// columns, can be loaded; version 2 records stop the sink.
 	Schemas Schemas
+	// TopicPrefix is the pipeline's topic prefix (capture's
+	// --topic-prefix). With it, the sink dead-letters every record,
+	// heartbeat and truncate marker whose table is not the one its topic
+	// belongs to (record.TopicName); without it nothing is checked.
+	TopicPrefix string
 	// Fault, when set, is called at named points of a flush ("loaded":
 	// after the inserts, before the offset commit). Fault tests use it to
 	// kill the process exactly there.
@@ -687,6 +704,9 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 		if !isTruncate {
 			continue
 		}
+		if err == nil {
+			err = s.checkTruncate(kr.Topic, &tr)
+		}
 		if err := s.loadSegment(ctx, chunk[start:i], &prog); err != nil {
 			return err
 		}
@@ -706,6 +726,11 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 	}
 	if prog.src.Table == "" || prog.through.IsZero() {
 		return nil
+	}
+	// A commit time ahead of the sink's clock (a source clock running
+	// ahead) never makes lastSyncAt claim the future.
+	if now := time.Now().UTC(); prog.through.After(now) {
+		prog.through = now
 	}
 	key := record.Source{Schema: prog.src.Schema, Table: prog.src.Table}
 	s.mu.Lock()
@@ -751,6 +776,9 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 	for _, kr := range seg {
 		h, isHB, err := heartbeatOf(kr)
 		if isHB {
+			if err == nil {
+				err = s.checkHeartbeat(kr.Topic, &h)
+			}
 			if err != nil {
 				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 					return err
@@ -773,6 +801,9 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		}
 		if errors.Is(err, record.ErrUnknownSchema) && !errors.Is(err, record.ErrInvalid) {
 			return err // no registry to look in: a configuration error, not a poison record
+		}
+		if err == nil {
+			err = s.checkTopic(kr.Topic, rows[0].Source)
 		}
 		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
 			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)

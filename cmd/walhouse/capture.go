@@ -37,6 +37,8 @@ func runCapture(ctx context.Context, args []string) error {
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
+		onBadRow    = fs.String("on-bad-row", envOr("WALHOUSE_ON_BAD_ROW", "dead-letter"), "a change that cannot become a record (NULL tenant, over the size bound): dead-letter sends it to the dead-letter topic and goes on; stop stops capture (env WALHOUSE_ON_BAD_ROW)")
+		dlqTopic    = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic of the changes capture sets aside (default <prefix>-dlq, the sink's; env WALHOUSE_DLQ_TOPIC)")
 		tables      listFlag
 		exclude     listFlag
 		tenantFor   listFlag
@@ -66,6 +68,14 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithSnapshotChunkPages(*chunkPages),
 		capture.WithSnapshotBatchRows(*batchRows),
 		capture.WithResnapshot(resnapshot...),
+	}
+	policy, err := capture.ParseBadRowPolicy(*onBadRow)
+	if err != nil {
+		return fmt.Errorf("--on-bad-row: %w", err)
+	}
+	opts = append(opts, capture.WithOnBadRow(policy))
+	if *dlqTopic != "" {
+		opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
 	}
 	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
 		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)

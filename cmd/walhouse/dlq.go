@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -41,7 +42,7 @@ func runDLQ(ctx context.Context, args []string) error {
 	if sub == "list" {
 		return dlqList(ctx, kc, *topic)
 	}
-	return dlqReplay(ctx, kc, *topic, *group)
+	return dlqReplay(ctx, kc, *topic, *group, *prefix)
 }
 
 // dlqEnd returns the end offset of each partition of topic, so list and
@@ -118,14 +119,25 @@ func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
 	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
 		if err != nil {
-			return err
+			// Not written by walhouse: shown, not trusted, and no reason
+			// to stop listing the others.
+			n++
+			return enc.Encode(map[string]any{"dlqOffset": r.Offset, "unreadable": err.Error(),
+				"key": string(r.Key), "value": json.RawMessage(validJSON(r.Value))})
 		}
 		n++
-		return enc.Encode(map[string]any{
-			"dlqOffset": r.Offset, "topic": l.Topic, "partition": l.Partition, "offset": l.Offset,
+		out := map[string]any{
+			"dlqOffset": r.Offset, "origin": l.Origin, "topic": l.Topic, "partition": l.Partition, "offset": l.Offset,
 			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts,
 			"key": string(l.Key), "value": json.RawMessage(validJSON(l.Value)),
-		})
+		}
+		if l.Reason != "" {
+			out["reason"] = l.Reason
+		}
+		if l.Table != "" {
+			out["table"], out["primaryKey"], out["commitLsn"] = l.Table, json.RawMessage(validJSON([]byte(l.PrimaryKey))), l.CommitLSN.String()
+		}
+		return enc.Encode(out)
 	})
 	fmt.Fprintf(os.Stderr, "%d dead-lettered records in %s\n", n, topic)
 	return err
@@ -139,7 +151,10 @@ func validJSON(b []byte) []byte {
 	return q
 }
 
-func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
+// dlqReplay produces the dead letters again to their table topics. A dead
+// letter naming any other topic (the registry, the state topic, another
+// pipeline's) is skipped: the dead-letter topic is read, not trusted.
+func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group, prefix string) error {
 	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -150,11 +165,19 @@ func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, skipped := 0, 0
 	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
+		if err == nil && !strings.HasPrefix(l.Topic, prefix+".") {
+			err = fmt.Errorf("its topic %q is not a table topic of this pipeline (%s.*)", l.Topic, prefix)
+		}
+		if err == nil && len(l.Value) == 0 {
+			err = fmt.Errorf("it has no record to replay (%s of %s, primary key %s): change the row in PostgreSQL once the cause is fixed, or copy the table again with --resnapshot", l.Reason, l.Table, l.PrimaryKey)
+		}
 		if err != nil {
-			return err
+			skipped++
+			fmt.Fprintf(os.Stderr, "skipping dead letter at offset %d: %v\n", r.Offset, err)
+			return cl.CommitRecords(ctx, r)
 		}
 		out := &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value}
 		if l.Rows > 0 {
@@ -169,6 +192,6 @@ func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
 		n++
 		return nil
 	})
-	fmt.Fprintf(os.Stderr, "replayed %d records from %s\n", n, topic)
+	fmt.Fprintf(os.Stderr, "replayed %d records from %s, skipped %d\n", n, topic, skipped)
 	return err
 }

@@ -163,7 +163,7 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
+	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
 	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
 		// For fault tests: die like kill -9 at the named point of the
 		// first flush that reaches it.

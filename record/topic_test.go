@@ -1,4 +1,4 @@
-package capture
+package record
 
 import (
 	"strings"
@@ -32,6 +32,13 @@ func TestTopicName(t *testing.T) {
 	}
 	if a, b := TopicName("wh", "public", "a b"), TopicName("wh", "public", "a_b"); a == b {
 		t.Errorf("%q and %q share topic %q", "a b", "a_b", a)
+	}
+	if a, b := TopicName("wh", "s", "a.b"), TopicName("wh", "s.a", "b"); a == b {
+		t.Errorf("s.\"a.b\" and \"s.a\".b share topic %q", a)
+	}
+	hashed := TopicName("wh", "public", "a b")
+	if lookalike := TopicName("wh", "public", strings.TrimPrefix(hashed, "wh.public.")); lookalike == hashed {
+		t.Errorf("table %q shares the hashed topic of \"a b\"", lookalike)
 	}
 	if a, b := TopicName("wh", "public", long+"1"), TopicName("wh", "public", long+"2"); a == b {
 		t.Errorf("two long names share topic %q", a)

@@ -1,0 +1,253 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// A change that PostgreSQL accepted but that cannot become a record (a NULL
+// tenant, a record over the size bound, anything record.ValidateRow
+// rejects) must never stop capture: a stopped capture pins WAL on the
+// primary until its disk fills, and every restart would reach the same
+// change again. Such a change goes to the dead-letter topic, which the sink
+// also writes, with the reason, its table, primary key and commit LSN; the
+// slot moves past it once Kafka acknowledged the dead letter, like any
+// record of its transaction.
+
+// BadRowPolicy says what capture does with a change that cannot become a
+// record.
+type BadRowPolicy uint8
+
+const (
+	// DeadLetterBadRows sends the change to the dead-letter topic and goes
+	// on (the default).
+	DeadLetterBadRows BadRowPolicy = iota
+	// StopOnBadRow stops capture with an error naming the change, for
+	// pipelines that prefer a stall to a gap.
+	StopOnBadRow
+)
+
+// String returns the flag form: "dead-letter" or "stop".
+func (p BadRowPolicy) String() string {
+	switch p {
+	case DeadLetterBadRows:
+		return "dead-letter"
+	case StopOnBadRow:
+		return "stop"
+	default:
+		return "BadRowPolicy(" + strconv.Itoa(int(p)) + ")"
+	}
+}
+
+// ParseBadRowPolicy parses the flag form of a BadRowPolicy.
+func ParseBadRowPolicy(s string) (BadRowPolicy, error) {
+	switch s {
+	case "dead-letter":
+		return DeadLetterBadRows, nil
+	case "stop":
+		return StopOnBadRow, nil
+	}
+	return 0, fmt.Errorf("bad-row policy %q: want dead-letter or stop", s)
+}
+
+// WithOnBadRow sets what capture does with a change that cannot become a
+// record (default DeadLetterBadRows).
+func WithOnBadRow(p BadRowPolicy) Option { return func(c *config) { c.onBadRow = p } }
+
+// WithDeadLetterTopic sets the topic of capture's dead letters (default
+// "<prefix>-dlq", the sink's dead-letter topic, so that `walhouse dlq`
+// shows both).
+func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.dlqTopic = topic } }
+
+// badRow is a change that cannot become a record, with why.
+type badRow struct {
+	table  string // schema.table
+	topic  string // the table's topic: where a replay sends the record
+	commit record.LSN
+	// rec is the change as far as it could be built (nil when not even
+	// that); it travels as the dead letter's value, a self-contained
+	// version 1 record, unless it is over the size bound.
+	rec    *record.Record
+	key    string // primary key, JSON
+	reason string // record.Reason*
+	err    error
+}
+
+// deadLetters builds capture's dead letters, counts them and logs them at
+// most once per table and reason a minute (a flood of bad rows must not
+// flood the log).
+type deadLetters struct {
+	topic   string
+	counter *prometheus.CounterVec
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	total   int64
+	logged  map[string]time.Time // table + reason → last log line
+	skipped map[string]int       // table + reason → not logged since
+}
+
+func newDeadLetters(topic string, log *slog.Logger) *deadLetters {
+	return &deadLetters{
+		topic: topic,
+		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_capture_dead_letters_total",
+			Help: "Changes capture could not turn into records and sent to the dead-letter topic, by table and reason.",
+		}, []string{"table", "reason"}),
+		log:     log,
+		logged:  map[string]time.Time{},
+		skipped: map[string]int{},
+	}
+}
+
+// deadLetterLogEvery bounds the log lines about dead letters per table and
+// reason.
+const deadLetterLogEvery = time.Minute
+
+// record returns the Kafka record of a dead letter.
+func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
+	var key, value []byte
+	if b.rec != nil {
+		key = b.rec.AppendPartitionKey(nil)
+		if b.reason != record.ReasonTooLarge {
+			value = record.AppendJSONVersion(nil, b.rec, 1)
+			if maxValue > 0 && len(value) > maxValue {
+				value = nil // the headers still say which row it was
+			}
+		}
+	}
+	h := []kgo.RecordHeader{
+		{Key: record.HeaderDLTopic, Value: []byte(b.topic)},
+		{Key: record.HeaderDLPartition, Value: []byte("-1")},
+		{Key: record.HeaderDLOffset, Value: []byte("-1")},
+		{Key: record.HeaderDLError, Value: []byte(b.err.Error())},
+		{Key: record.HeaderDLFirstSeen, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+		{Key: record.HeaderDLAttempts, Value: []byte("1")},
+		{Key: record.HeaderDLOrigin, Value: []byte("capture")},
+		{Key: record.HeaderDLReason, Value: []byte(b.reason)},
+		{Key: record.HeaderDLCommitLSN, Value: []byte(b.commit.String())},
+		{Key: record.HeaderDLTable, Value: []byte(b.table)},
+		{Key: record.HeaderDLPrimaryKey, Value: []byte(b.key)},
+	}
+	return &kgo.Record{Topic: d.topic, Key: key, Value: value, Headers: h}
+}
+
+// noted counts a dead letter Kafka acknowledged and logs it unless the
+// table and reason were logged less than a minute ago. The log names the
+// table, reason and position, never the row's values (personal data).
+func (d *deadLetters) noted(b badRow) {
+	d.counter.WithLabelValues(b.table, b.reason).Inc()
+	k := b.table + "\x00" + b.reason
+	d.mu.Lock()
+	d.total++
+	last, seen := d.logged[k]
+	if seen && time.Since(last) < deadLetterLogEvery {
+		d.skipped[k]++
+		d.mu.Unlock()
+		return
+	}
+	d.logged[k] = time.Now()
+	more := d.skipped[k]
+	delete(d.skipped, k)
+	d.mu.Unlock()
+	d.log.Error("a change could not be captured and went to the dead-letter topic; the stream goes on (walhouse dlq list shows it)",
+		"table", b.table, "reason", b.reason, "commit_lsn", b.commit, "dlq_topic", d.topic, "err", b.err, "more_since_last_log", more)
+}
+
+// count returns the dead letters acknowledged since start.
+func (d *deadLetters) count() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.total
+}
+
+// primaryKeyJSON writes the key columns of vals as a JSON object of column
+// name to text (null where a value is missing).
+func primaryKeyJSON(cols []record.Column, keyIdx []int, vals []record.Value) string {
+	m := make(map[string]*string, len(keyIdx))
+	for _, i := range keyIdx {
+		if i >= len(cols) {
+			continue
+		}
+		var v *string
+		if i < len(vals) && !vals[i].Null && !vals[i].Unchanged {
+			t := vals[i].Text
+			v = &t
+		}
+		m[cols[i].Name] = v
+	}
+	b, _ := json.Marshal(m) // strings and nulls only: cannot fail
+	return string(b)
+}
+
+// stopOnBadRow is the error of a bad row under StopOnBadRow.
+func stopOnBadRow(b badRow) error {
+	return fmt.Errorf("table %s: the change committed at %s cannot be captured (%s): %w; capture stops because it runs with --on-bad-row stop: run it with --on-bad-row dead-letter to set such changes aside in the dead-letter topic and go on",
+		b.table, b.commit, b.reason, b.err)
+}
+
+// badRowReason classifies an error of building a record: ok is false for
+// errors that are not about the row (Kafka, the connection).
+func badRowReason(err error) (reason string, ok bool) {
+	switch {
+	case errors.Is(err, record.ErrInvalid):
+		return record.ReasonInvalid, true
+	}
+	return "", false
+}
+
+// deadLetterSync sends one dead letter and waits for Kafka's
+// acknowledgement; the snapshot uses it, whose chunks complete only once
+// every row (or its dead letter) is in Kafka.
+func (c *Capturer) deadLetterSync(ctx context.Context, b badRow) error {
+	if c.cfg.onBadRow == StopOnBadRow {
+		return stopOnBadRow(b)
+	}
+	done := make(chan error, 1)
+	c.producer.Produce(ctx, c.dlq.record(b, c.cfg.maxDeadLetterValue()), func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("produce a dead letter of %s to %s: %w", b.table, c.dlq.topic, err)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.dlq.noted(b)
+	return nil
+}
+
+// badRow sends a change of the transaction in progress to the dead letters.
+// The dead letter belongs to the transaction: the slot moves past the
+// change only once Kafka acknowledged it.
+func (s *stream) badRow(b badRow) error {
+	if s.c.cfg.onBadRow == StopOnBadRow {
+		return stopOnBadRow(b)
+	}
+	kr := s.c.dlq.record(b, s.c.cfg.maxDeadLetterValue())
+	b.rec = nil // aliases the WAL buffer; the record above holds a copy
+	size := len(kr.Key) + len(kr.Value) + 512
+	tx := s.tx
+	if err := s.acks.add(tx, size, s.c.cfg.maxPendingBytes); err != nil {
+		return fmt.Errorf("kafka did not accept a record: %w", err)
+	}
+	dlq := s.c.dlq
+	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) {
+		if err == nil {
+			dlq.noted(b)
+		}
+		s.acks.ack(tx, size, err)
+	})
+	return nil
+}
