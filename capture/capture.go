@@ -948,7 +948,15 @@ func (s *stream) handleChange(ctx context.Context, lsn record.LSN) error {
 	return s.emit(ctx, rel, lsn, record.Update, ch.New, nil, fill)
 }
 
+// keyChanged reports an update that moved the row to another ClickHouse
+// key: its primary key or its tenant changed (ClickHouse orders by tenant,
+// then key; a tenant outside the primary key is in the old tuple only with
+// REPLICA IDENTITY FULL, which capture requires for such tables).
 func keyChanged(rel *relation, old, cur []tupleColumn) bool {
+	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != 'u' &&
+		(old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data)) {
+		return true
+	}
 	for _, i := range rel.keyIdx {
 		if i >= len(old) || i >= len(cur) {
 			return true

@@ -317,12 +317,17 @@ func waitMetric(t *testing.T, addr, series string, want float64, procs ...*teste
 
 // deadLetter is one line of `walhouse dlq list`.
 type deadLetter struct {
-	Topic     string          `json:"topic"`
-	Partition int32           `json:"partition"`
-	Offset    int64           `json:"offset"`
-	Error     string          `json:"error"`
-	Key       string          `json:"key"`
-	Value     json.RawMessage `json:"value"`
+	Origin     string          `json:"origin"`
+	Reason     string          `json:"reason"`
+	Topic      string          `json:"topic"`
+	Partition  int32           `json:"partition"`
+	Offset     int64           `json:"offset"`
+	Error      string          `json:"error"`
+	Table      string          `json:"table"`
+	PrimaryKey json.RawMessage `json:"primaryKey"`
+	CommitLSN  string          `json:"commitLsn"`
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
 }
 
 // walhouse runs a short walhouse command and returns its standard output.
