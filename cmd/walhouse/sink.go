@@ -57,7 +57,11 @@ func runSink(ctx context.Context, args []string) error {
 	if *dedupTTL < 1 {
 		return fmt.Errorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
 	}
-	conn, err := clickhouse.Open(ctx, ep.clickhouse)
+	dsn, err := ep.clickhouseDSN()
+	if err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
