@@ -15,7 +15,7 @@ import (
 // forms, prints what failed and where, never the password: neither in the
 // error walhouse exits with nor in a log line.
 func TestIntegrationFailedConnectHidesPassword(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka", "clickhouse")
+	env := testenv.Require(t, "pg", "kafka", "clickhouse", "redis-tls")
 	pg, err := url.Parse(env.PG)
 	if err != nil {
 		t.Fatal(err)
@@ -25,8 +25,11 @@ func TestIntegrationFailedConnectHidesPassword(t *testing.T) {
 	capture := func(dsn string) []string {
 		return []string{"capture", "--pg", dsn, "--kafka", env.Kafka, "--topic-prefix", prefix, "--snapshot", "never"}
 	}
-	sink := func(dsn string) []string {
-		return []string{"sink", "--clickhouse", dsn, "--kafka", env.Kafka, "--topic-prefix", prefix, "--dedup-addr", "off"}
+	sink := func(dsn string, dedup ...string) []string {
+		if len(dedup) == 0 {
+			dedup = []string{"--dedup-addr", "off"}
+		}
+		return append([]string{"sink", "--clickhouse", dsn, "--kafka", env.Kafka, "--topic-prefix", prefix}, dedup...)
 	}
 	for name, args := range map[string][]string{
 		// The local PostgreSQL trusts loopback logins: a missing database
@@ -39,6 +42,7 @@ func TestIntegrationFailedConnectHidesPassword(t *testing.T) {
 		"clickhouse http":             sink("http://default:" + secret + "@127.0.0.1:1/?password=" + secret),
 		"clickhouse password param":   sink("clickhouse://127.0.0.1:1/walhouse?username=default&password=" + secret),
 		"clickhouse unparsable":       sink("clickhouse://default:" + secret + "@127.0.0.1:port/walhouse"),
+		"redis URL":                   sink(env.ClickHouse, "--dedup-addr", "rediss://walhouse:"+secret+"@"+env.RedisTLS, "--dedup-tls-ca", env.RedisTLSCA),
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
