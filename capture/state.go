@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,8 +37,7 @@ func KafkaState(ctx context.Context, cl *kgo.Client, topic string, replication i
 	if err := kafkatopic.Ensure(ctx, adm, topic, 1, replication, map[string]*string{"cleanup.policy": &cleanup}); err != nil {
 		return nil, fmt.Errorf("state topic: %w", err)
 	}
-	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
-	return &kafkaState{cl: cl, adm: adm, topic: topic, seeds: seeds}, nil
+	return &kafkaState{cl: cl, adm: adm, topic: topic}, nil
 }
 
 // kafkaState reads the topic once, on the first Load, and then answers from
@@ -46,7 +46,6 @@ type kafkaState struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	topic string
-	seeds []string
 
 	mu     sync.Mutex
 	values map[string][]byte // nil until the topic was read
@@ -118,10 +117,13 @@ func (k *kafkaState) readAll(ctx context.Context) (map[string][]byte, error) {
 	if end.Offset == 0 {
 		return values, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.topic: {0: kgo.NewOffset().AtStart()}}))
+	// The reader is a client of its own (consuming needs one), made from
+	// the options of the client capture was given, so it connects exactly
+	// as that one does: same brokers, TLS, SASL and dialer.
+	opts := append(slices.Clone(k.cl.Opts()), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.topic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read state topic %s: %w", k.topic, err)
 	}
 	defer cl.Close()
 	next := int64(0)

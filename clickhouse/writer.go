@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/walhouse/walhouse/internal/redact"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
@@ -26,30 +26,28 @@ var _ sink.Loader = (*Writer)(nil)
 // engine of `walhouse chdb`, or servers behind an HTTP proxy). The database
 // in the DSN is ignored for tables: Writer creates its tables in database.
 func Open(ctx context.Context, dsn string) (driver.Conn, error) {
+	conn, err := open(ctx, dsn)
+	// The driver's errors may quote the DSN: never print its password.
+	return conn, redact.Error(err)
+}
+
+func open(ctx context.Context, dsn string) (driver.Conn, error) {
 	opts, err := ch.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse ClickHouse DSN %q: %w (want clickhouse://host:9000 or http://host:8123)", redact(dsn), err)
+		return nil, fmt.Errorf("parse ClickHouse DSN %q: %w (want clickhouse://host:9000 or http://host:8123)", redact.String(dsn), err)
 	}
 	if opts.DialTimeout == 0 || opts.DialTimeout == 30*time.Second {
 		opts.DialTimeout = 10 * time.Second
 	}
 	conn, err := ch.Open(opts)
 	if err != nil {
-		return nil, fmt.Errorf("open ClickHouse at %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("open ClickHouse at %s: %w", redact.String(dsn), err)
 	}
 	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("reach ClickHouse at %s: %w; check that it is running (make services starts a local one)", redact(dsn), err)
+		return nil, fmt.Errorf("reach ClickHouse at %s: %w; check that it is running (make services starts a local one)", redact.String(dsn), err)
 	}
 	return conn, nil
-}
-
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "<unparsable DSN>"
-	}
-	return u.Redacted()
 }
 
 // Writer loads batches into ClickHouse. It is safe for concurrent use.

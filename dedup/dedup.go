@@ -10,21 +10,36 @@ package dedup
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/walhouse/walhouse/internal/redact"
 )
+
+// ErrAuth means the store refused the login (WRONGPASS, NOAUTH): a wrong
+// user or password, which retrying never fixes.
+var ErrAuth = errors.New("the dedup store refused the login")
 
 // Config configures a Store.
 type Config struct {
-	// Addr is host:port of Valkey or Redis.
+	// Addr is host:port of Valkey or Redis, or a redis:// (rediss:// for
+	// TLS) URL, which may carry the user, password and database.
 	Addr string
-	// Password and DB select the database; both optional.
+	// Username and Password log in (AUTH; Username for ACL users, empty for
+	// the default user), DB selects the database; all optional. Each may be
+	// given here or in an Addr URL, not in both.
+	Username string
 	Password string
 	DB       int
+	// TLS, when set, connects over TLS with this configuration (an rediss://
+	// Addr without it uses the system's CAs).
+	TLS *tls.Config
 	// Prefix starts every key (default "walhouse:dedup:").
 	Prefix string
 	// TTL is how long an eventId is remembered (default 24h; the
@@ -39,6 +54,7 @@ type Config struct {
 // concurrent use.
 type Store struct {
 	rdb        *redis.Client
+	addr       string // host:port, for messages
 	prefix     string
 	ttl        time.Duration
 	timeout    time.Duration
@@ -63,17 +79,59 @@ func New(cfg Config) (*Store, error) {
 	if cfg.TTL < time.Second || cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("dedup: TTL %v must be at least 1s and timeout %v positive", cfg.TTL, cfg.Timeout)
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr:         cfg.Addr,
-		Password:     cfg.Password,
-		DB:           cfg.DB,
-		DialTimeout:  cfg.Timeout,
-		ReadTimeout:  cfg.Timeout,
-		WriteTimeout: cfg.Timeout,
-		MaxRetries:   -1, // fail fast: the caller fails open
-		PoolSize:     4,
-	})
-	return &Store{rdb: rdb, prefix: cfg.Prefix, ttl: cfg.TTL, timeout: cfg.Timeout}, nil
+	opts, err := options(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opts.MaxRetries = -1 // fail fast: the caller fails open
+	opts.PoolSize = 4
+	return &Store{rdb: redis.NewClient(opts), addr: opts.Addr, prefix: cfg.Prefix, ttl: cfg.TTL, timeout: cfg.Timeout}, nil
+}
+
+// options merges an Addr URL with the rest of cfg.
+func options(cfg Config) (*redis.Options, error) {
+	if !strings.Contains(cfg.Addr, "://") {
+		return &redis.Options{Addr: cfg.Addr, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, TLSConfig: cfg.TLS}, nil
+	}
+	opts, err := redis.ParseURL(cfg.Addr)
+	if err != nil {
+		// The error may quote the URL, password included.
+		return nil, fmt.Errorf("dedup: store address %s is neither host:port nor a valid redis:// or rediss:// URL", redact.String(cfg.Addr))
+	}
+	if (cfg.Username != "" && opts.Username != "") || (cfg.Password != "" && opts.Password != "") {
+		return nil, fmt.Errorf("dedup: the store address %s holds a user or password and the settings give one too: keep one", redact.String(cfg.Addr))
+	}
+	if cfg.Username != "" {
+		opts.Username = cfg.Username
+	}
+	if cfg.Password != "" {
+		opts.Password = cfg.Password
+	}
+	if cfg.DB != 0 {
+		opts.DB = cfg.DB
+	}
+	if cfg.TLS != nil {
+		opts.TLSConfig = cfg.TLS
+	}
+	return opts, nil
+}
+
+// Ping checks that the store answers and accepts the login, for a check
+// at start. A refused login wraps ErrAuth; a certificate that does not
+// verify wraps the *tls.CertificateVerificationError.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*s.timeout)
+	defer cancel()
+	err := s.rdb.Ping(ctx).Err()
+	switch {
+	case err == nil:
+		return nil
+	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "NOAUTH"):
+		return fmt.Errorf("%w at %s: %w", ErrAuth, s.addr, err)
+	default:
+		return fmt.Errorf("reach the dedup store at %s: %w", s.addr, err)
+	}
 }
 
 // Close closes the connections.

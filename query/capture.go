@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/walhouse/walhouse/internal/redact"
 )
 
 // CaptureStatus is what `walhouse capture --metrics-addr ADDR` serves as
@@ -107,10 +109,12 @@ func (c *captureProbe) probe(ctx context.Context) []CaptureLag {
 	var wg sync.WaitGroup
 	for i, u := range c.urls {
 		wg.Go(func() {
-			out[i] = CaptureLag{URL: u}
+			// The URL may carry a password (a capture behind an
+			// authenticating proxy): it is used, never shown.
+			out[i] = CaptureLag{URL: redact.String(u)}
 			st, err := c.fetch(ctx, u)
 			if err != nil {
-				out[i].Error = err.Error()
+				out[i].Error = redact.String(err.Error())
 				return
 			}
 			out[i].Up, out[i].Status = true, st

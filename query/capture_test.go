@@ -133,6 +133,41 @@ func TestCaptureProbe(t *testing.T) {
 	}
 }
 
+// A capture URL with a password (a capture behind an authenticating proxy)
+// is used with it, but shown without it in /v1/lag, its errors and the
+// metrics' labels.
+func TestCaptureProbeHidesPassword(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "u" || p != "s3cret" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"slot":"walhouse","pendingBytes":1,"now":"2024-05-01T10:00:01.5Z"}`))
+	}))
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://u:s3cret@" + ln.Addr().String()
+	ln.Close()
+	p := NewPipelineProbe(PipelineConfig{
+		Captures:       []string{strings.Replace(s.URL, "http://", "http://u:s3cret@", 1), down + "/status?password=s3cret"},
+		CaptureTimeout: time.Second,
+	})
+	pl := p.Probe(context.Background())
+	if len(pl.Captures) != 2 || !pl.Captures[0].Up {
+		t.Fatalf("captures %+v, want the first one up (its password used)", pl.Captures)
+	}
+	shown := fmt.Sprintf("%+v %q", pl.Captures, pl.Errors)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pipelineCollector{probe: p})
+	shown += fmt.Sprint(gatherGauges(t, reg))
+	if strings.Contains(shown, "s3cret") {
+		t.Errorf("the report shows the password: %s", shown)
+	}
+}
+
 // gatherGauges returns every gauge of reg as name{label="value",…} → value,
 // labels in the order Prometheus sorts them.
 func gatherGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {

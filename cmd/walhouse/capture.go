@@ -111,6 +111,10 @@ func runCapture(ctx context.Context, args []string) error {
 		// letting garbage grow to twice the live size between collections.
 		debug.SetMemoryLimit(128 << 20)
 	}
+	pgURL, err := ep.pgURL()
+	if err != nil {
+		return err
+	}
 	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
@@ -124,7 +128,7 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := capture.New(ep.pg, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStateStore(state))...)
+	c, err := capture.New(pgURL, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStateStore(state))...)
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,20 @@ func runDemo(ctx context.Context, args []string) error {
 	out := os.Stdout
 	ep.database = demoDatabase
 
-	pg, err := pgx.Connect(ctx, ep.pg)
+	pgURL, err := ep.pgURL()
+	if err != nil {
+		return err
+	}
+	chDSN, err := ep.clickhouseDSN()
+	if err != nil {
+		return err
+	}
+	pg, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return fmt.Errorf("connect to PostgreSQL: %w (run `make services` first)", err)
 	}
 	defer pg.Close(context.WithoutCancel(ctx))
-	chc, err := clickhouse.Open(ctx, ep.clickhouse)
+	chc, err := clickhouse.Open(ctx, chDSN)
 	if err != nil {
 		return err
 	}
@@ -71,7 +79,7 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 
-	capt, err := capture.New(ep.pg, kc,
+	capt, err := capture.New(pgURL, kc,
 		capture.WithSlot(demoSlot), capture.WithPublication(demoSlot), capture.WithTables(demoTables...),
 		capture.WithTopicPrefix(demoPrefix), capture.WithTopicPartitions(4),
 		capture.WithTopicCreator(capture.KafkaTopics(kc)), capture.WithStatusInterval(time.Second))

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/walhouse/walhouse/internal/redact"
 )
 
 // envOr returns the environment variable name, or def when it is unset.
@@ -25,15 +27,19 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// endpoints are the service addresses every subcommand shares.
+// endpoints are the service addresses every subcommand shares. Use
+// pgURL and clickhouseDSN, which add the passwords, rather than the pg and
+// clickhouse fields.
 type endpoints struct {
 	pg, kafka, clickhouse, database string
 	kafkaSec                        kafkaSecurity
+	pgPassword, chPassword          *secretSource
 }
 
 func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
 	if pg {
-		fs.StringVar(&e.pg, "pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL (env WALHOUSE_PG_URL)")
+		fs.StringVar(&e.pg, "pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL or key=value connection string (env WALHOUSE_PG_URL; PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
+		e.registerPGPassword(fs)
 	}
 	if kafka {
 		fs.StringVar(&e.kafka, "kafka", envOr("WALHOUSE_KAFKA_BROKERS", "127.0.0.1:9092"), "comma-separated Kafka seed brokers (env WALHOUSE_KAFKA_BROKERS)")
@@ -41,8 +47,47 @@ func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
 	}
 	if clickhouse {
 		fs.StringVar(&e.clickhouse, "clickhouse", envOr("WALHOUSE_CLICKHOUSE_URL", "clickhouse://127.0.0.1:9000"), "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123 (env WALHOUSE_CLICKHOUSE_URL)")
+		e.chPassword = registerSecret(fs, "clickhouse-password-file", "WALHOUSE_CLICKHOUSE_PASSWORD", "the ClickHouse password")
 		fs.StringVar(&e.database, "database", envOr("WALHOUSE_CLICKHOUSE_DATABASE", "walhouse"), "ClickHouse database for the replicated tables (env WALHOUSE_CLICKHOUSE_DATABASE)")
 	}
+}
+
+// registerPGPassword registers --pg-password-file, for commands that
+// register their own --pg.
+func (e *endpoints) registerPGPassword(fs *flag.FlagSet) {
+	e.pgPassword = registerSecret(fs, "pg-password-file", "WALHOUSE_PG_PASSWORD", "the PostgreSQL password")
+}
+
+// pgURL returns the PostgreSQL connection string with the password from
+// WALHOUSE_PG_PASSWORD or --pg-password-file, if one is given.
+func (e *endpoints) pgURL() (string, error) {
+	return e.pgConnString(e.pg)
+}
+
+// pgConnString adds the PostgreSQL password to dsn.
+func (e *endpoints) pgConnString(dsn string) (string, error) {
+	if e.pgPassword == nil {
+		return dsn, nil
+	}
+	pw, err := e.pgPassword.value()
+	if err != nil {
+		return "", err
+	}
+	return withPassword(dsn, pw, "pg")
+}
+
+// clickhouseDSN returns the ClickHouse DSN with the password from
+// WALHOUSE_CLICKHOUSE_PASSWORD or --clickhouse-password-file, if one is
+// given.
+func (e *endpoints) clickhouseDSN() (string, error) {
+	if e.chPassword == nil {
+		return e.clickhouse, nil
+	}
+	pw, err := e.chPassword.value()
+	if err != nil {
+		return "", err
+	}
+	return withPassword(e.clickhouse, pw, "clickhouse")
 }
 
 // kafkaConfig returns the brokers and the security options of the flags.
@@ -75,8 +120,10 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// parseFlags parses args and rejects positional leftovers.
+// parseFlags parses args and rejects positional leftovers. Defaults taken
+// from the environment may be DSNs with a password: -h shows them redacted.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.String(f.DefValue) })
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -35,8 +34,7 @@ func kafkaClient(ctx context.Context, kc kafkaConfig, opts ...kgo.Opt) (*kgo.Cli
 		}
 		// An unknown CA (a private one, as self-managed clusters use) or a
 		// name the certificate does not cover: retrying never fixes either.
-		var certErr *tls.CertificateVerificationError
-		if errors.As(err, &certErr) {
+		if certificateError(err) {
 			return nil, fmt.Errorf("connect to Kafka at %v over TLS: %w; the broker's certificate did not verify: give the CA that signed it with --kafka-tls-ca (env WALHOUSE_KAFKA_TLS_CA), and name the brokers in --kafka as their certificate does", brokers, err)
 		}
 		return nil, fmt.Errorf("reach Kafka at %v: %w; check that the broker runs, that --kafka is right and whether it needs --kafka-tls or --kafka-sasl", brokers, err)

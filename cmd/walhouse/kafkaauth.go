@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,13 +58,9 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 		}
 	}
 	mech := strings.ToLower(strings.TrimSpace(k.mechanism))
-	password := os.Getenv("WALHOUSE_KAFKA_SASL_PASSWORD")
-	if k.passwordFile != "" {
-		b, err := os.ReadFile(k.passwordFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--kafka-sasl-password-file: %w", err))
-		}
-		password = strings.TrimRight(string(b), "\r\n")
+	password, err := k.password().value()
+	if err != nil {
+		errs = append(errs, err)
 	}
 	switch {
 	case mech != "" && mech != "plain" && mech != "scram-sha-256" && mech != "scram-sha-512":
@@ -85,29 +80,12 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 	return opts, errors.Join(errs...)
 }
 
+// password is where the SASL password comes from.
+func (k *kafkaSecurity) password() *secretSource {
+	return &secretSource{env: "WALHOUSE_KAFKA_SASL_PASSWORD", fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
+}
+
 // tlsConfig builds the TLS configuration of the flags.
 func (k *kafkaSecurity) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if k.ca != "" {
-		pem, err := os.ReadFile(k.ca)
-		if err != nil {
-			return nil, fmt.Errorf("--kafka-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--kafka-tls-ca %s holds no PEM certificate", k.ca)
-		}
-		cfg.RootCAs = pool
-	}
-	if (k.cert == "") != (k.key == "") {
-		return nil, errors.New("--kafka-tls-cert and --kafka-tls-key go together: give both for mutual TLS, or neither")
-	}
-	if k.cert != "" {
-		pair, err := tls.LoadX509KeyPair(k.cert, k.key)
-		if err != nil {
-			return nil, fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return tlsFiles("--kafka-tls", k.ca, k.cert, k.key)
 }

@@ -17,6 +17,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/walhouse/walhouse/internal/redact"
 )
 
 // command is one subcommand of the walhouse binary.
@@ -56,7 +58,9 @@ func run(args []string, stderr io.Writer) int {
 		usage(stderr, cmds)
 		return 2
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()})))
+	// Every log line and the final error pass through redact: a DSN with a
+	// password may reach either, quoted by a driver's error.
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel(), ReplaceAttr: redact.SlogAttr})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, args[1:]); err != nil {
@@ -66,7 +70,7 @@ func run(args []string, stderr io.Writer) int {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return 0
 		}
-		fmt.Fprintf(stderr, "walhouse %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "walhouse %s: %v\n", args[0], redact.Error(err))
 		return 1
 	}
 	return 0

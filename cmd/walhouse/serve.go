@@ -35,7 +35,7 @@ func runServe(ctx context.Context, args []string) error {
 	var (
 		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
-		cursorSecret = fs.String("cursor-secret", envOr("WALHOUSE_CURSOR_SECRET", ""), "secret (16+ bytes) that signs pagination cursors; generated when empty, and then cursors do not survive a restart (env WALHOUSE_CURSOR_SECRET)")
+		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
 		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
 		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
 		maxExec      = fs.Duration("max-execution-time", 30*time.Second, "longest a query may run in ClickHouse")
@@ -57,6 +57,8 @@ func runServe(ctx context.Context, args []string) error {
 		histSpan     = fs.Duration("lag-history-span", query.DefaultHistorySpan, "how much lag history is kept in memory")
 	)
 	ep.kafkaSec.register(fs)
+	ep.registerPGPassword(fs)
+	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "WALHOUSE_CURSOR_SECRET", "the secret that signs pagination cursors")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -75,6 +77,13 @@ func runServe(ctx context.Context, args []string) error {
 	var problems []error
 	if *keysFile == "" {
 		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create a keys file with entries from `walhouse serve --new-key`"))
+	}
+	if *cursorSecret == "" {
+		v, err := cursorSecretSrc.value()
+		if err != nil {
+			problems = append(problems, err)
+		}
+		*cursorSecret = v
 	}
 	secret := []byte(*cursorSecret)
 	if len(secret) > 0 && len(secret) < 16 {
@@ -109,7 +118,11 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		slog.Warn("serve: no --cursor-secret; generated one, so pagination cursors will not survive a restart (set WALHOUSE_CURSOR_SECRET)")
 	}
-	conn, err := clickhouse.Open(ctx, ep.clickhouse)
+	chDSN, err := ep.clickhouseDSN()
+	if err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(ctx, chDSN)
 	if err != nil {
 		return err
 	}
@@ -120,7 +133,11 @@ func runServe(ctx context.Context, args []string) error {
 	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
 		pc := query.PipelineConfig{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq", Captures: captures, CaptureTimeout: *lagTimeout}
 		if *lagPG != "" {
-			pool, err := pgxpool.New(ctx, *lagPG)
+			pgURL, err := ep.pgConnString(*lagPG)
+			if err != nil {
+				return err
+			}
+			pool, err := pgxpool.New(ctx, pgURL)
 			if err != nil {
 				return fmt.Errorf("--pg: %w", err)
 			}
@@ -257,7 +274,11 @@ func runExport(ctx context.Context, args []string) error {
 			f = query.JSONL
 		}
 	}
-	conn, err := clickhouse.Open(ctx, ep.clickhouse)
+	chDSN, err := ep.clickhouseDSN()
+	if err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(ctx, chDSN)
 	if err != nil {
 		return err
 	}

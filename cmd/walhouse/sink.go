@@ -36,12 +36,14 @@ func runSink(ctx context.Context, args []string) error {
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
-		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
+		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
 		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store")
 		dedupTTL    = fs.Int("dedup-ttl-hours", envInt("EVENT_DEDUP_TTL_HOURS", 24), "hours an eventId is remembered (env EVENT_DEDUP_TTL_HOURS)")
 		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it)")
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 	)
+	var dedupSec dedupSecurity
+	dedupSec.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,7 +59,11 @@ func runSink(ctx context.Context, args []string) error {
 	if *dedupTTL < 1 {
 		return fmt.Errorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
 	}
-	conn, err := clickhouse.Open(ctx, ep.clickhouse)
+	dsn, err := ep.clickhouseDSN()
+	if err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -68,7 +74,7 @@ func runSink(ctx context.Context, args []string) error {
 	}
 	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry()}
 	if *dedupAddr != "" && *dedupAddr != "off" {
-		store, err := dedup.New(dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour})
+		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
 			return err
 		}

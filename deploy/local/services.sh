@@ -106,6 +106,15 @@ write_env() {
 			echo "export WALHOUSE_KAFKA_TLS_BROKERS_CA=$KAFKA_TLS_CA"
 		fi
 		echo "export WALHOUSE_REDIS_ADDR=127.0.0.1:$(redis_port)"
+		# The TLS listener, under names of its own: WALHOUSE_REDIS_TLS_CA and the like
+		# are walhouse's --dedup-tls-* flags, which would turn on TLS towards
+		# WALHOUSE_REDIS_ADDR (plain) in every sourcing shell.
+		if [[ -s $REDIS_ROOT/tls_port && -s $REDIS_TLS_CA ]]; then
+			echo "export WALHOUSE_REDIS_TLS_SERVER=127.0.0.1:$(<"$REDIS_ROOT/tls_port")"
+			echo "export WALHOUSE_REDIS_TLS_SERVER_CA=$REDIS_TLS_CA"
+			echo "export WALHOUSE_REDIS_TLS_SERVER_CLIENT_CERT=$REDIS_TLS_DIR/client.crt"
+			echo "export WALHOUSE_REDIS_TLS_SERVER_CLIENT_KEY=$REDIS_TLS_DIR/client.key"
+		fi
 		echo "export WALHOUSE_CLICKHOUSE_URL=http://127.0.0.1:$(clickhouse_port)"
 		echo "export WALHOUSE_CHDB_LIB=$CHDB_LIB"
 	} >"$tmp"

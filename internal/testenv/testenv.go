@@ -33,8 +33,12 @@ type Env struct {
 	KafkaTLS   string // the broker's SASL_SSL listener: SASL/PLAIN as on KafkaSASL, over TLS
 	KafkaTLSCA string // PEM file of the throwaway CA that signed KafkaTLS's certificate
 	Redis      string // host:port
-	ClickHouse string // ClickHouse DSN (http://… for the embedded engine)
-	ChdbLib    string // path to libchdb.so
+	// The Redis TLS listener (ACL user walhouse, password walhouse-local),
+	// the CA that signed its certificate, and a client certificate and key
+	// signed by the same CA.
+	RedisTLS, RedisTLSCA, RedisTLSClientCert, RedisTLSClientKey string
+	ClickHouse                                                  string // ClickHouse DSN (http://… for the embedded engine)
+	ChdbLib                                                     string // path to libchdb.so
 }
 
 // Load reads the environment, falling back to the env file that
@@ -51,14 +55,18 @@ func Load() Env {
 		return vals[k]
 	}
 	return Env{
-		PG:         get("WALHOUSE_PG_URL"),
-		Kafka:      get("WALHOUSE_KAFKA_BROKERS"),
-		KafkaSASL:  get("WALHOUSE_KAFKA_SASL_BROKERS"),
-		KafkaTLS:   get("WALHOUSE_KAFKA_TLS_BROKERS"),
-		KafkaTLSCA: get("WALHOUSE_KAFKA_TLS_BROKERS_CA"),
-		Redis:      get("WALHOUSE_REDIS_ADDR"),
-		ClickHouse: get("WALHOUSE_CLICKHOUSE_URL"),
-		ChdbLib:    get("WALHOUSE_CHDB_LIB"),
+		PG:                 get("WALHOUSE_PG_URL"),
+		Kafka:              get("WALHOUSE_KAFKA_BROKERS"),
+		KafkaSASL:          get("WALHOUSE_KAFKA_SASL_BROKERS"),
+		KafkaTLS:           get("WALHOUSE_KAFKA_TLS_BROKERS"),
+		KafkaTLSCA:         get("WALHOUSE_KAFKA_TLS_BROKERS_CA"),
+		Redis:              get("WALHOUSE_REDIS_ADDR"),
+		RedisTLS:           get("WALHOUSE_REDIS_TLS_SERVER"),
+		RedisTLSCA:         get("WALHOUSE_REDIS_TLS_SERVER_CA"),
+		RedisTLSClientCert: get("WALHOUSE_REDIS_TLS_SERVER_CLIENT_CERT"),
+		RedisTLSClientKey:  get("WALHOUSE_REDIS_TLS_SERVER_CLIENT_KEY"),
+		ClickHouse:         get("WALHOUSE_CLICKHOUSE_URL"),
+		ChdbLib:            get("WALHOUSE_CHDB_LIB"),
 	}
 }
 
@@ -67,7 +75,8 @@ func Required() bool { return os.Getenv("WALHOUSE_INTEGRATION") == "1" }
 
 // Require returns the environment, skipping t (or failing it when
 // integration tests are required) if any of the named services is not
-// configured: "pg", "kafka", "kafka-sasl", "kafka-tls", "redis", "clickhouse".
+// configured: "pg", "kafka", "kafka-sasl", "kafka-tls", "redis", "redis-tls",
+// "clickhouse".
 func Require(t testing.TB, services ...string) Env {
 	t.Helper()
 	e := Load()
@@ -88,6 +97,10 @@ func Require(t testing.TB, services ...string) Env {
 			}
 		case "redis":
 			v = e.Redis
+		case "redis-tls":
+			if e.RedisTLSCA != "" && e.RedisTLSClientCert != "" && e.RedisTLSClientKey != "" {
+				v = e.RedisTLS
+			}
 		case "clickhouse":
 			v = e.ClickHouse
 		default:

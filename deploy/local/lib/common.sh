@@ -24,6 +24,9 @@ KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}
 # certificate signed by a throwaway CA, for the tests of Kafka over TLS.
 KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-$((KAFKA_PORT + 3))}
 REDIS_PORT=${REDIS_PORT:-56379}
+# A second Redis listener with TLS (the same throwaway-CA scheme) and an ACL user
+# walhouse (password walhouse-local), for the tests of the dedup store's AUTH and TLS.
+REDIS_TLS_PORT=${REDIS_TLS_PORT:-$((REDIS_PORT + 1))}
 CH_PORT=${CH_PORT:-58123}
 
 # Bound, in seconds, on each service's readiness wait and on each graceful stop.
@@ -75,6 +78,38 @@ need_cmd() {
 	command -v "$1" >/dev/null 2>&1 && return 0
 	apt_install "$2"
 	command -v "$1" >/dev/null 2>&1 || die "$1 still missing after installing $2"
+}
+
+# make_test_certs SERVICE DIR: makes, in DIR, a throwaway CA (ca.pem), a server
+# certificate for 127.0.0.1 and localhost (server.crt, server.key) and a client
+# certificate (client.crt, client.key), all signed by that CA. The CA's key is deleted
+# once it has signed, so nothing else can ever carry that CA. Keys are unencrypted PEM.
+make_test_certs() {
+	local service=$1 dir=$2
+	need_cmd openssl openssl
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	if ! {
+		openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/CN=walhouse local test CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout "$dir/ca.key" -out "$dir/ca.pem" &&
+			openssl req -new -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+				-keyout "$dir/server.key" -out "$dir/server.csr" &&
+			openssl x509 -req -days 3650 -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+				-out "$dir/server.crt" -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
+				keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth \
+				subjectAltName=IP:127.0.0.1,DNS:localhost) &&
+			openssl req -new -newkey rsa:2048 -nodes -subj "/CN=walhouse" \
+				-keyout "$dir/client.key" -out "$dir/client.csr" &&
+			openssl x509 -req -days 3650 -in "$dir/client.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+				-out "$dir/client.crt" -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
+				keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)
+	} >"$dir/openssl.log" 2>&1; then
+		show_log_tail "$dir/openssl.log"
+		die "$service: making the TLS certificates failed; read $dir/openssl.log"
+	fi
+	rm -f "$dir/ca.key" "$dir/ca.srl" "$dir/server.csr" "$dir/client.csr" "$dir/openssl.log"
+	chmod 600 "$dir/server.key" "$dir/client.key"
 }
 
 # pid_alive PID PATTERN: true if process PID exists and its command line contains PATTERN

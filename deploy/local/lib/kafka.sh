@@ -146,29 +146,14 @@ kafka_tool() {
 # The CA's key is deleted once it has signed, so nothing else can ever carry that CA.
 kafka_tls_certs() {
 	[[ -s $KAFKA_TLS_CA && -s $KAFKA_TLS_KEYSTORE ]] && return 0
-	need_cmd openssl openssl
 	local tmp=$KAFKA_TLS_DIR.tmp
 	log "kafka: making a throwaway CA and server certificate in $KAFKA_TLS_DIR"
-	rm -rf "$tmp"
-	mkdir -p "$tmp"
-	if ! {
-		openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/CN=walhouse local test CA" \
-			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-			-keyout "$tmp/ca.key" -out "$tmp/ca.pem" &&
-			openssl req -new -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-				-keyout "$tmp/server.key" -out "$tmp/server.csr" &&
-			openssl x509 -req -days 3650 -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" \
-				-out "$tmp/server.crt" -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
-				keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth \
-				subjectAltName=IP:127.0.0.1,DNS:localhost) &&
-			openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -passout "pass:$KAFKA_TLS_KEY_PASSWORD" \
-				-in "$tmp/server.key" -out "$tmp/server.key.enc"
-	} >"$tmp/openssl.log" 2>&1; then
-		show_log_tail "$tmp/openssl.log"
-		die "kafka: making the TLS certificates failed; read $tmp/openssl.log"
-	fi
+	make_test_certs kafka "$tmp"
+	openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -passout "pass:$KAFKA_TLS_KEY_PASSWORD" \
+		-in "$tmp/server.key" -out "$tmp/server.key.enc" 2>"$tmp/openssl.log" ||
+		{ show_log_tail "$tmp/openssl.log"; die "kafka: encrypting the server key failed; read $tmp/openssl.log"; }
 	cat "$tmp/server.key.enc" "$tmp/server.crt" "$tmp/ca.pem" >"$tmp/server.pem"
-	rm -f "$tmp/ca.key" "$tmp/server.key" "$tmp/server.key.enc" "$tmp/server.csr" "$tmp/server.crt" "$tmp/openssl.log"
+	rm -f "$tmp/server.key" "$tmp/server.key.enc" "$tmp/server.crt" "$tmp/client.key" "$tmp/client.crt" "$tmp/openssl.log"
 	rm -rf "$KAFKA_TLS_DIR"
 	mv "$tmp" "$KAFKA_TLS_DIR"
 }

@@ -1,0 +1,69 @@
+package capture_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// Against the local broker's SASL_SSL listener: the state topic's reader
+// connects as the client capture was given does (TLS with a private CA,
+// SASL), so a restarted capture finds the progress a former one saved. A
+// reader made from the seed brokers alone could not read it at all.
+func TestIntegrationKafkaStateOverTLS(t *testing.T) {
+	env := testenv.Require(t, "kafka-tls")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	pem, err := os.ReadFile(env.KafkaTLSCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", env.KafkaTLSCA)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.KafkaTLS),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
+		kgo.SASL(plain.Auth{User: "walhouse", Pass: "walhouse-local"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := testenv.Name("state_tls")
+	t.Cleanup(func() { _, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), topic) })
+
+	saved, err := capture.KafkaState(ctx, cl, topic, 1)
+	if err != nil {
+		t.Fatalf("state topic over TLS: %v", err)
+	}
+	want := map[string]string{"snapshot/a": `{"done":[1,2]}`, "snapshot/b": `{"done":[]}`}
+	for k, v := range want {
+		if err := saved.Save(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fresh store, as after a restart, reads the topic back.
+	restarted, err := capture.KafkaState(ctx, cl, topic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		got, err := restarted.Load(ctx, k)
+		if err != nil {
+			t.Fatalf("load %s over TLS: %v", k, err)
+		}
+		if string(got) != v {
+			t.Errorf("load %s = %q, want %q", k, got, v)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Secrets never come from a flag's value, which shows in the process list
+// (and, as a default taken from the environment, in -h). Each one comes
+// from an environment variable WALHOUSE_X or from a file named by --x-file
+// (env WALHOUSE_X_FILE); the file wins when both are set.
+
+// secretSource is where one secret may come from.
+type secretSource struct {
+	env      string // variable holding the secret itself
+	fileFlag string // flag naming a file that holds it
+	file     string
+}
+
+// registerSecret registers --<fileFlag> (env <env>_FILE) on fs.
+func registerSecret(fs *flag.FlagSet, fileFlag, env, what string) *secretSource {
+	s := &secretSource{env: env, fileFlag: fileFlag}
+	fs.StringVar(&s.file, fileFlag, envOr(env+"_FILE", ""), fmt.Sprintf("file holding %s (env %s_FILE; or the secret itself in env %s)", what, env, env))
+	return s
+}
+
+// value returns the secret, "" when neither source is set. A file's
+// trailing line break is not part of it.
+func (s *secretSource) value() (string, error) {
+	if s.file == "" {
+		return os.Getenv(s.env), nil
+	}
+	b, err := os.ReadFile(s.file)
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", s.fileFlag, err)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("--%s: %s is empty", s.fileFlag, s.file)
+	}
+	return v, nil
+}
+
+// withPassword returns dsn with password added, for the services whose
+// DSN is the only way to pass one: a URL gets a password query parameter
+// (which pgx and clickhouse-go read after the user:password@ part), a
+// libpq keyword/value string a quoted password=. A dsn that already holds
+// a password is refused: two sources for one secret is a mistake to point
+// out, not to settle silently. flagName names the DSN's flag in errors.
+func withPassword(dsn, password, flagName string) (string, error) {
+	if password == "" {
+		return dsn, nil
+	}
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("--%s is not a valid URL; give the password in one place only", flagName)
+		}
+		q := u.Query()
+		if _, has := u.User.Password(); has || q.Has("password") {
+			return "", fmt.Errorf("--%s already holds a password and one was given from a file or the environment as well: keep only one", flagName)
+		}
+		q.Set("password", password)
+		// pgx reads "+" in a query as itself, not as a space: %20 means a
+		// space to every reader (QueryEscape wrote a literal "+" as %2B).
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		return u.String(), nil
+	}
+	for _, field := range strings.Fields(dsn) {
+		if k, _, ok := strings.Cut(field, "="); ok && strings.TrimSpace(k) == "password" {
+			return "", fmt.Errorf("--%s already holds a password and one was given from a file or the environment as well: keep only one", flagName)
+		}
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(password)
+	return strings.TrimSpace(dsn + " password='" + quoted + "'"), nil
+}
+
+// tlsFiles builds a TLS client configuration from PEM files: ca (default:
+// the system's CAs) and, for mutual TLS, cert and key. flagPrefix names
+// the flags in errors, e.g. "--kafka-tls".
+func tlsFiles(flagPrefix, ca, cert, key string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s-ca: %w", flagPrefix, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s-ca %s holds no PEM certificate", flagPrefix, ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("%[1]s-cert and %[1]s-key go together: give both for mutual TLS, or neither", flagPrefix)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%[1]s-cert/%[1]s-key: %w", flagPrefix, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// certificateError reports whether err is a server certificate that did
+// not verify (an unknown CA, a name the certificate does not cover):
+// retrying never fixes it, and the fix is a CA flag.
+func certificateError(err error) bool {
+	var certErr *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	return errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname)
+}

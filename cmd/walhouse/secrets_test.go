@@ -1,0 +1,146 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestWithPassword(t *testing.T) {
+	for _, tc := range []struct {
+		name, dsn, password, want, err string
+	}{
+		{"no password", "postgres://u@db/app", "", "postgres://u@db/app", ""},
+		{"URL", "postgres://u@db/app?sslmode=disable", "p@ss w'rd", "postgres://u@db/app?password=p%40ss%20w%27rd&sslmode=disable", ""},
+		{"clickhouse URL", "clickhouse://ch:9000/walhouse", "s3cret", "clickhouse://ch:9000/walhouse?password=s3cret", ""},
+		{"keyword/value", "host=db user=u dbname=app", `it's\secret`, `host=db user=u dbname=app password='it\'s\\secret'`, ""},
+		{"empty keyword/value", "", "s3cret", "password='s3cret'", ""},
+		{"URL with a password", "postgres://u:other@db/app", "s3cret", "", "already holds a password"},
+		{"URL with a password parameter", "http://ch:8123/?password=other", "s3cret", "", "already holds a password"},
+		{"keyword/value with a password", "host=db password=other", "s3cret", "", "already holds a password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := withPassword(tc.dsn, tc.password, "pg")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "other") {
+					t.Errorf("error %q holds the DSN's password", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("withPassword = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	// pgx reads the password back as it was given, in either form.
+	for _, dsn := range []string{"postgres://u@db/app", "host=db user=u"} {
+		withPW, err := withPassword(dsn, `p@ss w'rd\`, "pg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pgx.ParseConfig(withPW)
+		if err != nil || cfg.Password != `p@ss w'rd\` {
+			t.Errorf("pgx read the password of %q as %q (%v)", withPW, cfg.Password, err)
+		}
+	}
+	withPW, err := withPassword("clickhouse://u@ch:9000/db", `p@ss w'rd\`, "clickhouse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := ch.ParseDSN(withPW); err != nil || opts.Auth.Password != `p@ss w'rd\` || opts.Auth.Username != "u" {
+		t.Errorf("clickhouse-go read %q as %+v (%v)", withPW, opts.Auth, err)
+	}
+}
+
+func TestSecretSource(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pw")
+	if err := os.WriteFile(file, []byte("from-file\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WALHOUSE_TEST_SECRET", "from-env")
+	for _, tc := range []struct {
+		name, file, want, err string
+	}{
+		{"environment", "", "from-env", ""},
+		{"file wins", file, "from-file", ""},
+		{"missing file", filepath.Join(dir, "nope"), "", "--test-secret-file"},
+		{"empty file", empty, "", "is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			src := registerSecret(fs, "test-secret-file", "WALHOUSE_TEST_SECRET", "a test secret")
+			var args []string
+			if tc.file != "" {
+				args = []string{"--test-secret-file", tc.file}
+			}
+			if err := parseFlags(fs, args); err != nil {
+				t.Fatal(err)
+			}
+			got, err := src.value()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("value = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// -h shows the defaults that come from the environment: a DSN there must
+// not show its password, nor may a secret taken from the environment.
+func TestHelpHidesPasswords(t *testing.T) {
+	t.Setenv("WALHOUSE_PG_URL", "postgres://walhouse:s3cret-pg@db/app")
+	t.Setenv("WALHOUSE_CLICKHOUSE_URL", "http://ch:8123/?user=u&password=s3cret-ch")
+	t.Setenv("WALHOUSE_REDIS_ADDR", "rediss://walhouse:s3cret-redis@cache:6380")
+	t.Setenv("WALHOUSE_REDIS_PASSWORD", "s3cret-env")
+	t.Setenv("WALHOUSE_CURSOR_SECRET", "s3cret-cursor-0123456789")
+	for _, args := range [][]string{{"capture"}, {"sink"}, {"serve"}, {"demo"}} {
+		out := helpText(t, append(args, "-h"))
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("walhouse %s -h shows a password:\n%s", args[0], out)
+		}
+		if !strings.Contains(out, "xxxxx") {
+			t.Errorf("walhouse %s -h shows no redacted default:\n%s", args[0], out)
+		}
+	}
+}
+
+// helpText runs walhouse with args and returns what the flag package
+// printed, which goes to os.Stderr.
+func helpText(t *testing.T, args []string) string {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	saved := os.Stderr
+	os.Stderr = f
+	code := run(args, f)
+	os.Stderr = saved
+	if code != 0 {
+		t.Fatalf("walhouse %v exited with %d", args, code)
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
