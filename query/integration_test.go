@@ -256,6 +256,8 @@ func TestIntegrationCursor(t *testing.T) {
 	f := newCHFixture(t)
 	f.exec(t, fmt.Sprintf(`INSERT INTO %s.orders (tenant_id, id, status, _version, _is_deleted, _commit_ts)
 		SELECT if(number < 250, 'acme', 'globex'), number, 'open', 1, 0, now64(6) FROM numbers(500)`, schema.QuoteIdent(f.db)))
+	// acme has a row in the other table too, so it may read it (see "other table").
+	f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (tenant_id, id, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 1, 0, now64(6))", schema.QuoteIdent(f.db), schema.QuoteIdent("crm__odd names")))
 	req := map[string]any{"columns": []string{"id"}, "limit": 100}
 	var ids []float64
 	var cursor string
@@ -458,7 +460,7 @@ func TestIntegrationExport(t *testing.T) {
 
 	// The library call (what `walhouse export` runs) hashes what it writes.
 	var out bytes.Buffer
-	m2, err := NewExporter(f.conn, f.db, nil).Export(context.Background(), &out, ExportRequest{Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_1"}, Format: CSV, RequestedBy: "test"})
+	m2, err := NewExporter(f.conn, f.db, []byte("audit-key-0123456789"), nil).Export(context.Background(), &out, ExportRequest{Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_1"}, Format: CSV, RequestedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
