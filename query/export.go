@@ -453,8 +453,9 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 	return nil
 }
 
-// hashWriter hashes and counts what it passes on, and refuses a write
-// that would take it over max bytes (a cap of the export).
+// hashWriter hashes and counts what it passes on, up to max bytes (a cap
+// of the export): of a write that would go beyond, it passes on what fits
+// and reports the cap.
 type hashWriter struct {
 	w    io.Writer
 	h    hash.Hash
@@ -466,7 +467,11 @@ type hashWriter struct {
 func (hw *hashWriter) Write(p []byte) (int, error) {
 	if hw.max > 0 && hw.n+int64(len(p)) > hw.max {
 		hw.over = &ExportLimitError{Limit: "bytes", Max: hw.max}
-		return 0, hw.over
+		n, err := hw.Write(p[:hw.max-hw.n])
+		if err == nil {
+			err = hw.over
+		}
+		return n, err
 	}
 	n, err := hw.w.Write(p)
 	hw.h.Write(p[:n])

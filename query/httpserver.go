@@ -79,11 +79,13 @@ func newStreamWriter(w http.ResponseWriter, timeout time.Duration) *streamWriter
 	return sw
 }
 
-// extend moves the write deadline to timeout from now; at most every
-// second, since rows are written far more often than that.
+// extend moves the write deadline to timeout from now. Rows are written
+// far more often than deadlines need moving, so it moves it only when a
+// tenth of timeout (at most a second) has passed: each write still has at
+// least nine tenths of it.
 func (sw *streamWriter) extend() {
 	now := time.Now()
-	if now.Sub(sw.set) < time.Second {
+	if now.Sub(sw.set) < min(time.Second, sw.timeout/10) {
 		return
 	}
 	sw.set = now
