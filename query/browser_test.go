@@ -680,3 +680,60 @@ func (p *page) screenshot(ctx context.Context) ([]byte, error) {
 	}
 	return base64.StdEncoding.DecodeString(shot.Data)
 }
+
+// TestIntegrationStatusPageOddTableNames opens /status with tables named
+// like the properties every JavaScript object has: the page keys its
+// tables in Maps, so each gets its row and chart (as plain objects,
+// "constructor" found Object's constructor and "__proto__" the prototype,
+// and the page showed an error instead).
+func TestIntegrationStatusPageOddTableNames(t *testing.T) {
+	bin := requireChromium(t)
+	f := newCHFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names := []string{"constructor", "__proto__", "hasOwnProperty", "toString"}
+	now := time.Now().UTC()
+	for i, name := range names {
+		f.exec(t, fmt.Sprintf("CREATE TABLE %s.%s (tenant_id String, id Int64, _version UInt64, _is_deleted UInt8, _commit_ts DateTime64(6, 'UTC'), _synced_at DateTime64(6, 'UTC') DEFAULT now64(6)) ENGINE = ReplacingMergeTree(_version, _is_deleted) ORDER BY (tenant_id, id)",
+			schema.QuoteIdent(f.db), schema.QuoteIdent(name)))
+		f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES ('%s', 0, %s, %d, %s)",
+			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable), name, chTime(now.Add(-time.Duration(i)*time.Second)), 100+i, chTime(now)))
+	}
+	b := startBrowser(ctx, t, bin)
+	page, err := b.open(ctx, f.srv.URL+"/status#key="+url.QueryEscape(keyAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two polls, so that each table's chart has been drawn from a series
+	// the page keeps between polls.
+	var polls []statusState
+	for len(polls) < 2 {
+		s, err := page.waitState(ctx, func(s statusState) error {
+			if s.Err != "" {
+				return fmt.Errorf("the page shows the error %q", s.Err)
+			}
+			if len(polls) > 0 && s.Now == polls[0].Now {
+				return errors.New("no new poll yet")
+			}
+			for _, name := range names {
+				r, ok := s.row(name)
+				if !ok {
+					return fmt.Errorf("no row for %q in %+v", name, s.Rows)
+				}
+				if r.LastSyncAt == "not recorded yet" || r.Points == "" {
+					return fmt.Errorf("%q shows %+v, want its lastSyncAt and a chart", name, r)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("poll %d: %v", len(polls)+1, err)
+		}
+		polls = append(polls, s)
+	}
+	for i, name := range names {
+		if r := polls[1].mustRow(name); r.LSN != LSN(100+i).String() {
+			t.Errorf("%q shows lsn %q, want %s", name, r.LSN, LSN(100+i))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -12,21 +13,45 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
-// Limits bound what one caller may ask of ClickHouse.
+// Limits bound what one caller may ask of ClickHouse and of the server.
+// Zero fields take the defaults named on each field.
 type Limits struct {
 	// DefaultRows is the page size when a request has no limit (default 100).
 	DefaultRows int
 	// MaxRows is the largest page a request may ask for (default 10,000).
 	MaxRows int
-	// MaxExecutionTime bounds each query on the server (ClickHouse's
+	// MaxExecutionTime bounds each read on the server (ClickHouse's
 	// max_execution_time; default 30 s).
 	MaxExecutionTime time.Duration
 	// MaxResultRows is ClickHouse's max_result_rows for reads, a safety net
 	// behind LIMIT (default MaxRows+1).
 	MaxResultRows int
+	// MaxResultBytes is ClickHouse's max_result_bytes for reads: a page of
+	// wide rows is refused rather than buffered (default 64 MiB). Exports
+	// stream and are bounded by MaxExportBytes instead.
+	MaxResultBytes int64
+	// MaxMemoryUsage is ClickHouse's max_memory_usage for every read and
+	// export (default 1 GiB).
+	MaxMemoryUsage int64
+	// MaxBytesBeforeExternalGroupBy and MaxBytesBeforeExternalSort make a
+	// GROUP BY or ORDER BY spill to disk beyond this many bytes instead of
+	// failing on MaxMemoryUsage (default MaxMemoryUsage/2 each).
+	MaxBytesBeforeExternalGroupBy int64
+	MaxBytesBeforeExternalSort    int64
+	// MaxThreads is ClickHouse's max_threads per query, so one caller
+	// cannot take every core (default 4).
+	MaxThreads int
 	// MaxConcurrent is how many queries and exports one tenant may run at
 	// once; more are refused with 429 (default 4).
 	MaxConcurrent int
+	// MaxExportTime bounds a whole export, and each of its table queries
+	// (default 10 min).
+	MaxExportTime time.Duration
+	// MaxExportRows and MaxExportBytes cap one export: beyond either the
+	// export stops with an error in its manifest, trailer and audit entry,
+	// never silently truncated (defaults 10,000,000 rows and 10 GiB).
+	MaxExportRows  int64
+	MaxExportBytes int64
 }
 
 // withDefaults fills zero fields with their documented defaults.
@@ -46,10 +71,70 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxResultRows <= 0 {
 		l.MaxResultRows = l.MaxRows + 1
 	}
+	if l.MaxResultBytes <= 0 {
+		l.MaxResultBytes = 64 << 20
+	}
+	if l.MaxMemoryUsage <= 0 {
+		l.MaxMemoryUsage = 1 << 30
+	}
+	if l.MaxBytesBeforeExternalGroupBy <= 0 {
+		l.MaxBytesBeforeExternalGroupBy = l.MaxMemoryUsage / 2
+	}
+	if l.MaxBytesBeforeExternalSort <= 0 {
+		l.MaxBytesBeforeExternalSort = l.MaxMemoryUsage / 2
+	}
+	if l.MaxThreads <= 0 {
+		l.MaxThreads = 4
+	}
 	if l.MaxConcurrent <= 0 {
 		l.MaxConcurrent = 4
 	}
+	if l.MaxExportTime <= 0 {
+		l.MaxExportTime = 10 * time.Minute
+	}
+	if l.MaxExportRows <= 0 {
+		l.MaxExportRows = 10_000_000
+	}
+	if l.MaxExportBytes <= 0 {
+		l.MaxExportBytes = 10 << 30
+	}
 	return l
+}
+
+// orDefaults fills the zero fields of l (a tenant's own limits) from d
+// (the server's), before withDefaults fills what both left out.
+func (l Limits) orDefaults(d Limits) Limits {
+	l.DefaultRows = cmp.Or(l.DefaultRows, d.DefaultRows)
+	l.MaxRows = cmp.Or(l.MaxRows, d.MaxRows)
+	l.MaxExecutionTime = cmp.Or(l.MaxExecutionTime, d.MaxExecutionTime)
+	l.MaxResultRows = cmp.Or(l.MaxResultRows, d.MaxResultRows)
+	l.MaxResultBytes = cmp.Or(l.MaxResultBytes, d.MaxResultBytes)
+	l.MaxMemoryUsage = cmp.Or(l.MaxMemoryUsage, d.MaxMemoryUsage)
+	l.MaxBytesBeforeExternalGroupBy = cmp.Or(l.MaxBytesBeforeExternalGroupBy, d.MaxBytesBeforeExternalGroupBy)
+	l.MaxBytesBeforeExternalSort = cmp.Or(l.MaxBytesBeforeExternalSort, d.MaxBytesBeforeExternalSort)
+	l.MaxThreads = cmp.Or(l.MaxThreads, d.MaxThreads)
+	l.MaxConcurrent = cmp.Or(l.MaxConcurrent, d.MaxConcurrent)
+	l.MaxExportTime = cmp.Or(l.MaxExportTime, d.MaxExportTime)
+	l.MaxExportRows = cmp.Or(l.MaxExportRows, d.MaxExportRows)
+	l.MaxExportBytes = cmp.Or(l.MaxExportBytes, d.MaxExportBytes)
+	return l.withDefaults()
+}
+
+// resourceSettings are the ClickHouse settings that bound one query's
+// memory and cores, for reads and exports alike.
+func (l Limits) resourceSettings() map[string]any {
+	return map[string]any{
+		"max_memory_usage":                   l.MaxMemoryUsage,
+		"max_bytes_before_external_group_by": l.MaxBytesBeforeExternalGroupBy,
+		"max_bytes_before_external_sort":     l.MaxBytesBeforeExternalSort,
+		"max_threads":                        l.MaxThreads,
+	}
+}
+
+// seconds is d in whole seconds for max_execution_time, at least 1 (0
+// would mean no limit).
+func seconds(d time.Duration) int {
+	return max(1, int(d.Round(time.Second)/time.Second))
 }
 
 // Statement is one SQL statement with its server-side parameters and
@@ -273,18 +358,15 @@ func BuildSelect(in SelectInput) (Statement, error) {
 	}, nil
 }
 
-// readSettings are the settings of every read: bounded time and result
-// size, and FINAL that merges only within partitions (walhouse never moves
-// a row between partitions, see schema.Table.PartitionBy).
+// readSettings are the settings of every read: bounded time, memory, cores
+// and result size, and FINAL that merges only within partitions (walhouse
+// never moves a row between partitions, see schema.Table.PartitionBy).
 func readSettings(lim Limits, c Consistency) map[string]any {
-	s := map[string]any{
-		"max_execution_time":   int(lim.MaxExecutionTime.Round(time.Second) / time.Second),
-		"max_result_rows":      lim.MaxResultRows,
-		"result_overflow_mode": "throw",
-	}
-	if s["max_execution_time"].(int) < 1 {
-		s["max_execution_time"] = 1
-	}
+	s := lim.resourceSettings()
+	s["max_execution_time"] = seconds(lim.MaxExecutionTime)
+	s["max_result_rows"] = lim.MaxResultRows
+	s["max_result_bytes"] = lim.MaxResultBytes
+	s["result_overflow_mode"] = "throw"
 	if c == Final {
 		s["do_not_merge_across_partitions_select_final"] = 1
 	}

@@ -142,7 +142,7 @@ func TestBuildSelectGolden(t *testing.T) {
 }
 
 func TestBuildExportGolden(t *testing.T) {
-	st, err := BuildExport(ExportInput{Table: ordersTable(), Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_42"}, MaxExecutionTime: time.Minute})
+	st, err := BuildExport(ExportInput{Table: ordersTable(), Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_42"}, Limits: Limits{MaxExportTime: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

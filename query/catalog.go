@@ -80,6 +80,16 @@ type Catalog struct {
 	mu      sync.Mutex
 	tables  map[string]*Table
 	fetched time.Time
+
+	tenantsMu sync.Mutex
+	tenants   map[string]tenantTables // by tenant
+}
+
+// tenantTables are the names of the tables one tenant has rows in, as
+// found at fetched.
+type tenantTables struct {
+	names   map[string]bool
+	fetched time.Time
 }
 
 // NewCatalog returns a Catalog of database that refreshes at most every ttl
@@ -88,7 +98,7 @@ func NewCatalog(conn Conn, database string, ttl time.Duration) *Catalog {
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
-	return &Catalog{conn: conn, database: database, ttl: ttl, now: time.Now}
+	return &Catalog{conn: conn, database: database, ttl: ttl, now: time.Now, tenants: map[string]tenantTables{}}
 }
 
 // ErrUnknownTable is returned by Catalog.Table for a name that is not a
@@ -120,6 +130,112 @@ func (c *Catalog) Tables(ctx context.Context) ([]*Table, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// TenantTables returns the tables tenant can read, sorted by name: those
+// that hold rows of the tenant (live or deleted). A table is a tenant's
+// when its rows are, so a key never learns the names of other tenants'
+// tables; a table with no row of the tenant yet has nothing to read.
+func (c *Catalog) TenantTables(ctx context.Context, tenant string, lim Limits) ([]*Table, error) {
+	all, err := c.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, err := c.tenantNames(ctx, tenant, all, lim)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0:0]
+	for _, t := range all {
+		if names[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// TenantTable returns the named table if tenant can read it (see
+// TenantTables), else ErrUnknownTable with the same message as for a
+// table that does not exist.
+func (c *Catalog) TenantTable(ctx context.Context, tenant string, lim Limits, name string) (*Table, error) {
+	tables, err := c.TenantTables(ctx, tenant, lim)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q in database %s", ErrUnknownTable, name, c.database)
+}
+
+// tenantNames returns the names of the tables of all that hold a row of
+// tenant, cached for the catalog's ttl.
+func (c *Catalog) tenantNames(ctx context.Context, tenant string, all []*Table, lim Limits) (map[string]bool, error) {
+	c.tenantsMu.Lock()
+	defer c.tenantsMu.Unlock()
+	if tt, ok := c.tenants[tenant]; ok && c.now().Sub(tt.fetched) < c.ttl {
+		return tt.names, nil
+	}
+	names := map[string]bool{}
+	st, probed := BuildTenantTables(all, tenant, lim)
+	if len(probed) > 0 {
+		rows, err := c.conn.Query(statementContext(ctx, st), st.SQL)
+		if err != nil {
+			return nil, fmt.Errorf("find the tables of the caller's tenant: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var i uint32
+			if err := rows.Scan(&i); err != nil {
+				return nil, fmt.Errorf("find the tables of the caller's tenant: %w", err)
+			}
+			if int(i) < len(probed) {
+				names[probed[i].Name] = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("find the tables of the caller's tenant: %w", err)
+		}
+	}
+	now := c.now()
+	for t, tt := range c.tenants { // forget tenants not seen for a while
+		if now.Sub(tt.fetched) >= c.ttl {
+			delete(c.tenants, t)
+		}
+	}
+	c.tenants[tenant] = tenantTables{names: names, fetched: now}
+	return names, nil
+}
+
+// BuildTenantTables builds one statement that tells which of tables hold
+// a row of tenant: it returns the index in probed of each such table.
+// Tables whose tenant column cannot hold the tenant's value are not
+// probed (the tenant can have no rows there). Each part reads at most one
+// row of the tenant's range of the sorting key, without FINAL.
+func BuildTenantTables(tables []*Table, tenant string, lim Limits) (st Statement, probed []*Table) {
+	params := map[string]string{}
+	var parts []string
+	for _, t := range tables {
+		tc, ok := t.Column(t.TenantColumn)
+		if !ok {
+			continue
+		}
+		v, err := tc.typ.bindValue(tenantValue(tc.typ, tenant))
+		if err != nil {
+			continue
+		}
+		i := len(probed)
+		params[fmt.Sprintf("t%d", i)] = v
+		parts = append(parts, fmt.Sprintf("(SELECT toUInt32(%d) FROM %s WHERE %s = {t%d:%s} LIMIT 1)",
+			i, t.qualified(), schema.QuoteIdent(t.TenantColumn), i, tc.typ.Param))
+		probed = append(probed, t)
+	}
+	lim = lim.withDefaults()
+	set := lim.resourceSettings()
+	set["max_execution_time"] = seconds(lim.MaxExecutionTime)
+	return Statement{SQL: strings.Join(parts, "\nUNION ALL\n"), Params: params, Settings: set}, probed
 }
 
 func (c *Catalog) load(ctx context.Context) (map[string]*Table, error) {

@@ -34,6 +34,19 @@
 // the table. The state is read before the data, so the data is at least as
 // fresh as reported.
 //
+// Tenancy of tables: a table is a tenant's when it holds rows of that
+// tenant (Catalog.TenantTables); GET /v1/tables lists only those, and a
+// read or export of any other answers as for a table that does not exist,
+// so a key never learns another tenant's table names.
+//
+// Bounds under a hostile caller: every read and export carries ClickHouse
+// limits (Limits: memory, spilling, threads, time; result rows and bytes
+// for reads); a tenant's MaxConcurrent and the server's MaxInFlight are
+// taken before the body is read, so parsing runs inside them; HTTPServer
+// bounds headers, reads, writes and idle connections (an export gets a
+// deadline per write); exports stop at MaxExportRows, MaxExportBytes or
+// MaxExportTime with the reason in their manifest, trailer and audit entry.
+//
 // Pagination: a cursor is an offset signed with HMAC-SHA256 and bound to the
 // tenant, the table and the request (all fields but the cursor); pages are
 // ordered by the requested order, then the sorting key (or the group-by

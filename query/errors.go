@@ -63,8 +63,12 @@ func (s *Server) classify(err error) *apiError {
 		case chTimeoutExceeded:
 			return &apiError{Status: http.StatusBadRequest, Code: "query_timeout", Message: fmt.Sprintf("the query ran longer than its limit of %s; narrow the filters or the time range", s.cfg.Limits.MaxExecutionTime)}
 		case chTooManyRows:
-			return &apiError{Status: http.StatusBadRequest, Code: "over_limit", Message: "the result is larger than the row limit; narrow the request or page with a smaller limit"}
-		case chTooManySimultaneous, chMemoryLimitExceeded, chTooManyParts, chNetworkError, chSocketTimeout, chAllConnectionTriesFailed:
+			return &apiError{Status: http.StatusBadRequest, Code: "over_limit", Message: "the result is larger than the row or byte limit of a page; ask for fewer columns or page with a smaller limit"}
+		case chMemoryLimitExceeded:
+			// Retrying the same query meets the same per-query limit
+			// (max_memory_usage): the caller must ask for less.
+			return &apiError{Status: http.StatusBadRequest, Code: "over_limit", Message: "the query needs more memory than its limit; narrow the filters or the time range, or group by fewer columns"}
+		case chTooManySimultaneous, chTooManyParts, chNetworkError, chSocketTimeout, chAllConnectionTriesFailed:
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "ClickHouse is overloaded; retry later", RetryAfter: 5}
 		}
 		return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the query failed inside ClickHouse; report the requestId to an operator"}

@@ -3,20 +3,25 @@ package query
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/walhouse/walhouse/schema"
 )
@@ -30,7 +35,11 @@ const (
 	JSONL Format = "jsonl"
 	// CSV writes, per table, a header line "table,<columns…>" and then one
 	// line per row starting with the table name. NULL is an empty field;
-	// arrays and maps are JSON text.
+	// arrays and maps are JSON text. A field that starts with =, +, -, @,
+	// a tab or a carriage return is written with a leading ' (OWASP's
+	// defence against CSV injection), so a spreadsheet shows it as text
+	// instead of running it as a formula; plain numbers (-12.5, +3e4) are
+	// left as they are.
 	CSV Format = "csv"
 	// Parquet writes one Parquet file (zstd): a required string column
 	// _table names each row's table, and each table is an optional group
@@ -58,8 +67,11 @@ type ExportRequest struct {
 	// RequestedBy names who asked (an API key id, or "cli"), for the audit
 	// log and the manifest.
 	RequestedBy string
-	// MaxExecutionTime bounds each table's query (default 10 min).
-	MaxExecutionTime time.Duration
+	// Limits bound the export: MaxExportTime (the whole export and each
+	// table's query), MaxExportRows, MaxExportBytes, and the memory and
+	// thread settings of its queries. Zero fields take the defaults
+	// documented on Limits.
+	Limits Limits
 	// Rows, when set, is updated as rows stream (progress reporting).
 	Rows *atomic.Int64
 }
@@ -100,16 +112,55 @@ type Exporter struct {
 	conn     Conn
 	database string
 	catalog  *Catalog
+	auditKey []byte
 	log      *slog.Logger
 }
 
 // NewExporter returns an Exporter for the replicated tables in database.
-// log receives the audit entries (nil: slog.Default()).
-func NewExporter(conn Conn, database string, log *slog.Logger) *Exporter {
+// log receives the audit entries (nil: slog.Default()), which record the
+// subject value only as AuditHash(auditKey, value).
+func NewExporter(conn Conn, database string, auditKey []byte, log *slog.Logger) *Exporter {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Exporter{conn: conn, database: database, catalog: NewCatalog(conn, database, 0), log: log.With("component", "export")}
+	return &Exporter{conn: conn, database: database, catalog: NewCatalog(conn, database, 0), auditKey: auditKey, log: log.With("component", "export")}
+}
+
+// AuditHash is what an export's audit entry records of the subject value:
+// the hex HMAC-SHA256 of its text under key. The log never holds the
+// value itself (personal data), yet an operator who knows a value and the
+// key can find its exports: `walhouse serve --audit-hash` prints it.
+func AuditHash(key []byte, value any) string {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprint(m, value)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// DeriveAuditKey derives the audit key from the cursor secret, for
+// servers that are given no audit key of their own.
+func DeriveAuditKey(cursorSecret []byte) []byte {
+	m := hmac.New(sha256.New, cursorSecret)
+	m.Write([]byte("walhouse audit key v1"))
+	return m.Sum(nil)
+}
+
+// ExportLimitError says an export stopped at one of its caps
+// (Limits.MaxExportRows, MaxExportBytes, MaxExportTime): the content
+// streamed so far is partial, and the manifest says so.
+type ExportLimitError struct {
+	// Limit is "rows", "bytes" or "time".
+	Limit string
+	// Max is the cap: rows, bytes or seconds.
+	Max int64
+}
+
+// Error names the cap and what to do.
+func (e *ExportLimitError) Error() string {
+	unit := e.Limit
+	if e.Limit == "time" {
+		unit = "seconds"
+	}
+	return fmt.Sprintf("the export reached its limit of %d %s and stopped; the content is partial: export fewer tables at a time, or ask an operator to raise the limit", e.Max, unit)
 }
 
 // exportPlan is a validated export: one statement per table.
@@ -121,10 +172,12 @@ type exportPlan struct {
 
 // ExportInput is what BuildExport turns into SQL.
 type ExportInput struct {
-	Table            *Table
-	Tenant           string
-	Subject          Subject
-	MaxExecutionTime time.Duration
+	Table   *Table
+	Tenant  string
+	Subject Subject
+	// Limits give the query's max_execution_time (MaxExportTime), memory
+	// and threads.
+	Limits Limits
 }
 
 // BuildExport builds the statement that reads every row of a subject in
@@ -169,19 +222,12 @@ func BuildExport(in ExportInput) (Statement, error) {
 		schema.QuoteIdent(schema.DeletedColumn),
 		schema.QuoteIdent(c.Name), ph,
 		strings.Join(order, ", "))
-	met := in.MaxExecutionTime
-	if met <= 0 {
-		met = 10 * time.Minute
-	}
-	return Statement{
-		SQL:    sql,
-		Params: b.params,
-		Settings: map[string]any{
-			"do_not_merge_across_partitions_select_final": 1,
-			"max_execution_time":                          int(met / time.Second),
-			"optimize_read_in_order":                      1,
-		},
-	}, nil
+	lim := in.Limits.withDefaults()
+	set := lim.resourceSettings()
+	set["do_not_merge_across_partitions_select_final"] = 1
+	set["max_execution_time"] = seconds(lim.MaxExportTime)
+	set["optimize_read_in_order"] = 1
+	return Statement{SQL: sql, Params: b.params, Settings: set}, nil
 }
 
 // bindAs binds v for c under a fixed parameter name.
@@ -208,13 +254,14 @@ func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, er
 	if req.Subject.Value == nil {
 		return nil, reqErr("subject.value", "is required")
 	}
+	req.Limits = req.Limits.withDefaults()
 	p := &exportPlan{req: req}
+	mine, err := e.catalog.TenantTables(ctx, req.Tenant, req.Limits)
+	if err != nil {
+		return nil, err
+	}
 	if len(req.Tables) == 0 {
-		all, err := e.catalog.Tables(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range all {
+		for _, t := range mine {
 			if _, ok := t.Column(req.Subject.Column); ok {
 				p.tables = append(p.tables, t)
 			}
@@ -227,7 +274,7 @@ func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, er
 			if slices.Contains(req.Tables[:i], name) {
 				return nil, reqErr(fmt.Sprintf("tables[%d]", i), "table %q is listed twice", name)
 			}
-			t, err := e.catalog.Table(ctx, name)
+			t, err := e.catalog.TenantTable(ctx, req.Tenant, req.Limits, name)
 			if err != nil {
 				return nil, reqErr(fmt.Sprintf("tables[%d]", i), "%v; GET /v1/tables lists the tables", err)
 			}
@@ -241,7 +288,7 @@ func (e *Exporter) plan(ctx context.Context, req ExportRequest) (*exportPlan, er
 		}
 	}
 	for _, t := range p.tables {
-		st, err := BuildExport(ExportInput{Table: t, Tenant: req.Tenant, Subject: req.Subject, MaxExecutionTime: req.MaxExecutionTime})
+		st, err := BuildExport(ExportInput{Table: t, Tenant: req.Tenant, Subject: req.Subject, Limits: req.Limits})
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
@@ -266,13 +313,27 @@ func (e *Exporter) run(ctx context.Context, w io.Writer, p *exportPlan, id strin
 	if m.Format == "" {
 		m.Format = JSONL
 	}
-	out := &hashWriter{w: w, h: sha256.New()}
-	err := e.stream(ctx, out, p, &m)
+	lim := p.req.Limits
+	out := &hashWriter{w: w, h: sha256.New(), max: lim.MaxExportBytes}
+	sctx, cancel := context.WithTimeout(ctx, lim.MaxExportTime)
+	err := e.stream(sctx, out, p, &m)
+	timedOut := sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	var ex *ch.Exception
+	switch {
+	case err == nil:
+	case out.over != nil:
+		err = out.over // whatever a format's writer made of it
+	case timedOut || errors.As(err, &ex) && ex.Code == chTimeoutExceeded:
+		err = fmt.Errorf("%w: %w", &ExportLimitError{Limit: "time", Max: int64(seconds(lim.MaxExportTime))}, err)
+	}
 	m.FinishedAt = time.Now().UTC()
 	m.Bytes = out.n
 	m.SHA256 = hex.EncodeToString(out.h.Sum(nil))
 	m.Complete = err == nil
-	if err != nil {
+	if le, ok := errors.AsType[*ExportLimitError](err); ok {
+		m.Error = le.Error()
+	} else if err != nil {
 		m.Error = "the export stopped early; the content is partial"
 	}
 	tables := make([]string, len(m.Tables))
@@ -281,7 +342,7 @@ func (e *Exporter) run(ctx context.Context, w io.Writer, p *exportPlan, id strin
 	}
 	e.log.Info("audit: subject export",
 		"export_id", m.ID, "requested_by", m.RequestedBy, "tenant", m.Tenant,
-		"subject_column", m.Subject.Column, "subject", fmt.Sprint(m.Subject.Value),
+		"subject_column", m.Subject.Column, "subject_hmac", AuditHash(e.auditKey, m.Subject.Value),
 		"tables", tables, "rows", m.Rows, "bytes", m.Bytes, "sha256", m.SHA256,
 		"complete", m.Complete, "err", err)
 	return m, err
@@ -313,20 +374,28 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 		tableJSON, _ := json.Marshal(t.Name)
 		if m.Format == CSV {
 			cw = csv.NewWriter(out)
-			_ = cw.Write(append([]string{"table"}, sc.names...))
+			rec := []string{"table"}
+			for _, name := range sc.names {
+				rec = append(rec, csvSafe(name))
+			}
+			_ = cw.Write(rec)
 		}
 		var rec []string
 		var buf bytes.Buffer
 		for rows.Next() {
+			if m.Rows >= p.req.Limits.MaxExportRows {
+				err = &ExportLimitError{Limit: "rows", Max: p.req.Limits.MaxExportRows}
+				break
+			}
 			if err = sc.scan(rows); err != nil {
 				break
 			}
 			if pq != nil {
 				err = pq.writeRow(t.Name, sc)
 			} else if cw != nil {
-				rec = append(rec[:0], t.Name)
+				rec = append(rec[:0], csvSafe(t.Name))
 				for c := range sc.names {
-					rec = append(rec, sc.csvText(c))
+					rec = append(rec, csvSafe(sc.csvText(c)))
 				}
 				err = cw.Write(rec)
 			} else {
@@ -384,18 +453,44 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 	return nil
 }
 
-// hashWriter hashes and counts what it passes on.
+// hashWriter hashes and counts what it passes on, up to max bytes (a cap
+// of the export): of a write that would go beyond, it passes on what fits
+// and reports the cap.
 type hashWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
+	w    io.Writer
+	h    hash.Hash
+	n    int64
+	max  int64
+	over *ExportLimitError // set when a write was refused
 }
 
 func (hw *hashWriter) Write(p []byte) (int, error) {
+	if hw.max > 0 && hw.n+int64(len(p)) > hw.max {
+		hw.over = &ExportLimitError{Limit: "bytes", Max: hw.max}
+		n, err := hw.Write(p[:hw.max-hw.n])
+		if err == nil {
+			err = hw.over
+		}
+		return n, err
+	}
 	n, err := hw.w.Write(p)
 	hw.h.Write(p[:n])
 	hw.n += int64(n)
 	return n, err
+}
+
+// plainNumber matches the numbers csvSafe leaves alone.
+var plainNumber = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// csvSafe neutralises a CSV field a spreadsheet would run as a formula
+// (OWASP, CSV injection): one starting with =, +, -, @, tab or carriage
+// return gets a leading '. Plain numbers are not formulas and stay as
+// they are, so negative amounts keep their value.
+func csvSafe(field string) string {
+	if field == "" || !strings.ContainsRune("=+-@\t\r", rune(field[0])) || plainNumber.MatchString(field) {
+		return field
+	}
+	return "'" + field
 }
 
 func newExportID() string { return "exp_" + newRequestID() }
@@ -450,23 +545,23 @@ const (
 func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key, _ := callerKey(ctx)
-	var body exportBody
-	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	lim := s.limitsFor(key.Tenant)
-	p, err := s.exporter.plan(ctx, ExportRequest{Tenant: key.Tenant, Subject: body.Subject, Tables: body.Tables, Format: body.Format, RequestedBy: key.ID})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	release, err := s.acquire(key.Tenant, lim)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	defer release()
+	var body exportBody
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := s.exporter.plan(ctx, ExportRequest{Tenant: key.Tenant, Subject: body.Subject, Tables: body.Tables, Format: body.Format, RequestedBy: key.ID, Limits: lim})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	id := newExportID()
 	h := w.Header()
 	switch p.req.Format {
@@ -481,12 +576,14 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Walhouse-Manifest", "/v1/exports/"+id+"/manifest")
 	h.Set("Trailer", trailerRows+", "+trailerSHA256+", "+trailerStatus)
 	w.WriteHeader(http.StatusOK)
-	m, err := s.exporter.run(ctx, w, p, id)
+	sw := newStreamWriter(w, s.cfg.HTTP.WriteTimeout)
+	m, err := s.exporter.run(ctx, sw, p, id)
+	sw.finish()
 	s.manifest.put(m)
 	h.Set(trailerRows, fmt.Sprint(m.Rows))
 	h.Set(trailerSHA256, m.SHA256)
 	if err != nil {
-		h.Set(trailerStatus, "failed; request id "+requestID(ctx))
+		h.Set(trailerStatus, "failed: "+m.Error+"; request id "+requestID(ctx))
 		s.log.Error("export failed mid-stream", "request_id", requestID(ctx), "export_id", id, "err", err)
 		return
 	}

@@ -46,6 +46,8 @@ func testKeys(t testing.TB) *Keys {
 	return k
 }
 
+const testCursorSecret = "0123456789abcdef0123"
+
 // chFixture is a fresh ClickHouse database with walhouse-shaped tables.
 type chFixture struct {
 	conn driver.Conn
@@ -56,6 +58,13 @@ type chFixture struct {
 }
 
 func newCHFixture(t *testing.T) *chFixture {
+	t.Helper()
+	return newCHFixtureWith(t, nil)
+}
+
+// newCHFixtureWith is newCHFixture with the server's Config changed by
+// configure (limits, logger) before the server starts.
+func newCHFixtureWith(t *testing.T, configure func(*Config)) *chFixture {
 	t.Helper()
 	env := testenv.Require(t, "clickhouse")
 	ctx := context.Background()
@@ -78,14 +87,20 @@ func newCHFixture(t *testing.T) *chFixture {
 		schema.QuoteIdent(f.db), schema.QuoteIdent("crm__odd names")))
 	f.exec(t, clickhouse.SyncTableDDL(f.db))
 	f.reg = prometheus.NewRegistry()
-	s, err := NewServer(Config{Conn: conn, Database: f.db, Keys: testKeys(t), CursorSecret: []byte("0123456789abcdef0123"),
+	cfg := Config{Conn: conn, Database: f.db, Keys: testKeys(t), CursorSecret: []byte(testCursorSecret),
 		Limits: Limits{MaxRows: 1000, MaxConcurrent: 2}, Registry: f.reg, CatalogTTL: time.Millisecond,
-		HistoryInterval: 200 * time.Millisecond}) // tests that sample the history start f.api.Run
+		HistoryInterval: 200 * time.Millisecond} // tests that sample the history start f.api.Run
+	if configure != nil {
+		configure(&cfg)
+	}
+	s, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.api = s
-	f.srv = httptest.NewServer(s)
+	f.srv = httptest.NewUnstartedServer(nil)
+	f.srv.Config = s.HTTPServer() // the timeouts and header limit walhouse serve uses
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -256,6 +271,8 @@ func TestIntegrationCursor(t *testing.T) {
 	f := newCHFixture(t)
 	f.exec(t, fmt.Sprintf(`INSERT INTO %s.orders (tenant_id, id, status, _version, _is_deleted, _commit_ts)
 		SELECT if(number < 250, 'acme', 'globex'), number, 'open', 1, 0, now64(6) FROM numbers(500)`, schema.QuoteIdent(f.db)))
+	// acme has a row in the other table too, so it may read it (see "other table").
+	f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (tenant_id, id, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 1, 0, now64(6))", schema.QuoteIdent(f.db), schema.QuoteIdent("crm__odd names")))
 	req := map[string]any{"columns": []string{"id"}, "limit": 100}
 	var ids []float64
 	var cursor string
@@ -458,7 +475,7 @@ func TestIntegrationExport(t *testing.T) {
 
 	// The library call (what `walhouse export` runs) hashes what it writes.
 	var out bytes.Buffer
-	m2, err := NewExporter(f.conn, f.db, nil).Export(context.Background(), &out, ExportRequest{Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_1"}, Format: CSV, RequestedBy: "test"})
+	m2, err := NewExporter(f.conn, f.db, []byte("audit-key-0123456789"), nil).Export(context.Background(), &out, ExportRequest{Tenant: "acme", Subject: Subject{Column: "customer_id", Value: "cus_1"}, Format: CSV, RequestedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,6 +196,7 @@ func TestIntegrationExportParquet(t *testing.T) {
 	// A table whose name is the Parquet file's table column is refused
 	// before anything streams.
 	f.exec(t, fmt.Sprintf("CREATE TABLE %s.%s (tenant_id String, id Int64, customer_id String, _version UInt64, _is_deleted UInt8) ENGINE = ReplacingMergeTree(_version, _is_deleted) ORDER BY (tenant_id, id)", db, schema.QuoteIdent(parquetTableColumn)))
+	f.exec(t, fmt.Sprintf("INSERT INTO %s.%s VALUES ('acme', 1, 'cus_pq', 1, 0)", db, schema.QuoteIdent(parquetTableColumn)))
 	var e queryResp
 	if resp := f.call(t, "POST", "/v1/exports", keyAcme, `{"subject":{"column":"customer_id","value":"cus_pq"},"format":"parquet"}`, &e); resp.StatusCode != 400 || e.Error == nil || !strings.Contains(e.Error.Message, parquetTableColumn) {
 		t.Errorf("Parquet export with a table named %s: %d %+v", parquetTableColumn, resp.StatusCode, e.Error)

@@ -2,6 +2,7 @@ package query
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,18 @@ type Config struct {
 	Limits Limits
 	// TenantLimits override Limits per tenant (zero fields: Limits').
 	TenantLimits map[string]Limits
+	// MaxInFlight is how many reads, exports and table listings the
+	// server runs at once, all tenants together; more are refused with
+	// 429 and Retry-After before their body is read (default
+	// DefaultMaxInFlight).
+	MaxInFlight int
+	// HTTP bounds the connections of the server that HTTPServer returns
+	// (zero fields: the defaults documented on HTTPLimits).
+	HTTP HTTPLimits
+	// AuditKey keys the HMAC-SHA256 of the subject value that export
+	// audit entries record instead of the value (AuditHash); at least 16
+	// bytes. Empty means a key derived from CursorSecret.
+	AuditKey []byte
 	// Registry receives the server's metrics and is served at /metrics.
 	// Nil means a private registry.
 	Registry *prometheus.Registry
@@ -107,10 +120,21 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.HistoryInterval < 0 || cfg.HistorySpan < cfg.HistoryInterval {
 		problems = append(problems, fmt.Errorf("query: Config.HistoryInterval %v and HistorySpan %v: want a positive interval no longer than the span", cfg.HistoryInterval, cfg.HistorySpan))
 	}
+	if len(cfg.AuditKey) > 0 && len(cfg.AuditKey) < 16 {
+		problems = append(problems, fmt.Errorf("query: Config.AuditKey has %d bytes; use at least 16 random bytes (--audit-key)", len(cfg.AuditKey)))
+	}
+	if cfg.MaxInFlight < 0 {
+		problems = append(problems, fmt.Errorf("query: Config.MaxInFlight %d is negative; want 0 (the default, %d) or more", cfg.MaxInFlight, DefaultMaxInFlight))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.MaxInFlight = cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)
+	cfg.HTTP = cfg.HTTP.withDefaults()
+	if len(cfg.AuditKey) == 0 {
+		cfg.AuditKey = DeriveAuditKey(cfg.CursorSecret)
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -124,12 +148,12 @@ func NewServer(cfg Config) (*Server, error) {
 		keys:     cfg.Keys,
 		catalog:  NewCatalog(cfg.Conn, cfg.Database, cfg.CatalogTTL),
 		cursors:  NewCursors(cfg.CursorSecret, 0),
-		slots:    &slots{held: map[string]int{}},
+		slots:    newSlots(cfg.MaxInFlight),
 		manifest: newManifestStore(1000),
 		history:  newLagHistory(cfg.HistoryInterval, cfg.HistorySpan),
 		log:      log,
 	}
-	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, log: log}
+	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, auditKey: cfg.AuditKey, log: log}
 	m, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -156,7 +180,7 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s; see /openapi.json", r.Method, r.URL.Path)})
 	})
-	s.handler = s.withRequestID(m.wrap(mux))
+	s.handler = s.withRequestID(withSafeHeaders(m.wrap(mux)))
 	return s, nil
 }
 
@@ -173,59 +197,79 @@ func (s *Server) withRequestID(h http.Handler) http.Handler {
 	})
 }
 
+// withSafeHeaders marks every response, JSON, export or error, as not to
+// be content-sniffed (a tenant's text value must never run as HTML) nor
+// stored by a cache or proxy (responses hold tenant data or keys' views).
+func withSafeHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
 // limitsFor returns the limits of tenant.
 func (s *Server) limitsFor(tenant string) Limits {
 	l, ok := s.cfg.TenantLimits[tenant]
 	if !ok {
 		return s.cfg.Limits
 	}
-	d := s.cfg.Limits
-	if l.DefaultRows == 0 {
-		l.DefaultRows = d.DefaultRows
-	}
-	if l.MaxRows == 0 {
-		l.MaxRows = d.MaxRows
-	}
-	if l.MaxExecutionTime == 0 {
-		l.MaxExecutionTime = d.MaxExecutionTime
-	}
-	if l.MaxResultRows == 0 {
-		l.MaxResultRows = d.MaxResultRows
-	}
-	if l.MaxConcurrent == 0 {
-		l.MaxConcurrent = d.MaxConcurrent
-	}
-	return l.withDefaults()
+	return l.orDefaults(s.cfg.Limits)
 }
 
-// slots counts the queries each tenant runs, to refuse more than its
-// MaxConcurrent.
+// DefaultMaxInFlight is the default of Config.MaxInFlight.
+const DefaultMaxInFlight = 32
+
+// slots counts the queries each tenant runs, and all tenants together, to
+// refuse more than a tenant's MaxConcurrent or the server's MaxInFlight.
 type slots struct {
-	mu   sync.Mutex
-	held map[string]int
+	mu       sync.Mutex
+	held     map[string]int
+	total    int
+	maxTotal int
 }
 
-// acquire takes a slot for tenant, or reports false when all n are taken.
-func (sl *slots) acquire(tenant string, n int) (release func(), ok bool) {
+func newSlots(maxTotal int) *slots { return &slots{held: map[string]int{}, maxTotal: maxTotal} }
+
+// Why slots.acquire refused.
+var (
+	errTenantBusy = errors.New("the tenant runs as many queries as it may")
+	errServerBusy = errors.New("the server runs as many queries as it may")
+)
+
+// acquire takes a slot for tenant, or reports errTenantBusy when the
+// tenant holds n, errServerBusy when all tenants together hold maxTotal.
+func (sl *slots) acquire(tenant string, n int) (release func(), err error) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.held[tenant] >= n {
-		return nil, false
+		return nil, errTenantBusy
+	}
+	if sl.total >= sl.maxTotal {
+		return nil, errServerBusy
 	}
 	sl.held[tenant]++
-	return func() {
+	sl.total++
+	return sync.OnceFunc(func() {
 		sl.mu.Lock()
 		defer sl.mu.Unlock()
+		sl.total--
 		if sl.held[tenant]--; sl.held[tenant] <= 0 {
 			delete(sl.held, tenant)
 		}
-	}, true
+	}), nil
 }
 
+// acquire takes a slot for tenant. Handlers take it before they read the
+// body, so parsing and validating a request (up to maxBody of filter
+// values) happens inside the caps, never beside them.
 func (s *Server) acquire(tenant string, lim Limits) (func(), error) {
-	release, ok := s.slots.acquire(tenant, lim.MaxConcurrent)
-	if !ok {
+	release, err := s.slots.acquire(tenant, lim.MaxConcurrent)
+	switch {
+	case errors.Is(err, errTenantBusy):
 		return nil, &apiError{Status: http.StatusTooManyRequests, Code: "too_many_queries", Message: fmt.Sprintf("this tenant already runs %d queries, its limit; retry when one finishes", lim.MaxConcurrent), RetryAfter: 1}
+	case errors.Is(err, errServerBusy):
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: "server_busy", Message: fmt.Sprintf("the server already runs %d queries, its limit for all tenants; retry shortly", s.cfg.MaxInFlight), RetryAfter: 1}
 	}
 	return release, nil
 }
@@ -257,7 +301,15 @@ type tableInfo struct {
 }
 
 func (s *Server) handleTables(w http.ResponseWriter, r *http.Request) {
-	tables, err := s.catalog.Tables(r.Context())
+	key, _ := callerKey(r.Context())
+	lim := s.limitsFor(key.Tenant)
+	release, err := s.acquire(key.Tenant, lim)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+	tables, err := s.catalog.TenantTables(r.Context(), key.Tenant, lim)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -294,12 +346,19 @@ const noSyncNote = "the sink has not recorded progress for this table yet: fresh
 func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key, _ := callerKey(ctx)
+	lim := s.limitsFor(key.Tenant)
+	release, err := s.acquire(key.Tenant, lim)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
 	var req Request
 	if err := decodeBody(r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.catalog.Table(ctx, r.PathValue("table"))
+	t, err := s.catalog.TenantTable(ctx, key.Tenant, lim, r.PathValue("table"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -311,18 +370,11 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	lim := s.limitsFor(key.Tenant)
 	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	release, err := s.acquire(key.Tenant, lim)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	defer release()
 
 	sync, err := syncState(ctx, s.conn, s.cfg.Database, t.Name)
 	if err != nil {

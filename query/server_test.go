@@ -98,17 +98,22 @@ func TestServerErrors(t *testing.T) {
 var errConnRefused = errors.Join(syscall.ECONNREFUSED)
 
 func TestSlots(t *testing.T) {
-	sl := &slots{held: map[string]int{}}
-	r1, ok1 := sl.acquire("a", 2)
-	_, ok2 := sl.acquire("a", 2)
-	_, ok3 := sl.acquire("a", 2)
-	_, okB := sl.acquire("b", 2)
-	if !ok1 || !ok2 || ok3 || !okB {
-		t.Fatalf("acquire: %v %v %v %v", ok1, ok2, ok3, okB)
+	sl := newSlots(3)
+	r1, err1 := sl.acquire("a", 2)
+	_, err2 := sl.acquire("a", 2)
+	_, err3 := sl.acquire("a", 2)
+	_, errB := sl.acquire("b", 2)
+	_, errC := sl.acquire("c", 2) // a, a, b hold all 3 of the server's
+	if err1 != nil || err2 != nil || !errors.Is(err3, errTenantBusy) || errB != nil || !errors.Is(errC, errServerBusy) {
+		t.Fatalf("acquire: %v %v %v %v %v", err1, err2, err3, errB, errC)
 	}
 	r1()
-	if _, ok := sl.acquire("a", 2); !ok {
-		t.Fatal("a released slot is not reusable")
+	r1() // a second release changes nothing
+	if _, err := sl.acquire("c", 2); err != nil {
+		t.Fatalf("a released slot is not reusable: %v", err)
+	}
+	if _, err := sl.acquire("a", 2); !errors.Is(err, errServerBusy) {
+		t.Fatalf("a released twice freed two slots: %v", err)
 	}
 }
 

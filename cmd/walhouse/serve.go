@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,13 +55,25 @@ func runServe(ctx context.Context, args []string) error {
 		lagTimeout   = fs.Duration("capture-timeout", query.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
 		histEvery    = fs.Duration("lag-history-interval", query.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
 		histSpan     = fs.Duration("lag-history-span", query.DefaultHistorySpan, "how much lag history is kept in memory")
+		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_AUDIT_KEY; default: derived from the cursor secret)")
+		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
+	var (
+		lim  query.Limits
+		hl   query.HTTPLimits
+		inFl int
+	)
+	withEnv := limitFlags(fs, &lim, &hl, &inFl)
 	ep.kafkaSec.register(fs)
 	ep.registerPGPassword(fs)
 	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "WALHOUSE_CURSOR_SECRET", "the secret that signs pagination cursors")
+	if err := setFromEnv(fs, withEnv); err != nil {
+		return err
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	lim.DefaultRows, lim.MaxRows, lim.MaxExecutionTime, lim.MaxResultRows, lim.MaxConcurrent = *defaultRows, *maxRows, *maxExec, *maxResult, *maxConc
 	if *hashKey {
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil && line == "" {
@@ -73,17 +85,28 @@ func runServe(ctx context.Context, args []string) error {
 	if *newKey {
 		return printNewKey(*keyID, *keyTenant, *keyScopes)
 	}
-
-	var problems []error
-	if *keysFile == "" {
-		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create a keys file with entries from `walhouse serve --new-key`"))
+	auditKey, err := readAuditKey(*auditKeyFile)
+	if err != nil {
+		return err
 	}
+	var problems []error
 	if *cursorSecret == "" {
 		v, err := cursorSecretSrc.value()
 		if err != nil {
 			problems = append(problems, err)
 		}
 		*cursorSecret = v
+	}
+	if *auditHash {
+		// After the cursor secret is read from wherever it comes: the
+		// audit key derives from it by default.
+		if err := errors.Join(problems...); err != nil {
+			return err
+		}
+		return printAuditHash(auditKey, []byte(*cursorSecret))
+	}
+	if *keysFile == "" {
+		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create a keys file with entries from `walhouse serve --new-key`"))
 	}
 	secret := []byte(*cursorSecret)
 	if len(secret) > 0 && len(secret) < 16 {
@@ -117,6 +140,9 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("generate a cursor secret: %w", err)
 		}
 		slog.Warn("serve: no --cursor-secret; generated one, so pagination cursors will not survive a restart (set WALHOUSE_CURSOR_SECRET)")
+		if len(auditKey) == 0 {
+			slog.Warn("serve: no audit key nor cursor secret; the subject_hmac of export audit entries will not match across restarts (set WALHOUSE_AUDIT_KEY)")
+		}
 	}
 	chDSN, err := ep.clickhouseDSN()
 	if err != nil {
@@ -160,15 +186,15 @@ func runServe(ctx context.Context, args []string) error {
 		probe = query.NewPipelineProbe(pc)
 	}
 	api, err := query.NewServer(query.Config{
-		Pipeline:     probe,
-		Conn:         conn,
-		Database:     ep.database,
-		Keys:         keys,
-		CursorSecret: secret,
-		Limits: query.Limits{
-			DefaultRows: *defaultRows, MaxRows: *maxRows, MaxExecutionTime: *maxExec,
-			MaxResultRows: *maxResult, MaxConcurrent: *maxConc,
-		},
+		Pipeline:        probe,
+		Conn:            conn,
+		Database:        ep.database,
+		Keys:            keys,
+		CursorSecret:    secret,
+		Limits:          lim,
+		MaxInFlight:     inFl,
+		HTTP:            hl,
+		AuditKey:        auditKey,
 		Registry:        reg,
 		Logger:          slog.Default(),
 		HistoryInterval: *histEvery,
@@ -181,7 +207,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.HTTPServer()
 	// The lag history sampler runs as long as the server, and is waited for.
 	histCtx, stopHistory := context.WithCancel(ctx)
 	histDone := make(chan struct{})
@@ -248,11 +274,27 @@ func runExport(ctx context.Context, args []string) error {
 		tables  listFlag
 		out     = fs.String("out", "", "file to write (required); the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
-		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest one table's query may run")
+		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest the whole export may run")
+		maxRows = fs.Int64("max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
+		maxSize = fs.Int64("max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
+		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
 	fs.Var(&tables, "tables", "tables to export, comma-separated (default: every table with the subject column)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	auditKey, err := readAuditKey(*auditKF)
+	if err != nil {
+		return err
+	}
+	if len(auditKey) == 0 {
+		if cs := os.Getenv("WALHOUSE_CURSOR_SECRET"); cs != "" {
+			auditKey = query.DeriveAuditKey([]byte(cs)) // what serve uses without an audit key
+		} else {
+			auditKey = make([]byte, 32)
+			_, _ = rand.Read(auditKey)
+			slog.Warn("export: no audit key (WALHOUSE_AUDIT_KEY, --audit-key-file) nor WALHOUSE_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
+		}
 	}
 	var problems []error
 	for name, v := range map[string]string{"--tenant": *tenant, "--subject-column": *column, "--subject": *subject, "--out": *out} {
@@ -283,9 +325,9 @@ func runExport(ctx context.Context, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	file, err := os.Create(*out)
+	file, err := createPrivate(*out)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", *out, err)
+		return err
 	}
 	defer file.Close()
 	w := bufio.NewWriterSize(file, 1<<20)
@@ -312,9 +354,10 @@ func runExport(ctx context.Context, args []string) error {
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
 	}
-	m, err := query.NewExporter(conn, ep.database, slog.Default()).Export(ctx, w, query.ExportRequest{
+	m, err := query.NewExporter(conn, ep.database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
 		Tenant: *tenant, Subject: query.Subject{Column: *column, Value: *subject}, Tables: tables,
-		Format: f, RequestedBy: by, MaxExecutionTime: *maxExec, Rows: &rows,
+		Format: f, RequestedBy: by, Rows: &rows,
+		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
 	})
 	close(done)
 	<-progressDone
@@ -331,7 +374,7 @@ func runExport(ctx context.Context, args []string) error {
 		return err
 	}
 	mb, _ := json.MarshalIndent(m, "", "  ")
-	if werr := os.WriteFile(*out+".manifest.json", append(mb, '\n'), 0o644); werr != nil && err == nil {
+	if werr := writePrivate(*out+".manifest.json", append(mb, '\n')); werr != nil && err == nil {
 		err = fmt.Errorf("write the manifest: %w", werr)
 	}
 	if err != nil {
@@ -339,4 +382,124 @@ func runExport(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "export: %s (%d rows, sha256 %s), manifest %s.manifest.json\n", *out, m.Rows, m.SHA256, *out)
 	return nil
+}
+
+// createPrivate creates (or truncates) path readable by its owner only:
+// an export holds one person's data. A file that existed keeps no wider
+// mode than 0600 either.
+func createPrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("make %s private (mode 0600): %w", path, err)
+	}
+	return f, nil
+}
+
+// writePrivate writes data to path with mode 0600, as createPrivate.
+func writePrivate(path string, data []byte) error {
+	f, err := createPrivate(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readAuditKey returns the audit key from file, or else from
+// WALHOUSE_AUDIT_KEY; nil when neither is set. A key is a secret, so it
+// never comes from a flag's value (the process list shows those).
+func readAuditKey(file string) ([]byte, error) {
+	key := []byte(os.Getenv("WALHOUSE_AUDIT_KEY"))
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-key-file: %w", err)
+		}
+		key = bytes.TrimRight(b, "\r\n")
+	}
+	if len(key) > 0 && len(key) < 16 {
+		return nil, fmt.Errorf("the audit key has %d bytes; use at least 16 random bytes", len(key))
+	}
+	return key, nil
+}
+
+// printAuditHash prints the subject_hmac of a value read from stdin.
+func printAuditHash(auditKey, cursorSecret []byte) error {
+	if len(auditKey) == 0 {
+		if len(cursorSecret) == 0 {
+			return errors.New("--audit-hash needs the server's audit key (WALHOUSE_AUDIT_KEY, --audit-key-file) or its cursor secret")
+		}
+		auditKey = query.DeriveAuditKey(cursorSecret)
+	}
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return fmt.Errorf("read the subject value from stdin: %w (pipe it in: echo -n \"$VALUE\" | walhouse serve --audit-hash)", err)
+	}
+	fmt.Println(query.AuditHash(auditKey, strings.TrimRight(line, "\r\n")))
+	return nil
+}
+
+// limitFlags registers the flags of the per-query ClickHouse limits, the
+// export caps, the global concurrency cap and the HTTP server's bounds,
+// and returns their names: each has an environment variable (setFromEnv).
+// Zero means the default documented on query.Limits and query.HTTPLimits.
+func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFlight *int) []string {
+	fs.Int64Var(&lim.MaxMemoryUsage, "max-memory-usage", 1<<30, "ClickHouse max_memory_usage of each read and export, in bytes (env WALHOUSE_MAX_MEMORY_USAGE)")
+	fs.Int64Var(&lim.MaxBytesBeforeExternalGroupBy, "max-bytes-before-external-group-by", 0, "ClickHouse max_bytes_before_external_group_by: a GROUP BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY)")
+	fs.Int64Var(&lim.MaxBytesBeforeExternalSort, "max-bytes-before-external-sort", 0, "ClickHouse max_bytes_before_external_sort: an ORDER BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT)")
+	fs.Int64Var(&lim.MaxResultBytes, "max-result-bytes", 64<<20, "ClickHouse max_result_bytes of a read: a larger page is refused (env WALHOUSE_MAX_RESULT_BYTES)")
+	fs.IntVar(&lim.MaxThreads, "max-threads", 4, "ClickHouse max_threads of each read and export (env WALHOUSE_MAX_THREADS)")
+	fs.DurationVar(&lim.MaxExportTime, "export-max-time", 10*time.Minute, "longest an export may run (env WALHOUSE_EXPORT_MAX_TIME)")
+	fs.Int64Var(&lim.MaxExportRows, "export-max-rows", 10_000_000, "most rows one export may hold; beyond, it stops with an error in its manifest (env WALHOUSE_EXPORT_MAX_ROWS)")
+	fs.Int64Var(&lim.MaxExportBytes, "export-max-bytes", 10<<30, "most bytes one export may hold; beyond, it stops with an error in its manifest (env WALHOUSE_EXPORT_MAX_BYTES)")
+	fs.IntVar(inFlight, "max-in-flight", query.DefaultMaxInFlight, "reads, exports and table listings the server runs at once, all tenants together (more get 429; env WALHOUSE_MAX_IN_FLIGHT)")
+	fs.DurationVar(&hl.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "longest a client may take to send a request's headers (env WALHOUSE_READ_HEADER_TIMEOUT)")
+	fs.DurationVar(&hl.ReadTimeout, "read-timeout", 30*time.Second, "longest a client may take to send a whole request (env WALHOUSE_READ_TIMEOUT)")
+	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead (env WALHOUSE_WRITE_TIMEOUT)")
+	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request (env WALHOUSE_IDLE_TIMEOUT)")
+	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431; env WALHOUSE_MAX_HEADER_BYTES)")
+	return []string{"max-memory-usage", "max-bytes-before-external-group-by", "max-bytes-before-external-sort", "max-result-bytes",
+		"max-threads", "export-max-time", "export-max-rows", "export-max-bytes", "max-in-flight",
+		"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"}
+}
+
+// setFromEnv gives each of the named flags the value of the environment
+// variable its usage names ("env NAME"), when that is set; call it before
+// parseFlags, so the command line still wins. A bad value names its
+// variable.
+func setFromEnv(fs *flag.FlagSet, names []string) error {
+	var problems []error
+	for _, n := range names {
+		f := fs.Lookup(n)
+		env, ok := envName(f.Usage)
+		if !ok {
+			continue
+		}
+		if v := os.Getenv(env); v != "" {
+			if err := fs.Set(n, v); err != nil {
+				problems = append(problems, fmt.Errorf("%s=%q (for --%s): %w", env, v, n, err))
+			}
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// envName finds "env NAME" in a flag's usage text.
+func envName(usage string) (string, bool) {
+	i := strings.LastIndex(usage, "env WALHOUSE_")
+	if i < 0 {
+		return "", false
+	}
+	name := usage[i+len("env "):]
+	if j := strings.IndexFunc(name, func(r rune) bool { return !(r == '_' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }); j >= 0 {
+		name = name[:j]
+	}
+	return name, true
 }
