@@ -968,9 +968,12 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	// it rarely grows; the relation's encoder copies the parts that depend
 	// only on the table.
 	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
-	rel.lastSize = max(len(key)+len(value), 256)
-	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
 	size := len(value) + len(key)
+	if err := checkRecordSize(size, s.c.cfg.maxRecordBytes); err != nil {
+		return fmt.Errorf("table %s.%s: the row at %s: %w", rel.source.Schema, rel.source.Table, lsn, err)
+	}
+	rel.lastSize = max(size, 256)
+	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}

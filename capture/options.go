@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -32,6 +33,7 @@ type config struct {
 	statusInterval  time.Duration
 	createSlot      bool
 	maxPendingBytes int
+	maxRecordBytes  int
 	topics          TopicCreator
 	heartbeat       time.Duration
 	state           StateStore
@@ -61,6 +63,7 @@ func defaults() config {
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
+		maxRecordBytes:  kafkatopic.DefaultMaxRecordBytes,
 		heartbeat:       10 * time.Second,
 		snapshot:        true,
 		workers:         4,
@@ -268,6 +271,9 @@ func (c *config) validate() error {
 	}
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
+	}
+	if err := kafkatopic.ValidateMaxRecordBytes(c.maxRecordBytes); err != nil {
+		errs = append(errs, err)
 	}
 	for _, t := range c.tables {
 		if _, _, err := splitTable(t); err != nil {

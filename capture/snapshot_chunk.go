@@ -71,10 +71,10 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		LSN: cp, CommitLSN: cp, Version: record.SnapshotVersion, Op: record.Read, Columns: rel.columns, SchemaID: rel.schemaID,
 	}
 	if parts > 0 {
-		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows)
+		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows, s.c.cfg.maxRecordBytes)
 		place = Partitioner().ForTopic(rel.topic)
 	} else {
-		prod = newSlabProducer(ctx, s.c.producer)
+		prod = newSlabProducer(ctx, s.c.producer, s.c.cfg.maxRecordBytes)
 	}
 	wait := func(abandon bool) error {
 		if batches != nil {

@@ -169,6 +169,10 @@ type DeadLetter struct {
 	// record.HeaderRows), 0 for a single record: a replay must send the
 	// header with the value.
 	Rows int
+	// ValueDropped is the size of a value the dead-letter topic could not
+	// hold, which the dead letter lacks (see HeaderValueDropped); 0 when
+	// it has its value.
+	ValueDropped int
 }
 
 // Config tunes a Sink.

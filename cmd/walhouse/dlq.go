@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -27,6 +28,7 @@ func runDLQ(ctx context.Context, args []string) error {
 	ep.register(fs, false, true, false)
 	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
 	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq)")
+	maxRecord := maxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
@@ -38,10 +40,14 @@ func runDLQ(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if sub == "list" {
-		return dlqList(ctx, kc, *topic)
+	if err := kafkatopic.ValidateMaxRecordBytes(*maxRecord); err != nil {
+		return fmt.Errorf("--max-record-bytes: %w", err)
 	}
-	return dlqReplay(ctx, kc, *topic, *group)
+	limits := recordLimitOpts(*maxRecord)
+	if sub == "list" {
+		return dlqList(ctx, kc, *topic, limits)
+	}
+	return dlqReplay(ctx, kc, *topic, *group, limits)
 }
 
 // dlqEnd returns the end offset of each partition of topic, so list and
@@ -103,8 +109,8 @@ func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each f
 	return nil
 }
 
-func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
-	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func dlqList(ctx context.Context, kc kafkaConfig, topic string, limits []kgo.Opt) error {
+	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}
@@ -123,7 +129,7 @@ func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
 		n++
 		return enc.Encode(map[string]any{
 			"dlqOffset": r.Offset, "topic": l.Topic, "partition": l.Partition, "offset": l.Offset,
-			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts,
+			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts, "valueDropped": l.ValueDropped,
 			"key": string(l.Key), "value": json.RawMessage(validJSON(l.Value)),
 		})
 	})
@@ -139,9 +145,9 @@ func validJSON(b []byte) []byte {
 	return q
 }
 
-func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
-	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string, limits []kgo.Opt) error {
+	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}
@@ -155,6 +161,13 @@ func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group string) error {
 		l, err := sink.ParseDeadLetter(r)
 		if err != nil {
 			return err
+		}
+		if l.ValueDropped > 0 {
+			fmt.Fprintf(os.Stderr, "skipped %s/%d@%d: its %d-byte value was too large for the dead-letter topic and is not in it; copy the row again with capture --resnapshot\n", l.Topic, l.Partition, l.Offset, l.ValueDropped)
+			if err := cl.CommitRecords(ctx, r); err != nil {
+				return fmt.Errorf("remember replay progress: %w", err)
+			}
+			return nil
 		}
 		out := &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value}
 		if l.Rows > 0 {
