@@ -1017,14 +1017,16 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	if err := r.ValidateRow(); err != nil { // the columns were checked once, in buildRelation
 		return s.badRow(s.bad(rel, r, record.ReasonInvalid, fmt.Errorf("the change does not form a valid record: %w", err)))
 	}
-	// Size the buffer from the table's last record, so it rarely grows.
 	// Key and value share one buffer, sized from the table's last record so
 	// it rarely grows; the relation's encoder copies the parts that depend
 	// only on the table.
 	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
-	rel.lastSize = max(len(key)+len(value), 256)
-	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
 	size := len(value) + len(key)
+	if err := checkRecordSize(size, s.c.cfg.maxRecordBytes); err != nil {
+		return s.badRow(s.bad(rel, r, record.ReasonTooLarge, err))
+	}
+	rel.lastSize = max(size, 256)
+	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}

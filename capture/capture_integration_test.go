@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 )
@@ -26,7 +27,7 @@ func run(t *testing.T, env testenv.Env, opts ...capture.Option) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := capture.New(env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStatusInterval(200*time.Millisecond))...)
+	c, err := capture.New(env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)), capture.WithStatusInterval(200*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

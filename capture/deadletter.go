@@ -3,7 +3,6 @@ package capture
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -195,16 +194,6 @@ func primaryKeyJSON(cols []record.Column, keyIdx []int, vals []record.Value) str
 func stopOnBadRow(b badRow) error {
 	return fmt.Errorf("table %s: the change committed at %s cannot be captured (%s): %w; capture stops because it runs with --on-bad-row stop: run it with --on-bad-row dead-letter to set such changes aside in the dead-letter topic and go on",
 		b.table, b.commit, b.reason, b.err)
-}
-
-// badRowReason classifies an error of building a record: ok is false for
-// errors that are not about the row (Kafka, the connection).
-func badRowReason(err error) (reason string, ok bool) {
-	switch {
-	case errors.Is(err, record.ErrInvalid):
-		return record.ReasonInvalid, true
-	}
-	return "", false
 }
 
 // deadLetterSync sends one dead letter and waits for Kafka's

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -32,6 +33,7 @@ type config struct {
 	statusInterval  time.Duration
 	createSlot      bool
 	maxPendingBytes int
+	maxRecordBytes  int
 	topics          TopicCreator
 	heartbeat       time.Duration
 	state           StateStore
@@ -63,6 +65,7 @@ func defaults() config {
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
+		maxRecordBytes:  kafkatopic.DefaultMaxRecordBytes,
 		heartbeat:       10 * time.Second,
 		snapshot:        true,
 		workers:         4,
@@ -277,6 +280,9 @@ func (c *config) validate() error {
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
 	}
+	if err := kafkatopic.ValidateMaxRecordBytes(c.maxRecordBytes); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range c.tables {
 		if _, _, err := splitTable(t); err != nil {
 			errs = append(errs, err)
@@ -374,6 +380,6 @@ func (c *config) topicOf(table string) string {
 }
 
 // maxDeadLetterValue bounds the value of a dead letter: the change as a
-// record is only for inspection and replay, and must fit the dead-letter
-// topic's message size.
-func (c *config) maxDeadLetterValue() int { return 900 << 10 }
+// record must fit the dead-letter topic, whose messages hold a record of
+// the bound plus room for the dead letter's headers.
+func (c *config) maxDeadLetterValue() int { return c.maxRecordBytes }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
@@ -61,7 +62,7 @@ func (e *slotEnv) runOnce(t *testing.T, timeout time.Duration, opts ...capture.O
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	c, err := capture.New(e.env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)))...)
+	c, err := capture.New(e.env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ type batchProducer struct {
 	produceCtx context.Context // outlives a cancelled read: the chunk waits for its acks
 	topic      string
 	maxRows    int
+	maxRecord  int         // the record bound (WithMaxRecordBytes)
 	open       []openBatch // by partition
 	inFlight   *semaphore.Weighted
 	wg         sync.WaitGroup // batches produced, not yet acknowledged
@@ -73,10 +75,10 @@ type batchBuf struct {
 	ack    func(*kgo.Record, error) // bound once per buffer, not per record
 }
 
-func newBatchProducer(ctx context.Context, p Producer, topic string, partitions, maxRows int) *batchProducer {
+func newBatchProducer(ctx context.Context, p Producer, topic string, partitions, maxRows, maxRecord int) *batchProducer {
 	return &batchProducer{
 		producer: p, ctx: ctx, produceCtx: context.WithoutCancel(ctx),
-		topic: topic, maxRows: maxRows,
+		topic: topic, maxRows: maxRows, maxRecord: maxRecord,
 		open:     make([]openBatch, partitions),
 		inFlight: semaphore.NewWeighted(maxBatchesInFlight),
 	}
@@ -84,8 +86,10 @@ func newBatchProducer(ctx context.Context, p Producer, topic string, partitions,
 
 // add adds a row of enc's relation to partition part's batch; shared gives
 // the fields every row of a batch shares (see record.Encoder.StartBatch).
-// A full batch is produced; add fails only when the read's context ends
-// while it waits for room.
+// A full batch is produced; add fails when the read's context ends while
+// it waits for room, and with ErrRowTooLarge for a row whose batch of its
+// own would exceed the record bound; that row is left out and the
+// producer stays usable.
 func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record, vals []record.Value) error {
 	o := &p.open[part]
 	if o.buf != nil && o.batch.Size()+rowSize(vals) > batchBytes {
@@ -102,6 +106,21 @@ func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record
 		enc.StartBatch(&o.batch, o.buf.data[:0], shared)
 	}
 	enc.AddRow(&o.batch, vals)
+	if err := checkRecordSize(o.batch.Size()+2, p.maxRecord); err != nil { // Finish adds "]}"
+		// The row is alone in its batch: one larger than batchBytes
+		// starts its own, and one whose estimate is below it encodes to
+		// at most six times that (JSON escapes), so with the batch before
+		// it stays under the smallest bound (1 MiB).
+		rows := o.batch.Rows()
+		p.reuse(o.buf)
+		p.open[part] = openBatch{}
+		if rows > 1 {
+			// Not ErrRowTooLarge: the other rows are lost with it, so
+			// capture must stop rather than skip them.
+			return fmt.Errorf("a snapshot row batch of %d rows outgrew the record bound (a walhouse bug, please report it): %v", rows, err)
+		}
+		return err
+	}
 	if o.batch.Rows() >= p.maxRows || o.batch.Size() >= batchBytes {
 		return p.send(part)
 	}

@@ -71,10 +71,10 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 		LSN: cp, CommitLSN: cp, Version: record.SnapshotVersion, Op: record.Read, Columns: rel.columns, SchemaID: rel.schemaID,
 	}
 	if parts > 0 {
-		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows)
+		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows, s.c.cfg.maxRecordBytes)
 		place = Partitioner().ForTopic(rel.topic)
 	} else {
-		prod = newSlabProducer(ctx, s.c.producer)
+		prod = newSlabProducer(ctx, s.c.producer, s.c.cfg.maxRecordBytes)
 	}
 	wait := func(abandon bool) error {
 		if batches != nil {
@@ -141,18 +141,24 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 			}
 			continue
 		}
+		var err error
 		if batches != nil {
 			keyBuf = r.AppendPartitionKey(keyBuf[:0])
 			keyRec.Key = keyBuf
-			if err := batches.add(enc, place.Partition(&keyRec, parts), &shared, values); err != nil {
-				_ = wait(true)
-				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
-			}
+			err = batches.add(enc, place.Partition(&keyRec, parts), &shared, values)
 		} else {
-			if err := prod.produce(enc, rel.topic, &r); err != nil {
-				_ = wait(true)
-				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			err = prod.produce(enc, rel.topic, &r)
+		}
+		if errors.Is(err, ErrRowTooLarge) {
+			// Only this row was left out; the producer goes on.
+			if r.EventID == "" {
+				setEventID()
 			}
+			err = s.c.deadLetterSync(ctx, badRow{table: p.Table, topic: rel.topic, commit: cp, rec: &r, key: primaryKeyJSON(rel.columns, rel.keyIdx, values), reason: record.ReasonTooLarge, err: err})
+		}
+		if err != nil {
+			_ = wait(true)
+			return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
 		}
 		n++
 		if n%10_000 == 0 {

@@ -47,6 +47,7 @@ type slabProducer struct {
 	producer   Producer
 	ctx        context.Context // the read's: cancelling it stops a wait for a free slab
 	produceCtx context.Context // outlives a cancelled read: the chunk waits for its acks
+	maxRecord  int             // the record bound (WithMaxRecordBytes)
 	cur        *slab
 	last       int // size of the last encoded record
 	made       int // slabs allocated so far, at most maxSlabs
@@ -58,13 +59,15 @@ type slabProducer struct {
 	failure error // the first produce error
 }
 
-func newSlabProducer(ctx context.Context, p Producer) *slabProducer {
-	return &slabProducer{producer: p, ctx: ctx, produceCtx: context.WithoutCancel(ctx), free: make(chan *slab, maxSlabs)}
+func newSlabProducer(ctx context.Context, p Producer, maxRecord int) *slabProducer {
+	return &slabProducer{producer: p, ctx: ctx, produceCtx: context.WithoutCancel(ctx), maxRecord: maxRecord, free: make(chan *slab, maxSlabs)}
 }
 
 // produce encodes r with enc into the current slab and produces it to
-// topic; the memory is reused once Kafka acknowledged it. It fails only
-// when the read's context ends while it waits for a free slab.
+// topic; the memory is reused once Kafka acknowledged it. It fails when
+// the read's context ends while it waits for a free slab, and with
+// ErrRowTooLarge for a record over the record bound, which is not
+// produced.
 func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Record) error {
 	s := p.cur
 	if s != nil && cap(s.buf)-len(s.buf) < 2*p.last {
@@ -82,6 +85,10 @@ func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Reco
 	// fit after all is copied to memory of its own, not the whole slab.
 	free := s.buf[start:start]
 	out, key, value := enc.AppendKeyValue(free, r)
+	if err := checkRecordSize(len(key)+len(value), p.maxRecord); err != nil {
+		p.cur = s // nothing of the slab was used
+		return err
+	}
 	fits := unsafe.SliceData(out) == unsafe.SliceData(free)
 	if fits {
 		s.buf = s.buf[:start+len(out)]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -126,7 +127,7 @@ func TestSlabProducer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &holdingProducer{failAt: tc.failAt}
-			p := newSlabProducer(context.Background(), h)
+			p := newSlabProducer(context.Background(), h, kafkatopic.DefaultMaxRecordBytes)
 			finish := ackLater(h, uint64(tc.rows), 300)
 			for i := 0; i < tc.rows; i++ {
 				r := slabTestRecord(i, tc.body(i))
@@ -164,7 +165,7 @@ func TestSlabProducerStopsWaiting(t *testing.T) {
 	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns), record.EnvelopeVersion)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newSlabProducer(ctx, &holdingProducer{failAt: -1})
+	p := newSlabProducer(ctx, &holdingProducer{failAt: -1}, kafkatopic.DefaultMaxRecordBytes)
 	var err error
 	for i := 0; err == nil; i++ {
 		if i == maxSlabs*slabRecords {

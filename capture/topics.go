@@ -24,12 +24,20 @@ type TopicCreator interface {
 func WithTopicCreator(tc TopicCreator) Option { return func(c *config) { c.topics = tc } }
 
 // KafkaTopics returns a TopicCreator that uses the Kafka admin API of cl.
-func KafkaTopics(cl *kgo.Client) TopicCreator { return kafkaTopics{adm: kadm.NewClient(cl)} }
+// Its topics hold records of up to maxRecordBytes (see WithMaxRecordBytes):
+// a new topic gets the max.message.bytes that takes, an existing one with
+// a lower limit is raised to it.
+func KafkaTopics(cl *kgo.Client, maxRecordBytes int) TopicCreator {
+	return kafkaTopics{adm: kadm.NewClient(cl), configs: kafkatopic.Configs(maxRecordBytes, nil)}
+}
 
-type kafkaTopics struct{ adm *kadm.Client }
+type kafkaTopics struct {
+	adm     *kadm.Client
+	configs map[string]*string
+}
 
 func (k kafkaTopics) CreateTopic(ctx context.Context, name string, partitions int32, replication int16) error {
-	return kafkatopic.Ensure(ctx, k.adm, name, partitions, replication, nil)
+	return kafkatopic.Ensure(ctx, k.adm, name, partitions, replication, k.configs)
 }
 
 func (k kafkaTopics) Partitions(ctx context.Context, name string) (int32, error) {

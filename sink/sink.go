@@ -181,6 +181,10 @@ type DeadLetter struct {
 	// (record.HeaderDLTable, HeaderDLPrimaryKey, HeaderDLCommitLSN).
 	Table, PrimaryKey string
 	CommitLSN         record.LSN
+	// ValueDropped is the size of a value the dead-letter topic could not
+	// hold, which the dead letter lacks (see HeaderValueDropped); 0 when
+	// it has its value.
+	ValueDropped int
 }
 
 // Config tunes a Sink.

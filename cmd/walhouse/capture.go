@@ -34,6 +34,7 @@ func runCapture(ctx context.Context, args []string) error {
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
+		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
@@ -68,6 +69,7 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithSnapshotChunkPages(*chunkPages),
 		capture.WithSnapshotBatchRows(*batchRows),
 		capture.WithResnapshot(resnapshot...),
+		capture.WithMaxRecordBytes(*maxRecord),
 	}
 	policy, err := capture.ParseBadRowPolicy(*onBadRow)
 	if err != nil {
@@ -108,8 +110,10 @@ func runCapture(ctx context.Context, args []string) error {
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit keeps capture's heap near its working set instead of
-		// letting garbage grow to twice the live size between collections.
-		debug.SetMemoryLimit(128 << 20)
+		// letting garbage grow to twice the live size between collections;
+		// a record at the bound is held about twice (the WAL message, its
+		// encoding), so the limit makes room for that.
+		debug.SetMemoryLimit(128<<20 + 2*int64(*maxRecord))
 	}
 	pgURL, err := ep.pgURL()
 	if err != nil {
@@ -119,7 +123,7 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kafkaClient(ctx, kc, producerOpts()...)
+	cl, err := kafkaClient(ctx, kc, producerOpts(*maxRecord)...)
 	if err != nil {
 		return err
 	}
@@ -128,7 +132,7 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := capture.New(pgURL, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl)), capture.WithStateStore(state))...)
+	c, err := capture.New(pgURL, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, *maxRecord)), capture.WithStateStore(state))...)
 	if err != nil {
 		return err
 	}

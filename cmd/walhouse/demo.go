@@ -18,6 +18,7 @@ import (
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -68,7 +69,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	kc, err := kafkaClient(ctx, kcfg, producerOpts()...)
+	kc, err := kafkaClient(ctx, kcfg, producerOpts(kafkatopic.DefaultMaxRecordBytes)...)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func runDemo(ctx context.Context, args []string) error {
 	capt, err := capture.New(pgURL, kc,
 		capture.WithSlot(demoSlot), capture.WithPublication(demoSlot), capture.WithTables(demoTables...),
 		capture.WithTopicPrefix(demoPrefix), capture.WithTopicPartitions(4),
-		capture.WithTopicCreator(capture.KafkaTopics(kc)), capture.WithStatusInterval(time.Second))
+		capture.WithTopicCreator(capture.KafkaTopics(kc, kafkatopic.DefaultMaxRecordBytes)), capture.WithStatusInterval(time.Second))
 	if err != nil {
 		return err
 	}

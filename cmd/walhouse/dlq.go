@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -28,6 +29,7 @@ func runDLQ(ctx context.Context, args []string) error {
 	ep.register(fs, false, true, false)
 	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
 	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq)")
+	maxRecord := maxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
@@ -39,10 +41,14 @@ func runDLQ(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if sub == "list" {
-		return dlqList(ctx, kc, *topic)
+	if err := kafkatopic.ValidateMaxRecordBytes(*maxRecord); err != nil {
+		return fmt.Errorf("--max-record-bytes: %w", err)
 	}
-	return dlqReplay(ctx, kc, *topic, *group, *prefix)
+	limits := recordLimitOpts(*maxRecord)
+	if sub == "list" {
+		return dlqList(ctx, kc, *topic, limits)
+	}
+	return dlqReplay(ctx, kc, *topic, *group, *prefix, limits)
 }
 
 // dlqEnd returns the end offset of each partition of topic, so list and
@@ -104,8 +110,8 @@ func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each f
 	return nil
 }
 
-func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
-	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func dlqList(ctx context.Context, kc kafkaConfig, topic string, limits []kgo.Opt) error {
+	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}
@@ -128,7 +134,7 @@ func dlqList(ctx context.Context, kc kafkaConfig, topic string) error {
 		n++
 		out := map[string]any{
 			"dlqOffset": r.Offset, "origin": l.Origin, "topic": l.Topic, "partition": l.Partition, "offset": l.Offset,
-			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts,
+			"error": l.Err.Error(), "firstSeen": l.FirstSeen, "attempts": l.Attempts, "valueDropped": l.ValueDropped,
 			"key": string(l.Key), "value": json.RawMessage(validJSON(l.Value)),
 		}
 		if l.Reason != "" {
@@ -154,9 +160,9 @@ func validJSON(b []byte) []byte {
 // dlqReplay produces the dead letters again to their table topics. A dead
 // letter naming any other topic (the registry, the state topic, another
 // pipeline's) is skipped: the dead-letter topic is read, not trusted.
-func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group, prefix string) error {
-	cl, err := kafkaClient(ctx, kc, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group, prefix string, limits []kgo.Opt) error {
+	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}
@@ -170,6 +176,9 @@ func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group, prefix string)
 		l, err := sink.ParseDeadLetter(r)
 		if err == nil && !strings.HasPrefix(l.Topic, prefix+".") {
 			err = fmt.Errorf("its topic %q is not a table topic of this pipeline (%s.*)", l.Topic, prefix)
+		}
+		if err == nil && l.ValueDropped > 0 {
+			err = fmt.Errorf("its %d-byte value was too large for the dead-letter topic and is not in it (%s/%d@%d); copy the row again with capture --resnapshot", l.ValueDropped, l.Topic, l.Partition, l.Offset)
 		}
 		if err == nil && len(l.Value) == 0 {
 			err = fmt.Errorf("it has no record to replay (%s of %s, primary key %s): change the row in PostgreSQL once the cause is fixed, or copy the table again with --resnapshot", l.Reason, l.Table, l.PrimaryKey)

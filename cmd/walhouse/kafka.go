@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 )
 
 // kafkaClient opens a franz-go client and checks that a broker answers, so
@@ -44,7 +47,8 @@ func kafkaClient(ctx context.Context, kc kafkaConfig, opts ...kgo.Opt) (*kgo.Cli
 
 // producerOpts are the producer settings capture uses: idempotent (the
 // franz-go default, with acks from all in-sync replicas), compressed, with a
-// short linger so rows are batched without adding visible latency.
+// short linger so rows are batched without adding visible latency, sized
+// for records of up to maxRecordBytes (see recordLimitOpts).
 //
 // Compression is snappy (franz-go's S2 encoder in its snappy form): it costs
 // walhouse about a quarter of what lz4 does per byte, and walhouse plus the
@@ -53,24 +57,66 @@ func kafkaClient(ctx context.Context, kc kafkaConfig, opts ...kgo.Opt) (*kgo.Cli
 // about 40% larger than lz4's. A record is mostly repeated envelope (field
 // names, source, schemaId), which every codec compresses several times.
 //
-// During a snapshot the producer is saturated, so batches fill up to
-// ProducerBatchMaxBytes whatever the linger; the linger only matters for
-// the trickle of streamed changes, where it bounds the added latency.
-// ProducerBatchMaxBytes counts bytes before compression and must stay
-// within the topics' max.message.bytes (1 MB by default), since a batch of
-// incompressible values stays that large.
-func producerOpts() []kgo.Opt {
-	return []kgo.Opt{
+// During a snapshot the producer is saturated, so batches fill up to the
+// batch limit (recordLimitOpts) or the buffer, whichever is smaller; the
+// linger only matters for the trickle of streamed changes, where it bounds
+// the added latency.
+func producerOpts(maxRecordBytes int) []kgo.Opt {
+	return append(recordLimitOpts(maxRecordBytes),
 		kgo.RecordPartitioner(capture.Partitioner()),
 		kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()),
-		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(100_000),
-		kgo.MaxBufferedBytes(48 << 20), // bounds memory when the broker is slower than PostgreSQL
-		kgo.RecordDeliveryTimeout(0),   // retry until acknowledged; capture's own bound pauses reading
+		// Bounds memory when the broker is slower than PostgreSQL; a
+		// record at the bound must fit, or the client refuses it.
+		kgo.MaxBufferedBytes(max(48<<20, kafkatopic.MaxMessageBytes(maxRecordBytes))),
+		kgo.RecordDeliveryTimeout(0), // retry until acknowledged; capture's own bound pauses reading
 		// A topic capture has just created is often unknown to the first
 		// metadata answer; the default 5 s between metadata queries then
 		// stalls its first records for up to 5 s.
-		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.MetadataMinAge(250*time.Millisecond),
+	)
+}
+
+// Request sizes franz-go and Kafka use unless told otherwise: a fetch
+// response aims at fetchMaxBytes, and neither side reads or writes a
+// request over defaultRequestBytes (the broker's socket.request.max.bytes).
+const (
+	fetchMaxBytes       = 50 << 20
+	defaultRequestBytes = 100 << 20
+)
+
+// recordLimitOpts size a client for records of up to maxRecordBytes of key
+// and value, the bound capture enforces (--max-record-bytes): the topics
+// walhouse creates hold MaxMessageBytes, and so must every client that
+// produces to them (capture, the sink's dead letters, dlq replay) and
+// every client that reads them.
+//
+//   - A batch holds up to MaxMessageBytes before compression (franz-go
+//     refuses a larger record outright, and sends a batch uncompressed
+//     when compression does not shrink it, so the topic's limit, checked
+//     after compression, holds too).
+//   - A fetch returns at least one whole batch even when it is larger than
+//     the fetch limits (Kafka's KIP-74), so a large record never stalls a
+//     consumer; the response is then larger than fetchMaxBytes, and the
+//     client must be willing to read it (BrokerMaxReadBytes).
+//   - Requests stay at the broker's 100 MiB default unless one record
+//     needs more; a bound above about 98 MiB needs the brokers'
+//     socket.request.max.bytes raised to match (README, Known limits).
+func recordLimitOpts(maxRecordBytes int) []kgo.Opt {
+	batch := kafkatopic.MaxMessageBytes(maxRecordBytes)
+	request := max(defaultRequestBytes, batch+kafkatopic.Overhead)
+	return []kgo.Opt{
+		kgo.ProducerBatchMaxBytes(int32(batch)),
+		kgo.BrokerMaxWriteBytes(int32(request)),
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.BrokerMaxReadBytes(int32(min(fetchMaxBytes+request, math.MaxInt32))),
 	}
+}
+
+// maxRecordBytesFlag registers --max-record-bytes on fs: the commands that
+// produce or read the tables' topics must agree on it.
+func maxRecordBytesFlag(fs *flag.FlagSet) *int {
+	return fs.Int("max-record-bytes", envInt("WALHOUSE_MAX_RECORD_BYTES", kafkatopic.DefaultMaxRecordBytes),
+		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows, and the topics walhouse creates or finds get a max.message.bytes that holds it (env WALHOUSE_MAX_RECORD_BYTES)")
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/registry"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -40,6 +42,7 @@ func runSink(ctx context.Context, args []string) error {
 		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store")
 		dedupTTL    = fs.Int("dedup-ttl-hours", envInt("EVENT_DEDUP_TTL_HOURS", 24), "hours an eventId is remembered (env EVENT_DEDUP_TTL_HOURS)")
 		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it)")
+		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 	)
 	var dedupSec dedupSecurity
@@ -56,8 +59,18 @@ func runSink(ctx context.Context, args []string) error {
 			return fmt.Errorf("EVENT_DEDUP_TTL_HOURS=%q is not a whole number of hours", v)
 		}
 	}
+	if err := kafkatopic.ValidateMaxRecordBytes(*maxRecord); err != nil {
+		return fmt.Errorf("--max-record-bytes: %w", err)
+	}
 	if *dedupTTL < 1 {
 		return fmt.Errorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A batch with records at the bound holds each several times (the
+		// fetched record, its decoded values, ClickHouse's block and its
+		// compressed body); a soft limit collects between them instead of
+		// letting garbage double the heap.
+		debug.SetMemoryLimit(256<<20 + 4*int64(*maxRecord))
 	}
 	dsn, err := ep.clickhouseDSN()
 	if err != nil {
@@ -72,7 +85,7 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry()}
+	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -138,6 +151,9 @@ type sinkSettings struct {
 	registry           *prometheus.Registry
 	watermarks         sink.Watermarker
 	schemas            sink.Schemas
+	// maxRecordBytes is capture's record bound (0: the default): the
+	// client reads such records and dead-letters them.
+	maxRecordBytes int
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -151,7 +167,10 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 			snk.OnRevoked(ctx, cl, m)
 		}
 	}
-	cl, err := kafkaClient(ctx, kc,
+	if st.maxRecordBytes == 0 {
+		st.maxRecordBytes = kafkatopic.DefaultMaxRecordBytes
+	}
+	cl, err := kafkaClient(ctx, kc, append(recordLimitOpts(st.maxRecordBytes),
 		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.prefix)+`\..+`),
@@ -165,7 +184,7 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 		kgo.FetchMinBytes(1<<20),
 		kgo.FetchMaxWait(st.maxWait),
 		kgo.FetchMaxPartitionBytes(16<<20),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,7 +207,7 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 		if topic == "" {
 			topic = st.prefix + "-dlq"
 		}
-		if err := capture.KafkaTopics(cl).CreateTopic(ctx, topic, 1, -1); err != nil {
+		if err := capture.KafkaTopics(cl, st.maxRecordBytes).CreateTopic(ctx, topic, 1, -1); err != nil {
 			cl.Close()
 			return nil, nil, fmt.Errorf("dead-letter topic: %w", err)
 		}

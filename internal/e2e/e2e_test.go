@@ -157,8 +157,15 @@ func (p *pipeline) sinkArgs(extra ...string) []string {
 // converge waits until ClickHouse's FINAL view equals PostgreSQL.
 func (p *pipeline) converge(pgQuery, chQuery string, procs ...*testenv.Proc) {
 	p.t.Helper()
+	p.convergeWithin(90*time.Second, pgQuery, chQuery, procs...)
+}
+
+// convergeWithin is converge with a timeout of its own, for workloads
+// that take longer than usual to load.
+func (p *pipeline) convergeWithin(timeout time.Duration, pgQuery, chQuery string, procs ...*testenv.Proc) {
+	p.t.Helper()
 	var last string
-	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
+	err := testenv.Eventually(context.Background(), timeout, func(ctx context.Context) error {
 		for _, pr := range procs {
 			if done, err := pr.Exited(); done {
 				return fmt.Errorf("%s exited: %v", pr.Name, err)

@@ -3,6 +3,7 @@ package kafkatopic
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,11 +12,30 @@ import (
 )
 
 // fakeAdmin answers CreateTopic with createErr and lists the topics in
-// existing.
+// existing, whose max.message.bytes is maxMessage (0: not readable) and
+// which alterErr refuses to alter.
 type fakeAdmin struct {
-	createErr error
-	existing  map[string]bool
-	listed    int
+	createErr  error
+	existing   map[string]bool
+	listed     int
+	maxMessage int
+	alterErr   error
+	altered    string // the value of the last alteration
+}
+
+func (f *fakeAdmin) DescribeTopicConfigs(_ context.Context, topics ...string) (kadm.ResourceConfigs, error) {
+	if f.maxMessage == 0 {
+		return nil, kerr.TopicAuthorizationFailed
+	}
+	v := strconv.Itoa(f.maxMessage)
+	return kadm.ResourceConfigs{{Name: topics[0], Configs: []kadm.Config{{Key: "cleanup.policy"}, {Key: MaxMessageBytesConfig, Value: &v}}}}, nil
+}
+
+func (f *fakeAdmin) AlterTopicConfigs(_ context.Context, configs []kadm.AlterConfig, topics ...string) (kadm.AlterConfigsResponses, error) {
+	if f.alterErr == nil {
+		f.altered = *configs[0].Value
+	}
+	return kadm.AlterConfigsResponses{{Name: topics[0], Err: f.alterErr}}, nil
 }
 
 func (f *fakeAdmin) CreateTopic(_ context.Context, _ int32, _ int16, _ map[string]*string, topic string) (kadm.CreateTopicResponse, error) {
@@ -62,6 +82,46 @@ func TestEnsure(t *testing.T) {
 			}
 			if (adm.listed > 0) != tc.lists {
 				t.Errorf("listed topics %d times; want a lookup only after a refused creation", adm.listed)
+			}
+		})
+	}
+}
+
+// TestEnsureRaisesMaxMessageBytes checks that an existing topic gets the
+// max.message.bytes the record bound needs, or an error that says what to
+// run when the broker refuses.
+func TestEnsureRaisesMaxMessageBytes(t *testing.T) {
+	need := MaxMessageBytes(DefaultMaxRecordBytes)
+	for _, tc := range []struct {
+		name      string
+		createErr error
+		have      int
+		alterErr  error
+		wantAlter bool
+		wantErr   string
+	}{
+		{"new topic", nil, 0, nil, false, ""},
+		{"old topic with the 1 MB default", kerr.TopicAlreadyExists, 1048588, nil, true, ""},
+		{"administrator's topic with the 1 MB default", kerr.TopicAuthorizationFailed, 1048588, nil, true, ""},
+		{"large enough already", kerr.TopicAlreadyExists, need + 1, nil, false, ""},
+		{"limit not readable", kerr.TopicAlreadyExists, 0, nil, false, ""},
+		{"raise refused", kerr.TopicAlreadyExists, 1048588, kerr.TopicAuthorizationFailed,
+			false, "--entity-name wh.public.t --add-config max.message.bytes=" + strconv.Itoa(need) + "`"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			adm := &fakeAdmin{createErr: tc.createErr, existing: map[string]bool{"wh.public.t": true}, maxMessage: tc.have, alterErr: tc.alterErr}
+			err := Ensure(context.Background(), adm, "wh.public.t", 6, -1, Configs(DefaultMaxRecordBytes, nil))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if got := adm.altered != ""; got != tc.wantAlter {
+				t.Fatalf("altered %v (to %q), want %v", got, adm.altered, tc.wantAlter)
+			}
+			if tc.wantAlter && adm.altered != strconv.Itoa(need) {
+				t.Errorf("raised to %s, want %d", adm.altered, need)
 			}
 		})
 	}

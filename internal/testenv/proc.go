@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -119,6 +121,25 @@ func (p *Proc) Stop() {
 	case <-time.After(15 * time.Second):
 		p.Kill()
 	}
+}
+
+// PeakRSS returns the most resident memory the running process has used
+// so far (VmHWM, Linux only), for tests that bound memory.
+func (p *Proc) PeakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the peak memory of %s: %w", p.Name, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read the peak memory of %s: %q: %w", p.Name, line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("read the peak memory of %s: no VmHWM in /proc/%d/status", p.Name, p.cmd.Process.Pid)
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/kafkatopic"
 )
 
 // producerOpts mirrors the producer settings of cmd/walhouse (producerOpts
@@ -62,7 +63,7 @@ func (b *bench) profile(ctx context.Context, req profileRequest) error {
 		capture.WithPublication(b.names.publication),
 		capture.WithTables(b.names.table),
 		capture.WithStatusInterval(statusInterval),
-		capture.WithTopicCreator(capture.KafkaTopics(cl)),
+		capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)),
 	}, req.opts...)
 	c, err := capture.New(b.opts.pgURL, cl, opts...)
 	if err != nil {
