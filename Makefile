@@ -7,7 +7,7 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-.PHONY: all build demo test unit vet services stop status clean fuzz help bench bench-capture bench-sink bench-query
+.PHONY: all build demo test unit vet services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test      everything: vet, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
+	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 
 build:
@@ -46,6 +47,13 @@ clean:
 test: vet services
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
+
+# The hostile-input suites (docs/security.md), also part of make test: a
+# workload that mixes every kind of bad input with ordinary changes, then
+# the per-point tests.
+HOSTILE := Hostile|LargeValues|Collid|OddTableNames|ClickHouseLimits|TablesOnlyTenants|ExportCaps|FailedConnectHidesPassword|DedupAuthTLS|KafkaStateOverTLS
+hostile: services
+	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
 
 demo: services build
 	. ./$(ENVFILE) && ./bin/walhouse demo

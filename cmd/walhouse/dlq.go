@@ -149,7 +149,12 @@ func dlqList(ctx context.Context, kc kafkaConfig, topic string, limits []kgo.Opt
 	return err
 }
 
+// validJSON returns b as JSON: itself when valid, else as a string; null
+// when empty (a dead letter without its value).
 func validJSON(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
 	if json.Valid(b) {
 		return b
 	}

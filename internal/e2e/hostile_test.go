@@ -17,7 +17,7 @@ import (
 
 // TestIntegrationHostileInput mixes what a PostgreSQL user or a writer to
 // the Kafka topics can do to walhouse with ordinary changes: rows without a
-// tenant (copied and streamed), the empty tenant, forged heartbeats and DDL
+// tenant (copied and streamed), the empty tenant, rows over the record bound, forged heartbeats and DDL
 // notices through pg_logical_emit_message, a record of one table on another
 // table's topic and a heartbeat from the future. Capture and sink must go
 // on, every ordinary row must equal PostgreSQL in ClickHouse FINAL, every
@@ -36,12 +36,13 @@ func TestIntegrationHostileInput(t *testing.T) {
 	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt+", "+qo) })
 	// Copied by the initial snapshot: two ordinary rows, one without a
 	// tenant, one whose tenant is the empty string.
-	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (1, 'acme', 'copied'), (2, NULL, 'copied, no tenant'), (3, '', 'copied, empty tenant'), (4, 'globex', 'copied')`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (1, 'acme', 'copied'), (2, NULL, 'copied, no tenant'), (3, '', 'copied, empty tenant'), (4, 'globex', 'copied'), (5, 'acme', repeat('x', 1536 * 1024))`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('acme', 1, 'other')`, qo))
 
 	metricsAddr := freeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{table, other}, "--metrics-addr", metricsAddr))
-	sink := p.startSink()
+	// A bound of 1 MiB makes rows of 1.5 MiB too large.
+	capture := p.runCapture(p.captureArgs([]string{table, other}, "--metrics-addr", metricsAddr, "--max-record-bytes", "1048576"))
+	sink := p.startSink("--max-record-bytes", "1048576")
 
 	// Streamed: ordinary changes around bad ones, in the same transactions.
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 10 = 0 THEN NULL WHEN g %% 10 = 5 THEN '' ELSE 't' || (g %% 3) END, 'streamed ' || g FROM generate_series(10, 59) g`, qt))
@@ -59,10 +60,10 @@ func TestIntegrationHostileInput(t *testing.T) {
 	p.exec(`SELECT pg_logical_emit_message(false, 'walhouse_heartbeat', $1)`, fmt.Sprint(time.Now().AddDate(100, 0, 0).UnixMicro()))
 	p.exec(`SELECT pg_logical_emit_message(true, 'walhouse_ddl', $1)`, fmt.Sprintf(`{"oid": %d, "columns": [[1, "id", null], [2, "tenant_id", null], [3, "hijacked", null]]}`, oid))
 	p.exec(`SELECT pg_logical_emit_message(true, 'walhouse_ddl', 'not json')`)
-	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (100, 'acme', 'after the forgeries')`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (100, 'acme', 'after the forgeries'), (102, 't1', repeat('y', 1536 * 1024))`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('globex', 2, 'other')`, qo))
 
-	pgQuery := fmt.Sprintf(`SELECT id::text AS k, tenant_id, coalesce(note, '<null>') FROM %s AS t WHERE tenant_id IS NOT NULL ORDER BY t.id`, qt)
+	pgQuery := fmt.Sprintf(`SELECT id::text AS k, tenant_id, coalesce(note, '<null>') FROM %s AS t WHERE tenant_id IS NOT NULL AND length(note) < 1048576 ORDER BY t.id`, qt)
 	chQuery := fmt.Sprintf("SELECT toString(id), assumeNotNull(tenant_id), ifNull(note, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND tenant_id IS NOT NULL ORDER BY id", p.database, table)
 	p.converge(pgQuery, chQuery, capture, sink)
 
@@ -98,17 +99,23 @@ func TestIntegrationHostileInput(t *testing.T) {
 		noTenant = append(noTenant, fmt.Sprintf(`{"id":"%d"}`, id))
 	}
 	sort.Strings(noTenant)
-	ls := p.waitDeadLetters(p.prefix+"-dlq", len(noTenant)+2, capture, sink)
-	var gotKeys []string
+	tooLarge := []string{`{"id":"102"}`, `{"id":"5"}`}
+	ls := p.waitDeadLetters(p.prefix+"-dlq", len(noTenant)+len(tooLarge)+2, capture, sink)
+	var gotKeys, gotLarge []string
 	var sinkSide int
 	for _, l := range ls {
-		switch l.Origin {
-		case "capture":
+		switch {
+		case l.Origin == "capture" && l.Reason == record.ReasonTooLarge:
+			if l.Table != "public."+table || l.Topic != topic || string(l.Value) != "null" || !strings.Contains(l.Error, "--max-record-bytes") {
+				t.Errorf("capture's dead letter %+v: want table, topic, no value and the flag to raise", l)
+			}
+			gotLarge = append(gotLarge, string(l.PrimaryKey))
+		case l.Origin == "capture":
 			if l.Reason != record.ReasonNoTenant || l.Table != "public."+table || l.Topic != topic || l.CommitLSN == "" || !strings.Contains(l.Error, "NULL") {
 				t.Errorf("capture's dead letter %+v: want reason %s, table, topic, commit LSN and the cause", l, record.ReasonNoTenant)
 			}
 			gotKeys = append(gotKeys, string(l.PrimaryKey))
-		case "sink":
+		case l.Origin == "sink":
 			sinkSide++
 			if l.Topic != topic || !strings.Contains(l.Error, "topic") && !strings.Contains(l.Error, "heartbeat") {
 				t.Errorf("sink's dead letter %+v: want the forged record's topic and why", l)
@@ -118,8 +125,9 @@ func TestIntegrationHostileInput(t *testing.T) {
 		}
 	}
 	sort.Strings(gotKeys)
-	if fmt.Sprint(gotKeys) != fmt.Sprint(noTenant) || sinkSide != 2 {
-		t.Errorf("dead letters: capture's keys %v (want %v), %d of the sink's (want 2)", gotKeys, noTenant, sinkSide)
+	sort.Strings(gotLarge)
+	if fmt.Sprint(gotKeys) != fmt.Sprint(noTenant) || fmt.Sprint(gotLarge) != fmt.Sprint(tooLarge) || sinkSide != 2 {
+		t.Errorf("dead letters: capture's without a tenant %v (want %v), too large %v (want %v), %d of the sink's (want 2)", gotKeys, noTenant, gotLarge, tooLarge, sinkSide)
 	}
 	if v := metric(t, metricsAddr, fmt.Sprintf(`walhouse_capture_dead_letters_total{reason="%s",table="public.%s"}`, record.ReasonNoTenant, table)); v != float64(len(noTenant)) {
 		t.Errorf("walhouse_capture_dead_letters_total = %v, want %d", v, len(noTenant))

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
@@ -42,7 +42,7 @@ func TestIntegrationLargeValues(t *testing.T) {
 	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
 
 	adm := kadm.NewClient(p.kafka())
-	for _, topic := range []string{capture.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {
+	for _, topic := range []string{record.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {
 		if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 			t.Fatalf("create topic %s as older versions did: %v", topic, err)
 		}
@@ -92,7 +92,7 @@ func TestIntegrationLargeValues(t *testing.T) {
 			t.Errorf("%s peaked at %d MiB, want under %d MiB: memory is not bounded by the record size", proc.Name, peak>>20, limit>>20)
 		}
 	}
-	for _, topic := range []string{capture.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {
+	for _, topic := range []string{record.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {
 		rc, err := adm.DescribeTopicConfigs(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
