@@ -255,6 +255,9 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 			w.log.Warn("column stored as text", "table", t.QualifiedName(), "column", c.Name, "reason", c.Type.Fallback)
 		}
 	}
+	if _, err := w.claim(ctx, r.Source, t.Name); err != nil {
+		return nil, err
+	}
 	if err := w.conn.Exec(ctx, t.CreateDDL(r.LSN)); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 	}
