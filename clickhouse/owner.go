@@ -78,7 +78,7 @@ func (w *Writer) claim(ctx context.Context, src record.Source, name string) (exi
 // tableComment reads whether the Writer's database has table name, and its
 // comment.
 func (w *Writer) tableComment(ctx context.Context, name string) (exists bool, comment string, err error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": w.database, "tbl": name}))
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(w.database), "tbl": schema.EscapeParam(name)}))
 	rows, err := w.conn.Query(qctx, "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {tbl:String}")
 	if err != nil {
 		return false, "", fmt.Errorf("look up table %s.%s: %w", w.database, name, err)

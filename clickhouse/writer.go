@@ -403,7 +403,7 @@ func (w *Writer) comment(ctx context.Context, t *schema.Table, column, comment s
 
 // columns reads the table's columns and walhouse's notes on them.
 func (w *Writer) columns(ctx context.Context, t *schema.Table) (map[string]*chColumn, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": t.Database, "tbl": t.Name}))
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Database), "tbl": schema.EscapeParam(t.Name)}))
 	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String}")
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
