@@ -309,7 +309,7 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 			return source{}, fmt.Errorf("--resnapshot %s: the table is not captured from publication %s", t, cfg.publication)
 		}
 	}
-	var errs []error
+	errs := []error{cfg.checkNames(src.tables)}
 	for _, t := range src.tables {
 		if err := checkTable(ctx, conn, cfg, t); err != nil {
 			errs = append(errs, err)
@@ -505,6 +505,7 @@ type stream struct {
 	tables   []string        // captured tables, schema.table
 	online   *onlineSnapshots
 	polledAt time.Time                  // when the publication's tables were last listed
+	refused  map[string]bool            // tables that joined the publication under a captured table's name
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
 	messages bool                       // server streams logical messages (PostgreSQL 14+)
 	key      messageKey                 // signs heartbeats, verifies walhouse's messages
@@ -903,7 +904,12 @@ func (s *stream) relation(ctx context.Context, id uint32) (*relation, bool, erro
 	}
 	name := rm.Namespace + "." + rm.RelationName
 	if !slices.Contains(s.tables, name) {
-		if err := s.addTable(ctx, name); err != nil {
+		err := s.addTable(ctx, name)
+		if errors.Is(err, errNameTaken) {
+			s.rels[id] = &relation{name: name, skip: true}
+			return s.rels[id], true, nil
+		}
+		if err != nil {
 			return nil, false, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // maxPollInterval bounds how long a table added to the publication waits to
@@ -36,7 +37,7 @@ func (s *stream) pollTables(ctx context.Context) error {
 	}
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
-			if err := s.addTable(ctx, t); err != nil {
+			if err := s.addTable(ctx, t); err != nil && !errors.Is(err, errNameTaken) {
 				return err
 			}
 		}
@@ -174,6 +175,17 @@ func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string,
 // queues its online snapshot.
 func (s *stream) addTable(ctx context.Context, table string) error {
 	cfg := &s.c.cfg
+	if other, where, clash := cfg.nameClash(table, s.tables); clash {
+		if !s.refused[table] {
+			s.c.log.Error("table joined the publication but is not captured: it would load into the same "+where+" as a captured table; rename one of them in PostgreSQL or leave this one out of the publication (capture refuses to start while both are in it)",
+				"table", table, "captured_table", other, "publication", cfg.publication)
+		}
+		if s.refused == nil {
+			s.refused = map[string]bool{}
+		}
+		s.refused[table] = true
+		return errNameTaken
+	}
 	if err := checkTable(ctx, s.cat.conn, cfg, table); err != nil {
 		return fmt.Errorf("table %s joined publication %s but cannot be captured: %w; fix the table, or leave it out with --exclude-tables %s, then restart capture", table, cfg.publication, err, table)
 	}
@@ -294,4 +306,53 @@ func membership(ctx context.Context, conn *pgx.Conn, pub, table string) (uint32,
 		return 0, fmt.Errorf("look up table %s in publication %s: %w", table, pub, err)
 	}
 	return oid, nil
+}
+
+// errNameTaken is returned by addTable for a table that joined the
+// publication but would share its ClickHouse table or Kafka topic with a
+// captured table: it is left out of the stream (like an excluded table)
+// and the other tables go on.
+var errNameTaken = errors.New("its ClickHouse table or Kafka topic would be another captured table's")
+
+// nameClash returns the first of tables ("schema.table") that table would
+// share a ClickHouse table (schema.TableName) or a Kafka topic (TopicName)
+// with, and which of them; ok is false when it shares neither.
+// schema.TableName and TopicName give every table its own name except when
+// two tables' truncated SHA-256 hashes meet; this check turns even that
+// into a clear refusal instead of two tables' rows in one place.
+func (c *config) nameClash(table string, tables []string) (other, where string, ok bool) {
+	src := sourceOf(table)
+	name, topic := schema.TableName(src), c.topicOf(table)
+	for _, o := range tables {
+		if o == table {
+			continue
+		}
+		switch {
+		case schema.TableName(sourceOf(o)) == name:
+			return o, "ClickHouse table " + schema.QuoteIdent(name), true
+		case c.topicOf(o) == topic:
+			return o, "Kafka topic " + topic, true
+		}
+	}
+	return "", "", false
+}
+
+// checkNames refuses to start when two captured tables would share a
+// ClickHouse table or a Kafka topic (see nameClash), naming both.
+func (c *config) checkNames(tables []string) error {
+	var errs []error
+	for i, t := range tables {
+		if other, where, clash := c.nameClash(t, tables[:i]); clash {
+			errs = append(errs, fmt.Errorf("tables %s and %s would both load into %s: rename one of them in PostgreSQL, or leave one out with --exclude-tables (or of publication %s)",
+				quoteTable(other), quoteTable(t), where, c.publication))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sourceOf returns the source of a "schema.table" name (schema names hold
+// no dots, see publishedTables).
+func sourceOf(table string) record.Source {
+	sch, name, _ := strings.Cut(table, ".")
+	return record.Source{Schema: sch, Table: name}
 }

@@ -40,7 +40,7 @@ var _ sink.Truncater = (*Writer)(nil)
 func (w *Writer) Truncate(ctx context.Context, req sink.TruncateRequest) error {
 	tr := req.Truncate
 	name := schema.TableName(tr.Source)
-	exists, err := w.exists(ctx, name)
+	exists, err := w.claim(ctx, tr.Source, name)
 	if err != nil {
 		return err
 	}
@@ -54,16 +54,6 @@ func (w *Writer) Truncate(ctx context.Context, req sink.TruncateRequest) error {
 		return fmt.Errorf("write the tombstones of the TRUNCATE of %s at %s: %w; the sink retries, and it is safe to run again", name, tr.LSN, err)
 	}
 	return nil
-}
-
-// exists reports whether the Writer's database has table name.
-func (w *Writer) exists(ctx context.Context, name string) (bool, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": w.database, "tbl": name}))
-	var n uint64
-	if err := w.conn.QueryRow(qctx, "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {tbl:String}").Scan(&n); err != nil {
-		return false, fmt.Errorf("look up table %s.%s: %w", w.database, name, err)
-	}
-	return n > 0, nil
 }
 
 // tombstones is the tombstone pass of one TRUNCATE of one table.

@@ -253,6 +253,9 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 			w.log.Warn("column stored as text", "table", t.QualifiedName(), "column", c.Name, "reason", c.Type.Fallback)
 		}
 	}
+	if _, err := w.claim(ctx, r.Source, t.Name); err != nil {
+		return nil, err
+	}
 	if err := w.conn.Exec(ctx, t.CreateDDL(r.LSN)); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 	}
@@ -398,7 +401,7 @@ func (w *Writer) comment(ctx context.Context, t *schema.Table, column, comment s
 
 // columns reads the table's columns and walhouse's notes on them.
 func (w *Writer) columns(ctx context.Context, t *schema.Table) (map[string]*chColumn, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": t.Database, "tbl": t.Name}))
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Database), "tbl": schema.EscapeParam(t.Name)}))
 	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String}")
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)

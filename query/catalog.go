@@ -253,7 +253,7 @@ func (c *Catalog) load(ctx context.Context) (map[string]*Table, error) {
 }
 
 func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": escapeParam(c.database)}))
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(c.database)}))
 	rows, err := c.conn.Query(qctx, "SELECT name, sorting_key FROM system.tables WHERE database = {db:String} AND engine LIKE '%ReplacingMergeTree' AND NOT startsWith(name, '_walhouse')")
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)

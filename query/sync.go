@@ -47,7 +47,7 @@ func syncStates(ctx context.Context, conn Conn, database, table string) (map[str
 	params := ch.Parameters{}
 	if table != "" {
 		q += " WHERE source_table = {table:String}"
-		params["table"] = escapeParam(table)
+		params["table"] = schema.EscapeParam(table)
 	}
 	q += " ORDER BY source_table, partition"
 	rows, err := conn.Query(ch.Context(ctx, ch.WithParameters(params)), q)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/walhouse/walhouse/schema"
 )
 
 // valueKind is the family of a ClickHouse column type, which decides which
@@ -148,7 +150,7 @@ func (t colType) bindValue(v any) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("want a JSON string, got %s", jsonKind(v))
 		}
-		return escapeParam(s), nil
+		return schema.EscapeParam(s), nil
 	case kindInt:
 		text, ok := numberText(v)
 		if !ok {
@@ -285,15 +287,3 @@ func jsonKind(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
-
-// escapeParam escapes a parameter value the way ClickHouse reads it
-// (TabSeparated escaping), so backslashes, tabs and newlines in a value
-// arrive as themselves over both the HTTP and the native protocol.
-func escapeParam(s string) string {
-	if !strings.ContainsAny(s, "\\\t\n\r\x00") {
-		return s
-	}
-	return paramEscaper.Replace(s)
-}
-
-var paramEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`, "\x00", `\0`)

@@ -33,14 +33,22 @@ func TestTopicName(t *testing.T) {
 	if a, b := TopicName("wh", "public", "a b"), TopicName("wh", "public", "a_b"); a == b {
 		t.Errorf("%q and %q share topic %q", "a b", "a_b", a)
 	}
-	if a, b := TopicName("wh", "s", "a.b"), TopicName("wh", "s.a", "b"); a == b {
-		t.Errorf("s.\"a.b\" and \"s.a\".b share topic %q", a)
-	}
-	hashed := TopicName("wh", "public", "a b")
-	if lookalike := TopicName("wh", "public", strings.TrimPrefix(hashed, "wh.public.")); lookalike == hashed {
-		t.Errorf("table %q shares the hashed topic of \"a b\"", lookalike)
-	}
 	if a, b := TopicName("wh", "public", long+"1"), TopicName("wh", "public", long+"2"); a == b {
 		t.Errorf("two long names share topic %q", a)
+	}
+	hashed := TopicName("wh", "public", "a b")
+	for _, pair := range [][4]string{
+		{"public", "a b", "public", strings.TrimPrefix(hashed, "wh.public.")}, // a table named like another's hashed topic
+		{"a", "b.c", "a.b", "c"},
+		{"public", "a b", "public", "a_b"},
+	} {
+		if a, b := TopicName("wh", pair[0], pair[1]), TopicName("wh", pair[2], pair[3]); a == b {
+			t.Errorf("%q.%q and %q.%q share topic %q", pair[0], pair[1], pair[2], pair[3], a)
+		}
+	}
+	for _, table := range []string{"t-012345678", "t-abcdefABCD", "t_0123456789", "t-0123456789x"} {
+		if got := TopicName("wh", "public", table); got != "wh.public."+table {
+			t.Errorf("TopicName(%q) = %q, want it unchanged", table, got)
+		}
 	}
 }

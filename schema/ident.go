@@ -30,3 +30,16 @@ func quote(s string, q byte) string {
 	b.WriteByte(q)
 	return b.String()
 }
+
+// EscapeParam escapes a query parameter's value the way ClickHouse reads
+// it (TabSeparated escaping), so backslashes, tabs and newlines in a value
+// (a table or column name) arrive as themselves over both the HTTP and the
+// native protocol. Every {name:String} parameter goes through it.
+func EscapeParam(s string) string {
+	if !strings.ContainsAny(s, "\\\t\n\r\x00") {
+		return s
+	}
+	return paramEscaper.Replace(s)
+}
+
+var paramEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`, "\x00", `\0`)

@@ -44,15 +44,6 @@ type Table struct {
 	PartitionBy string
 }
 
-// TableName returns the ClickHouse table name for a source table: the table
-// name for the public schema, "<schema>__<table>" otherwise.
-func TableName(src record.Source) string {
-	if src.Schema == "public" {
-		return src.Table
-	}
-	return src.Schema + "__" + src.Table
-}
-
 // Options shape the ClickHouse table built for a source table.
 type Options struct {
 	Database    string
@@ -157,7 +148,9 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
 	// A window of recent insert tokens makes a retried insert of the same
 	// batch a no-op even on a non-replicated table.
-	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000")
+	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000\n")
+	// The source table it belongs to: see SourceComment.
+	b.WriteString("COMMENT " + QuoteString(SourceComment(t.Source)))
 	return b.String()
 }
 
