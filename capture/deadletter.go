@@ -91,10 +91,9 @@ type deadLetters struct {
 	counter *prometheus.CounterVec
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	total   int64
-	logged  map[string]time.Time // table + reason → last log line
-	skipped map[string]int       // table + reason → not logged since
+	quiet quietLog // per table and reason
+	mu    sync.Mutex
+	total int64
 }
 
 func newDeadLetters(topic string, log *slog.Logger) *deadLetters {
@@ -104,15 +103,10 @@ func newDeadLetters(topic string, log *slog.Logger) *deadLetters {
 			Name: "walhouse_capture_dead_letters_total",
 			Help: "Changes capture could not turn into records and sent to the dead-letter topic, by table and reason.",
 		}, []string{"table", "reason"}),
-		log:     log,
-		logged:  map[string]time.Time{},
-		skipped: map[string]int{},
+		log:   log,
+		quiet: quietLog{every: time.Minute},
 	}
 }
-
-// deadLetterLogEvery bounds the log lines about dead letters per table and
-// reason.
-const deadLetterLogEvery = time.Minute
 
 // record returns the Kafka record of a dead letter.
 func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
@@ -147,19 +141,13 @@ func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
 // table, reason and position, never the row's values (personal data).
 func (d *deadLetters) noted(b badRow) {
 	d.counter.WithLabelValues(b.table, b.reason).Inc()
-	k := b.table + "\x00" + b.reason
 	d.mu.Lock()
 	d.total++
-	last, seen := d.logged[k]
-	if seen && time.Since(last) < deadLetterLogEvery {
-		d.skipped[k]++
-		d.mu.Unlock()
+	d.mu.Unlock()
+	ok, more := d.quiet.allow(b.table + "\x00" + b.reason)
+	if !ok {
 		return
 	}
-	d.logged[k] = time.Now()
-	more := d.skipped[k]
-	delete(d.skipped, k)
-	d.mu.Unlock()
 	d.log.Error("a change could not be captured and went to the dead-letter topic; the stream goes on (walhouse dlq list shows it)",
 		"table", b.table, "reason", b.reason, "commit_lsn", b.commit, "dlq_topic", d.topic, "err", b.err, "more_since_last_log", more)
 }
@@ -239,4 +227,33 @@ func (s *stream) badRow(b badRow) error {
 		s.acks.ack(tx, size, err)
 	})
 	return nil
+}
+
+// quietLog lets a log line through at most once per period and key, and
+// counts the lines it held back: a flood of bad rows or forged messages
+// must not flood the log.
+type quietLog struct {
+	every time.Duration
+
+	mu   sync.Mutex
+	last map[string]time.Time
+	held map[string]int
+}
+
+// allow reports whether a line for key may be logged now and, if so, how
+// many were held back since the last one.
+func (q *quietLog) allow(key string) (ok bool, held int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if last, seen := q.last[key]; seen && time.Since(last) < q.every {
+		q.held[key]++
+		return false, 0
+	}
+	if q.last == nil {
+		q.last, q.held = map[string]time.Time{}, map[string]int{}
+	}
+	q.last[key] = time.Now()
+	held = q.held[key]
+	delete(q.held, key)
+	return true, held
 }

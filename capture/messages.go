@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,9 +111,7 @@ var (
 type ignoredMessages struct {
 	counter *prometheus.CounterVec
 	log     *slog.Logger
-
-	mu     sync.Mutex
-	logged map[string]time.Time
+	quiet   quietLog // per prefix and reason
 }
 
 func newIgnoredMessages(log *slog.Logger) *ignoredMessages {
@@ -123,8 +120,8 @@ func newIgnoredMessages(log *slog.Logger) *ignoredMessages {
 			Name: "walhouse_capture_ignored_messages_total",
 			Help: "Logical messages with walhouse's prefixes that capture skipped because they were not authenticated, malformed or misplaced (written by a role other than walhouse's), by prefix and reason.",
 		}, []string{"prefix", "reason"}),
-		log:    log,
-		logged: map[string]time.Time{},
+		log:   log,
+		quiet: quietLog{every: time.Minute},
 	}
 }
 
@@ -139,16 +136,8 @@ func (m *ignoredMessages) note(prefix string, lsn fmt.Stringer, err error) {
 		reason = "misplaced"
 	}
 	m.counter.WithLabelValues(prefix, reason).Inc()
-	k := prefix + "\x00" + reason
-	m.mu.Lock()
-	last, seen := m.logged[k]
-	quiet := seen && time.Since(last) < time.Minute
-	if !quiet {
-		m.logged[k] = time.Now()
-	}
-	m.mu.Unlock()
-	if !quiet {
+	if ok, more := m.quiet.allow(prefix + "\x00" + reason); ok {
 		m.log.Warn("skipped a logical message with walhouse's prefix that walhouse did not write (pg_logical_emit_message is open to every role); if this repeats, find who calls it",
-			"prefix", prefix, "lsn", lsn, "reason", reason, "err", err)
+			"prefix", prefix, "lsn", lsn, "reason", reason, "err", err, "more_since_last_log", more)
 	}
 }

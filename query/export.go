@@ -542,16 +542,8 @@ const (
 	trailerStatus = "X-Walhouse-Export-Status"
 )
 
-func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, lim Limits) {
 	ctx := r.Context()
-	key, _ := callerKey(ctx)
-	lim := s.limitsFor(key.Tenant)
-	release, err := s.acquire(key.Tenant, lim)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	defer release()
 	var body exportBody
 	if err := decodeBody(r, &body); err != nil {
 		s.fail(w, r, err)

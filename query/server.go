@@ -168,9 +168,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/tables", s.requireScope(ScopeRead, s.handleTables))
-	mux.HandleFunc("POST /v1/tables/{table}/query", s.requireScope(ScopeRead, s.handleQuery))
-	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.handleExport))
+	mux.HandleFunc("GET /v1/tables", s.requireScope(ScopeRead, s.inSlot(s.handleTables)))
+	mux.HandleFunc("POST /v1/tables/{table}/query", s.requireScope(ScopeRead, s.inSlot(s.handleQuery)))
+	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.inSlot(s.handleExport)))
 	mux.HandleFunc("GET /v1/exports/{id}/manifest", s.requireScope(ScopeExport, s.handleManifest))
 	mux.HandleFunc("GET /v1/lag", s.requireScope(ScopeAdmin, s.handleLag))
 	mux.HandleFunc("GET /v1/lag/history", s.requireScope(ScopeAdmin, s.handleLagHistory))
@@ -300,15 +300,28 @@ type tableInfo struct {
 	Columns []Column `json:"columns"`
 }
 
-func (s *Server) handleTables(w http.ResponseWriter, r *http.Request) {
-	key, _ := callerKey(r.Context())
-	lim := s.limitsFor(key.Tenant)
-	release, err := s.acquire(key.Tenant, lim)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+// slotted is a handler that runs inside the caller's concurrency slots,
+// with the caller's key and limits.
+type slotted func(w http.ResponseWriter, r *http.Request, key Key, lim Limits)
+
+// inSlot takes the caller's tenant slot and the server's global slot before
+// anything of the request body is read or parsed (a huge body must not burn
+// CPU outside them), then runs h.
+func (s *Server) inSlot(h slotted) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, _ := callerKey(r.Context())
+		lim := s.limitsFor(key.Tenant)
+		release, err := s.acquire(key.Tenant, lim)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer release()
+		h(w, r, key, lim)
 	}
-	defer release()
+}
+
+func (s *Server) handleTables(w http.ResponseWriter, r *http.Request, key Key, lim Limits) {
 	tables, err := s.catalog.TenantTables(r.Context(), key.Tenant, lim)
 	if err != nil {
 		s.fail(w, r, err)
@@ -343,16 +356,8 @@ type Meta struct {
 
 const noSyncNote = "the sink has not recorded progress for this table yet: freshness is unknown"
 
-func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, lim Limits) {
 	ctx := r.Context()
-	key, _ := callerKey(ctx)
-	lim := s.limitsFor(key.Tenant)
-	release, err := s.acquire(key.Tenant, lim)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	defer release()
 	var req Request
 	if err := decodeBody(r, &req); err != nil {
 		s.fail(w, r, err)
