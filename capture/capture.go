@@ -659,6 +659,7 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, m logicalM
 			{Key: record.HeaderHeartbeat, Value: []byte(at.Format(time.RFC3339Nano))},
 			{Key: record.HeaderLSN, Value: []byte(lsn.String())},
 			{Key: record.HeaderTable, Value: []byte(table)},
+			{Key: record.HeaderPartitions, Value: []byte(strconv.Itoa(int(n)))},
 		}
 		for p := int32(0); p < n; p++ {
 			kr := &kgo.Record{Topic: topic, Partition: p, Headers: headers}
@@ -970,6 +971,9 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
 	rel.lastSize = max(len(key)+len(value), 256)
 	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
+	if s.online.copying(rel.name) { // see record.HeaderCopying
+		kr.Headers = []kgo.RecordHeader{{Key: record.HeaderCopying, Value: []byte("1")}}
+	}
 	size := len(value) + len(key)
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
