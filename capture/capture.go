@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -681,6 +682,7 @@ func (s *stream) handleHeartbeat(ctx context.Context, lsn record.LSN, written ti
 			{Key: record.HeaderHeartbeat, Value: []byte(at.Format(time.RFC3339Nano))},
 			{Key: record.HeaderLSN, Value: []byte(lsn.String())},
 			{Key: record.HeaderTable, Value: []byte(table)},
+			{Key: record.HeaderPartitions, Value: []byte(strconv.Itoa(int(n)))},
 		}
 		for p := int32(0); p < n; p++ {
 			kr := &kgo.Record{Topic: topic, Partition: p, Headers: headers}
@@ -1033,6 +1035,9 @@ func (s *stream) emit(ctx context.Context, rel *relation, lsn record.LSN, op rec
 	}
 	rel.lastSize = max(size, 256)
 	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
+	if s.online.copying(rel.name) { // see record.HeaderCopying
+		kr.Headers = []kgo.RecordHeader{{Key: record.HeaderCopying, Value: []byte("1")}}
+	}
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}

@@ -30,8 +30,13 @@ import (
 // newer than the update, never older; if it is newer, a later change that
 // set it is in the stream, so the end result is the same.
 //
-// Heartbeats skip a table whose copy runs: its load watermark, hence the
-// query API's lastSyncAt, must not claim completeness before the copy is in.
+// A table's load watermark, hence the query API's lastSyncAt, must not claim
+// completeness before its copy is in ClickHouse. So while a table's copy
+// runs, heartbeats skip it and its streamed changes carry
+// record.HeaderCopying, which the sink does not count towards the
+// watermark (nor does it count copied rows). The first heartbeat after the
+// copy follows every copied row in its partition (copy() returns once they
+// are acknowledged), and proves the partition complete.
 
 // onlineSnapshots queues and runs online snapshots, one table at a time,
 // each with the configured number of workers.
@@ -88,8 +93,12 @@ func (o *onlineSnapshots) add(table string, cp record.LSN, plan *snapshotPlan) {
 	}
 }
 
-// copying reports whether the table's copy is still running.
+// copying reports whether the table's copy is still running (false for a
+// stream without online snapshots).
 func (o *onlineSnapshots) copying(table string) bool {
+	if o == nil {
+		return false
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.active[table]

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -14,14 +16,17 @@ var _ sink.Watermarker = (*Writer)(nil)
 // SyncTable is the table, in the Writer's database, that records how far
 // each partition of each replicated table is loaded. The query API derives
 // meta.lastSyncAt from it: for a table, the minimum of loaded_through over
-// its partitions.
+// its partitions, known only once every partition of its topic has a row.
 const SyncTable = "_walhouse_sync"
 
 // SyncTableDDL returns the CREATE TABLE statement of SyncTable in database.
 // Each row says: every change committed at or before loaded_through that
 // routes to this Kafka partition of this table is loaded (capture's
 // heartbeats advance idle partitions). source_table is the ClickHouse table
-// name (schema.TableName).
+// name (schema.TableName). partitions is the partition count of the table's
+// topic as capture's heartbeats last said (0: not known yet), so that a
+// partition with no row yet (one still loading a copy, say) is known to be
+// missing rather than taken as not existing.
 func SyncTableDDL(database string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s
 (
@@ -29,38 +34,94 @@ func SyncTableDDL(database string) string {
     partition      Int32,
     loaded_through DateTime64(6, 'UTC'),
     lsn            UInt64,
-    updated_at     DateTime64(6, 'UTC')
+    updated_at     DateTime64(6, 'UTC'),
+    partitions     Int32 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree(updated_at)
 ORDER BY (source_table, partition)`, schema.QuoteIdent(database), schema.QuoteIdent(SyncTable))
 }
 
-// MarkLoaded records load watermarks (see sink.Watermark).
+// MarkLoaded records load watermarks (see sink.Watermark). A mark that
+// does not know its topic's partition count keeps the one recorded for the
+// table (each row replaces the partition's previous one whole).
 func (w *Writer) MarkLoaded(ctx context.Context, marks []sink.Watermark) error {
 	w.mu.Lock()
-	ready := w.syncReady
+	ready := w.syncParts != nil
 	w.mu.Unlock()
 	if !ready {
-		if err := w.conn.Exec(ctx, SyncTableDDL(w.database)); err != nil {
-			return fmt.Errorf("create %s: %w", SyncTable, err)
+		parts, err := w.prepareSync(ctx)
+		if err != nil {
+			return err
 		}
 		w.mu.Lock()
-		w.syncReady = true
+		w.syncParts = parts
 		w.mu.Unlock()
 	}
-	batch, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at)", schema.QuoteIdent(w.database), schema.QuoteIdent(SyncTable)))
+	batch, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions)", schema.QuoteIdent(w.database), schema.QuoteIdent(SyncTable)))
 	if err != nil {
 		return fmt.Errorf("prepare watermark insert: %w", err)
 	}
 	defer batch.Abort()
 	now := time.Now().UTC()
-	for _, m := range marks {
-		if err := batch.Append(schema.TableName(m.Source), m.Partition, m.Through.UTC(), uint64(m.LSN), now); err != nil {
-			return fmt.Errorf("append watermark: %w", err)
-		}
+	if err := w.appendMarks(batch, marks, now); err != nil {
+		return err
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("insert watermarks: %w", err)
 	}
 	return nil
+}
+
+// appendMarks appends one row per mark, with the partition count the mark
+// or the table's earlier rows give.
+func (w *Writer) appendMarks(batch driver.Batch, marks []sink.Watermark, now time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range marks {
+		table := schema.TableName(m.Source)
+		parts := m.Partitions
+		if parts > 0 {
+			w.syncParts[table] = parts
+		} else {
+			parts = w.syncParts[table]
+		}
+		if err := batch.Append(table, m.Partition, m.Through.UTC(), uint64(m.LSN), now, parts); err != nil {
+			return fmt.Errorf("append watermark: %w", err)
+		}
+	}
+	return nil
+}
+
+// prepareSync creates SyncTable, or adds the partitions column to one an
+// older sink created, and returns the partition counts it holds.
+func (w *Writer) prepareSync(ctx context.Context) (map[string]int32, error) {
+	db, tb := schema.QuoteIdent(w.database), schema.QuoteIdent(SyncTable)
+	if err := w.conn.Exec(ctx, SyncTableDDL(w.database)); err != nil {
+		return nil, fmt.Errorf("create %s: %w", SyncTable, err)
+	}
+	if err := w.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS partitions Int32 DEFAULT 0", db, tb)); err != nil {
+		return nil, fmt.Errorf("add the partitions column to %s: %w", SyncTable, err)
+	}
+	rows, err := w.conn.Query(ctx, fmt.Sprintf("SELECT source_table, max(partitions) FROM %s.%s FINAL GROUP BY source_table", db, tb))
+	if err != nil {
+		return nil, fmt.Errorf("read partition counts from %s: %w", SyncTable, err)
+	}
+	defer rows.Close()
+	parts := map[string]int32{}
+	for rows.Next() {
+		var (
+			table string
+			n     int32
+		)
+		if err := rows.Scan(&table, &n); err != nil {
+			return nil, fmt.Errorf("read partition counts from %s: %w", SyncTable, err)
+		}
+		if n > 0 {
+			parts[table] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read partition counts from %s: %w", SyncTable, err)
+	}
+	return parts, nil
 }

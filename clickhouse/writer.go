@@ -59,7 +59,7 @@ type Writer struct {
 
 	mu        sync.Mutex
 	tables    map[string]*target // by schema id + table name
-	syncReady bool               // SyncTable exists
+	syncParts map[string]int32   // partition counts in SyncTable by table; nil until it is ready
 }
 
 // NewWriter returns a Writer that creates its tables in database (created if

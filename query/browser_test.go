@@ -74,8 +74,8 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 		t.Helper()
 		through := base.Add(-lag)
 		now := time.Now().UTC()
-		f.exec(t, fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES
-			('orders', 0, %s, %d, %s), ('orders', 1, %s, %d, %s)`,
+		f.exec(t, fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions) VALUES
+			('orders', 0, %s, %d, %s, 2), ('orders', 1, %s, %d, %s, 2)`,
 			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable),
 			chTime(through), uint64(lsn), chTime(now),
 			chTime(through.Add(time.Second)), uint64(lsn)+0x100, chTime(now)))

@@ -22,16 +22,27 @@ type PartitionSync struct {
 
 // SyncState is how far one table is loaded.
 //
-// LastSyncAt is the minimum loaded_through over the table's partitions
-// (read FINAL): every change committed in PostgreSQL at or before it is in
-// ClickHouse. The state is per table, so it holds for every tenant of the
-// table. LSN is the minimum lsn likewise. Both are nil when the sink has
-// recorded nothing for the table yet: freshness is then unknown.
+// LastSyncAt is the minimum loaded_through over the partitions of the
+// table's topic (read FINAL): every change committed in PostgreSQL at or
+// before it is in ClickHouse. The state is per table, so it holds for every
+// tenant of the table. LSN is the minimum lsn likewise.
+//
+// A partition the sink has not recorded yet (one still loading its share of
+// a copy, whose rows prove nothing until the heartbeat after the copy) has
+// no row, so a minimum over the rows there are would claim too much. The
+// sink records the topic's partition count that capture's heartbeats carry
+// (TopicPartitions), and both stay nil, freshness unknown, until every
+// partition below it has reported. Without a count (no heartbeat loaded
+// yet, or a capture that does not send it) they are nil too. Partitions
+// lists the rows there are.
 type SyncState struct {
-	Table      string          `json:"table"`
-	LastSyncAt *time.Time      `json:"lastSyncAt"`
-	LSN        *LSN            `json:"lsn"`
-	Partitions []PartitionSync `json:"partitions"`
+	Table      string     `json:"table"`
+	LastSyncAt *time.Time `json:"lastSyncAt"`
+	LSN        *LSN       `json:"lsn"`
+	// TopicPartitions is the partition count of the table's topic; 0 when
+	// not known yet.
+	TopicPartitions int32           `json:"topicPartitions"`
+	Partitions      []PartitionSync `json:"partitions"`
 }
 
 // LSN is a PostgreSQL WAL position; it marshals as "X/Y".
@@ -43,7 +54,7 @@ func ParseLSN(s string) (LSN, error) { return record.ParseLSN(s) }
 // syncStates reads the progress of table, or of every table when table is
 // "". A missing progress table means nothing recorded yet.
 func syncStates(ctx context.Context, conn Conn, database, table string) (map[string]*SyncState, error) {
-	q := fmt.Sprintf("SELECT source_table, partition, loaded_through, lsn, updated_at FROM %s.%s FINAL", schema.QuoteIdent(database), schema.QuoteIdent(SyncTable))
+	q := fmt.Sprintf("SELECT source_table, partition, loaded_through, lsn, updated_at, partitions FROM %s.%s FINAL", schema.QuoteIdent(database), schema.QuoteIdent(SyncTable))
 	params := ch.Parameters{}
 	if table != "" {
 		q += " WHERE source_table = {table:String}"
@@ -62,11 +73,12 @@ func syncStates(ctx context.Context, conn Conn, database, table string) (map[str
 	out := map[string]*SyncState{}
 	for rows.Next() {
 		var (
-			name string
-			p    PartitionSync
-			lsn  uint64
+			name  string
+			p     PartitionSync
+			lsn   uint64
+			parts int32
 		)
-		if err := rows.Scan(&name, &p.Partition, &p.LoadedThrough, &lsn, &p.UpdatedAt); err != nil {
+		if err := rows.Scan(&name, &p.Partition, &p.LoadedThrough, &lsn, &p.UpdatedAt, &parts); err != nil {
 			return nil, fmt.Errorf("read sync progress from %s.%s: %w", database, SyncTable, err)
 		}
 		p.LSN, p.LoadedThrough, p.UpdatedAt = LSN(lsn), p.LoadedThrough.UTC(), p.UpdatedAt.UTC()
@@ -76,6 +88,36 @@ func syncStates(ctx context.Context, conn Conn, database, table string) (map[str
 			out[name] = st
 		}
 		st.Partitions = append(st.Partitions, p)
+		st.TopicPartitions = max(st.TopicPartitions, parts)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sync progress from %s.%s: %w", database, SyncTable, err)
+	}
+	for _, st := range out {
+		st.settle()
+	}
+	return out, nil
+}
+
+// settle sets LastSyncAt and LSN from the partitions, if every partition of
+// the topic reported (see SyncState).
+func (st *SyncState) settle() {
+	st.LastSyncAt, st.LSN = nil, nil
+	reported := make(map[int32]bool, len(st.Partitions))
+	for _, p := range st.Partitions {
+		if !p.LoadedThrough.IsZero() {
+			reported[p.Partition] = true
+		}
+	}
+	for p := int32(0); p < st.TopicPartitions; p++ {
+		if !reported[p] {
+			return
+		}
+	}
+	if st.TopicPartitions == 0 {
+		return
+	}
+	for _, p := range st.Partitions {
 		if st.LastSyncAt == nil || p.LoadedThrough.Before(*st.LastSyncAt) {
 			t := p.LoadedThrough
 			st.LastSyncAt = &t
@@ -85,10 +127,6 @@ func syncStates(ctx context.Context, conn Conn, database, table string) (map[str
 			st.LSN = &l
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read sync progress from %s.%s: %w", database, SyncTable, err)
-	}
-	return out, nil
 }
 
 // syncState reads one table's progress; a table with none recorded gets
@@ -102,4 +140,11 @@ func syncState(ctx context.Context, conn Conn, database, table string) (SyncStat
 		return *st, nil
 	}
 	return SyncState{Table: table, Partitions: []PartitionSync{}}, nil
+}
+
+// ReadSyncState reads how far table (a ClickHouse table name) is loaded in
+// database, exactly as meta.lastSyncAt, /v1/lag and the status page see it.
+// A table with no progress recorded has a nil LastSyncAt.
+func ReadSyncState(ctx context.Context, conn Conn, database, table string) (SyncState, error) {
+	return syncState(ctx, conn, database, table)
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,13 +16,28 @@ const (
 	HeaderHeartbeat = "walhouse-heartbeat" // At, RFC 3339
 	HeaderLSN       = "walhouse-lsn"       // WAL position of the heartbeat
 	HeaderTable     = "walhouse-table"     // schema.table
+	// HeaderPartitions is the partition count of the topic, as capture
+	// knew it when it sent the heartbeat to each of them. Optional (older
+	// captures): 0 when absent. The query API knows a table's lastSyncAt
+	// only once every one of these partitions reported.
+	HeaderPartitions = "walhouse-partitions"
 )
+
+// HeaderCopying marks a change record (value "1") of a table whose copy
+// runs next to the stream (capture's online copy). Such a change proves
+// nothing about the rows of its partition committed before it, since copied
+// rows may still follow it, so the sink does not count it towards the load
+// watermark; the heartbeat sent after the copy does.
+const HeaderCopying = "walhouse-copying"
 
 // Heartbeat is the content of a heartbeat record.
 type Heartbeat struct {
 	At     time.Time
 	LSN    LSN
 	Source Source // Schema and Table only
+	// Partitions is the topic's partition count (HeaderPartitions); 0 when
+	// the heartbeat does not say.
+	Partitions int32
 }
 
 // ParseHeartbeat reads a heartbeat from header values (as returned by
@@ -44,5 +60,12 @@ func ParseHeartbeat(get func(key string) (string, bool)) (hb Heartbeat, ok bool,
 		return hb, true, fmt.Errorf("%w: heartbeat table %q: want schema.table", ErrInvalid, table)
 	}
 	hb.Source = Source{Schema: schema, Table: name}
+	if n, ok := get(HeaderPartitions); ok {
+		parts, err := strconv.ParseInt(n, 10, 32)
+		if err != nil || parts < 1 {
+			return hb, true, fmt.Errorf("%w: heartbeat partitions %q: want a positive count", ErrInvalid, n)
+		}
+		hb.Partitions = int32(parts)
+	}
 	return hb, true, nil
 }

@@ -740,7 +740,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 	s.mu.Lock()
 	s.topicOf[key] = chunk[0].Topic
 	s.mu.Unlock()
-	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog.through, prog.lsn)
+	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog)
 	return nil
 }
 
@@ -749,9 +749,10 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 // heartbeat time through which the partition is complete, and the newest
 // commit or heartbeat LSN.
 type progress struct {
-	src     record.Source
-	through time.Time
-	lsn     record.LSN
+	src        record.Source
+	through    time.Time
+	lsn        record.LSN
+	partitions int32 // the topic's partition count, from heartbeats; 0: not said
 }
 
 func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
@@ -827,12 +828,14 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		} else {
 			origin = append(origin, kr)
 		}
-		r := rows[len(rows)-1] // a batch's rows share the times and positions
-		seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
+		if r := rows[len(rows)-1]; provesLoaded(kr, r) { // a batch's rows share the times and positions
+			seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
+		}
 	}
 	// The table is the records' if there are any, else the heartbeats'.
 	for _, h := range beats {
 		seen.saw(h.Source, h.At, h.LSN)
+		seen.partitions = max(seen.partitions, h.Partitions)
 	}
 	var hashes []string
 	if s.l2 != nil && len(b.Records) > 0 {
@@ -865,6 +868,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		}
 	}
 	prog.saw(seen.src, seen.through, seen.lsn)
+	prog.partitions = max(prog.partitions, seen.partitions)
 	return nil
 }
 

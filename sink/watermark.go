@@ -18,11 +18,37 @@ type Watermarker interface {
 // Watermark says that every change of Source committed at or before
 // Through that routes to Partition is loaded (or set aside in the
 // dead-letter topic).
+//
+// Only two things prove a partition loaded through a time: a heartbeat
+// (capture sends it to every partition once everything committed before
+// it, copied rows included, is in that partition) and a streamed change
+// (its commit time, less commitMargin). A copied row proves nothing: a copy
+// is an image of the table at its start, complete only once all of it is
+// loaded, and its rows arrive over many batches. Nor does a change captured
+// while its table's copy runs (record.HeaderCopying): copied rows of its
+// partition may follow it. Partitions is the topic's partition count, as
+// the last heartbeat said (0 when none said yet), so that a reader can tell
+// a partition that has not reported from one that does not exist.
 type Watermark struct {
-	Source    record.Source
-	Partition int32
-	Through   time.Time
-	LSN       record.LSN
+	Source     record.Source
+	Partition  int32
+	Through    time.Time
+	LSN        record.LSN
+	Partitions int32
+}
+
+// provesLoaded reports whether loading r, which kr carried, proves its
+// partition loaded through r's commit time (see Watermark).
+func provesLoaded(kr *kgo.Record, r *record.Record) bool {
+	if r.Op == record.Read {
+		return false
+	}
+	for _, h := range kr.Headers {
+		if h.Key == record.HeaderCopying {
+			return false
+		}
+	}
+	return true
 }
 
 // commitMargin is taken off a record's commit time before it counts as a
@@ -46,19 +72,21 @@ func heartbeatOf(kr *kgo.Record) (record.Heartbeat, bool, error) {
 	})
 }
 
-// advance raises the pending watermark of a partition.
-func (s *Sink) advance(k tp, src record.Source, through time.Time, lsn record.LSN) {
+// advance raises the pending watermark of a partition to what a chunk
+// proved.
+func (s *Sink) advance(k tp, src record.Source, p progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.marks[k]
 	if !ok {
 		w = Watermark{Source: src, Partition: k.partition}
 	}
-	if through.After(w.Through) {
-		w.Through = through
+	if p.through.After(w.Through) {
+		w.Through = p.through
 	}
-	if lsn > w.LSN {
-		w.LSN = lsn
+	w.LSN = max(w.LSN, p.lsn)
+	if p.partitions > 0 {
+		w.Partitions = p.partitions
 	}
 	s.marks[k] = w
 }
