@@ -184,25 +184,48 @@ func stopOnBadRow(b badRow) error {
 		b.table, b.commit, b.reason, b.err)
 }
 
-// deadLetterSync sends one dead letter and waits for Kafka's
-// acknowledgement; the snapshot uses it, whose chunks complete only once
-// every row (or its dead letter) is in Kafka.
-func (c *Capturer) deadLetterSync(ctx context.Context, b badRow) error {
+// chunkDeadLetters sends the dead letters of one snapshot chunk without
+// waiting for each: a table with many bad rows must not copy at one Kafka
+// round trip a row. wait returns once Kafka acknowledged all of them; a
+// chunk completes only after that, like its rows.
+type chunkDeadLetters struct {
+	c   *Capturer
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	err error
+}
+
+// send produces b's dead letter, or fails under StopOnBadRow.
+func (d *chunkDeadLetters) send(ctx context.Context, b badRow) error {
+	c := d.c
 	if c.cfg.onBadRow == StopOnBadRow {
 		return stopOnBadRow(b)
 	}
-	done := make(chan error, 1)
-	c.producer.Produce(ctx, c.dlq.record(b, c.cfg.maxDeadLetterValue()), func(_ *kgo.Record, err error) { done <- err })
-	select {
-	case err := <-done:
+	kr := c.dlq.record(b, c.cfg.maxDeadLetterValue())
+	b.rec = nil // aliases the row buffer; the record above holds a copy
+	d.wg.Add(1)
+	c.producer.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+		defer d.wg.Done()
 		if err != nil {
-			return fmt.Errorf("produce a dead letter of %s to %s: %w", b.table, c.dlq.topic, err)
+			d.mu.Lock()
+			if d.err == nil {
+				d.err = fmt.Errorf("produce a dead letter of %s to %s: %w", b.table, c.dlq.topic, err)
+			}
+			d.mu.Unlock()
+			return
 		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	c.dlq.noted(b)
+		c.dlq.noted(b)
+	})
 	return nil
+}
+
+// wait returns once every dead letter sent is acknowledged, with the first
+// failure.
+func (d *chunkDeadLetters) wait() error {
+	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
 }
 
 // badRow sends a change of the transaction in progress to the dead letters.

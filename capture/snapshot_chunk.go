@@ -76,11 +76,19 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	} else {
 		prod = newSlabProducer(ctx, s.c.producer, s.c.cfg.maxRecordBytes)
 	}
+	dead := &chunkDeadLetters{c: s.c}
 	wait := func(abandon bool) error {
+		derr := dead.wait()
+		var err error
 		if batches != nil {
-			return batches.wait(abandon)
+			err = batches.wait(abandon)
+		} else {
+			err = prod.wait()
 		}
-		return prod.wait()
+		if err == nil {
+			err = derr
+		}
+		return err
 	}
 	// setEventID sets r's eventId and ingestion time. The id is written
 	// into a buffer reused for every row: the record is encoded before the
@@ -135,7 +143,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 				setEventID()
 			}
 			b := badRow{table: p.Table, topic: rel.topic, commit: cp, rec: &r, key: primaryKeyJSON(rel.columns, rel.keyIdx, values), reason: reason, err: bad}
-			if err := s.c.deadLetterSync(ctx, b); err != nil {
+			if err := dead.send(ctx, b); err != nil {
 				_ = wait(true)
 				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
 			}
@@ -154,7 +162,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 			if r.EventID == "" {
 				setEventID()
 			}
-			err = s.c.deadLetterSync(ctx, badRow{table: p.Table, topic: rel.topic, commit: cp, rec: &r, key: primaryKeyJSON(rel.columns, rel.keyIdx, values), reason: record.ReasonTooLarge, err: err})
+			err = dead.send(ctx, badRow{table: p.Table, topic: rel.topic, commit: cp, rec: &r, key: primaryKeyJSON(rel.columns, rel.keyIdx, values), reason: record.ReasonTooLarge, err: err})
 		}
 		if err != nil {
 			_ = wait(true)
