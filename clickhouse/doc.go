@@ -1,8 +1,19 @@
-// Package clickhouse loads change batches into ClickHouse tables: it opens
-// the connection (native protocol for servers, HTTP for the embedded
-// engine), creates and evolves the ReplacingMergeTree tables that package
-// schema describes, and inserts each batch as one block with a deterministic
-// insert_deduplication_token.
+// Package clickhouse loads change batches into ClickHouse tables. It owns
+// the connection (Open: native protocol for servers, HTTP for the embedded
+// engine), the execution of what package schema plans, and the inserts.
+//
+// Data enters as sink.Batch (records decoded by the sink, one batch per
+// Load). For each new record shape, Writer creates the table schema
+// describes (Table.CreateDDL), reads its columns from system.columns, asks
+// schema for the evolution plan (schema.PlanEvolution) and runs its
+// statements; an incompatible change becomes a sink.TableError that stops
+// that table only. It builds no DDL for the tables of source tables, only
+// for its own bookkeeping (the owner comment, owner.go; the sync watermark
+// table, watermark.go). Rows leave as one INSERT block per run of records
+// of one shape, with a deterministic insert_deduplication_token and values
+// converted by schema.Type; unchanged TOAST values are read back from the
+// table first (toast.go), and a truncate is written as tombstones
+// (truncate.go).
 //
 // Writer implements sink.Loader.
 package clickhouse

@@ -91,7 +91,7 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 	t := tg.table
 	sel := make([]string, len(cols))
 	for j, ci := range cols {
-		sel[j] = schema.QuoteIdent(tg.names[ci])
+		sel[j] = schema.QuoteIdent(tg.columns[ci].Name)
 	}
 	// Key values are bound as the values inserted for them (converted from
 	// PostgreSQL's text the same way), never as that text: bytea, bool or
@@ -109,8 +109,8 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 			continue
 		}
 		p := fmt.Sprintf("k%d", i)
-		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.names[i]), p, tg.types[i].DDL))
-		x, err := tg.types[i].Convert(r.Values[i].Text)
+		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.columns[i].Name), p, tg.columns[i].Type.DDL))
+		x, err := tg.columns[i].Type.Convert(r.Values[i].Text)
 		if err != nil {
 			return nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
 		}

@@ -163,7 +163,7 @@ func appendRow(row []any, tg *target, r *record.Record, fill map[int]any) ([]any
 		row = append(row, r.TenantID)
 	}
 	for i, c := range tg.table.Columns {
-		typ := tg.types[i]
+		typ := tg.columns[i].Type
 		v := r.Values[i]
 		switch {
 		case v.Unchanged:
@@ -192,11 +192,10 @@ func appendRow(row []any, tg *target, r *record.Record, fill map[int]any) ([]any
 // target is how records of one shape are written: the table and, for each
 // source column, the ClickHouse column that holds it (renames are followed
 // by attnum) and the type its values are converted for (which may be wider
-// than the source's current type).
+// than the source's current type), as the evolution plan said.
 type target struct {
-	table *schema.Table
-	names []string
-	types []schema.Type
+	table   *schema.Table
+	columns []schema.Target
 	// insert lists the insert's columns with their types as ClickHouse
 	// reports them (see describeInsert).
 	insert []ch.ColumnNameAndType
@@ -211,14 +210,18 @@ func (w *Writer) describeInsert(ctx context.Context, tg *target) error {
 	if err != nil {
 		return err
 	}
+	types := make(map[string]string, len(have))
+	for _, c := range have {
+		types[c.Name] = c.Type
+	}
 	names := tg.insertColumns()
 	tg.insert = make([]ch.ColumnNameAndType, len(names))
 	for i, n := range names {
-		c, ok := have[n]
+		typ, ok := types[n]
 		if !ok {
 			return fmt.Errorf("table %s has no column %s after creating or evolving it; is another writer altering it?", tg.table.QualifiedName(), n)
 		}
-		tg.insert[i] = ch.ColumnNameAndType{Name: n, Type: c.typ}
+		tg.insert[i] = ch.ColumnNameAndType{Name: n, Type: typ}
 	}
 	return nil
 }
@@ -226,11 +229,13 @@ func (w *Writer) describeInsert(ctx context.Context, tg *target) error {
 // insertColumns lists the insert's columns in the order appendRow fills.
 func (tg *target) insertColumns() []string {
 	t := tg.table
-	cols := make([]string, 0, len(tg.names)+4)
+	cols := make([]string, 0, len(tg.columns)+4)
 	if t.TenantSynthetic {
 		cols = append(cols, t.TenantColumn)
 	}
-	cols = append(cols, tg.names...)
+	for _, c := range tg.columns {
+		cols = append(cols, c.Name)
+	}
 	return append(cols, schema.VersionColumn, schema.DeletedColumn, schema.CommitColumn)
 }
 
@@ -286,136 +291,45 @@ func (w *Writer) forget(src record.Source) {
 	}
 }
 
-// chColumn is a column of a ClickHouse table as system.columns shows it.
-type chColumn struct {
-	name, typ string
-	attnum    int16
-	lsn       record.LSN // when walhouse last named the column
-	dropped   bool
-}
-
-// evolve brings the table to the shape of records first seen at lsn: a
-// column renamed in PostgreSQL (same attnum, new name) is renamed, a new
-// column added, a widened type widened, and a column that disappeared from
-// the source marked dropped in its comment but kept, with its history.
-// Column names only follow shapes newer than the last rename, so records
-// of an older shape still arriving from another partition map to the
-// renamed column instead of renaming it back.
+// evolve brings the table to the shape of records first seen at lsn: it
+// reads the table's columns, asks schema for the plan and runs its
+// statements in order.
 func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (*target, error) {
 	have, err := w.columns(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	byAttnum := map[int16]*chColumn{}
-	for _, c := range have {
-		if c.attnum > 0 {
-			byAttnum[c.attnum] = c
-		}
+	plan, err := schema.PlanEvolution(t, have, lsn)
+	if err != nil {
+		return nil, stop(err)
 	}
-	tg := &target{table: t, names: make([]string, len(t.Columns)), types: make([]schema.Type, len(t.Columns))}
-	seen := map[int16]bool{}
-	for i, c := range t.Columns {
-		cur := have[c.Name]
-		if c.Source.Attnum > 0 {
-			seen[c.Source.Attnum] = true
-			if byNum, ok := byAttnum[c.Source.Attnum]; ok {
-				cur = byNum
-			}
+	for _, c := range plan.Changes {
+		if c.Warning != "" {
+			w.log.Warn(c.Warning, "table", t.QualifiedName(), "column", c.Column)
 		}
-		switch {
-		case cur == nil:
-			def := ""
-			if c.Source.Missing != nil {
-				var ok bool
-				if def, ok = schema.DefaultClause(c.Type, *c.Source.Missing); !ok {
-					w.log.Warn("added column's default cannot be given to older rows; they read NULL", "table", t.QualifiedName(), "column", c.Name)
-				}
-			}
-			stmt := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s%s%s", t.QualifiedName(), schema.QuoteIdent(c.Name), c.Type.DDL, def, schema.ColumnComment(c.Source.Attnum, lsn))
-			if err := w.conn.Exec(ctx, stmt); err != nil {
-				return nil, fmt.Errorf("add column %s to %s: %w", c.Name, t.QualifiedName(), err)
-			}
-			w.log.Info("added column", "table", t.QualifiedName(), "column", c.Name, "type", c.Type.DDL)
-			tg.names[i], tg.types[i] = c.Name, c.Type
-			continue
-		case cur.name != c.Name && lsn > cur.lsn:
-			if _, taken := have[c.Name]; taken {
-				return nil, w.stop(t, fmt.Errorf("column %s was renamed to %s in PostgreSQL, but %s already has a column %s", cur.name, c.Name, t.QualifiedName(), c.Name))
-			}
-			stmt := fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", t.QualifiedName(), schema.QuoteIdent(cur.name), schema.QuoteIdent(c.Name))
-			if err := w.conn.Exec(ctx, stmt); err != nil {
-				return nil, w.stop(t, fmt.Errorf("rename column %s to %s: %w (ClickHouse cannot rename sort-key columns)", cur.name, c.Name, err))
-			}
-			if err := w.comment(ctx, t, c.Name, schema.ColumnComment(c.Source.Attnum, lsn)); err != nil {
-				return nil, err
-			}
-			w.log.Info("renamed column", "table", t.QualifiedName(), "from", cur.name, "to", c.Name)
-			delete(have, cur.name)
-			cur.name, cur.lsn = c.Name, lsn
-			have[c.Name] = cur
+		if err := w.conn.Exec(ctx, c.SQL); err != nil {
+			return nil, stop(plan.Failed(c, err))
 		}
-		if cur.attnum == 0 && c.Source.Attnum > 0 {
-			// Created before its number was known: note it now, so a later
-			// rename can be followed.
-			if err := w.comment(ctx, t, cur.name, schema.ColumnComment(c.Source.Attnum, lsn)); err != nil {
-				return nil, err
-			}
-			cur.attnum, cur.lsn = c.Source.Attnum, lsn
-		}
-		haveType, ok := schema.ParseType(cur.typ)
-		if !ok {
-			return nil, w.stop(t, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
-		}
-		use, alter, err := schema.Reconcile(haveType, c.Type)
-		if err != nil {
-			return nil, w.stop(t, fmt.Errorf("column %s: %w", cur.name, err))
-		}
-		if alter {
-			stmt := fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", t.QualifiedName(), schema.QuoteIdent(cur.name), use.DDL)
-			if err := w.conn.Exec(ctx, stmt); err != nil {
-				return nil, w.stop(t, fmt.Errorf("widen column %s from %s to %s: %w", cur.name, cur.typ, use.DDL, err))
-			}
-			w.log.Info("widened column", "table", t.QualifiedName(), "column", cur.name, "from", cur.typ, "to", use.DDL)
-			cur.typ = use.DDL
-		}
-		tg.names[i], tg.types[i] = cur.name, use
+		w.log.Info(c.Op.String(), "table", t.QualifiedName(), "column", c.Column, "from", c.From, "to", c.To)
 	}
-	for _, c := range have {
-		if c.attnum > 0 && !seen[c.attnum] && !c.dropped && lsn > c.lsn {
-			if err := w.comment(ctx, t, c.name, schema.DroppedComment(c.attnum, lsn)); err != nil {
-				return nil, err
-			}
-			w.log.Info("column dropped in PostgreSQL; kept with its history", "table", t.QualifiedName(), "column", c.name)
-		}
-	}
-	return tg, nil
+	return &target{table: t, columns: plan.Columns}, nil
 }
 
-func (w *Writer) comment(ctx context.Context, t *schema.Table, column, comment string) error {
-	stmt := fmt.Sprintf("ALTER TABLE %s COMMENT COLUMN %s%s", t.QualifiedName(), schema.QuoteIdent(column), strings.TrimPrefix(comment, " COMMENT"))
-	if err := w.conn.Exec(ctx, stmt); err != nil {
-		return fmt.Errorf("comment column %s of %s: %w", column, t.QualifiedName(), err)
-	}
-	return nil
-}
-
-// columns reads the table's columns and walhouse's notes on them.
-func (w *Writer) columns(ctx context.Context, t *schema.Table) (map[string]*chColumn, error) {
+// columns reads the table's columns, in order.
+func (w *Writer) columns(ctx context.Context, t *schema.Table) ([]schema.ExistingColumn, error) {
 	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Database), "tbl": schema.EscapeParam(t.Name)}))
-	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String}")
+	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position")
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
 	}
 	defer rows.Close()
-	have := map[string]*chColumn{}
+	var have []schema.ExistingColumn
 	for rows.Next() {
-		var c chColumn
-		var comment string
-		if err := rows.Scan(&c.name, &c.typ, &comment); err != nil {
+		var c schema.ExistingColumn
+		if err := rows.Scan(&c.Name, &c.Type, &c.Comment); err != nil {
 			return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
 		}
-		c.attnum, c.lsn, c.dropped = schema.ParseColumnComment(comment)
-		have[c.name] = &c
+		have = append(have, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
@@ -423,14 +337,13 @@ func (w *Writer) columns(ctx context.Context, t *schema.Table) (map[string]*chCo
 	return have, nil
 }
 
-// stop reports a schema change walhouse cannot apply. The sink stops
-// loading the table (other tables go on) until an operator resolves it.
-func (w *Writer) stop(t *schema.Table, err error) error {
-	return &sink.TableError{
-		Table: t.QualifiedName(),
-		Err:   err,
-		Fix: fmt.Sprintf("either change the ClickHouse column by hand (ALTER TABLE %s ...) so it holds the new values, "+
-			"or drop the table (DROP TABLE %s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
-			t.QualifiedName(), t.QualifiedName(), t.Source.Schema, t.Source.Table),
+// stop turns a schema change walhouse cannot apply into the sink's
+// TableError: the sink stops loading the table (other tables go on) until
+// an operator resolves it. Other errors pass through.
+func stop(err error) error {
+	var ie *schema.IncompatibleError
+	if !errors.As(err, &ie) {
+		return err
 	}
+	return &sink.TableError{Table: ie.Table, Err: ie.Err, Fix: ie.Fix}
 }

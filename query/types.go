@@ -14,6 +14,16 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
+// This file classifies ClickHouse column types for the query layer. It is
+// deliberately separate from package schema's type table: schema answers
+// "how is a PostgreSQL type stored and converted", for the types walhouse
+// creates; this answers "which JSON values, operators and aggregates does a
+// ClickHouse column accept", for any type system.columns may report
+// (LowCardinality, Int8…UInt256, FixedString, Enum, DateTime, DecimalN
+// from tables altered by hand or by a newer walhouse). A ClickHouse type
+// new to schema's table is selectable here at once; TestEveryMappedTypeIsFilterable
+// fails until parseColType also knows how to filter it.
+
 // valueKind is the family of a ClickHouse column type, which decides which
 // JSON values a filter on the column accepts and which operators and
 // aggregates apply.

@@ -1,8 +1,24 @@
-// Package schema maps PostgreSQL relations to ClickHouse tables: the type
-// mapping, the conversion of PostgreSQL text values to the Go values the
-// ClickHouse client appends, the DDL of the ReplacingMergeTree tables and
-// the ALTERs that follow a source schema change.
-//
+// Package schema decides how PostgreSQL relations are stored in ClickHouse.
 // It is pure: it builds values and SQL text from typed inputs and talks to
-// no server. Package clickhouse executes what it builds.
+// no server; package clickhouse executes what it builds.
+//
+// It owns:
+//   - the type table (scalars in types.go): every PostgreSQL type walhouse
+//     maps, its ClickHouse type, the conversion of PostgreSQL's text output
+//     to the Go values clickhouse-go appends (Type.Convert), and which
+//     column types widen to which. To add a PostgreSQL type, follow the
+//     comment on that table;
+//   - the ReplacingMergeTree table of a source table (NewTable, CreateDDL),
+//     its name (TableName) and identifier quoting (QuoteIdent);
+//   - schema evolution (PlanEvolution): the diff between a ClickHouse
+//     table as it is and a record's columns, as a Plan of typed changes
+//     with their statements, or an *IncompatibleError naming the column and
+//     the fix.
+//
+// Data enters as record.Source and record.Column (the shape capture put
+// in each record), PostgreSQL text values, and ExistingColumn (the
+// ClickHouse table as system.columns shows it, read by clickhouse). It
+// leaves as Table and its DDL, Plan and its statements, and converted
+// values, all consumed by package clickhouse; query uses TableName,
+// QuoteIdent and the names of the columns walhouse adds.
 package schema

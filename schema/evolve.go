@@ -5,148 +5,283 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walhouse/walhouse/record"
 )
 
-// ParseType reads a ClickHouse column type written by Map (the types
-// walhouse creates) back into a Type, so values can be converted for the
-// column as it is in ClickHouse, which may be wider than the source's
-// current type. ok is false for types walhouse does not create.
-func ParseType(ddl string) (t Type, ok bool) {
-	t.DDL = ddl
-	inner := ddl
-	if s, found := unwrap(inner, "Array(Nullable("); found {
-		inner, t.array = strings.TrimSuffix(s, ")"), true
-	} else if s, found := unwrap(inner, "Nullable("); found {
-		inner = s
-	}
-	switch {
-	case inner == "String":
-		t.kind = kString
-	case inner == "Bool":
-		t.kind = kBool
-	case inner == "Int16":
-		t.kind = kInt16
-	case inner == "Int32":
-		t.kind = kInt32
-	case inner == "Int64":
-		t.kind = kInt64
-	case inner == "UInt32":
-		t.kind = kUInt32
-	case inner == "Float32":
-		t.kind = kFloat32
-	case inner == "Float64":
-		t.kind = kFloat64
-	case inner == "UUID":
-		t.kind = kUUID
-	case inner == "Date32":
-		t.kind = kDate
-	case inner == "DateTime64(6, 'UTC')":
-		t.kind = kTimestampTZ
-	case strings.HasPrefix(inner, "Decimal("):
-		if _, _, ok := decimalShape(inner); !ok {
-			return Type{}, false
-		}
-		t.kind, t.decimal = kDecimal, inner
-	default:
-		return Type{}, false
-	}
-	return t, true
+// ExistingColumn is a column of the ClickHouse table as it is, as
+// system.columns shows it.
+type ExistingColumn struct {
+	Name    string
+	Type    string // e.g. "Nullable(Int32)"
+	Comment string // walhouse's notes on the column (see columnComment)
 }
 
-// unwrap strips prefix and the matching closing parenthesis.
-func unwrap(s, prefix string) (string, bool) {
-	if !strings.HasPrefix(s, prefix) || !strings.HasSuffix(s, ")") {
-		return s, false
-	}
-	return s[len(prefix) : len(s)-1], true
+// Plan is what it takes to bring an existing ClickHouse table to the shape
+// of a record's columns, and where that shape's values then go. It is
+// computed by PlanEvolution and executed, in order, by package clickhouse.
+type Plan struct {
+	Table *Table
+	// Columns says, for each of Table.Columns in order, which ClickHouse
+	// column receives its values and the type they are converted for: a
+	// column renamed by a newer shape keeps its new name, and a column
+	// wider than the source's type keeps its width.
+	Columns []Target
+	// Changes are the statements to run, in order. Empty when the table
+	// already has the shape.
+	Changes []Change
 }
 
-func decimalShape(d string) (p, s int, ok bool) {
-	body, found := unwrap(d, "Decimal(")
-	if !found {
-		return 0, 0, false
-	}
-	ps, ss, found := strings.Cut(body, ",")
-	if !found {
-		return 0, 0, false
-	}
-	p, err1 := strconv.Atoi(strings.TrimSpace(ps))
-	s, err2 := strconv.Atoi(strings.TrimSpace(ss))
-	return p, s, err1 == nil && err2 == nil
+// Target is the ClickHouse column that receives a source column's values.
+type Target struct {
+	Name string
+	Type Type
 }
 
-// integer digits each integer kind needs in a decimal.
-var intDigits = map[kind]int{kInt16: 5, kInt32: 10, kInt64: 19, kUInt32: 10}
+// Op is what a Change does.
+type Op uint8
 
-// Reconcile decides how a ClickHouse column of type have serves a source
-// column that now maps to want:
-//   - the same type: keep it;
-//   - want is narrower (int8 → int4, numeric(12,2) → numeric(10,2)): keep
-//     the wider column, every new value fits;
-//   - want is wider (int4 → int8, varchar → text is the same String): widen
-//     the column to want (alter is true), existing values convert exactly;
-//   - anything else (text → int, int → uuid, scalar ↔ array) cannot be
-//     converted without loss: an error that names both types.
+// The changes a plan is made of.
+const (
+	// AddColumn adds a column new in the source, with the value PostgreSQL
+	// gives older rows as its default where ClickHouse can express it.
+	AddColumn Op = iota + 1
+	// RenameColumn follows a RENAME COLUMN, found by attnum.
+	RenameColumn
+	// NoteColumn records the source column's attnum and the shape's LSN in
+	// the column's comment (after a rename, or on a column created before
+	// its attnum was known), so later renames can be followed.
+	NoteColumn
+	// WidenColumn widens a column to a type that holds every old value.
+	WidenColumn
+	// MarkDropped marks a column whose source column was dropped; the
+	// column and its history stay.
+	MarkDropped
+)
+
+// String returns what the change did, for the log.
+func (o Op) String() string {
+	switch o {
+	case AddColumn:
+		return "added column"
+	case RenameColumn:
+		return "renamed column"
+	case NoteColumn:
+		return "noted column's source"
+	case WidenColumn:
+		return "widened column"
+	case MarkDropped:
+		return "column dropped in PostgreSQL; kept with its history"
+	}
+	return "op " + strconv.Itoa(int(o))
+}
+
+// Change is one step of a Plan.
+type Change struct {
+	Op Op
+	// Column is the ClickHouse column the change leaves behind (a renamed
+	// column's new name).
+	Column string
+	// From and To describe the change: the old and new name of a rename,
+	// the old and new type of a widening, the type of an added column.
+	From, To string
+	// SQL is the statement that makes the change.
+	SQL string
+	// Warning says what the change cannot carry over from PostgreSQL (an
+	// added column's default older rows cannot be given), or is empty.
+	Warning string
+}
+
+// IncompatibleError is a source schema change walhouse cannot apply to its
+// ClickHouse table. Loading the table must stop (other tables go on) until
+// an operator resolves it as Fix says.
+type IncompatibleError struct {
+	Table  string // quoted database.table
+	Column string // the ClickHouse column concerned
+	Err    error  // what is incompatible
+	Fix    string // what the operator does
+}
+
+// Error names the table, the cause and the fix.
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("table %s: %v; to resolve: %s", e.Table, e.Err, e.Fix)
+}
+
+// Unwrap returns the cause.
+func (e *IncompatibleError) Unwrap() error { return e.Err }
+
+// PlanEvolution computes the plan that brings the ClickHouse table, whose
+// columns are have (in the table's order), to the shape of t, the shape of
+// records first seen at lsn:
+//   - a column new in the source is added;
+//   - a column renamed in PostgreSQL (same attnum, new name) is renamed,
+//     but only by a shape newer than the column's last rename, so records
+//     of an older shape still arriving from another partition map to the
+//     renamed column instead of renaming it back;
+//   - a column whose type widened is widened, one that narrowed is kept;
+//   - a column that disappeared from the source is marked dropped in its
+//     comment but kept, with its history.
 //
-// use is the type values are converted for.
-func Reconcile(have, want Type) (use Type, alter bool, err error) {
-	if have.DDL == want.DDL {
-		return want, false, nil // same column; the source mapping knows how to read values (bytea hex, say)
-	}
-	switch {
-	case covers(have, want):
-		return have, false, nil
-	case covers(want, have):
-		return want, true, nil
-	}
-	return Type{}, false, fmt.Errorf("ClickHouse column is %s and the source column now maps to %s; neither holds every value of the other", have.DDL, want.DDL)
-}
-
-// covers reports whether every value of b fits a without loss, with the
-// nullability and array shape of a able to hold b's.
-func covers(a, b Type) bool {
-	if a.array != b.array {
-		return false
-	}
-	if isNullable(b) && !isNullable(a) && !a.array {
-		return false
-	}
-	if a.kind == b.kind {
-		if a.kind != kDecimal {
-			return true
+// A change no ClickHouse column can follow without loss (boolean to
+// integer, a rename onto an existing name, a column of a type walhouse did
+// not create) is an *IncompatibleError.
+func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, error) {
+	cols := make([]*existing, len(have))
+	byName := map[string]*existing{}
+	byAttnum := map[int16]*existing{}
+	for i, h := range have {
+		c := &existing{name: h.Name, typ: h.Type}
+		c.attnum, c.lsn, c.dropped = parseColumnComment(h.Comment)
+		cols[i], byName[c.name] = c, c
+		if _, dup := byAttnum[c.attnum]; c.attnum > 0 && !dup {
+			byAttnum[c.attnum] = c
 		}
-		ap, as, _ := decimalShape(a.decimal)
-		bp, bs, _ := decimalShape(b.decimal)
-		return as >= bs && ap-as >= bp-bs
 	}
-	switch a.kind {
-	case kString:
-		return b.kind != kBytes // any text form fits a String
-	case kInt32:
-		return b.kind == kInt16
-	case kInt64:
-		return b.kind == kInt16 || b.kind == kInt32 || b.kind == kUInt32
-	case kFloat64:
-		return b.kind == kFloat32 || b.kind == kInt16 || b.kind == kInt32
-	case kDecimal:
-		p, s, _ := decimalShape(a.decimal)
-		d, ok := intDigits[b.kind]
-		return ok && p-s >= d
-	case kTimestamp, kTimestampTZ:
-		return b.kind == kDate || b.kind == kTimestamp || b.kind == kTimestampTZ
+	p := &Plan{Table: t, Columns: make([]Target, len(t.Columns))}
+	seen := map[int16]bool{}
+	for i, c := range t.Columns {
+		cur := byName[c.Name]
+		if c.Source.Attnum > 0 {
+			seen[c.Source.Attnum] = true
+			if byNum, ok := byAttnum[c.Source.Attnum]; ok {
+				cur = byNum
+			}
+		}
+		switch {
+		case cur == nil:
+			p.add(c, lsn)
+			p.Columns[i] = Target{Name: c.Name, Type: c.Type}
+			continue
+		case cur.name != c.Name && lsn > cur.lsn:
+			if _, taken := byName[c.Name]; taken {
+				return nil, p.incompatible(cur.name, fmt.Errorf("column %s was renamed to %s in PostgreSQL, but %s already has a column %s", cur.name, c.Name, t.QualifiedName(), c.Name))
+			}
+			p.rename(cur.name, c.Name)
+			p.note(c.Name, columnComment(c.Source.Attnum, lsn))
+			delete(byName, cur.name)
+			cur.name, cur.lsn = c.Name, lsn
+			byName[c.Name] = cur
+		}
+		if cur.attnum == 0 && c.Source.Attnum > 0 {
+			// Created before its number was known: note it now, so a later
+			// rename can be followed.
+			p.note(cur.name, columnComment(c.Source.Attnum, lsn))
+			cur.attnum, cur.lsn = c.Source.Attnum, lsn
+		}
+		haveType, ok := parseType(cur.typ)
+		if !ok {
+			return nil, p.incompatible(cur.name, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
+		}
+		use, alter, err := reconcile(haveType, c.Type)
+		if err != nil {
+			return nil, p.incompatible(cur.name, fmt.Errorf("column %s: %w", cur.name, err))
+		}
+		if alter {
+			p.widen(cur.name, cur.typ, use.DDL)
+			cur.typ = use.DDL
+		}
+		p.Columns[i] = Target{Name: cur.name, Type: use}
 	}
-	return false
+	for _, c := range cols {
+		if c.attnum > 0 && !seen[c.attnum] && !c.dropped && lsn > c.lsn {
+			p.Changes = append(p.Changes, Change{Op: MarkDropped, Column: c.name, SQL: p.commentSQL(c.name, droppedComment(c.attnum, lsn))})
+		}
+	}
+	return p, nil
 }
 
-func isNullable(t Type) bool { return strings.HasPrefix(t.DDL, "Nullable(") }
+// existing is an ExistingColumn with walhouse's notes read, as the plan
+// changes it.
+type existing struct {
+	name, typ string
+	attnum    int16
+	lsn       record.LSN // when walhouse last named the column
+	dropped   bool
+}
 
-// DefaultClause returns the DEFAULT clause that gives rows older than an
+func (p *Plan) add(c Column, lsn record.LSN) {
+	ch := Change{Op: AddColumn, Column: c.Name, To: c.Type.DDL}
+	def := ""
+	if c.Source.Missing != nil {
+		var ok bool
+		if def, ok = defaultClause(c.Type, *c.Source.Missing); !ok {
+			ch.Warning = "added column's default cannot be given to older rows; they read NULL"
+		}
+	}
+	ch.SQL = fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s%s%s", p.Table.QualifiedName(), QuoteIdent(c.Name), c.Type.DDL, def, columnComment(c.Source.Attnum, lsn))
+	p.Changes = append(p.Changes, ch)
+}
+
+func (p *Plan) rename(from, to string) {
+	p.Changes = append(p.Changes, Change{Op: RenameColumn, Column: to, From: from, To: to,
+		SQL: fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", p.Table.QualifiedName(), QuoteIdent(from), QuoteIdent(to))})
+}
+
+func (p *Plan) note(column, comment string) {
+	p.Changes = append(p.Changes, Change{Op: NoteColumn, Column: column, SQL: p.commentSQL(column, comment)})
+}
+
+func (p *Plan) widen(column, from, to string) {
+	p.Changes = append(p.Changes, Change{Op: WidenColumn, Column: column, From: from, To: to,
+		SQL: fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", p.Table.QualifiedName(), QuoteIdent(column), to)})
+}
+
+// commentSQL sets a column's comment; comment is a COMMENT clause.
+func (p *Plan) commentSQL(column, comment string) string {
+	return fmt.Sprintf("ALTER TABLE %s COMMENT COLUMN %s%s", p.Table.QualifiedName(), QuoteIdent(column), strings.TrimPrefix(comment, " COMMENT"))
+}
+
+func (p *Plan) incompatible(column string, err error) *IncompatibleError {
+	t := p.Table
+	return &IncompatibleError{
+		Table:  t.QualifiedName(),
+		Column: column,
+		Err:    err,
+		Fix: fmt.Sprintf("either change the ClickHouse column by hand (ALTER TABLE %s ...) so it holds the new values, "+
+			"or drop the table (DROP TABLE %s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
+			t.QualifiedName(), t.QualifiedName(), t.Source.Schema, t.Source.Table),
+	}
+}
+
+// Failed returns the error of change c whose statement failed with err.
+// ClickHouse refusing a rename (of a sort-key column) or a widening leaves
+// the table unable to take the new shape: an *IncompatibleError. Any other
+// failure is an error worth a retry.
+func (p *Plan) Failed(c Change, err error) error {
+	switch c.Op {
+	case RenameColumn:
+		return p.incompatible(c.From, fmt.Errorf("rename column %s to %s: %w (ClickHouse cannot rename sort-key columns)", c.From, c.To, err))
+	case WidenColumn:
+		return p.incompatible(c.Column, fmt.Errorf("widen column %s from %s to %s: %w", c.Column, c.From, c.To, err))
+	case AddColumn:
+		return fmt.Errorf("add column %s to %s: %w", c.Column, p.Table.QualifiedName(), err)
+	}
+	return fmt.Errorf("comment column %s of %s: %w", c.Column, p.Table.QualifiedName(), err)
+}
+
+// String lists the plan: where each source column goes, then the
+// statements.
+func (p *Plan) String() string {
+	var b strings.Builder
+	for i, c := range p.Table.Columns {
+		fmt.Fprintf(&b, "-- %s → %s %s\n", c.Name, p.Columns[i].Name, p.Columns[i].Type.DDL)
+	}
+	for _, c := range p.Changes {
+		if c.Warning != "" {
+			fmt.Fprintf(&b, "-- warning: %s: %s\n", c.Column, c.Warning)
+		}
+		fmt.Fprintf(&b, "%s;\n", c.SQL)
+	}
+	return b.String()
+}
+
+// defaultClause returns the DEFAULT clause that gives rows older than an
 // added column the value PostgreSQL gives them (its "missing" value).
 // ClickHouse computes a new column's default for parts written before it,
 // so old rows read the same on both sides. ok is false for types whose text
 // cannot be written as a ClickHouse literal (arrays); those old rows read
 // NULL.
-func DefaultClause(t Type, text string) (string, bool) {
+func defaultClause(t Type, text string) (string, bool) {
 	if t.array {
 		return "", false
 	}

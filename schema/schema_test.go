@@ -116,21 +116,21 @@ func TestNull(t *testing.T) {
 }
 
 func TestColumnComment(t *testing.T) {
-	c := ColumnComment(4, 0x16B3748)
+	c := columnComment(4, 0x16B3748)
 	if c != " COMMENT 'walhouse:attnum=4,lsn=0/16B3748'" {
-		t.Errorf("ColumnComment = %q", c)
+		t.Errorf("columnComment = %q", c)
 	}
-	n, l, dropped := ParseColumnComment(strings.Trim(strings.TrimPrefix(c, " COMMENT "), "'"))
+	n, l, dropped := parseColumnComment(strings.Trim(strings.TrimPrefix(c, " COMMENT "), "'"))
 	if n != 4 || l != 0x16B3748 || dropped {
-		t.Errorf("ParseColumnComment = %d, %v, %v", n, l, dropped)
+		t.Errorf("parseColumnComment = %d, %v, %v", n, l, dropped)
 	}
-	if n, _, dropped := ParseColumnComment("walhouse:attnum=7,lsn=0/1,dropped"); n != 7 || !dropped {
+	if n, _, dropped := parseColumnComment("walhouse:attnum=7,lsn=0/1,dropped"); n != 7 || !dropped {
 		t.Errorf("dropped comment parsed as %d, %v", n, dropped)
 	}
-	if n, _, _ := ParseColumnComment("a user's own comment"); n != 0 {
+	if n, _, _ := parseColumnComment("a user's own comment"); n != 0 {
 		t.Errorf("foreign comment parsed as attnum %d", n)
 	}
-	if ColumnComment(0, 1) != "" {
+	if columnComment(0, 1) != "" {
 		t.Error("a column without attnum got a comment")
 	}
 }

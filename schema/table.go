@@ -94,9 +94,7 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		if !ok {
 			return nil, fmt.Errorf("table %s.%s: partition column %q does not exist", src.Schema, src.Table, t.PartitionBy)
 		}
-		switch c.Type.kind {
-		case kDate, kTimestamp, kTimestampTZ:
-		default:
+		if !scalars[c.Type.kind].temporal {
 			return nil, fmt.Errorf("table %s.%s: partition column %q is %s; monthly partitions need a date or timestamp column", src.Schema, src.Table, t.PartitionBy, c.Source.Type)
 		}
 		if !c.Source.Key {
@@ -131,7 +129,7 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(t.TenantColumn), t.TenantType.DDL)
 	}
 	for _, c := range t.Columns {
-		fmt.Fprintf(&b, "    %s %s%s,\n", QuoteIdent(c.Name), c.Type.DDL, ColumnComment(c.Source.Attnum, lsn))
+		fmt.Fprintf(&b, "    %s %s%s,\n", QuoteIdent(c.Name), c.Type.DDL, columnComment(c.Source.Attnum, lsn))
 	}
 	fmt.Fprintf(&b, "    %s UInt64,\n", QuoteIdent(VersionColumn))
 	fmt.Fprintf(&b, "    %s UInt8,\n", QuoteIdent(DeletedColumn))
@@ -159,24 +157,24 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 // that last named the column. "walhouse:attnum=3,lsn=0/16B3748".
 const commentPrefix = "walhouse:"
 
-// ColumnComment returns the COMMENT clause for a source column ("" when
+// columnComment returns the COMMENT clause for a source column ("" when
 // its attnum is unknown).
-func ColumnComment(attnum int16, lsn record.LSN) string {
+func columnComment(attnum int16, lsn record.LSN) string {
 	if attnum <= 0 {
 		return ""
 	}
 	return fmt.Sprintf(" COMMENT %s", QuoteString(fmt.Sprintf("%sattnum=%d,lsn=%s", commentPrefix, attnum, lsn)))
 }
 
-// DroppedComment marks a column whose source column was dropped at lsn;
+// droppedComment marks a column whose source column was dropped at lsn;
 // the column and its history stay.
-func DroppedComment(attnum int16, lsn record.LSN) string {
+func droppedComment(attnum int16, lsn record.LSN) string {
 	return fmt.Sprintf(" COMMENT %s", QuoteString(fmt.Sprintf("%sattnum=%d,lsn=%s,dropped", commentPrefix, attnum, lsn)))
 }
 
-// ParseColumnComment reads a comment written by ColumnComment or
-// DroppedComment; other comments give zero values.
-func ParseColumnComment(comment string) (attnum int16, lsn record.LSN, dropped bool) {
+// parseColumnComment reads a comment written by columnComment or
+// droppedComment; other comments give zero values.
+func parseColumnComment(comment string) (attnum int16, lsn record.LSN, dropped bool) {
 	body, ok := strings.CutPrefix(comment, commentPrefix)
 	if !ok {
 		return 0, 0, false

@@ -1,18 +1,77 @@
 package schema
 
 import (
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math"
-	"strconv"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/walhouse/walhouse/record"
 )
 
-// kind is the ClickHouse scalar a PostgreSQL type maps to.
+// scalars is the one table of PostgreSQL types walhouse maps, grouped by
+// the ClickHouse type that stores them. Everything about a type derives
+// from its entry: Map (PostgreSQL type → ClickHouse column type),
+// parseType (a ClickHouse column type read back), Convert (PostgreSQL
+// text → the Go value clickhouse-go appends), reconcile (which column
+// types widen to which), the monthly-partition check, PGTypes and the
+// tests that go through every type (TestEveryTypeRoundTrips).
+//
+// To add a PostgreSQL type: add its name (pg_type.typname) to the pg list
+// of the entry whose ClickHouse type holds PostgreSQL's text output of it
+// exactly. If no entry does, add a kind constant (before kindCount) and an entry here: the
+// ClickHouse type, the PostgreSQL names, a conversion (conv or convType
+// over a parser in convert.go, new if no parser fits), an example value,
+// and the kinds it holds without loss (what a column of it may widen
+// from). Then run `go test ./schema/ ./query/` (the tests derive their
+// lists from this table; query's classifier of ClickHouse types must
+// filter the new type, see query/types.go) and add a column of the type to
+// TestIntegrationTypes (internal/e2e/types_test.go), which compares it
+// with PostgreSQL row by row.
+//
+// A type not in the table is stored as its text, with a warning (see
+// Type.Fallback); so is an enum (record.Column.Enum).
+var scalars = [kindCount]scalar{
+	kString: {
+		ch: "String",
+		pg: []string{
+			"text", "varchar", "bpchar", "char", "name", "citext", "xml", "json", "jsonb",
+			// No ClickHouse type holds these exactly: their text is kept.
+			"time", "timetz", "interval", "inet", "cidr", "macaddr", "macaddr8", "money",
+			"bit", "varbit", "tsvector", "tsquery", "point", "line", "lseg", "box", "path",
+			"polygon", "circle", "int4range", "int8range", "numrange", "tsrange", "tstzrange",
+			"daterange", "pg_lsn", "txid_snapshot", "pg_snapshot",
+		},
+		conv:      conv(parseText),
+		example:   "a \"quoted\" text",
+		holdsText: true,
+	},
+	// bytea is stored as its bytes in a String, which is why a text column
+	// cannot hold it. It comes after kString so that parseType reads a
+	// String column as text.
+	kBytes: {ch: "String", pg: []string{"bytea"}, conv: conv(parseBytea), example: `\x00ff41`, binary: true},
+	kBool:  {ch: "Bool", pg: []string{"bool"}, conv: conv(parseBool), example: "t"},
+	kInt16: {ch: "Int16", pg: []string{"int2"}, conv: conv(parseInt16), example: "-32768", digits: 5},
+	kInt32: {ch: "Int32", pg: []string{"int4"}, conv: conv(parseInt32), example: "2147483647", digits: 10,
+		holds: []kind{kInt16}},
+	kInt64: {ch: "Int64", pg: []string{"int8"}, conv: conv(parseInt64), example: "-9223372036854775808", digits: 19,
+		holds: []kind{kInt16, kInt32, kUInt32}},
+	kUInt32:  {ch: "UInt32", pg: []string{"oid", "xid", "cid"}, conv: conv(parseUint32), example: "4294967295", digits: 10},
+	kFloat32: {ch: "Float32", pg: []string{"float4"}, conv: conv(parseFloat32), example: "-1.5e-10"},
+	kFloat64: {ch: "Float64", pg: []string{"float8"}, conv: conv(parseFloat64), example: "Infinity",
+		holds: []kind{kFloat32, kInt16, kInt32}},
+	// Decimal(P, S): precision and scale come from numeric's typmod (see
+	// Map); a decimal holds an integer kind with enough integer digits.
+	kDecimal: {ch: "Decimal", pg: []string{"numeric"}, conv: convType(decimalValue), example: "-12.50"},
+	kDate:    {ch: "Date32", pg: []string{"date"}, conv: conv(parseDate), example: "2024-02-29", temporal: true},
+	// timestamp is read as UTC; timestamptz arrives in UTC (the replication
+	// session runs with TimeZone=UTC).
+	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: conv(parseTimestamp),
+		example: "2024-01-15 10:00:00.123456+05:30", temporal: true, holds: []kind{kDate}},
+	kUUID: {ch: "UUID", pg: []string{"uuid"}, conv: conv(parseText), example: "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}, // the client parses UUID text itself
+}
+
+// kind is an entry of scalars: the ClickHouse scalar a PostgreSQL type
+// maps to.
 type kind uint8
 
 const (
@@ -27,10 +86,58 @@ const (
 	kFloat64
 	kDecimal
 	kDate
-	kTimestamp   // timestamp without time zone, read as UTC
-	kTimestampTZ // timestamptz; the replication session runs with TimeZone=UTC
+	kDateTime
 	kUUID
+	kindCount // the table's length: a kind without an entry fails the tests
 )
+
+// scalar is one entry of the type table.
+type scalar struct {
+	// ch is the ClickHouse type ("Decimal" for kDecimal, whose precision
+	// and scale come from the column).
+	ch string
+	// pg lists the PostgreSQL types (pg_type.typname) stored as ch.
+	pg []string
+	// conv converts PostgreSQL's text output of a value, and of an array's
+	// elements, to what clickhouse-go appends to ch.
+	conv conversion
+	// example is a PostgreSQL text value of the type; the tests convert it.
+	example string
+	// holds lists the other kinds whose every value this one holds
+	// exactly: a column of one of them may be widened to this one.
+	holds []kind
+	// holdsText: every kind but the binary ones fits (String holds any text
+	// form).
+	holdsText bool
+	// binary: values are bytes, not text (no text column holds them).
+	binary bool
+	// digits is, for an integer kind, the integer digits a Decimal needs
+	// to hold every value of it.
+	digits int
+	// temporal: a date or timestamp, usable for monthly partitions.
+	temporal bool
+}
+
+// PGTypes lists the PostgreSQL types (pg_type.typname) that Map stores in
+// a ClickHouse type of their own, in table order: every type but the ones
+// stored as text with a warning, and enums.
+func PGTypes() []string {
+	var out []string
+	for _, s := range scalars {
+		out = append(out, s.pg...)
+	}
+	return out
+}
+
+// kindOf looks a PostgreSQL type name up in the table.
+func kindOf(pgType string) (kind, bool) {
+	for k, s := range scalars {
+		if slices.Contains(s.pg, pgType) {
+			return kind(k), true
+		}
+	}
+	return 0, false
+}
 
 // Type is how one source column is stored in ClickHouse.
 type Type struct {
@@ -41,16 +148,16 @@ type Type struct {
 	// warning at table creation.
 	Fallback string
 
-	kind    kind
-	array   bool
-	decimal string // Decimal(p, s) for kDecimal
+	kind             kind
+	array            bool
+	precision, scale int // of a kDecimal
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
 // ClickHouse cannot make Nullable) an empty array of the element type.
 func (t Type) Null() any {
 	if t.array {
-		v, _ := t.convertArray("{}")
+		v, _ := scalars[t.kind].conv.many(t, nil)
 		return v
 	}
 	return nil
@@ -59,11 +166,18 @@ func (t Type) Null() any {
 // Convert turns a PostgreSQL text value (never NULL: the caller passes nil
 // for NULL) into the Go value the ClickHouse client appends for t.
 func (t Type) Convert(text string) (any, error) {
-	if t.array {
-		return t.convertArray(text)
+	c := scalars[t.kind].conv
+	if !t.array {
+		return c.one(t, text)
 	}
-	return t.convertScalar(text)
+	elems, err := parseArray(text)
+	if err != nil {
+		return nil, err
+	}
+	return c.many(t, elems)
 }
+
+func (t Type) nullable() bool { return strings.HasPrefix(t.DDL, "Nullable(") }
 
 // Decimal bounds: ClickHouse's widest decimal.
 const maxDecimalPrecision = 76
@@ -77,10 +191,25 @@ const varhdrsz = 4
 // PostgreSQL column's NOT NULL can be dropped at any time and the ClickHouse
 // table must keep accepting rows.
 func Map(c record.Column, nullable bool) Type {
-	k, base, fallback := mapScalar(c)
-	t := Type{kind: k, array: c.Array, Fallback: fallback}
-	if k == kDecimal {
-		t.decimal = base
+	k, known := kindOf(c.Type)
+	t := Type{kind: k, array: c.Array}
+	switch {
+	case c.Enum:
+		t.kind = kString
+	case !known:
+		t.kind = kString
+		t.Fallback = fmt.Sprintf("PostgreSQL type %q has no ClickHouse mapping; its text form is stored as String", c.Type)
+	}
+	base := scalars[t.kind].ch
+	if t.kind == kDecimal {
+		p, s, ok := numericTypmod(c.TypMod)
+		if !ok {
+			// Unconstrained numeric: the widest decimal that still has room
+			// on both sides of the point.
+			p, s = maxDecimalPrecision, maxDecimalPrecision/2
+		}
+		t.precision, t.scale = p, s
+		base = fmt.Sprintf("Decimal(%d, %d)", p, s)
 	}
 	switch {
 	case c.Array:
@@ -92,57 +221,6 @@ func Map(c record.Column, nullable bool) Type {
 		t.DDL = base
 	}
 	return t
-}
-
-func mapScalar(c record.Column) (kind, string, string) {
-	if c.Enum {
-		return kString, "String", ""
-	}
-	switch c.Type {
-	case "bool":
-		return kBool, "Bool", ""
-	case "int2":
-		return kInt16, "Int16", ""
-	case "int4":
-		return kInt32, "Int32", ""
-	case "int8":
-		return kInt64, "Int64", ""
-	case "oid", "xid", "cid":
-		return kUInt32, "UInt32", ""
-	case "float4":
-		return kFloat32, "Float32", ""
-	case "float8":
-		return kFloat64, "Float64", ""
-	case "numeric":
-		p, s, ok := numericTypmod(c.TypMod)
-		if !ok {
-			// Unconstrained numeric: the widest decimal that still has room
-			// on both sides of the point.
-			return kDecimal, "Decimal(76, 38)", ""
-		}
-		return kDecimal, fmt.Sprintf("Decimal(%d, %d)", p, s), ""
-	case "text", "varchar", "bpchar", "char", "name", "citext", "xml":
-		return kString, "String", ""
-	case "json", "jsonb":
-		return kString, "String", ""
-	case "bytea":
-		return kBytes, "String", ""
-	case "uuid":
-		return kUUID, "UUID", ""
-	case "date":
-		return kDate, "Date32", ""
-	case "timestamp":
-		return kTimestamp, "DateTime64(6, 'UTC')", ""
-	case "timestamptz":
-		return kTimestampTZ, "DateTime64(6, 'UTC')", ""
-	case "time", "timetz", "interval", "inet", "cidr", "macaddr", "macaddr8", "money",
-		"bit", "varbit", "tsvector", "tsquery", "point", "line", "lseg", "box", "path",
-		"polygon", "circle", "int4range", "int8range", "numrange", "tsrange", "tstzrange",
-		"daterange", "pg_lsn", "txid_snapshot", "pg_snapshot":
-		return kString, "String", ""
-	default:
-		return kString, "String", fmt.Sprintf("PostgreSQL type %q has no ClickHouse mapping; its text form is stored as String", c.Type)
-	}
 }
 
 // numericTypmod decodes numeric(p, s) from atttypmod. ok is false for an
@@ -161,327 +239,87 @@ func numericTypmod(typmod int32) (p, s int, ok bool) {
 	return p, s, true
 }
 
-// ClickHouse's Date32 range, and the DateTime64 range the client can
-// write: it converts times through int64 nanoseconds since 1970, which end
-// at 2262-04-11 23:47:16.854775807 UTC (later times would wrap around to
-// 1677), short of ClickHouse's own bound 2299-12-31. Values outside
-// (including PostgreSQL's infinity) are clamped to the nearest bound rather
-// than losing the row.
-var (
-	minDate = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxDate = time.Date(2299, 12, 31, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Microsecond)
-)
-
-func (t Type) convertScalar(s string) (any, error) {
-	switch t.kind {
-	case kString:
-		return s, nil
-	case kDecimal:
-		return t.decimalText(s)
+// parseType reads a ClickHouse column type written by Map (the types
+// walhouse creates) back into a Type, so values can be converted for the
+// column as it is in ClickHouse, which may be wider than the source's
+// current type. A ClickHouse type shared by several entries reads as the
+// first of them (String as text). ok is false for types walhouse does not
+// create.
+func parseType(ddl string) (t Type, ok bool) {
+	t.DDL = ddl
+	inner := ddl
+	if s, found := unwrap(inner, "Array(Nullable("); found {
+		inner, t.array = strings.TrimSuffix(s, ")"), true
+	} else if s, found := unwrap(inner, "Nullable("); found {
+		inner = s
 	}
-	return convertScalar(t.kind, s)
-}
-
-// decimalText returns numeric text s for the column's Decimal(p, s), and
-// ok false for numeric's special values, which no decimal can hold: those
-// become NULL. A value with more digits than the decimal holds (possible
-// for an unconstrained numeric, mapped to Decimal(76, 38)) is an error: the
-// client would silently drop the extra fractional digits.
-func (t Type) decimalText(s string) (any, error) {
-	switch s {
-	case "NaN", "Infinity", "-Infinity":
-		return nil, nil
+	if strings.HasPrefix(inner, "Decimal(") {
+		p, s, ok := decimalShape(inner)
+		if !ok {
+			return Type{}, false
+		}
+		t.kind, t.precision, t.scale = kDecimal, p, s
+		return t, true
 	}
-	p, scale, _ := decimalShape(t.decimal)
-	if err := decimalFits(s, p, scale); err != nil {
-		return nil, err
+	for k, s := range scalars {
+		if kind(k) != kDecimal && s.ch == inner {
+			t.kind = kind(k)
+			return t, true
+		}
 	}
-	return s, nil // the client parses decimal text exactly
+	return Type{}, false
 }
 
-// decimalFits checks that numeric text (PostgreSQL's output: an optional
-// sign, digits, optionally a point and digits) fits Decimal(p, scale)
-// exactly: at most p-scale digits before the point and, trailing zeros
-// aside, at most scale after it.
-func decimalFits(s string, p, scale int) error {
-	digits := strings.TrimLeft(s, "+-")
-	whole, frac, _ := strings.Cut(digits, ".")
-	if whole == "" && frac == "" || strings.Trim(whole+frac, "0123456789") != "" {
-		return fmt.Errorf("numeric %q is not a decimal number", truncate(s))
+// unwrap strips prefix and the matching closing parenthesis.
+func unwrap(s, prefix string) (string, bool) {
+	if !strings.HasPrefix(s, prefix) || !strings.HasSuffix(s, ")") {
+		return s, false
 	}
-	whole = strings.TrimLeft(whole, "0")
-	frac = strings.TrimRight(frac, "0")
-	if len(whole) > p-scale || len(frac) > scale {
-		return fmt.Errorf("numeric %s has %d digits before the point and %d after it; Decimal(%d, %d) holds at most %d and %d",
-			truncate(s), len(whole), len(frac), p, scale, p-scale, scale)
+	return s[len(prefix) : len(s)-1], true
+}
+
+// reconcile decides how a ClickHouse column of type have serves a source
+// column that now maps to want:
+//   - the same type: keep it;
+//   - want is narrower (int8 → int4, numeric(12,2) → numeric(10,2)): keep
+//     the wider column, every new value fits;
+//   - want is wider (int4 → int8, varchar → text is the same String): widen
+//     the column to want (alter is true), existing values convert exactly;
+//   - anything else (text → int, int → uuid, scalar ↔ array) cannot be
+//     converted without loss: an error that names both types.
+//
+// use is the type values are converted for.
+func reconcile(have, want Type) (use Type, alter bool, err error) {
+	if have.DDL == want.DDL {
+		return want, false, nil // same column; the source mapping knows how to read values (bytea hex, say)
 	}
-	return nil
-}
-
-func convertScalar(k kind, s string) (any, error) {
-	switch k {
-	case kString, kUUID: // the client parses UUID text itself
-		return s, nil
-	case kBytes:
-		b, err := parseBytea(s)
-		return string(b), err
-	case kBool:
-		return parseBool(s)
-	case kInt16:
-		return parseInt16(s)
-	case kInt32:
-		return parseInt32(s)
-	case kInt64:
-		return strconv.ParseInt(s, 10, 64)
-	case kUInt32:
-		return parseUint32(s)
-	case kFloat32:
-		return parseFloat32(s)
-	case kFloat64:
-		return strconv.ParseFloat(s, 64)
-	case kDate:
-		return parseDate(s)
-	case kTimestamp, kTimestampTZ:
-		return parseTimestamp(s)
-	}
-	return nil, fmt.Errorf("unknown kind %d", k)
-}
-
-func parseBool(s string) (bool, error) {
-	switch s {
-	case "t", "true":
-		return true, nil
-	case "f", "false":
-		return false, nil
-	}
-	return false, fmt.Errorf("bool %q: want t or f", s)
-}
-
-func parseInt16(s string) (int16, error) {
-	v, err := strconv.ParseInt(s, 10, 16)
-	return int16(v), err
-}
-
-func parseInt32(s string) (int32, error) {
-	v, err := strconv.ParseInt(s, 10, 32)
-	return int32(v), err
-}
-
-func parseUint32(s string) (uint32, error) {
-	v, err := strconv.ParseUint(s, 10, 32)
-	return uint32(v), err
-}
-
-func parseFloat32(s string) (float32, error) {
-	v, err := strconv.ParseFloat(s, 32)
-	return float32(v), err
-}
-
-func parseBytea(s string) ([]byte, error) {
-	if !strings.HasPrefix(s, `\x`) {
-		return nil, fmt.Errorf("bytea value is not in hex format (set bytea_output = hex)")
-	}
-	return hex.DecodeString(s[2:])
-}
-
-// special maps PostgreSQL's infinities and BC dates to ClickHouse's bounds
-// (hi is the upper bound of the column's type).
-func special(s string, hi time.Time) (time.Time, bool) {
 	switch {
-	case s == "infinity":
-		return hi, true
-	case s == "-infinity", strings.HasSuffix(s, " BC"):
-		return minDate, true
+	case covers(have, want):
+		return have, false, nil
+	case covers(want, have):
+		return want, true, nil
 	}
-	return time.Time{}, false
+	return Type{}, false, fmt.Errorf("ClickHouse column is %s and the source column now maps to %s; neither holds every value of the other", have.DDL, want.DDL)
 }
 
-func parseDate(s string) (time.Time, error) {
-	if t, ok := special(s, maxDate); ok {
-		return t, nil
+// covers reports whether every value of b fits a without loss, with the
+// nullability and array shape of a able to hold b's.
+func covers(a, b Type) bool {
+	if a.array != b.array {
+		return false
 	}
-	t, err := time.Parse("2006-01-02", s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("date %q: %w", s, err)
+	if b.nullable() && !a.nullable() && !a.array {
+		return false
 	}
-	return clamp(t, minDate, maxDate), nil
-}
-
-// parseTimestamp reads PostgreSQL's ISO output for timestamp and timestamptz
-// ("2024-01-15 10:00:00.123456", "2024-01-15 10:00:00+00",
-// "2024-01-15 10:00:00+05:30").
-func parseTimestamp(s string) (time.Time, error) {
-	if t, ok := special(s, maxTime); ok {
-		return t, nil
+	if a.kind == b.kind {
+		return a.kind != kDecimal || a.scale >= b.scale && a.precision-a.scale >= b.precision-b.scale
 	}
-	if len(s) == len("2006-01-02") { // a date, in a column widened to a timestamp
-		d, err := parseDate(s)
-		return clamp(d, minDate, maxTime), err
+	sa, sb := scalars[a.kind], scalars[b.kind]
+	switch {
+	case sa.holdsText:
+		return !sb.binary
+	case a.kind == kDecimal:
+		return sb.digits > 0 && a.precision-a.scale >= sb.digits
 	}
-	layout := "2006-01-02 15:04:05.999999"
-	if i := strings.LastIndexAny(s, "+-"); i > 10 {
-		switch len(s) - i {
-		case 3:
-			layout += "-07"
-		case 6:
-			layout += "-07:00"
-		case 9:
-			layout += "-07:00:00"
-		}
-	}
-	t, err := time.Parse(layout, s)
-	if err != nil {
-		// Years beyond 9999 have more digits than the layout allows.
-		if len(s) > 4 && s[4] != '-' {
-			return maxTime, nil
-		}
-		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)
-	}
-	return clamp(t.UTC(), minDate, maxTime), nil
-}
-
-func clamp(t, lo, hi time.Time) time.Time {
-	if t.Before(lo) {
-		return lo
-	}
-	if t.After(hi) {
-		return hi
-	}
-	return t
-}
-
-func (t Type) convertArray(s string) (any, error) {
-	elems, err := parseArray(s)
-	if err != nil {
-		return nil, err
-	}
-	// Each case yields a []*T of the element's Go type, which the client
-	// appends to Array(Nullable(T)).
-	switch t.kind {
-	case kString:
-		return convertElems(elems, lift(func(s string) (string, error) { return s, nil }))
-	case kUUID:
-		return convertElems(elems, lift(func(s string) (string, error) { return s, nil }))
-	case kDecimal:
-		return convertElems(elems, func(s string) (string, bool, error) {
-			v, err := t.decimalText(s)
-			if v == nil || err != nil {
-				return "", false, err
-			}
-			return v.(string), true, nil
-		})
-	case kBytes:
-		return convertElems(elems, lift(func(s string) (string, error) { b, err := parseBytea(s); return string(b), err }))
-	case kBool:
-		return convertElems(elems, lift(parseBool))
-	case kInt16:
-		return convertElems(elems, lift(parseInt16))
-	case kInt32:
-		return convertElems(elems, lift(parseInt32))
-	case kInt64:
-		return convertElems(elems, lift(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }))
-	case kUInt32:
-		return convertElems(elems, lift(parseUint32))
-	case kFloat32:
-		return convertElems(elems, lift(parseFloat32))
-	case kFloat64:
-		return convertElems(elems, lift(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }))
-	case kDate:
-		return convertElems(elems, lift(parseDate))
-	case kTimestamp, kTimestampTZ:
-		return convertElems(elems, lift(parseTimestamp))
-	}
-	return nil, fmt.Errorf("unknown kind %d", t.kind)
-}
-
-// lift adapts a parser that always yields a value to convertElems.
-func lift[T any](f func(string) (T, error)) func(string) (T, bool, error) {
-	return func(s string) (T, bool, error) {
-		v, err := f(s)
-		return v, true, err
-	}
-}
-
-// convertElems converts parsed array elements; nil stands for SQL NULL, and
-// so does an element conv reports as not ok.
-func convertElems[T any](elems []*string, conv func(string) (T, bool, error)) ([]*T, error) {
-	out := make([]*T, len(elems))
-	for i, e := range elems {
-		if e == nil {
-			continue
-		}
-		v, ok, err := conv(*e)
-		if err != nil {
-			return nil, fmt.Errorf("array element %d: %w", i+1, err)
-		}
-		if ok {
-			out[i] = &v
-		}
-	}
-	return out, nil
-}
-
-// parseArray parses a one-dimensional PostgreSQL array literal such as
-// {1,"a b",NULL}. Nested arrays are flattened in row-major order (ClickHouse
-// columns have a fixed nesting depth; PostgreSQL arrays do not).
-func parseArray(s string) ([]*string, error) {
-	if strings.HasPrefix(s, "[") { // explicit bounds: [0:2]={1,2,3}
-		i := strings.Index(s, "=")
-		if i < 0 {
-			return nil, errors.New("array with bounds but no '='")
-		}
-		s = s[i+1:]
-	}
-	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
-		return nil, fmt.Errorf("array literal %q must be enclosed in braces", truncate(s))
-	}
-	var out []*string
-	var cur strings.Builder
-	quoted, inQuotes, have := false, false, false
-	flush := func() {
-		if !have {
-			return
-		}
-		v := cur.String()
-		if !quoted && v == "NULL" {
-			out = append(out, nil)
-		} else {
-			out = append(out, &v)
-		}
-		cur.Reset()
-		quoted, have = false, false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inQuotes && c == '\\' && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case inQuotes && c == '"':
-			inQuotes = false
-		case inQuotes:
-			cur.WriteByte(c)
-		case c == '"':
-			inQuotes, quoted, have = true, true, true
-		case c == '{':
-		case c == '}' || c == ',':
-			flush()
-		case c == ' ' && !have:
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if inQuotes {
-		return nil, fmt.Errorf("array literal %q has an unterminated quote", truncate(s))
-	}
-	return out, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
+	return slices.Contains(sa.holds, b.kind)
 }

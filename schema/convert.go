@@ -1,0 +1,296 @@
+package schema
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// conversion turns PostgreSQL's text output into the Go values
+// clickhouse-go appends for one kind: one value for a scalar column, and
+// the parsed elements of an array for an Array(Nullable(T)) column (as a
+// []*T, nil for NULL).
+type conversion struct {
+	one  func(t Type, s string) (any, error)
+	many func(t Type, elems []*string) (any, error)
+}
+
+// conv builds the conversion of a kind from a parser of one value.
+func conv[T any](parse func(string) (T, error)) conversion {
+	return convType(func(_ Type, s string) (T, bool, error) {
+		v, err := parse(s)
+		return v, true, err
+	})
+}
+
+// convType builds the conversion of a kind from a parser that needs the
+// column's type (a decimal's scale) and may turn a value into SQL NULL
+// (ok false).
+func convType[T any](parse func(t Type, s string) (v T, ok bool, err error)) conversion {
+	return conversion{
+		one: func(t Type, s string) (any, error) {
+			v, ok, err := parse(t, s)
+			if err != nil || !ok {
+				return nil, err // not ok: SQL NULL
+			}
+			return v, nil
+		},
+		many: func(t Type, elems []*string) (any, error) {
+			out := make([]*T, len(elems))
+			for i, e := range elems {
+				if e == nil {
+					continue
+				}
+				v, ok, err := parse(t, *e)
+				if err != nil {
+					return nil, fmt.Errorf("array element %d: %w", i+1, err)
+				}
+				if ok {
+					out[i] = &v
+				}
+			}
+			return out, nil
+		},
+	}
+}
+
+func parseText(s string) (string, error) { return s, nil }
+
+// decimalValue returns numeric text s for the column's Decimal(p, s), and
+// ok false for numeric's special values, which no decimal can hold: those
+// become NULL. A value with more digits than the decimal holds (possible
+// for an unconstrained numeric, mapped to Decimal(76, 38)) is an error: the
+// client would silently drop the extra fractional digits.
+func decimalValue(t Type, s string) (string, bool, error) {
+	switch s {
+	case "NaN", "Infinity", "-Infinity":
+		return "", false, nil
+	}
+	if err := decimalFits(s, t.precision, t.scale); err != nil {
+		return "", false, err
+	}
+	return s, true, nil // the client parses decimal text exactly
+}
+
+// decimalFits checks that numeric text (PostgreSQL's output: an optional
+// sign, digits, optionally a point and digits) fits Decimal(p, scale)
+// exactly: at most p-scale digits before the point and, trailing zeros
+// aside, at most scale after it.
+func decimalFits(s string, p, scale int) error {
+	digits := strings.TrimLeft(s, "+-")
+	whole, frac, _ := strings.Cut(digits, ".")
+	if whole == "" && frac == "" || strings.Trim(whole+frac, "0123456789") != "" {
+		return fmt.Errorf("numeric %q is not a decimal number", truncate(s))
+	}
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if len(whole) > p-scale || len(frac) > scale {
+		return fmt.Errorf("numeric %s has %d digits before the point and %d after it; Decimal(%d, %d) holds at most %d and %d",
+			truncate(s), len(whole), len(frac), p, scale, p-scale, scale)
+	}
+	return nil
+}
+
+// decimalShape reads "Decimal(p, s)".
+func decimalShape(d string) (p, s int, ok bool) {
+	body, found := unwrap(d, "Decimal(")
+	if !found {
+		return 0, 0, false
+	}
+	ps, ss, found := strings.Cut(body, ",")
+	if !found {
+		return 0, 0, false
+	}
+	p, err1 := strconv.Atoi(strings.TrimSpace(ps))
+	s, err2 := strconv.Atoi(strings.TrimSpace(ss))
+	return p, s, err1 == nil && err2 == nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "t", "true":
+		return true, nil
+	case "f", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("bool %q: want t or f", s)
+}
+
+func parseInt16(s string) (int16, error) {
+	v, err := strconv.ParseInt(s, 10, 16)
+	return int16(v), err
+}
+
+func parseInt32(s string) (int32, error) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	return int32(v), err
+}
+
+func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+
+func parseUint32(s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	return uint32(v), err
+}
+
+func parseFloat32(s string) (float32, error) {
+	v, err := strconv.ParseFloat(s, 32)
+	return float32(v), err
+}
+
+func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+
+// parseBytea decodes bytea's hex output into the bytes, as a string.
+func parseBytea(s string) (string, error) {
+	if !strings.HasPrefix(s, `\x`) {
+		return "", fmt.Errorf("bytea value is not in hex format (set bytea_output = hex)")
+	}
+	b, err := hex.DecodeString(s[2:])
+	return string(b), err
+}
+
+// ClickHouse's Date32 range, and the DateTime64 range the client can
+// write: it converts times through int64 nanoseconds since 1970, which end
+// at 2262-04-11 23:47:16.854775807 UTC (later times would wrap around to
+// 1677), short of ClickHouse's own bound 2299-12-31. Values outside
+// (including PostgreSQL's infinity) are clamped to the nearest bound rather
+// than losing the row.
+var (
+	minDate = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDate = time.Date(2299, 12, 31, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Microsecond)
+)
+
+// special maps PostgreSQL's infinities and BC dates to ClickHouse's bounds
+// (hi is the upper bound of the column's type).
+func special(s string, hi time.Time) (time.Time, bool) {
+	switch {
+	case s == "infinity":
+		return hi, true
+	case s == "-infinity", strings.HasSuffix(s, " BC"):
+		return minDate, true
+	}
+	return time.Time{}, false
+}
+
+func parseDate(s string) (time.Time, error) {
+	if t, ok := special(s, maxDate); ok {
+		return t, nil
+	}
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("date %q: %w", s, err)
+	}
+	return clamp(t, minDate, maxDate), nil
+}
+
+// parseTimestamp reads PostgreSQL's ISO output for timestamp and timestamptz
+// ("2024-01-15 10:00:00.123456", "2024-01-15 10:00:00+00",
+// "2024-01-15 10:00:00+05:30").
+func parseTimestamp(s string) (time.Time, error) {
+	if t, ok := special(s, maxTime); ok {
+		return t, nil
+	}
+	if len(s) == len("2006-01-02") { // a date, in a column widened to a timestamp
+		d, err := parseDate(s)
+		return clamp(d, minDate, maxTime), err
+	}
+	layout := "2006-01-02 15:04:05.999999"
+	if i := strings.LastIndexAny(s, "+-"); i > 10 {
+		switch len(s) - i {
+		case 3:
+			layout += "-07"
+		case 6:
+			layout += "-07:00"
+		case 9:
+			layout += "-07:00:00"
+		}
+	}
+	t, err := time.Parse(layout, s)
+	if err != nil {
+		// Years beyond 9999 have more digits than the layout allows.
+		if len(s) > 4 && s[4] != '-' {
+			return maxTime, nil
+		}
+		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)
+	}
+	return clamp(t.UTC(), minDate, maxTime), nil
+}
+
+func clamp(t, lo, hi time.Time) time.Time {
+	if t.Before(lo) {
+		return lo
+	}
+	if t.After(hi) {
+		return hi
+	}
+	return t
+}
+
+// parseArray parses a one-dimensional PostgreSQL array literal such as
+// {1,"a b",NULL}. Nested arrays are flattened in row-major order (ClickHouse
+// columns have a fixed nesting depth; PostgreSQL arrays do not).
+func parseArray(s string) ([]*string, error) {
+	if strings.HasPrefix(s, "[") { // explicit bounds: [0:2]={1,2,3}
+		i := strings.Index(s, "=")
+		if i < 0 {
+			return nil, errors.New("array with bounds but no '='")
+		}
+		s = s[i+1:]
+	}
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, fmt.Errorf("array literal %q must be enclosed in braces", truncate(s))
+	}
+	var out []*string
+	var cur strings.Builder
+	quoted, inQuotes, have := false, false, false
+	flush := func() {
+		if !have {
+			return
+		}
+		v := cur.String()
+		if !quoted && v == "NULL" {
+			out = append(out, nil)
+		} else {
+			out = append(out, &v)
+		}
+		cur.Reset()
+		quoted, have = false, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inQuotes && c == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+		case inQuotes && c == '"':
+			inQuotes = false
+		case inQuotes:
+			cur.WriteByte(c)
+		case c == '"':
+			inQuotes, quoted, have = true, true, true
+		case c == '{':
+		case c == '}' || c == ',':
+			flush()
+		case c == ' ' && !have:
+		default:
+			cur.WriteByte(c)
+			have = true
+		}
+	}
+	if inQuotes {
+		return nil, fmt.Errorf("array literal %q has an unterminated quote", truncate(s))
+	}
+	return out, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
