@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -89,7 +90,7 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 	const pastLag = 5 * time.Minute
 	recordLag(pastLag, 0x1600000)
 	const pastSamples = 3
-	runHistory(ctx, t, f.api, func(h LagHistory) error {
+	runHistory(ctx, t, f.api, func(h monitor.LagHistory) error {
 		n := 0
 		for _, s := range h.Samples {
 			if fr := s.Tables["orders"].FreshnessSeconds; fr != nil && *fr >= pastLag.Seconds() {
@@ -264,12 +265,12 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 }
 
 // runHistory runs api's lag sampler until done accepts its history.
-func runHistory(ctx context.Context, t *testing.T, api *Server, done func(LagHistory) error) {
+func runHistory(ctx context.Context, t *testing.T, api *Server, done func(monitor.LagHistory) error) {
 	t.Helper()
 	hctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- api.Run(hctx) }()
-	err := testenv.Eventually(ctx, 30*time.Second, func(context.Context) error { return done(api.history.snapshot()) })
+	err := testenv.Eventually(ctx, 30*time.Second, func(context.Context) error { return done(api.history.Snapshot()) })
 	stop()
 	if rerr := <-stopped; rerr != nil {
 		t.Errorf("Run: %v", rerr)
