@@ -1,12 +1,3 @@
-// Package testenv gives integration tests, benchmarks and the demo the
-// addresses of the real local services that deploy/local/services.sh starts,
-// and the small helpers they share (fresh names, waiting for convergence).
-//
-// Tests call Require: without the services it skips the test with a clear
-// message, unless WALHOUSE_INTEGRATION=1 (set by `make test` and CI), where
-// a missing service fails the test, so a broken start-up can never pass as
-// "skipped". WALHOUSE_INTEGRATION=0 (make unit) skips them even when the
-// services run.
 package testenv
 
 import (
