@@ -697,7 +697,7 @@ func TestIntegrationStatusPageOddTableNames(t *testing.T) {
 	for i, name := range names {
 		f.exec(t, fmt.Sprintf("CREATE TABLE %s.%s (tenant_id String, id Int64, _version UInt64, _is_deleted UInt8, _commit_ts DateTime64(6, 'UTC'), _synced_at DateTime64(6, 'UTC') DEFAULT now64(6)) ENGINE = ReplacingMergeTree(_version, _is_deleted) ORDER BY (tenant_id, id)",
 			schema.QuoteIdent(f.db), schema.QuoteIdent(name)))
-		f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES ('%s', 0, %s, %d, %s)",
+		f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions) VALUES ('%s', 0, %s, %d, %s, 1)",
 			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable), name, chTime(now.Add(-time.Duration(i)*time.Second)), 100+i, chTime(now)))
 	}
 	b := startBrowser(ctx, t, bin)
