@@ -16,7 +16,7 @@ import (
 	"github.com/walhouse/walhouse/internal/redact"
 )
 
-// CaptureLag is what a Probe read of one capture process.
+// CaptureLag is what a Probe read from one capture process.
 type CaptureLag struct {
 	// URL is the status URL serve read.
 	URL string `json:"url"`

@@ -18,7 +18,8 @@
 //
 // Data enters as rows of pg_replication_slots and pg_stat_replication,
 // Kafka offsets (committed and listed), and capture status documents over
-// HTTP (untrusted: bounded in size, decoded strictly into capture.Status,
-// passwords in their URLs never shown); it leaves as PipelineLag values,
-// Prometheus gauges and LagHistory snapshots.
+// HTTP (untrusted: bounded in size and time, decoded into capture.Status
+// with unknown fields ignored so a newer capture still reads, passwords in
+// their URLs never shown); it leaves as PipelineLag values, Prometheus
+// gauges and LagHistory snapshots.
 package monitor
