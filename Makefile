@@ -65,14 +65,15 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRowChange$$' -fuzztime 30s ./capture
 
 # Benchmarks print figures; they never assert timings. Each is a Go program
-# under internal/bench that talks to the local services.
+# under bench/ that talks to the local services (-h lists its flags; pass
+# them with BENCHFLAGS, e.g. make bench-query BENCHFLAGS='-rows 1000000').
 bench: bench-capture bench-sink bench-query
 
 bench-capture: services
-	. ./$(ENVFILE) && $(GO) run ./internal/bench/capture
+	. ./$(ENVFILE) && $(GO) run ./bench/capture $(BENCHFLAGS)
 
 bench-sink: services
-	. ./$(ENVFILE) && $(GO) run ./internal/bench/sink
+	. ./$(ENVFILE) && $(GO) run ./bench/sink $(BENCHFLAGS)
 
 bench-query: services
-	. ./$(ENVFILE) && $(GO) run ./internal/bench/query
+	. ./$(ENVFILE) && $(GO) run ./bench/query $(BENCHFLAGS)

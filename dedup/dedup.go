@@ -1,11 +1,3 @@
-// Package dedup is Layer 2 of walhouse's deduplication: a shared memory, in
-// Valkey or Redis, of the eventIds the sink has loaded, each stored with its
-// payload hash and a TTL. It catches the duplicates that Kafka redelivery and
-// capture restarts produce before they reach ClickHouse.
-//
-// Every call has a short timeout and no retries: the sink treats a failed
-// call as "unknown" and loads the records anyway (fail open), because
-// ClickHouse's insert tokens and ReplacingMergeTree (Layer 3) still hold.
 package dedup
 
 import (

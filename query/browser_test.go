@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -89,7 +90,7 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 	const pastLag = 5 * time.Minute
 	recordLag(pastLag, 0x1600000)
 	const pastSamples = 3
-	runHistory(ctx, t, f.api, func(h LagHistory) error {
+	runHistory(ctx, t, f.api, func(h monitor.LagHistory) error {
 		n := 0
 		for _, s := range h.Samples {
 			if fr := s.Tables["orders"].FreshnessSeconds; fr != nil && *fr >= pastLag.Seconds() {
@@ -264,12 +265,12 @@ func TestIntegrationStatusPageRenders(t *testing.T) {
 }
 
 // runHistory runs api's lag sampler until done accepts its history.
-func runHistory(ctx context.Context, t *testing.T, api *Server, done func(LagHistory) error) {
+func runHistory(ctx context.Context, t *testing.T, api *Server, done func(monitor.LagHistory) error) {
 	t.Helper()
 	hctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- api.Run(hctx) }()
-	err := testenv.Eventually(ctx, 30*time.Second, func(context.Context) error { return done(api.history.snapshot()) })
+	err := testenv.Eventually(ctx, 30*time.Second, func(context.Context) error { return done(api.history.Snapshot()) })
 	stop()
 	if rerr := <-stopped; rerr != nil {
 		t.Errorf("Run: %v", rerr)
@@ -696,7 +697,7 @@ func TestIntegrationStatusPageOddTableNames(t *testing.T) {
 	for i, name := range names {
 		f.exec(t, fmt.Sprintf("CREATE TABLE %s.%s (tenant_id String, id Int64, _version UInt64, _is_deleted UInt8, _commit_ts DateTime64(6, 'UTC'), _synced_at DateTime64(6, 'UTC') DEFAULT now64(6)) ENGINE = ReplacingMergeTree(_version, _is_deleted) ORDER BY (tenant_id, id)",
 			schema.QuoteIdent(f.db), schema.QuoteIdent(name)))
-		f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at) VALUES ('%s', 0, %s, %d, %s)",
+		f.exec(t, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions) VALUES ('%s', 0, %s, %d, %s, 1)",
 			schema.QuoteIdent(f.db), schema.QuoteIdent(SyncTable), name, chTime(now.Add(-time.Duration(i)*time.Second)), 100+i, chTime(now)))
 	}
 	b := startBrowser(ctx, t, bin)

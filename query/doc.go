@@ -10,11 +10,17 @@
 // from the key), signed pagination cursors (Cursors), per-tenant limits, the
 // subject Exporter (also used by `walhouse export`), and the HTTP Server.
 // What it does not own: the replicated tables (package clickhouse creates
-// them) and the _walhouse_sync progress table (the sink maintains it;
-// clickhouse.SyncTableDDL documents its shape).
+// them), the _walhouse_sync progress table (the sink maintains it;
+// clickhouse.SyncTableDDL documents its shape; query reads it for
+// freshness), and the state of the pipeline outside ClickHouse: the
+// replication slot, capture's status, consumer lag and dead-letter depth are
+// read by package monitor, which query asks through its PipelineProbe
+// interface, and the lag history and pipeline metrics it serves are
+// monitor's (monitor.History, monitor.NewCollector).
 //
-// Data enters as HTTP requests and ClickHouse rows and leaves as JSON, JSONL
-// or CSV. Every statement filters on the caller's tenant (the first column
+// Data enters as HTTP requests, ClickHouse rows and (with a PipelineProbe)
+// monitor.PipelineLag reports, and leaves as JSON, JSONL, CSV or Parquet,
+// Prometheus metrics and the status page. Every statement filters on the caller's tenant (the first column
 // of the table's sorting key) and on _is_deleted = 0, binds every value as a
 // server-side parameter, and quotes every identifier with schema.QuoteIdent
 // after checking it against system.columns.

@@ -5,16 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // httpMetrics counts requests and their latency by route and status.
@@ -143,141 +138,5 @@ func (c *freshnessCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(freshnessDesc, prometheus.GaugeValue, now.Sub(*st.LastSyncAt).Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(lastSyncDesc, prometheus.GaugeValue, float64(st.LastSyncAt.UnixMicro())/1e6, name)
-	}
-}
-
-// LagTable is one table of GET /v1/lag.
-type LagTable struct {
-	SyncState
-	// FreshnessSeconds is now - LastSyncAt; null when unknown.
-	FreshnessSeconds *float64 `json:"freshnessSeconds"`
-	// ConsumerLag is, per Kafka partition of the table's topic, the records
-	// the sink has not consumed yet (with a PipelineProbe only).
-	ConsumerLag map[int32]int64 `json:"consumerLag,omitempty"`
-}
-
-// LagReport is the body of GET /v1/lag.
-type LagReport struct {
-	Now    time.Time  `json:"now"`
-	Tables []LagTable `json:"tables"`
-	// Pipeline is the slot, consumer and dead-letter state (with a
-	// PipelineProbe only).
-	Pipeline *PipelineLag `json:"pipeline,omitempty"`
-}
-
-// lagReport lists every replicated table (and every table with recorded
-// progress), with its freshness and per-partition progress.
-func lagReport(ctx context.Context, conn Conn, cat *Catalog, database string, probe PipelineProbe, now time.Time) (LagReport, error) {
-	tables, err := cat.Tables(ctx)
-	if err != nil {
-		return LagReport{}, err
-	}
-	states, err := syncStates(ctx, conn, database, "")
-	if err != nil {
-		return LagReport{}, err
-	}
-	names := map[string]bool{}
-	for _, t := range tables {
-		names[t.Name] = true
-	}
-	for n := range states {
-		names[n] = true
-	}
-	rep := LagReport{Now: now.UTC(), Tables: []LagTable{}}
-	for n := range names {
-		lt := LagTable{SyncState: SyncState{Table: n, Partitions: []PartitionSync{}}}
-		if st, ok := states[n]; ok {
-			lt.SyncState = *st
-			if st.LastSyncAt != nil {
-				f := now.Sub(*st.LastSyncAt).Seconds()
-				lt.FreshnessSeconds = &f
-			}
-		}
-		rep.Tables = append(rep.Tables, lt)
-	}
-	sort.Slice(rep.Tables, func(i, j int) bool { return rep.Tables[i].Table < rep.Tables[j].Table })
-	if probe != nil {
-		pl := probe.Probe(ctx)
-		rep.Pipeline = &pl
-		for i := range rep.Tables {
-			rep.Tables[i].ConsumerLag = topicLagOf(pl.ConsumerLag, rep.Tables[i].Table)
-		}
-	}
-	return rep, nil
-}
-
-// topicLagOf finds the consumer lag of a ClickHouse table's topic
-// (<prefix>.<schema>.<table>, named as schema.TableName names tables).
-func topicLagOf(lag map[string]map[int32]int64, table string) map[int32]int64 {
-	for topic, parts := range lag {
-		rest := topic
-		// Topic prefixes may contain dots: try each split from the right.
-		for {
-			i := strings.Index(rest, ".")
-			if i < 0 {
-				break
-			}
-			rest = rest[i+1:]
-			sch, tbl, ok := strings.Cut(rest, ".")
-			if ok && !strings.Contains(tbl, ".") && schema.TableName(record.Source{Schema: sch, Table: tbl}) == table {
-				return parts
-			}
-		}
-	}
-	return nil
-}
-
-var (
-	slotLagBytesDesc = prometheus.NewDesc("walhouse_slot_lag_bytes",
-		"WAL the replication slot holds back (current WAL position − confirmed position).", []string{"slot"}, nil)
-	slotLagSecondsDesc = prometheus.NewDesc("walhouse_slot_lag_seconds",
-		"PostgreSQL's replay lag of capture's walsender.", []string{"slot"}, nil)
-	consumerLagDesc = prometheus.NewDesc("walhouse_consumer_lag_records",
-		"Records the sink has not consumed yet, per topic and partition.", []string{"topic", "partition"}, nil)
-	dlqDepthDesc = prometheus.NewDesc("walhouse_dlq_depth_records",
-		"Records in the dead-letter topic.", nil, nil)
-	producerBacklogDesc = prometheus.NewDesc("walhouse_producer_backlog_bytes",
-		"Bytes capture produced to Kafka and Kafka has not acknowledged yet, read from capture's status (serve --capture-url).", []string{"capture", "slot"}, nil)
-	captureUpDesc = prometheus.NewDesc("walhouse_capture_up",
-		"1 if the last scrape read capture's status (serve --capture-url), 0 if it could not.", []string{"capture"}, nil)
-)
-
-// pipelineCollector reports the probe's figures on every scrape.
-type pipelineCollector struct{ probe PipelineProbe }
-
-func (c pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- slotLagBytesDesc
-	ch <- slotLagSecondsDesc
-	ch <- consumerLagDesc
-	ch <- dlqDepthDesc
-	ch <- producerBacklogDesc
-	ch <- captureUpDesc
-}
-
-func (c pipelineCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	pl := c.probe.Probe(ctx)
-	if s := pl.Slot; s != nil {
-		ch <- prometheus.MustNewConstMetric(slotLagBytesDesc, prometheus.GaugeValue, float64(s.LagBytes), s.Name)
-		if s.LagSeconds != nil {
-			ch <- prometheus.MustNewConstMetric(slotLagSecondsDesc, prometheus.GaugeValue, *s.LagSeconds, s.Name)
-		}
-	}
-	for topic, parts := range pl.ConsumerLag {
-		for p, l := range parts {
-			ch <- prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(l), topic, strconv.Itoa(int(p)))
-		}
-	}
-	if pl.DLQDepth != nil {
-		ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(*pl.DLQDepth))
-	}
-	for _, c := range pl.Captures {
-		up := 0.0
-		if c.Up {
-			up = 1
-			ch <- prometheus.MustNewConstMetric(producerBacklogDesc, prometheus.GaugeValue, float64(c.Status.PendingBytes), c.URL, c.Status.Slot)
-		}
-		ch <- prometheus.MustNewConstMetric(captureUpDesc, prometheus.GaugeValue, up, c.URL)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -57,13 +58,13 @@ type Config struct {
 	// (default 10 s).
 	CatalogTTL time.Duration
 	// Pipeline adds the slot, capture, consumer-group and dead-letter
-	// state to GET /v1/lag and /metrics (optional; see NewPipelineProbe).
+	// state to GET /v1/lag and /metrics (optional; see monitor.NewProbe).
 	Pipeline PipelineProbe
 	// HistoryInterval is how often Run samples the lag into the history
-	// of GET /v1/lag/history (default DefaultHistoryInterval).
+	// of GET /v1/lag/history (default monitor.DefaultHistoryInterval).
 	HistoryInterval time.Duration
 	// HistorySpan is how far back the history goes (default
-	// DefaultHistorySpan); the oldest samples are dropped beyond it.
+	// monitor.DefaultHistorySpan); the oldest samples are dropped beyond it.
 	HistorySpan time.Duration
 }
 
@@ -91,7 +92,7 @@ type Server struct {
 	exporter *Exporter
 	slots    *slots
 	manifest *manifestStore
-	history  *lagHistory
+	history  *monitor.History
 	log      *slog.Logger
 	handler  http.Handler
 }
@@ -112,10 +113,10 @@ func NewServer(cfg Config) (*Server, error) {
 		problems = append(problems, fmt.Errorf("query: Config.CursorSecret has %d bytes; use at least 16 random bytes (--cursor-secret)", len(cfg.CursorSecret)))
 	}
 	if cfg.HistoryInterval == 0 {
-		cfg.HistoryInterval = DefaultHistoryInterval
+		cfg.HistoryInterval = monitor.DefaultHistoryInterval
 	}
 	if cfg.HistorySpan == 0 {
-		cfg.HistorySpan = DefaultHistorySpan
+		cfg.HistorySpan = monitor.DefaultHistorySpan
 	}
 	if cfg.HistoryInterval < 0 || cfg.HistorySpan < cfg.HistoryInterval {
 		problems = append(problems, fmt.Errorf("query: Config.HistoryInterval %v and HistorySpan %v: want a positive interval no longer than the span", cfg.HistoryInterval, cfg.HistorySpan))
@@ -150,7 +151,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cursors:  NewCursors(cfg.CursorSecret, 0),
 		slots:    newSlots(cfg.MaxInFlight),
 		manifest: newManifestStore(1000),
-		history:  newLagHistory(cfg.HistoryInterval, cfg.HistorySpan),
+		history:  monitor.NewHistory(cfg.HistoryInterval, cfg.HistorySpan),
 		log:      log,
 	}
 	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, auditKey: cfg.AuditKey, log: log}
@@ -159,7 +160,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Pipeline != nil {
-		if err := cfg.Registry.Register(pipelineCollector{probe: cfg.Pipeline}); err != nil {
+		if err := cfg.Registry.Register(monitor.NewCollector(cfg.Pipeline.Probe)); err != nil {
 			return nil, fmt.Errorf("register pipeline metrics: %w", err)
 		}
 	}
@@ -442,13 +443,4 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 // ClickHouse client.
 func statementContext(ctx context.Context, st Statement) context.Context {
 	return ch.Context(ctx, ch.WithParameters(ch.Parameters(st.Params)), ch.WithSettings(ch.Settings(st.Settings)))
-}
-
-func (s *Server) handleLag(w http.ResponseWriter, r *http.Request) {
-	rep, err := lagReport(r.Context(), s.conn, s.catalog, s.cfg.Database, s.cfg.Pipeline, time.Now())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
 }

@@ -11,11 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/query"
 )
 
 // captureStatus serves GET /status on capture's --metrics-addr: capture's
-// progress as a query.CaptureStatus JSON document. Capture is a separate
+// progress as a capture.Status JSON document. Capture is a separate
 // process, so this is how `walhouse serve --capture-url` learns the
 // producer backlog (and capture's own view of the slot) for /v1/lag and its
 // /metrics; Prometheus keeps scraping /metrics beside it.
@@ -30,35 +29,9 @@ func newCaptureStatus(slot string, c *capture.Capturer) captureStatus {
 	return captureStatus{slot: slot, stats: c.Stats, now: time.Now}
 }
 
-// status builds the document from one snapshot of the stats.
-func (cs captureStatus) status() query.CaptureStatus {
-	st := cs.stats()
-	now := cs.now().UTC()
-	out := query.CaptureStatus{
-		Slot:         cs.slot,
-		ReceivedLSN:  st.Received,
-		ConfirmedLSN: st.Confirmed,
-		ServerWALEnd: st.ServerWALEnd,
-		PendingBytes: int64(st.PendingBytes),
-		Rows:         st.Rows,
-		Now:          now,
-	}
-	// Before the first server message the WAL end is unknown (zero): no lag
-	// rather than a negative one.
-	if st.ServerWALEnd > st.Confirmed {
-		out.SlotLagBytes = int64(st.ServerWALEnd - st.Confirmed)
-	}
-	if !st.LastEvent.IsZero() {
-		at := st.LastEvent.UTC()
-		lag := max(now.Sub(at).Seconds(), 0)
-		out.LastEventAt, out.LagSeconds = &at, &lag
-	}
-	return out
-}
-
 // ServeHTTP answers GET (and HEAD) /status.
 func (cs captureStatus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, err := json.Marshal(cs.status())
+	b, err := json.Marshal(capture.StatusOf(cs.slot, cs.stats(), cs.now()))
 	if err != nil {
 		http.Error(w, "encode the capture status: "+err.Error(), http.StatusInternalServerError)
 		return

@@ -19,7 +19,7 @@ import (
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/kafkatopic"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/internal/pgslot"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, args []string) error {
 		err = nil // the workload finished and stopped the pipeline
 	}
 	// An idle slot would hold WAL on the local database until the next demo.
-	if derr := testenv.DropSlot(context.WithoutCancel(ctx), pg, demoSlot); derr != nil {
+	if derr := pgslot.Drop(context.WithoutCancel(ctx), pg, demoSlot); derr != nil {
 		fmt.Fprintf(out, "could not drop the demo's replication slot %s: %v; drop it with SELECT pg_drop_replication_slot('%s')\n", demoSlot, derr, demoSlot)
 	}
 	return err

@@ -1,9 +1,3 @@
-// Command walhouse streams PostgreSQL changes into ClickHouse.
-//
-// It is one binary with subcommands; each subcommand is wired in its own file
-// of this package, which is the composition root: it reads configuration,
-// builds the components and runs them. The components live in the packages
-// named for their stage (capture, sink, clickhouse, schema, query).
 package main
 
 import (

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
 )
 
@@ -52,9 +53,9 @@ func runServe(ctx context.Context, args []string) error {
 		lagGroup     = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "the sink's consumer group (env WALHOUSE_GROUP)")
 		lagPrefix    = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "the pipeline's topic prefix (env WALHOUSE_TOPIC_PREFIX)")
 		lagCaptures  = fs.String("capture-url", envOr("WALHOUSE_CAPTURE_URL", ""), "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional; env WALHOUSE_CAPTURE_URL)")
-		lagTimeout   = fs.Duration("capture-timeout", query.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
-		histEvery    = fs.Duration("lag-history-interval", query.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
-		histSpan     = fs.Duration("lag-history-span", query.DefaultHistorySpan, "how much lag history is kept in memory")
+		lagTimeout   = fs.Duration("capture-timeout", monitor.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
+		histEvery    = fs.Duration("lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
+		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
 		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_AUDIT_KEY; default: derived from the cursor secret)")
 		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
@@ -117,7 +118,7 @@ func runServe(ctx context.Context, args []string) error {
 		if strings.TrimSpace(c) == "" {
 			continue
 		}
-		u, err := query.CaptureStatusURL(c)
+		u, err := monitor.CaptureStatusURL(c)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("--capture-url: %w", err))
 			continue
@@ -155,9 +156,9 @@ func runServe(ctx context.Context, args []string) error {
 	defer conn.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var probe query.PipelineProbe
+	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
 	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
-		pc := query.PipelineConfig{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq", Captures: captures, CaptureTimeout: *lagTimeout}
+		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq", Captures: captures, CaptureTimeout: *lagTimeout}
 		if *lagPG != "" {
 			pgURL, err := ep.pgConnString(*lagPG)
 			if err != nil {
@@ -183,7 +184,7 @@ func runServe(ctx context.Context, args []string) error {
 			defer cl.Close()
 			pc.Kafka = kadm.NewClient(cl)
 		}
-		probe = query.NewPipelineProbe(pc)
+		probe = monitor.NewProbe(pc)
 	}
 	api, err := query.NewServer(query.Config{
 		Pipeline:        probe,

@@ -1,12 +1,3 @@
-// Package testenv gives integration tests, benchmarks and the demo the
-// addresses of the real local services that deploy/local/services.sh starts,
-// and the small helpers they share (fresh names, waiting for convergence).
-//
-// Tests call Require: without the services it skips the test with a clear
-// message, unless WALHOUSE_INTEGRATION=1 (set by `make test` and CI), where
-// a missing service fails the test, so a broken start-up can never pass as
-// "skipped". WALHOUSE_INTEGRATION=0 (make unit) skips them even when the
-// services run.
 package testenv
 
 import (
@@ -22,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/walhouse/walhouse/internal/pgslot"
 )
 
 // Env holds the service addresses.
@@ -188,17 +179,11 @@ func readEnvFile(path string, into map[string]string) {
 	}
 }
 
-// DropSlot drops a replication slot a test created, waiting for the
-// walsender of a stopped capture to let go of it (and ending it if it does
-// not): a leaked slot pins WAL and uses up max_replication_slots.
-func DropSlot(ctx context.Context, pg interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}, slot string) error {
-	return Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
-		_, _ = pg.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
-		_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-		return err
-	})
+// DropSlot drops a replication slot a test created (pgslot.Drop: it waits
+// for the walsender of a stopped capture to let go of it, and ends it if
+// it does not).
+func DropSlot(ctx context.Context, pg pgslot.Execer, slot string) error {
+	return pgslot.Drop(ctx, pg, slot)
 }
 
 // SampleHeap samples the process's heap in use every 20ms until the

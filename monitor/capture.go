@@ -1,4 +1,4 @@
-package query
+package monitor
 
 import (
 	"context"
@@ -12,48 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/redact"
 )
 
-// CaptureStatus is what `walhouse capture --metrics-addr ADDR` serves as
-// JSON at GET http://ADDR/status: the capture process's own view of its
-// progress. Capture runs as a separate process, so the producer backlog
-// (records handed to Kafka and not acknowledged yet) is known only there;
-// serve reads this document to report it (PipelineConfig.Captures).
-type CaptureStatus struct {
-	// Slot is the replication slot capture streams from.
-	Slot string `json:"slot"`
-	// ReceivedLSN is the newest WAL position received from PostgreSQL.
-	ReceivedLSN LSN `json:"receivedLsn"`
-	// ConfirmedLSN is the position confirmed to the slot: every change
-	// before it is acknowledged by Kafka.
-	ConfirmedLSN LSN `json:"confirmedLsn"`
-	// ServerWALEnd is the server's WAL end as of its last message.
-	ServerWALEnd LSN `json:"serverWalEnd"`
-	// SlotLagBytes is ServerWALEnd − ConfirmedLSN (0 when negative).
-	SlotLagBytes int64 `json:"slotLagBytes"`
-	// PendingBytes is the producer backlog: bytes produced to Kafka and
-	// not acknowledged yet.
-	PendingBytes int64 `json:"pendingBytes"`
-	// Rows is the number of records produced since capture started.
-	Rows int64 `json:"rows"`
-	// LastEventAt is the commit time of the newest transaction (or
-	// heartbeat) read; null before the first.
-	LastEventAt *time.Time `json:"lastEventAt"`
-	// LagSeconds is Now − LastEventAt; null before the first event.
-	LagSeconds *float64 `json:"lagSeconds"`
-	// Now is when capture answered.
-	Now time.Time `json:"now"`
-}
-
-// CaptureLag is one capture process in GET /v1/lag.
+// CaptureLag is what a Probe read from one capture process.
 type CaptureLag struct {
 	// URL is the status URL serve read.
 	URL string `json:"url"`
 	// Up is false when the status could not be read; Error says why.
-	Up     bool           `json:"up"`
-	Error  string         `json:"error,omitempty"`
-	Status *CaptureStatus `json:"status,omitempty"`
+	Up     bool            `json:"up"`
+	Error  string          `json:"error,omitempty"`
+	Status *capture.Status `json:"status,omitempty"`
 }
 
 // DefaultCaptureTimeout bounds one read of a capture status: /v1/lag and
@@ -124,7 +94,7 @@ func (c *captureProbe) probe(ctx context.Context) []CaptureLag {
 	return out
 }
 
-func (c *captureProbe) fetch(ctx context.Context, u string) (*CaptureStatus, error) {
+func (c *captureProbe) fetch(ctx context.Context, u string) (*capture.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -147,7 +117,7 @@ func (c *captureProbe) fetch(ctx context.Context, u string) (*CaptureStatus, err
 	if len(body) > maxCaptureStatus {
 		return nil, fmt.Errorf("the status is larger than %d bytes; is this capture's --metrics-addr?", maxCaptureStatus)
 	}
-	var st CaptureStatus
+	var st capture.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		return nil, fmt.Errorf("not a capture status document: %w", err)
 	}

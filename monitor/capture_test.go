@@ -1,4 +1,4 @@
-package query
+package monitor
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func TestCaptureProbe(t *testing.T) {
 	down := "http://" + ln.Addr().String()
 	ln.Close()
 
-	p := NewPipelineProbe(PipelineConfig{
+	p := NewProbe(Config{
 		Captures:       []string{strings.TrimPrefix(healthy, "http://"), hanging, notFound, garbage, down, healthy + "/status"},
 		CaptureTimeout: 300 * time.Millisecond,
 	})
@@ -108,7 +108,7 @@ func TestCaptureProbe(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(pipelineCollector{probe: p})
+	reg.MustRegister(NewCollector(p.Probe))
 	got := gatherGauges(t, reg)
 	wantMetrics := map[string]float64{
 		`walhouse_capture_up{capture="` + healthy + `/status"}`:                             1,
@@ -127,7 +127,7 @@ func TestCaptureProbe(t *testing.T) {
 		}
 	}
 
-	none := NewPipelineProbe(PipelineConfig{}).Probe(context.Background())
+	none := NewProbe(Config{}).Probe(context.Background())
 	if none.Captures != nil || none.ProducerBacklogBytes != nil || none.Errors != nil {
 		t.Errorf("without captures the report has %+v", none)
 	}
@@ -151,7 +151,7 @@ func TestCaptureProbeHidesPassword(t *testing.T) {
 	}
 	down := "http://u:s3cret@" + ln.Addr().String()
 	ln.Close()
-	p := NewPipelineProbe(PipelineConfig{
+	p := NewProbe(Config{
 		Captures:       []string{strings.Replace(s.URL, "http://", "http://u:s3cret@", 1), down + "/status?password=s3cret"},
 		CaptureTimeout: time.Second,
 	})
@@ -161,7 +161,7 @@ func TestCaptureProbeHidesPassword(t *testing.T) {
 	}
 	shown := fmt.Sprintf("%+v %q", pl.Captures, pl.Errors)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(pipelineCollector{probe: p})
+	reg.MustRegister(NewCollector(p.Probe))
 	shown += fmt.Sprint(gatherGauges(t, reg))
 	if strings.Contains(shown, "s3cret") {
 		t.Errorf("the report shows the password: %s", shown)

@@ -1,8 +1,8 @@
-package query
+package monitor
 
 import (
 	"context"
-	"net/http"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -21,7 +21,7 @@ const (
 type LagSample struct {
 	At     time.Time              `json:"at"`
 	Tables map[string]TableSample `json:"tables"`
-	// The pipeline figures, present when serve reads them (PipelineProbe).
+	// The pipeline figures, present when serve reads them (Probe).
 	SlotLagBytes         *int64   `json:"slotLagBytes,omitempty"`
 	SlotLagSeconds       *float64 `json:"slotLagSeconds,omitempty"`
 	ProducerBacklogBytes *int64   `json:"producerBacklogBytes,omitempty"`
@@ -37,6 +37,37 @@ type TableSample struct {
 	ConsumerLag *int64 `json:"consumerLag,omitempty"`
 }
 
+// NewSample starts the sample taken at at with the charted figures of pl
+// (nil when serve reads no pipeline); the caller adds the tables.
+func NewSample(at time.Time, pl *PipelineLag) LagSample {
+	s := LagSample{At: at, Tables: map[string]TableSample{}}
+	if pl == nil {
+		return s
+	}
+	if pl.Slot != nil {
+		b := pl.Slot.LagBytes
+		s.SlotLagBytes, s.SlotLagSeconds = &b, pl.Slot.LagSeconds
+	}
+	s.ProducerBacklogBytes, s.DLQDepth = pl.ProducerBacklogBytes, pl.DLQDepth
+	if pl.ConsumerLag != nil {
+		var total int64
+		for _, parts := range pl.ConsumerLag {
+			total += SumLag(parts)
+		}
+		s.ConsumerLag = &total
+	}
+	return s
+}
+
+// SumLag is the consumer lag of a topic: its partitions' lags summed.
+func SumLag(parts map[int32]int64) int64 {
+	var n int64
+	for _, l := range parts {
+		n += l
+	}
+	return n
+}
+
 // LagHistory is the body of GET /v1/lag/history.
 type LagHistory struct {
 	IntervalSeconds float64 `json:"intervalSeconds"`
@@ -45,45 +76,10 @@ type LagHistory struct {
 	Samples []LagSample `json:"samples"`
 }
 
-// sampleOf keeps the charted figures of a lag report.
-func sampleOf(rep LagReport) LagSample {
-	s := LagSample{At: rep.Now, Tables: make(map[string]TableSample, len(rep.Tables))}
-	for _, t := range rep.Tables {
-		ts := TableSample{FreshnessSeconds: t.FreshnessSeconds}
-		if t.ConsumerLag != nil {
-			ts.ConsumerLag = sumLag(t.ConsumerLag)
-		}
-		s.Tables[t.Table] = ts
-	}
-	if pl := rep.Pipeline; pl != nil {
-		if pl.Slot != nil {
-			b := pl.Slot.LagBytes
-			s.SlotLagBytes, s.SlotLagSeconds = &b, pl.Slot.LagSeconds
-		}
-		s.ProducerBacklogBytes, s.DLQDepth = pl.ProducerBacklogBytes, pl.DLQDepth
-		if pl.ConsumerLag != nil {
-			var total int64
-			for _, parts := range pl.ConsumerLag {
-				total += *sumLag(parts)
-			}
-			s.ConsumerLag = &total
-		}
-	}
-	return s
-}
-
-func sumLag(parts map[int32]int64) *int64 {
-	var n int64
-	for _, l := range parts {
-		n += l
-	}
-	return &n
-}
-
-// lagHistory is a ring of the most recent lag samples, so that the status
+// History is a ring of the most recent lag samples, so that the status
 // page's charts start with the last hour instead of empty on every load.
 // It is safe for concurrent use.
-type lagHistory struct {
+type History struct {
 	interval, span time.Duration
 
 	limit int // samples kept: span / interval, bounded
@@ -93,12 +89,14 @@ type lagHistory struct {
 	start int         // index of the oldest sample once the ring is full
 }
 
-func newLagHistory(interval, span time.Duration) *lagHistory {
-	return &lagHistory{interval: interval, span: span, limit: min(max(int(span/interval), 1), maxHistorySamples)}
+// NewHistory keeps a sample every interval (positive) for span (at least
+// interval), at most 100,000 samples.
+func NewHistory(interval, span time.Duration) *History {
+	return &History{interval: interval, span: span, limit: min(max(int(span/interval), 1), maxHistorySamples)}
 }
 
-// add records s, dropping the oldest sample when the ring is full.
-func (h *lagHistory) add(s LagSample) {
+// Add records s, dropping the oldest sample when the ring is full.
+func (h *History) Add(s LagSample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.ring) < h.limit {
@@ -109,8 +107,8 @@ func (h *lagHistory) add(s LagSample) {
 	h.start = (h.start + 1) % len(h.ring)
 }
 
-// snapshot returns the samples, oldest first.
-func (h *lagHistory) snapshot() LagHistory {
+// Snapshot returns the samples, oldest first.
+func (h *History) Snapshot() LagHistory {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := LagHistory{IntervalSeconds: h.interval.Seconds(), SpanSeconds: h.span.Seconds(), Samples: make([]LagSample, 0, len(h.ring))}
@@ -119,33 +117,32 @@ func (h *lagHistory) snapshot() LagHistory {
 	return out
 }
 
-// Run records a lag sample (what GET /v1/lag reports) into the history
-// served at GET /v1/lag/history every Config.HistoryInterval, until ctx
-// ends; it then returns nil. Without Run the history stays empty and the
-// status page's charts start with its first poll. Call it once.
-func (s *Server) Run(ctx context.Context) error {
-	tick := time.NewTicker(s.history.interval)
+// Run adds a sample taken by sample every interval, until ctx ends; it
+// then returns nil. A sample that fails leaves a gap, logged once per
+// outage on log. Call it once.
+func (h *History) Run(ctx context.Context, sample func(context.Context) (LagSample, error), log *slog.Logger) error {
+	tick := time.NewTicker(h.interval)
 	defer tick.Stop()
 	failing := false
 	for {
 		// Each sample is bounded by the interval (at least a few seconds),
 		// so a hanging ClickHouse or database never stacks samples up.
-		sctx, cancel := context.WithTimeout(ctx, max(s.history.interval, 5*time.Second))
-		rep, err := lagReport(sctx, s.conn, s.catalog, s.cfg.Database, s.cfg.Pipeline, time.Now())
+		sctx, cancel := context.WithTimeout(ctx, max(h.interval, 5*time.Second))
+		s, err := sample(sctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && !failing:
 			// Once per outage: the sampler runs every few seconds.
-			s.log.Warn("lag history: cannot sample the lag; the history has a gap until it can", "err", err)
+			log.Warn("lag history: cannot sample the lag; the history has a gap until it can", "err", err)
 			failing = true
 		case err == nil:
 			if failing {
-				s.log.Info("lag history: sampling again")
+				log.Info("lag history: sampling again")
 				failing = false
 			}
-			s.history.add(sampleOf(rep))
+			h.Add(s)
 		}
 		select {
 		case <-ctx.Done():
@@ -153,8 +150,4 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-func (s *Server) handleLagHistory(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.history.snapshot())
 }

@@ -1,4 +1,4 @@
-package query
+package monitor
 
 import (
 	"context"
@@ -13,19 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/walhouse/walhouse/record"
 )
 
-// PipelineProbe reads the parts of the pipeline's lag that live outside
-// ClickHouse: the replication slot in PostgreSQL, capture's producer
-// backlog (from its status document), the sink's consumer group and the
-// dead-letter topic in Kafka. NewPipelineProbe builds one; without it,
-// GET /v1/lag reports load freshness only. Probe must report what it could
-// not read in PipelineLag.Errors rather than fail.
-type PipelineProbe interface {
-	Probe(ctx context.Context) PipelineLag
-}
-
-// PipelineLag is the pipeline part of GET /v1/lag.
+// PipelineLag is what a Probe read: the pipeline part of serve's GET
+// /v1/lag.
 type PipelineLag struct {
 	Slot *SlotLag `json:"slot,omitempty"`
 	// ConsumerLag holds, per topic and partition, the records the sink has
@@ -54,13 +47,13 @@ type SlotLag struct {
 	// LagSeconds is PostgreSQL's replay lag of the walsender (the time
 	// since the confirmed position was written); null while capture is
 	// not connected or nothing was confirmed recently.
-	LagSeconds   *float64 `json:"lagSeconds"`
-	ConfirmedLSN LSN      `json:"confirmedLsn"`
+	LagSeconds   *float64   `json:"lagSeconds"`
+	ConfirmedLSN record.LSN `json:"confirmedLsn"`
 }
 
-// PipelineConfig names what NewPipelineProbe reads; empty parts are left
-// out of the report.
-type PipelineConfig struct {
+// Config names what NewProbe reads; empty parts are left out of the
+// report.
+type Config struct {
 	PG       *pgxpool.Pool // the source database
 	Slot     string        // capture's slot
 	Kafka    *kadm.Client
@@ -77,11 +70,9 @@ type PipelineConfig struct {
 	HTTPClient *http.Client
 }
 
-// NewPipelineProbe returns a probe over cfg. It is safe for concurrent
-// use; probes run one at a time, so scrapes and page polls never pile up
-// on the source database.
-func NewPipelineProbe(cfg PipelineConfig) PipelineProbe {
-	p := &probe{cfg: cfg}
+// NewProbe returns a probe over cfg.
+func NewProbe(cfg Config) *Probe {
+	p := &Probe{cfg: cfg}
 	if len(cfg.Captures) > 0 {
 		cp := &captureProbe{client: cfg.HTTPClient, timeout: cfg.CaptureTimeout}
 		if cp.client == nil {
@@ -106,13 +97,21 @@ func NewPipelineProbe(cfg PipelineConfig) PipelineProbe {
 	return p
 }
 
-type probe struct {
-	cfg      PipelineConfig
+// Probe reads the parts of the pipeline's lag that live outside
+// ClickHouse: the replication slot in PostgreSQL, capture's producer
+// backlog (from its status document), the sink's consumer group and the
+// dead-letter topic in Kafka. It is safe for concurrent use; probes run one
+// at a time, so scrapes and page polls never pile up on the source
+// database.
+type Probe struct {
+	cfg      Config
 	captures *captureProbe
 	mu       sync.Mutex
 }
 
-func (p *probe) Probe(ctx context.Context) PipelineLag {
+// Probe reads every configured part. It never fails: what it could not
+// read is named in PipelineLag.Errors, and the rest is reported.
+func (p *Probe) Probe(ctx context.Context) PipelineLag {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out PipelineLag
@@ -168,7 +167,7 @@ func (p *probe) Probe(ctx context.Context) PipelineLag {
 	return out
 }
 
-func (p *probe) slot(ctx context.Context) (*SlotLag, error) {
+func (p *Probe) slot(ctx context.Context) (*SlotLag, error) {
 	s := &SlotLag{Name: p.cfg.Slot}
 	var confirmed *string
 	var walStatus *string
@@ -187,14 +186,14 @@ func (p *probe) slot(ctx context.Context) (*SlotLag, error) {
 		s.WALStatus = *walStatus
 	}
 	if confirmed != nil {
-		if s.ConfirmedLSN, err = ParseLSN(*confirmed); err != nil {
+		if s.ConfirmedLSN, err = record.ParseLSN(*confirmed); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-func (p *probe) consumerLag(ctx context.Context) (map[string]map[int32]int64, error) {
+func (p *Probe) consumerLag(ctx context.Context) (map[string]map[int32]int64, error) {
 	lags, err := p.cfg.Kafka.Lag(ctx, p.cfg.Group)
 	if err != nil {
 		return nil, err
@@ -219,7 +218,7 @@ func (p *probe) consumerLag(ctx context.Context) (map[string]map[int32]int64, er
 	return out, nil
 }
 
-func (p *probe) dlqDepth(ctx context.Context) (int64, error) {
+func (p *Probe) dlqDepth(ctx context.Context) (int64, error) {
 	starts, err := p.cfg.Kafka.ListStartOffsets(ctx, p.cfg.DLQTopic)
 	if err != nil {
 		return 0, err

@@ -1,25 +1,3 @@
-// Command query prints the latency of a typical dashboard through the
-// walhouse query API, read with FINAL (the default consistency) and with
-// "consistency": "approximate", side by side in one run against the local
-// ClickHouse (make bench-query).
-//
-// It creates a fresh ClickHouse database holding one table exactly as the
-// sink creates it (schema.NewTable(...).CreateDDL: ReplacingMergeTree
-// ordered by tenant, then id) and fills it server-side with -rows rows over
-// -tenants tenants, plus -old-versions (a fraction) older versions of
-// existing rows (same key, lower _version) so that FINAL has versions to
-// collapse, and a _walhouse_sync table so that responses carry lastSyncAt.
-// Merges of the table are stopped (unless -merges) so that the older
-// versions stay unmerged and both variants read the same parts.
-// It then serves query.NewServer in-process on 127.0.0.1:0 with one
-// generated read key per tenant and loads a dashboard -requests times per
-// variant after -warmup loads, alternating the variants and rotating the
-// tenants. A dashboard is two requests: per-status count and sum(amount)
-// over the last 30 days, and the 50 most recent orders of that period.
-//
-// It prints p50, p99 and mean latency per variant and request, the rows
-// each request returned or counted, and the FINAL/approximate ratio; it
-// never asserts. The database is dropped at the end, also after a failure.
 package main
 
 import (

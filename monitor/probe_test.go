@@ -1,4 +1,4 @@
-package query
+package monitor
 
 import (
 	"context"
@@ -12,28 +12,7 @@ import (
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
-func TestTopicLagOf(t *testing.T) {
-	lag := map[string]map[int32]int64{
-		"walhouse.public.orders":     {0: 3},
-		"walhouse.crm.orders":        {0: 5},
-		"team.a.walhouse.public.cut": {1: 7},
-	}
-	for table, want := range map[string]int64{"orders": 3, "crm__orders": 5, "cut": 7} {
-		got := topicLagOf(lag, table)
-		var sum int64
-		for _, l := range got {
-			sum += l
-		}
-		if sum != want {
-			t.Errorf("topicLagOf(%q) = %v, want lag %d", table, got, want)
-		}
-	}
-	if got := topicLagOf(lag, "missing"); got != nil {
-		t.Errorf("lag for an unknown table: %v", got)
-	}
-}
-
-func TestIntegrationPipelineProbe(t *testing.T) {
+func TestIntegrationProbe(t *testing.T) {
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, env.PG)
@@ -77,7 +56,7 @@ func TestIntegrationPipelineProbe(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteGroups(context.Background(), group) })
 
-	pl := NewPipelineProbe(PipelineConfig{PG: pool, Slot: slot, Kafka: adm, Group: group, Prefix: prefix, DLQTopic: dlq}).Probe(ctx)
+	pl := NewProbe(Config{PG: pool, Slot: slot, Kafka: adm, Group: group, Prefix: prefix, DLQTopic: dlq}).Probe(ctx)
 	if len(pl.Errors) > 0 {
 		t.Fatalf("probe errors: %v", pl.Errors)
 	}
@@ -90,7 +69,7 @@ func TestIntegrationPipelineProbe(t *testing.T) {
 	if pl.DLQDepth == nil || *pl.DLQDepth != 2 {
 		t.Errorf("dead-letter depth %v, want 2", pl.DLQDepth)
 	}
-	missing := NewPipelineProbe(PipelineConfig{PG: pool, Slot: "no_such_slot"}).Probe(ctx)
+	missing := NewProbe(Config{PG: pool, Slot: "no_such_slot"}).Probe(ctx)
 	if len(missing.Errors) != 1 || missing.Slot != nil {
 		t.Errorf("a missing slot is not reported: %+v", missing)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walhouse/walhouse/internal/pgslot"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -128,23 +129,11 @@ func (b *bench) createSlots(ctx context.Context, undo *cleanupStack, roles ...st
 	return nil
 }
 
-// pushDropSlot schedules the slot's removal on undo; a slot that a stopped
-// process still holds for a moment is retried.
+// pushDropSlot schedules the slot's removal on undo (pgslot.Drop waits for
+// a stopped process that still holds it for a moment).
 func (b *bench) pushDropSlot(undo *cleanupStack, name string) {
 	undo.push("drop replication slot "+name, func(ctx context.Context) error {
-		var err error
-		for range 50 {
-			_, err = b.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
-			if err == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		return err
+		return pgslot.Drop(ctx, b.pg, name)
 	})
 }
 

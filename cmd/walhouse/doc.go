@@ -1,0 +1,27 @@
+// Command walhouse streams PostgreSQL changes into ClickHouse.
+//
+// It is one binary with subcommands; each subcommand is wired in its own file
+// of this package, which is the composition root: it reads configuration
+// (flags, WALHOUSE_* variables, secret files), opens the connections
+// (PostgreSQL, Kafka with its TLS and SASL settings, Valkey/Redis,
+// ClickHouse), builds the components and runs them until a signal ends them.
+// The components live in the packages named for their stage:
+//
+//	capture.go           capture: PostgreSQL → Kafka; capture_status.go serves
+//	                     its /metrics and its capture.Status at /status
+//	sink.go              sink: Kafka → ClickHouse (clickhouse.Writer as the
+//	                     Loader, dedup for Layer 2, the dead-letter producer)
+//	serve.go             serve: the query API (query.Server) with monitor.Probe
+//	                     for the pipeline's lag; export: one subject to a file
+//	dlq.go               dlq list / replay of the dead-letter topic
+//	demo.go              demo: capture and sink in one process on a workload
+//	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP
+//	flags.go, kafka*.go, dedupauth.go, secrets.go
+//	                     the shared flags and how they become clients
+//
+// What it does not own: any pipeline logic (it wires, the packages work).
+// Data enters as command-line flags, environment variables and files, and
+// leaves as the components' effects, logs on stderr (secrets redacted with
+// internal/redact) and the exit status. The binary links no test package
+// (deps_test.go checks it).
+package main
