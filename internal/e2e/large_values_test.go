@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 )
 
 // Values of 30 MiB, incompressible enough that PostgreSQL stores them out
