@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/registry"
 )
 
 // Producer is what capture needs of Kafka: asynchronous produce with a
@@ -61,9 +60,6 @@ func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
 	}
 	if p == nil {
 		return nil, errors.New("capture: a Kafka producer is required")
-	}
-	if cl, ok := p.(*kgo.Client); ok && cfg.schemas == nil {
-		cfg.schemas = registry.NewWriter(cl, registry.Topic(cfg.topicPrefix), cfg.replication)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("capture configuration: %w", err)

@@ -14,20 +14,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/registry"
 )
 
-// run starts a Capturer in the background and returns a stop function that
-// waits for it.
-func run(t *testing.T, env testenv.Env, opts ...capture.Option) func() {
+// withKafka wires a Capturer of the pipeline with the given topic prefix
+// to Kafka through cl, as cmd/walhouse does: its topics, its schema
+// registry.
+func withKafka(cl *kgo.Client, prefix string) []capture.Option {
+	return []capture.Option{capture.WithTopicPrefix(prefix),
+		capture.WithTopicCreator(kafka.Topics(cl, record.DefaultMaxBytes)),
+		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(prefix), -1))}
+}
+
+// run starts a Capturer of the pipeline with the given topic prefix in the
+// background and returns a stop function that waits for it.
+func run(t *testing.T, env testenv.Env, prefix string, opts ...capture.Option) func() {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.RecordPartitioner(capture.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := capture.New(env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)), capture.WithStatusInterval(200*time.Millisecond))...)
+	c, err := capture.New(env.PG, cl, append(append(withKafka(cl, prefix), opts...), capture.WithStatusInterval(200*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,10 +187,10 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 	exec(pg, fmt.Sprintf("DELETE FROM %s WHERE id = 2", table))
 	const changes = 2 + 1 + 2 + 1 + 1
 
-	stop := run(t, env, capture.WithSlot(slotA), capture.WithPublication(pub), capture.WithTables(table), capture.WithTopicPrefix(prefixA))
+	stop := run(t, env, prefixA, capture.WithSlot(slotA), capture.WithPublication(pub), capture.WithTables(table))
 	a := consume(t, env, prefixA+".public."+table, changes)
 	stop()
-	stop = run(t, env, capture.WithSlot(slotB), capture.WithPublication(pub), capture.WithTopicPrefix(prefixB))
+	stop = run(t, env, prefixB, capture.WithSlot(slotB), capture.WithPublication(pub))
 	b := consume(t, env, prefixB+".public."+table, changes)
 	stop()
 
@@ -245,7 +255,7 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	c, err := capture.New(env.PG, cl, capture.WithPublication(pub), capture.WithTables(noKey, noTenant))
+	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithTables(noKey, noTenant))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +265,7 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 			t.Errorf("Setup error %v does not say %q", err, want)
 		}
 	}
-	bad, err := capture.New("postgres://nobody@127.0.0.1:1/none?connect_timeout=2", cl)
+	bad, err := capture.New("postgres://nobody@127.0.0.1:1/none?connect_timeout=2", cl, withKafka(cl, "walhouse")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +285,8 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropAfter(t, pg, []string{slot}, pub, table)
-	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
-		capture.WithTopicPrefix(prefix), capture.WithTopicPartitions(3), capture.WithHeartbeatInterval(100*time.Millisecond))
+	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
+		capture.WithTopicPartitions(3), capture.WithHeartbeatInterval(100*time.Millisecond))
 	defer stop()
 
 	// Another database user writes WAL that capture never sees (no table of

@@ -65,8 +65,8 @@ func ParseBadRowPolicy(s string) (BadRowPolicy, error) {
 func WithOnBadRow(p BadRowPolicy) Option { return func(c *config) { c.onBadRow = p } }
 
 // WithDeadLetterTopic sets the topic of capture's dead letters (default
-// "<prefix>-dlq", the sink's dead-letter topic, so that `walhouse dlq`
-// shows both).
+// "<prefix>-dlq", kafka.DeadLetterTopic: the sink's dead-letter topic, so
+// that `walhouse dlq` shows both).
 func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.dlqTopic = topic } }
 
 // badRow is a change that cannot become a record, with why.

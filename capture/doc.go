@@ -10,5 +10,8 @@
 //
 // Data enters as WAL messages from a replication connection and leaves as
 // Kafka records through the Producer interface; nothing else is shared with
-// the rest of walhouse but package record.
+// the rest of walhouse but package record. What capture needs of Kafka
+// beyond producing (TopicCreator, StateStore, SchemaRegistry) it declares
+// here, and package kafka (with registry) satisfies it; cmd/walhouse wires
+// them.
 package capture

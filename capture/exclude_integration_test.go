@@ -36,7 +36,7 @@ func TestIntegrationExcludedTablesAreNotCaptured(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pubName), capture.WithTopicPrefix(prefix),
+	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pubName),
 		capture.WithExcludeTables("public.skip_*"), capture.WithHeartbeatInterval(200*time.Millisecond))
 	defer stop()
 	for _, q := range []string{

@@ -28,8 +28,8 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 	dropAfter(t, pg, []string{slot}, pub, table)
 
 	stopSampling := testenv.SampleHeap()
-	stop := run(t, env, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
-		capture.WithTopicPrefix(prefix), capture.WithMaxPendingBytes(32<<20))
+	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
+		capture.WithMaxPendingBytes(32<<20))
 	defer stop()
 
 	const rows = 1_000_000

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -65,7 +64,7 @@ func defaults() config {
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
 		maxPendingBytes: 64 << 20,
-		maxRecordBytes:  kafkatopic.DefaultMaxRecordBytes,
+		maxRecordBytes:  record.DefaultMaxBytes,
 		heartbeat:       10 * time.Second,
 		snapshot:        true,
 		workers:         4,
@@ -201,9 +200,9 @@ type SchemaRegistry interface {
 	Register(ctx context.Context, s record.Schema) error
 }
 
-// WithSchemaRegistry sets where schemas are published. Without it, New
-// publishes them through its producer when that is a *kgo.Client, to the
-// topic "<prefix>-schemas" (see package registry).
+// WithSchemaRegistry sets where schemas are published: a registry.Writer
+// of the pipeline's kafka.SchemasTopic, as cmd/walhouse wires it. Envelope
+// version 2 (the default) needs it.
 func WithSchemaRegistry(r SchemaRegistry) Option { return func(c *config) { c.schemas = r } }
 
 // WithEnvelopeVersion sets the record envelope version written (default
@@ -266,7 +265,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("envelope version %d: want 1 or 2", c.envelope))
 	}
 	if c.envelope == 2 && c.schemas == nil {
-		errs = append(errs, errors.New("envelope version 2 needs a schema registry: give a *kgo.Client as producer, or WithSchemaRegistry, or use envelope version 1"))
+		errs = append(errs, errors.New("envelope version 2 needs a schema registry: give WithSchemaRegistry (a registry.Writer), or use envelope version 1"))
 	}
 	if c.snapshotBatchRows < 1 || c.snapshotBatchRows > 100_000 {
 		errs = append(errs, fmt.Errorf("snapshot batch rows %d: want 1 (a record per row) to 100000", c.snapshotBatchRows))
@@ -280,7 +279,7 @@ func (c *config) validate() error {
 	if c.maxPendingBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max pending bytes %d: want at least 1 MiB", c.maxPendingBytes))
 	}
-	if err := kafkatopic.ValidateMaxRecordBytes(c.maxRecordBytes); err != nil {
+	if err := record.ValidateMaxBytes(c.maxRecordBytes); err != nil {
 		errs = append(errs, err)
 	}
 	for _, t := range c.tables {

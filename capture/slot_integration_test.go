@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
@@ -35,7 +34,7 @@ func newSlotEnv(t *testing.T) *slotEnv {
 	e.exec(t, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", e.table))
 	dropAfter(t, pg, []string{e.slot}, e.pub, e.table)
 	e.exec(t, fmt.Sprintf("INSERT INTO %s SELECT 't1', g, 'v' FROM generate_series(1, 10) g", e.table))
-	stop := run(t, env, e.opts()...)
+	stop := run(t, env, e.prefix, e.opts()...)
 	consume(t, env, e.prefix+".public."+e.table, 10)
 	stop()
 	return e
@@ -43,7 +42,7 @@ func newSlotEnv(t *testing.T) *slotEnv {
 
 func (e *slotEnv) opts(more ...capture.Option) []capture.Option {
 	return append([]capture.Option{capture.WithSlot(e.slot), capture.WithPublication(e.pub), capture.WithTables(e.table),
-		capture.WithTopicPrefix(e.prefix), capture.WithStateStore(e.state), capture.WithStatusInterval(200 * time.Millisecond)}, more...)
+		capture.WithStateStore(e.state), capture.WithStatusInterval(200 * time.Millisecond)}, more...)
 }
 
 func (e *slotEnv) exec(t *testing.T, q string) {
@@ -62,7 +61,7 @@ func (e *slotEnv) runOnce(t *testing.T, timeout time.Duration, opts ...capture.O
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	c, err := capture.New(e.env.PG, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)))...)
+	c, err := capture.New(e.env.PG, cl, append(withKafka(cl, e.prefix), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +219,7 @@ func TestIntegrationSlotDroppedWithSavedState(t *testing.T) {
 		}
 		// The documented recovery: resnapshot the tables (after dropping
 		// their ClickHouse tables) from a new slot.
-		stop := run(t, e.env, e.opts(capture.WithResnapshot(e.table))...)
+		stop := run(t, e.env, e.prefix, e.opts(capture.WithResnapshot(e.table))...)
 		defer stop()
 		if !e.slotExists(t) {
 			t.Fatal("capture --resnapshot did not create a new slot")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -39,7 +38,7 @@ func TestBatchProducer(t *testing.T) {
 			const parts = 5
 			h := &holdingProducer{failAt: tc.failAt}
 			rec := &recordingProducer{next: h}
-			p := newBatchProducer(context.Background(), rec, "topic", parts, tc.maxRows, kafkatopic.DefaultMaxRecordBytes)
+			p := newBatchProducer(context.Background(), rec, "topic", parts, tc.maxRows, record.DefaultMaxBytes)
 			finish := ackLater(h, uint64(tc.rows), 20)
 			shared := slabTestRecord(0, "")
 			for i := 0; i < tc.rows; i++ {
@@ -124,7 +123,7 @@ func TestBatchProducerStopsWaiting(t *testing.T) {
 	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns), record.EnvelopeVersion)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newBatchProducer(ctx, &holdingProducer{failAt: -1}, "topic", 1, 1, kafkatopic.DefaultMaxRecordBytes)
+	p := newBatchProducer(ctx, &holdingProducer{failAt: -1}, "topic", 1, 1, record.DefaultMaxBytes)
 	shared := slabTestRecord(0, "")
 	body := strings.Repeat("x", 64<<10)
 	var err error

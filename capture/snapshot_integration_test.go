@@ -63,8 +63,8 @@ func newSnapEnv(t *testing.T, rows int) *snapEnv {
 func TestIntegrationSnapshotParallelChunks(t *testing.T) {
 	e := newSnapEnv(t, 20_000)
 	state := &memState{m: map[string][]byte{}}
-	stop := run(t, e.env, capture.WithSlot(e.slot), capture.WithPublication(e.pub), capture.WithTables(e.table),
-		capture.WithTopicPrefix(e.prefix), capture.WithStateStore(state), capture.WithSnapshotWorkers(3), capture.WithSnapshotChunkPages(16))
+	stop := run(t, e.env, e.prefix, capture.WithSlot(e.slot), capture.WithPublication(e.pub), capture.WithTables(e.table),
+		capture.WithStateStore(state), capture.WithSnapshotWorkers(3), capture.WithSnapshotChunkPages(16))
 	if _, err := e.pg.Exec(context.Background(), fmt.Sprintf("UPDATE %s SET note = 'after' WHERE id = 7", e.table)); err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,8 @@ func TestIntegrationSnapshotResumesAfterFinishedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	want -= skipped
-	stop := run(t, e.env, capture.WithSlot(e.slot), capture.WithPublication(e.pub),
-		capture.WithTopicPrefix(e.prefix), capture.WithStateStore(state), capture.WithSnapshotWorkers(2))
+	stop := run(t, e.env, e.prefix, capture.WithSlot(e.slot), capture.WithPublication(e.pub),
+		capture.WithStateStore(state), capture.WithSnapshotWorkers(2))
 	recs := consume(t, e.env, e.prefix+".public."+e.table, want)
 	stop()
 	if len(recs) != want {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -127,7 +126,7 @@ func TestSlabProducer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &holdingProducer{failAt: tc.failAt}
-			p := newSlabProducer(context.Background(), h, kafkatopic.DefaultMaxRecordBytes)
+			p := newSlabProducer(context.Background(), h, record.DefaultMaxBytes)
 			finish := ackLater(h, uint64(tc.rows), 300)
 			for i := 0; i < tc.rows; i++ {
 				r := slabTestRecord(i, tc.body(i))
@@ -165,7 +164,7 @@ func TestSlabProducerStopsWaiting(t *testing.T) {
 	enc := record.NewEncoder(slabTestSource, "tenant_id", slabTestColumns, record.SchemaID("tenant_id", slabTestColumns), record.EnvelopeVersion)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newSlabProducer(ctx, &holdingProducer{failAt: -1}, kafkatopic.DefaultMaxRecordBytes)
+	p := newSlabProducer(ctx, &holdingProducer{failAt: -1}, record.DefaultMaxBytes)
 	var err error
 	for i := 0; err == nil; i++ {
 		if i == maxSlabs*slabRecords {

@@ -15,9 +15,13 @@
 // the records that refer to it fail to decode, rather than decoding against
 // the wrong columns.
 //
-// The package owns the topic's name, its creation and its entry key; the
-// entry value is record.Schema's JSON (record.Schema.AppendJSON). It does
-// not own Kafka clients: callers create them, pass them in and close them.
+// The package owns the registry's rules: its entry key (the schemaId), its
+// entry value (record.Schema's JSON, record.Schema.AppendJSON), when an
+// entry is written and which entries are trusted. The topic's name
+// (kafka.SchemasTopic) and its Kafka reading and writing belong to package
+// kafka (a kafka.Compacted topic, read by a kafka.Tail), as for capture's
+// state. It does not own Kafka clients: callers create them, pass them in
+// and close them.
 // Data enters as record.Schema values (Writer.Register) and leaves as
 // registry entries in Kafka; it enters a Reader from Kafka and leaves
 // through Reader.Schema.

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
 )
@@ -36,7 +37,7 @@ func newClient(t *testing.T, env testenv.Env, opts ...kgo.Opt) *kgo.Client {
 // ends if something created it.
 func newTopic(t *testing.T, env testenv.Env) string {
 	t.Helper()
-	topic := registry.Topic(testenv.Name("registry"))
+	topic := kafka.SchemasTopic(testenv.Name("registry"))
 	t.Cleanup(func() {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(env.Kafka, ",")...))
 		if err != nil {

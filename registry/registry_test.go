@@ -7,17 +7,6 @@ import (
 	"github.com/walhouse/walhouse/registry"
 )
 
-func TestTopic(t *testing.T) {
-	for prefix, want := range map[string]string{
-		"walhouse":  "walhouse-schemas",
-		"shop.prod": "shop.prod-schemas",
-	} {
-		if got := registry.Topic(prefix); got != want {
-			t.Errorf("Topic(%q) = %q, want %q", prefix, got, want)
-		}
-	}
-}
-
 // The sentinel's text is what an operator sees when the sink starts before
 // capture or with another prefix: it must say what to do.
 func TestErrNoRegistrySaysWhatToDo(t *testing.T) {

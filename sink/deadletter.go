@@ -1,14 +1,10 @@
 package sink
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -25,80 +21,11 @@ const (
 	HeaderFirstSeen = record.HeaderDLFirstSeen
 	HeaderAttempts  = record.HeaderDLAttempts
 	// HeaderValueDropped holds the size of a value the dead-letter topic
-	// could not take (see KafkaDeadLetters); the dead letter then has no
+	// could not take (see kafka.DeadLetters); the dead letter then has no
 	// value and cannot be replayed.
 	HeaderValueDropped = "walhouse-value-dropped"
 	// A whole row batch set aside also keeps its record.HeaderRows.
 )
-
-// maxErrorHeader bounds the error text a dead letter carries: an error
-// may quote a whole value (ClickHouse's exceptions do), and the dead
-// letter must fit in the topic next to the original key and value, within
-// kafkatopic.Overhead.
-const maxErrorHeader = 16 << 10
-
-// KafkaDeadLetters returns DeadLetters that produce to topic through cl and
-// wait for the broker's acknowledgement, so a record is committed past only
-// once it is safe in the dead-letter topic.
-//
-// The topic and cl must hold records as large as the tables' topics do
-// (see package internal/kafkatopic): the dead letter keeps the original
-// key and value and adds its headers. Should a record still be too large
-// for it (a table topic whose max.message.bytes was raised past the
-// sink's --max-record-bytes), the dead letter goes without its value,
-// with HeaderValueDropped, rather than stopping the sink.
-func KafkaDeadLetters(cl *kgo.Client, topic string) DeadLetters {
-	return kafkaDeadLetters{cl: cl, topic: topic}
-}
-
-type kafkaDeadLetters struct {
-	cl    *kgo.Client
-	topic string
-}
-
-func (k kafkaDeadLetters) Send(ctx context.Context, l DeadLetter) error {
-	r := &kgo.Record{
-		Topic: k.topic,
-		Key:   l.Key,
-		Value: l.Value,
-		Headers: []kgo.RecordHeader{
-			{Key: HeaderTopic, Value: []byte(l.Topic)},
-			{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(l.Partition)))},
-			{Key: HeaderOffset, Value: []byte(strconv.FormatInt(l.Offset, 10))},
-			{Key: HeaderError, Value: []byte(truncateUTF8(l.Err.Error(), maxErrorHeader))},
-			{Key: HeaderFirstSeen, Value: []byte(l.FirstSeen.Format(time.RFC3339Nano))},
-			{Key: HeaderAttempts, Value: []byte(strconv.Itoa(l.Attempts))},
-		},
-	}
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderDLOrigin, Value: []byte("sink")})
-	if l.Reason != "" {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderDLReason, Value: []byte(l.Reason)})
-	}
-	if l.Rows > 0 {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderRows, Value: []byte(strconv.Itoa(l.Rows))})
-	}
-	err := k.cl.ProduceSync(ctx, r).FirstErr()
-	if errors.Is(err, kerr.MessageTooLarge) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderValueDropped, Value: []byte(strconv.Itoa(len(r.Value)))})
-		r.Value = nil
-		err = k.cl.ProduceSync(ctx, r).FirstErr()
-	}
-	if err != nil {
-		return fmt.Errorf("produce to dead-letter topic %s: %w", k.topic, err)
-	}
-	return nil
-}
-
-// truncateUTF8 cuts s to at most n bytes, on a character boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // ParseDeadLetter reads the metadata of a record from the dead-letter topic.
 func ParseDeadLetter(r *kgo.Record) (DeadLetter, error) {

@@ -13,5 +13,7 @@
 // marker are loaded and before those after it.
 //
 // Data enters as Kafka records and leaves through the Loader interface; the
-// package knows nothing about ClickHouse.
+// package knows nothing about ClickHouse. It declares what it needs of
+// Kafka (Consumer, OffsetFetcher, DeadLetters); package kafka adapts
+// franz-go to them.
 package sink

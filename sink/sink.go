@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -80,7 +78,7 @@ func (e *TableError) Error() string {
 func (e *TableError) Unwrap() error { return e.Err }
 
 // Consumer is what the sink needs of a Kafka consumer-group client;
-// KafkaConsumer adapts a *kgo.Client.
+// kafka.Consumer adapts a *kgo.Client.
 type Consumer interface {
 	PollRecords(ctx context.Context, maxPollRecords int) kgo.Fetches
 	// Commit commits the offsets, each with its metadata, for the group.
@@ -98,50 +96,6 @@ type Offset struct {
 	Epoch     int32
 	At        int64
 	Metadata  string
-}
-
-// KafkaConsumer adapts a franz-go group client to Consumer.
-func KafkaConsumer(cl *kgo.Client) Consumer { return kafkaConsumer{cl} }
-
-type kafkaConsumer struct{ *kgo.Client }
-
-func (k kafkaConsumer) Commit(ctx context.Context, offsets []Offset) error {
-	m := map[string]map[int32]kgo.EpochOffset{}
-	meta := map[string]map[int32]string{}
-	for _, o := range offsets {
-		if m[o.Topic] == nil {
-			m[o.Topic] = map[int32]kgo.EpochOffset{}
-			meta[o.Topic] = map[int32]string{}
-		}
-		m[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.Epoch, Offset: o.At}
-		meta[o.Topic][o.Partition] = o.Metadata
-	}
-	// franz-go writes the member id as metadata; replace it with ours.
-	cctx := kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		for i := range req.Topics {
-			for j := range req.Topics[i].Partitions {
-				p := &req.Topics[i].Partitions[j]
-				md := meta[req.Topics[i].Topic][p.Partition]
-				p.Metadata = &md
-			}
-		}
-		return nil
-	})
-	var cerr error
-	k.CommitOffsetsSync(cctx, m, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
-					cerr = fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, err)
-				}
-			}
-		}
-	})
-	return cerr
 }
 
 // OffsetFetcher reads a group's committed offsets with their metadata;

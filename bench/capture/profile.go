@@ -13,11 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/internal/kafkatopic"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/registry"
 )
 
-// producerOpts mirrors the producer settings of cmd/walhouse (producerOpts
-// in cmd/walhouse/kafka.go), so the in-process runs produce as the binary
+// producerOpts mirrors the producer settings of cmd/walhouse
+// (kafka.ProducerOpts), so the in-process runs produce as the binary
 // does. Keep the two in step.
 func producerOpts(brokers []string) []kgo.Opt {
 	return []kgo.Opt{
@@ -35,9 +37,10 @@ func producerOpts(brokers []string) []kgo.Opt {
 
 // profileRequest describes one in-process capture run under the profiler.
 type profileRequest struct {
-	name string // file name stem and label: "stream" or "snapshot"
-	rows int64
-	opts []capture.Option
+	name   string // file name stem and label: "stream" or "snapshot"
+	prefix string // topic prefix of the run
+	rows   int64
+	opts   []capture.Option
 	// done reports that the run has done what is measured.
 	done func(capture.Stats) bool
 }
@@ -63,7 +66,9 @@ func (b *bench) profile(ctx context.Context, req profileRequest) error {
 		capture.WithPublication(b.names.publication),
 		capture.WithTables(b.names.table),
 		capture.WithStatusInterval(statusInterval),
-		capture.WithTopicCreator(capture.KafkaTopics(cl, kafkatopic.DefaultMaxRecordBytes)),
+		capture.WithTopicPrefix(req.prefix),
+		capture.WithTopicCreator(kafka.Topics(cl, record.DefaultMaxBytes)),
+		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(req.prefix), -1)),
 	}, req.opts...)
 	c, err := capture.New(b.opts.pgURL, cl, opts...)
 	if err != nil {

@@ -46,7 +46,8 @@ func (b *bench) snapshot(ctx context.Context) (err error) {
 	b.pushDropSlot(&undo, slot)
 	return b.profile(ctx, profileRequest{
 		name: "snapshot", rows: rows,
-		opts: []capture.Option{capture.WithSlot(slot), capture.WithTopicPrefix(b.names.topicPrefix("psnap")), capture.WithSnapshotWorkers(b.opts.workers)},
+		prefix: b.names.topicPrefix("psnap"),
+		opts:   []capture.Option{capture.WithSlot(slot), capture.WithSnapshotWorkers(b.opts.workers)},
 		// Streaming, hence a confirmed position, starts once the snapshot is complete.
 		done: func(s capture.Stats) bool { return s.Confirmed != 0 },
 	})

@@ -62,8 +62,9 @@ func (b *bench) streaming(ctx context.Context) (err error) {
 	}
 	return b.profile(ctx, profileRequest{
 		name: "stream", rows: int64(b.opts.rows),
-		opts: []capture.Option{capture.WithSlot(b.names.slot("prof")), capture.WithTopicPrefix(b.names.topicPrefix("prof")), capture.WithoutSnapshot()},
-		done: func(s capture.Stats) bool { return s.Confirmed >= bl.lastTx },
+		prefix: b.names.topicPrefix("prof"),
+		opts:   []capture.Option{capture.WithSlot(b.names.slot("prof")), capture.WithoutSnapshot()},
+		done:   func(s capture.Stats) bool { return s.Confirmed >= bl.lastTx },
 	})
 }
 

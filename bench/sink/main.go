@@ -20,6 +20,7 @@ import (
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -244,7 +245,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 	// The sink blocks rebalances while it holds polled records; Close alone
 	// would wait for that forever once Run has returned.
 	defer cl.CloseAllowingRebalance()
-	if snk, err = sink.New(sink.KafkaConsumer(cl), kadm.NewClient(cl), w, cfg); err != nil {
+	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), w, cfg); err != nil {
 		return res, err
 	}
 

@@ -13,7 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/registry"
 )
 
 func runCapture(ctx context.Context, args []string) error {
@@ -76,9 +80,10 @@ func runCapture(ctx context.Context, args []string) error {
 		return fmt.Errorf("--on-bad-row: %w", err)
 	}
 	opts = append(opts, capture.WithOnBadRow(policy))
-	if *dlqTopic != "" {
-		opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
+	if *dlqTopic == "" {
+		*dlqTopic = kafka.DeadLetterTopic(*prefix)
 	}
+	opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
 	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
 		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
 	}
@@ -123,16 +128,16 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kafkaClient(ctx, kc, producerOpts(*maxRecord)...)
+	cl, err := kafka.NewClient(ctx, kc, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	state, err := capture.KafkaState(ctx, cl, *prefix+"-state", int16(*replication))
+	state, err := kafka.NewState(ctx, cl, kafka.StateTopic(*prefix), int16(*replication))
 	if err != nil {
 		return err
 	}
-	c, err := capture.New(pgURL, cl, append(opts, capture.WithTopicCreator(capture.KafkaTopics(cl, *maxRecord)), capture.WithStateStore(state))...)
+	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord)...), capture.WithStateStore(state))...)
 	if err != nil {
 		return err
 	}
@@ -147,4 +152,16 @@ func runCapture(ctx context.Context, args []string) error {
 	g.Go(func() error { return serveCaptureHTTP(gctx, *metricsAddr, reg, newCaptureStatus(*slot, c)) })
 	g.Go(func() error { return c.Run(gctx) })
 	return g.Wait()
+}
+
+// captureKafka wires a Capturer of the pipeline with the given topic prefix
+// to Kafka through its producer cl: the tables' topics are created sized
+// for maxRecordBytes, and the schemas that version 2 records refer to are
+// registered in the pipeline's registry topic (created with the given
+// replication factor).
+func captureKafka(cl *kgo.Client, prefix string, replication int16, maxRecordBytes int) []capture.Option {
+	return []capture.Option{
+		capture.WithTopicCreator(kafka.Topics(cl, maxRecordBytes)),
+		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(prefix), replication)),
+	}
 }

@@ -18,8 +18,9 @@ import (
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/kafkatopic"
 	"github.com/walhouse/walhouse/internal/pgslot"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -69,7 +70,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	kc, err := kafkaClient(ctx, kcfg, producerOpts(kafkatopic.DefaultMaxRecordBytes)...)
+	kc, err := kafka.NewClient(ctx, kcfg, kafka.ProducerOpts(record.DefaultMaxBytes, capture.Partitioner())...)
 	if err != nil {
 		return err
 	}
@@ -80,10 +81,10 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 
-	capt, err := capture.New(pgURL, kc,
+	capt, err := capture.New(pgURL, kc, append(captureKafka(kc, demoPrefix, -1, record.DefaultMaxBytes),
 		capture.WithSlot(demoSlot), capture.WithPublication(demoSlot), capture.WithTables(demoTables...),
 		capture.WithTopicPrefix(demoPrefix), capture.WithTopicPartitions(4),
-		capture.WithTopicCreator(capture.KafkaTopics(kc, kafkatopic.DefaultMaxRecordBytes)), capture.WithStatusInterval(time.Second))
+		capture.WithDeadLetterTopic(kafka.DeadLetterTopic(demoPrefix)), capture.WithStatusInterval(time.Second))...)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Cli
 	}
 	var old []string
 	for _, t := range topics.Names() {
-		if strings.HasPrefix(t, demoPrefix+".") || t == demoPrefix+"-dlq" {
+		if strings.HasPrefix(t, demoPrefix+".") || t == kafka.DeadLetterTopic(demoPrefix) {
 			old = append(old, t)
 		}
 	}

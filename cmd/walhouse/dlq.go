@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/internal/kafkatopic"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -35,16 +35,16 @@ func runDLQ(ctx context.Context, args []string) error {
 		return err
 	}
 	if *topic == "" {
-		*topic = *prefix + "-dlq"
+		*topic = kafka.DeadLetterTopic(*prefix)
 	}
 	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
 	}
-	if err := kafkatopic.ValidateMaxRecordBytes(*maxRecord); err != nil {
+	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
 		return fmt.Errorf("--max-record-bytes: %w", err)
 	}
-	limits := recordLimitOpts(*maxRecord)
+	limits := kafka.RecordLimitOpts(*maxRecord)
 	if sub == "list" {
 		return dlqList(ctx, kc, *topic, limits)
 	}
@@ -110,8 +110,8 @@ func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each f
 	return nil
 }
 
-func dlqList(ctx context.Context, kc kafkaConfig, topic string, limits []kgo.Opt) error {
-	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+func dlqList(ctx context.Context, kc kafka.Config, topic string, limits []kgo.Opt) error {
+	cl, err := kafka.NewClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}
@@ -165,8 +165,8 @@ func validJSON(b []byte) []byte {
 // dlqReplay produces the dead letters again to their table topics. A dead
 // letter naming any other topic (the registry, the state topic, another
 // pipeline's) is skipped: the dead-letter topic is read, not trusted.
-func dlqReplay(ctx context.Context, kc kafkaConfig, topic, group, prefix string, limits []kgo.Opt) error {
-	cl, err := kafkaClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+func dlqReplay(ctx context.Context, kc kafka.Config, topic, group, prefix string, limits []kgo.Opt) error {
+	cl, err := kafka.NewClient(ctx, kc, append(limits, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err

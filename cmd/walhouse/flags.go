@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/walhouse/walhouse/internal/redact"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/record"
 )
 
 // envOr returns the environment variable name, or def when it is unset.
@@ -91,9 +93,9 @@ func (e *endpoints) clickhouseDSN() (string, error) {
 }
 
 // kafkaConfig returns the brokers and the security options of the flags.
-func (e *endpoints) kafkaConfig() (kafkaConfig, error) {
+func (e *endpoints) kafkaConfig() (kafka.Config, error) {
 	sec, err := e.kafkaSec.options()
-	return kafkaConfig{brokers: e.brokers(), security: sec}, err
+	return kafka.Config{Brokers: e.brokers(), Security: sec}, err
 }
 
 func (e *endpoints) brokers() []string {
@@ -138,4 +140,11 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// maxRecordBytesFlag registers --max-record-bytes on fs: the commands that
+// produce or read the tables' topics must agree on it.
+func maxRecordBytesFlag(fs *flag.FlagSet) *int {
+	return fs.Int("max-record-bytes", envInt("WALHOUSE_MAX_RECORD_BYTES", record.DefaultMaxBytes),
+		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows, and the topics walhouse creates or finds get a max.message.bytes that holds it (env WALHOUSE_MAX_RECORD_BYTES)")
 }

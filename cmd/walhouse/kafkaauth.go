@@ -9,16 +9,9 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
-)
 
-// kafkaConfig is how to reach Kafka: the seed brokers and the options that
-// secure the connection.
-type kafkaConfig struct {
-	brokers  []string
-	security []kgo.Opt
-}
+	"github.com/walhouse/walhouse/kafka"
+)
 
 // kafkaSecurity holds the flags for TLS and SASL, which managed Kafka
 // services (and most production clusters) require. The SASL password is
@@ -70,12 +63,13 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 	case mech == "":
 	case k.user == "" || password == "":
 		errs = append(errs, fmt.Errorf("--kafka-sasl %s needs --kafka-sasl-user and a password (WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)", mech))
-	case mech == "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: k.user, Pass: password}.AsMechanism()))
-	case mech == "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: password}.AsSha256Mechanism()))
-	default: // scram-sha-512
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: password}.AsSha512Mechanism()))
+	default:
+		opt, err := kafka.SASL(mech, k.user, password)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--kafka-sasl: %w", err))
+		} else {
+			opts = append(opts, opt)
+		}
 	}
 	return opts, errors.Join(errs...)
 }

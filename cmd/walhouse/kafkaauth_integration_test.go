@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/kafka"
 )
 
 // Against the local broker's SASL/PLAIN listener: the right password
@@ -59,7 +60,7 @@ func checkKafkaSecurity(t *testing.T, brokers, via string, good kafkaSecurity, r
 		if err != nil {
 			return nil, err
 		}
-		return kafkaClient(ctx, kafkaConfig{brokers: strings.Split(brokers, ","), security: secOpts}, opts...)
+		return kafka.NewClient(ctx, kafka.Config{Brokers: strings.Split(brokers, ","), Security: secOpts}, opts...)
 	}
 
 	topic := testenv.Name(strings.ToLower(via))

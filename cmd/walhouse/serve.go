@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
 )
@@ -158,7 +159,7 @@ func runServe(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
 	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
-		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: *lagPrefix + "-dlq", Captures: captures, CaptureTimeout: *lagTimeout}
+		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: kafka.DeadLetterTopic(*lagPrefix), Captures: captures, CaptureTimeout: *lagTimeout}
 		if *lagPG != "" {
 			pgURL, err := ep.pgConnString(*lagPG)
 			if err != nil {
@@ -177,7 +178,7 @@ func runServe(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			cl, err := kafkaClient(ctx, kc)
+			cl, err := kafka.NewClient(ctx, kc)
 			if err != nil {
 				return err
 			}

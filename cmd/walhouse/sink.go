@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
-	"github.com/walhouse/walhouse/internal/kafkatopic"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -59,7 +59,7 @@ func runSink(ctx context.Context, args []string) error {
 			return fmt.Errorf("EVENT_DEDUP_TTL_HOURS=%q is not a whole number of hours", v)
 		}
 	}
-	if err := kafkatopic.ValidateMaxRecordBytes(*maxRecord); err != nil {
+	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
 		return fmt.Errorf("--max-record-bytes: %w", err)
 	}
 	if *dedupTTL < 1 {
@@ -121,12 +121,12 @@ func runSink(ctx context.Context, args []string) error {
 // schemaReader returns a reader of the pipeline's schema registry and the
 // function that closes it. It has a client of its own: the sink's group
 // client consumes only the tables' topics.
-func schemaReader(ctx context.Context, kc kafkaConfig, prefix string) (*registry.Reader, func(), error) {
-	cl, err := kafkaClient(ctx, kc)
+func schemaReader(ctx context.Context, kc kafka.Config, prefix string) (*registry.Reader, func(), error) {
+	cl, err := kafka.NewClient(ctx, kc)
 	if err != nil {
 		return nil, nil, err
 	}
-	return registry.NewReader(cl, registry.Topic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
+	return registry.NewReader(cl, kafka.SchemasTopic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
 }
 
 // serveMetrics serves reg at /metrics until ctx ends.
@@ -160,7 +160,7 @@ type sinkSettings struct {
 // successful load, no revocation while a batch is in flight,
 // cooperative-sticky balancing (franz-go's default), and a short metadata
 // refresh so new tables' topics are picked up quickly.
-func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
+func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
 	var snk *sink.Sink
 	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 		if snk != nil {
@@ -168,9 +168,9 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 		}
 	}
 	if st.maxRecordBytes == 0 {
-		st.maxRecordBytes = kafkatopic.DefaultMaxRecordBytes
+		st.maxRecordBytes = record.DefaultMaxBytes
 	}
-	cl, err := kafkaClient(ctx, kc, append(recordLimitOpts(st.maxRecordBytes),
+	cl, err := kafka.NewClient(ctx, kc, append(kafka.RecordLimitOpts(st.maxRecordBytes),
 		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.prefix)+`\..+`),
@@ -205,15 +205,15 @@ func newSink(ctx context.Context, kc kafkaConfig, l sink.Loader, st sinkSettings
 	if st.dlq != "off" {
 		topic := st.dlq
 		if topic == "" {
-			topic = st.prefix + "-dlq"
+			topic = kafka.DeadLetterTopic(st.prefix)
 		}
-		if err := capture.KafkaTopics(cl, st.maxRecordBytes).CreateTopic(ctx, topic, 1, -1); err != nil {
+		if err := kafka.Topics(cl, st.maxRecordBytes).CreateTopic(ctx, topic, 1, -1); err != nil {
 			cl.Close()
 			return nil, nil, fmt.Errorf("dead-letter topic: %w", err)
 		}
-		cfg.DeadLetters = sink.KafkaDeadLetters(cl, topic)
+		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
-	snk, err = sink.New(sink.KafkaConsumer(cl), kadm.NewClient(cl), l, cfg)
+	snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg)
 	if err != nil {
 		cl.Close()
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/registry"
 )
 
@@ -61,7 +62,7 @@ func TestIntegrationEnvelopeUpgrade(t *testing.T) {
 	if len(schemaIDs) < 2 {
 		t.Errorf("version 2 records refer to %d schemas, want at least 2 (before and after ADD COLUMN)", len(schemaIDs))
 	}
-	reader := registry.NewReader(p.kafka(), registry.Topic(p.prefix), nil)
+	reader := registry.NewReader(p.kafka(), kafka.SchemasTopic(p.prefix), nil)
 	if err := reader.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -361,7 +361,7 @@ func TestIntegrationSinkDeadLetterThenReplay(t *testing.T) {
 	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` MODIFY COLUMN reading Nullable(String)", p.database, tb.name), ch.Settings{"mutations_sync": 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := walhouse(ctx, "dlq", "replay", "--kafka", p.env.Kafka, "--dlq-topic", dlq, "--replay-group", testenv.Name("replay")); err != nil {
+	if _, err := walhouse(ctx, "dlq", "replay", "--kafka", p.env.Kafka, "--topic-prefix", p.prefix, "--dlq-topic", dlq, "--replay-group", testenv.Name("replay")); err != nil {
 		t.Fatal(err)
 	}
 	p.change(tb, 1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
 )
@@ -29,7 +30,7 @@ func NewRecords(t testing.TB, env Env, prefix string) *Records {
 		t.Fatalf("kafka client for the schema registry: %v", err)
 	}
 	t.Cleanup(cl.Close)
-	return &Records{reader: registry.NewReader(cl, registry.Topic(prefix), slog.New(slog.DiscardHandler))}
+	return &Records{reader: registry.NewReader(cl, kafka.SchemasTopic(prefix), slog.New(slog.DiscardHandler))}
 }
 
 // DecodeAll decodes one Kafka record: a row batch (record.HeaderRows) into

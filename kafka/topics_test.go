@@ -1,4 +1,4 @@
-package kafkatopic
+package kafka
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // fakeAdmin answers CreateTopic with createErr and lists the topics in
@@ -91,7 +93,7 @@ func TestEnsure(t *testing.T) {
 // max.message.bytes the record bound needs, or an error that says what to
 // run when the broker refuses.
 func TestEnsureRaisesMaxMessageBytes(t *testing.T) {
-	need := MaxMessageBytes(DefaultMaxRecordBytes)
+	need := MaxMessageBytes(record.DefaultMaxBytes)
 	for _, tc := range []struct {
 		name      string
 		createErr error
@@ -110,7 +112,7 @@ func TestEnsureRaisesMaxMessageBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			adm := &fakeAdmin{createErr: tc.createErr, existing: map[string]bool{"wh.public.t": true}, maxMessage: tc.have, alterErr: tc.alterErr}
-			err := Ensure(context.Background(), adm, "wh.public.t", 6, -1, Configs(DefaultMaxRecordBytes, nil))
+			err := Ensure(context.Background(), adm, "wh.public.t", 6, -1, Configs(record.DefaultMaxBytes, nil))
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("error %v", err)
@@ -124,5 +126,25 @@ func TestEnsureRaisesMaxMessageBytes(t *testing.T) {
 				t.Errorf("raised to %s, want %d", adm.altered, need)
 			}
 		})
+	}
+}
+
+// TestTopicNames pins the names of a pipeline's own topics: capture, the
+// sink, dlq and serve derive them from the prefix alone, and renaming one
+// would strand what an older walhouse wrote there.
+func TestTopicNames(t *testing.T) {
+	for _, tc := range []struct {
+		name   func(string) string
+		prefix string
+		want   string
+	}{
+		{StateTopic, "walhouse", "walhouse-state"},
+		{SchemasTopic, "walhouse", "walhouse-schemas"},
+		{SchemasTopic, "shop.prod", "shop.prod-schemas"},
+		{DeadLetterTopic, "walhouse", "walhouse-dlq"},
+	} {
+		if got := tc.name(tc.prefix); got != tc.want {
+			t.Errorf("topic of %q = %q, want %q", tc.prefix, got, tc.want)
+		}
 	}
 }

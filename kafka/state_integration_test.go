@@ -1,4 +1,4 @@
-package capture_test
+package kafka_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/kafka"
 )
 
 // Against the local broker's SASL_SSL listener: the state topic's reader
@@ -42,7 +42,7 @@ func TestIntegrationKafkaStateOverTLS(t *testing.T) {
 	topic := testenv.Name("state_tls")
 	t.Cleanup(func() { _, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), topic) })
 
-	saved, err := capture.KafkaState(ctx, cl, topic, 1)
+	saved, err := kafka.NewState(ctx, cl, topic, 1)
 	if err != nil {
 		t.Fatalf("state topic over TLS: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestIntegrationKafkaStateOverTLS(t *testing.T) {
 		}
 	}
 	// A fresh store, as after a restart, reads the topic back.
-	restarted, err := capture.KafkaState(ctx, cl, topic, 1)
+	restarted, err := kafka.NewState(ctx, cl, topic, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,4 @@
-// Package kafkatopic creates the Kafka topics walhouse writes to, and
-// accepts topics an administrator created beforehand: in clusters with
-// ACLs, walhouse's user often may write to a topic but not create one, and
-// the broker then refuses the creation even when the topic exists.
-//
-// It also owns the arithmetic of record sizes: walhouse bounds the key and
-// value of each record it produces (MaxRecordBytes), and every topic that
-// holds such records, every producer that writes them and every consumer
-// that reads them is sized from that bound (MaxMessageBytes), so that a
-// row Kafka accepts from capture can also be read and dead-lettered by the
-// sink.
-package kafkatopic
+package kafka
 
 import (
 	"context"
@@ -21,9 +10,28 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Admin is the part of kadm.Client that Ensure uses.
+// The topics of a pipeline, all named from its --topic-prefix, so capture,
+// the sink, dlq and serve meet on them without another setting. A table's
+// own topic is record.TopicName(prefix, schema, table): its name is part of
+// the records' contract, so it lives with them.
+
+// StateTopic returns the compacted topic where capture keeps its snapshot
+// progress: "<prefix>-state".
+func StateTopic(prefix string) string { return prefix + "-state" }
+
+// SchemasTopic returns the schema registry's compacted topic:
+// "<prefix>-schemas" (see package registry).
+func SchemasTopic(prefix string) string { return prefix + "-schemas" }
+
+// DeadLetterTopic returns the topic of records that can never be loaded,
+// which capture and the sink both write to: "<prefix>-dlq".
+func DeadLetterTopic(prefix string) string { return prefix + "-dlq" }
+
+// Admin is the part of kadm.Client that Ensure uses (an interface so the
+// decisions of Ensure are unit-tested without a broker).
 type Admin interface {
 	CreateTopic(ctx context.Context, partitions int32, replicationFactor int16, configs map[string]*string, topic string) (kadm.CreateTopicResponse, error)
 	ListTopics(ctx context.Context, topics ...string) (kadm.TopicDetails, error)
@@ -31,35 +39,16 @@ type Admin interface {
 	AlterTopicConfigs(ctx context.Context, configs []kadm.AlterConfig, topics ...string) (kadm.AlterConfigsResponses, error)
 }
 
-// Record size limits.
+// Topic sizes beyond the record bound (record.DefaultMaxBytes,
+// record.ValidateMaxBytes).
 const (
-	// DefaultMaxRecordBytes is the default bound on the key plus value of
-	// one record walhouse produces: a row with a value of tens of MiB
-	// (jsonb, text, bytea; a bytea's hex text is twice its size) must pass.
-	DefaultMaxRecordBytes = 64 << 20
-	// MinMaxRecordBytes is the smallest bound walhouse accepts: Kafka's
-	// own default message size, which snapshot row batches (128 KiB) and
-	// ordinary rows fit with room to spare.
-	MinMaxRecordBytes = 1 << 20
-	// MaxMaxRecordBytes is the largest bound: a request of one record must
-	// stay within what a broker reads (socket.request.max.bytes, an int32)
-	// and PostgreSQL sends no message over 1 GiB anyway.
-	MaxMaxRecordBytes = 1 << 30
 	// Overhead is what a topic, a producer and a consumer allow beyond the
 	// bound: the record batch and record framing, headers (a dead letter
-	// adds its own, see sink.KafkaDeadLetters) and the row-batch envelope.
+	// adds its own, see DeadLetters) and the row-batch envelope.
 	Overhead = 1 << 20
 	// MaxMessageBytesConfig is the topic setting Ensure sets and raises.
 	MaxMessageBytesConfig = "max.message.bytes"
 )
-
-// ValidateMaxRecordBytes checks a record bound given by a user.
-func ValidateMaxRecordBytes(n int) error {
-	if n < MinMaxRecordBytes || n > MaxMaxRecordBytes {
-		return fmt.Errorf("max record bytes %d: want %d (1 MiB) to %d (1 GiB)", n, MinMaxRecordBytes, MaxMaxRecordBytes)
-	}
-	return nil
-}
 
 // MaxMessageBytes returns the max.message.bytes of a topic that holds
 // records of up to maxRecordBytes of key and value; producers use it as
@@ -78,6 +67,13 @@ func Configs(maxRecordBytes int, extra map[string]*string) map[string]*string {
 	v := strconv.Itoa(MaxMessageBytes(maxRecordBytes))
 	out[MaxMessageBytesConfig] = &v
 	return out
+}
+
+// compacted is the configuration of walhouse's own key-value topics
+// (state, schema registry): only the latest value of each key matters.
+func compacted() map[string]*string {
+	policy := "compact"
+	return map[string]*string{"cleanup.policy": &policy}
 }
 
 // Ensure creates topic unless it exists. When the broker does not let this
@@ -183,4 +179,40 @@ func maxMessageBytes(ctx context.Context, adm Admin, topic string) (int, error) 
 		}
 	}
 	return 0, fmt.Errorf("the broker did not report %s", MaxMessageBytesConfig)
+}
+
+// Topics creates the tables' topics and reports their partition counts,
+// through the admin API of cl: it is capture's capture.TopicCreator. Its
+// topics hold records of up to maxRecordBytes: a new topic gets the
+// max.message.bytes that takes, an existing one with a lower limit is
+// raised to it. The sink's dead-letter topic is made the same way (see
+// DeadLetters).
+func Topics(cl *kgo.Client, maxRecordBytes int) *TopicCreator {
+	return &TopicCreator{adm: kadm.NewClient(cl), configs: Configs(maxRecordBytes, nil)}
+}
+
+// TopicCreator creates topics sized for the record bound; see Topics. It is
+// safe for concurrent use.
+type TopicCreator struct {
+	adm     *kadm.Client
+	configs map[string]*string
+}
+
+// CreateTopic creates the topic with the given partitions and replication
+// factor (-1: the broker's default) unless it exists; see Ensure.
+func (k *TopicCreator) CreateTopic(ctx context.Context, name string, partitions int32, replication int16) error {
+	return Ensure(ctx, k.adm, name, partitions, replication, k.configs)
+}
+
+// Partitions returns the partition count of the topic.
+func (k *TopicCreator) Partitions(ctx context.Context, name string) (int32, error) {
+	td, err := k.adm.ListTopics(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("describe Kafka topic %s: %w", name, err)
+	}
+	t, ok := td[name]
+	if !ok || t.Err != nil {
+		return 0, fmt.Errorf("describe Kafka topic %s: %v", name, t.Err)
+	}
+	return int32(len(t.Partitions)), nil
 }
