@@ -16,7 +16,8 @@
 //
 //   - capture.go: the API (Producer, ErrSlotInvalidated, Capturer, New,
 //     Stats, Setup) and Run, which wires a session together; options.go,
-//     limits.go, deadletter.go, topics.go and state.go its options.
+//     limits.go, topics.go and state.go its options; deadletter.go: changes
+//     that cannot become records.
 //   - source.go: connecting, checking the database and its tables, the
 //     publication; slot.go: the replication slot; ddl.go and messages.go:
 //     the DDL event trigger and the key that signs walhouse's WAL messages.
