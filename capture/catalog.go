@@ -51,6 +51,11 @@ func newCatalog(conn *pgx.Conn) *catalog {
 	return &catalog{conn: conn, types: map[uint32]typeInfo{}, columns: map[uint32]map[string]columnInfo{}}
 }
 
+var _ relationCatalog = (*catalog)(nil)
+
+// setColumns records a relation's columns as a DDL message numbered them.
+func (c *catalog) setColumns(relID uint32, cols map[string]columnInfo) { c.columns[relID] = cols }
+
 // typeOf resolves a type OID: domains to their base type, arrays to their
 // element type with array set.
 func (c *catalog) typeOf(ctx context.Context, oid uint32) (typeInfo, error) {
@@ -168,7 +173,7 @@ func (cfg *config) relationTenant(schema, table string) string {
 
 // buildRelation turns a Relation message into the cached relation, checking
 // everything that would otherwise fail row by row later.
-func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
+func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
 	name := m.Namespace + "." + m.RelationName
 	key, err := cat.tableKey(ctx, m.RelationID)
 	if err != nil {
@@ -187,7 +192,7 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
 		topic:     record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
 		tenantIdx: -1,
-		full:      m.ReplicaIdentity == 'f',
+		full:      m.ReplicaIdentity == replicaIdentityFull,
 	}
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
 	for i, col := range m.Columns {
@@ -196,7 +201,7 @@ func buildRelation(ctx context.Context, cat *catalog, cfg *config, sourceID stri
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
 		}
 		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name], Attnum: nums[col.Name].attnum, Missing: nums[col.Name].missing}
-		inIdentity := col.Flags&1 != 0
+		inIdentity := col.Flags&columnInIdentity != 0
 		if rc.Key {
 			r.keyIdx = append(r.keyIdx, i)
 			if !inIdentity {

@@ -10,8 +10,33 @@
 //
 // Data enters as WAL messages from a replication connection and leaves as
 // Kafka records through the Producer interface; nothing else is shared with
-// the rest of walhouse but package record. What capture needs of Kafka
+// the rest of walhouse but packages record and schema (ClickHouse names, to
+// refuse tables that would share one). What capture needs of Kafka
 // beyond producing (TopicCreator, StateStore, SchemaRegistry) it declares
 // here, and package kafka (with registry) satisfies it; cmd/walhouse wires
 // them.
+//
+// Where things are:
+//
+//   - capture.go: the API (Producer, ErrSlotInvalidated, Capturer, New,
+//     Stats, Setup) and Run, which wires a session together; options.go
+//     and limits.go its options; topics.go and state.go the interfaces it
+//     needs of Kafka; deadletter.go: changes that cannot become records.
+//   - source.go: connecting, checking the database and its tables, the
+//     publication; slot.go: the replication slot; ddl.go and messages.go:
+//     the DDL event trigger and the key that signs walhouse's WAL messages.
+//   - stream.go: one replication session (the receive loop, status updates
+//     to the slot, shutdown) and the producing side of the translator's
+//     output; ack.go: which positions Kafka has acknowledged.
+//   - dispatch.go: CopyData dispatch, and the translator, which turns
+//     decoded pgoutput messages into records, dead letters, truncate
+//     markers and heartbeats with no database, Kafka or clock of its own
+//     (so translate_test.go drives it with scripted messages); its relation
+//     cache and walhouse's logical messages. change.go: a row change to a
+//     record (eventIds, ordinals, key and tenant changes, TOAST, bad rows).
+//     pgoutput.go decodes the messages; catalog.go builds relations.
+//   - heartbeat.go: heartbeats written into the WAL and sent to every
+//     partition; truncate.go: TRUNCATE as markers.
+//   - tables.go: tables joining and leaving the publication, partitions;
+//     snapshot*.go: the initial copy; online.go: copies next to the stream.
 package capture

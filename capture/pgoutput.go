@@ -9,20 +9,58 @@ import (
 // errShort reports a pgoutput message that ends before its fields do.
 var errShort = errors.New("pgoutput message is truncated")
 
+// The kinds of pgoutput messages (protocol version 1), their first byte, as
+// pglogrepl names them (MessageTypeBegin, ...).
+const (
+	msgBegin    byte = 'B'
+	msgCommit   byte = 'C'
+	msgOrigin   byte = 'O'
+	msgRelation byte = 'R'
+	msgType     byte = 'Y'
+	msgInsert   byte = 'I'
+	msgUpdate   byte = 'U'
+	msgDelete   byte = 'D'
+	msgTruncate byte = 'T'
+	msgLogical  byte = 'M'
+)
+
+// The kinds of a TupleData column.
+const (
+	tupleNull      byte = 'n' // NULL
+	tupleUnchanged byte = 'u' // an unchanged TOAST value, not sent
+	tupleText      byte = 't' // the value in text format
+	tupleBinary    byte = 'b' // the value in binary format
+)
+
+// The tuples of a row change: the new row, and the old one as its replica
+// identity (key columns only) or, with REPLICA IDENTITY FULL, whole.
+const (
+	tupleNew    byte = 'N'
+	tupleOldKey byte = 'K'
+	tupleOldRow byte = 'O'
+)
+
+// replicaIdentityFull is a Relation message's replica identity setting for
+// REPLICA IDENTITY FULL; columnInIdentity the flag of a column that is part
+// of the replica identity.
+const (
+	replicaIdentityFull = 'f'
+	columnInIdentity    = 1
+)
+
 // tupleColumn is one column of a pgoutput TupleData. Data aliases the
 // message buffer: it is valid only until the next message is received.
 type tupleColumn struct {
-	Kind byte // 'n' null, 'u' unchanged TOAST, 't' text, 'b' binary
+	Kind byte // tupleNull, tupleUnchanged, tupleText or tupleBinary
 	Data []byte
 }
 
 // rowChange is a decoded Insert, Update or Delete message. Its slices are
 // reused from message to message so the hot path does not allocate.
 type rowChange struct {
-	Kind       byte // 'I', 'U' or 'D'
+	Kind       byte // msgInsert, msgUpdate or msgDelete
 	RelationID uint32
-	// OldKind is 'K' (old key) or 'O' (old row, REPLICA IDENTITY FULL) when
-	// Old is present, else 0.
+	// OldKind is tupleOldKey or tupleOldRow when Old is present, else 0.
 	OldKind byte
 	Old     []tupleColumn
 	New     []tupleColumn
@@ -43,27 +81,27 @@ func decodeRowChange(msg []byte, c *rowChange) error {
 	rest := msg[5:]
 	var err error
 	switch c.Kind {
-	case 'I':
-		if len(rest) < 1 || rest[0] != 'N' {
+	case msgInsert:
+		if len(rest) < 1 || rest[0] != tupleNew {
 			return fmt.Errorf("insert message: want 'N' tuple")
 		}
 		c.New, rest, err = decodeTuple(rest[1:], c.New)
-	case 'U':
+	case msgUpdate:
 		if len(rest) < 1 {
 			return errShort
 		}
-		if rest[0] == 'K' || rest[0] == 'O' {
+		if rest[0] == tupleOldKey || rest[0] == tupleOldRow {
 			c.OldKind = rest[0]
 			if c.Old, rest, err = decodeTuple(rest[1:], c.Old); err != nil {
 				return fmt.Errorf("update message, old tuple: %w", err)
 			}
 		}
-		if len(rest) < 1 || rest[0] != 'N' {
+		if len(rest) < 1 || rest[0] != tupleNew {
 			return fmt.Errorf("update message: want 'N' tuple")
 		}
 		c.New, rest, err = decodeTuple(rest[1:], c.New)
-	case 'D':
-		if len(rest) < 1 || (rest[0] != 'K' && rest[0] != 'O') {
+	case msgDelete:
+		if len(rest) < 1 || (rest[0] != tupleOldKey && rest[0] != tupleOldRow) {
 			return fmt.Errorf("delete message: want 'K' or 'O' tuple")
 		}
 		c.OldKind = rest[0]
@@ -95,8 +133,8 @@ func decodeTuple(b []byte, cols []tupleColumn) ([]tupleColumn, []byte, error) {
 		col := tupleColumn{Kind: b[0]}
 		b = b[1:]
 		switch col.Kind {
-		case 'n', 'u':
-		case 't', 'b':
+		case tupleNull, tupleUnchanged:
+		case tupleText, tupleBinary:
 			if len(b) < 4 {
 				return cols, nil, errShort
 			}
@@ -127,7 +165,7 @@ type logicalMessage struct {
 // decodeLogicalMessage decodes an 'M' message of protocol version 1.
 func decodeLogicalMessage(msg []byte) (logicalMessage, error) {
 	var m logicalMessage
-	if len(msg) < 1+1+8 || msg[0] != 'M' {
+	if len(msg) < 1+1+8 || msg[0] != msgLogical {
 		return m, errShort
 	}
 	m.Transactional = msg[1] == 1

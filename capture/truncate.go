@@ -50,7 +50,7 @@ const (
 // (Int32 each). It never panics on malformed input.
 func decodeTruncate(msg []byte) (truncateMessage, error) {
 	var m truncateMessage
-	if len(msg) < 1+4+1 || msg[0] != 'T' {
+	if len(msg) < 1+4+1 || msg[0] != msgTruncate {
 		return m, errShort
 	}
 	n := binary.BigEndian.Uint32(msg[1:5])
@@ -71,21 +71,17 @@ func decodeTruncate(msg []byte) (truncateMessage, error) {
 	return m, nil
 }
 
-// handleTruncate sends a truncate marker for every captured table of a
-// Truncate message to every partition of the table's topic, as part of the
-// current transaction.
-func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte) error {
-	if !s.inTx {
+// truncate turns a Truncate message, received at lsn, into a truncate
+// marker for every captured table it names, as part of the current
+// transaction.
+func (t *translator) truncate(ctx context.Context, lsn record.LSN, m truncateMessage) error {
+	if !t.inTx {
 		return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
-	}
-	m, err := decodeTruncate(msg)
-	if err != nil {
-		return fmt.Errorf("pgoutput truncate at %s: %w", lsn, err)
 	}
 	for _, id := range m.relations {
 		// pgoutput sends a Relation message for each table before the
 		// Truncate that names it.
-		rel, ok, err := s.relation(ctx, id)
+		rel, ok, err := t.relation(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -98,29 +94,38 @@ func (s *stream) handleTruncate(ctx context.Context, lsn record.LSN, msg []byte)
 		tr := record.Truncate{
 			Source:          record.Source{Schema: rel.source.Schema, Table: rel.source.Table},
 			LSN:             lsn,
-			CommitTime:      s.commitTime,
-			At:              s.commitTime.Add(-heartbeatMargin),
+			CommitTime:      t.commitTime,
+			At:              t.commitTime.Add(-heartbeatMargin),
 			Cascade:         m.cascade,
 			RestartIdentity: m.restartIdentity,
 		}
-		if s.online != nil && s.online.copying(rel.name) {
-			// Copied rows have version 0, below every TRUNCATE, so the
-			// markers remove every copied row before them in a partition
-			// and none after. Stopping the copy first puts all rows it
-			// read before the TRUNCATE before the markers; the copy then
-			// starts over and reads what the TRUNCATE left.
-			s.c.log.Info("TRUNCATE of a table being copied: the copy starts over", "table", rel.name, "lsn", lsn)
-			s.online.restart(rel.name)
-		}
-		n, err := s.partitionsForMarker(ctx, rel.topic)
-		if err != nil {
-			return fmt.Errorf("replicate the TRUNCATE of %s at %s: %w", rel.name, lsn, err)
-		}
-		if err := s.produceMarkers(rel.topic, n, tr.Headers()); err != nil {
+		if err := t.out.truncate(ctx, rel, tr); err != nil {
 			return err
 		}
-		s.c.log.Info("replicating TRUNCATE", "table", rel.name, "lsn", lsn, "commit_lsn", s.commitLSN, "partitions", n, "cascade", m.cascade, "restart_identity", m.restartIdentity)
 	}
+	return nil
+}
+
+// truncate sends the truncate marker of a table to every partition of its
+// topic.
+func (s *stream) truncate(ctx context.Context, rel *relation, tr record.Truncate) error {
+	if s.online.copying(rel.name) {
+		// Copied rows have version 0, below every TRUNCATE, so the
+		// markers remove every copied row before them in a partition
+		// and none after. Stopping the copy first puts all rows it
+		// read before the TRUNCATE before the markers; the copy then
+		// starts over and reads what the TRUNCATE left.
+		s.c.log.Info("TRUNCATE of a table being copied: the copy starts over", "table", rel.name, "lsn", tr.LSN)
+		s.online.restart(rel.name)
+	}
+	n, err := s.partitionsForMarker(ctx, rel.topic)
+	if err != nil {
+		return fmt.Errorf("replicate the TRUNCATE of %s at %s: %w", rel.name, tr.LSN, err)
+	}
+	if err := s.produceMarkers(rel.topic, n, tr.Headers()); err != nil {
+		return err
+	}
+	s.c.log.Info("replicating TRUNCATE", "table", rel.name, "lsn", tr.LSN, "commit_lsn", s.tr.commitLSN, "partitions", n, "cascade", tr.Cascade, "restart_identity", tr.RestartIdentity)
 	return nil
 }
 

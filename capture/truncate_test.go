@@ -108,21 +108,22 @@ func TestHandleTruncateMarksEveryPartitionWithinTheTransaction(t *testing.T) {
 		parts:      map[string]int32{},
 		acks:       newAckTracker(start),
 		produceCtx: context.Background(),
-		rels: map[uint32]*relation{
-			1: {name: "public.orders", source: record.Source{ID: "src", Schema: "public", Table: "orders"}, topic: "wh.public.orders"},
-			2: {name: "public.items", source: record.Source{ID: "src", Schema: "public", Table: "items"}, topic: "wh.public.items"},
-			3: {name: "public.skipped"}, // excluded from capture: no topic
-		},
 	}
-	if err := s.handleWAL(context.Background(), 200, truncateMsg(1, 1)); err == nil {
+	s.tr = newTranslator(&s.c.cfg, "src", nil, s, s, nil, nil)
+	s.tr.rels = map[uint32]*relation{
+		1: {name: "public.orders", source: record.Source{ID: "src", Schema: "public", Table: "orders"}, topic: "wh.public.orders"},
+		2: {name: "public.items", source: record.Source{ID: "src", Schema: "public", Table: "items"}, topic: "wh.public.items"},
+		3: {name: "public.skipped"}, // excluded from capture: no topic
+	}
+	if err := s.tr.handle(context.Background(), 200, truncateMsg(1, 1)); err == nil {
 		t.Fatal("a truncate outside a transaction was accepted")
 	}
-	s.inTx, s.tx, s.commitLSN, s.commitTime = true, s.acks.begin(), 450, commit
+	s.tr.inTx, s.tx, s.tr.commitLSN, s.tr.commitTime = true, s.acks.begin(), 450, commit
 	const truncLSN = record.LSN(300)
-	if err := s.handleWAL(context.Background(), truncLSN, truncateMsg(1, 1, 3, 2)); err != nil {
+	if err := s.tr.handle(context.Background(), truncLSN, truncateMsg(1, 1, 3, 2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.handleWAL(context.Background(), 310, truncateMsg(0, 9)); err == nil {
+	if err := s.tr.handle(context.Background(), 310, truncateMsg(0, 9)); err == nil {
 		t.Error("a truncate of a relation never described was accepted")
 	}
 
@@ -178,10 +179,11 @@ func TestTruncateMarkersWaitForKafka(t *testing.T) {
 		parts:      map[string]int32{},
 		acks:       newAckTracker(10),
 		produceCtx: context.Background(),
-		rels:       map[uint32]*relation{1: {name: "public.t", source: record.Source{Schema: "public", Table: "t"}, topic: "wh.public.t"}},
 	}
-	s.inTx, s.tx, s.commitTime = true, s.acks.begin(), time.Unix(1, 0)
-	if err := s.handleTruncate(context.Background(), 20, truncateMsg(0, 1)); err != nil {
+	s.tr = newTranslator(&s.c.cfg, "", nil, s, s, nil, nil)
+	s.tr.rels = map[uint32]*relation{1: {name: "public.t", source: record.Source{Schema: "public", Table: "t"}, topic: "wh.public.t"}}
+	s.tr.inTx, s.tx, s.tr.commitTime = true, s.acks.begin(), time.Unix(1, 0)
+	if err := s.tr.handle(context.Background(), 20, truncateMsg(0, 1)); err != nil {
 		t.Fatal(err)
 	}
 	s.acks.commit(s.tx, 30)

@@ -16,4 +16,18 @@
 // package knows nothing about ClickHouse. It declares what it needs of
 // Kafka (Consumer, OffsetFetcher, DeadLetters); package kafka adapts
 // franz-go to them.
+//
+// Where things are:
+//
+//   - sink.go: the contract (Batch, Loader, its errors, Consumer, DeadLetters,
+//     Config, Sink, New) and Run, the poll loop.
+//   - intent.go: a flush: the batch intent committed before loading, chunks
+//     cut exactly as before a crash, the commit after, tables stopped at a
+//     record. load.go: a chunk's segments between truncate markers, decoding,
+//     isolating a record that can never load, setting it aside. retry.go:
+//     retries with backoff.
+//   - batch.go: row batches; truncate.go: truncate markers; trust.go: the
+//     checks of what Kafka says; watermark.go: load progress for freshness;
+//     layer2.go: eventId deduplication; deadletter.go: the dead letters'
+//     format; metrics.go: the sink's metrics.
 package sink

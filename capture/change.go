@@ -1,0 +1,160 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// rowChange turns a decoded row change, received at lsn, into one record
+// (two when an update changed the key: a delete of the old key, then the
+// new row), or into a dead letter when it cannot become one.
+func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChange) error {
+	if !t.inTx {
+		return fmt.Errorf("pgoutput: %c message outside a transaction at %s", ch.Kind, lsn)
+	}
+	rel, ok, err := t.relation(ctx, ch.RelationID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
+	}
+	if rel.skip {
+		return nil
+	}
+	switch ch.Kind {
+	case msgInsert:
+		return t.emit(ctx, rel, lsn, record.Insert, ch.New, nil, nil)
+	case msgDelete:
+		return t.emit(ctx, rel, lsn, record.Delete, ch.Old, nil, nil)
+	case msgUpdate:
+	default:
+		return fmt.Errorf("pgoutput: message type %q at %s is not a row change", ch.Kind, lsn)
+	}
+	old := ch.Old
+	var fill []tupleColumn
+	if ch.OldKind == tupleOldRow {
+		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
+	}
+	if len(old) > 0 && keyChanged(rel, old, ch.New) {
+		if err := t.emit(ctx, rel, lsn, record.Delete, old, nil, nil); err != nil {
+			return err
+		}
+		return t.emit(ctx, rel, lsn, record.Update, ch.New, old, fill)
+	}
+	return t.emit(ctx, rel, lsn, record.Update, ch.New, nil, fill)
+}
+
+// keyChanged reports an update that moved the row to another ClickHouse
+// key: its primary key or its tenant changed (ClickHouse orders by tenant,
+// then key; a tenant outside the primary key is in the old tuple only with
+// REPLICA IDENTITY FULL, which capture requires for such tables).
+func keyChanged(rel *relation, old, cur []tupleColumn) bool {
+	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != tupleUnchanged &&
+		(old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data)) {
+		return true
+	}
+	for _, i := range rel.keyIdx {
+		if i >= len(old) || i >= len(cur) {
+			return true
+		}
+		if old[i].Kind == tupleNull || old[i].Kind == tupleUnchanged {
+			continue // not sent: unchanged
+		}
+		if string(old[i].Data) != string(cur[i].Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// emit builds and encodes one record and hands it to the output. Values
+// alias the WAL buffer; the output encodes or copies them before the next
+// message is received.
+func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op record.Op, tuple, oldKey, fill []tupleColumn) error {
+	if len(tuple) != len(rel.columns) {
+		t.ordinal++
+		return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: pgoutput sent a row of %d columns for a relation of %d", record.ErrInvalid, len(tuple), len(rel.columns))))
+	}
+	t.values = toValues(t.values[:0], tuple, fill)
+	if op == record.Update && hasUnchanged(t.values) {
+		if err := t.tables.fillUnchanged(ctx, rel, t.values); err != nil {
+			return err
+		}
+	}
+	r := &t.rec
+	*r = record.Record{
+		OccurredAt:   t.commitTime,
+		IngestedAt:   t.now().UTC(),
+		TenantColumn: rel.tenantColumn,
+		Source:       rel.source,
+		LSN:          lsn,
+		CommitLSN:    t.commitLSN,
+		Ordinal:      t.ordinal,
+		Version:      record.Version(lsn),
+		Op:           op,
+		Columns:      rel.columns,
+		SchemaID:     rel.schemaID,
+		Values:       t.values,
+	}
+	if oldKey != nil {
+		t.oldKey = toValues(t.oldKey[:0], oldKey, nil)
+		r.OldKey = t.oldKey
+	}
+	r.EventID = record.EventID(t.sourceID, t.commitLSN, t.ordinal, t.commitTime)
+	t.ordinal++ // also for a change set aside: the eventIds after it stay as they were
+	if rel.tenantIdx >= 0 {
+		v := t.values[rel.tenantIdx]
+		if v.Null || v.Unchanged {
+			return t.out.badRow(t.bad(rel, r, record.ReasonNoTenant, fmt.Errorf("the tenant column %s is NULL, so the row belongs to no tenant; make the column NOT NULL, or give such rows a tenant", rel.tenantColumn)))
+		}
+		r.TenantID = v.Text
+	} else {
+		r.TenantID = t.cfg.defaultTenant
+	}
+	if err := r.ValidateRow(); err != nil { // the columns were checked once, in buildRelation
+		return t.out.badRow(t.bad(rel, r, record.ReasonInvalid, fmt.Errorf("the change does not form a valid record: %w", err)))
+	}
+	// Key and value share one buffer, sized from the table's last record so
+	// it rarely grows; the relation's encoder copies the parts that depend
+	// only on the table.
+	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
+	size := len(value) + len(key)
+	if err := checkRecordSize(size, t.cfg.maxRecordBytes); err != nil {
+		return t.out.badRow(t.bad(rel, r, record.ReasonTooLarge, err))
+	}
+	rel.lastSize = max(size, 256)
+	return t.out.record(rel, r, key, value)
+}
+
+// bad describes a change of the transaction in progress that cannot become
+// a record; r is the record as far as it was built, or nil.
+func (t *translator) bad(rel *relation, r *record.Record, reason string, err error) badRow {
+	b := badRow{table: rel.name, topic: rel.topic, commit: t.commitLSN, rec: r, reason: reason, err: err}
+	if r != nil {
+		b.key = primaryKeyJSON(rel.columns, rel.keyIdx, r.Values)
+	}
+	return b
+}
+
+// toValues converts tuple columns to record values. Text aliases the WAL
+// buffer (no copy): the record is encoded before the buffer is reused.
+func toValues(dst []record.Value, tuple, fill []tupleColumn) []record.Value {
+	for i, col := range tuple {
+		if col.Kind == tupleUnchanged && i < len(fill) && (fill[i].Kind == tupleText || fill[i].Kind == tupleNull) {
+			col = fill[i]
+		}
+		switch col.Kind {
+		case tupleNull:
+			dst = append(dst, record.Value{Null: true})
+		case tupleUnchanged:
+			dst = append(dst, record.Value{Unchanged: true})
+		default:
+			dst = append(dst, record.Value{Text: unsafe.String(unsafe.SliceData(col.Data), len(col.Data))})
+		}
+	}
+	return dst
+}

@@ -1,0 +1,307 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// handleCopyData handles one CopyData message of the replication protocol:
+// a keepalive, or WAL data, which the translator turns into what capture
+// produces.
+func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("replication stream: empty CopyData message")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		if lsn := record.LSN(ka.ServerWALEnd); lsn > s.received {
+			s.received = lsn
+		}
+		s.c.walEnd.Store(uint64(ka.ServerWALEnd))
+		if !s.tr.inTx {
+			s.acks.idle(record.LSN(ka.ServerWALEnd))
+		}
+		if ka.ReplyRequested {
+			return s.sendStatus(ctx, false)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		if lsn := record.LSN(xld.WALStart); lsn > s.received {
+			s.received = lsn
+		}
+		s.c.walEnd.Store(uint64(xld.ServerWALEnd))
+		s.c.received.Store(uint64(s.received))
+		return s.tr.handle(ctx, record.LSN(xld.WALStart), xld.WALData)
+	default:
+		return fmt.Errorf("replication stream: unknown CopyData message %q", data[0])
+	}
+}
+
+// translator turns the pgoutput messages of one replication session into
+// what capture produces: records, dead letters of changes that cannot
+// become records, truncate markers and heartbeats, handed to out in stream
+// order. It keeps the relation cache and the transaction in progress
+// (eventIds, versions and ordinals come from there).
+//
+// It holds no connection, Kafka client or clock of its own: building a
+// relation asks cat, the captured tables and their copies are the stream's
+// (tables), and records get their IngestedAt from now. So its tests drive
+// it with scripted messages (translate_test.go); the stream wires it to
+// PostgreSQL and Kafka. Only the stream's goroutine calls it.
+type translator struct {
+	cfg      *config
+	sourceID string
+	cat      relationCatalog
+	tables   tableSet
+	out      output
+	key      messageKey // verifies walhouse's logical messages
+	ignored  *ignoredMessages
+	now      func() time.Time
+
+	rels map[uint32]*relation
+	// unjoined holds descriptions of relations that are not captured
+	// tables (yet): see describe.
+	unjoined map[uint32]*pglogrepl.RelationMessage
+
+	// transaction in progress
+	inTx       bool
+	commitLSN  record.LSN
+	commitTime time.Time
+	ordinal    uint32
+
+	// reused from change to change, so the hot path does not allocate
+	change rowChange
+	rec    record.Record
+	values []record.Value
+	oldKey []record.Value
+}
+
+// relationCatalog is what building a relation asks of the source's
+// catalog; *catalog answers it over a connection, tests script it.
+type relationCatalog interface {
+	typeOf(ctx context.Context, oid uint32) (typeInfo, error)
+	tableKey(ctx context.Context, relID uint32) (map[string]bool, error)
+	attnums(ctx context.Context, relID uint32) (map[string]columnInfo, error)
+	// setColumns records a relation's columns as a DDL message in the
+	// stream numbered them (see ddl.go).
+	setColumns(relID uint32, cols map[string]columnInfo)
+}
+
+// tableSet is what the translator asks of the stream about the tables.
+type tableSet interface {
+	// captured reports whether table ("schema.table") is captured.
+	captured(table string) bool
+	// join takes a table that was described but not captured into the
+	// stream at its first change (errNameTaken: it stays out).
+	join(ctx context.Context, table string) error
+	// described is called with every relation of a captured table built
+	// from a Relation message, before any of its records (its topic must
+	// exist by then).
+	described(ctx context.Context, rel *relation) error
+	// fillUnchanged replaces the unchanged TOAST values of an update with
+	// the source's when the table's online copy runs (see online.go).
+	fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error
+}
+
+// output takes what the translator produces, in stream order.
+type output interface {
+	// begin and commit delimit a transaction; everything between them
+	// belongs to it.
+	begin()
+	commit(end record.LSN, at time.Time)
+	// record takes one change of rel as r, encoded as key and value. All
+	// of them alias buffers that are reused after it returns.
+	record(rel *relation, r *record.Record, key, value []byte) error
+	// badRow takes a change that cannot become a record.
+	badRow(b badRow) error
+	// truncate takes the TRUNCATE of a captured table.
+	truncate(ctx context.Context, rel *relation, tr record.Truncate) error
+	// heartbeat takes an authenticated heartbeat written at at.
+	heartbeat(ctx context.Context, lsn record.LSN, at time.Time) error
+}
+
+// handle decodes one pgoutput message, received at lsn, and acts on it.
+func (t *translator) handle(ctx context.Context, lsn record.LSN, msg []byte) error {
+	if len(msg) == 0 {
+		return errors.New("pgoutput: empty message")
+	}
+	switch msg[0] {
+	case msgInsert, msgUpdate, msgDelete:
+		if !t.inTx {
+			return fmt.Errorf("pgoutput: %c message outside a transaction at %s", msg[0], lsn)
+		}
+		if err := decodeRowChange(msg, &t.change); err != nil {
+			return fmt.Errorf("pgoutput at %s: %w", lsn, err)
+		}
+		return t.rowChange(ctx, lsn, &t.change)
+	case msgBegin:
+		var m pglogrepl.BeginMessage
+		if err := m.Decode(msg[1:]); err != nil {
+			return fmt.Errorf("pgoutput begin at %s: %w", lsn, err)
+		}
+		t.begin(&m)
+		return nil
+	case msgCommit:
+		var m pglogrepl.CommitMessage
+		if err := m.Decode(msg[1:]); err != nil {
+			return fmt.Errorf("pgoutput commit at %s: %w", lsn, err)
+		}
+		return t.commit(lsn, &m)
+	case msgRelation:
+		m, err := pglogrepl.Parse(msg)
+		if err != nil {
+			return fmt.Errorf("pgoutput relation at %s: %w", lsn, err)
+		}
+		return t.describe(ctx, m.(*pglogrepl.RelationMessage))
+	case msgTruncate:
+		if !t.inTx {
+			return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
+		}
+		m, err := decodeTruncate(msg)
+		if err != nil {
+			return fmt.Errorf("pgoutput truncate at %s: %w", lsn, err)
+		}
+		return t.truncate(ctx, lsn, m)
+	case msgLogical:
+		m, err := decodeLogicalMessage(msg)
+		if err != nil {
+			t.ignored.note("?", lsn, fmt.Errorf("%w: %w", errMalformed, err))
+			return nil
+		}
+		return t.logical(ctx, lsn, m)
+	case msgType, msgOrigin:
+		return nil // types are looked up in the catalog; origins are not replicated
+	default:
+		return fmt.Errorf("pgoutput: unknown message type %q at %s", msg[0], lsn)
+	}
+}
+
+// begin starts a transaction.
+func (t *translator) begin(m *pglogrepl.BeginMessage) {
+	t.inTx = true
+	t.commitLSN = record.LSN(m.FinalLSN)
+	t.commitTime = m.CommitTime.UTC()
+	t.ordinal = 0
+	t.out.begin()
+}
+
+// commit ends the transaction in progress.
+func (t *translator) commit(lsn record.LSN, m *pglogrepl.CommitMessage) error {
+	if !t.inTx {
+		return fmt.Errorf("pgoutput: commit outside a transaction at %s", lsn)
+	}
+	t.out.commit(record.LSN(m.TransactionEndLSN), m.CommitTime)
+	t.inTx = false
+	return nil
+}
+
+// describe takes a Relation message. A captured table's relation is built
+// (and replaces the one cached); an excluded table's is marked skipped.
+func (t *translator) describe(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+	name := rm.Namespace + "." + rm.RelationName
+	if t.cfg.excluded(name) {
+		t.rels[rm.RelationID] = &relation{name: name, skip: true}
+		return nil
+	}
+	if !t.tables.captured(name) {
+		// Not (yet) a captured table. PostgreSQL also describes
+		// relations under which it publishes no change: with
+		// publish_via_partition_root, a partition's own description
+		// comes next to its root's, whose name the changes carry. So a
+		// table joins the stream at its first change, not here.
+		delete(t.rels, rm.RelationID)
+		t.unjoined[rm.RelationID] = rm
+		return nil
+	}
+	return t.setRelation(ctx, rm)
+}
+
+// logical acts on walhouse's own logical messages, which it trusts only
+// when they carry a valid MAC (see messages.go); anything else with its
+// prefixes is counted and skipped. Other applications' messages are not
+// replicated.
+func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+	switch m.Prefix {
+	case heartbeatPrefix:
+		if m.Transactional || t.inTx {
+			t.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: capture writes heartbeats outside transactions", errMisplaced))
+			return nil
+		}
+		at, err := t.key.heartbeatTime(m.Content)
+		if err != nil {
+			t.ignored.note(m.Prefix, lsn, err)
+			return nil
+		}
+		return t.out.heartbeat(ctx, lsn, at)
+	case ddlPrefix:
+		content, ok := t.key.verify(m.Content)
+		if !ok {
+			t.ignored.note(m.Prefix, lsn, errUnauthenticated)
+			return nil
+		}
+		oid, cols, err := parseDDLNotice(content)
+		if err != nil {
+			t.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: %w", errMalformed, err))
+			return nil
+		}
+		t.cat.setColumns(oid, cols)
+	}
+	return nil
+}
+
+// setRelation builds the relation of a captured table from its
+// description.
+func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+	rel, err := buildRelation(ctx, t.cat, t.cfg, t.sourceID, rm)
+	if err != nil {
+		return err
+	}
+	if err := t.tables.described(ctx, rel); err != nil {
+		return err
+	}
+	delete(t.unjoined, rm.RelationID)
+	t.rels[rm.RelationID] = rel
+	return nil
+}
+
+// relation returns the relation a change refers to. A described relation
+// that is not a captured table joins the stream here, at its first change
+// (a table added to the publication while capture runs).
+func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, error) {
+	if rel, ok := t.rels[id]; ok {
+		return rel, true, nil
+	}
+	rm, ok := t.unjoined[id]
+	if !ok {
+		return nil, false, nil
+	}
+	name := rm.Namespace + "." + rm.RelationName
+	if !t.tables.captured(name) {
+		err := t.tables.join(ctx, name)
+		if errors.Is(err, errNameTaken) {
+			t.rels[id] = &relation{name: name, skip: true}
+			return t.rels[id], true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if err := t.setRelation(ctx, rm); err != nil {
+		return nil, false, err
+	}
+	return t.rels[id], true, nil
+}

@@ -1,0 +1,627 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// The translator's tests feed it decoded pgoutput messages and compare what
+// it hands its output, one line per event, with what capture must produce.
+// The catalog, the table set and the clock are scripted.
+
+// Relation ids of the scripted tables.
+const (
+	relOrders   = 1 // public.orders (tenant_id, id, body), key (tenant_id, id)
+	relDocs     = 2 // public.docs (id, tenant_id, body), key (id), REPLICA IDENTITY FULL
+	relPlain    = 3 // public.plain (id, body), no tenant column
+	relExcluded = 4 // public.secret, excluded from capture
+	relLater    = 5 // public.later, captured only once it joins
+)
+
+// Type OIDs of the scripted catalog.
+const (
+	oidInt8 = 20
+	oidText = 25
+)
+
+// relationMsg describes a table the way pgoutput does. Columns are
+// name:oid, with a trailing * for a column in the replica identity.
+func relationMsg(id uint32, table string, identity byte, cols ...string) *pglogrepl.RelationMessage {
+	m := &pglogrepl.RelationMessage{RelationID: id, Namespace: "public", RelationName: table, ReplicaIdentity: identity, ColumnNum: uint16(len(cols))}
+	for _, c := range cols {
+		name, oid, _ := strings.Cut(c, ":")
+		col := &pglogrepl.RelationMessageColumn{Name: name, DataType: oidText, TypeModifier: -1}
+		if strings.HasSuffix(oid, "*") {
+			col.Flags = columnInIdentity
+			oid = strings.TrimSuffix(oid, "*")
+		}
+		if oid == "int8" {
+			col.DataType = oidInt8
+		}
+		m.Columns = append(m.Columns, col)
+	}
+	return m
+}
+
+var (
+	ordersRel   = relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:text")
+	docsRel     = relationMsg(relDocs, "docs", replicaIdentityFull, "id:int8*", "tenant_id:text*", "body:text*")
+	plainRel    = relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text")
+	excludedRel = relationMsg(relExcluded, "secret", 'd', "tenant_id:text*", "id:int8*")
+	laterRel    = relationMsg(relLater, "later", 'd', "tenant_id:text*", "id:int8*")
+)
+
+// scriptedCatalog answers a relation's lookups from maps, as the catalog
+// would for the scripted tables.
+type scriptedCatalog struct {
+	keys map[uint32][]string
+	log  *[]string
+}
+
+func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error) {
+	switch oid {
+	case oidInt8:
+		return typeInfo{name: "int8"}, nil
+	case oidText:
+		return typeInfo{name: "text"}, nil
+	}
+	return typeInfo{}, fmt.Errorf("type %d not scripted", oid)
+}
+
+func (c scriptedCatalog) tableKey(_ context.Context, relID uint32) (map[string]bool, error) {
+	key := map[string]bool{}
+	for _, k := range c.keys[relID] {
+		key[k] = true
+	}
+	return key, nil
+}
+
+func (c scriptedCatalog) attnums(context.Context, uint32) (map[string]columnInfo, error) {
+	return nil, nil
+}
+
+func (c scriptedCatalog) setColumns(relID uint32, cols map[string]columnInfo) {
+	names := make([]string, 0, len(cols))
+	for n, ci := range cols {
+		names = append(names, fmt.Sprintf("%s=%d", n, ci.attnum))
+	}
+	slices.Sort(names)
+	*c.log = append(*c.log, fmt.Sprintf("columns of relation %d: %s", relID, strings.Join(names, " ")))
+}
+
+// collector is the translator's table set and output: it writes what it
+// is handed into log, one line per event, and checks that every record
+// decodes to what the translator built.
+type collector struct {
+	t         testing.TB
+	log       []string
+	tables    []string
+	schemas   *memRegistry
+	now       time.Time
+	committed time.Time // commit time of the transaction in progress
+	dec       record.Decoder
+	// copying: tables whose copy runs; their unchanged values are filled
+	// with "from source".
+	copying map[string]bool
+}
+
+func (c *collector) captured(table string) bool { return slices.Contains(c.tables, table) }
+
+func (c *collector) join(_ context.Context, table string) error {
+	c.log = append(c.log, "join "+table)
+	c.tables = append(c.tables, table)
+	return nil
+}
+
+func (c *collector) described(_ context.Context, rel *relation) error {
+	c.log = append(c.log, "topic "+rel.topic)
+	return nil
+}
+
+func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []record.Value) error {
+	if !c.copying[rel.name] {
+		return nil
+	}
+	for i := range values {
+		if values[i].Unchanged {
+			values[i] = record.Value{Text: "from source"}
+		}
+	}
+	return nil
+}
+
+func (c *collector) begin() { c.log = append(c.log, "begin") }
+
+func (c *collector) commit(end record.LSN, at time.Time) {
+	c.log = append(c.log, fmt.Sprintf("commit %s at %s", end, at.UTC().Format(time.TimeOnly)))
+}
+
+func (c *collector) record(rel *relation, r *record.Record, key, value []byte) error {
+	got, err := c.dec.Decode(value, c.schemas)
+	if err != nil {
+		c.t.Fatalf("record of %s does not decode: %v", rel.name, err)
+	}
+	if string(key) != string(r.AppendPartitionKey(nil)) {
+		c.t.Errorf("record key %q, want the partition key of the record", key)
+	}
+	// What every record of a change carries, whatever the change.
+	if want := record.EventID("src", got.CommitLSN, got.Ordinal, c.committed); got.EventID != want || got.EventID != r.EventID {
+		c.t.Errorf("eventId %s (built %s), want %s", got.EventID, r.EventID, want)
+	}
+	if !got.IngestedAt.Equal(c.now) || !got.OccurredAt.Equal(c.committed) || got.Version != uint64(got.LSN) {
+		c.t.Errorf("ingested %s occurred %s version %d lsn %s: want ingested %s, occurred at the commit %s, version = lsn", got.IngestedAt, got.OccurredAt, got.Version, got.LSN, c.now, c.committed)
+	}
+	op := map[record.Op]string{record.Insert: "insert", record.Update: "update", record.Delete: "delete"}[got.Op]
+	line := fmt.Sprintf("%s %s.%s lsn %s #%d tenant %q %s", op, got.Source.Schema, got.Source.Table, got.LSN, got.Ordinal, got.TenantID, values(got.Values))
+	if got.OldKey != nil {
+		line += " old key " + values(got.OldKey)
+	}
+	c.log = append(c.log, line)
+	return nil
+}
+
+func (c *collector) badRow(b badRow) error {
+	line := fmt.Sprintf("dead letter %s %s commit %s key %s", b.table, b.reason, b.commit, b.key)
+	if b.rec != nil {
+		line += fmt.Sprintf(" #%d", b.rec.Ordinal)
+	}
+	c.log = append(c.log, line)
+	return nil
+}
+
+func (c *collector) truncate(_ context.Context, rel *relation, tr record.Truncate) error {
+	c.log = append(c.log, fmt.Sprintf("truncate %s.%s lsn %s cascade %v", tr.Source.Schema, tr.Source.Table, tr.LSN, tr.Cascade))
+	return nil
+}
+
+func (c *collector) heartbeat(_ context.Context, lsn record.LSN, at time.Time) error {
+	c.log = append(c.log, fmt.Sprintf("heartbeat lsn %s at %s", lsn, at.UTC().Format(time.TimeOnly)))
+	return nil
+}
+
+// values writes a row as ('text', NULL, ?) with ? for an unchanged value.
+func values(vs []record.Value) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		switch {
+		case v.Null:
+			out[i] = "NULL"
+		case v.Unchanged:
+			out[i] = "?"
+		default:
+			out[i] = "'" + v.Text + "'"
+		}
+	}
+	return "(" + strings.Join(out, ", ") + ")"
+}
+
+// memRegistry is a schema registry in memory.
+type memRegistry struct{ record.SchemaSet }
+
+func (m *memRegistry) Register(_ context.Context, s record.Schema) error {
+	m.Add(s)
+	return nil
+}
+
+// Tuple columns.
+func txt(v string) tupleColumn { return tupleColumn{Kind: tupleText, Data: []byte(v)} }
+
+var (
+	null  = tupleColumn{Kind: tupleNull}
+	toast = tupleColumn{Kind: tupleUnchanged}
+)
+
+// step is one decoded message and where it was received.
+type step struct {
+	lsn record.LSN
+	msg any
+}
+
+var commitTime = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+func begin(final record.LSN) step {
+	return step{msg: &pglogrepl.BeginMessage{FinalLSN: pglogrepl.LSN(final), CommitTime: commitTime}}
+}
+
+func commit(lsn, end record.LSN) step {
+	return step{lsn: lsn, msg: &pglogrepl.CommitMessage{CommitLSN: pglogrepl.LSN(lsn), TransactionEndLSN: pglogrepl.LSN(end), CommitTime: commitTime}}
+}
+
+func describe(m *pglogrepl.RelationMessage) step { return step{msg: m} }
+
+func insert(lsn record.LSN, rel uint32, row ...tupleColumn) step {
+	return step{lsn: lsn, msg: &rowChange{Kind: msgInsert, RelationID: rel, New: row}}
+}
+
+// update with an old tuple of kind oldKind (0: none).
+func update(lsn record.LSN, rel uint32, oldKind byte, old []tupleColumn, row ...tupleColumn) step {
+	return step{lsn: lsn, msg: &rowChange{Kind: msgUpdate, RelationID: rel, OldKind: oldKind, Old: old, New: row}}
+}
+
+func del(lsn record.LSN, rel uint32, oldKind byte, old ...tupleColumn) step {
+	return step{lsn: lsn, msg: &rowChange{Kind: msgDelete, RelationID: rel, OldKind: oldKind, Old: old}}
+}
+
+func row(cols ...tupleColumn) []tupleColumn { return cols }
+
+func logical(lsn record.LSN, transactional bool, prefix string, content []byte) step {
+	return step{lsn: lsn, msg: logicalMessage{Transactional: transactional, Prefix: prefix, Content: content}}
+}
+
+func truncate(lsn record.LSN, cascade bool, rels ...uint32) step {
+	return step{lsn: lsn, msg: truncateMessage{cascade: cascade, relations: rels}}
+}
+
+// feed hands a decoded message to the translator.
+func feed(ctx context.Context, tr *translator, s step) error {
+	switch m := s.msg.(type) {
+	case *pglogrepl.BeginMessage:
+		tr.begin(m)
+		return nil
+	case *pglogrepl.CommitMessage:
+		return tr.commit(s.lsn, m)
+	case *pglogrepl.RelationMessage:
+		return tr.describe(ctx, m)
+	case *rowChange:
+		return tr.rowChange(ctx, s.lsn, m)
+	case logicalMessage:
+		return tr.logical(ctx, s.lsn, m)
+	case truncateMessage:
+		return tr.truncate(ctx, s.lsn, m)
+	}
+	panic(fmt.Sprintf("step %T", s.msg))
+}
+
+// The keys of the scripted messages: the one capture signs with, and one
+// a forger made up.
+var (
+	captureKey = messageKey(strings.Repeat("k", messageKeyLen))
+	forgerKey  = messageKey(strings.Repeat("f", messageKeyLen))
+)
+
+// newTestTranslator returns a translator over the scripted tables, with
+// public.later not captured yet and public.secret excluded.
+func newTestTranslator(t testing.TB, opts ...Option) (*translator, *collector, *ignoredMessages) {
+	cfg := defaults()
+	cfg.topicPrefix = "wh"
+	reg := &memRegistry{}
+	cfg.schemas = reg
+	for _, o := range append([]Option{WithExcludeTables("public.secret")}, opts...) {
+		o(&cfg)
+	}
+	col := &collector{t: t, tables: []string{"public.orders", "public.docs", "public.plain"}, schemas: reg,
+		now: time.Date(2026, 3, 4, 5, 6, 8, 0, time.UTC), committed: commitTime}
+	cat := scriptedCatalog{keys: map[uint32][]string{
+		relOrders: {"tenant_id", "id"}, relDocs: {"id"}, relPlain: {"id"}, relExcluded: {"tenant_id", "id"}, relLater: {"tenant_id", "id"},
+	}, log: &col.log}
+	ignored := newIgnoredMessages(slog.New(slog.DiscardHandler))
+	tr := newTranslator(&cfg, "src", cat, col, col, captureKey, ignored)
+	tr.now = func() time.Time { return col.now }
+	return tr, col, ignored
+}
+
+func TestTranslator(t *testing.T) {
+	ddl := []byte(`{"oid": 2, "columns": [[1, "id", null], [2, "tenant_id", null], [4, "body", null]]}`)
+	beatAt := time.Date(2026, 3, 4, 5, 6, 9, 0, time.UTC)
+	tests := []struct {
+		name    string
+		opts    []Option
+		copying map[string]bool
+		steps   []step
+		want    []string
+		ignored float64 // walhouse messages skipped
+	}{
+		{
+			name: "insert, update, delete",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				insert(0x10, relOrders, txt("acme"), txt("1"), txt("a")),
+				update(0x20, relOrders, 0, nil, txt("acme"), txt("1"), txt("b")),
+				del(0x30, relOrders, tupleOldKey, txt("acme"), txt("1"), null),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`insert public.orders lsn 0/10 #0 tenant "acme" ('acme', '1', 'a')`,
+				`update public.orders lsn 0/20 #1 tenant "acme" ('acme', '1', 'b')`,
+				`delete public.orders lsn 0/30 #2 tenant "acme" ('acme', '1', NULL)`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a key change is a delete of the old key, then the new row",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				update(0x20, relOrders, tupleOldKey, row(txt("acme"), txt("1"), null), txt("acme"), txt("2"), txt("b")),
+				insert(0x30, relOrders, txt("acme"), txt("3"), txt("c")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`delete public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', NULL)`,
+				`update public.orders lsn 0/20 #1 tenant "acme" ('acme', '2', 'b') old key ('acme', '1', NULL)`,
+				`insert public.orders lsn 0/30 #2 tenant "acme" ('acme', '3', 'c')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a tenant change outside the key deletes the row under the old tenant",
+			steps: []step{
+				describe(docsRel), begin(0x100),
+				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("globex"), txt("x")),
+				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("globex"), txt("x")), txt("1"), txt("globex"), txt("y")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.docs", "begin",
+				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x')`,
+				`update public.docs lsn 0/20 #1 tenant "globex" ('1', 'globex', 'x') old key ('1', NULL, NULL)`, // the key columns only
+				`update public.docs lsn 0/30 #2 tenant "globex" ('1', 'globex', 'y')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "unchanged TOAST: filled from the old row under REPLICA IDENTITY FULL, else left unchanged",
+			steps: []step{
+				describe(ordersRel), describe(docsRel), begin(0x100),
+				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("long")), txt("1"), txt("acme"), toast),
+				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
+				update(0x40, relOrders, 0, nil, txt("acme"), txt("1"), toast),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "topic wh.public.docs", "begin",
+				`update public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'long')`,
+				`update public.docs lsn 0/30 #1 tenant "acme" ('1', 'acme', ?)`,
+				`update public.orders lsn 0/40 #2 tenant "acme" ('acme', '1', ?)`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name:    "unchanged TOAST of a table being copied is read from the source",
+			copying: map[string]bool{"public.orders": true},
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				update(0x40, relOrders, 0, nil, txt("acme"), txt("1"), toast),
+				insert(0x50, relOrders, txt("acme"), txt("2"), txt("c")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`update public.orders lsn 0/40 #0 tenant "acme" ('acme', '1', 'from source')`,
+				`insert public.orders lsn 0/50 #1 tenant "acme" ('acme', '2', 'c')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "NULL tenant: a dead letter, and the ordinals after it stay as they were",
+			steps: []step{
+				describe(docsRel), begin(0x100),
+				insert(0x10, relDocs, txt("1"), txt("acme"), txt("a")),
+				insert(0x20, relDocs, txt("2"), null, txt("b")),
+				insert(0x30, relDocs, txt("3"), txt("acme"), txt("c")),
+				insert(0x40, relDocs, txt("4"), txt("acme")), // a column short
+				insert(0x50, relDocs, txt("5"), txt("acme"), txt("e")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.docs", "begin",
+				`insert public.docs lsn 0/10 #0 tenant "acme" ('1', 'acme', 'a')`,
+				`dead letter public.docs no_tenant commit 0/100 key {"id":"2"} #1`,
+				`insert public.docs lsn 0/30 #2 tenant "acme" ('3', 'acme', 'c')`,
+				`dead letter public.docs invalid_record commit 0/100 key `,
+				`insert public.docs lsn 0/50 #4 tenant "acme" ('5', 'acme', 'e')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "the empty tenant is a tenant, carried as is",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				insert(0x10, relOrders, txt(""), txt("1"), txt("a")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`insert public.orders lsn 0/10 #0 tenant "" ('', '1', 'a')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a table without a tenant column takes the default tenant",
+			opts: []Option{WithDefaultTenant("house")},
+			steps: []step{
+				describe(plainRel), begin(0x100),
+				insert(0x10, relPlain, txt("1"), txt("a")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.plain", "begin",
+				`insert public.plain lsn 0/10 #0 tenant "house" ('1', 'a')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a record over the bound is a dead letter",
+			opts: []Option{WithMaxRecordBytes(1024)},
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				insert(0x10, relOrders, txt("acme"), txt("1"), txt(strings.Repeat("x", 2000))),
+				insert(0x20, relOrders, txt("acme"), txt("2"), txt("b")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`dead letter public.orders too_large commit 0/100 key {"id":"1","tenant_id":"acme"} #0`,
+				`insert public.orders lsn 0/20 #1 tenant "acme" ('acme', '2', 'b')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "excluded tables are skipped; a described table joins at its first change",
+			steps: []step{
+				describe(excludedRel), describe(laterRel), begin(0x100),
+				insert(0x10, relExcluded, txt("acme"), txt("1")),
+				insert(0x20, relLater, txt("acme"), txt("1")),
+				insert(0x30, relLater, txt("acme"), txt("2")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"begin", "join public.later", "topic wh.public.later",
+				`insert public.later lsn 0/20 #0 tenant "acme" ('acme', '1')`,
+				`insert public.later lsn 0/30 #1 tenant "acme" ('acme', '2')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "truncate marks captured tables only",
+			steps: []step{
+				describe(ordersRel), describe(excludedRel), describe(docsRel), begin(0x100),
+				truncate(0x10, true, relOrders, relExcluded, relDocs),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "topic wh.public.docs", "begin",
+				"truncate public.orders lsn 0/10 cascade true",
+				"truncate public.docs lsn 0/10 cascade true",
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a signed heartbeat and DDL notice are taken",
+			steps: []step{
+				logical(0x10, false, heartbeatPrefix, captureKey.heartbeatContent(beatAt)),
+				begin(0x100), logical(0x20, true, ddlPrefix, captureKey.sign(ddl)), commit(0x100, 0x108),
+			},
+			want: []string{
+				"heartbeat lsn 0/10 at 05:06:09",
+				"begin", "columns of relation 2: body=4 id=1 tenant_id=2", "commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "forged, misplaced and malformed walhouse messages are skipped",
+			steps: []step{
+				logical(0x10, false, heartbeatPrefix, forgerKey.heartbeatContent(beatAt)),
+				logical(0x11, true, heartbeatPrefix, captureKey.heartbeatContent(beatAt)),
+				logical(0x12, false, heartbeatPrefix, captureKey.sign([]byte("soon"))),
+				begin(0x100),
+				logical(0x20, false, heartbeatPrefix, captureKey.heartbeatContent(beatAt)), // in a transaction
+				logical(0x21, true, ddlPrefix, forgerKey.sign(ddl)),
+				logical(0x22, true, ddlPrefix, ddl),
+				logical(0x23, true, ddlPrefix, captureKey.sign([]byte("{"))),
+				logical(0x24, true, "someone_else", []byte("hello")),
+				commit(0x100, 0x108),
+			},
+			want:    []string{"begin", "commit 0/108 at 05:06:07"},
+			ignored: 7,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, col, ignored := newTestTranslator(t, tt.opts...)
+			col.copying = tt.copying
+			for i, s := range tt.steps {
+				if err := feed(context.Background(), tr, s); err != nil {
+					t.Fatalf("step %d (%T): %v", i, s.msg, err)
+				}
+			}
+			if !slices.Equal(col.log, tt.want) {
+				t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(col.log, "\n\t"), strings.Join(tt.want, "\n\t"))
+			}
+			if n := total(t, ignored.counter); n != tt.ignored {
+				t.Errorf("%v walhouse messages skipped, want %v", n, tt.ignored)
+			}
+		})
+	}
+}
+
+// total sums a counter over its labels.
+func total(t *testing.T, c prometheus.Collector) float64 {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
+}
+
+func TestTranslatorRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"a change outside a transaction", []step{describe(ordersRel), insert(0x10, relOrders, txt("acme"), txt("1"), txt("a"))}},
+		{"a truncate outside a transaction", []step{describe(ordersRel), truncate(0x10, false, relOrders)}},
+		{"a commit outside a transaction", []step{commit(0x100, 0x108)}},
+		{"a change of a relation never described", []step{begin(0x100), insert(0x10, 9, txt("1"))}},
+		{"a truncate of a relation never described", []step{begin(0x100), truncate(0x10, false, 9)}},
+		{"a table without a tenant column or a default tenant", []step{describe(plainRel)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, col, _ := newTestTranslator(t)
+			var err error
+			for _, s := range tt.steps {
+				if err = feed(context.Background(), tr, s); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				t.Errorf("accepted; handed on %q", col.log)
+			}
+		})
+	}
+}
+
+// discard is a table set and output that takes everything and keeps
+// nothing, for measuring the translator alone.
+type discard struct{ tables []string }
+
+func (d discard) captured(table string) bool                                   { return slices.Contains(d.tables, table) }
+func (discard) join(context.Context, string) error                             { return nil }
+func (discard) described(context.Context, *relation) error                     { return nil }
+func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
+func (discard) begin()                                                         {}
+func (discard) commit(record.LSN, time.Time)                                   {}
+func (discard) record(*relation, *record.Record, []byte, []byte) error         { return nil }
+func (discard) badRow(badRow) error                                            { return nil }
+func (discard) truncate(context.Context, *relation, record.Truncate) error     { return nil }
+func (discard) heartbeat(context.Context, record.LSN, time.Time) error         { return nil }
+
+// BenchmarkTranslatorInsert measures the streaming path from a pgoutput
+// Insert message to an encoded record, without producing it.
+func BenchmarkTranslatorInsert(b *testing.B) {
+	tr, _, _ := newTestTranslator(b)
+	d := discard{tables: []string{"public.orders"}}
+	tr.tables, tr.out, tr.now = d, d, time.Now
+	ctx := context.Background()
+	if err := tr.describe(ctx, ordersRel); err != nil {
+		b.Fatal(err)
+	}
+	tr.begin(&pglogrepl.BeginMessage{FinalLSN: 1 << 40, CommitTime: commitTime})
+	m := msg(msgInsert, relOrders, []byte{tupleNew}, tuple(s("acme"), s("12345"), s(strings.Repeat("body ", 20))))
+	b.SetBytes(int64(len(m)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := tr.handle(ctx, record.LSN(1000+i), m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

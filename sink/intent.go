@@ -1,0 +1,258 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A flush loads what one poll brought, chunk by chunk, between two
+// commits: first the intent (where every chunk ends, as the commit's
+// metadata), then, once the chunks are loaded, the offsets after them. A
+// sink that crashes in between reads the intent back (readIntents) and cuts
+// exactly the same chunks (cut, holdBack), so each retried batch has the
+// same records and insert token as before and ClickHouse drops the repeat.
+
+// intentPrefix marks commit metadata written by the sink: the last offset
+// of every chunk of the flush in flight, comma-separated, so a restart cuts
+// exactly the same chunks (and insert tokens) however often it crashes.
+const intentPrefix = "walhouse:batch-end="
+
+// flush loads everything pending, partition by partition, and commits.
+func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	keys := make([]tp, 0, len(recs))
+	for k := range recs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].partition < keys[j].partition
+	})
+	var chunks [][]*kgo.Record
+	for _, k := range keys {
+		chunks = append(chunks, s.cut(k, recs[k])...)
+	}
+	// Record the intent (the last offset of each partition's first chunk)
+	// before loading: a sink that crashes after loading but before
+	// committing restarts with exactly this chunk, so its insert token
+	// matches and ClickHouse drops the repeat.
+	if err := s.commit(ctx, chunks, true); err != nil {
+		return err
+	}
+	loaded := chunks[:0:0]
+	for _, c := range chunks {
+		k := tp{c[0].Topic, c[0].Partition}
+		if s.stopped[k] != nil {
+			continue
+		}
+		err := s.loadChunk(ctx, c)
+		var te *TableError
+		if errors.As(err, &te) {
+			// Commit what was loaded before the record the table stopped
+			// at: once an operator rebuilt the table, loading resumes
+			// exactly at the change.
+			var at *stopAt
+			if errors.As(err, &at) {
+				if i := sort.Search(len(c), func(i int) bool { return c[i].Offset >= at.next }); i > 0 {
+					loaded = append(loaded, c[:i])
+				}
+			}
+			s.stopTable(k, te)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		loaded = append(loaded, c)
+	}
+	if s.cfg.Fault != nil {
+		s.cfg.Fault("loaded")
+	}
+	if len(loaded) == 0 {
+		return nil
+	}
+	if err := s.commit(ctx, loaded, false); err != nil {
+		return err
+	}
+	s.writeMarks(ctx)
+	return nil
+}
+
+// stopTable stops loading one table in one partition: the partition is
+// paused, its records from the failing one on are not committed, and the
+// reason is logged for the operator. The table's other partitions load up
+// to the same change and stop there too.
+func (s *Sink) stopTable(k tp, te *TableError) {
+	first := true
+	for o := range s.stopped {
+		if o.topic == k.topic {
+			first = false
+		}
+	}
+	s.stopped[k] = te
+	s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	if first {
+		s.m.stopped.Inc()
+	}
+	s.log.Error("stopped loading a table; the others go on. Its records stay in Kafka and load once resolved", "topic", k.topic, "partition", k.partition, "table", te.Table, "err", te.Err, "resolve", te.Fix)
+}
+
+// stopAt is a TableError of a chunk whose records before offset next are
+// loaded.
+type stopAt struct {
+	te   *TableError
+	next int64
+}
+
+func (e *stopAt) Error() string { return e.te.Error() }
+func (e *stopAt) Unwrap() error { return e.te }
+
+// readIntents learns, for partitions seen for the first time since their
+// assignment, where the batch in flight at the last crash ended.
+func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error {
+	s.mu.Lock()
+	need := false
+	for k := range recs {
+		if !s.checked[k] {
+			need = true
+		}
+	}
+	s.mu.Unlock()
+	if !need {
+		return nil
+	}
+	var resp kadm.OffsetResponses
+	err := s.retry(ctx, "read committed offsets", func() error {
+		var err error
+		resp, err = s.offsets.FetchOffsets(ctx, s.cfg.Group)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range recs {
+		if s.checked[k] {
+			continue
+		}
+		s.checked[k] = true
+		o, ok := resp.Lookup(k.topic, k.partition)
+		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
+			continue
+		}
+		var ends []int64
+		for _, f := range strings.Split(strings.TrimPrefix(o.Metadata, intentPrefix), ",") {
+			end, err := strconv.ParseInt(f, 10, 64)
+			if err != nil || end < o.At || (len(ends) > 0 && end <= ends[len(ends)-1]) {
+				ends = nil
+				break
+			}
+			ends = append(ends, end)
+		}
+		if len(ends) == 0 {
+			continue
+		}
+		s.intents[k] = ends
+		s.log.Info("resuming an interrupted batch exactly", "topic", k.topic, "partition", k.partition, "first", o.At, "chunk_ends", ends)
+	}
+	return nil
+}
+
+// cut splits one partition's records into chunks: first exactly at the
+// chunk ends of an interrupted flush, then every MaxBatchRecords.
+func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
+	var out [][]*kgo.Record
+	s.mu.Lock()
+	ends := s.intents[k]
+	delete(s.intents, k)
+	s.mu.Unlock()
+	for _, end := range ends {
+		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset > end })
+		if i > 0 {
+			out = append(out, recs[:i])
+			recs = recs[i:]
+		}
+	}
+	for len(recs) > 0 {
+		// At least one record, then as many as keep the rows (a row batch
+		// weighs its rows) within MaxBatchRecords.
+		n, rows := 1, rowsIn(recs[0])
+		for n < len(recs) && rows+rowsIn(recs[n]) <= s.cfg.MaxBatchRecords {
+			rows += rowsIn(recs[n])
+			n++
+		}
+		out = append(out, recs[:n])
+		recs = recs[n:]
+	}
+	return out
+}
+
+// holdBack returns the partitions whose interrupted batch is not fully
+// polled yet: they wait for more records, so the batch is rebuilt exactly.
+// After maxHoldPolls polls without completing (the records are gone, for
+// example by retention) the intent is dropped with a warning.
+func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
+	const maxHoldPolls = 50
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var held map[tp]bool
+	for k, rs := range recs {
+		ends, ok := s.intents[k]
+		if !ok || rs[len(rs)-1].Offset >= ends[len(ends)-1] {
+			continue
+		}
+		end := ends[len(ends)-1]
+		if polls >= maxHoldPolls {
+			s.log.Warn("interrupted batch cannot be rebuilt exactly; loading what is there (ReplacingMergeTree still removes duplicates at FINAL)", "topic", k.topic, "partition", k.partition, "intent_end", end)
+			delete(s.intents, k)
+			continue
+		}
+		if held == nil {
+			held = map[tp]bool{}
+		}
+		held[k] = true
+	}
+	return held
+}
+
+// commit commits, per partition, either the intent of the flush (its
+// first offset, with every chunk's last offset as metadata) or, after
+// loading, the offset after its last chunk.
+func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) error {
+	var offsets []Offset
+	index := map[tp]int{}
+	for _, c := range chunks {
+		first, last := c[0], c[len(c)-1]
+		k := tp{first.Topic, first.Partition}
+		i, seen := index[k]
+		switch {
+		case intent && seen:
+			offsets[i].Metadata += "," + strconv.FormatInt(last.Offset, 10)
+		case intent:
+			index[k] = len(offsets)
+			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: first.LeaderEpoch, At: first.Offset,
+				Metadata: intentPrefix + strconv.FormatInt(last.Offset, 10)})
+		case seen:
+			offsets[i].Epoch, offsets[i].At = last.LeaderEpoch, last.Offset+1
+		default:
+			index[k] = len(offsets)
+			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: last.LeaderEpoch, At: last.Offset + 1})
+		}
+	}
+	what := "commit offsets"
+	if intent {
+		what = "record batch intent"
+	}
+	return s.retry(ctx, what, func() error { return s.consumer.Commit(ctx, offsets) })
+}

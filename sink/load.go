@@ -1,0 +1,312 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// loadChunk loads one partition chunk. Truncate markers cut it into
+// segments: each segment is loaded as one batch (named by its own first and
+// last offsets, so a chunk rebuilt after a crash gives the same batches and
+// tokens), and each marker is applied after the segment before it and
+// before the one after it. The partition's watermark advances once the
+// whole chunk is safe.
+func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
+	var prog progress
+	start := 0
+	for i, kr := range chunk {
+		tr, isTruncate, err := truncateOf(kr)
+		if !isTruncate {
+			continue
+		}
+		if err == nil {
+			err = s.checkTruncate(kr.Topic, &tr)
+		}
+		if err := s.loadSegment(ctx, chunk[start:i], &prog); err != nil {
+			return err
+		}
+		start = i + 1
+		if err != nil {
+			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.applyTruncate(ctx, kr, tr); err != nil {
+			return err
+		}
+	}
+	if err := s.loadSegment(ctx, chunk[start:], &prog); err != nil {
+		return err
+	}
+	if prog.src.Table == "" || prog.through.IsZero() {
+		return nil
+	}
+	// A commit time ahead of the sink's clock (a source clock running
+	// ahead) never makes lastSyncAt claim the future.
+	if now := time.Now().UTC(); prog.through.After(now) {
+		prog.through = now
+	}
+	key := record.Source{Schema: prog.src.Schema, Table: prog.src.Table}
+	s.mu.Lock()
+	s.topicOf[key] = chunk[0].Topic
+	s.mu.Unlock()
+	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog)
+	return nil
+}
+
+// progress is what the segments of a chunk prove loaded, for the
+// partition's watermark: the table, the commit time (less commitMargin) or
+// heartbeat time through which the partition is complete, and the newest
+// commit or heartbeat LSN.
+type progress struct {
+	src        record.Source
+	through    time.Time
+	lsn        record.LSN
+	partitions int32 // the topic's partition count, from heartbeats; 0: not said
+}
+
+func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
+	if p.src.Table == "" {
+		p.src = src
+	}
+	if through.After(p.through) {
+		p.through = through
+	}
+	p.lsn = max(p.lsn, lsn)
+}
+
+// loadSegment decodes records of one partition that no truncate marker
+// separates and loads them as one batch; records that can never be loaded
+// go to the dead letters. Heartbeats among them only add to prog.
+func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progress) error {
+	if len(seg) == 0 {
+		return nil
+	}
+	first, last := seg[0], seg[len(seg)-1]
+	b := Batch{Token: fmt.Sprintf("%s/%d/%d-%d", first.Topic, first.Partition, first.Offset, last.Offset)}
+	origin := make([]*kgo.Record, 0, len(seg))
+	var seen progress
+	var beats []record.Heartbeat
+	var single [1]*record.Record // a single record's rows, without allocating
+	for _, kr := range seg {
+		h, isHB, err := heartbeatOf(kr)
+		if isHB {
+			if err == nil {
+				err = s.checkHeartbeat(kr.Topic, &h)
+			}
+			if err != nil {
+				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+					return err
+				}
+				continue
+			}
+			beats = append(beats, h)
+			continue
+		}
+		var rows []*record.Record
+		batch := isBatch(kr)
+		if batch {
+			rows, err = decodeWith(ctx, s, kr, s.dec.DecodeBatch)
+		} else {
+			single[0], err = decodeWith(ctx, s, kr, s.dec.Decode)
+			rows = single[:]
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, record.ErrUnknownSchema) && !errors.Is(err, record.ErrInvalid) {
+			return err // no registry to look in: a configuration error, not a poison record
+		}
+		if err == nil {
+			err = s.checkTopic(kr.Topic, rows[0].Source)
+		}
+		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
+			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
+		}
+		if err != nil {
+			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(b.Records) == 0 {
+			b.Source = rows[0].Source
+		}
+		b.Records = append(b.Records, rows...)
+		if batch {
+			origin = appendRowOrigins(origin, kr, len(rows))
+		} else {
+			origin = append(origin, kr)
+		}
+		if r := rows[len(rows)-1]; provesLoaded(kr, r) { // a batch's rows share the times and positions
+			seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
+		}
+	}
+	// The table is the records' if there are any, else the heartbeats'.
+	for _, h := range beats {
+		seen.saw(h.Source, h.At, h.LSN)
+		seen.partitions = max(seen.partitions, h.Partitions)
+	}
+	var hashes []string
+	if s.l2 != nil && len(b.Records) > 0 {
+		var err error
+		if b.Records, origin, hashes, err = s.filter(ctx, b.Records, origin); err != nil {
+			return err
+		}
+	}
+	if len(b.Records) > 0 {
+		aside := map[*kgo.Record]bool{}
+		if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
+			var te *TableError
+			if errors.As(err, &te) && te.Index >= 0 && te.Index < len(origin) {
+				return &stopAt{te: te, next: origin[te.Index].Offset}
+			}
+			return err
+		}
+		if s.l2 != nil {
+			// Claim only what was loaded: a dead-lettered record must not
+			// look processed when it is replayed.
+			var ids []*record.Record
+			var hs []string
+			for i, r := range b.Records {
+				if !aside[origin[i]] {
+					ids = append(ids, r)
+					hs = append(hs, hashes[i])
+				}
+			}
+			s.remember(ctx, ids, hs)
+		}
+	}
+	prog.saw(seen.src, seen.through, seen.lsn)
+	prog.partitions = max(prog.partitions, seen.partitions)
+	return nil
+}
+
+// loadIsolating loads b, retrying transient errors; on a permanent error it
+// retries a bounded number of times and then sets the faulty record aside
+// (found by the loader or by halving the batch) and loads the rest.
+// Records set aside are added to aside.
+func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record, attempt int, aside map[*kgo.Record]bool) error {
+	start := time.Now()
+	err := s.loadWithRetry(ctx, b)
+	if err == nil {
+		s.loaded.Add(int64(len(b.Records)))
+		s.batches.Add(1)
+		s.m.loaded.WithLabelValues(b.Source.Schema + "." + b.Source.Table).Add(float64(len(b.Records)))
+		s.m.batchSize.Observe(float64(len(b.Records)))
+		s.m.insertTime.Observe(time.Since(start).Seconds())
+		return nil
+	}
+	if !errors.Is(err, ErrPermanent) {
+		return err
+	}
+	if attempt < s.cfg.PermanentAttempts {
+		s.log.Warn("load failed permanently; trying again before setting records aside", "token", b.Token, "attempt", attempt, "err", err)
+		if err := sleep(ctx, s.backoff(attempt)); err != nil {
+			return err
+		}
+		return s.loadIsolating(ctx, b, origin, attempt+1, aside)
+	}
+	var re *RecordError
+	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(b.Records) {
+		aside[origin[re.Index]] = true
+		if err := s.deadLetter(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
+			return err
+		}
+		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}}, aside)
+	}
+	if len(b.Records) == 1 {
+		aside[origin[0]] = true
+		return s.deadLetter(ctx, origin[0], b.Records[0], err, attempt)
+	}
+	mid := len(b.Records) / 2
+	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}}, aside)
+}
+
+// loadParts loads sub-ranges of b, each with its own derived token.
+func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, parts [][2]int, aside map[*kgo.Record]bool) error {
+	for _, p := range parts {
+		if p[0] >= p[1] {
+			continue
+		}
+		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1])}
+		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts, aside); err != nil {
+			var te *TableError
+			if errors.As(err, &te) {
+				te.Index += p[0] // the parts before it were loaded
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeWith decodes a record's value with decode (a Decoder's Decode or
+// DecodeBatch). A version 2 record whose schema is not known yet makes the
+// sink read the registry up to now, retrying while it cannot be read:
+// capture registers a schema before producing a record that refers to it,
+// so after a successful read a schema that is still missing never will be
+// there, and the record is poison.
+func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func([]byte, record.Schemas) (T, error)) (T, error) {
+	var schemas record.Schemas
+	if s.cfg.Schemas != nil {
+		schemas = s.cfg.Schemas
+	}
+	r, err := decode(kr.Value, schemas)
+	if !errors.Is(err, record.ErrUnknownSchema) {
+		return r, err
+	}
+	if s.cfg.Schemas == nil {
+		return r, fmt.Errorf("record at %s/%d offset %d: %w, and the sink was started without a schema registry (sink.Config.Schemas)", kr.Topic, kr.Partition, kr.Offset, err)
+	}
+	if rerr := s.retry(ctx, "read the schema registry", func() error { return s.cfg.Schemas.Refresh(ctx) }); rerr != nil {
+		return r, rerr
+	}
+	r, err = decode(kr.Value, schemas)
+	if errors.Is(err, record.ErrUnknownSchema) {
+		err = fmt.Errorf("%w: %w (capture registers every schema before its records, so this record was not written by capture)", record.ErrInvalid, err)
+	}
+	return r, err
+}
+
+// deadLetter sends kr to the dead letters with the cause. r is the decoded
+// row when there is one: a row of a row batch goes there as a record of its
+// own (key and value of the single record capture would have sent), not as
+// the whole batch, whose other rows were loaded.
+func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
+	if s.cfg.DeadLetters == nil {
+		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
+	}
+	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts}
+	switch {
+	case isRowOrigin(kr) && r != nil:
+		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)
+	case isBatch(kr):
+		dl.Rows = rowsIn(kr)
+	}
+	if err := s.retry(ctx, "send to the dead-letter topic", func() error { return s.cfg.DeadLetters.Send(ctx, dl) }); err != nil {
+		return err
+	}
+	s.dead.Add(1)
+	s.m.dead.Inc()
+	s.log.Error("record set aside in the dead-letter topic", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)
+	return nil
+}
+
+func (s *Sink) loadWithRetry(ctx context.Context, b Batch) error {
+	return s.retry(ctx, "load "+b.Source.Schema+"."+b.Source.Table, func() error {
+		start := time.Now()
+		err := s.loader.Load(ctx, b)
+		if err == nil {
+			s.log.Debug("loaded", "table", b.Source.Schema+"."+b.Source.Table, "rows", len(b.Records), "token", b.Token, "took", time.Since(start))
+		}
+		return err
+	})
+}
