@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/internal/backoff"
 )
 
 // walhouse keeps its own small key-value data (capture's snapshot progress,
@@ -21,26 +22,6 @@ import (
 // ErrNoTopic is wrapped by Tail.ReadNew's error when the topic does not
 // exist.
 var ErrNoTopic = errors.New("topic does not exist")
-
-// Backoff bounds for the retries below: short, because they wait for a
-// broker to finish creating a topic or electing a leader, which takes
-// milliseconds to seconds.
-const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = time.Second
-)
-
-// sleep waits for d or until ctx ends, and returns ctx's error in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // Compacted writes to a compacted topic of one partition. It is safe for
 // concurrent use.
@@ -76,7 +57,7 @@ func (c *Compacted) Create(ctx context.Context) error {
 // created, until ctx ends. Entries are produced outside transactions, so a
 // Tail reaches the end of what it reads (see ReadNew).
 func (c *Compacted) Put(ctx context.Context, key string, value []byte) error {
-	for delay := minBackoff; ; delay = min(2*delay, maxBackoff) {
+	for delay := backoff.ShortMin; ; delay = backoff.Next(delay, backoff.ShortMax) {
 		rec := &kgo.Record{Topic: c.topic, Key: []byte(key), Value: value}
 		err := c.cl.ProduceSync(ctx, rec).FirstErr()
 		if err == nil {
@@ -96,7 +77,7 @@ func (c *Compacted) Put(ctx context.Context, key string, value []byte) error {
 		if !retry {
 			return fmt.Errorf("write %s to %s: %w", key, c.topic, err)
 		}
-		if serr := sleep(ctx, delay); serr != nil {
+		if serr := backoff.Sleep(ctx, delay); serr != nil {
 			return fmt.Errorf("write %s to %s: %w (last error: %v)", key, c.topic, serr, err)
 		}
 	}
@@ -211,7 +192,7 @@ func (t *Tail) restart() {
 // endOffset returns the end offset of the topic's partition 0.
 func (t *Tail) endOffset(ctx context.Context) (int64, error) {
 	purged := false
-	for delay := minBackoff; ; delay = min(2*delay, maxBackoff) {
+	for delay := backoff.ShortMin; ; delay = backoff.Next(delay, backoff.ShortMax) {
 		ends, err := t.adm.ListEndOffsets(ctx, t.topic)
 		if err != nil {
 			return 0, fmt.Errorf("read the end of %s: %w", t.topic, err)
@@ -239,7 +220,7 @@ func (t *Tail) endOffset(ctx context.Context) (int64, error) {
 		}
 		// Partition 0 exists but has no leader yet (a topic created a
 		// moment ago): wait for one.
-		if serr := sleep(ctx, delay); serr != nil {
+		if serr := backoff.Sleep(ctx, delay); serr != nil {
 			return 0, fmt.Errorf("read the end of %s: %w (last error: %v)", t.topic, serr, end.Err)
 		}
 	}

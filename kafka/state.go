@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/internal/backoff"
 )
 
 // State is capture's state store (capture.StateStore) kept in a compacted
@@ -81,7 +83,7 @@ func (k *State) readAll(ctx context.Context) (map[string][]byte, error) {
 	// NewState has just created the topic, which a broker may not know
 	// yet: that is retried for a while before it counts as an error.
 	deadline := time.Now().Add(15 * time.Second)
-	for delay := minBackoff; ; delay = min(2*delay, maxBackoff) {
+	for delay := backoff.ShortMin; ; delay = backoff.Next(delay, backoff.ShortMax) {
 		err := tail.ReadNew(ctx, func(e Entry) { values[string(e.Key)] = e.Value })
 		if err == nil {
 			return values, nil
@@ -89,7 +91,7 @@ func (k *State) readAll(ctx context.Context) (map[string][]byte, error) {
 		if !errors.Is(err, ErrNoTopic) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("read state topic: %w", err)
 		}
-		if serr := sleep(ctx, delay); serr != nil {
+		if serr := backoff.Sleep(ctx, delay); serr != nil {
 			return nil, fmt.Errorf("read state topic: %w (last error: %v)", serr, err)
 		}
 	}

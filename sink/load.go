@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -209,7 +210,7 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 	}
 	if attempt < s.cfg.PermanentAttempts {
 		s.log.Warn("load failed permanently; trying again before setting records aside", "token", b.Token, "attempt", attempt, "err", err)
-		if err := sleep(ctx, s.backoff(attempt)); err != nil {
+		if err := backoff.Sleep(ctx, s.backoff(attempt)); err != nil {
 			return err
 		}
 		return s.loadIsolating(ctx, b, origin, attempt+1, aside)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -26,7 +27,7 @@ func (s *Sink) retry(ctx context.Context, what string, op func() error) error {
 		}
 		d := s.backoff(attempt)
 		s.log.Warn(what+" failed; retrying", "attempt", attempt, "backoff", d, "err", err)
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -35,21 +36,6 @@ func (s *Sink) retry(ctx context.Context, what string, op func() error) error {
 // backoff returns the wait before attempt+1: exponential, capped, with
 // jitter so a fleet of sinks does not retry in lockstep.
 func (s *Sink) backoff(attempt int) time.Duration {
-	d := s.cfg.RetryBackoff
-	for i := 1; i < attempt && d < s.cfg.MaxRetryBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.MaxRetryBackoff)
+	d := backoff.Exponential(s.cfg.RetryBackoff, s.cfg.MaxRetryBackoff, attempt)
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

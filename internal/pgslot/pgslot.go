@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walhouse/walhouse/internal/backoff"
 )
 
 // Execer runs one statement; *pgx.Conn and *pgxpool.Pool are Execers.
@@ -22,18 +24,13 @@ const Timeout = 30 * time.Second
 func Drop(ctx context.Context, pg Execer, slot string) error {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	delay := 50 * time.Millisecond
-	for {
+	err := backoff.Poll(ctx, func(ctx context.Context) error {
 		_, _ = pg.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
 		_, err := pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("drop replication slot %s within %v: %w; drop it with SELECT pg_drop_replication_slot('%s')", slot, Timeout, err, slot)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop replication slot %s within %v: %w; drop it with SELECT pg_drop_replication_slot('%s')", slot, Timeout, err, slot)
 	}
+	return nil
 }

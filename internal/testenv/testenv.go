@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/internal/pgslot"
 )
 
@@ -129,19 +130,10 @@ func Name(prefix string) string {
 func Eventually(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 50 * time.Millisecond
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not reached within %v: %w", timeout, err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
+	if err := backoff.Poll(ctx, check); err != nil {
+		return fmt.Errorf("not reached within %v: %w", timeout, err)
 	}
+	return nil
 }
 
 func repoRoot() (string, error) {
