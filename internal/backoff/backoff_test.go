@@ -7,6 +7,15 @@ import (
 	"time"
 )
 
+func TestNext(t *testing.T) {
+	if got := Next(300*time.Millisecond, time.Second); got != 600*time.Millisecond {
+		t.Errorf("Next(300ms, 1s) = %v, want 600ms", got)
+	}
+	if got := Next(600*time.Millisecond, time.Second); got != time.Second {
+		t.Errorf("Next(600ms, 1s) = %v, want 1s", got)
+	}
+}
+
 func TestExponential(t *testing.T) {
 	for _, c := range []struct {
 		attempt int
@@ -21,15 +30,6 @@ func TestExponential(t *testing.T) {
 		if got := Exponential(200*time.Millisecond, time.Second, c.attempt); got != c.want {
 			t.Errorf("Exponential(200ms, 1s, %d) = %v, want %v", c.attempt, got, c.want)
 		}
-	}
-}
-
-func TestNext(t *testing.T) {
-	if got := Next(300*time.Millisecond, time.Second); got != 600*time.Millisecond {
-		t.Errorf("Next(300ms, 1s) = %v, want 600ms", got)
-	}
-	if got := Next(600*time.Millisecond, time.Second); got != time.Second {
-		t.Errorf("Next(600ms, 1s) = %v, want 1s", got)
 	}
 }
 
