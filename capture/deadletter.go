@@ -88,10 +88,9 @@ type badRow struct {
 // flood the log).
 type deadLetters struct {
 	topic   string
-	counter *prometheus.CounterVec
+	counter *quietCounter // by table and reason
 	log     *slog.Logger
 
-	quiet quietLog // per table and reason
 	mu    sync.Mutex
 	total int64
 }
@@ -99,12 +98,11 @@ type deadLetters struct {
 func newDeadLetters(topic string, log *slog.Logger) *deadLetters {
 	return &deadLetters{
 		topic: topic,
-		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
+		counter: newQuietCounter(prometheus.CounterOpts{
 			Name: "walhouse_capture_dead_letters_total",
 			Help: "Changes capture could not turn into records and sent to the dead-letter topic, by table and reason.",
-		}, []string{"table", "reason"}),
-		log:   log,
-		quiet: quietLog{every: time.Minute},
+		}, "table"),
+		log: log,
 	}
 }
 
@@ -140,11 +138,10 @@ func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
 // table and reason were logged less than a minute ago. The log names the
 // table, reason and position, never the row's values (personal data).
 func (d *deadLetters) noted(b badRow) {
-	d.counter.WithLabelValues(b.table, b.reason).Inc()
+	ok, more := d.counter.note(b.table, b.reason)
 	d.mu.Lock()
 	d.total++
 	d.mu.Unlock()
-	ok, more := d.quiet.allow(b.table + "\x00" + b.reason)
 	if !ok {
 		return
 	}
@@ -252,10 +249,13 @@ func (s *stream) badRow(b badRow) error {
 	return nil
 }
 
-// quietLog lets a log line through at most once per period and key, and
-// counts the lines it held back: a flood of bad rows or forged messages
-// must not flood the log.
-type quietLog struct {
+// quietCounter counts events by a place (a table, a message prefix) and a
+// reason, every one of them, and lets a log line about them through at most
+// once per period and pair, counting the lines it held back: a flood of bad
+// rows or forged messages must not flood the log. It is the Prometheus
+// counter vector it embeds.
+type quietCounter struct {
+	*prometheus.CounterVec
 	every time.Duration
 
 	mu   sync.Mutex
@@ -263,9 +263,22 @@ type quietLog struct {
 	held map[string]int
 }
 
+// newQuietCounter returns a counter labelled place and "reason" that lets
+// a line through once a minute per pair.
+func newQuietCounter(opts prometheus.CounterOpts, place string) *quietCounter {
+	return &quietCounter{CounterVec: prometheus.NewCounterVec(opts, []string{place, "reason"}), every: time.Minute}
+}
+
+// note counts one event and reports whether it may be logged now and, if
+// so, how many were held back since the last line for place and reason.
+func (q *quietCounter) note(place, reason string) (ok bool, held int) {
+	q.WithLabelValues(place, reason).Inc()
+	return q.allow(place + "\x00" + reason)
+}
+
 // allow reports whether a line for key may be logged now and, if so, how
 // many were held back since the last one.
-func (q *quietLog) allow(key string) (ok bool, held int) {
+func (q *quietCounter) allow(key string) (ok bool, held int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if last, seen := q.last[key]; seen && time.Since(last) < q.every {

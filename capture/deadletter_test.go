@@ -9,8 +9,8 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-func TestQuietLog(t *testing.T) {
-	q := quietLog{every: time.Hour}
+func TestQuietCounter(t *testing.T) {
+	q := quietCounter{every: time.Hour}
 	steps := []struct {
 		key  string
 		ok   bool

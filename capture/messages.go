@@ -109,19 +109,17 @@ var (
 // ignoredMessages counts and logs the walhouse-prefixed messages capture
 // skipped.
 type ignoredMessages struct {
-	counter *prometheus.CounterVec
+	counter *quietCounter // by prefix and reason
 	log     *slog.Logger
-	quiet   quietLog // per prefix and reason
 }
 
 func newIgnoredMessages(log *slog.Logger) *ignoredMessages {
 	return &ignoredMessages{
-		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
+		counter: newQuietCounter(prometheus.CounterOpts{
 			Name: "walhouse_capture_ignored_messages_total",
 			Help: "Logical messages with walhouse's prefixes that capture skipped because they were not authenticated, malformed or misplaced (written by a role other than walhouse's), by prefix and reason.",
-		}, []string{"prefix", "reason"}),
-		log:   log,
-		quiet: quietLog{every: time.Minute},
+		}, "prefix"),
+		log: log,
 	}
 }
 
@@ -135,8 +133,7 @@ func (m *ignoredMessages) note(prefix string, lsn fmt.Stringer, err error) {
 	case errors.Is(err, errMisplaced):
 		reason = "misplaced"
 	}
-	m.counter.WithLabelValues(prefix, reason).Inc()
-	if ok, more := m.quiet.allow(prefix + "\x00" + reason); ok {
+	if ok, more := m.counter.note(prefix, reason); ok {
 		m.log.Warn("skipped a logical message with walhouse's prefix that walhouse did not write (pg_logical_emit_message is open to every role); if this repeats, find who calls it",
 			"prefix", prefix, "lsn", lsn, "reason", reason, "err", err, "more_since_last_log", more)
 	}
