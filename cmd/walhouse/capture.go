@@ -124,11 +124,7 @@ func runCapture(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	kc, err := ep.kafkaConfig()
-	if err != nil {
-		return err
-	}
-	cl, err := kafka.NewClient(ctx, kc, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
+	cl, err := ep.kafkaClient(ctx, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
 	if err != nil {
 		return err
 	}

@@ -52,16 +52,12 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	chDSN, err := ep.clickhouseDSN()
-	if err != nil {
-		return err
-	}
 	pg, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return fmt.Errorf("connect to PostgreSQL: %w (run `make services` first)", err)
 	}
 	defer pg.Close(context.WithoutCancel(ctx))
-	chc, err := clickhouse.Open(ctx, chDSN)
+	chc, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
 	}

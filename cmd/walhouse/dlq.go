@@ -69,8 +69,13 @@ func dlqEnd(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64,
 	return out, lerr
 }
 
-// readUntil polls until every partition reached its end offset.
-func readUntil(ctx context.Context, cl *kgo.Client, ends map[int32]int64, each func(*kgo.Record) error) error {
+// readToEnd polls cl, which consumes topic, until every partition reached
+// the end offset it had when readToEnd started.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic string, each func(*kgo.Record) error) error {
+	ends, err := dlqEnd(ctx, cl, topic)
+	if err != nil {
+		return err
+	}
 	next := map[int32]int64{}
 	done := func() bool {
 		for p, e := range ends {
@@ -116,13 +121,9 @@ func dlqList(ctx context.Context, kc kafka.Config, topic string, limits []kgo.Op
 		return err
 	}
 	defer cl.Close()
-	ends, err := dlqEnd(ctx, cl, topic)
-	if err != nil {
-		return err
-	}
 	enc := json.NewEncoder(os.Stdout)
 	n := 0
-	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
+	err = readToEnd(ctx, cl, topic, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
 		if err != nil {
 			// Not written by walhouse: shown, not trusted, and no reason
@@ -172,12 +173,8 @@ func dlqReplay(ctx context.Context, kc kafka.Config, topic, group, prefix string
 		return err
 	}
 	defer cl.Close()
-	ends, err := dlqEnd(ctx, cl, topic)
-	if err != nil {
-		return err
-	}
 	n, skipped := 0, 0
-	err = readUntil(ctx, cl, ends, func(r *kgo.Record) error {
+	err = readToEnd(ctx, cl, topic, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
 		if err == nil && !strings.HasPrefix(l.Topic, prefix+".") {
 			err = fmt.Errorf("its topic %q is not a table topic of this pipeline (%s.*)", l.Topic, prefix)

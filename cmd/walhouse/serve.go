@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
@@ -146,11 +145,7 @@ func runServe(ctx context.Context, args []string) error {
 			slog.Warn("serve: no audit key nor cursor secret; the subject_hmac of export audit entries will not match across restarts (set WALHOUSE_AUDIT_KEY)")
 		}
 	}
-	chDSN, err := ep.clickhouseDSN()
-	if err != nil {
-		return err
-	}
-	conn, err := clickhouse.Open(ctx, chDSN)
+	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
 	}
@@ -174,11 +169,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		if *lagKafka != "" {
 			ep.kafka = *lagKafka
-			kc, err := ep.kafkaConfig()
-			if err != nil {
-				return err
-			}
-			cl, err := kafka.NewClient(ctx, kc)
+			cl, err := ep.kafkaClient(ctx)
 			if err != nil {
 				return err
 			}
@@ -318,11 +309,7 @@ func runExport(ctx context.Context, args []string) error {
 			f = query.JSONL
 		}
 	}
-	chDSN, err := ep.clickhouseDSN()
-	if err != nil {
-		return err
-	}
-	conn, err := clickhouse.Open(ctx, chDSN)
+	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
 	}

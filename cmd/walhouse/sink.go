@@ -72,11 +72,7 @@ func runSink(ctx context.Context, args []string) error {
 		// letting garbage double the heap.
 		debug.SetMemoryLimit(256<<20 + 4*int64(*maxRecord))
 	}
-	dsn, err := ep.clickhouseDSN()
-	if err != nil {
-		return err
-	}
-	conn, err := clickhouse.Open(ctx, dsn)
+	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
 	}
