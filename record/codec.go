@@ -194,15 +194,7 @@ func appendSchemaColumns(dst []byte, schemaID string, cols []Column) []byte {
 // a JSON string, without building the key first: a key value that needs no
 // escaping (most do not) is copied between escaped quotes.
 func (r *Record) appendPartitionKeyInString(dst []byte) []byte {
-	dst = append(dst, '[')
-	dst = appendKeyValueInString(dst, r.TenantID)
-	for i, c := range r.Columns {
-		if c.Key && i < len(r.Values) {
-			dst = append(dst, ',')
-			dst = appendKeyValueInString(dst, r.Values[i].Text)
-		}
-	}
-	return append(dst, ']')
+	return r.appendPartitionKey(dst, appendKeyValueInString)
 }
 
 // appendKeyValueInString writes v as a JSON string, escaped again as part
@@ -257,12 +249,18 @@ func (r *Record) PartitionKey() string { return string(r.AppendPartitionKey(nil)
 
 // AppendPartitionKey appends r's partition key (see PartitionKey) to dst.
 func (r *Record) AppendPartitionKey(dst []byte) []byte {
+	return r.appendPartitionKey(dst, appendJSONString)
+}
+
+// appendPartitionKey writes the partition key, a JSON array of the tenant
+// and the key values, each written by appendValue.
+func (r *Record) appendPartitionKey(dst []byte, appendValue func([]byte, string) []byte) []byte {
 	dst = append(dst, '[')
-	dst = appendJSONString(dst, r.TenantID)
+	dst = appendValue(dst, r.TenantID)
 	for i, c := range r.Columns {
 		if c.Key && i < len(r.Values) {
 			dst = append(dst, ',')
-			dst = appendJSONString(dst, r.Values[i].Text)
+			dst = appendValue(dst, r.Values[i].Text)
 		}
 	}
 	return append(dst, ']')
