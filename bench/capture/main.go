@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -31,23 +27,14 @@ type options struct {
 	verbose    bool
 }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench capture:", err)
-		os.Exit(1)
-	}
-}
+func main() { testenv.BenchMain("bench capture", run) }
 
 func run() error {
 	opts, err := parseOptions(os.Args[1:])
 	if err != nil {
 		return err
 	}
-	// capture logs through slog's default logger when it runs in-process.
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	ctx, cancel := testenv.BenchContext(opts.timeout)
 	defer cancel()
 
 	b, err := newBench(ctx, opts)

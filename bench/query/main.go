@@ -5,10 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -18,12 +14,7 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench query:", err)
-		os.Exit(1)
-	}
-}
+func main() { testenv.BenchMain("bench query", run) }
 
 // options are the benchmark's settings.
 type options struct {
@@ -61,10 +52,7 @@ func run() error {
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := testenv.BenchContext(o.timeout)
 	defer cancel()
 
 	conn, err := clickhouse.Open(ctx, o.clickhouse)

@@ -5,12 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,12 +21,7 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench sink:", err)
-		os.Exit(1)
-	}
-}
+func main() { testenv.BenchMain("bench sink", run) }
 
 // options are the benchmark's settings.
 type options struct {
@@ -61,10 +52,7 @@ func run() error {
 	if o.records < 1 || o.partitions < 1 || o.maxBatch < 1 {
 		return fmt.Errorf("-records %d, -partitions %d and -max-batch %d must be positive", o.records, o.partitions, o.maxBatch)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := testenv.BenchContext(o.timeout)
 	defer cancel()
 
 	b := &bench{o: o, name: testenv.Name("bench")}
