@@ -3,16 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // process is a child process (walhouse or a PostgreSQL tool) whose stderr is
@@ -113,20 +113,7 @@ func (p *process) logTo(verbose bool) {
 }
 
 // stop ends the process gracefully (SIGTERM), killing it after timeout.
-func (p *process) stop(timeout time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop(timeout time.Duration) { testenv.Terminate(p.cmd.Process, p.done, timeout) }
 
 // cpuSeconds returns the CPU time (user + system) the process used so far.
 func (p *process) cpuSeconds() float64 {
@@ -145,20 +132,9 @@ func (p *process) cpuSeconds() float64 {
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes.
 // It must be read while the process runs.
 func (p *process) peakRSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	n, err := testenv.PeakRSS(p.cmd.Process.Pid)
 	if err != nil {
-		return 0, fmt.Errorf("read the peak RSS of %s: %w", p.name, err)
+		return 0, fmt.Errorf("%s: %w", p.name, err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		v, ok := strings.CutPrefix(l, "VmHWM:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse VmHWM of %s: %w", p.name, err)
-		}
-		return kb << 10, nil
-	}
-	return 0, errors.New("no VmHWM in /proc status of " + p.name)
+	return n, nil
 }

@@ -58,19 +58,7 @@ func (b *bench) snapshot(ctx context.Context) (err error) {
 func (b *bench) timeCopy(ctx context.Context, rows int64) (measurement, error) {
 	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.opts.pgURL,
 		"-c", "COPY (SELECT * FROM " + b.quotedTable() + ") TO STDOUT"}
-	cpu := readServiceCPU(b.opts.localDir)
-	p, err := startProcess(ctx, "psql COPY", "psql", args, nil)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer p.stop(5 * time.Second)
-	if err := p.wait(ctx); err != nil {
-		return measurement{}, err
-	}
-	return measurement{
-		name: "psql COPY TO STDOUT", rows: rows, took: time.Since(p.started),
-		cpu: p.cpuSeconds(), services: readServiceCPU(b.opts.localDir).sub(cpu),
-	}, nil
+	return b.timeTool(ctx, "psql COPY TO STDOUT", rows, "psql", args)
 }
 
 // snapshotComplete matches capture's log line at the end of the snapshot,

@@ -76,8 +76,14 @@ func (b *bench) timeRecvlogical(ctx context.Context, bl backlog) (measurement, e
 		"-o", "proto_version=1", "-o", "publication_names=" + b.names.publication,
 		"--endpos", bl.end.String(), "-f", "/dev/null",
 	}
+	return b.timeTool(ctx, "pg_recvlogical", int64(b.opts.rows), b.opts.recvBin, args)
+}
+
+// timeTool times a PostgreSQL tool (the baselines walhouse is compared
+// with) running bin with args to its end, as measurement name over rows.
+func (b *bench) timeTool(ctx context.Context, name string, rows int64, bin string, args []string) (measurement, error) {
 	cpu := readServiceCPU(b.opts.localDir)
-	p, err := startProcess(ctx, "pg_recvlogical", b.opts.recvBin, args, nil)
+	p, err := startProcess(ctx, name, bin, args, nil)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -86,7 +92,7 @@ func (b *bench) timeRecvlogical(ctx context.Context, bl backlog) (measurement, e
 		return measurement{}, err
 	}
 	return measurement{
-		name: "pg_recvlogical", rows: int64(b.opts.rows), took: time.Since(p.started),
+		name: name, rows: rows, took: time.Since(p.started),
 		cpu: p.cpuSeconds(), services: readServiceCPU(b.opts.localDir).sub(cpu),
 	}, nil
 }

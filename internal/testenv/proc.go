@@ -109,37 +109,53 @@ func (p *Proc) Wait(timeout time.Duration) error {
 }
 
 // Stop ends the process gracefully (SIGTERM), killing it after 15s.
-func (p *Proc) Stop() {
+func (p *Proc) Stop() { Terminate(p.cmd.Process, p.done, 15*time.Second) }
+
+// Terminate ends a process gracefully: SIGTERM, then SIGKILL when it has
+// not ended after grace. done is closed once the process was waited for;
+// Terminate returns after that.
+func Terminate(proc *os.Process, done <-chan struct{}, grace time.Duration) {
 	select {
-	case <-p.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = proc.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.Kill()
+	case <-done:
+	case <-time.After(grace):
+		_ = proc.Kill()
+		<-done
 	}
 }
 
 // PeakRSS returns the most resident memory the running process has used
 // so far (VmHWM, Linux only), for tests that bound memory.
 func (p *Proc) PeakRSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	n, err := PeakRSS(p.cmd.Process.Pid)
 	if err != nil {
-		return 0, fmt.Errorf("read the peak memory of %s: %w", p.Name, err)
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return n, nil
+}
+
+// PeakRSS returns the most resident memory process pid has used so far
+// (VmHWM from /proc, Linux only). It must be read while the process runs.
+func PeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the peak memory: %w", err)
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("read the peak memory of %s: %q: %w", p.Name, line, err)
+				return 0, fmt.Errorf("read the peak memory: %q: %w", line, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("read the peak memory of %s: no VmHWM in /proc/%d/status", p.Name, p.cmd.Process.Pid)
+	return 0, fmt.Errorf("read the peak memory: no VmHWM in /proc/%d/status", pid)
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
