@@ -117,7 +117,8 @@ func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
 
 // Run streams until ctx is done or a fatal error occurs. On return every
 // confirmed position is durable in Kafka.
-func (c *Capturer) Run(ctx context.Context) error {
+func (c *Capturer) Run(ctx context.Context) (err error) {
+	defer func() { c.logStop(err) }()
 	catConn, err := connect(ctx, c.cfg.connString, false)
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ type config struct {
 	// snapshotBatchRows is the most rows a snapshot record carries
 	// (envelope version 2); 1 sends each row as a record of its own.
 	snapshotBatchRows int
+	progressEvery     time.Duration
 	onBadRow          BadRowPolicy
 	dlqTopic          string // default "<prefix>-dlq"
 }
@@ -66,6 +67,7 @@ func defaults() config {
 		maxPendingBytes: 64 << 20,
 		maxRecordBytes:  record.DefaultMaxBytes,
 		heartbeat:       10 * time.Second,
+		progressEvery:   30 * time.Second,
 		snapshot:        true,
 		workers:         4,
 		chunkPages:      4096,
@@ -257,6 +259,9 @@ func (c *config) validate() error {
 	}
 	if c.chunkPages < 1 {
 		errs = append(errs, fmt.Errorf("snapshot chunk pages %d: want at least 1", c.chunkPages))
+	}
+	if c.progressEvery < 0 {
+		errs = append(errs, fmt.Errorf("progress interval %v: want 0 (off) or positive", c.progressEvery))
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))

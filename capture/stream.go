@@ -136,10 +136,9 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 				return err
 			}
 			next = time.Now().Add(interval)
-			if time.Since(lastLog) >= 30*time.Second {
-				rows := s.c.rows.Load()
-				s.c.log.Info("progress", "rows", rows, "rows_per_s", float64(rows-lastRows)/time.Since(lastLog).Seconds(), "received_lsn", s.received, "confirmed_lsn", record.LSN(s.c.confirmed.Load()))
-				lastLog, lastRows = time.Now(), rows
+			if every := s.c.cfg.progressEvery; every > 0 && time.Since(lastLog) >= every {
+				lastRows = s.c.logProgress(lastRows, time.Since(lastLog))
+				lastLog = time.Now()
 			}
 		}
 		// A read deadline per status interval, not a context per message:

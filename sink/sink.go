@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,6 +144,12 @@ type Config struct {
 	// Group is the consumer group the Consumer joined (required: the sink
 	// reads its batch intents from the group's committed offsets).
 	Group string
+	// Logger receives the sink's log lines (default slog.Default()).
+	Logger *slog.Logger
+	// ProgressInterval is how often the sink logs a progress line (records
+	// loaded and their rate, batches, dead letters, consumer lag, stopped
+	// tables); default 30s, negative: off.
+	ProgressInterval time.Duration
 	// MaxBatchRecords bounds the records taken in one poll, so of one batch
 	// (default 50,000). How long a batch waits to fill is the client's
 	// FetchMaxWait.
@@ -236,6 +243,9 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if cfg.PermanentAttempts == 0 {
 		cfg.PermanentAttempts = 3
 	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = 30 * time.Second
+	}
 	var errs []error
 	if cfg.Group == "" {
 		errs = append(errs, errors.New("consumer group is empty"))
@@ -258,7 +268,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	s := &Sink{
 		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
-		log:     slog.Default().With("component", "sink"),
+		log:     cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
 		intents: map[tp][]int64{},
 		checked: map[tp]bool{},
 		marks:   map[tp]Watermark{},
@@ -322,12 +332,17 @@ func (p *pending) add(r *kgo.Record) {
 // block a pending rebalance, and with it the commits. Batches grow on the
 // broker instead (the client's FetchMinBytes and FetchMaxWait). Only the
 // records of an interrupted batch that is not complete yet are held over.
-func (s *Sink) Run(ctx context.Context) error {
+func (s *Sink) Run(ctx context.Context) (err error) {
 	// Leave with rebalances allowed, or closing the client would wait for
 	// them forever.
 	defer s.consumer.AllowRebalance()
+	s.log.Info("started", "group", s.cfg.Group, "topic_prefix", s.cfg.TopicPrefix, "max_batch_records", s.cfg.MaxBatchRecords,
+		"dedup", s.l2 != nil, "dead_letters", s.cfg.DeadLetters != nil)
+	prog := progressLog{every: s.cfg.ProgressInterval, last: time.Now()}
+	defer func() { s.logStop(err) }()
 	var p pending
 	for {
+		prog.maybe(s)
 		fetches := s.consumer.PollRecords(ctx, max(s.cfg.MaxBatchRecords-p.count, 1))
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -342,7 +357,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		})
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if n := len(fp.Records); n > 0 {
-				s.m.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(fp.HighWatermark - fp.Records[n-1].Offset - 1))
+				lag := max(fp.HighWatermark-fp.Records[n-1].Offset-1, 0)
+				s.m.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(lag))
+				prog.lag[tp{fp.Topic, fp.Partition}] = lag
 				s.m.consumed.Add(float64(n))
 			}
 		})

@@ -1,9 +1,11 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -419,5 +421,18 @@ func TestSinkDeadLettersOneRowOfABatch(t *testing.T) {
 	want := []string{"a/0/0-1[0:1] n=1", "a/0/0-1[2:3] n=1"}
 	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
 		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+}
+
+func TestSinkLogsProgressAndStop(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	l := &fakeLoader{}
+	runScript(t, Config{Logger: log, ProgressInterval: time.Nanosecond}, nil, l, recs("a", 0, 0, 4), recs("a", 0, 5, 6))
+	out := buf.String()
+	for _, want := range []string{"msg=started component=sink group=g", "msg=progress component=sink records=5", "batches=1", "consumer_lag=0", "msg=\"stopped; every committed offset is loaded\" component=sink records=7"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -34,6 +34,7 @@ func runCapture(ctx context.Context, args []string) error {
 		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
 		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
+		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: rows and rate, positions, slot lag, producer backlog, dead letters (0: off)")
 		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows (before streaming for a new slot, next to it for tables that join later; resumable); never: stream changes only")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
@@ -68,6 +69,7 @@ func runCapture(ctx context.Context, args []string) error {
 		capture.WithDefaultTenant(*defTenant),
 		capture.WithStatusInterval(*status),
 		capture.WithHeartbeatInterval(*heartbeat),
+		capture.WithProgressInterval(*progress),
 		capture.WithEnvelopeVersion(*envelope),
 		capture.WithSnapshotWorkers(*workers),
 		capture.WithSnapshotChunkPages(*chunkPages),

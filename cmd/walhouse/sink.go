@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -44,6 +45,7 @@ func runSink(ctx context.Context, args []string) error {
 		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it)")
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
+		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
 	)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
@@ -81,7 +83,7 @@ func runSink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord}
+	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -142,6 +144,7 @@ type sinkSettings struct {
 	group, prefix, dlq string
 	maxBatch           int
 	maxWait            time.Duration
+	progress           time.Duration // 0: off
 	dedup              sink.Deduper
 	mismatch           sink.MismatchMode
 	registry           *prometheus.Registry
@@ -184,7 +187,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
+	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
 	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
 		// For fault tests: die like kill -9 at the named point of the
 		// first flush that reaches it.
