@@ -223,11 +223,10 @@ func unknownKey(name string, known []string) string {
 			return fmt.Sprintf("secrets are never written in the configuration file: reference it with %[1]s_file: PATH (a file holding it, e.g. a mounted secret) or %[1]s_env: NAME (an environment variable holding it)", strings.TrimSuffix(name, "_value"))
 		}
 	}
-	msg := "unknown key"
 	if s := Closest(name, known); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", s)
+		return fmt.Sprintf("unknown key; did you mean %q?", s)
 	}
-	return msg + "; known here: " + strings.Join(known, ", ")
+	return "unknown key; known here: " + strings.Join(known, ", ")
 }
 
 // Closest returns the candidate nearest to word, when it is near enough to

@@ -20,7 +20,7 @@ import (
 	"github.com/walhouse/walhouse/registry"
 )
 
-func runCapture(ctx context.Context, args []string) error {
+func runCapture(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, true, true, false)
@@ -53,7 +53,7 @@ func runCapture(ctx context.Context, args []string) error {
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	opts := []capture.Option{

@@ -27,7 +27,7 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-func runSink(ctx context.Context, args []string) error {
+func runSink(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, true, true)
@@ -47,7 +47,7 @@ func runSink(ctx context.Context, args []string) error {
 	)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	mode, err := sink.ParseMismatchMode(*mismatch)
