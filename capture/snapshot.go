@@ -332,6 +332,13 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 			// rows it copies again have version 0 and cannot replace what
 			// ClickHouse holds, nor remove rows deleted meanwhile.
 			s.log.Warn("table left the publication and joined it again while capture was stopped: "+rejoinedFix, "table", table, "publication", cfg.publication)
+		} else {
+			// An existing slot with no copy saved under it (a slot made by
+			// hand, another --topic-prefix, --snapshot never before): the
+			// copy is harmless (its rows have version 0, below every
+			// streamed change) but may be long, so say why it runs.
+			s.log.Info("existing slot, but no copy of this table was ever made under it (nothing saved in the state topic): copying it next to the stream once; --snapshot never skips it",
+				"table", table, "slot", cfg.slot)
 		}
 	}
 	var pages int64

@@ -20,7 +20,7 @@ import (
 	"github.com/walhouse/walhouse/registry"
 )
 
-func runCapture(ctx context.Context, args []string) error {
+func runCapture(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, true, true, false)
@@ -31,16 +31,16 @@ func runCapture(ctx context.Context, args []string) error {
 		partitions  = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
 		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates, the tables' and its own state and schema registry topics (-1: broker default)")
 		tenantCol   = fs.String("tenant-column", envOr("WALHOUSE_TENANT_COLUMN", "tenant_id"), "column holding the tenant (env WALHOUSE_TENANT_COLUMN)")
-		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant for tables without a tenant column; without it such tables are refused")
+		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused (env WALHOUSE_DEFAULT_TENANT)")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
 		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: rows and rate, positions, slot lag, producer backlog, dead letters (0: off)")
-		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy existing rows (before streaming for a new slot, next to it for tables that join later; resumable); never: stream changes only")
+		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy each table's existing rows once: all tables before streaming when the slot is new; with an existing slot only the tables whose copy under this slot is unfinished or was never made (progress in <prefix>-state), next to the stream, logged as such; resumable; never: stream changes only, copy nothing (env WALHOUSE_SNAPSHOT)")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		maxRecord   = maxRecordBytesFlag(fs)
-		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
+		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off (env WALHOUSE_CAPTURE_METRICS_ADDR)")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
 		onBadRow    = fs.String("on-bad-row", envOr("WALHOUSE_ON_BAD_ROW", "dead-letter"), "a change that cannot become a record (NULL tenant, over the size bound): dead-letter sends it to the dead-letter topic and goes on; stop stops capture (env WALHOUSE_ON_BAD_ROW)")
@@ -54,7 +54,7 @@ func runCapture(ctx context.Context, args []string) error {
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	opts := []capture.Option{

@@ -16,13 +16,13 @@ import (
 // runChdb serves the embedded ClickHouse engine (libchdb.so) over
 // ClickHouse's HTTP interface until ctx ends: the ClickHouse "server" of the
 // integration tests, the benchmarks and the demo.
-func runChdb(ctx context.Context, args []string) error {
+func runChdb(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("chdb", flag.ContinueOnError)
 	lib := fs.String("lib", envOr("WALHOUSE_CHDB_LIB", ""), "path of libchdb.so (env WALHOUSE_CHDB_LIB)")
-	path := fs.String("path", "", "data directory of the engine (required; created if missing)")
+	path := fs.String("path", "", "data directory of the engine (created if missing)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address for ClickHouse's HTTP interface")
 	maxBody := fs.Int64("max-body", chdb.DefaultMaxBodySize, "largest request body in bytes, after decompression")
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	var problems []error
@@ -30,9 +30,6 @@ func runChdb(ctx context.Context, args []string) error {
 		problems = append(problems, errors.New("-lib is not set (nor WALHOUSE_CHDB_LIB): run `make services` to download libchdb.so into .local/chdb/, then pass -lib .local/chdb/libchdb.so"))
 	} else if _, err := os.Stat(*lib); err != nil {
 		problems = append(problems, fmt.Errorf("-lib %s: %w; run `make services` to download libchdb.so", *lib, err))
-	}
-	if *path == "" {
-		problems = append(problems, errors.New("-path is required: the directory the engine keeps its data in"))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err

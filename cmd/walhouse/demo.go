@@ -33,13 +33,13 @@ const (
 
 var demoTables = []string{"public.demo_orders", "public.demo_customers"}
 
-func runDemo(ctx context.Context, args []string) error {
+func runDemo(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, true, true, true)
 	tenants := fs.Int("tenants", 8, "tenants in the generated workload")
 	orders := fs.Int("orders", 2500, "orders inserted per tenant")
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	if *tenants < 1 || *orders < 1 {

@@ -19,20 +19,23 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-func runDLQ(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
-		return errors.New("usage: walhouse dlq list|replay [flags]\n  list    print the records in the dead-letter topic as JSON lines\n  replay  produce them again to their original topics (once per replay group)")
+func runDLQ(ctx context.Context, inv *invocation) error {
+	var sub string
+	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		sub, inv.args = inv.args[0], inv.args[1:]
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
+	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, true, false)
 	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
-	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq)")
+	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq; env WALHOUSE_DLQ_TOPIC)")
 	maxRecord := maxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
+	}
+	if sub != "list" && sub != "replay" {
+		return usageErrorf("want a subcommand: list (print the records in the dead-letter topic as JSON lines) or replay (produce them again to their original topics, once per replay group)")
 	}
 	if *topic == "" {
 		*topic = kafka.DeadLetterTopic(*prefix)

@@ -18,10 +18,15 @@
 //	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP
 //	flags.go, kafka*.go, dedupauth.go, secrets.go
 //	                     the shared flags and how they become clients
+//	main.go, cli.go      the command table, exit statuses, parsing with the
+//	                     configuration file (package config) under the
+//	                     environment and the flags, help
+//	commands.go, completion.go
+//	                     version, config example|check, completion scripts
 //
 // What it does not own: any pipeline logic (it wires, the packages work).
-// Data enters as command-line flags, environment variables and files, and
-// leaves as the components' effects, logs on stderr (secrets redacted with
-// internal/redact) and the exit status. The binary links no test package
+// Data enters as command-line flags, environment variables, the configuration
+// file and secret files, and leaves as the components' effects, logs on
+// stderr (secrets redacted with internal/redact) and the exit status. The binary links no test package
 // (deps_test.go checks it).
 package main

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,8 +42,8 @@ func TestIntegrationExportFilesArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("WALHOUSE_AUDIT_KEY", "audit-key-0123456789")
-	if err := runExport(ctx, []string{"--clickhouse", env.ClickHouse, "--database", db, "--tenant", "acme",
-		"--subject-column", "customer_id", "--subject", "cus_1", "--out", out}); err != nil {
+	if err := runExport(ctx, &invocation{name: "export", stdout: io.Discard, stderr: io.Discard, args: []string{"--clickhouse", env.ClickHouse, "--database", db, "--tenant", "acme",
+		"--subject-column", "customer_id", "--subject", "cus_1", "--out", out}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{out, out + ".manifest.json"} {

@@ -2,12 +2,10 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
-	"github.com/walhouse/walhouse/internal/redact"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 )
@@ -118,19 +116,6 @@ func (l *listFlag) Set(v string) error {
 		if p = strings.TrimSpace(p); p != "" {
 			*l = append(*l, p)
 		}
-	}
-	return nil
-}
-
-// parseFlags parses args and rejects positional leftovers. Defaults taken
-// from the environment may be DSNs with a password: -h shows them redacted.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.String(f.DefValue) })
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (flags go before nothing else)", fs.Args())
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -24,6 +25,10 @@ type kafkaSecurity struct {
 	mechanism    string
 	user         string
 	passwordFile string
+	// passwordEnv holds the SASL password (default
+	// WALHOUSE_KAFKA_SASL_PASSWORD; a configuration file's
+	// kafka.sasl.password_env names another).
+	passwordEnv string
 }
 
 func (k *kafkaSecurity) register(fs *flag.FlagSet) {
@@ -34,7 +39,8 @@ func (k *kafkaSecurity) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.key, "kafka-tls-key", envOr("WALHOUSE_KAFKA_TLS_KEY", ""), "PEM private key of --kafka-tls-cert (env WALHOUSE_KAFKA_TLS_KEY)")
 	fs.StringVar(&k.mechanism, "kafka-sasl", envOr("WALHOUSE_KAFKA_SASL_MECHANISM", ""), "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (env WALHOUSE_KAFKA_SASL_MECHANISM); the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")
 	fs.StringVar(&k.user, "kafka-sasl-user", envOr("WALHOUSE_KAFKA_SASL_USER", ""), "SASL user name (env WALHOUSE_KAFKA_SASL_USER)")
-	fs.StringVar(&k.passwordFile, "kafka-sasl-password-file", envOr("WALHOUSE_KAFKA_SASL_PASSWORD_FILE", ""), "file holding the SASL password (env WALHOUSE_KAFKA_SASL_PASSWORD_FILE)")
+	k.passwordFile = envOr("WALHOUSE_KAFKA_SASL_PASSWORD_FILE", "")
+	fs.Var(&secretFlag{file: &k.passwordFile, env: &k.passwordEnv}, "kafka-sasl-password-file", "file holding the SASL password (env WALHOUSE_KAFKA_SASL_PASSWORD_FILE)")
 }
 
 // options returns the client options the flags ask for, or every problem
@@ -76,7 +82,7 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 
 // password is where the SASL password comes from.
 func (k *kafkaSecurity) password() *secretSource {
-	return &secretSource{env: "WALHOUSE_KAFKA_SASL_PASSWORD", fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
+	return &secretSource{env: cmp.Or(k.passwordEnv, "WALHOUSE_KAFKA_SASL_PASSWORD"), fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
 }
 
 // tlsConfig builds the TLS configuration of the flags.

@@ -7,86 +7,208 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
+	"strings"
 	"syscall"
 
+	"github.com/walhouse/walhouse/config"
 	"github.com/walhouse/walhouse/internal/redact"
 )
 
 // command is one subcommand of the walhouse binary.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
+	summary  string
+	usage    string   // what follows "walhouse <name>" in the usage line
+	examples []string // shown by -h
+	// required are the flags that must have a value, from the command
+	// line, the environment or the configuration file.
+	required []string
+	run      func(ctx context.Context, inv *invocation) error
+	// plain commands take no flags (version, config, completion): help and
+	// completion do not ask them for a flag set.
+	plain bool
 }
 
 func commands() map[string]command {
 	return map[string]command{
-		"capture": {"stream PostgreSQL changes (pgoutput) into Kafka", runCapture},
-		"sink":    {"load records from Kafka into ClickHouse", runSink},
-		"dlq":     {"list or replay the records in the dead-letter topic", runDLQ},
-		"serve":   {"serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", runServe},
-		"export":  {"export every row of one data subject (GDPR) to a file, with a manifest", runExport},
-		"demo":    {"run capture and sink on a generated multi-tenant workload and compare both sides", runDemo},
-		"chdb":    {"serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", runChdb},
+		"capture": {
+			summary: "stream PostgreSQL changes (pgoutput) into Kafka", usage: "--pg URL [flags]",
+			examples: []string{
+				"walhouse capture --pg postgres://walhouse@db/app --kafka broker:9092 --tables public.orders,public.customers",
+				"walhouse capture --pg postgres://walhouse@db/app --tables public.countries --default-tenant shared",
+				"walhouse --config walhouse.yaml capture",
+			},
+			required: []string{"pg"}, run: runCapture,
+		},
+		"sink": {
+			summary: "load records from Kafka into ClickHouse", usage: "[flags]",
+			examples: []string{
+				"walhouse sink --kafka broker:9092 --clickhouse clickhouse://ch:9000 --dedup-addr valkey:6379",
+				"walhouse --config walhouse.yaml sink --metrics-addr :9464",
+			},
+			run: runSink,
+		},
+		"dlq": {
+			summary: "list or replay the records in the dead-letter topic", usage: "list|replay [flags]",
+			examples: []string{
+				"walhouse dlq list --kafka broker:9092 --topic-prefix walhouse > dead-letters.jsonl",
+				"walhouse dlq replay --kafka broker:9092 --topic-prefix walhouse",
+			},
+			run: runDLQ,
+		},
+		"serve": {
+			summary: "serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", usage: "--keys FILE [flags]",
+			examples: []string{
+				"walhouse serve --clickhouse clickhouse://ch:9000 --keys keys.json --cursor-secret-file /run/secrets/cursor",
+				"walhouse serve --new-key --key-tenant acme --key-scopes read,export",
+			},
+			run: runServe,
+		},
+		"export": {
+			summary: "export every row of one data subject (GDPR) to a file, with a manifest", usage: "--tenant T --subject-column C --subject V --out FILE [flags]",
+			examples: []string{
+				"walhouse export --tenant acme --subject-column customer_id --subject 42 --out subject-42.parquet",
+			},
+			required: []string{"tenant", "subject-column", "subject", "out"}, run: runExport,
+		},
+		"demo": {
+			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
+			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},
+			run:      runDemo,
+		},
+		"chdb": {
+			summary: "serve the embedded ClickHouse engine (libchdb.so) over ClickHouse's HTTP interface", usage: "--path DIR [flags]",
+			examples: []string{"walhouse chdb --lib .local/chdb/libchdb.so --path .local/chdb/data --listen 127.0.0.1:8123"},
+			required: []string{"path"}, run: runChdb,
+		},
+		"config": {
+			summary: "print an example configuration file, or check one", usage: "example | check FILE",
+			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml"},
+			run:      runConfig, plain: true,
+		},
+		"version": {
+			summary: "print walhouse's version, commit and Go version", usage: "",
+			examples: []string{"walhouse version", "walhouse --version"},
+			run:      runVersion, plain: true,
+		},
+		"completion": {
+			summary: "print a shell completion script", usage: "bash|zsh|fish",
+			examples: []string{
+				"source <(walhouse completion bash)",
+				"walhouse completion zsh > \"${fpath[1]}/_walhouse\"",
+				"walhouse completion fish > ~/.config/fish/completions/walhouse.fish",
+			},
+			run: runCompletion, plain: true,
+		},
 	}
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// Exit statuses: 0 for success and for help, 2 for a usage error (a flag,
+// an argument or the configuration file), 1 for a failure.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// run runs the walhouse command line args and returns its exit status.
+func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr, cmds)
-		if len(args) == 0 {
-			return 2
+	// The options before the command: --config, --version, -h.
+	configPath := os.Getenv("WALHOUSE_CONFIG")
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch name {
+		case "h", "help":
+			usage(stdout, cmds)
+			return exitOK
+		case "version":
+			args = []string{"version"}
+			continue
+		case "config":
+			if !hasValue {
+				if len(args) < 2 {
+					return usageFailed(stderr, "", errors.New("--config needs a file"))
+				}
+				value, args = args[1], args[1:]
+			}
+			configPath = value
+			args = args[1:]
+			continue
 		}
-		return 0
+		return usageFailed(stderr, "", fmt.Errorf("unknown option %s before the command (only --config, --version and -h go there)", args[0]))
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "walhouse: unknown command %q\n\n", args[0])
+	if len(args) == 0 {
 		usage(stderr, cmds)
-		return 2
+		return exitUsage
+	}
+	name := args[0]
+	if name == "help" {
+		if len(args) < 2 {
+			usage(stdout, cmds)
+			return exitOK
+		}
+		name, args = args[1], []string{args[1], "-h"}
+	}
+	cmd, ok := cmds[name]
+	if !ok {
+		msg := fmt.Sprintf("unknown command %q", name)
+		if s := config.Closest(name, slices.Sorted(maps.Keys(cmds))); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		fmt.Fprintf(stderr, "walhouse: %s\nRun 'walhouse -h' for the commands.\n", msg)
+		return exitUsage
 	}
 	// Every log line and the final error pass through redact: a DSN with a
 	// password may reach either, quoted by a driver's error.
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel(), ReplaceAttr: redact.SlogAttr})))
+	slog.SetDefault(newLogger(stderr, slog.LevelInfo, "text"))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return 0
-		}
-		fmt.Fprintf(stderr, "walhouse %s: %v\n", args[0], redact.Error(err))
-		return 1
+	inv := &invocation{name: name, args: args[1:], configPath: configPath, stdout: stdout, stderr: stderr}
+	err := cmd.run(ctx, inv)
+	var uerr *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return exitOK
+	case errors.As(err, &uerr):
+		return usageFailed(stderr, name, uerr.err)
 	}
-	return 0
+	fmt.Fprintf(stderr, "walhouse %s: %v\n", name, redact.Error(err))
+	return exitFailure
+}
+
+// usageFailed prints a usage error briefly, with where to read more.
+func usageFailed(w io.Writer, name string, err error) int {
+	prog := strings.TrimSpace("walhouse " + name)
+	msg := redact.Error(err).Error()
+	if strings.Contains(msg, "\n") {
+		msg = "\n  " + strings.ReplaceAll(msg, "\n", "\n  ")
+	} else {
+		msg = " " + msg
+	}
+	fmt.Fprintf(w, "%s:%s\nRun '%s -h' for usage.\n", prog, msg, prog)
+	return exitUsage
 }
 
 func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "Usage: walhouse <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+	fmt.Fprintln(w, "walhouse streams PostgreSQL changes into ClickHouse.")
+	fmt.Fprintln(w, "\nUsage: walhouse [--config FILE] <command> [flags]\n\nCommands:")
+	for _, n := range slices.Sorted(maps.Keys(cmds)) {
+		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'walhouse <command> -h' for the flags of one command.")
-}
-
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("WALHOUSE_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
+	fmt.Fprintln(w, "\nOptions before the command:")
+	fmt.Fprintln(w, "  --config FILE   YAML configuration file (env WALHOUSE_CONFIG; `walhouse config example` prints one);")
+	fmt.Fprintln(w, "                  flags override environment variables, which override the file")
+	fmt.Fprintln(w, "  --version       print the version and exit")
+	fmt.Fprintln(w, "\nRun 'walhouse <command> -h' for the flags and examples of one command.")
+	fmt.Fprintln(w, "Exit status: 0 success or help, 1 failure, 2 usage error (a flag, an argument, the configuration file).")
 }

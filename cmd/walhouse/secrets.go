@@ -25,10 +25,30 @@ type secretSource struct {
 
 // registerSecret registers --<fileFlag> (env <env>_FILE) on fs.
 func registerSecret(fs *flag.FlagSet, fileFlag, env, what string) *secretSource {
-	s := &secretSource{env: env, fileFlag: fileFlag}
-	fs.StringVar(&s.file, fileFlag, envOr(env+"_FILE", ""), fmt.Sprintf("file holding %s (env %s_FILE; or the secret itself in env %s)", what, env, env))
+	s := &secretSource{env: env, fileFlag: fileFlag, file: envOr(env+"_FILE", "")}
+	fs.Var(&secretFlag{file: &s.file, env: &s.env}, fileFlag, fmt.Sprintf("file holding %s (env %s_FILE; or the secret itself in env %s)", what, env, env))
 	return s
 }
+
+// secretFlag is the value of a --…-file flag. A configuration file may
+// name, instead of a file, another environment variable that holds the
+// secret (a …_env key): useEnv points the secret there.
+type secretFlag struct{ file, env *string }
+
+func (f *secretFlag) String() string {
+	if f == nil || f.file == nil {
+		return ""
+	}
+	return *f.file
+}
+
+func (f *secretFlag) Set(v string) error {
+	*f.file = v
+	return nil
+}
+
+// useEnv makes name the environment variable that holds the secret.
+func (f *secretFlag) useEnv(name string) { *f.env = name }
 
 // value returns the secret, "" when neither source is set. A file's
 // trailing line break is not part of it.

@@ -49,7 +49,7 @@ func TestIntegrationFailedConnectHidesPassword(t *testing.T) {
 			defer cancel()
 			var out bytes.Buffer
 			done := make(chan int, 1)
-			go func() { done <- run(args, &out) }()
+			go func() { done <- run(args, &out, &out) }()
 			select {
 			case code := <-done:
 				if code == 0 {

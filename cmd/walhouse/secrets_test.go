@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func TestSecretSource(t *testing.T) {
 			if tc.file != "" {
 				args = []string{"--test-secret-file", tc.file}
 			}
-			if err := parseFlags(fs, args); err != nil {
+			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
 			got, err := src.value()
@@ -122,25 +123,12 @@ func TestHelpHidesPasswords(t *testing.T) {
 	}
 }
 
-// helpText runs walhouse with args and returns what the flag package
-// printed, which goes to os.Stderr.
+// helpText runs walhouse with args and returns the help it printed.
 func helpText(t *testing.T, args []string) string {
 	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
+	var out, errOut bytes.Buffer
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("walhouse %v exited with %d: %s", args, code, errOut.String())
 	}
-	defer f.Close()
-	saved := os.Stderr
-	os.Stderr = f
-	code := run(args, f)
-	os.Stderr = saved
-	if code != 0 {
-		t.Fatalf("walhouse %v exited with %d", args, code)
-	}
-	b, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return out.String()
 }

@@ -29,7 +29,7 @@ import (
 
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
-func runServe(ctx context.Context, args []string) error {
+func runServe(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, false, true)
@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := setFromEnv(fs, withEnv); err != nil {
 		return err
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	lim.DefaultRows, lim.MaxRows, lim.MaxExecutionTime, lim.MaxResultRows, lim.MaxConcurrent = *defaultRows, *maxRows, *maxExec, *maxResult, *maxConc
@@ -256,16 +256,16 @@ func printNewKey(id, tenant, scopes string) error {
 
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
-func runExport(ctx context.Context, args []string) error {
+func runExport(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, false, true)
 	var (
-		tenant  = fs.String("tenant", "", "tenant whose rows are exported (required)")
-		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id (required)")
-		subject = fs.String("subject", "", "value of the subject column (required)")
+		tenant  = fs.String("tenant", "", "tenant whose rows are exported")
+		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")
+		subject = fs.String("subject", "", "value of the subject column")
 		tables  listFlag
-		out     = fs.String("out", "", "file to write (required); the manifest goes to <out>.manifest.json")
+		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
 		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest the whole export may run")
 		maxRows = fs.Int64("max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
@@ -273,7 +273,7 @@ func runExport(ctx context.Context, args []string) error {
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
 	fs.Var(&tables, "tables", "tables to export, comma-separated (default: every table with the subject column)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	auditKey, err := readAuditKey(*auditKF)
@@ -288,15 +288,6 @@ func runExport(ctx context.Context, args []string) error {
 			_, _ = rand.Read(auditKey)
 			slog.Warn("export: no audit key (WALHOUSE_AUDIT_KEY, --audit-key-file) nor WALHOUSE_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
 		}
-	}
-	var problems []error
-	for name, v := range map[string]string{"--tenant": *tenant, "--subject-column": *column, "--subject": *subject, "--out": *out} {
-		if v == "" {
-			problems = append(problems, fmt.Errorf("%s is required", name))
-		}
-	}
-	if err := errors.Join(problems...); err != nil {
-		return err
 	}
 	f := query.Format(*format)
 	if f == "" {

@@ -28,28 +28,28 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-func runSink(ctx context.Context, args []string) error {
+func runSink(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, true, true)
 	var (
 		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
-		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
+		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead; env WALHOUSE_DLQ_TOPIC)")
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
 		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
-		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store")
+		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store (env WALHOUSE_DEDUP_PREFIX)")
 		dedupTTL    = fs.Int("dedup-ttl-hours", envInt("EVENT_DEDUP_TTL_HOURS", 24), "hours an eventId is remembered (env EVENT_DEDUP_TTL_HOURS)")
-		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it)")
+		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it) (env WALHOUSE_MISMATCH_MODE)")
 		maxRecord   = maxRecordBytesFlag(fs)
-		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
+		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off (env WALHOUSE_METRICS_ADDR)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
 	)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := inv.parse(fs); err != nil {
 		return err
 	}
 	mode, err := sink.ParseMismatchMode(*mismatch)

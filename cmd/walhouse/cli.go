@@ -1,0 +1,272 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/walhouse/walhouse/config"
+	"github.com/walhouse/walhouse/internal/redact"
+)
+
+// The command line stays on the standard flag package. Each command
+// defines its flags in its own run function, with defaults that name their
+// environment variables; invocation.parse adds what every command shares
+// (--config, --log-level, --log-format), parses, fills in the flags the
+// command line and the environment left alone from the configuration file,
+// and checks the required ones, so every value passes through its flag
+// whatever its source. A CLI library (cobra, urfave/cli) would bring help
+// and completion, but also pflag's parsing, which rejects the single-dash
+// long flags (-path, -lib, -new-key) that scripts and docs use; help,
+// exit codes and completion are small here because they are generated
+// from the same flag sets.
+
+// invocation is one run of a command: its arguments, the configuration
+// file named before it (or by WALHOUSE_CONFIG), and where it writes.
+type invocation struct {
+	name       string
+	args       []string
+	configPath string
+	stdout     io.Writer
+	stderr     io.Writer
+	// describe, when set, receives the command's flags instead of the
+	// command running: help and completion learn the flags this way.
+	describe func(*flag.FlagSet)
+}
+
+// errDescribed ends a command run only to describe its flags.
+var errDescribed = errors.New("flags described")
+
+// usageError is a mistake in how walhouse was called (a flag, an argument,
+// the configuration file): exit status 2, with a pointer to -h.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{fmt.Errorf(format, a...)}
+}
+
+// parse registers the common flags on fs, parses the command line, applies
+// the configuration file and sets up logging. It returns flag.ErrHelp
+// after printing help for -h, and a *usageError for every mistake.
+func (inv *invocation) parse(fs *flag.FlagSet) error {
+	configPath := fs.String("config", inv.configPath, "YAML configuration file; flags and environment variables override its values (env WALHOUSE_CONFIG; walhouse config example prints one)")
+	logLevel := fs.String("log-level", envOr("WALHOUSE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env WALHOUSE_LOG_LEVEL)")
+	logFormat := fs.String("log-format", envOr("WALHOUSE_LOG_FORMAT", "text"), "log format: text or json (env WALHOUSE_LOG_FORMAT)")
+	// Defaults taken from the environment may be DSNs with a password:
+	// -h shows them redacted.
+	fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.String(f.DefValue) })
+	// Parse errors are returned and printed briefly; help only for -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if inv.describe != nil {
+		inv.describe(fs)
+		return errDescribed
+	}
+	if err := fs.Parse(inv.args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			inv.help(inv.stdout, fs)
+			return err
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			name = strings.TrimLeft(name, "-")
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if s := config.Closest(name, names); s != "" {
+				return usageErrorf("unknown flag --%s; did you mean --%s?", name, s)
+			}
+			return usageErrorf("unknown flag --%s", name)
+		}
+		return &usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q: every setting is a --flag", fs.Args())
+	}
+	if *configPath != "" {
+		c, err := config.Load(*configPath)
+		if err != nil {
+			return &usageError{err}
+		}
+		if err := applyConfig(fs, inv.name, c, true); err != nil {
+			return &usageError{fmt.Errorf("configuration file %s: %w", *configPath, err)}
+		}
+	}
+	var problems []error
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		problems = append(problems, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel))
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		problems = append(problems, fmt.Errorf("--log-format %q: want text or json", *logFormat))
+	}
+	for _, name := range commands()[inv.name].required {
+		if fs.Lookup(name).Value.String() == "" {
+			problems = append(problems, fmt.Errorf("--%s is required%s", name, otherSources(inv.name, fs.Lookup(name))))
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		return &usageError{err}
+	}
+	slog.SetDefault(newLogger(inv.stderr, level, *logFormat))
+	if *configPath != "" {
+		slog.Debug("read the configuration file", "path", *configPath)
+	}
+	return nil
+}
+
+// otherSources names where else a flag's value may come from.
+func otherSources(cmd string, f *flag.Flag) string {
+	var alt []string
+	if env, ok := envName(f.Usage); ok {
+		alt = append(alt, "env "+env)
+	}
+	if keys := configKeys(cmd)[f.Name]; keys != "" {
+		alt = append(alt, "key "+keys+" of the configuration file")
+	}
+	if len(alt) == 0 {
+		return ""
+	}
+	return " (or " + strings.Join(alt, ", or ") + ")"
+}
+
+// applyConfig gives each flag of fs that the command line did not set and
+// whose environment variables are unset the configuration file's value:
+// flags > environment > file > defaults. secrets says whether to check
+// that the variables a …_env key names are set (config check, run
+// elsewhere, does not). It returns every problem at once.
+func applyConfig(fs *flag.FlagSet, cmd string, c *config.Config, secrets bool) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var problems []error
+	for _, v := range c.Values() {
+		f := fs.Lookup(v.Flag)
+		if f == nil || !v.AppliesTo(cmd) || given[v.Flag] || slices.ContainsFunc(v.Env, func(e string) bool { return os.Getenv(e) != "" }) {
+			continue
+		}
+		if v.SecretEnv {
+			sf, ok := f.Value.(*secretFlag)
+			if !ok {
+				problems = append(problems, fmt.Errorf("%s: --%s takes no secret from an environment variable", v.Key, v.Flag))
+				continue
+			}
+			if secrets && os.Getenv(v.Args[0]) == "" {
+				problems = append(problems, fmt.Errorf("%s (line %d): the environment variable %s is not set", v.Key, v.Line, v.Args[0]))
+			}
+			sf.useEnv(v.Args[0])
+			continue
+		}
+		for _, a := range v.Args {
+			if err := fs.Set(v.Flag, a); err != nil {
+				problems = append(problems, fmt.Errorf("%s (line %d): %w", v.Key, v.Line, err))
+			}
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// configKeys maps each flag of cmd to the configuration keys that set it.
+func configKeys(cmd string) map[string]string {
+	out := map[string]string{}
+	for _, s := range config.Schema() {
+		if !s.AppliesTo(cmd) {
+			continue
+		}
+		if k := out[s.Flag]; k != "" {
+			out[s.Flag] = k + " or " + s.Key[strings.LastIndex(s.Key, ".")+1:]
+			continue
+		}
+		out[s.Flag] = s.Key
+	}
+	return out
+}
+
+// help prints the command's description, usage, examples and flags.
+func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
+	cmd := commands()[inv.name]
+	fmt.Fprintf(w, "walhouse %s: %s\n\nUsage: walhouse [--config FILE] %s %s\n", inv.name, cmd.summary, inv.name, cmd.usage)
+	if len(cmd.examples) > 0 {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, e := range cmd.examples {
+			fmt.Fprintln(w, "  "+e)
+		}
+	}
+	if fs == nil {
+		return
+	}
+	keys := configKeys(inv.name)
+	fmt.Fprintln(w, "\nFlags (the configuration file's key in [brackets]; a flag beats its environment variable, which beats the file):")
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		switch f.Value.(type) {
+		case *listFlag:
+			typ = "list"
+		case *secretFlag:
+			typ = "file"
+		}
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		if slices.Contains(cmd.required, f.Name) {
+			line += "   (required)"
+		}
+		fmt.Fprintln(w, line)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "[]" {
+			if typ == "string" {
+				usage += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				usage += fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+		}
+		if k := keys[f.Name]; k != "" {
+			usage += " [" + k + "]"
+		}
+		fmt.Fprintln(w, wrap(usage, "      ", 100))
+	})
+	fmt.Fprintf(w, "\nExit status: 0 success or help, 1 failure, 2 usage error.\n")
+}
+
+// plainHelp prints the help of a command without flags when its
+// arguments ask for it, and reports whether they did.
+func (inv *invocation) plainHelp() bool {
+	if !slices.ContainsFunc(inv.args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
+		return false
+	}
+	inv.help(inv.stdout, nil)
+	return true
+}
+
+// wrap breaks text into lines of at most width, each starting with indent.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line)
+	return b.String()
+}
+
+// newLogger returns the logger of every command: text or JSON on w, with
+// passwords redacted from every attribute.
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: redact.SlogAttr}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

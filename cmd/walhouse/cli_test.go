@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/walhouse/walhouse/config"
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// TestCommandLine runs the built binary: exit statuses (0 help, 1 failure,
+// 2 usage error), help of every command and short usage errors.
+func TestCommandLine(t *testing.T) {
+	bin, err := testenv.BuildBinary(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("sink:\n  max_bach: 10\n  max_wait: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		code           int
+		stdout, stderr []string // substrings
+	}
+	cases := map[string]struct {
+		args []string
+		want want
+	}{
+		"no arguments":       {nil, want{2, nil, []string{"Commands:"}}},
+		"help":               {[]string{"-h"}, want{0, []string{"Commands:", "capture", "--config FILE"}, nil}},
+		"help command":       {[]string{"help", "sink"}, want{0, []string{"walhouse sink: load records"}, nil}},
+		"version":            {[]string{"version"}, want{0, []string{"walhouse ", "commit ", "go1."}, nil}},
+		"--version":          {[]string{"--version"}, want{0, []string{"walhouse ", "go1."}, nil}},
+		"unknown command":    {[]string{"captur"}, want{2, nil, []string{`unknown command "captur"; did you mean "capture"?`}}},
+		"unknown flag":       {[]string{"capture", "--slott", "x"}, want{2, nil, []string{"unknown flag --slott; did you mean --slot?", "Run 'walhouse capture -h'"}}},
+		"bad flag value":     {[]string{"sink", "--max-batch", "many"}, want{2, nil, []string{"-max-batch"}}},
+		"missing required":   {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_PG_URL, or key source.postgres.url"}}},
+		"positional":         {[]string{"sink", "now"}, want{2, nil, []string{`unexpected arguments ["now"]`}}},
+		"dlq without sub":    {[]string{"dlq"}, want{2, nil, []string{"want a subcommand: list"}}},
+		"bad log level":      {[]string{"dlq", "list", "--log-level", "loud"}, want{2, nil, []string{`--log-level "loud"`}}},
+		"bad config":         {[]string{"--config", bad, "sink"}, want{2, nil, []string{`sink.max_bach (line 2): unknown key; did you mean "max_batch"?`, `sink.max_wait (line 3): "soon" is not a duration`}}},
+		"config check bad":   {[]string{"config", "check", bad}, want{1, nil, []string{"2 problem(s)"}}},
+		"config check none":  {[]string{"config", "check"}, want{2, nil, []string{"needs a file"}}},
+		"config missing":     {[]string{"config", "check", filepath.Join(dir, "nope.yaml")}, want{1, nil, []string{"no such file"}}},
+		"completion no":      {[]string{"completion", "tcsh"}, want{2, nil, []string{`unknown shell "tcsh"`}}},
+		"completion bash":    {[]string{"completion", "bash"}, want{0, []string{"complete -o default -F _walhouse walhouse", "--default-tenant"}, nil}},
+		"completion zsh":     {[]string{"completion", "zsh"}, want{0, []string{"#compdef walhouse", "--tenant-column-for"}, nil}},
+		"completion fish":    {[]string{"completion", "fish"}, want{0, []string{"__fish_seen_subcommand_from dlq", "-l dedup-addr -r"}, nil}},
+		"failure exits 1":    {[]string{"chdb", "--path", dir, "--lib", filepath.Join(dir, "none.so")}, want{1, nil, []string{"walhouse chdb: -lib"}}},
+		"config example":     {[]string{"config", "example"}, want{0, []string{"source:", "password_file:"}, nil}},
+		"unknown before cmd": {[]string{"--verbose", "sink"}, want{2, nil, []string{"unknown option --verbose"}}},
+	}
+	for name, cmd := range commands() {
+		w := want{0, []string{"walhouse " + name + ": " + cmd.summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}
+		for _, r := range cmd.required {
+			w.stdout = append(w.stdout, "--"+r+" string   (required)")
+		}
+		cases[name+" -h"] = struct {
+			args []string
+			want want
+		}{[]string{name, "-h"}, w}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			c := exec.Command(bin, tc.args...)
+			c.Env = append(os.Environ(), "WALHOUSE_CONFIG=", "WALHOUSE_PG_URL=")
+			c.Stdout, c.Stderr = &stdout, &stderr
+			_ = c.Run()
+			if got := c.ProcessState.ExitCode(); got != tc.want.code {
+				t.Errorf("walhouse %q exited with %d, want %d\nstdout: %s\nstderr: %s", tc.args, got, tc.want.code, stdout.String(), stderr.String())
+			}
+			for _, s := range tc.want.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.want.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+			if tc.want.code == 2 && len(tc.args) > 0 && strings.Count(stderr.String(), "\n") > 8 {
+				t.Errorf("a usage error printed %d lines; want a short message:\n%s", strings.Count(stderr.String(), "\n"), stderr.String())
+			}
+		})
+	}
+	t.Run("config example passes config check", func(t *testing.T) {
+		ex, err := exec.Command(bin, "config", "example").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "example.yaml")
+		if err := os.WriteFile(file, ex, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "config", "check", file).CombinedOutput(); err != nil {
+			t.Fatalf("config check of the example: %v\n%s", err, out)
+		}
+	})
+	t.Run("completion scripts parse", func(t *testing.T) {
+		for _, sh := range []string{"bash", "zsh", "fish"} {
+			path, err := exec.LookPath(sh)
+			if err != nil {
+				t.Logf("%s is not installed; its script is not syntax-checked", sh)
+				continue
+			}
+			script, err := exec.Command(bin, "completion", sh).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, "completion."+sh)
+			if err := os.WriteFile(file, script, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(path, "-n", file).CombinedOutput(); err != nil {
+				t.Errorf("%s -n on its completion script: %v\n%s", sh, err, out)
+			}
+		}
+	})
+}
+
+// TestConfigKeysMatchFlags keeps the configuration schema and the flags
+// together: every key names a flag of a command it applies to, and the
+// environment variable its flag's help names.
+func TestConfigKeysMatchFlags(t *testing.T) {
+	sets := map[string]*flag.FlagSet{}
+	for name := range commands() {
+		if fs := flagsOf(name); fs != nil {
+			sets[name] = fs
+		}
+	}
+	for _, s := range config.Schema() {
+		found := false
+		for name, fs := range sets {
+			f := fs.Lookup(s.Flag)
+			if f == nil || !s.AppliesTo(name) {
+				continue
+			}
+			found = true
+			if s.SecretEnv || len(s.Env) == 0 {
+				continue
+			}
+			if named := envInUsage.FindAllStringSubmatch(f.Usage, -1); !slices.ContainsFunc(named, func(m []string) bool { return m[1] == s.Env[0] }) {
+				t.Errorf("%s: the help of walhouse %s --%s names the variables %q, the key %v", s.Key, name, s.Flag, named, s.Env)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no command has the flag --%s", s.Key, s.Flag)
+		}
+	}
+}
+
+var envInUsage = regexp.MustCompile(`env ([A-Z][A-Z0-9_]+)`)
+
+// TestConfigPrecedence checks flags > environment > file > defaults, that a
+// list flag on the command line replaces the file's list, and that a
+// secret's …_env key points the secret at that variable.
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	if err := os.WriteFile(file, []byte(`
+source:
+  postgres:
+    url: postgres://file@db/app
+    password_env: APP_DB_PASSWORD
+  slot: from_file
+  tables: [public.a, public.b]
+  tenant_columns: {public.b: org}
+topics: {partitions: 12}
+log: {level: debug}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APP_DB_PASSWORD", "pw-from-app-var")
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		slot   string
+		tables string
+		parts  int
+	}{
+		{"file", nil, nil, "from_file", "public.a,public.b", 12},
+		{"environment beats file", map[string]string{"WALHOUSE_SLOT": "from_env"}, nil, "from_env", "public.a,public.b", 12},
+		{"flag beats both", map[string]string{"WALHOUSE_SLOT": "from_env"}, []string{"--slot", "from_flag", "--tables", "public.c", "--partitions", "3"}, "from_flag", "public.c", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("WALHOUSE_SLOT", "")
+			t.Setenv("WALHOUSE_PG_PASSWORD", "")
+			t.Setenv("WALHOUSE_PG_PASSWORD_FILE", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+			var ep endpoints
+			ep.register(fs, true, false, false)
+			slot := fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "slot (env WALHOUSE_SLOT)")
+			parts := fs.Int("partitions", 6, "partitions")
+			var tables, tenantFor listFlag
+			fs.Var(&tables, "tables", "tables")
+			fs.Var(&tenantFor, "tenant-column-for", "per table")
+			var stderr bytes.Buffer
+			inv := &invocation{name: "capture", args: tc.args, configPath: file, stdout: &stderr, stderr: &stderr}
+			if err := inv.parse(fs); err != nil {
+				t.Fatal(err)
+			}
+			if *slot != tc.slot || tables.String() != tc.tables || *parts != tc.parts {
+				t.Errorf("slot %q, tables %q, partitions %d; want %q, %q, %d", *slot, tables.String(), *parts, tc.slot, tc.tables, tc.parts)
+			}
+			if tenantFor.String() != "public.b=org" {
+				t.Errorf("tenant columns %q", tenantFor.String())
+			}
+			url, err := ep.pgURL()
+			if err != nil || url != "postgres://file@db/app?password=pw-from-app-var" {
+				t.Errorf("pgURL = %q, %v", url, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,182 @@
+package config
+
+import "time"
+
+// Config is the content of one configuration file. Each leaf field names,
+// in its tags, the key of the file (yaml), the command-line flag it stands
+// for (flag), the environment variables that override it (env) and, where a
+// flag name means different things to different commands, the commands it
+// applies to (cmd). A field tagged secret:"env" holds the name of an
+// environment variable that holds the secret of its flag's file; reserved
+// keys are accepted by name and refused with their reason.
+//
+// Use Load to read a file: it knows which keys the file sets, which the
+// zero values of Config cannot tell.
+type Config struct {
+	Source     Source     `yaml:"source"`
+	Capture    Capture    `yaml:"capture"`
+	Kafka      Kafka      `yaml:"kafka"`
+	Topics     Topics     `yaml:"topics"`
+	Sink       Sink       `yaml:"sink"`
+	Dedup      Dedup      `yaml:"dedup"`
+	ClickHouse ClickHouse `yaml:"clickhouse"`
+	API        API        `yaml:"api"`
+	Log        Log        `yaml:"log"`
+
+	// set holds the keys the file gives, with their lines.
+	set map[string]int
+}
+
+// Source is the PostgreSQL database capture reads and what it reads of it.
+// One capture process reads one source; several sources are several
+// processes, each with its own file (or its own flags over a shared file).
+type Source struct {
+	Postgres      Postgres          `yaml:"postgres"`
+	Slot          string            `yaml:"slot" flag:"slot" env:"WALHOUSE_SLOT"`
+	Publication   string            `yaml:"publication" flag:"publication" env:"WALHOUSE_PUBLICATION"`
+	Tables        []string          `yaml:"tables" flag:"tables" cmd:"capture"`
+	ExcludeTables []string          `yaml:"exclude_tables" flag:"exclude-tables"`
+	TenantColumn  string            `yaml:"tenant_column" flag:"tenant-column" env:"WALHOUSE_TENANT_COLUMN"`
+	TenantColumns map[string]string `yaml:"tenant_columns" flag:"tenant-column-for"`
+	DefaultTenant string            `yaml:"default_tenant" flag:"default-tenant" env:"WALHOUSE_DEFAULT_TENANT"`
+}
+
+// Postgres is how to reach the source database.
+type Postgres struct {
+	URL          string `yaml:"url" flag:"pg" env:"WALHOUSE_PG_URL"`
+	PasswordFile string `yaml:"password_file" flag:"pg-password-file" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"pg-password-file" secret:"env" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
+}
+
+// Capture is how the capture process runs.
+type Capture struct {
+	Snapshot           string        `yaml:"snapshot" flag:"snapshot" env:"WALHOUSE_SNAPSHOT"`
+	SnapshotWorkers    int           `yaml:"snapshot_workers" flag:"snapshot-workers"`
+	SnapshotChunkPages int64         `yaml:"snapshot_chunk_pages" flag:"snapshot-chunk-pages"`
+	SnapshotBatchRows  int           `yaml:"snapshot_batch_rows" flag:"snapshot-batch-rows"`
+	StatusInterval     time.Duration `yaml:"status_interval" flag:"status-interval"`
+	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" flag:"heartbeat-interval"`
+	ProgressInterval   time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"capture"`
+	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
+	EnvelopeVersion    int           `yaml:"envelope_version" flag:"envelope-version"`
+	MetricsAddr        string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_CAPTURE_METRICS_ADDR" cmd:"capture"`
+}
+
+// Kafka is how to reach the brokers.
+type Kafka struct {
+	Brokers []string  `yaml:"brokers" flag:"kafka" env:"WALHOUSE_KAFKA_BROKERS"`
+	TLS     KafkaTLS  `yaml:"tls"`
+	SASL    KafkaSASL `yaml:"sasl"`
+}
+
+// KafkaTLS is the brokers' TLS.
+type KafkaTLS struct {
+	Enabled bool   `yaml:"enabled" flag:"kafka-tls" env:"WALHOUSE_KAFKA_TLS"`
+	CA      string `yaml:"ca" flag:"kafka-tls-ca" env:"WALHOUSE_KAFKA_TLS_CA"`
+	Cert    string `yaml:"cert" flag:"kafka-tls-cert" env:"WALHOUSE_KAFKA_TLS_CERT"`
+	Key     string `yaml:"key" flag:"kafka-tls-key" env:"WALHOUSE_KAFKA_TLS_KEY"`
+}
+
+// KafkaSASL is the login to the brokers.
+type KafkaSASL struct {
+	Mechanism    string `yaml:"mechanism" flag:"kafka-sasl" env:"WALHOUSE_KAFKA_SASL_MECHANISM"`
+	User         string `yaml:"user" flag:"kafka-sasl-user" env:"WALHOUSE_KAFKA_SASL_USER"`
+	PasswordFile string `yaml:"password_file" flag:"kafka-sasl-password-file" env:"WALHOUSE_KAFKA_SASL_PASSWORD_FILE,WALHOUSE_KAFKA_SASL_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"kafka-sasl-password-file" secret:"env" env:"WALHOUSE_KAFKA_SASL_PASSWORD_FILE,WALHOUSE_KAFKA_SASL_PASSWORD"`
+}
+
+// Topics are the pipeline's Kafka topics.
+type Topics struct {
+	Prefix            string `yaml:"prefix" flag:"topic-prefix" env:"WALHOUSE_TOPIC_PREFIX"`
+	Partitions        int    `yaml:"partitions" flag:"partitions"`
+	ReplicationFactor int    `yaml:"replication_factor" flag:"replication-factor"`
+	MaxRecordBytes    int    `yaml:"max_record_bytes" flag:"max-record-bytes" env:"WALHOUSE_MAX_RECORD_BYTES"`
+	DeadLetters       string `yaml:"dead_letters" flag:"dlq-topic" env:"WALHOUSE_DLQ_TOPIC"`
+}
+
+// Sink is how the sink loads.
+type Sink struct {
+	Group        string        `yaml:"group" flag:"group" env:"WALHOUSE_GROUP"`
+	MaxBatch     int           `yaml:"max_batch" flag:"max-batch"`
+	MaxWait      time.Duration `yaml:"max_wait" flag:"max-wait"`
+	PartitionBy  string        `yaml:"partition_by" flag:"partition-by"`
+	MismatchMode string        `yaml:"mismatch_mode" flag:"mismatch-mode" env:"WALHOUSE_MISMATCH_MODE"`
+	MetricsAddr  string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_METRICS_ADDR" cmd:"sink"`
+	Progress     time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"sink"`
+}
+
+// Dedup is the Valkey/Redis store of Layer 2.
+type Dedup struct {
+	Addr         string   `yaml:"addr" flag:"dedup-addr" env:"WALHOUSE_REDIS_ADDR"`
+	Prefix       string   `yaml:"prefix" flag:"dedup-prefix" env:"WALHOUSE_DEDUP_PREFIX"`
+	TTLHours     int      `yaml:"ttl_hours" flag:"dedup-ttl-hours" env:"EVENT_DEDUP_TTL_HOURS"`
+	User         string   `yaml:"user" flag:"dedup-user" env:"WALHOUSE_REDIS_USER"`
+	PasswordFile string   `yaml:"password_file" flag:"dedup-password-file" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
+	PasswordEnv  string   `yaml:"password_env" flag:"dedup-password-file" secret:"env" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
+	TLS          DedupTLS `yaml:"tls"`
+}
+
+// DedupTLS is the dedup store's TLS.
+type DedupTLS struct {
+	Enabled bool   `yaml:"enabled" flag:"dedup-tls" env:"WALHOUSE_REDIS_TLS"`
+	CA      string `yaml:"ca" flag:"dedup-tls-ca" env:"WALHOUSE_REDIS_TLS_CA"`
+	Cert    string `yaml:"cert" flag:"dedup-tls-cert" env:"WALHOUSE_REDIS_TLS_CERT"`
+	Key     string `yaml:"key" flag:"dedup-tls-key" env:"WALHOUSE_REDIS_TLS_KEY"`
+}
+
+// ClickHouse is where the sink loads and the query API reads.
+type ClickHouse struct {
+	URL          string `yaml:"url" flag:"clickhouse" env:"WALHOUSE_CLICKHOUSE_URL"`
+	Database     string `yaml:"database" flag:"database" env:"WALHOUSE_CLICKHOUSE_DATABASE"`
+	PasswordFile string `yaml:"password_file" flag:"clickhouse-password-file" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"clickhouse-password-file" secret:"env" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
+	// Cluster is reserved for ON CLUSTER DDL across a ClickHouse cluster,
+	// which walhouse does not do yet: it creates each table on the server
+	// it is connected to.
+	Cluster string `yaml:"cluster" reserved:"not supported yet: walhouse creates its tables on the one server in clickhouse.url (ON CLUSTER DDL is planned); remove the key, and create Replicated tables yourself if you need replicas"`
+}
+
+// API is the query API of walhouse serve.
+type API struct {
+	Listen           string        `yaml:"listen" flag:"listen" env:"WALHOUSE_LISTEN" cmd:"serve"`
+	KeysFile         string        `yaml:"keys_file" flag:"keys" env:"WALHOUSE_API_KEYS_FILE" cmd:"serve"`
+	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
+	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
+	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" env:"WALHOUSE_AUDIT_KEY"`
+	CaptureURLs      []string      `yaml:"capture_urls" flag:"capture-url" env:"WALHOUSE_CAPTURE_URL" cmd:"serve"`
+	Limits           APILimits     `yaml:"limits"`
+	HTTP             APIHTTPLimits `yaml:"http"`
+}
+
+// APILimits bound what one query or export may cost.
+type APILimits struct {
+	DefaultRows                   int           `yaml:"default_rows" flag:"default-limit" cmd:"serve"`
+	MaxRows                       int           `yaml:"max_rows" flag:"max-limit" cmd:"serve"`
+	MaxExecutionTime              time.Duration `yaml:"max_execution_time" flag:"max-execution-time" cmd:"serve"`
+	MaxResultRows                 int           `yaml:"max_result_rows" flag:"max-result-rows" cmd:"serve"`
+	MaxResultBytes                int64         `yaml:"max_result_bytes" flag:"max-result-bytes" env:"WALHOUSE_MAX_RESULT_BYTES" cmd:"serve"`
+	MaxConcurrent                 int           `yaml:"max_concurrent" flag:"max-concurrent" cmd:"serve"`
+	MaxInFlight                   int           `yaml:"max_in_flight" flag:"max-in-flight" env:"WALHOUSE_MAX_IN_FLIGHT" cmd:"serve"`
+	MaxMemoryUsage                int64         `yaml:"max_memory_usage" flag:"max-memory-usage" env:"WALHOUSE_MAX_MEMORY_USAGE" cmd:"serve"`
+	MaxBytesBeforeExternalGroupBy int64         `yaml:"max_bytes_before_external_group_by" flag:"max-bytes-before-external-group-by" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY" cmd:"serve"`
+	MaxBytesBeforeExternalSort    int64         `yaml:"max_bytes_before_external_sort" flag:"max-bytes-before-external-sort" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT" cmd:"serve"`
+	MaxThreads                    int           `yaml:"max_threads" flag:"max-threads" env:"WALHOUSE_MAX_THREADS" cmd:"serve"`
+	ExportMaxTime                 time.Duration `yaml:"export_max_time" flag:"export-max-time" env:"WALHOUSE_EXPORT_MAX_TIME" cmd:"serve"`
+	ExportMaxRows                 int64         `yaml:"export_max_rows" flag:"export-max-rows" env:"WALHOUSE_EXPORT_MAX_ROWS" cmd:"serve"`
+	ExportMaxBytes                int64         `yaml:"export_max_bytes" flag:"export-max-bytes" env:"WALHOUSE_EXPORT_MAX_BYTES" cmd:"serve"`
+}
+
+// APIHTTPLimits bound the HTTP server.
+type APIHTTPLimits struct {
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" flag:"read-header-timeout" env:"WALHOUSE_READ_HEADER_TIMEOUT" cmd:"serve"`
+	ReadTimeout       time.Duration `yaml:"read_timeout" flag:"read-timeout" env:"WALHOUSE_READ_TIMEOUT" cmd:"serve"`
+	WriteTimeout      time.Duration `yaml:"write_timeout" flag:"write-timeout" env:"WALHOUSE_WRITE_TIMEOUT" cmd:"serve"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout" flag:"idle-timeout" env:"WALHOUSE_IDLE_TIMEOUT" cmd:"serve"`
+	MaxHeaderBytes    int           `yaml:"max_header_bytes" flag:"max-header-bytes" env:"WALHOUSE_MAX_HEADER_BYTES" cmd:"serve"`
+}
+
+// Log is how every command logs.
+type Log struct {
+	Level  string `yaml:"level" flag:"log-level" env:"WALHOUSE_LOG_LEVEL"`
+	Format string `yaml:"format" flag:"log-format" env:"WALHOUSE_LOG_FORMAT"`
+}

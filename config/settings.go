@@ -1,0 +1,111 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting is one key a configuration file may give and where its value
+// goes: the flag it stands for and the environment variables that override
+// it (flags > environment > file > defaults).
+type Setting struct {
+	Key  string   // dotted path, e.g. "source.slot"
+	Flag string   // the flag's name, e.g. "slot"
+	Env  []string // variables that, when set, win over the file
+	// Commands are the commands the key applies to; empty: every command
+	// that has the flag.
+	Commands []string
+	// SecretEnv says the value names an environment variable that holds
+	// the secret of Flag (a --…-file flag), instead of being Flag's value.
+	SecretEnv bool
+}
+
+// AppliesTo reports whether the setting is for command.
+func (s Setting) AppliesTo(command string) bool {
+	return len(s.Commands) == 0 || slices.Contains(s.Commands, command)
+}
+
+// Value is a Setting the file gives, with its line and its value as
+// arguments of the flag (one per item for a list or a mapping).
+type Value struct {
+	Setting
+	Line int
+	Args []string
+}
+
+// Schema returns every key a file may give, in the order of Config.
+func Schema() []Setting {
+	var out []Setting
+	walk(reflect.ValueOf(&Config{}).Elem(), "", func(s Setting, _ reflect.Value) { out = append(out, s) })
+	return out
+}
+
+// Values returns the settings the file gives, in key order.
+func (c *Config) Values() []Value {
+	var out []Value
+	walk(reflect.ValueOf(c).Elem(), "", func(s Setting, v reflect.Value) {
+		if line, ok := c.set[s.Key]; ok {
+			out = append(out, Value{Setting: s, Line: line, Args: args(v)})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Has reports whether the file gives key.
+func (c *Config) Has(key string) bool {
+	_, ok := c.set[key]
+	return ok
+}
+
+func walk(v reflect.Value, path string, each func(Setting, reflect.Value)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := yamlName(f)
+		if name == "" || f.Tag.Get("reserved") != "" {
+			continue
+		}
+		key := join(path, name)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() {
+			walk(v.Field(i), key, each)
+			continue
+		}
+		s := Setting{Key: key, Flag: f.Tag.Get("flag"), SecretEnv: f.Tag.Get("secret") == "env"}
+		if e := f.Tag.Get("env"); e != "" {
+			s.Env = strings.Split(e, ",")
+		}
+		if c := f.Tag.Get("cmd"); c != "" {
+			s.Commands = strings.Split(c, ",")
+		}
+		each(s, v.Field(i))
+	}
+}
+
+// args formats v as the arguments of its flag.
+func args(v reflect.Value) []string {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		return []string{time.Duration(v.Int()).String()}
+	case v.Kind() == reflect.Slice:
+		return []string{strings.Join(v.Interface().([]string), ",")}
+	case v.Kind() == reflect.Map:
+		m := v.Interface().(map[string]string)
+		var out []string
+		for k, col := range m {
+			out = append(out, k+"="+col)
+		}
+		sort.Strings(out)
+		return out
+	case v.Kind() == reflect.Bool:
+		return []string{strconv.FormatBool(v.Bool())}
+	case v.Kind() == reflect.Int, v.Kind() == reflect.Int64:
+		return []string{strconv.FormatInt(v.Int(), 10)}
+	default:
+		return []string{v.String()}
+	}
+}
