@@ -7,7 +7,7 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-.PHONY: all build demo test unit vet services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query
+.PHONY: all build demo test unit vet rules lint-deploy services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query
 
 all: build
 
@@ -18,6 +18,8 @@ help:
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
+	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
+	@echo "make lint-deploy  validate deploy/ offline: rules, YAML/JSON, helm lint/template, compose config, Dockerfile"
 
 build:
 	$(GO) build -o bin/walhouse ./cmd/walhouse
@@ -25,9 +27,20 @@ build:
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags nochdb ./cmd/walhouse  # the container image's build
 
 unit:
 	WALHOUSE_INTEGRATION=0 $(GO) test -race -count=1 ./...
+
+# The alert rules of deploy/prometheus: promtool check rules and their unit
+# tests (installs Debian's prometheus package for promtool if missing).
+rules:
+	deploy/lint.sh rules
+
+# Everything under deploy/ that can be validated without a Docker engine
+# or a cluster (deploy/README.md says what is and is not checked).
+lint-deploy:
+	deploy/lint.sh all
 
 services:
 	$(SERVICES) start
@@ -44,7 +57,7 @@ clean:
 
 # The memory tests measure heap on a million rows; under the race detector
 # that takes minutes, so they run again in a second pass without it.
-test: vet services
+test: vet rules services
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
 

@@ -13,6 +13,10 @@ var (
 		"WAL the replication slot holds back (current WAL position − confirmed position).", []string{"slot"}, nil)
 	slotLagSecondsDesc = prometheus.NewDesc("walhouse_slot_lag_seconds",
 		"PostgreSQL's replay lag of capture's walsender.", []string{"slot"}, nil)
+	slotActiveDesc = prometheus.NewDesc("walhouse_slot_active",
+		"1 while a walsender (capture) streams from the replication slot, 0 when none does.", []string{"slot"}, nil)
+	slotWALStatusDesc = prometheus.NewDesc("walhouse_slot_wal_status",
+		"Always 1, labelled with the slot's wal_status (reserved, extended, unreserved, lost): unreserved is about to be invalidated, lost is invalidated.", []string{"slot", "wal_status"}, nil)
 	consumerLagDesc = prometheus.NewDesc("walhouse_consumer_lag_records",
 		"Records the sink has not consumed yet, per topic and partition.", []string{"topic", "partition"}, nil)
 	dlqDepthDesc = prometheus.NewDesc("walhouse_dlq_depth_records",
@@ -39,6 +43,8 @@ type collector struct {
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slotLagBytesDesc
 	ch <- slotLagSecondsDesc
+	ch <- slotActiveDesc
+	ch <- slotWALStatusDesc
 	ch <- consumerLagDesc
 	ch <- dlqDepthDesc
 	ch <- producerBacklogDesc
@@ -54,6 +60,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(slotLagBytesDesc, prometheus.GaugeValue, float64(s.LagBytes), s.Name)
 		if s.LagSeconds != nil {
 			ch <- prometheus.MustNewConstMetric(slotLagSecondsDesc, prometheus.GaugeValue, *s.LagSeconds, s.Name)
+		}
+		active := 0.0
+		if s.Active {
+			active = 1
+		}
+		ch <- prometheus.MustNewConstMetric(slotActiveDesc, prometheus.GaugeValue, active, s.Name)
+		if s.WALStatus != "" {
+			ch <- prometheus.MustNewConstMetric(slotWALStatusDesc, prometheus.GaugeValue, 1, s.Name, s.WALStatus)
 		}
 	}
 	for topic, parts := range pl.ConsumerLag {

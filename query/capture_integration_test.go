@@ -186,6 +186,8 @@ func TestIntegrationServeReportsCaptureBacklog(t *testing.T) {
 		`walhouse_capture_up{capture="` + down + `"} 0`,
 		`walhouse_producer_backlog_bytes{capture="` + up + `",slot="` + slot + `"} `,
 		`walhouse_slot_lag_bytes{slot="` + slot + `"} `,
+		`walhouse_slot_active{slot="` + slot + `"} 1`,
+		`walhouse_slot_wal_status{slot="` + slot + `",wal_status="reserved"} 1`,
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -41,12 +41,14 @@ func (cs captureStatus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// serveCaptureHTTP serves capture's Prometheus metrics at /metrics and its
-// status document at /status on addr until ctx ends.
+// serveCaptureHTTP serves capture's Prometheus metrics at /metrics, its
+// status document at /status, and /healthz and /readyz (health.go) on addr
+// until ctx ends.
 func serveCaptureHTTP(ctx context.Context, addr string, reg *prometheus.Registry, status captureStatus) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /status", status)
+	handleHealth(mux, newCaptureReadiness(status.slot, status.stats).checks)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()

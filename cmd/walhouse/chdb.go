@@ -1,3 +1,5 @@
+//go:build !nochdb
+
 package main
 
 import (

@@ -15,7 +15,10 @@
 //	                     for the pipeline's lag; export: one subject to a file
 //	dlq.go               dlq list / replay of the dead-letter topic
 //	demo.go              demo: capture and sink in one process on a workload
-//	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP
+//	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP;
+//	                     chdb_off.go stands in for it with -tags nochdb
+//	                     (the static container image)
+//	health.go            /healthz and /readyz of capture, sink and serve
 //	flags.go, kafka*.go, dedupauth.go, secrets.go
 //	                     the shared flags and how they become clients
 //	main.go, cli.go      the command table, exit statuses, parsing with the

@@ -93,6 +93,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		st.dedup = store
 	}
 	st.watermarks = w
+	st.health = newSinkHealth()
 	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	defer cl.CloseAllowingRebalance()
 	g, gctx := errgroup.WithContext(ctx)
 	if *metricsAddr != "" {
-		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry) })
+		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, st.health.checks) })
 	}
 	g.Go(func() error { return s.Run(gctx) })
 	return g.Wait()
@@ -127,10 +128,12 @@ func schemaReader(ctx context.Context, kc kafka.Config, prefix string) (*registr
 	return registry.NewReader(cl, kafka.SchemasTopic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
 }
 
-// serveMetrics serves reg at /metrics until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+// serveMetrics serves reg at /metrics, and /healthz and /readyz with ready
+// (health.go), until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready readiness) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	handleHealth(mux, ready)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
@@ -153,6 +156,8 @@ type sinkSettings struct {
 	// maxRecordBytes is capture's record bound (0: the default): the
 	// client reads such records and dead-letters them.
 	maxRecordBytes int
+	// health, when set, follows the assignment and the loads for /readyz.
+	health *sinkHealth
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -165,6 +170,11 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		if snk != nil {
 			snk.OnRevoked(ctx, cl, m)
 		}
+		st.health.revoke(m)
+	}
+	onAssigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) { st.health.assign(m) }
+	if st.health != nil {
+		l = st.health.watch(l)
 	}
 	if st.maxRecordBytes == 0 {
 		st.maxRecordBytes = record.DefaultMaxBytes
@@ -177,6 +187,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(onRevoked),
 		kgo.OnPartitionsLost(onRevoked),
+		kgo.OnPartitionsAssigned(onAssigned),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMaxAge(10*time.Second),
 		// Batches fill on the broker: a fetch waits for 1 MiB or maxWait.

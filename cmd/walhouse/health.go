@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/redact"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/sink"
+)
+
+// The health endpoints of the long-running commands, on their metrics (or,
+// for serve, API) address: GET /healthz answers 200 for as long as the
+// process serves HTTP (liveness: restart it when this fails); GET /readyz
+// answers 200 when the command is connected and making progress, 503 when
+// not, each check saying why in a small JSON body.
+
+// check is one finding of a readiness probe.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// healthReport is the body of /healthz and /readyz.
+type healthReport struct {
+	Status string  `json:"status"` // "ok" or "unavailable"
+	Checks []check `json:"checks,omitempty"`
+}
+
+// readiness returns the checks behind /readyz. It is called for every
+// request, so it is quick and safe for concurrent use; ctx bounds what it
+// may ask a service.
+type readiness func(ctx context.Context) []check
+
+// readyTimeout bounds one /readyz: probes time out after a few seconds.
+const readyTimeout = 3 * time.Second
+
+// handleHealth adds GET /healthz and GET /readyz (and their HEAD) to mux.
+func handleHealth(mux *http.ServeMux, ready readiness) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeHealth(w, http.StatusOK, healthReport{Status: "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		rep := healthReport{Status: "ok", Checks: ready(ctx)}
+		code := http.StatusOK
+		for _, c := range rep.Checks {
+			if !c.OK {
+				rep.Status, code = "unavailable", http.StatusServiceUnavailable
+			}
+		}
+		writeHealth(w, code, rep)
+	})
+}
+
+func writeHealth(w http.ResponseWriter, code int, rep healthReport) {
+	b, _ := json.Marshal(rep) // strings and booleans only: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// withHealth serves /healthz and /readyz beside next, which gets every
+// other request (serve's query API, whose routes need a key).
+func withHealth(next http.Handler, ready readiness) http.Handler {
+	mux := http.NewServeMux()
+	handleHealth(mux, ready)
+	mux.Handle("/", next)
+	return mux
+}
+
+// clickhouseReady is serve's readiness: ClickHouse answers.
+func clickhouseReady(conn driver.Conn) readiness {
+	return func(ctx context.Context) []check {
+		if err := conn.Ping(ctx); err != nil {
+			return []check{{Name: "clickhouse", Detail: "ClickHouse does not answer: " + cut(redact.Error(err).Error())}}
+		}
+		return []check{{Name: "clickhouse", OK: true}}
+	}
+}
+
+// captureStallAfter is how long capture's confirmed position (and its
+// received one) may stand still while the slot holds WAL back before
+// capture is not ready. Positions move at least every --status-interval
+// (5 s) and heartbeat (10 s) when Kafka acknowledges; a long transaction
+// moves the received one.
+const captureStallAfter = time.Minute
+
+// captureReadiness judges capture ready when it streams from its slot and
+// its confirmed position moves whenever the slot holds WAL to confirm. It
+// remembers the positions it saw last, so it is used through a pointer.
+type captureReadiness struct {
+	slot       string
+	stats      func() capture.Stats // (*capture.Capturer).Stats
+	now        func() time.Time
+	stallAfter time.Duration
+
+	mu       sync.Mutex
+	seen     capture.Stats // the positions as of moved
+	movedAt  time.Time     // when a position last moved (or the start)
+	observed bool
+}
+
+// newCaptureReadiness judges the capture c streaming from slot.
+func newCaptureReadiness(slot string, stats func() capture.Stats) *captureReadiness {
+	return &captureReadiness{slot: slot, stats: stats, now: time.Now, stallAfter: captureStallAfter, movedAt: time.Now()}
+}
+
+// checks is capture's readiness.
+func (cr *captureReadiness) checks(context.Context) []check {
+	st, now := cr.stats(), cr.now()
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	// Run stores the slot's start position before it reads the stream: a
+	// zero confirmed position means it is still connecting, creating the
+	// slot or copying a new slot's snapshot.
+	if st.Confirmed == 0 {
+		return []check{{Name: "streaming", Detail: fmt.Sprintf("not streaming from slot %s yet: connecting, creating the slot or copying the initial snapshot (%d rows produced so far)", cr.slot, st.Rows)}}
+	}
+	if !cr.observed || st.Confirmed != cr.seen.Confirmed || st.Received != cr.seen.Received {
+		cr.seen, cr.movedAt, cr.observed = st, now, true
+	}
+	out := []check{{Name: "streaming", OK: true, Detail: fmt.Sprintf("slot %s, confirmed %s", cr.slot, st.Confirmed)}}
+	progress := check{Name: "progress", OK: true}
+	if held := st.ServerWALEnd - st.Confirmed; st.ServerWALEnd > st.Confirmed {
+		if still := now.Sub(cr.movedAt); still > cr.stallAfter {
+			progress.OK = false
+			progress.Detail = fmt.Sprintf("the confirmed position %s has not moved for %s while the slot holds %d bytes of WAL (server WAL end %s); %d bytes wait for Kafka's acknowledgement",
+				st.Confirmed, still.Round(time.Second), held, st.ServerWALEnd, st.PendingBytes)
+		} else {
+			progress.Detail = fmt.Sprintf("the slot holds %d bytes of WAL", held)
+		}
+	}
+	return append(out, progress)
+}
+
+// sinkStuckAfter is how long a table's loads may keep failing (retried
+// with backoff up to 30 s) before the sink is not ready: longer than a
+// ClickHouse restart, shorter than anyone waits for fresh data.
+const sinkStuckAfter = 30 * time.Second
+
+// sinkHealth follows what the sink's /readyz reports: the partitions the
+// group assigned to this member (fed by the client's assignment callbacks)
+// and the tables whose loads keep failing (fed by the loader it wraps,
+// watch). Safe for concurrent use; the nil *sinkHealth ignores everything.
+type sinkHealth struct {
+	now        func() time.Time
+	stuckAfter time.Duration
+
+	mu       sync.Mutex
+	assigned map[string]map[int32]bool
+	failing  map[string]loadFailure // table → since when its loads fail
+	stopped  map[string]bool        // tables stopped on a schema change
+}
+
+// loadFailure is a table whose loads keep failing.
+type loadFailure struct {
+	since time.Time
+	err   string
+}
+
+func newSinkHealth() *sinkHealth {
+	return &sinkHealth{now: time.Now, stuckAfter: sinkStuckAfter, assigned: map[string]map[int32]bool{}, failing: map[string]loadFailure{}, stopped: map[string]bool{}}
+}
+
+// assign records partitions the group assigned (kgo.OnPartitionsAssigned).
+func (h *sinkHealth) assign(m map[string][]int32) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t, ps := range m {
+		if h.assigned[t] == nil {
+			h.assigned[t] = map[int32]bool{}
+		}
+		for _, p := range ps {
+			h.assigned[t][p] = true
+		}
+	}
+}
+
+// revoke forgets partitions revoked or lost (kgo.OnPartitionsRevoked,
+// kgo.OnPartitionsLost).
+func (h *sinkHealth) revoke(m map[string][]int32) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			delete(h.assigned[t], p)
+		}
+		if len(h.assigned[t]) == 0 {
+			delete(h.assigned, t)
+		}
+	}
+}
+
+// loaded notes the outcome of one load (or TRUNCATE) of table.
+func (h *sinkHealth) loaded(ctx context.Context, table string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var te *sink.TableError
+	switch {
+	case ctx.Err() != nil:
+		// Stopping: says nothing about the table.
+	case err == nil, errors.Is(err, sink.ErrPermanent), errors.Is(err, record.ErrInvalid):
+		// Loaded, or the sink sets the record aside instead of retrying.
+		delete(h.failing, table)
+	case errors.As(err, &te):
+		delete(h.failing, table)
+		h.stopped[table] = true
+	default:
+		f, ok := h.failing[table]
+		if !ok {
+			f.since = h.now()
+		}
+		f.err = err.Error()
+		h.failing[table] = f
+	}
+}
+
+// checks is the sink's readiness.
+func (h *sinkHealth) checks(context.Context) []check {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	parts := check{Name: "partitions", OK: len(h.assigned) > 0}
+	if parts.OK {
+		n := 0
+		for _, ps := range h.assigned {
+			n += len(ps)
+		}
+		parts.Detail = fmt.Sprintf("%d partitions of %d topics assigned", n, len(h.assigned))
+	} else {
+		parts.Detail = "no partition assigned: the group is joining or rebalancing, no table topic exists yet, or the group has more sinks than partitions"
+	}
+	loads := check{Name: "loads", OK: true}
+	var stuck []string
+	for table, f := range h.failing {
+		if d := now.Sub(f.since); d > h.stuckAfter {
+			stuck = append(stuck, fmt.Sprintf("%s: loads failing for %s, retrying: %s", table, d.Round(time.Second), cut(f.err)))
+		}
+	}
+	if len(stuck) > 0 {
+		slices.Sort(stuck)
+		loads.OK, loads.Detail = false, strings.Join(stuck, "; ")
+	}
+	out := []check{parts, loads}
+	if len(h.stopped) > 0 {
+		// A stopped table waits for an operator (the log says what to do);
+		// the other tables load, and a restart would stop it again, so it
+		// leaves the sink ready. The alert on walhouse_sink_tables_stopped
+		// calls for the operator.
+		stopped := make([]string, 0, len(h.stopped))
+		for t := range h.stopped {
+			stopped = append(stopped, t)
+		}
+		slices.Sort(stopped)
+		out = append(out, check{Name: "stopped tables", OK: true, Detail: "loading stopped on a schema change (see the log): " + strings.Join(stopped, ", ")})
+	}
+	return out
+}
+
+// watch returns l reporting the outcome of every load to h; a loader that
+// applies TRUNCATEs still does.
+func (h *sinkHealth) watch(l sink.Loader) sink.Loader {
+	w := watchedLoader{next: l, h: h}
+	if t, ok := l.(sink.Truncater); ok {
+		return watchedTruncater{watchedLoader: w, truncater: t}
+	}
+	return w
+}
+
+type watchedLoader struct {
+	next sink.Loader
+	h    *sinkHealth
+}
+
+// Load loads b and notes the outcome.
+func (w watchedLoader) Load(ctx context.Context, b sink.Batch) error {
+	err := w.next.Load(ctx, b)
+	w.h.loaded(ctx, b.Source.Schema+"."+b.Source.Table, err)
+	return err
+}
+
+type watchedTruncater struct {
+	watchedLoader
+	truncater sink.Truncater
+}
+
+// Truncate applies the marker and notes the outcome.
+func (w watchedTruncater) Truncate(ctx context.Context, req sink.TruncateRequest) error {
+	err := w.truncater.Truncate(ctx, req)
+	w.h.loaded(ctx, req.Truncate.Source.Schema+"."+req.Truncate.Source.Table, err)
+	return err
+}
+
+// cut shortens an error for a health body: the log has it whole.
+func cut(s string) string {
+	const most = 300
+	if len(s) <= most {
+		return s
+	}
+	i := most
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

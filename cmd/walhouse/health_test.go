@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/sink"
+)
+
+// TestHealthEndpoints checks the status codes and bodies of /healthz and
+// /readyz: liveness answers whatever readiness says.
+func TestHealthEndpoints(t *testing.T) {
+	for name, tc := range map[string]struct {
+		checks     []check
+		wantCode   int
+		wantStatus string
+	}{
+		"ready":       {[]check{{Name: "a", OK: true}, {Name: "b", OK: true}}, http.StatusOK, "ok"},
+		"one not":     {[]check{{Name: "a", OK: true}, {Name: "b", Detail: "why"}}, http.StatusServiceUnavailable, "unavailable"},
+		"no findings": {nil, http.StatusOK, "ok"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			handleHealth(mux, func(context.Context) []check { return tc.checks })
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"ok"`) {
+				t.Errorf("/healthz: %d %s", rec.Code, rec.Body)
+			}
+			rec = httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			var rep healthReport
+			if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+				t.Fatalf("/readyz body %s: %v", rec.Body, err)
+			}
+			if rec.Code != tc.wantCode || rep.Status != tc.wantStatus || len(rep.Checks) != len(tc.checks) {
+				t.Errorf("/readyz: %d %s, want %d %s", rec.Code, rec.Body, tc.wantCode, tc.wantStatus)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+}
+
+// TestCaptureReadiness walks capture through connecting, streaming, a
+// stall while the slot holds WAL, and progress again.
+func TestCaptureReadiness(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var st capture.Stats
+	now := start
+	cr := newCaptureReadiness("walhouse", func() capture.Stats { return st })
+	cr.now, cr.movedAt = func() time.Time { return now }, start
+	for _, step := range []struct {
+		name    string
+		after   time.Duration // since start
+		stats   capture.Stats
+		ready   bool
+		mention string
+	}{
+		{"connecting", 0, capture.Stats{}, false, "not streaming"},
+		{"copying the snapshot", 5 * time.Minute, capture.Stats{Rows: 1000}, false, "1000 rows"},
+		{"streaming", 6 * time.Minute, capture.Stats{Confirmed: 100, Received: 100, ServerWALEnd: 100}, true, ""},
+		{"WAL waits, briefly", 6*time.Minute + 30*time.Second, capture.Stats{Confirmed: 100, Received: 100, ServerWALEnd: 500}, true, "400 bytes"},
+		{"WAL waits a minute and more", 7*time.Minute + time.Second, capture.Stats{Confirmed: 100, Received: 100, ServerWALEnd: 900}, false, "has not moved for 1m1s"},
+		{"a long transaction is read", 7*time.Minute + 10*time.Second, capture.Stats{Confirmed: 100, Received: 800, ServerWALEnd: 900}, true, ""},
+		{"and stalls", 8*time.Minute + 20*time.Second, capture.Stats{Confirmed: 100, Received: 800, ServerWALEnd: 900}, false, "800 bytes of WAL"},
+		{"confirmed", 8*time.Minute + 25*time.Second, capture.Stats{Confirmed: 900, Received: 900, ServerWALEnd: 900}, true, ""},
+		{"idle: nothing to confirm", 30 * time.Minute, capture.Stats{Confirmed: 900, Received: 900, ServerWALEnd: 900}, true, ""},
+	} {
+		st, now = step.stats, start.Add(step.after)
+		checks := cr.checks(context.Background())
+		ready, text := judge(checks)
+		if ready != step.ready || !strings.Contains(text, step.mention) {
+			t.Errorf("%s: ready %v (%s), want %v mentioning %q", step.name, ready, text, step.ready, step.mention)
+		}
+	}
+}
+
+// TestSinkHealth checks assignment, failing loads and stopped tables.
+func TestSinkHealth(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	h := newSinkHealth()
+	h.now = func() time.Time { return now }
+	var loadErr error
+	l := h.watch(loaderFunc(func(context.Context, sink.Batch) error { return loadErr }))
+	if _, ok := l.(sink.Truncater); ok {
+		t.Error("a loader without Truncate gained one")
+	}
+	load := func(table string, err error) {
+		loadErr = err
+		_ = l.Load(context.Background(), sink.Batch{Source: record.Source{Schema: "public", Table: table}})
+	}
+	transient := errors.New("dial tcp: connection refused")
+	for _, step := range []struct {
+		name    string
+		after   time.Duration
+		do      func()
+		ready   bool
+		mention string
+	}{
+		{"joining", 0, func() {}, false, "no partition assigned"},
+		{"assigned", time.Second, func() { h.assign(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, true, "3 partitions of 2 topics"},
+		{"a load fails", 2 * time.Second, func() { load("a", transient) }, true, ""},
+		{"and keeps failing", 40 * time.Second, func() { load("a", transient) }, false, "public.a: loads failing for 38s, retrying: dial tcp"},
+		{"loads again", 41 * time.Second, func() { load("a", nil) }, true, ""},
+		{"a permanent error is set aside", 42 * time.Second, func() { load("b", fmt.Errorf("%w: bad value", sink.ErrPermanent)) }, true, ""},
+		{"long after", 2 * time.Minute, func() {}, true, ""},
+		{"a table stops", 3 * time.Minute, func() {
+			load("b", &sink.TableError{Table: "public.b", Err: errors.New("uuid→int"), Fix: "re-copy"})
+		}, true, "stopped on a schema change (see the log): public.b"},
+		{"partitions revoked", 4 * time.Minute, func() { h.revoke(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, false, "no partition assigned"},
+		{"stopping", 5 * time.Minute, func() {
+			h.assign(map[string][]int32{"wh.public.a": {0}})
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = l.Load(ctx, sink.Batch{Source: record.Source{Schema: "public", Table: "a"}})
+			now = now.Add(time.Hour)
+		}, true, ""},
+	} {
+		now = start.Add(step.after)
+		step.do()
+		ready, text := judge(h.checks(context.Background()))
+		if ready != step.ready || !strings.Contains(text, step.mention) {
+			t.Errorf("%s: ready %v (%s), want %v mentioning %q", step.name, ready, text, step.ready, step.mention)
+		}
+	}
+	var nilHealth *sinkHealth // without --metrics-addr
+	nilHealth.assign(map[string][]int32{"t": {0}})
+	nilHealth.revoke(map[string][]int32{"t": {0}})
+}
+
+type loaderFunc func(context.Context, sink.Batch) error
+
+func (f loaderFunc) Load(ctx context.Context, b sink.Batch) error { return f(ctx, b) }
+
+// judge returns whether checks say ready, and all of them as text.
+func judge(checks []check) (bool, string) {
+	ready := true
+	var b strings.Builder
+	for _, c := range checks {
+		ready = ready && c.OK
+		fmt.Fprintf(&b, "%s ok=%v %s; ", c.Name, c.OK, c.Detail)
+	}
+	return ready, b.String()
+}
+
+func TestCut(t *testing.T) {
+	long := strings.Repeat("é", 200) // 400 bytes
+	got := cut(long)
+	if !strings.HasSuffix(got, "…") || len(got) > 300+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("cut %q", got)
+	}
+	if cut("short") != "short" {
+		t.Error("cut a short text")
+	}
+}
