@@ -22,7 +22,8 @@ help:
 	@echo "make lint-deploy  validate deploy/ offline: rules, YAML/JSON, helm lint/template, compose config, Dockerfile"
 
 build:
-	$(GO) build -o bin/walhouse ./cmd/walhouse
+	@[ -x bin/walhouse ] || echo "==> building walhouse (the first build takes a minute or two)"
+	@$(GO) build -o bin/walhouse ./cmd/walhouse
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -68,8 +69,11 @@ HOSTILE := Hostile|LargeValues|Collid|OddTableNames|ClickHouseLimits|TablesOnlyT
 hostile: services
 	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
 
-demo: services build
-	. ./$(ENVFILE) && ./bin/walhouse demo
+demo:
+	@echo "==> starting PostgreSQL, Kafka, Redis and ClickHouse (the first run installs them: a few minutes)"
+	@$(SERVICES) start
+	@$(MAKE) --no-print-directory build
+	@. ./$(ENVFILE) && ./bin/walhouse demo
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record

@@ -69,8 +69,14 @@ walhouse_build() {
 	local go
 	go=$(go_bin)
 	mkdir -p "$(dirname "$WALHOUSE_BIN")"
-	(cd "$REPO_ROOT" && "$go" build -o "$WALHOUSE_BIN" ./cmd/walhouse) </dev/null ||
-		die "clickhouse: go build ./cmd/walhouse failed (see the compiler output above)"
+	# Quiet unless it fails: the first build downloads modules and takes a
+	# minute or two, later ones are cached and take a second or two.
+	[[ -x $WALHOUSE_BIN ]] || log "clickhouse: building walhouse, which serves the engine (the first build takes a minute or two)"
+	local buildlog=$LOCAL_DIR/build.log
+	if ! (cd "$REPO_ROOT" && "$go" build -o "$WALHOUSE_BIN" ./cmd/walhouse) </dev/null >"$buildlog" 2>&1; then
+		cat "$buildlog" >&2
+		die "clickhouse: go build ./cmd/walhouse failed (the compiler output is above and in $buildlog)"
+	fi
 }
 
 clickhouse_install() {

@@ -51,11 +51,17 @@ as_root() {
 # invocation of services.sh, and only when the package lists are missing or too old to
 # have the package.
 APT_UPDATED=0
+# apt_quiet ARGS...: runs apt-get with its chatter in $LOCAL_DIR/apt.log, shown only when it fails.
+apt_quiet() {
+	local aptlog=$LOCAL_DIR/apt.log
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get "$@" </dev/null >>"$aptlog" 2>&1 && return 0
+	show_log_tail "$aptlog"
+	return 1
+}
 apt_update_once() {
 	if [[ $APT_UPDATED -eq 0 ]]; then
-		log "apt-get update"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null >&2 ||
-			die "apt-get update failed"
+		log "updating the Debian package lists (apt-get update; output in $LOCAL_DIR/apt.log)"
+		apt_quiet update -qq || die "apt-get update failed; read $LOCAL_DIR/apt.log"
 		APT_UPDATED=1
 	fi
 }
@@ -64,12 +70,11 @@ apt_install() {
 	if ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
 		apt_update_once
 	fi
-	log "apt-get install $*"
-	if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2; then
-		[[ $APT_UPDATED -eq 0 ]] || die "apt-get install $* failed"
+	log "installing $* (apt-get; output in $LOCAL_DIR/apt.log)"
+	if ! apt_quiet install -y -qq --no-install-recommends "$@"; then
+		[[ $APT_UPDATED -eq 0 ]] || die "apt-get install $* failed; read $LOCAL_DIR/apt.log"
 		apt_update_once
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2 ||
-			die "apt-get install $* failed"
+		apt_quiet install -y -qq --no-install-recommends "$@" || die "apt-get install $* failed; read $LOCAL_DIR/apt.log"
 	fi
 }
 
