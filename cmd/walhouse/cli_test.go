@@ -195,6 +195,9 @@ log: {level: debug}
 		{"flag beats both", map[string]string{"WALHOUSE_SLOT": "from_env"}, []string{"--slot", "from_flag", "--tables", "public.c", "--partitions", "3"}, "from_flag", "public.c", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The environment of `make test` names the local services;
+			// the file must be what speaks here.
+			t.Setenv("WALHOUSE_PG_URL", "")
 			t.Setenv("WALHOUSE_SLOT", "")
 			t.Setenv("WALHOUSE_PG_PASSWORD", "")
 			t.Setenv("WALHOUSE_PG_PASSWORD_FILE", "")
