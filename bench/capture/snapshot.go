@@ -26,11 +26,11 @@ func (b *bench) snapshot(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var undo cleanupStack
+	var undo testenv.Cleanups
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		err = errors.Join(err, undo.run(cctx))
+		err = errors.Join(err, undo.Run(cctx))
 	}()
 	wh, err := b.timeSnapshotCapture(ctx, &undo, rows)
 	if err != nil {
@@ -72,7 +72,7 @@ func snapshotComplete(line string) bool {
 // timeSnapshotCapture times `walhouse capture` creating a fresh slot and
 // snapshotting the table into Kafka, until it logs the snapshot complete
 // (every row acknowledged by Kafka).
-func (b *bench) timeSnapshotCapture(ctx context.Context, undo *cleanupStack, rows int64) (measurement, error) {
+func (b *bench) timeSnapshotCapture(ctx context.Context, undo *testenv.Cleanups, rows int64) (measurement, error) {
 	slot, prefix := b.names.slot("snap"), b.names.topicPrefix("snap")
 	b.pushDropSlot(undo, slot) // capture creates it
 	args := []string{

@@ -27,11 +27,11 @@ const pollInterval = 50 * time.Millisecond
 // read it from their own slot, both created before the backlog at the same
 // position. The slots are dropped when the phase ends.
 func (b *bench) streaming(ctx context.Context) (err error) {
-	var undo cleanupStack
+	var undo testenv.Cleanups
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		err = errors.Join(err, undo.run(cctx))
+		err = errors.Join(err, undo.Run(cctx))
 	}()
 	roles := []string{"recv", "stream"}
 	if b.opts.profileDir != "" {
