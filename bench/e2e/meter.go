@@ -39,7 +39,7 @@ type meter struct {
 	done  chan struct{}
 }
 
-const sampleInterval = 200 * time.Millisecond
+const sampleInterval = 500 * time.Millisecond
 
 // startMeter starts following the services and procs.
 func (b *bench) startMeter(procs ...*testenv.Process) *meter {

@@ -193,11 +193,11 @@ func (r *report) write(dir, name string) ([]string, error) {
 	}
 	files = append(files, path)
 
-	load := [][]string{{"table", "columns", "avg_row_bytes", "rows", "run", "seconds", "rows_per_second", "ratio_to_engine", "cpu_seconds_total"}}
+	load := [][]string{{"table", "columns", "avg_row_bytes", "rows", "run", "seconds", "rows_per_second", "ratio_to_engine", "first_row_seconds", "cpu_seconds_total"}}
 	for _, l := range r.Loads {
 		for _, run := range l.Runs {
 			load = append(load, []string{l.Table, itoa(l.Columns), ftoa(l.RowBytes, 0), itoa(int(l.Rows)), run.Name,
-				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.Runs[1].RowsPerSecond, 3), ftoa(totalCPU(run.Usage), 1)})
+				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.Runs[1].RowsPerSecond, 3), ftoa(run.FirstRowSeconds, 2), ftoa(totalCPU(run.Usage), 1)})
 		}
 	}
 	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds", "cpu_seconds_total"}}
