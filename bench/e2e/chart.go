@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"os"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -39,7 +41,9 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "steady: commit → visible latency"
 	p.X.Label.Text = "offered rows/s"
-	p.Y.Label.Text = "seconds"
+	p.Y.Label.Text = "seconds (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
@@ -61,7 +65,7 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 	for _, s := range series {
 		pts := make(plotter.XYs, len(r.Steady))
 		for i, st := range r.Steady {
-			pts[i] = plotter.XY{X: float64(st.OfferedRowsPerSecond), Y: s.value(st)}
+			pts[i] = plotter.XY{X: float64(st.OfferedRowsPerSecond), Y: max(s.value(st), 0.01)} // a log scale has no 0
 			maxRate = max(maxRate, pts[i].X)
 		}
 		if len(pts) == 0 {
@@ -83,7 +87,8 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 	target.Color = color.Gray{Y: 90}
 	p.Add(target)
 	p.Legend.Add("target p99 ≤ 1 s", target)
-	p.X.Min, p.Y.Min = 0, 0
+	p.X.Min, p.Y.Min = 0, 0.1
+	p.Y.Max = max(p.Y.Max, 2)
 	return p, nil
 }
 
@@ -143,4 +148,17 @@ func savePNG(c *vgimg.Canvas, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// redraw draws the chart of a report written earlier, next to it.
+func redraw(jsonPath string) error {
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("read %s: %w", jsonPath, err)
+	}
+	return r.chart(strings.TrimSuffix(jsonPath, ".json") + ".png")
 }

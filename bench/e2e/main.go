@@ -31,12 +31,16 @@ type options struct {
 	pgbench    string
 	timeout    time.Duration
 	verbose    bool
+	chartFrom  string // redraw the chart of this JSON report and exit
 }
 
 func run() error {
 	o, err := parseOptions(os.Args[1:])
 	if err != nil {
 		return err
+	}
+	if o.chartFrom != "" {
+		return redraw(o.chartFrom)
 	}
 	ctx, cancel := testenv.BenchContext(o.timeout)
 	defer cancel()
@@ -79,6 +83,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.pgbench, "pgbench", "/usr/lib/postgresql/15/bin/pgbench", "path of PostgreSQL's pgbench")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	fs.BoolVar(&o.verbose, "v", false, "print the end of capture's and sink's output after each phase (to stderr)")
+	fs.StringVar(&o.chartFrom, "chart-from", "", "only redraw the PNG chart of this JSON report (next to it), then exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -92,6 +97,9 @@ func parseOptions(args []string) (options, error) {
 				}
 			}
 		}
+	}
+	if o.chartFrom != "" {
+		return o, nil
 	}
 	var errs []error
 	for _, s := range strings.Split(rates, ",") {
