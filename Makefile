@@ -7,7 +7,7 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-.PHONY: all build demo test unit vet rules lint-deploy services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query
+.PHONY: all build demo test unit vet rules lint-deploy services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
 	@echo "make lint-deploy  validate deploy/ offline: rules, YAML/JSON, helm lint/template, compose config, Dockerfile"
+	@echo "make bench-e2e the whole pipeline against the engine: initial loads, latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
 
 build:
 	@[ -x bin/walhouse ] || echo "==> building walhouse (the first build takes a minute or two)"
@@ -94,3 +95,8 @@ bench-sink: services
 
 bench-query: services
 	. ./$(ENVFILE) && $(GO) run ./bench/query $(BENCHFLAGS)
+
+# The whole pipeline as a user runs it, writing docs/benchmarks/e2e*.{csv,json,png}
+# (QUICK=1: a short run into docs/benchmarks/e2e-quick*).
+bench-e2e: services
+	. ./$(ENVFILE) && $(GO) run ./bench/e2e $(if $(QUICK),-quick) $(BENCHFLAGS)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -40,32 +39,8 @@ type bench struct {
 	kafka  *kgo.Client
 	adm    *kadm.Client
 	bin    string // the walhouse binary
-	undo   cleanupStack
+	undo   testenv.Cleanups
 	result results
-}
-
-// cleanupStack releases resources in reverse order of creation.
-type cleanupStack []cleanup
-
-type cleanup struct {
-	what string
-	fn   func(context.Context) error
-}
-
-func (s *cleanupStack) push(what string, fn func(context.Context) error) {
-	*s = append(*s, cleanup{what, fn})
-}
-
-func (s *cleanupStack) run(ctx context.Context) error {
-	var errs []error
-	for i := len(*s) - 1; i >= 0; i-- {
-		c := (*s)[i]
-		if err := c.fn(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", c.what, err))
-		}
-	}
-	*s = nil
-	return errors.Join(errs...)
 }
 
 // newBench connects to PostgreSQL and Kafka and builds the walhouse binary.
@@ -76,7 +51,7 @@ func newBench(ctx context.Context, opts options) (*bench, error) {
 		return nil, fmt.Errorf("make a temporary directory: %w", err)
 	}
 	b.tmp = tmp
-	b.undo.push("remove "+tmp, func(context.Context) error { return os.RemoveAll(tmp) })
+	b.undo.Push("remove "+tmp, func(context.Context) error { return os.RemoveAll(tmp) })
 	if err := b.connect(ctx); err != nil {
 		return b, err
 	}
@@ -92,19 +67,19 @@ func (b *bench) connect(ctx context.Context) error {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	b.pg = conn
-	b.undo.push("close PostgreSQL connection", func(ctx context.Context) error { return conn.Close(ctx) })
+	b.undo.Push("close PostgreSQL connection", func(ctx context.Context) error { return conn.Close(ctx) })
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.opts.brokers...))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	b.kafka, b.adm = cl, kadm.NewClient(cl)
-	b.undo.push("close Kafka client", func(context.Context) error { cl.Close(); return nil })
+	b.undo.Push("close Kafka client", func(context.Context) error { cl.Close(); return nil })
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		return fmt.Errorf("reach Kafka at %v: %w", b.opts.brokers, err)
 	}
-	b.undo.push("delete topics "+b.names.base+"*", b.deleteTopics)
+	b.undo.Push("delete topics "+b.names.base+"*", b.deleteTopics)
 	return nil
 }
 
@@ -112,7 +87,7 @@ func (b *bench) connect(ctx context.Context) error {
 func (b *bench) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return b.undo.run(ctx)
+	return b.undo.Run(ctx)
 }
 
 // run sets up the workload and measures the phases asked for.

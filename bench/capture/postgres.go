@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/pgslot"
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -26,7 +27,7 @@ func (b *bench) createTable(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", b.names.table, err)
 	}
-	b.undo.push("drop table "+b.names.table, func(ctx context.Context) error {
+	b.undo.Push("drop table "+b.names.table, func(ctx context.Context) error {
 		_, err := b.pg.Exec(ctx, "DROP TABLE IF EXISTS "+t)
 		return err
 	})
@@ -34,7 +35,7 @@ func (b *bench) createTable(ctx context.Context) error {
 	if _, err := b.pg.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+t+" WITH (publish_via_partition_root = true)"); err != nil {
 		return fmt.Errorf("create publication %s: %w", b.names.publication, err)
 	}
-	b.undo.push("drop publication "+b.names.publication, func(ctx context.Context) error {
+	b.undo.Push("drop publication "+b.names.publication, func(ctx context.Context) error {
 		_, err := b.pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pub)
 		return err
 	})
@@ -112,7 +113,7 @@ func (s lsnScanner) Scan(src any) error {
 // createSlots creates a pgoutput slot for each role, all at the same
 // position (the later ones are copies of the first), so every reader
 // decodes exactly the same WAL.
-func (b *bench) createSlots(ctx context.Context, undo *cleanupStack, roles ...string) error {
+func (b *bench) createSlots(ctx context.Context, undo *testenv.Cleanups, roles ...string) error {
 	for i, role := range roles {
 		name := b.names.slot(role)
 		var err error
@@ -131,8 +132,8 @@ func (b *bench) createSlots(ctx context.Context, undo *cleanupStack, roles ...st
 
 // pushDropSlot schedules the slot's removal on undo (pgslot.Drop waits for
 // a stopped process that still holds it for a moment).
-func (b *bench) pushDropSlot(undo *cleanupStack, name string) {
-	undo.push("drop replication slot "+name, func(ctx context.Context) error {
+func (b *bench) pushDropSlot(undo *testenv.Cleanups, name string) {
+	undo.Push("drop replication slot "+name, func(ctx context.Context) error {
 		return pgslot.Drop(ctx, b.pg, name)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // snapshot measures reading the whole table: psql's COPY to /dev/null
@@ -25,11 +26,11 @@ func (b *bench) snapshot(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var undo cleanupStack
+	var undo testenv.Cleanups
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		err = errors.Join(err, undo.run(cctx))
+		err = errors.Join(err, undo.Run(cctx))
 	}()
 	wh, err := b.timeSnapshotCapture(ctx, &undo, rows)
 	if err != nil {
@@ -71,7 +72,7 @@ func snapshotComplete(line string) bool {
 // timeSnapshotCapture times `walhouse capture` creating a fresh slot and
 // snapshotting the table into Kafka, until it logs the snapshot complete
 // (every row acknowledged by Kafka).
-func (b *bench) timeSnapshotCapture(ctx context.Context, undo *cleanupStack, rows int64) (measurement, error) {
+func (b *bench) timeSnapshotCapture(ctx context.Context, undo *testenv.Cleanups, rows int64) (measurement, error) {
 	slot, prefix := b.names.slot("snap"), b.names.topicPrefix("snap")
 	b.pushDropSlot(undo, slot) // capture creates it
 	args := []string{
@@ -79,23 +80,23 @@ func (b *bench) timeSnapshotCapture(ctx context.Context, undo *cleanupStack, row
 		"--tables", b.names.table, "--snapshot-workers", fmt.Sprint(b.opts.workers),
 	}
 	cpu := readServiceCPU(b.opts.localDir)
-	p, err := startProcess(ctx, "walhouse capture (snapshot)", b.bin, args, snapshotComplete)
+	p, err := testenv.StartProcess(ctx, testenv.ProcessRequest{Name: "walhouse capture (snapshot)", Bin: b.bin, Args: args, Match: snapshotComplete})
 	if err != nil {
 		return measurement{}, err
 	}
-	defer p.logTo(b.opts.verbose)
-	defer p.stop(15 * time.Second)
+	defer p.LogTo(b.opts.verbose)
+	defer p.Stop(15 * time.Second)
 	m := measurement{name: "walhouse capture", rows: rows}
 	select {
-	case <-p.matched:
-	case <-p.done:
-		return m, p.failed()
+	case <-p.Matched():
+	case <-p.Done():
+		return m, p.Failed()
 	case <-ctx.Done():
-		return m, fmt.Errorf("waiting for the snapshot: %w; last output:\n%s", ctx.Err(), p.output())
+		return m, fmt.Errorf("waiting for the snapshot: %w; last output:\n%s", ctx.Err(), p.Output())
 	}
-	m.took = p.matchAt.Sub(p.started)
-	m.cpu, m.services = p.cpuSeconds(), readServiceCPU(b.opts.localDir).sub(cpu)
-	if m.rss, err = p.peakRSS(); err != nil {
+	m.took = p.MatchedAt().Sub(p.Started())
+	m.cpu, m.services = p.CPUSeconds(), readServiceCPU(b.opts.localDir).sub(cpu)
+	if m.rss, err = p.PeakRSS(); err != nil {
 		return m, err
 	}
 	m.note = b.kafkaRows(ctx, prefix+"."+b.names.table)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -26,11 +27,11 @@ const pollInterval = 50 * time.Millisecond
 // read it from their own slot, both created before the backlog at the same
 // position. The slots are dropped when the phase ends.
 func (b *bench) streaming(ctx context.Context) (err error) {
-	var undo cleanupStack
+	var undo testenv.Cleanups
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		err = errors.Join(err, undo.run(cctx))
+		err = errors.Join(err, undo.Run(cctx))
 	}()
 	roles := []string{"recv", "stream"}
 	if b.opts.profileDir != "" {
@@ -83,17 +84,17 @@ func (b *bench) timeRecvlogical(ctx context.Context, bl backlog) (measurement, e
 // with) running bin with args to its end, as measurement name over rows.
 func (b *bench) timeTool(ctx context.Context, name string, rows int64, bin string, args []string) (measurement, error) {
 	cpu := readServiceCPU(b.opts.localDir)
-	p, err := startProcess(ctx, name, bin, args, nil)
+	p, err := testenv.StartProcess(ctx, testenv.ProcessRequest{Name: name, Bin: bin, Args: args})
 	if err != nil {
 		return measurement{}, err
 	}
-	defer p.stop(5 * time.Second)
-	if err := p.wait(ctx); err != nil {
+	defer p.Stop(5 * time.Second)
+	if err := p.Wait(ctx); err != nil {
 		return measurement{}, err
 	}
 	return measurement{
-		name: name, rows: rows, took: time.Since(p.started),
-		cpu: p.cpuSeconds(), services: readServiceCPU(b.opts.localDir).sub(cpu),
+		name: name, rows: rows, took: time.Since(p.Started()),
+		cpu: p.CPUSeconds(), services: readServiceCPU(b.opts.localDir).sub(cpu),
 	}, nil
 }
 
@@ -107,12 +108,12 @@ func (b *bench) timeStreamingCapture(ctx context.Context, bl backlog) (measureme
 		"--topic-prefix", prefix, "--tables", b.names.table, "--status-interval", statusInterval.String(),
 	}
 	cpu := readServiceCPU(b.opts.localDir)
-	p, err := startProcess(ctx, "walhouse capture", b.bin, args, nil)
+	p, err := testenv.StartProcess(ctx, testenv.ProcessRequest{Name: "walhouse capture", Bin: b.bin, Args: args})
 	if err != nil {
 		return measurement{}, err
 	}
-	defer p.logTo(b.opts.verbose)
-	defer p.stop(15 * time.Second)
+	defer p.LogTo(b.opts.verbose)
+	defer p.Stop(15 * time.Second)
 	m := measurement{name: "walhouse capture", rows: int64(b.opts.rows)}
 	err = b.poll(ctx, p, func(ctx context.Context) (bool, error) {
 		l, _, err := b.slotPosition(ctx, slot)
@@ -121,9 +122,9 @@ func (b *bench) timeStreamingCapture(ctx context.Context, bl backlog) (measureme
 	if err != nil {
 		return m, err
 	}
-	m.took = time.Since(p.started)
-	m.cpu, m.services = p.cpuSeconds(), readServiceCPU(b.opts.localDir).sub(cpu)
-	if m.rss, err = p.peakRSS(); err != nil {
+	m.took = time.Since(p.Started())
+	m.cpu, m.services = p.CPUSeconds(), readServiceCPU(b.opts.localDir).sub(cpu)
+	if m.rss, err = p.PeakRSS(); err != nil {
 		return m, err
 	}
 	m.note = b.kafkaCount(ctx, prefix+"."+b.names.table)
@@ -132,7 +133,7 @@ func (b *bench) timeStreamingCapture(ctx context.Context, bl backlog) (measureme
 
 // poll calls done every pollInterval until it reports true, failing if the
 // process exits first.
-func (b *bench) poll(ctx context.Context, p *process, done func(context.Context) (bool, error)) error {
+func (b *bench) poll(ctx context.Context, p *testenv.Process, done func(context.Context) (bool, error)) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
@@ -145,9 +146,9 @@ func (b *bench) poll(ctx context.Context, p *process, done func(context.Context)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w; its last output:\n%s", p.name, ctx.Err(), p.output())
-		case <-p.done:
-			return p.failed()
+			return fmt.Errorf("waiting for %s: %w; its last output:\n%s", p.Name(), ctx.Err(), p.Output())
+		case <-p.Done():
+			return p.Failed()
 		case <-t.C:
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -137,25 +135,6 @@ func (p *Proc) PeakRSS() (int64, error) {
 		return 0, fmt.Errorf("%s: %w", p.Name, err)
 	}
 	return n, nil
-}
-
-// PeakRSS returns the most resident memory process pid has used so far
-// (VmHWM from /proc, Linux only). It must be read while the process runs.
-func PeakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read the peak memory: %w", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("read the peak memory: %q: %w", line, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("read the peak memory: no VmHWM in /proc/%d/status", pid)
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.

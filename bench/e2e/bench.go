@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// bench holds the connections and resources of one run.
+type bench struct {
+	o    options
+	base string // fresh prefix of every name the run creates
+	tmp  string
+	bin  string // the walhouse binary
+	pg   *pgx.Conn
+	ch   driver.Conn
+	adm  *kadm.Client
+	undo testenv.Cleanups
+	rep  report
+}
+
+// newBench builds the walhouse binary and connects to PostgreSQL,
+// ClickHouse and Kafka. The caller calls close, also after an error.
+func newBench(ctx context.Context, o options) (*bench, error) {
+	b := &bench{o: o, base: testenv.Name("bench_e2e")}
+	tmp, err := os.MkdirTemp("", b.base+"-")
+	if err != nil {
+		return b, fmt.Errorf("make a temporary directory: %w", err)
+	}
+	b.tmp = tmp
+	b.undo.Push("remove "+tmp, func(context.Context) error { return os.RemoveAll(tmp) })
+	if b.bin, err = testenv.BuildBinary(ctx, tmp); err != nil {
+		return b, err
+	}
+	if b.pg, err = pgx.Connect(ctx, o.env.PG); err != nil {
+		return b, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	b.undo.Push("close the PostgreSQL connection", func(ctx context.Context) error { return b.pg.Close(ctx) })
+	if b.ch, err = clickhouse.Open(ctx, o.env.ClickHouse); err != nil {
+		return b, err
+	}
+	b.undo.Push("close the ClickHouse connection", func(context.Context) error { return b.ch.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(o.env.Kafka, ",")...))
+	if err != nil {
+		return b, fmt.Errorf("kafka client: %w", err)
+	}
+	b.adm = kadm.NewClient(cl)
+	b.undo.Push("close the Kafka client", func(context.Context) error { cl.Close(); return nil })
+	b.undo.Push("delete topics "+b.base+"*", b.deleteTopics)
+	b.undo.Push("drop ClickHouse databases "+b.base+"*", b.dropDatabases)
+	b.undo.Push("delete dedup keys "+b.base+"*", b.deleteDedupKeys)
+	return b, nil
+}
+
+// close releases everything the run created, even after ctx ended.
+func (b *bench) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return b.undo.Run(ctx)
+}
+
+// run measures every phase, prints the results and writes their files.
+func (b *bench) run(ctx context.Context) error {
+	b.rep = report{
+		Started: time.Now().UTC().Format(time.RFC3339), Quick: b.o.quick, CPUs: runtime.NumCPU(),
+		GoVersion: runtime.Version(), LoadAverageBefore: loadAverage(), Command: "make bench-e2e",
+	}
+	if b.o.quick {
+		b.rep.Command += " QUICK=1"
+	}
+	fmt.Printf("walhouse end-to-end benchmark (%s): %d CPUs, %s, load average %s\n", b.rep.Command, b.rep.CPUs, b.rep.GoVersion, b.rep.LoadAverageBefore)
+	fmt.Println("capture and sink run as processes, Layer 2 on unless said; figures are printed, never asserted; other work on this machine adds noise")
+	for _, s := range []shape{narrowShape(), wideShape()} {
+		rows := b.o.narrowRows
+		if s.name == "wide" {
+			rows = b.o.wideRows
+		}
+		r, err := b.load(ctx, s, rows, b.o.layer2Off && s.name == "narrow")
+		if err != nil {
+			return fmt.Errorf("initial load of the %s table: %w", s.name, err)
+		}
+		b.rep.Loads = append(b.rep.Loads, r)
+		r.print(os.Stdout)
+	}
+	if err := b.steady(ctx); err != nil {
+		return fmt.Errorf("steady phase: %w", err)
+	}
+	b.rep.LoadAverageAfter = loadAverage()
+	b.rep.summarize()
+	b.rep.print(os.Stdout)
+	if b.o.out == "" {
+		return nil
+	}
+	files, err := b.rep.write(b.o.out, b.o.name)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", strings.Join(files, ", "))
+	return nil
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages of the machine,
+// as /proc/loadavg has them: how busy the shared machine was.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// deleteTopics deletes every topic of the run (tables', state, schema
+// registry and dead letters: all start with the base name).
+func (b *bench) deleteTopics(ctx context.Context) error {
+	topics, err := b.adm.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	var mine []string
+	for _, t := range topics.Names() {
+		if strings.HasPrefix(t, b.base) {
+			mine = append(mine, t)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	resp, err := b.adm.DeleteTopics(ctx, mine...)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
+}
+
+// dropDatabases drops the ClickHouse databases of the run.
+func (b *bench) dropDatabases(ctx context.Context) error {
+	rows, err := b.ch.Query(ctx, "SELECT name FROM system.databases WHERE startsWith(name, {base:String})", ch.Named("base", b.base))
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	var errs []error
+	for _, n := range names {
+		if err := b.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+schema.QuoteIdent(n)); err != nil {
+			errs = append(errs, fmt.Errorf("drop database %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteDedupKeys deletes the Layer 2 keys the run's sinks wrote.
+func (b *bench) deleteDedupKeys(ctx context.Context) error {
+	rdb := redis.NewClient(&redis.Options{Addr: b.o.env.Redis})
+	defer rdb.Close()
+	var errs []error
+	iter := rdb.Scan(ctx, 0, b.base+"*", 10_000).Iterator()
+	var keys []string
+	flush := func() {
+		if len(keys) > 0 {
+			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+				errs = append(errs, err)
+			}
+			keys = keys[:0]
+		}
+	}
+	for iter.Next(ctx) {
+		if keys = append(keys, iter.Val()); len(keys) == 10_000 {
+			flush()
+		}
+	}
+	flush()
+	if err := iter.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// report is everything one run measured, as written to the JSON file.
+type report struct {
+	Command           string       `json:"command"`
+	Started           string       `json:"started"`
+	Quick             bool         `json:"quick"`
+	CPUs              int          `json:"cpus"`
+	GoVersion         string       `json:"go_version"`
+	LoadAverageBefore string       `json:"load_average_before"`
+	LoadAverageAfter  string       `json:"load_average_after"`
+	Loads             []loadResult `json:"loads"`
+	Steady            []stepResult `json:"steady"`
+	FirstRows         []firstRow   `json:"first_rows"`
+	Summary           summary      `json:"summary"`
+}
+
+// summary holds the figures the issue's targets are about.
+type summary struct {
+	// LoadRatio is walhouse's initial load rows/s over the engine's pull,
+	// per table (target ≥ 0.5).
+	LoadRatio map[string]float64 `json:"load_ratio"`
+	// MaxRateP99UnderOneSecond is the highest offered rows/s whose step
+	// drained with p99 ≤ 1 s (0: none).
+	MaxRateP99UnderOneSecond int `json:"max_rate_p99_under_1s"`
+	// FirstRowSeconds is the slowest first row of an added table.
+	FirstRowSeconds float64 `json:"first_row_seconds"`
+	// RedisShare is Redis's CPU over the whole load's CPU (every process),
+	// narrow table, Layer 2 on.
+	RedisShare float64 `json:"redis_cpu_share"`
+	// Layer2Share is (CPU with Layer 2 − CPU without) over CPU with, all
+	// processes, narrow table; negative when noise exceeds the cost.
+	Layer2Share float64 `json:"layer2_cpu_share"`
+}
+
+func (r *report) summarize() {
+	s := summary{LoadRatio: map[string]float64{}}
+	for _, l := range r.Loads {
+		s.LoadRatio[l.Table] = l.Ratio
+		if l.Table != "narrow" {
+			continue
+		}
+		on := totalCPU(l.Runs[0].Usage)
+		if on > 0 {
+			s.RedisShare = cpuOf(l.Runs[0].Usage, "redis") / on
+		}
+		if len(l.Runs) > 2 && on > 0 {
+			s.Layer2Share = (on - totalCPU(l.Runs[2].Usage)) / on
+		}
+	}
+	for _, st := range r.Steady {
+		if st.Drained && st.P99 <= 1 {
+			s.MaxRateP99UnderOneSecond = max(s.MaxRateP99UnderOneSecond, st.OfferedRowsPerSecond)
+		}
+	}
+	for _, f := range r.FirstRows {
+		s.FirstRowSeconds = max(s.FirstRowSeconds, f.VisibleAfter)
+	}
+	r.Summary = s
+}
+
+// processOrder is the order of the usage columns.
+func processOrder() []string {
+	return []string{"capture", "sink", "pgbench", "postgres", "kafka", "clickhouse", "redis"}
+}
+
+func usageHeader() string { return strings.Join(processOrder(), "\t") + "\t" }
+
+// usageCPU returns u's CPU seconds in processOrder, tab-separated ("-" for
+// a process the phase did not run).
+func usageCPU(u []usage) string {
+	var b strings.Builder
+	for _, name := range processOrder() {
+		v := "-"
+		for _, x := range u {
+			if x.Process == name {
+				v = strconv.FormatFloat(x.CPUSeconds, 'f', 1, 64)
+			}
+		}
+		b.WriteString(v + "\t")
+	}
+	return b.String()
+}
+
+// usageRSS is usageCPU for peak memory in MB.
+func usageRSS(u []usage) string {
+	var b strings.Builder
+	for _, name := range processOrder() {
+		v := "-"
+		for _, x := range u {
+			if x.Process == name {
+				v = strconv.FormatFloat(x.PeakRSSMB, 'f', 0, 64)
+			}
+		}
+		b.WriteString(v + "\t")
+	}
+	return b.String()
+}
+
+// phase is a measured phase and what each process used in it.
+type phase struct {
+	name  string
+	usage []usage
+}
+
+// phases lists every measured phase, for the usage tables.
+func (r *report) phases() []phase {
+	var out []phase
+	for _, l := range r.Loads {
+		for _, run := range l.Runs {
+			out = append(out, phase{fmt.Sprintf("load %s: %s", l.Table, run.Name), run.Usage})
+		}
+	}
+	for _, s := range r.Steady {
+		out = append(out, phase{fmt.Sprintf("steady %d rows/s", s.OfferedRowsPerSecond), s.Usage})
+	}
+	return out
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "\nsteady: pgbench, %d-row transactions over %d tenants; commit → visible is _synced_at − _commit_ts\n", txRows, tenants)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered rows/s\tcommitted rows/s\trows\tvisible\tdrained after s\tp50 s\tp99 s\tmax s\tCPU s: total\t"+usageHeader())
+	for _, s := range r.Steady {
+		drain := fmt.Sprintf("%.1f", s.DrainSeconds)
+		if !s.Drained {
+			drain = "> " + drain
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, totalCPU(s.Usage), usageCPU(s.Usage))
+	}
+	tw.Flush()
+
+	if len(r.FirstRows) > 0 {
+		fmt.Fprintf(w, "\nfirst row of a table added to the publication while the pipeline runs\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "table\tvisible after s\t_synced_at − _commit_ts s\t")
+		for _, f := range r.FirstRows {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t\n", f.Table, f.VisibleAfter, f.CommitToSynced)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintf(w, "\npeak memory (MB) per phase; PostgreSQL's is the summed Pss of its processes\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\t"+usageHeader())
+	for _, p := range r.phases() {
+		fmt.Fprintf(tw, "%s\t%s\n", p.name, usageRSS(p.usage))
+	}
+	tw.Flush()
+
+	s := r.Summary
+	fmt.Fprintf(w, "\nagainst the targets (load average %s before, %s after; a shared machine: read ratios, not absolutes)\n", r.LoadAverageBefore, r.LoadAverageAfter)
+	for _, l := range r.Loads {
+		fmt.Fprintf(w, "  initial load, %s: %.2f× the engine's pull (target ≥ 0.5×)\n", l.Table, l.Ratio)
+	}
+	if s.MaxRateP99UnderOneSecond > 0 {
+		fmt.Fprintf(w, "  highest offered rate with p99 ≤ 1 s: %d rows/s (target: 60000)\n", s.MaxRateP99UnderOneSecond)
+	} else {
+		fmt.Fprintf(w, "  highest offered rate with p99 ≤ 1 s: none of the rates measured (target: 60000)\n")
+	}
+	if len(r.FirstRows) > 0 {
+		fmt.Fprintf(w, "  first row of a new table: %.2f s at worst (target ≤ 2 s)\n", s.FirstRowSeconds)
+	}
+	fmt.Fprintf(w, "  Layer 2: Redis %.1f%% of the narrow load's CPU; all processes %.1f%% more CPU than with Layer 2 off (target ≤ 10%%)\n", 100*s.RedisShare, 100*s.Layer2Share)
+}
+
+// write writes the report as JSON, its tables as CSV and the chart as PNG
+// under dir, in files named <name>*.
+func (r *report) write(dir, name string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, append(j, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	files = append(files, path)
+
+	load := [][]string{{"table", "columns", "avg_row_bytes", "rows", "run", "seconds", "rows_per_second", "ratio_to_engine", "first_row_seconds", "cpu_seconds_total"}}
+	for _, l := range r.Loads {
+		for _, run := range l.Runs {
+			load = append(load, []string{l.Table, itoa(l.Columns), ftoa(l.RowBytes, 0), itoa(int(l.Rows)), run.Name,
+				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.Runs[1].RowsPerSecond, 3), ftoa(run.FirstRowSeconds, 2), ftoa(totalCPU(run.Usage), 1)})
+		}
+	}
+	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds", "cpu_seconds_total"}}
+	for _, s := range r.Steady {
+		steady = append(steady, []string{itoa(s.OfferedRowsPerSecond), ftoa(s.AchievedRowsPerSecond, 0), itoa(int(s.Rows)), itoa(int(s.Visible)),
+			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3), ftoa(totalCPU(s.Usage), 1)})
+	}
+	first := [][]string{{"table", "visible_after_seconds", "commit_to_synced_seconds"}}
+	for _, f := range r.FirstRows {
+		first = append(first, []string{f.Table, ftoa(f.VisibleAfter, 3), ftoa(f.CommitToSynced, 3)})
+	}
+	use := [][]string{{"phase", "process", "cpu_seconds", "peak_rss_mb"}}
+	for _, p := range r.phases() {
+		for _, u := range p.usage {
+			use = append(use, []string{p.name, u.Process, ftoa(u.CPUSeconds, 2), ftoa(u.PeakRSSMB, 0)})
+		}
+	}
+	for _, t := range []struct {
+		suffix string
+		rows   [][]string
+	}{{"-load", load}, {"-steady", steady}, {"-first-row", first}, {"-usage", use}} {
+		path := filepath.Join(dir, name+t.suffix+".csv")
+		if err := writeCSV(path, t.rows); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	path = filepath.Join(dir, name+".png")
+	if err := r.chart(path); err != nil {
+		return files, fmt.Errorf("draw the chart: %w", err)
+	}
+	return append(files, path), nil
+}
+
+func writeCSV(path string, rows [][]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	if err := w.WriteAll(rows); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func itoa(n int) string               { return strconv.Itoa(n) }
+func ftoa(f float64, prec int) string { return strconv.FormatFloat(f, 'f', prec, 64) }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// stepResult is one offered rate of the steady sweep.
+type stepResult struct {
+	OfferedRowsPerSecond  int     `json:"offered_rows_per_second"`
+	AchievedRowsPerSecond float64 `json:"achieved_rows_per_second"` // what PostgreSQL committed
+	Rows                  int64   `json:"rows"`
+	Visible               int64   `json:"visible"` // rows in ClickHouse after the drain
+	Drained               bool    `json:"drained"`
+	DrainSeconds          float64 `json:"drain_seconds"` // from the step's end until every row was visible
+	P50                   float64 `json:"p50_seconds"`
+	P99                   float64 `json:"p99_seconds"`
+	Max                   float64 `json:"max_seconds"`
+	Usage                 []usage `json:"usage"`
+}
+
+// firstRow is one table added to the publication while everything runs.
+type firstRow struct {
+	Table string `json:"table"`
+	// VisibleAfter is from the commit of the table's first row (as the
+	// client saw it) until a query found the row in ClickHouse.
+	VisibleAfter float64 `json:"visible_after_seconds"`
+	// CommitToSynced is the row's _synced_at minus its _commit_ts.
+	CommitToSynced float64 `json:"commit_to_synced_seconds"`
+}
+
+// Settings of the steady phase.
+const (
+	txRows         = 10 // rows per pgbench transaction
+	tenants        = 100
+	pgbenchClients = 16
+	firstRowLimit  = 90 * time.Second
+)
+
+// steadyScript is pgbench's transaction: 10 rows of one of 100 tenants,
+// tagged with the step (pgbench -D step=N).
+func steadyScript(table string) string {
+	return fmt.Sprintf(`\set t random(0, %d)
+INSERT INTO %s (tenant_id, step, amount, note) SELECT 'tenant_' || :t, :step, g * 1.25, 'steady row ' || g FROM generate_series(1, %d) g;
+`, tenants-1, quotePG(table), txRows)
+}
+
+// steady runs one pipeline on an empty table, offers each rate for a step
+// and measures commit → visible, then adds tables to the publication.
+func (b *bench) steady(ctx context.Context) error {
+	table := b.base + "_steady"
+	t := quotePG(table)
+	_, err := b.pg.Exec(ctx, "CREATE TABLE "+t+` (
+		tenant_id  text NOT NULL,
+		id         bigint GENERATED ALWAYS AS IDENTITY,
+		step       int NOT NULL,
+		amount     numeric(12,2),
+		note       text,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (tenant_id, id))`)
+	if err != nil {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	b.undo.Push("drop table "+table, func(ctx context.Context) error {
+		_, err := b.pg.Exec(ctx, "DROP TABLE IF EXISTS "+t)
+		return err
+	})
+	script := filepath.Join(b.tmp, "steady.sql")
+	if err := os.WriteFile(script, []byte(steadyScript(table)), 0o644); err != nil {
+		return err
+	}
+
+	fmt.Printf("\nsteady: starting a pipeline on an empty 6-column table...\n")
+	p, err := b.startPipeline(ctx, pipelineRequest{role: "steady", tables: []string{"public." + table}, layer2: true})
+	if err != nil {
+		return err
+	}
+	defer p.stop(b.o.verbose)
+	target := p.clickhouseTable(table)
+	// A first row makes capture and sink create everything they need.
+	if _, err := b.pg.Exec(ctx, "INSERT INTO "+t+" (tenant_id, step) VALUES ('tenant_0', 0)"); err != nil {
+		return err
+	}
+	if err := b.waitFor(ctx, p, 2*time.Minute, 100*time.Millisecond, b.countAtLeast(target, 0, 1)); err != nil {
+		return fmt.Errorf("the pipeline did not load a first row: %w", err)
+	}
+
+	for i, rate := range b.o.rates {
+		step := i + 1
+		fmt.Printf("steady: offering %d rows/s for %v...\n", rate, b.o.step)
+		r, err := b.runStep(ctx, p, script, target, step, rate)
+		if err != nil {
+			return fmt.Errorf("step at %d rows/s: %w", rate, err)
+		}
+		b.rep.Steady = append(b.rep.Steady, r)
+		fmt.Printf("  committed %.0f rows/s; p50 %.3fs p99 %.3fs max %.3fs; %d of %d visible %.1fs after the step\n",
+			r.AchievedRowsPerSecond, r.P50, r.P99, r.Max, r.Visible, r.Rows, r.DrainSeconds)
+		if !r.Drained {
+			fmt.Printf("  not drained within %v: the sweep stops here (higher rates would start behind)\n", b.o.drain)
+			break
+		}
+	}
+	if b.o.newTables == 0 {
+		return nil
+	}
+	return b.firstRows(ctx, p, script)
+}
+
+// runStep offers rate rows/s for one step, waits until its rows are
+// visible (at most the drain time) and reads their latencies.
+func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string, step, rate int) (stepResult, error) {
+	r := stepResult{OfferedRowsPerSecond: rate}
+	m := b.startMeter(p.processes()...)
+	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
+	if err != nil {
+		m.finish()
+		return r, err
+	}
+	tx, err := processedTransactions(out)
+	if err != nil {
+		m.finish()
+		return r, err
+	}
+	stepEnd := time.Now()
+	r.Rows = tx * txRows
+	r.AchievedRowsPerSecond = float64(r.Rows) / b.o.step.Seconds()
+	err = b.waitFor(ctx, p, b.o.drain, 100*time.Millisecond, b.countAtLeast(target, step, r.Rows))
+	r.Drained = err == nil
+	r.DrainSeconds = time.Since(stepEnd).Seconds()
+	r.Usage = m.finish()
+	if perr := p.alive(); perr != nil {
+		return r, perr
+	}
+	q := fmt.Sprintf(`SELECT count(), quantileExact(0.5)(l), quantileExact(0.99)(l), max(l)
+		FROM (SELECT dateDiff('microsecond', _commit_ts, _synced_at) / 1e6 AS l FROM %s WHERE step = %d)`, target, step)
+	var visible uint64
+	if err := b.ch.QueryRow(ctx, q).Scan(&visible, &r.P50, &r.P99, &r.Max); err != nil {
+		return r, fmt.Errorf("read the step's latencies: %w", err)
+	}
+	r.Visible = int64(visible)
+	return r, nil
+}
+
+// countAtLeast reports whether target holds at least want rows of step.
+func (b *bench) countAtLeast(target string, step int, want int64) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		var n uint64
+		err := b.ch.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s WHERE step = %d", target, step)).Scan(&n)
+		return err == nil && int64(n) >= want, err
+	}
+}
+
+// pgbench runs the script at rate rows/s for d, as step, and returns its
+// output. m follows its CPU and memory.
+func (b *bench) pgbench(ctx context.Context, m *meter, script string, step, rate int, d time.Duration) (string, error) {
+	args := []string{
+		"-n", "-M", "prepared", "-f", script, "-c", strconv.Itoa(pgbenchClients), "-j", "2",
+		"-T", strconv.Itoa(int(d.Seconds())), "-R", strconv.Itoa(max(1, rate/txRows)),
+		"-D", "step=" + strconv.Itoa(step), b.o.env.PG,
+	}
+	proc, err := testenv.StartProcess(ctx, testenv.ProcessRequest{Name: "pgbench", Bin: b.o.pgbench, Args: args})
+	if err != nil {
+		return "", err
+	}
+	if m != nil {
+		m.add(proc)
+	}
+	defer proc.Stop(5 * time.Second)
+	if err := proc.Wait(ctx); err != nil {
+		return "", err
+	}
+	return proc.Output(), nil
+}
+
+var processedRE = regexp.MustCompile(`number of transactions actually processed: (\d+)`)
+
+// processedTransactions reads how many transactions pgbench committed.
+func processedTransactions(out string) (int64, error) {
+	m := processedRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no transaction count in pgbench's output:\n%s", out)
+	}
+	return strconv.ParseInt(m[1], 10, 64)
+}
+
+// firstRows adds tables to the publication one after another while
+// pgbench offers the lowest rate, and times each one's first row.
+func (b *bench) firstRows(ctx context.Context, p *pipeline, script string) error {
+	bctx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		_, _ = b.pgbench(bctx, nil, script, len(b.o.rates)+1, b.o.rates[0], time.Duration(b.o.newTables)*firstRowLimit)
+	}()
+	defer func() { stopLoad(); <-loadDone }()
+	fmt.Printf("first row: adding %d table(s) to the publication while pgbench offers %d rows/s...\n", b.o.newTables, b.o.rates[0])
+	time.Sleep(2 * time.Second) // let the load settle
+	for i := 1; i <= b.o.newTables; i++ {
+		r, err := b.firstRow(ctx, p, fmt.Sprintf("%s_new%d", b.base, i))
+		if err != nil {
+			return err
+		}
+		b.rep.FirstRows = append(b.rep.FirstRows, r)
+		fmt.Printf("  %s: visible %.2fs after its commit (_synced_at - _commit_ts %.2fs)\n", r.Table, r.VisibleAfter, r.CommitToSynced)
+	}
+	return nil
+}
+
+// firstRow creates table, adds it to the pipeline's publication, commits
+// one row and waits until ClickHouse returns it.
+func (b *bench) firstRow(ctx context.Context, p *pipeline, table string) (firstRow, error) {
+	r := firstRow{Table: table}
+	t := quotePG(table)
+	if _, err := b.pg.Exec(ctx, "CREATE TABLE "+t+" (tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id))"); err != nil {
+		return r, fmt.Errorf("create table %s: %w", table, err)
+	}
+	b.undo.Push("drop table "+table, func(ctx context.Context) error {
+		_, err := b.pg.Exec(ctx, "DROP TABLE IF EXISTS "+t)
+		return err
+	})
+	if _, err := b.pg.Exec(ctx, "ALTER PUBLICATION "+quoteIdentPG(p.name)+" ADD TABLE "+t); err != nil {
+		return r, fmt.Errorf("add %s to publication %s: %w", table, p.name, err)
+	}
+	if _, err := b.pg.Exec(ctx, "INSERT INTO "+t+" VALUES ('tenant_1', 1, 'first row')"); err != nil {
+		return r, err
+	}
+	committed := time.Now()
+	target := p.clickhouseTable(table)
+	err := b.waitFor(ctx, p, firstRowLimit, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		err := b.ch.QueryRow(ctx, "SELECT dateDiff('microsecond', _commit_ts, _synced_at) / 1e6 FROM "+target+" LIMIT 1").Scan(&r.CommitToSynced)
+		return err == nil, err
+	})
+	r.VisibleAfter = time.Since(committed).Seconds()
+	if err != nil {
+		return r, fmt.Errorf("the first row of %s: %w", table, err)
+	}
+	return r, nil
+}
+
+// quoteIdentPG quotes a PostgreSQL identifier.
+func quoteIdentPG(name string) string { return pgx.Identifier{name}.Sanitize() }
