@@ -311,8 +311,8 @@ func startShared(context.Context) (Env, error) {
 		}
 		s.env = c.Env()
 		for _, v := range s.env.vars() {
-			if v.name == "WALHOUSE_CHDB_LIB" {
-				continue // a library file, not a service: keep the local one
+			if !v.service() {
+				continue
 			}
 			if *v.value == "" {
 				s.err = errors.Join(s.err, os.Unsetenv(v.name))

@@ -225,3 +225,26 @@ func TestContainersWithoutEngine(t *testing.T) {
 	}
 	t.Logf("as a test under WALHOUSE_SERVICES=containers would skip: %v", err)
 }
+
+func TestEnviron(t *testing.T) {
+	e := endpoints{pg: "h:1", kafka: "h:2", clickhouse: "h:3", redis: "h:4"}.env()
+	got := e.Environ([]string{
+		"PATH=/usr/bin",
+		"WALHOUSE_PG_URL=postgres://postgres@127.0.0.1:55432/walhouse", // the local services', sourced earlier
+		"WALHOUSE_KAFKA_SASL_BROKERS=127.0.0.1:59094",                   // a listener the containers lack
+		"WALHOUSE_CHDB_LIB=/repo/.local/chdb/libchdb.so",                // a library, not a service
+		"WALHOUSE_LOG_LEVEL=debug",
+	})
+	want := []string{
+		"PATH=/usr/bin",
+		"WALHOUSE_CHDB_LIB=/repo/.local/chdb/libchdb.so",
+		"WALHOUSE_LOG_LEVEL=debug",
+		"WALHOUSE_PG_URL=" + e.PG,
+		"WALHOUSE_KAFKA_BROKERS=h:2",
+		"WALHOUSE_REDIS_ADDR=h:4",
+		"WALHOUSE_CLICKHOUSE_URL=" + e.ClickHouse,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Environ =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -40,6 +40,10 @@ type envVar struct {
 	value *string
 }
 
+// service reports whether v names a service (all but WALHOUSE_CHDB_LIB,
+// the path of a library).
+func (v envVar) service() bool { return v.name != "WALHOUSE_CHDB_LIB" }
+
 // vars pairs each field of e with its variable, named as .local/env (and
 // the environment) name it.
 func (e *Env) vars() []envVar {
@@ -69,6 +73,24 @@ func (e Env) Vars() []string {
 		}
 	}
 	return out
+}
+
+// Environ returns environ (NAME=value entries, as os.Environ gives them)
+// with e's services in place of any others: the service variables of
+// .local/env are dropped, then e's Vars appended. It is the environment
+// of a process that is to use e's services and no others.
+func (e Env) Environ(environ []string) []string {
+	drop := map[string]bool{}
+	for _, v := range e.vars() {
+		drop[v.name] = v.service()
+	}
+	var out []string
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); !drop[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, e.Vars()...)
 }
 
 // Load reads the environment, falling back to the env file that
