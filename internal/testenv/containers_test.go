@@ -231,8 +231,8 @@ func TestEnviron(t *testing.T) {
 	got := e.Environ([]string{
 		"PATH=/usr/bin",
 		"WALHOUSE_PG_URL=postgres://postgres@127.0.0.1:55432/walhouse", // the local services', sourced earlier
-		"WALHOUSE_KAFKA_SASL_BROKERS=127.0.0.1:59094",                   // a listener the containers lack
-		"WALHOUSE_CHDB_LIB=/repo/.local/chdb/libchdb.so",                // a library, not a service
+		"WALHOUSE_KAFKA_SASL_BROKERS=127.0.0.1:59094",                  // a listener the containers lack
+		"WALHOUSE_CHDB_LIB=/repo/.local/chdb/libchdb.so",               // a library, not a service
 		"WALHOUSE_LOG_LEVEL=debug",
 	})
 	want := []string{
