@@ -5,7 +5,7 @@
 // removes the containers when the command ends. It is how
 // `WALHOUSE_SERVICES=containers make demo` (and the benchmarks) run.
 //
-//	go run ./internal/testenv/withcontainers [-env-file FILE] [--] [command [args...]]
+//	go run ./internal/testenv/withcontainers [-v] [-env-file FILE] [--] [command [args...]]
 //
 // Without a command it writes the variables (to -env-file, and to stdout)
 // and keeps the containers until interrupted, for use from another shell.
@@ -24,16 +24,22 @@ import (
 	"syscall"
 	"time"
 
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 func main() {
-	envFile := flag.String("env-file", "", "also write the variables to this file, as `export NAME=value` lines (for `. FILE`)")
+	envFile := flag.String("env-file", "", "also write the variables to `FILE` as export NAME=value lines, for . FILE in another shell")
+	verbose := flag.Bool("v", false, "print what testcontainers does (pulls, creates, waits)")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: withcontainers [-env-file FILE] [--] [command [args...]]")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: withcontainers [-v] [-env-file FILE] [--] [command [args...]]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if !*verbose {
+		tclog.SetDefault(tclog.NewNoopLogger()) // its errors still come back to run
+	}
 	code, err := run(*envFile, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "withcontainers:", err)
