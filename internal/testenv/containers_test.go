@@ -172,11 +172,16 @@ func TestRequireContainers(t *testing.T) {
 		"running, required":                  {integration: "1", started: running, services: []string{"pg", "kafka", "redis", "clickhouse"}},
 		"TLS listener not among containers":  {integration: "1", started: running, services: []string{"kafka", "kafka-tls"}, skip: "does not provide [kafka-tls]"},
 		"SASL listener not among containers": {started: running, services: []string{"kafka-sasl"}, skip: "does not provide [kafka-sasl]"},
+		"no engine, TLS listener":            {integration: "1", err: noEngine, services: []string{"redis-tls"}, skip: "does not provide [redis-tls]"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("WALHOUSE_INTEGRATION", tc.integration)
-			start := func(context.Context) (Env, error) { return tc.started, tc.err }
+			started := false
+			start := func(context.Context) (Env, error) {
+				started = true
+				return tc.started, tc.err
+			}
 			env, skipped, failed := outcome(t, func(tb testing.TB) Env { return requireContainers(tb, tc.services, start) })
 			switch {
 			case tc.skip != "" && !strings.Contains(skipped, tc.skip), tc.skip == "" && skipped != "":
@@ -185,6 +190,8 @@ func TestRequireContainers(t *testing.T) {
 				t.Errorf("failed with %q, want a failure with %q", failed, tc.fail)
 			case tc.skip == "" && tc.fail == "" && env != tc.started:
 				t.Errorf("returned %+v, want %+v", env, tc.started)
+			case strings.Contains(tc.skip, "does not provide") && started:
+				t.Error("started the containers for a test they cannot serve")
 			}
 		})
 	}
@@ -246,5 +253,18 @@ func TestEnviron(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Environ =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestRequireLocal(t *testing.T) {
+	for backend, skip := range map[string]bool{"": false, "local": false, "containers": true} {
+		t.Setenv("WALHOUSE_SERVICES", backend)
+		_, skipped, _ := outcome(t, func(tb testing.TB) Env {
+			RequireLocal(tb, "it stops kafka with deploy/local/services.sh")
+			return Env{}
+		})
+		if got := strings.Contains(skipped, "needs the local services, not WALHOUSE_SERVICES=containers: it stops kafka"); got != skip {
+			t.Errorf("WALHOUSE_SERVICES=%q: skipped with %q, want a skip: %v", backend, skipped, skip)
+		}
 	}
 }
