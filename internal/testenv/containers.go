@@ -45,8 +45,7 @@ var ErrNoEngine = errors.New("no Docker engine")
 // PostgreSQL (wal_level=logical), Kafka in KRaft mode, a ClickHouse server
 // reached over the native protocol, and Valkey. It provides the services
 // of Env's PG, Kafka, ClickHouse and Redis fields, not the Kafka SASL and
-// TLS listeners nor the Redis TLS listener. Its methods are safe for
-// concurrent use.
+// TLS listeners nor the Redis TLS listener.
 type Containers struct {
 	env Env
 	all []testcontainers.Container
@@ -63,27 +62,29 @@ func StartContainers(ctx context.Context) (*Containers, error) {
 		return nil, err
 	}
 	var (
-		mu    sync.Mutex
-		c     Containers
-		ep    endpoints
-		start = func(run func(context.Context) (testcontainers.Container, string, error), into *string) func() error {
-			return func() error {
-				ctr, addr, err := run(ctx)
-				mu.Lock()
-				defer mu.Unlock()
-				if ctr != nil {
-					c.all = append(c.all, ctr)
-				}
-				*into = addr
-				return err
-			}
-		}
+		c  Containers
+		ep endpoints
+		mu sync.Mutex // guards c.all
 	)
-	var g errgroup.Group
-	g.Go(start(startPostgres, &ep.pg))
-	g.Go(start(startKafka, &ep.kafka))
-	g.Go(start(startClickHouse, &ep.clickhouse))
-	g.Go(start(startValkey, &ep.redis))
+	services := []struct {
+		start func(context.Context) (testcontainers.Container, string, error)
+		addr  *string
+	}{{startPostgres, &ep.pg}, {startKafka, &ep.kafka}, {startClickHouse, &ep.clickhouse}, {startValkey, &ep.redis}}
+	// In parallel: the set is ready as soon as its slowest member. The
+	// first failure cancels the others' waits.
+	g, gctx := errgroup.WithContext(ctx)
+	for _, s := range services {
+		g.Go(func() error {
+			ctr, addr, err := s.start(gctx)
+			*s.addr = addr
+			if ctr != nil {
+				mu.Lock()
+				c.all = append(c.all, ctr)
+				mu.Unlock()
+			}
+			return err
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return nil, errors.Join(fmt.Errorf("start the service containers: %w", err), c.Terminate(context.WithoutCancel(ctx)))
 	}
