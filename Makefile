@@ -7,7 +7,25 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-.PHONY: all build demo test unit vet rules lint-deploy services stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
+# Where the services come from (README, "Local services"). By default the
+# local ones of deploy/local/services.sh, whose .local/env each recipe
+# sources. With WALHOUSE_SERVICES=containers (a Docker engine needed), the
+# tests start their own containers, once per test binary, and the demo and
+# benchmarks run under withcontainers, which starts them and removes them
+# after; the tests of the embedded engine still need its libchdb.so.
+ifeq ($(WALHOUSE_SERVICES),containers)
+START     :=
+TESTSTART := chdb-lib
+TESTENV   := WALHOUSE_CHDB_LIB=$${WALHOUSE_LOCAL_DIR:-$(CURDIR)/.local}/chdb/libchdb.so
+WITHENV   := $(GO) run ./internal/testenv/withcontainers --
+else
+START     := services
+TESTSTART := services
+TESTENV   := . ./$(ENVFILE) &&
+WITHENV   := . ./$(ENVFILE) &&
+endif
+
+.PHONY: all build demo test unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
 
 all: build
 
@@ -16,6 +34,7 @@ help:
 	@echo "make test      everything: vet, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
+	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
@@ -44,8 +63,20 @@ rules:
 lint-deploy:
 	deploy/lint.sh all
 
+# Under containers: start them, write .local/containers.env, keep them
+# until Ctrl-C.
 services:
-	$(SERVICES) start
+ifeq ($(WALHOUSE_SERVICES),containers)
+	@mkdir -p .local
+	$(GO) run ./internal/testenv/withcontainers -env-file .local/containers.env
+else
+	@echo "==> starting PostgreSQL, Kafka, Redis and ClickHouse (the first run installs them: a few minutes)"
+	@$(SERVICES) start
+endif
+
+# libchdb.so alone, for the tests of the embedded engine under containers.
+chdb-lib:
+	$(SERVICES) install clickhouse
 
 stop:
 	$(SERVICES) stop
@@ -59,22 +90,20 @@ clean:
 
 # The memory tests measure heap on a million rows; under the race detector
 # that takes minutes, so they run again in a second pass without it.
-test: vet rules services
-	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
-	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
+test: vet rules $(TESTSTART)
+	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
+	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
 
 # The hostile-input suites (docs/security.md), also part of make test: a
 # workload that mixes every kind of bad input with ordinary changes, then
 # the per-point tests.
 HOSTILE := Hostile|LargeValues|Collid|OddTableNames|ClickHouseLimits|TablesOnlyTenants|ExportCaps|FailedConnectHidesPassword|DedupAuthTLS|KafkaStateOverTLS
-hostile: services
-	. ./$(ENVFILE) && WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
+hostile: $(TESTSTART)
+	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
 
-demo:
-	@echo "==> starting PostgreSQL, Kafka, Redis and ClickHouse (the first run installs them: a few minutes)"
-	@$(SERVICES) start
+demo: $(START)
 	@$(MAKE) --no-print-directory build
-	@. ./$(ENVFILE) && ./bin/walhouse demo
+	@$(WITHENV) ./bin/walhouse demo
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record
@@ -87,16 +116,16 @@ fuzz:
 # them with BENCHFLAGS, e.g. make bench-query BENCHFLAGS='-rows 1000000').
 bench: bench-capture bench-sink bench-query
 
-bench-capture: services
-	. ./$(ENVFILE) && $(GO) run ./bench/capture $(BENCHFLAGS)
+bench-capture: $(START)
+	$(WITHENV) $(GO) run ./bench/capture $(BENCHFLAGS)
 
-bench-sink: services
-	. ./$(ENVFILE) && $(GO) run ./bench/sink $(BENCHFLAGS)
+bench-sink: $(START)
+	$(WITHENV) $(GO) run ./bench/sink $(BENCHFLAGS)
 
-bench-query: services
-	. ./$(ENVFILE) && $(GO) run ./bench/query $(BENCHFLAGS)
+bench-query: $(START)
+	$(WITHENV) $(GO) run ./bench/query $(BENCHFLAGS)
 
 # The whole pipeline as a user runs it, writing docs/benchmarks/e2e*.{csv,json,png}
 # (QUICK=1: a short run into docs/benchmarks/e2e-quick*).
-bench-e2e: services
-	. ./$(ENVFILE) && $(GO) run ./bench/e2e $(if $(QUICK),-quick) $(BENCHFLAGS)
+bench-e2e: $(START)
+	$(WITHENV) $(GO) run ./bench/e2e $(if $(QUICK),-quick) $(BENCHFLAGS)

@@ -24,7 +24,8 @@ func TestBinaryLinksNoTestPackages(t *testing.T) {
 		switch {
 		case pkg == "testing", strings.HasPrefix(pkg, "testing/"),
 			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/internal/testenv"),
-			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/internal/e2e"):
+			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/internal/e2e"),
+			strings.HasPrefix(pkg, "github.com/testcontainers/"):
 			t.Errorf("the walhouse binary links %s; find who imports it with go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/walhouse | grep %s, and move what it needs out of the test harness", pkg, pkg)
 		}
 	}

@@ -429,6 +429,7 @@ func services(t *testing.T, args ...string) {
 // runs again when the test ends, whatever happens in between.
 func stopService(t *testing.T, name string) {
 	t.Helper()
+	testenv.RequireLocal(t, "it stops and starts "+name+" with deploy/local/services.sh")
 	t.Cleanup(func() { services(t, "start", name) })
 	services(t, "stop", name)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,79 +34,175 @@ type Env struct {
 	ChdbLib                                                     string // path to libchdb.so
 }
 
+// envVar is one variable of .local/env and the field of Env it fills.
+type envVar struct {
+	name  string
+	value *string
+}
+
+// service reports whether v names a service (all but WALHOUSE_CHDB_LIB,
+// the path of a library).
+func (v envVar) service() bool { return v.name != "WALHOUSE_CHDB_LIB" }
+
+// vars pairs each field of e with its variable, named as .local/env (and
+// the environment) name it.
+func (e *Env) vars() []envVar {
+	return []envVar{
+		{"WALHOUSE_PG_URL", &e.PG},
+		{"WALHOUSE_KAFKA_BROKERS", &e.Kafka},
+		{"WALHOUSE_KAFKA_SASL_BROKERS", &e.KafkaSASL},
+		{"WALHOUSE_KAFKA_TLS_BROKERS", &e.KafkaTLS},
+		{"WALHOUSE_KAFKA_TLS_BROKERS_CA", &e.KafkaTLSCA},
+		{"WALHOUSE_REDIS_ADDR", &e.Redis},
+		{"WALHOUSE_REDIS_TLS_SERVER", &e.RedisTLS},
+		{"WALHOUSE_REDIS_TLS_SERVER_CA", &e.RedisTLSCA},
+		{"WALHOUSE_REDIS_TLS_SERVER_CLIENT_CERT", &e.RedisTLSClientCert},
+		{"WALHOUSE_REDIS_TLS_SERVER_CLIENT_KEY", &e.RedisTLSClientKey},
+		{"WALHOUSE_CLICKHOUSE_URL", &e.ClickHouse},
+		{"WALHOUSE_CHDB_LIB", &e.ChdbLib},
+	}
+}
+
+// Vars returns e's non-empty fields as NAME=value, named as .local/env
+// names them: the environment of a process that is to use these services.
+func (e Env) Vars() []string {
+	var out []string
+	for _, v := range e.vars() {
+		if *v.value != "" {
+			out = append(out, v.name+"="+*v.value)
+		}
+	}
+	return out
+}
+
+// Environ returns environ (NAME=value entries, as os.Environ gives them)
+// with e's services in place of any others: the service variables of
+// .local/env are dropped, then e's Vars appended. It is the environment
+// of a process that is to use e's services and no others.
+func (e Env) Environ(environ []string) []string {
+	drop := map[string]bool{}
+	for _, v := range e.vars() {
+		drop[v.name] = v.service()
+	}
+	var out []string
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); !drop[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, e.Vars()...)
+}
+
 // Load reads the environment, falling back to the env file that
-// services.sh writes (.local/env at the repository root).
+// services.sh writes (.local/env at the repository root). It is the local
+// services' side of Require; it never starts containers.
 func Load() Env {
 	vals := map[string]string{}
 	if root, err := repoRoot(); err == nil {
 		readEnvFile(filepath.Join(root, ".local", "env"), vals)
 	}
-	get := func(k string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
+	var e Env
+	for _, v := range e.vars() {
+		if *v.value = os.Getenv(v.name); *v.value == "" {
+			*v.value = vals[v.name]
 		}
-		return vals[k]
 	}
-	return Env{
-		PG:                 get("WALHOUSE_PG_URL"),
-		Kafka:              get("WALHOUSE_KAFKA_BROKERS"),
-		KafkaSASL:          get("WALHOUSE_KAFKA_SASL_BROKERS"),
-		KafkaTLS:           get("WALHOUSE_KAFKA_TLS_BROKERS"),
-		KafkaTLSCA:         get("WALHOUSE_KAFKA_TLS_BROKERS_CA"),
-		Redis:              get("WALHOUSE_REDIS_ADDR"),
-		RedisTLS:           get("WALHOUSE_REDIS_TLS_SERVER"),
-		RedisTLSCA:         get("WALHOUSE_REDIS_TLS_SERVER_CA"),
-		RedisTLSClientCert: get("WALHOUSE_REDIS_TLS_SERVER_CLIENT_CERT"),
-		RedisTLSClientKey:  get("WALHOUSE_REDIS_TLS_SERVER_CLIENT_KEY"),
-		ClickHouse:         get("WALHOUSE_CLICKHOUSE_URL"),
-		ChdbLib:            get("WALHOUSE_CHDB_LIB"),
-	}
+	return e
 }
 
 // Required reports whether integration tests must run (WALHOUSE_INTEGRATION=1).
 func Required() bool { return os.Getenv("WALHOUSE_INTEGRATION") == "1" }
 
-// Require returns the environment, skipping t (or failing it when
-// integration tests are required) if any of the named services is not
-// configured: "pg", "kafka", "kafka-sasl", "kafka-tls", "redis", "redis-tls",
-// "clickhouse".
+// The backends of WALHOUSE_SERVICES: where Require finds the services.
+const (
+	// BackendLocal (the default) is the local services of
+	// deploy/local/services.sh, found through Load.
+	BackendLocal = "local"
+	// BackendContainers is PostgreSQL, Kafka, a ClickHouse server and
+	// Valkey as containers (StartContainers), once per test binary.
+	BackendContainers = "containers"
+)
+
+// address returns the address of service in e ("" when e lacks it), and
+// whether service is a name Require knows.
+func (e Env) address(service string) (string, bool) {
+	switch service {
+	case "pg":
+		return e.PG, true
+	case "kafka":
+		return e.Kafka, true
+	case "kafka-sasl":
+		return e.KafkaSASL, true
+	case "kafka-tls":
+		// Both or nothing: the listener is useless to a test without its CA.
+		if e.KafkaTLSCA == "" {
+			return "", true
+		}
+		return e.KafkaTLS, true
+	case "redis":
+		return e.Redis, true
+	case "redis-tls":
+		if e.RedisTLSCA == "" || e.RedisTLSClientCert == "" || e.RedisTLSClientKey == "" {
+			return "", true
+		}
+		return e.RedisTLS, true
+	case "clickhouse":
+		return e.ClickHouse, true
+	default:
+		return "", false
+	}
+}
+
+// missing returns the services e does not provide.
+func (e Env) missing(services []string) []string {
+	var out []string
+	for _, s := range services {
+		if a, _ := e.address(s); a == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Require returns the environment of the named services ("pg", "kafka",
+// "kafka-sasl", "kafka-tls", "redis", "redis-tls", "clickhouse"), or skips
+// t, or fails it. WALHOUSE_INTEGRATION=0 skips it first, whatever the
+// backend. Then WALHOUSE_SERVICES picks the backend:
+//
+//   - local (the default): the services of .local/env. A service missing
+//     skips t, or fails it when integration tests are required
+//     (WALHOUSE_INTEGRATION=1).
+//   - containers: the containers of this test binary, started on first
+//     use. Without a Docker engine t skips with "no Docker engine: …", or
+//     fails when integration tests are required, since then the services
+//     must be there; any other failure to start them fails t. The SASL and
+//     TLS listeners ("kafka-sasl", "kafka-tls", "redis-tls") are not among
+//     the containers: a test that needs them skips, required or not.
 func Require(t testing.TB, services ...string) Env {
 	t.Helper()
-	e := Load()
-	var missing []string
 	for _, s := range services {
-		var v string
-		switch s {
-		case "pg":
-			v = e.PG
-		case "kafka":
-			v = e.Kafka
-		case "kafka-sasl":
-			v = e.KafkaSASL
-		case "kafka-tls":
-			// Both or nothing: the listener is useless to a test without its CA.
-			if e.KafkaTLSCA != "" {
-				v = e.KafkaTLS
-			}
-		case "redis":
-			v = e.Redis
-		case "redis-tls":
-			if e.RedisTLSCA != "" && e.RedisTLSClientCert != "" && e.RedisTLSClientKey != "" {
-				v = e.RedisTLS
-			}
-		case "clickhouse":
-			v = e.ClickHouse
-		default:
+		if _, ok := (Env{}).address(s); !ok {
 			t.Fatalf("testenv: unknown service %q", s)
-		}
-		if v == "" {
-			missing = append(missing, s)
 		}
 	}
 	if os.Getenv("WALHOUSE_INTEGRATION") == "0" {
 		t.Skip("integration tests disabled (WALHOUSE_INTEGRATION=0, as in make unit)")
 	}
-	if len(missing) > 0 {
+	switch b := os.Getenv("WALHOUSE_SERVICES"); b {
+	case "", BackendLocal:
+		return requireLocal(t, Load(), services)
+	case BackendContainers:
+		return requireContainers(t, services, startShared)
+	default:
+		t.Fatalf("WALHOUSE_SERVICES=%q: want %s (the default) or %s", b, BackendLocal, BackendContainers)
+		return Env{}
+	}
+}
+
+// requireLocal is Require for the local services.
+func requireLocal(t testing.TB, e Env, services []string) Env {
+	t.Helper()
+	if missing := e.missing(services); len(missing) > 0 {
 		msg := fmt.Sprintf("services %v are not configured: run `deploy/local/services.sh start` (or `make services`) first", missing)
 		if Required() {
 			t.Fatal(msg)
@@ -113,6 +210,38 @@ func Require(t testing.TB, services ...string) Env {
 		t.Skip(msg)
 	}
 	return e
+}
+
+// requireContainers is Require for the containers that start returns.
+func requireContainers(t testing.TB, services []string, start func(context.Context) (Env, error)) Env {
+	t.Helper()
+	// What no set provides is known before starting one: a test that
+	// needs it skips without waiting for containers it cannot use.
+	if missing := (endpoints{pg: "-", kafka: "-", clickhouse: "-", redis: "-"}).env().missing(services); len(missing) > 0 {
+		t.Skipf("WALHOUSE_SERVICES=containers does not provide %v (its containers are pg, kafka, redis and clickhouse, without SASL or TLS listeners): "+
+			"run this test against the local services (deploy/local/services.sh start)", missing)
+	}
+	e, err := start(context.Background())
+	switch {
+	case errors.Is(err, ErrNoEngine) && !Required():
+		t.Skip(err.Error())
+	case errors.Is(err, ErrNoEngine):
+		t.Fatal(err.Error() + " (WALHOUSE_INTEGRATION=1 requires the services: failing, not skipping)")
+	case err != nil:
+		t.Fatal(err)
+	}
+	return e
+}
+
+// RequireLocal skips t under WALHOUSE_SERVICES=containers: for a test
+// that does to a local service what it cannot do to a container, such as
+// stopping and starting it with deploy/local/services.sh (a container
+// started again gets new host ports). why says what the test does.
+func RequireLocal(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("WALHOUSE_SERVICES") == BackendContainers {
+		t.Skipf("needs the local services, not WALHOUSE_SERVICES=containers: %s", why)
+	}
 }
 
 // Name returns a fresh lower-case identifier with the given prefix, for
