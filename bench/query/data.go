@@ -133,9 +133,11 @@ func tenant(i int) string { return fmt.Sprintf("tenant_%03d", i) }
 // markSynced records, as the sink does, that every partition of the table
 // is loaded through a few seconds ago, so responses carry lastSyncAt.
 func (b *bench) markSynced(ctx context.Context) error {
-	q := fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at)
-SELECT {table:String}, toInt32(number), now64(6, 'UTC') - toIntervalMillisecond(500 * (number + 1)), 16777216 + {rows:UInt64} * 256, now64(6, 'UTC')
-FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(clickhouse.SyncTable), syncPartitions)
+	// With the topic's partition count, as the sink writes it: without it
+	// lastSyncAt stays unknown.
+	q := fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions)
+SELECT {table:String}, toInt32(number), now64(6, 'UTC') - toIntervalMillisecond(500 * (number + 1)), 16777216 + {rows:UInt64} * 256, now64(6, 'UTC'), %d
+FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(clickhouse.SyncTable), syncPartitions, syncPartitions)
 	ctx = chParams(ctx, map[string]string{"table": tableName, "rows": fmt.Sprint(b.o.rows)})
 	if err := b.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("record sync progress in %s: %w", clickhouse.SyncTable, err)
