@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +32,8 @@ type options struct {
 	records    int
 	partitions int
 	maxBatch   int
+	snapshot   bool   // row batches of snapshot rows instead of single inserts
+	cpuProfile string // file prefix of a CPU profile per setting; empty: none
 	timeout    time.Duration
 }
 
@@ -37,6 +42,8 @@ func run() error {
 	flag.IntVar(&o.records, "records", 200_000, "records to produce and load")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
+	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	o.env = testenv.Load()
@@ -84,11 +91,58 @@ type result struct {
 	elapsed    time.Duration
 	rows       uint64 // rows in ClickHouse afterwards
 	roundTrips int64
+	cpu        cpuUse // CPU seconds of the sink and the services during the load
+	inserts    timed  // the sink's calls of the loader
+	dedup      timed  // its calls of the dedup store
+}
+
+// timed sums the wall time of calls.
+type timed struct {
+	calls atomic.Int64
+	took  atomic.Int64 // nanoseconds
+}
+
+func (t *timed) since(start time.Time) {
+	t.calls.Add(1)
+	t.took.Add(int64(time.Since(start)))
+}
+
+func (t *timed) seconds() float64 { return time.Duration(t.took.Load()).Seconds() }
+
+// timedLoader times a loader's calls.
+type timedLoader struct {
+	sink.Loader
+	t *timed
+}
+
+func (l timedLoader) Load(ctx context.Context, b sink.Batch) error {
+	defer l.t.since(time.Now())
+	return l.Loader.Load(ctx, b)
+}
+
+// timedDedup times a dedup store's calls.
+type timedDedup struct {
+	sink.Deduper
+	t *timed
+}
+
+func (d timedDedup) Lookup(ctx context.Context, ids []string) ([]string, error) {
+	defer d.t.since(time.Now())
+	return d.Deduper.Lookup(ctx, ids)
+}
+
+func (d timedDedup) Remember(ctx context.Context, ids, hashes []string) error {
+	defer d.t.since(time.Now())
+	return d.Deduper.Remember(ctx, ids, hashes)
 }
 
 func (b *bench) run(ctx context.Context) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
+		// Records name their partition: a row batch its own, like
+		// capture's, and an insert one by its position (each row is
+		// inserted once, so any spread keeps its order).
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
 	}
@@ -104,7 +158,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	fmt.Printf("produced in %v\n", time.Since(start).Round(time.Millisecond))
 
-	var results []result
+	var results []*result
 	for _, layer2 := range []bool{false, true} {
 		r, err := b.load(ctx, layer2)
 		if err != nil {
@@ -135,6 +189,23 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	statuses := []string{"new", "paid", "shipped", "cancelled"}
 	var perr error
+	onDone := func(_ *kgo.Record, err error) {
+		if err != nil && perr == nil {
+			perr = err
+		}
+	}
+	// A snapshot's rows share the envelope (consistent point, times) and
+	// travel in row batches of up to 1,000 rows, one open batch per
+	// partition, as capture sends them.
+	cp := record.LSN(0x1000000)
+	enc := record.NewEncoder(src, "tenant_id", cols, schemaID, 2)
+	batches := make([]record.RowBatch, b.o.partitions)
+	send := func(part int) {
+		rows := batches[part].Rows()
+		value := batches[part].Finish()
+		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Partition: int32(part), Value: value,
+			Headers: []kgo.RecordHeader{{Key: record.HeaderRows, Value: []byte(strconv.Itoa(rows))}}}, onDone)
+	}
 	for i := range b.o.records {
 		lsn := record.LSN(0x1000000 + uint64(i)*256)
 		at := base.Add(time.Duration(i) * time.Millisecond)
@@ -166,17 +237,31 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 				{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
 			},
 		}
+		if b.o.snapshot {
+			r.Op, r.Version, r.LSN, r.CommitLSN, r.OccurredAt, r.IngestedAt = record.Read, record.SnapshotVersion, cp, cp, base, base
+			r.EventID = record.SnapshotEventID(src.ID, cp, "public."+b.name, []string{tenant, id}, base)
+			part := i % b.o.partitions
+			if batches[part].Rows() == 0 {
+				enc.StartBatch(&batches[part], nil, r)
+			}
+			enc.AddRow(&batches[part], r.Values)
+			if batches[part].Rows() == 1000 || batches[part].Size() >= 128<<10 {
+				send(part)
+			}
+			continue
+		}
 		value := record.AppendJSON(nil, r)
 		if i == 0 {
 			if _, err := record.Decode(value, &b.schemas); err != nil {
 				return fmt.Errorf("the synthetic record is invalid: %w", err)
 			}
 		}
-		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Key: []byte(r.PartitionKey()), Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil && perr == nil {
-				perr = err
-			}
-		})
+		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Partition: int32(i % b.o.partitions), Key: []byte(r.PartitionKey()), Value: value}, onDone)
+	}
+	for part := range batches {
+		if batches[part].Rows() > 0 {
+			send(part)
+		}
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
@@ -186,8 +271,8 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 
 // load runs an in-process sink on the topic with its own group and
 // database until every record is loaded, and times it.
-func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
-	res := result{layer2: layer2}
+func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
+	res := &result{layer2: layer2}
 	setting := "off"
 	if layer2 {
 		setting = "on"
@@ -212,7 +297,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 			return res, err
 		}
 		defer store.Close()
-		cfg.Dedup = store
+		cfg.Dedup = timedDedup{store, &res.dedup}
 	}
 
 	var snk *sink.Sink
@@ -233,7 +318,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 	// The sink blocks rebalances while it holds polled records; Close alone
 	// would wait for that forever once Run has returned.
 	defer cl.CloseAllowingRebalance()
-	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), w, cfg); err != nil {
+	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), timedLoader{w, &res.inserts}, cfg); err != nil {
 		return res, err
 	}
 
@@ -241,6 +326,18 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
+	if b.o.cpuProfile != "" {
+		f, err := os.Create(b.o.cpuProfile + "-l2-" + setting + ".pprof")
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := cpuSeconds()
 	start := time.Now()
 	go func() { done <- snk.Run(rctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -255,6 +352,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 		}
 	}
 	res.elapsed = time.Since(start)
+	res.cpu = cpuSeconds().minus(cpu0)
 	stop()
 	<-done
 	if store != nil {
@@ -267,9 +365,13 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 	return res, nil
 }
 
-func (b *bench) print(rs []result) {
-	fmt.Printf("\nsink: %d records, 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, b.o.partitions, b.o.maxBatch)
-	fmt.Printf("%-9s %12s %10s %14s %26s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis round trips/1k rec")
+func (b *bench) print(rs []*result) {
+	kind := "inserts, one record each"
+	if b.o.snapshot {
+		kind = "snapshot rows in row batches of 1,000"
+	}
+	fmt.Printf("\nsink: %d records (%s), 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, kind, b.o.partitions, b.o.maxBatch)
+	fmt.Printf("%-9s %10s %9s %10s %13s %9s %10s   %s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis trips/1k", "insert s", "dedup s", "CPU s: sink redis kafka clickhouse")
 	rate := map[bool]float64{}
 	for _, r := range rs {
 		rate[r.layer2] = float64(b.o.records) / r.elapsed.Seconds()
@@ -281,7 +383,7 @@ func (b *bench) print(rs []result) {
 		if r.layer2 {
 			setting = "on"
 		}
-		fmt.Printf("%-9s %12.0f %10s %14d %26s\n", setting, rate[r.layer2], r.elapsed.Round(time.Millisecond), r.rows, trips)
+		fmt.Printf("%-9s %10.0f %9s %10d %13s %9.2f %10.2f   %s\n", setting, rate[r.layer2], r.elapsed.Round(time.Millisecond), r.rows, trips, r.inserts.seconds(), r.dedup.seconds(), r.cpu)
 	}
 	if rate[false] > 0 {
 		fmt.Printf("\nratio on/off: %.2f\n", rate[true]/rate[false])
