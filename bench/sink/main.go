@@ -34,6 +34,7 @@ type options struct {
 	maxBatch   int
 	snapshot   bool   // row batches of snapshot rows instead of single inserts
 	cpuProfile string // file prefix of a CPU profile per setting; empty: none
+	firstRow   bool   // measure the first row of new tables instead of throughput
 	timeout    time.Duration
 }
 
@@ -44,6 +45,7 @@ func run() error {
 	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
 	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
+	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	o.env = testenv.Load()
@@ -75,6 +77,7 @@ type bench struct {
 	o         options
 	name      string // fresh name of the table, topic prefix and dedup keys
 	topic     string
+	topics    []string // every topic it created, to delete
 	databases []string
 	schemas   record.SchemaSet // what a registry would hold for the synthetic records
 }
@@ -147,9 +150,12 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
+	if b.o.firstRow {
+		return b.firstRows(ctx, cl)
+	}
 	b.topic = b.name + ".public." + b.name
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(b.o.partitions), -1, nil, b.topic); err != nil {
-		return fmt.Errorf("create topic %s: %w", b.topic, err)
+	if err := b.createTopic(ctx, cl, b.topic, b.o.partitions); err != nil {
+		return err
 	}
 	fmt.Printf("producing %d records of one 8-column table to %s (%d partitions)...\n", b.o.records, b.topic, b.o.partitions)
 	start := time.Now()
@@ -170,24 +176,20 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
+// createTopic creates a topic that cleanup deletes.
+func (b *bench) createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, nil, topic); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	b.topics = append(b.topics, topic)
+	return nil
+}
+
 // produce writes the synthetic records: inserts of distinct rows, as
 // capture would write them for a table with a tenant column.
 func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
-	cols := []record.Column{
-		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
-		{Name: "id", Type: "int8", TypMod: -1, Key: true},
-		{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4},
-		{Name: "status", Type: "text", TypMod: -1},
-		{Name: "qty", Type: "int4", TypMod: -1},
-		{Name: "active", Type: "bool", TypMod: -1},
-		{Name: "note", Type: "text", TypMod: -1},
-		{Name: "created_at", Type: "timestamptz", TypMod: -1},
-	}
 	src := record.Source{ID: b.name, Schema: "public", Table: b.name}
-	schemaID := record.SchemaID("tenant_id", cols)
-	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: cols})
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	statuses := []string{"new", "paid", "shipped", "cancelled"}
+	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: columns})
 	var perr error
 	onDone := func(_ *kgo.Record, err error) {
 		if err != nil && perr == nil {
@@ -197,8 +199,7 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 	// A snapshot's rows share the envelope (consistent point, times) and
 	// travel in row batches of up to 1,000 rows, one open batch per
 	// partition, as capture sends them.
-	cp := record.LSN(0x1000000)
-	enc := record.NewEncoder(src, "tenant_id", cols, schemaID, 2)
+	enc := record.NewEncoder(src, "tenant_id", columns, record.SchemaID("tenant_id", columns), 2)
 	batches := make([]record.RowBatch, b.o.partitions)
 	send := func(part int) {
 		rows := batches[part].Rows()
@@ -207,39 +208,8 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 			Headers: []kgo.RecordHeader{{Key: record.HeaderRows, Value: []byte(strconv.Itoa(rows))}}}, onDone)
 	}
 	for i := range b.o.records {
-		lsn := record.LSN(0x1000000 + uint64(i)*256)
-		at := base.Add(time.Duration(i) * time.Millisecond)
-		tenant := "acme"
-		if i%3 == 0 {
-			tenant = "globex"
-		}
-		id := strconv.Itoa(i + 1)
-		r := &record.Record{
-			EventID:      record.EventID(src.ID, lsn, 0, at),
-			OccurredAt:   at,
-			IngestedAt:   at.Add(time.Millisecond),
-			TenantID:     tenant,
-			TenantColumn: "tenant_id",
-			Source:       src,
-			LSN:          lsn,
-			CommitLSN:    lsn,
-			Version:      record.Version(lsn),
-			Op:           record.Insert,
-			Columns:      cols,
-			SchemaID:     schemaID,
-			Values: []record.Value{
-				{Text: tenant}, {Text: id},
-				{Text: fmt.Sprintf("%d.%02d", i%100_000, i%100)},
-				{Text: statuses[i%len(statuses)]},
-				{Text: strconv.Itoa(i % 1000)},
-				{Text: strconv.FormatBool(i%2 == 0)[:1]}, // PostgreSQL writes t or f
-				{Text: "synthetic row " + id + " for the sink benchmark"},
-				{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
-			},
-		}
+		r := syntheticRow(src, i, b.o.snapshot)
 		if b.o.snapshot {
-			r.Op, r.Version, r.LSN, r.CommitLSN, r.OccurredAt, r.IngestedAt = record.Read, record.SnapshotVersion, cp, cp, base, base
-			r.EventID = record.SnapshotEventID(src.ID, cp, "public."+b.name, []string{tenant, id}, base)
 			part := i % b.o.partitions
 			if batches[part].Rows() == 0 {
 				enc.StartBatch(&batches[part], nil, r)
@@ -267,6 +237,88 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 		return err
 	}
 	return perr
+}
+
+// columns are the synthetic table's, as capture describes them.
+var columns = []record.Column{
+	{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
+	{Name: "id", Type: "int8", TypMod: -1, Key: true},
+	{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4},
+	{Name: "status", Type: "text", TypMod: -1},
+	{Name: "qty", Type: "int4", TypMod: -1},
+	{Name: "active", Type: "bool", TypMod: -1},
+	{Name: "note", Type: "text", TypMod: -1},
+	{Name: "created_at", Type: "timestamptz", TypMod: -1},
+}
+
+// syntheticRow returns row i of table src: an insert of a distinct row,
+// or, when copied, that row as a snapshot reads it.
+func syntheticRow(src record.Source, i int, copied bool) *record.Record {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	statuses := []string{"new", "paid", "shipped", "cancelled"}
+	lsn := record.LSN(0x1000000 + uint64(i)*256)
+	at := base.Add(time.Duration(i) * time.Millisecond)
+	tenant := "acme"
+	if i%3 == 0 {
+		tenant = "globex"
+	}
+	id := strconv.Itoa(i + 1)
+	r := &record.Record{
+		EventID:      record.EventID(src.ID, lsn, 0, at),
+		OccurredAt:   at,
+		IngestedAt:   at.Add(time.Millisecond),
+		TenantID:     tenant,
+		TenantColumn: "tenant_id",
+		Source:       src,
+		LSN:          lsn,
+		CommitLSN:    lsn,
+		Version:      record.Version(lsn),
+		Op:           record.Insert,
+		Columns:      columns,
+		SchemaID:     record.SchemaID("tenant_id", columns),
+		Values: []record.Value{
+			{Text: tenant}, {Text: id},
+			{Text: fmt.Sprintf("%d.%02d", i%100_000, i%100)},
+			{Text: statuses[i%len(statuses)]},
+			{Text: strconv.Itoa(i % 1000)},
+			{Text: strconv.FormatBool(i%2 == 0)[:1]}, // PostgreSQL writes t or f
+			{Text: "synthetic row " + id + " for the sink benchmark"},
+			{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
+		},
+	}
+	if copied {
+		cp := record.LSN(0x1000000)
+		r.Op, r.Version, r.LSN, r.CommitLSN, r.OccurredAt, r.IngestedAt = record.Read, record.SnapshotVersion, cp, cp, base, base
+		r.EventID = record.SnapshotEventID(src.ID, cp, src.Schema+"."+src.Table, []string{tenant, id}, base)
+	}
+	return r
+}
+
+// newSink returns a sink of cfg over a consumer-group client of cfg.Group
+// with the options the sink requires and is tuned for (the sink's max
+// wait, 500ms), then opts.
+func (b *bench) newSink(cfg sink.Config, l sink.Loader, opts ...kgo.Opt) (*sink.Sink, *kgo.Client, error) {
+	var snk *sink.Sink
+	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnRevoked(ctx, cl, m)
+		}
+	}
+	all := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		sink.ClientOpts(500*time.Millisecond)...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg); err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return snk, cl, nil
 }
 
 // load runs an in-process sink on the topic with its own group and
@@ -300,27 +352,13 @@ func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
 		cfg.Dedup = timedDedup{store, &res.dedup}
 	}
 
-	var snk *sink.Sink
-	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-		if snk != nil {
-			snk.OnRevoked(ctx, cl, m)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
-		kgo.ConsumerGroup(group), kgo.ConsumeTopics(b.topic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(250*time.Millisecond))
+	snk, cl, err := b.newSink(cfg, timedLoader{w, &res.inserts}, kgo.ConsumeTopics(b.topic))
 	if err != nil {
 		return res, err
 	}
 	// The sink blocks rebalances while it holds polled records; Close alone
 	// would wait for that forever once Run has returned.
 	defer cl.CloseAllowingRebalance()
-	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), timedLoader{w, &res.inserts}, cfg); err != nil {
-		return res, err
-	}
 
 	fmt.Printf("loading with Layer 2 %s...\n", setting)
 	rctx, stop := context.WithCancel(ctx)
@@ -395,12 +433,12 @@ func (b *bench) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
-	if b.topic != "" {
+	if len(b.topics) > 0 {
 		if cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...)); err != nil {
 			errs = append(errs, err)
 		} else {
-			if _, err := kadm.NewClient(cl).DeleteTopics(ctx, b.topic); err != nil {
-				errs = append(errs, fmt.Errorf("delete topic %s: %w", b.topic, err))
+			if _, err := kadm.NewClient(cl).DeleteTopics(ctx, b.topics...); err != nil {
+				errs = append(errs, fmt.Errorf("delete topics %v: %w", b.topics, err))
 			}
 			cl.Close()
 		}
