@@ -15,7 +15,11 @@ import (
 // order on Run's goroutine, so what is loaded, under which token, and when
 // offsets are committed is exactly as without it. At most two chunks are
 // decoded at a time (the one loading and the next), each with its own
-// Decoder.
+// Decoder, and a chunk larger than aheadMaxBytes is decoded in order, so
+// that large values are not held decoded twice over.
+
+// aheadMaxBytes is the largest chunk (its records' values) decoded ahead.
+const aheadMaxBytes = 16 << 20
 
 // decodedChunk is a chunk's records decoded ahead of its load.
 type decodedChunk struct {
@@ -34,6 +38,14 @@ type decodedRecord struct {
 // until the result's done is closed.
 func (s *Sink) decodeAhead(chunk []*kgo.Record, dec *record.Decoder) *decodedChunk {
 	d := &decodedChunk{done: make(chan struct{}), recs: make([]decodedRecord, len(chunk))}
+	size := 0
+	for _, kr := range chunk {
+		size += len(kr.Value)
+	}
+	if size > aheadMaxBytes {
+		close(d.done)
+		return d
+	}
 	schemas := s.schemas()
 	go func() {
 		defer close(d.done)
