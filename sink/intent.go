@@ -46,24 +46,16 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	// before loading: a sink that crashes after loading but before
 	// committing restarts with exactly this chunk, so its insert token
 	// matches and ClickHouse drops the repeat.
-	next := s.decodeAhead(chunks[0], &s.ahead[0])
-	defer func() { next.wait() }() // no decoding goroutine outlives the flush
 	if err := s.commit(ctx, chunks, true); err != nil {
 		return err
 	}
 	loaded := chunks[:0:0]
-	for i, c := range chunks {
-		cur := next
-		if i+1 < len(chunks) {
-			// The chunk before cur was waited for: its Decoder is free.
-			next = s.decodeAhead(chunks[i+1], &s.ahead[(i+1)%2])
-		}
-		pre := cur.wait()
+	for _, c := range chunks {
 		k := tp{c[0].Topic, c[0].Partition}
 		if s.stopped[k] != nil {
 			continue
 		}
-		err := s.loadChunk(ctx, c, pre)
+		err := s.loadChunk(ctx, c)
 		var te *TableError
 		if errors.As(err, &te) {
 			// Commit what was loaded before the record the table stopped

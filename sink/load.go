@@ -18,9 +18,7 @@ import (
 // tokens), and each marker is applied after the segment before it and
 // before the one after it. The partition's watermark advances once the
 // whole chunk is safe.
-//
-// pre is the chunk decoded ahead (see decodeAhead), by position.
-func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record, pre []decodedRecord) error {
+func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 	var prog progress
 	start := 0
 	for i, kr := range chunk {
@@ -31,7 +29,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record, pre []decoded
 		if err == nil {
 			err = s.checkTruncate(kr.Topic, &tr)
 		}
-		if err := s.loadSegment(ctx, chunk[start:i], pre[start:i], &prog); err != nil {
+		if err := s.loadSegment(ctx, chunk[start:i], &prog); err != nil {
 			return err
 		}
 		start = i + 1
@@ -45,7 +43,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record, pre []decoded
 			return err
 		}
 	}
-	if err := s.loadSegment(ctx, chunk[start:], pre[start:], &prog); err != nil {
+	if err := s.loadSegment(ctx, chunk[start:], &prog); err != nil {
 		return err
 	}
 	if prog.src.Table == "" || prog.through.IsZero() {
@@ -87,9 +85,8 @@ func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
 
 // loadSegment decodes records of one partition that no truncate marker
 // separates and loads them as one batch; records that can never be loaded
-// go to the dead letters. Heartbeats among them only add to prog. pre holds
-// the records decoded ahead, by position in seg.
-func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, pre []decodedRecord, prog *progress) error {
+// go to the dead letters. Heartbeats among them only add to prog.
+func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progress) error {
 	if len(seg) == 0 {
 		return nil
 	}
@@ -99,7 +96,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, pre []decoded
 	var seen progress
 	var beats []record.Heartbeat
 	var single [1]*record.Record // a single record's rows, without allocating
-	for i, kr := range seg {
+	for _, kr := range seg {
 		h, isHB, err := heartbeatOf(kr)
 		if isHB {
 			if err == nil {
@@ -116,12 +113,9 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, pre []decoded
 		}
 		var rows []*record.Record
 		batch := isBatch(kr)
-		switch {
-		case pre[i].usable():
-			rows, err = pre[i].rows, pre[i].err
-		case batch:
+		if batch {
 			rows, err = decodeWith(ctx, s, kr, s.dec.DecodeBatch)
-		default:
+		} else {
 			single[0], err = decodeWith(ctx, s, kr, s.dec.Decode)
 			rows = single[:]
 		}
@@ -262,7 +256,10 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 // so after a successful read a schema that is still missing never will be
 // there, and the record is poison.
 func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func([]byte, record.Schemas) (T, error)) (T, error) {
-	schemas := s.schemas()
+	var schemas record.Schemas
+	if s.cfg.Schemas != nil {
+		schemas = s.cfg.Schemas
+	}
 	r, err := decode(kr.Value, schemas)
 	if !errors.Is(err, record.ErrUnknownSchema) {
 		return r, err
@@ -278,15 +275,6 @@ func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func
 		err = fmt.Errorf("%w: %w (capture registers every schema before its records, so this record was not written by capture)", record.ErrInvalid, err)
 	}
 	return r, err
-}
-
-// schemas returns the registry as record.Schemas: nil, not a nil
-// interface value, without one.
-func (s *Sink) schemas() record.Schemas {
-	if s.cfg.Schemas == nil {
-		return nil
-	}
-	return s.cfg.Schemas
 }
 
 // deadLetter sends kr to the dead letters with the cause. r is the decoded

@@ -208,8 +208,7 @@ type Sink struct {
 	batches atomic.Int64
 	m       *Metrics
 	l2      *layer2
-	dec     record.Decoder    // Run's goroutine's, for records not decoded ahead
-	ahead   [2]record.Decoder // the chunks decoded ahead's (see decodeAhead)
+	dec     record.Decoder // only Run's goroutine decodes
 
 	mu      sync.Mutex
 	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
