@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -23,6 +24,9 @@ type filled map[int]map[int]any
 // writing NULL or a placeholder over it is the point; REPLICA IDENTITY FULL
 // is not needed.
 func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.Record) (filled, error) {
+	if !slices.ContainsFunc(recs, hasUnchanged) {
+		return nil, nil // the common case (copies, inserts): no row keys to track
+	}
 	t := tg.table
 	var out filled
 	last := map[string]int{} // row key → index of its latest record so far
@@ -62,6 +66,12 @@ func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.R
 		}
 	}
 	return out, nil
+}
+
+// hasUnchanged reports whether r lacks a TOASTed value PostgreSQL did not
+// resend.
+func hasUnchanged(r *record.Record) bool {
+	return slices.ContainsFunc(r.Values, func(v record.Value) bool { return v.Unchanged })
 }
 
 func (f filled) set(rec, col int, v any) {

@@ -199,6 +199,15 @@ func parseTimestamp(s string) (time.Time, error) {
 		d, err := parseDate(s)
 		return clamp(d, minDate, maxTime), err
 	}
+	if t, ok := parseISOTimestamp(s); ok {
+		return clamp(t, minDate, maxTime), nil
+	}
+	return parseTimestampLayout(s)
+}
+
+// parseTimestampLayout is parseTimestamp by time.Parse, for what
+// parseISOTimestamp does not read.
+func parseTimestampLayout(s string) (time.Time, error) {
 	layout := "2006-01-02 15:04:05.999999"
 	if i := strings.LastIndexAny(s, "+-"); i > 10 {
 		switch len(s) - i {
@@ -219,6 +228,95 @@ func parseTimestamp(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)
 	}
 	return clamp(t.UTC(), minDate, maxTime), nil
+}
+
+// parseISOTimestamp reads the form PostgreSQL writes for nearly every
+// timestamp, "2024-01-15 10:00:00[.123456][+05[:30[:00]]]" with a four-digit
+// year, in UTC, without time.Parse, the sink's largest single cost of
+// converting values. ok is false for anything else (infinity, BC, other
+// years, out-of-range fields), which parseTimestamp reads the slow way.
+func parseISOTimestamp(s string) (t time.Time, ok bool) {
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	sec, ok6 := digits(s[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	rest, nsec := s[19:], 0
+	if len(rest) > 0 && rest[0] == '.' {
+		n := 1
+		for n < len(rest) && n <= 6 && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		frac, fok := digits(rest[1:n])
+		if !fok {
+			return time.Time{}, false
+		}
+		for range 10 - n { // nanoseconds from 1 to 6 digits
+			frac *= 10
+		}
+		rest, nsec = rest[n:], frac
+	}
+	offset := 0
+	if len(rest) > 0 {
+		sign := 1
+		switch rest[0] {
+		case '+':
+		case '-':
+			sign = -1
+		default:
+			return time.Time{}, false
+		}
+		var parts [3]int
+		rest = rest[1:]
+		for i := 0; i < 3 && len(rest) > 0; i++ {
+			if i > 0 {
+				if rest[0] != ':' {
+					return time.Time{}, false
+				}
+				rest = rest[1:]
+			}
+			if len(rest) < 2 {
+				return time.Time{}, false
+			}
+			v, vok := digits(rest[:2])
+			if !vok || (i > 0 && v > 59) {
+				return time.Time{}, false
+			}
+			parts[i], rest = v, rest[2:]
+		}
+		if len(rest) > 0 || parts[0] > 23 {
+			return time.Time{}, false
+		}
+		offset = sign * (parts[0]*3600 + parts[1]*60 + parts[2])
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day { // February 30th and the like: time.Parse's error
+		return time.Time{}, false
+	}
+	return t.Add(-time.Duration(offset) * time.Second), true
+}
+
+// digits returns the value of s, which must be all ASCII digits.
+func digits(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 func clamp(t, lo, hi time.Time) time.Time {

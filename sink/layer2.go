@@ -62,14 +62,34 @@ type layer2 struct {
 	muted    int
 }
 
-// filter returns the records to load with their origins and hashes.
+// Layer 2 leaves copied rows alone (op Read: the initial snapshot, an
+// online copy, a re-copy), neither looking them up nor claiming them. Such
+// a row is idempotent without it: its eventId is derived from the copy's
+// consistent point and the row's key, its version is 0, below every
+// streamed change of the row, and ReplacingMergeTree keeps one row per key
+// and version at FINAL, so a copy delivered twice (a producer retry, a
+// chunk read again after capture crashed) changes no result, and a retried
+// batch is still dropped whole by its insert token. A copy read again
+// carries the row as it is now under the same eventId, which Layer 2 had
+// to load anyway (see filter). Checking them cost a Redis lookup and a
+// claim per row, more CPU than ClickHouse spent on the same rows, for
+// duplicates that only exist until a merge.
+func copied(r *record.Record) bool { return r.Op == record.Read }
+
+// filter returns the records to load with their origins and the payload
+// hashes to claim them with ("" for copied rows, which are not claimed).
 func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.Record) ([]*record.Record, []*kgo.Record, []string, error) {
 	l := s.l2
 	hashes := make([]string, len(recs))
-	ids := make([]string, len(recs))
+	ids := make([]string, 0, len(recs))
 	for i, r := range recs {
-		hashes[i] = record.PayloadHash(r)
-		ids[i] = r.EventID
+		if !copied(r) {
+			hashes[i] = record.PayloadHash(r)
+			ids = append(ids, r.EventID)
+		}
+	}
+	if len(ids) == 0 {
+		return recs, origin, hashes, nil
 	}
 	stored, err := l.store.Lookup(ctx, ids)
 	if err != nil {
@@ -79,12 +99,20 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 	keepR := recs[:0:0]
 	keepO := origin[:0:0]
 	keepH := hashes[:0:0]
-	inChunk := make(map[string]string, len(recs))
+	inChunk := make(map[string]string, len(ids))
+	looked := 0 // index into stored of the next record looked up
 	for i, r := range recs {
+		if copied(r) {
+			keepR = append(keepR, r)
+			keepO = append(keepO, origin[i])
+			keepH = append(keepH, "")
+			continue
+		}
 		prev := ""
 		if stored != nil {
-			prev = stored[i]
+			prev = stored[looked]
 		}
+		looked++
 		if h, ok := inChunk[r.EventID]; ok && prev == "" {
 			prev = h
 		}
@@ -93,13 +121,6 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		case prev == hashes[i]:
 			l.m.dedupHits.WithLabelValues("layer2").Inc()
 			continue
-		case r.Op == record.Read:
-			// Not a violation: a snapshot chunk read again after a crash
-			// reads each row as it is now, under the same eventId (consistent
-			// point, table, key). Whatever changed since the first read is
-			// also in the stream with a higher version, so loading this
-			// version-0 copy is harmless.
-			s.log.Debug("snapshot row read again with newer values; loading it", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
 		case l.mode == MismatchWarn:
 			l.m.mismatches.Inc()
 			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
@@ -121,6 +142,9 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 // remember claims the loaded records' eventIds. It runs only after the
 // load succeeded, so a record that failed to load never looks processed.
 func (s *Sink) remember(ctx context.Context, recs []*record.Record, hashes []string) {
+	if len(recs) == 0 {
+		return
+	}
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = r.EventID

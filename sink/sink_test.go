@@ -436,3 +436,56 @@ func TestSinkLogsProgressAndStop(t *testing.T) {
 		}
 	}
 }
+
+// fakeStore is a Layer 2 store in memory that records which eventIds it
+// was asked about and told to remember.
+type fakeStore struct {
+	mu                 sync.Mutex
+	hashes             map[string]string
+	looked, remembered int
+}
+
+func (f *fakeStore) Lookup(_ context.Context, ids []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looked += len(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = f.hashes[id]
+	}
+	return out, nil
+}
+
+func (f *fakeStore) Remember(_ context.Context, ids, hashes []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.remembered += len(ids)
+	for i, id := range ids {
+		if _, ok := f.hashes[id]; !ok {
+			f.hashes[id] = hashes[i]
+		}
+	}
+	return nil
+}
+
+// Layer 2 claims streamed changes and drops them when they come again, but
+// leaves copied rows alone: they load again (their version 0 and the
+// insert tokens make that harmless) without a lookup or a claim.
+func TestSinkLayer2SkipsCopiedRows(t *testing.T) {
+	l := &fakeLoader{}
+	store := &fakeStore{hashes: map[string]string{}}
+	again := rec("a", 0, 3)
+	again.Value = rec("a", 0, 1).Value // the change at offset 1, produced twice
+	polls := [][]*kgo.Record{
+		{rowBatch("a", 0, 0, 100, 101, 102), rec("a", 0, 1)},
+		{rowBatch("a", 0, 2, 100, 101, 102), again, rec("a", 0, 4)},
+	}
+	runScript(t, Config{Dedup: store}, nil, l, polls...)
+	want := []string{"a/0/0-1 n=4", "a/0/2-4 n=4"}
+	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v: the repeated change dropped, the repeated copy loaded", l.batches, want)
+	}
+	if store.looked != 3 || store.remembered != 2 {
+		t.Errorf("Layer 2 looked up %d and remembered %d eventIds, want 3 and 2: only the changes", store.looked, store.remembered)
+	}
+}

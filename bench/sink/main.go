@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +32,9 @@ type options struct {
 	records    int
 	partitions int
 	maxBatch   int
+	snapshot   bool   // row batches of snapshot rows instead of single inserts
+	cpuProfile string // file prefix of a CPU profile per setting; empty: none
+	firstRow   bool   // measure the first row of new tables instead of throughput
 	timeout    time.Duration
 }
 
@@ -37,6 +43,9 @@ func run() error {
 	flag.IntVar(&o.records, "records", 200_000, "records to produce and load")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
+	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
+	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	o.env = testenv.Load()
@@ -68,6 +77,7 @@ type bench struct {
 	o         options
 	name      string // fresh name of the table, topic prefix and dedup keys
 	topic     string
+	topics    []string // every topic it created, to delete
 	databases []string
 	schemas   record.SchemaSet // what a registry would hold for the synthetic records
 }
@@ -84,18 +94,68 @@ type result struct {
 	elapsed    time.Duration
 	rows       uint64 // rows in ClickHouse afterwards
 	roundTrips int64
+	cpu        cpuUse // CPU seconds of the sink and the services during the load
+	inserts    timed  // the sink's calls of the loader
+	dedup      timed  // its calls of the dedup store
+}
+
+// timed sums the wall time of calls.
+type timed struct {
+	calls atomic.Int64
+	took  atomic.Int64 // nanoseconds
+}
+
+func (t *timed) since(start time.Time) {
+	t.calls.Add(1)
+	t.took.Add(int64(time.Since(start)))
+}
+
+func (t *timed) seconds() float64 { return time.Duration(t.took.Load()).Seconds() }
+
+// timedLoader times a loader's calls.
+type timedLoader struct {
+	sink.Loader
+	t *timed
+}
+
+func (l timedLoader) Load(ctx context.Context, b sink.Batch) error {
+	defer l.t.since(time.Now())
+	return l.Loader.Load(ctx, b)
+}
+
+// timedDedup times a dedup store's calls.
+type timedDedup struct {
+	sink.Deduper
+	t *timed
+}
+
+func (d timedDedup) Lookup(ctx context.Context, ids []string) ([]string, error) {
+	defer d.t.since(time.Now())
+	return d.Deduper.Lookup(ctx, ids)
+}
+
+func (d timedDedup) Remember(ctx context.Context, ids, hashes []string) error {
+	defer d.t.since(time.Now())
+	return d.Deduper.Remember(ctx, ids, hashes)
 }
 
 func (b *bench) run(ctx context.Context) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
+		// Records name their partition: a row batch its own, like
+		// capture's, and an insert one by its position (each row is
+		// inserted once, so any spread keeps its order).
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if b.o.firstRow {
+		return b.firstRows(ctx, cl)
+	}
 	b.topic = b.name + ".public." + b.name
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(b.o.partitions), -1, nil, b.topic); err != nil {
-		return fmt.Errorf("create topic %s: %w", b.topic, err)
+	if err := b.createTopic(ctx, cl, b.topic, b.o.partitions); err != nil {
+		return err
 	}
 	fmt.Printf("producing %d records of one 8-column table to %s (%d partitions)...\n", b.o.records, b.topic, b.o.partitions)
 	start := time.Now()
@@ -104,7 +164,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	fmt.Printf("produced in %v\n", time.Since(start).Round(time.Millisecond))
 
-	var results []result
+	var results []*result
 	for _, layer2 := range []bool{false, true} {
 		r, err := b.load(ctx, layer2)
 		if err != nil {
@@ -116,55 +176,49 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
+// createTopic creates a topic that cleanup deletes.
+func (b *bench) createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, nil, topic); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	b.topics = append(b.topics, topic)
+	return nil
+}
+
 // produce writes the synthetic records: inserts of distinct rows, as
 // capture would write them for a table with a tenant column.
 func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
-	cols := []record.Column{
-		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
-		{Name: "id", Type: "int8", TypMod: -1, Key: true},
-		{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4},
-		{Name: "status", Type: "text", TypMod: -1},
-		{Name: "qty", Type: "int4", TypMod: -1},
-		{Name: "active", Type: "bool", TypMod: -1},
-		{Name: "note", Type: "text", TypMod: -1},
-		{Name: "created_at", Type: "timestamptz", TypMod: -1},
-	}
 	src := record.Source{ID: b.name, Schema: "public", Table: b.name}
-	schemaID := record.SchemaID("tenant_id", cols)
-	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: cols})
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	statuses := []string{"new", "paid", "shipped", "cancelled"}
+	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: columns})
 	var perr error
-	for i := range b.o.records {
-		lsn := record.LSN(0x1000000 + uint64(i)*256)
-		at := base.Add(time.Duration(i) * time.Millisecond)
-		tenant := "acme"
-		if i%3 == 0 {
-			tenant = "globex"
+	onDone := func(_ *kgo.Record, err error) {
+		if err != nil && perr == nil {
+			perr = err
 		}
-		id := strconv.Itoa(i + 1)
-		r := &record.Record{
-			EventID:      record.EventID(src.ID, lsn, 0, at),
-			OccurredAt:   at,
-			IngestedAt:   at.Add(time.Millisecond),
-			TenantID:     tenant,
-			TenantColumn: "tenant_id",
-			Source:       src,
-			LSN:          lsn,
-			CommitLSN:    lsn,
-			Version:      record.Version(lsn),
-			Op:           record.Insert,
-			Columns:      cols,
-			SchemaID:     schemaID,
-			Values: []record.Value{
-				{Text: tenant}, {Text: id},
-				{Text: fmt.Sprintf("%d.%02d", i%100_000, i%100)},
-				{Text: statuses[i%len(statuses)]},
-				{Text: strconv.Itoa(i % 1000)},
-				{Text: strconv.FormatBool(i%2 == 0)[:1]}, // PostgreSQL writes t or f
-				{Text: "synthetic row " + id + " for the sink benchmark"},
-				{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
-			},
+	}
+	// A snapshot's rows share the envelope (consistent point, times) and
+	// travel in row batches of up to 1,000 rows, one open batch per
+	// partition, as capture sends them.
+	enc := record.NewEncoder(src, "tenant_id", columns, record.SchemaID("tenant_id", columns), 2)
+	batches := make([]record.RowBatch, b.o.partitions)
+	send := func(part int) {
+		rows := batches[part].Rows()
+		value := batches[part].Finish()
+		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Partition: int32(part), Value: value,
+			Headers: []kgo.RecordHeader{{Key: record.HeaderRows, Value: []byte(strconv.Itoa(rows))}}}, onDone)
+	}
+	for i := range b.o.records {
+		r := syntheticRow(src, i, b.o.snapshot)
+		if b.o.snapshot {
+			part := i % b.o.partitions
+			if batches[part].Rows() == 0 {
+				enc.StartBatch(&batches[part], nil, r)
+			}
+			enc.AddRow(&batches[part], r.Values)
+			if batches[part].Rows() == 1000 || batches[part].Size() >= 128<<10 {
+				send(part)
+			}
+			continue
 		}
 		value := record.AppendJSON(nil, r)
 		if i == 0 {
@@ -172,11 +226,12 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 				return fmt.Errorf("the synthetic record is invalid: %w", err)
 			}
 		}
-		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Key: []byte(r.PartitionKey()), Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil && perr == nil {
-				perr = err
-			}
-		})
+		cl.Produce(ctx, &kgo.Record{Topic: b.topic, Partition: int32(i % b.o.partitions), Key: []byte(r.PartitionKey()), Value: value}, onDone)
+	}
+	for part := range batches {
+		if batches[part].Rows() > 0 {
+			send(part)
+		}
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
@@ -184,10 +239,92 @@ func (b *bench) produce(ctx context.Context, cl *kgo.Client) error {
 	return perr
 }
 
+// columns are the synthetic table's, as capture describes them.
+var columns = []record.Column{
+	{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
+	{Name: "id", Type: "int8", TypMod: -1, Key: true},
+	{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4},
+	{Name: "status", Type: "text", TypMod: -1},
+	{Name: "qty", Type: "int4", TypMod: -1},
+	{Name: "active", Type: "bool", TypMod: -1},
+	{Name: "note", Type: "text", TypMod: -1},
+	{Name: "created_at", Type: "timestamptz", TypMod: -1},
+}
+
+// syntheticRow returns row i of table src: an insert of a distinct row,
+// or, when copied, that row as a snapshot reads it.
+func syntheticRow(src record.Source, i int, copied bool) *record.Record {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	statuses := []string{"new", "paid", "shipped", "cancelled"}
+	lsn := record.LSN(0x1000000 + uint64(i)*256)
+	at := base.Add(time.Duration(i) * time.Millisecond)
+	tenant := "acme"
+	if i%3 == 0 {
+		tenant = "globex"
+	}
+	id := strconv.Itoa(i + 1)
+	r := &record.Record{
+		EventID:      record.EventID(src.ID, lsn, 0, at),
+		OccurredAt:   at,
+		IngestedAt:   at.Add(time.Millisecond),
+		TenantID:     tenant,
+		TenantColumn: "tenant_id",
+		Source:       src,
+		LSN:          lsn,
+		CommitLSN:    lsn,
+		Version:      record.Version(lsn),
+		Op:           record.Insert,
+		Columns:      columns,
+		SchemaID:     record.SchemaID("tenant_id", columns),
+		Values: []record.Value{
+			{Text: tenant}, {Text: id},
+			{Text: fmt.Sprintf("%d.%02d", i%100_000, i%100)},
+			{Text: statuses[i%len(statuses)]},
+			{Text: strconv.Itoa(i % 1000)},
+			{Text: strconv.FormatBool(i%2 == 0)[:1]}, // PostgreSQL writes t or f
+			{Text: "synthetic row " + id + " for the sink benchmark"},
+			{Text: at.Add(-time.Hour).Format("2006-01-02 15:04:05.999999-07")},
+		},
+	}
+	if copied {
+		cp := record.LSN(0x1000000)
+		r.Op, r.Version, r.LSN, r.CommitLSN, r.OccurredAt, r.IngestedAt = record.Read, record.SnapshotVersion, cp, cp, base, base
+		r.EventID = record.SnapshotEventID(src.ID, cp, src.Schema+"."+src.Table, []string{tenant, id}, base)
+	}
+	return r
+}
+
+// newSink returns a sink of cfg over a consumer-group client of cfg.Group
+// with the options the sink requires and is tuned for (the sink's max
+// wait, 500ms), then opts.
+func (b *bench) newSink(cfg sink.Config, l sink.Loader, opts ...kgo.Opt) (*sink.Sink, *kgo.Client, error) {
+	var snk *sink.Sink
+	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnRevoked(ctx, cl, m)
+		}
+	}
+	all := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		sink.ClientOpts(500*time.Millisecond)...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg); err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return snk, cl, nil
+}
+
 // load runs an in-process sink on the topic with its own group and
 // database until every record is loaded, and times it.
-func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
-	res := result{layer2: layer2}
+func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
+	res := &result{layer2: layer2}
 	setting := "off"
 	if layer2 {
 		setting = "on"
@@ -212,35 +349,33 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 			return res, err
 		}
 		defer store.Close()
-		cfg.Dedup = store
+		cfg.Dedup = timedDedup{store, &res.dedup}
 	}
 
-	var snk *sink.Sink
-	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-		if snk != nil {
-			snk.OnRevoked(ctx, cl, m)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
-		kgo.ConsumerGroup(group), kgo.ConsumeTopics(b.topic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(250*time.Millisecond))
+	snk, cl, err := b.newSink(cfg, timedLoader{w, &res.inserts}, kgo.ConsumeTopics(b.topic))
 	if err != nil {
 		return res, err
 	}
 	// The sink blocks rebalances while it holds polled records; Close alone
 	// would wait for that forever once Run has returned.
 	defer cl.CloseAllowingRebalance()
-	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), w, cfg); err != nil {
-		return res, err
-	}
 
 	fmt.Printf("loading with Layer 2 %s...\n", setting)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
+	if b.o.cpuProfile != "" {
+		f, err := os.Create(b.o.cpuProfile + "-l2-" + setting + ".pprof")
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := cpuSeconds()
 	start := time.Now()
 	go func() { done <- snk.Run(rctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -255,6 +390,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 		}
 	}
 	res.elapsed = time.Since(start)
+	res.cpu = cpuSeconds().minus(cpu0)
 	stop()
 	<-done
 	if store != nil {
@@ -267,9 +403,13 @@ func (b *bench) load(ctx context.Context, layer2 bool) (result, error) {
 	return res, nil
 }
 
-func (b *bench) print(rs []result) {
-	fmt.Printf("\nsink: %d records, 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, b.o.partitions, b.o.maxBatch)
-	fmt.Printf("%-9s %12s %10s %14s %26s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis round trips/1k rec")
+func (b *bench) print(rs []*result) {
+	kind := "inserts, one record each"
+	if b.o.snapshot {
+		kind = "snapshot rows in row batches of 1,000"
+	}
+	fmt.Printf("\nsink: %d records (%s), 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, kind, b.o.partitions, b.o.maxBatch)
+	fmt.Printf("%-9s %10s %9s %10s %13s %9s %10s   %s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis trips/1k", "insert s", "dedup s", "CPU s: sink redis kafka clickhouse")
 	rate := map[bool]float64{}
 	for _, r := range rs {
 		rate[r.layer2] = float64(b.o.records) / r.elapsed.Seconds()
@@ -281,7 +421,7 @@ func (b *bench) print(rs []result) {
 		if r.layer2 {
 			setting = "on"
 		}
-		fmt.Printf("%-9s %12.0f %10s %14d %26s\n", setting, rate[r.layer2], r.elapsed.Round(time.Millisecond), r.rows, trips)
+		fmt.Printf("%-9s %10.0f %9s %10d %13s %9.2f %10.2f   %s\n", setting, rate[r.layer2], r.elapsed.Round(time.Millisecond), r.rows, trips, r.inserts.seconds(), r.dedup.seconds(), r.cpu)
 	}
 	if rate[false] > 0 {
 		fmt.Printf("\nratio on/off: %.2f\n", rate[true]/rate[false])
@@ -293,12 +433,12 @@ func (b *bench) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
-	if b.topic != "" {
+	if len(b.topics) > 0 {
 		if cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...)); err != nil {
 			errs = append(errs, err)
 		} else {
-			if _, err := kadm.NewClient(cl).DeleteTopics(ctx, b.topic); err != nil {
-				errs = append(errs, fmt.Errorf("delete topic %s: %w", b.topic, err))
+			if _, err := kadm.NewClient(cl).DeleteTopics(ctx, b.topics...); err != nil {
+				errs = append(errs, fmt.Errorf("delete topics %v: %w", b.topics, err))
 			}
 			cl.Close()
 		}

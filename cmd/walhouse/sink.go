@@ -162,8 +162,9 @@ type sinkSettings struct {
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
 // successful load, no revocation while a batch is in flight,
-// cooperative-sticky balancing (franz-go's default), and a short metadata
-// refresh so new tables' topics are picked up quickly.
+// cooperative-sticky balancing (franz-go's default), and the sink's fetch
+// and metadata settings (sink.ClientOpts: batches grow on the broker, a new
+// table's topic is consumed within a second).
 func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSettings) (*sink.Sink, *kgo.Client, error) {
 	var snk *sink.Sink
 	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
@@ -179,7 +180,8 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if st.maxRecordBytes == 0 {
 		st.maxRecordBytes = record.DefaultMaxBytes
 	}
-	cl, err := kafka.NewClient(ctx, kc, append(kafka.RecordLimitOpts(st.maxRecordBytes),
+	opts := append(kafka.RecordLimitOpts(st.maxRecordBytes), sink.ClientOpts(st.maxWait)...)
+	cl, err := kafka.NewClient(ctx, kc, append(opts,
 		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.prefix)+`\..+`),
@@ -189,11 +191,6 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		kgo.OnPartitionsLost(onRevoked),
 		kgo.OnPartitionsAssigned(onAssigned),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.MetadataMaxAge(10*time.Second),
-		// Batches fill on the broker: a fetch waits for 1 MiB or maxWait.
-		kgo.FetchMinBytes(1<<20),
-		kgo.FetchMaxWait(st.maxWait),
-		kgo.FetchMaxPartitionBytes(16<<20),
 	)...)
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/sink"
+)
+
+// refresh is a metadata refresh setting of the sink's client.
+type refresh struct {
+	label string
+	opts  []kgo.Opt // after sink.ClientOpts
+}
+
+// firstRows measures, per metadata refresh setting, how soon the first row
+// of a new table's topic is loaded (from the topic's creation, as capture
+// creates it just before producing) and the CPU the sink and Kafka spend
+// while the pipeline is idle.
+func (b *bench) firstRows(ctx context.Context, cl *kgo.Client) error {
+	const tables = 6
+	const idle = 20 * time.Second
+	settings := []refresh{
+		{"10s (before)", []kgo.Opt{kgo.MetadataMinAge(5 * time.Second), kgo.MetadataMaxAge(10 * time.Second)}},
+		{sink.NewTopicsWithin.String() + " (sink.ClientOpts)", nil},
+	}
+	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: columns})
+	fmt.Printf("first row of %d new tables and %v idle, per metadata refresh of the sink\n\n", tables, idle)
+	fmt.Printf("%-26s %12s %12s %12s   %s\n", "metadata refresh", "first row p50", "max", "min", "idle CPU s/min: sink kafka")
+	for i, st := range settings {
+		lat, cpu, err := b.firstRowsWith(ctx, cl, fmt.Sprintf("%s_m%d", b.name, i), st, tables, idle)
+		if err != nil {
+			return fmt.Errorf("metadata refresh %s: %w", st.label, err)
+		}
+		slices.Sort(lat)
+		perMin := 60 / idle.Seconds()
+		fmt.Printf("%-26s %12s %12s %12s   %.2f %.2f\n", st.label, lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond),
+			lat[0].Round(time.Millisecond), cpu.sink*perMin, cpu.services[1]*perMin)
+	}
+	return nil
+}
+
+func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string, st refresh, tables int, idle time.Duration) ([]time.Duration, cpuUse, error) {
+	var cpu cpuUse
+	conn, err := clickhouse.Open(ctx, b.o.env.ClickHouse)
+	if err != nil {
+		return nil, cpu, err
+	}
+	defer conn.Close()
+	b.databases = append(b.databases, prefix)
+	w, err := clickhouse.NewWriter(ctx, conn, prefix, "")
+	if err != nil {
+		return nil, cpu, err
+	}
+	cfg := sink.Config{Group: prefix, TopicPrefix: prefix, Schemas: staticSchemas{&b.schemas}}
+	opts := append([]kgo.Opt{kgo.ConsumeRegex(), kgo.ConsumeTopics("^" + regexp.QuoteMeta(prefix) + `\..+`)}, st.opts...)
+	snk, scl, err := b.newSink(cfg, w, opts...)
+	if err != nil {
+		return nil, cpu, err
+	}
+	defer scl.CloseAllowingRebalance()
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- snk.Run(rctx) }()
+
+	// addTable creates table n's topic, produces its first row and returns
+	// how long until the sink loaded it.
+	addTable := func(n int) (time.Duration, error) {
+		src := record.Source{ID: prefix, Schema: "public", Table: fmt.Sprintf("t%d", n)}
+		topic := record.TopicName(prefix, src.Schema, src.Table)
+		start := time.Now()
+		if err := b.createTopic(ctx, cl, topic, 1); err != nil {
+			return 0, err
+		}
+		r := syntheticRow(src, n, false)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(r.PartitionKey()), Value: record.AppendJSON(nil, r)}).FirstErr(); err != nil {
+			return 0, err
+		}
+		for snk.Loaded() < int64(n+1) {
+			select {
+			case err := <-done:
+				return 0, fmt.Errorf("sink stopped: %w", err)
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return time.Since(start), nil
+	}
+	// The first table makes the sink join its group and find ClickHouse.
+	if _, err := addTable(0); err != nil {
+		return nil, cpu, err
+	}
+	cpu0 := cpuSeconds()
+	if err := sleep(ctx, idle); err != nil {
+		return nil, cpu, err
+	}
+	cpu = cpuSeconds().minus(cpu0)
+	var lat []time.Duration
+	for n := 1; n <= tables; n++ {
+		d, err := addTable(n)
+		if err != nil {
+			return nil, cpu, err
+		}
+		lat = append(lat, d)
+	}
+	return lat, cpu, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,74 @@
+package schema
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestParseISOTimestampMatchesTimeParse holds the fast path to the layout
+// path on PostgreSQL's forms and near misses: where it reads a text, it
+// reads the same instant; where the layout path fails, it reads nothing.
+func TestParseISOTimestampMatchesTimeParse(t *testing.T) {
+	texts := []string{
+		"2024-01-15 10:00:00", "2024-01-15 10:00:00.1", "2024-01-15 10:00:00.123456", "2024-01-15 10:00:00.1234567",
+		"2024-01-15 10:00:00+00", "2024-01-15 10:00:00-07", "2024-01-15 10:00:00+05:30", "2024-12-31 23:59:59.999999-09:30:15",
+		"2024-02-29 00:00:00+14", "2023-02-29 00:00:00+00", "2024-04-31 00:00:00", "2024-13-01 00:00:00", "2024-00-10 00:00:00",
+		"2024-01-15 24:00:00", "2024-01-15 10:60:00", "2024-01-15 10:00:61", "2024-01-15 10:00:00+24", "2024-01-15 10:00:00+0530",
+		"2024-01-15 10:00:00+05:", "2024-01-15 10:00:00.", "2024-01-15 10:00:00.+00", "2024-01-15T10:00:00", "2024-01-15 10:00:00Z",
+		"2024-1-15 10:00:00", "0001-01-01 00:00:00+00", "1899-12-31 23:59:59.999999+00", "2262-04-11 23:47:16.854776+00",
+		"2024-01-15 10:00:00+05:30:60", "2024-01-15 10:00:00 +00", "+024-01-15 10:00:00",
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		s := fmt.Sprintf("%04d-%02d-%02d %02d:%02d:%02d", 1+rng.IntN(9999), rng.IntN(14), rng.IntN(33), rng.IntN(26), rng.IntN(62), rng.IntN(62))
+		if rng.IntN(2) == 0 {
+			s += "." + fmt.Sprintf("%07d", rng.IntN(10_000_000))[:1+rng.IntN(7)]
+		}
+		switch rng.IntN(4) {
+		case 1:
+			s += fmt.Sprintf("%c%02d", "+-"[rng.IntN(2)], rng.IntN(26))
+		case 2:
+			s += fmt.Sprintf("%c%02d:%02d", "+-"[rng.IntN(2)], rng.IntN(26), rng.IntN(62))
+		case 3:
+			s += fmt.Sprintf("%c%02d:%02d:%02d", "+-"[rng.IntN(2)], rng.IntN(26), rng.IntN(62), rng.IntN(62))
+		}
+		texts = append(texts, s)
+	}
+	fast := 0
+	for _, s := range texts {
+		got, ok := parseISOTimestamp(s)
+		want, err := parseTimestampLayout(s)
+		if !ok {
+			continue
+		}
+		fast++
+		if err != nil {
+			t.Errorf("%q: fast path read %v, time.Parse fails: %v", s, got, err)
+		} else if c := clamp(got, minDate, maxTime); !c.Equal(want) || c.Location() != want.Location() {
+			t.Errorf("%q: fast path %v, time.Parse %v", s, c, want)
+		}
+	}
+	if fast < len(texts)/4 {
+		t.Errorf("the fast path read only %d of %d texts", fast, len(texts))
+	}
+}
+
+func BenchmarkParseTimestamp(b *testing.B) {
+	for _, s := range []string{"2024-01-15 10:00:00.123456+00", "2024-01-15 10:00:00-07"} {
+		b.Run("iso/"+s, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := parseTimestamp(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("layout/"+s, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := parseTimestampLayout(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
