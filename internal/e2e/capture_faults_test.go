@@ -260,10 +260,9 @@ func scrapeUntil(addr, series string, timeout time.Duration, cond func(float64) 
 func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	sinkMetrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
+	sink := p.layer2Sink("--metrics-addr", sinkMetrics)
 	metrics := freeAddr(t)
 	capture := p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 	w := p.startWriter(tb)
@@ -363,21 +362,20 @@ type snapshotProgress struct {
 func TestIntegrationCaptureKilledMidSnapshot(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status, qty, note, updated_at)
 		SELECT t, g, g * 0.5, 'copied', g %% 100, CASE WHEN g %% 7 = 0 THEN NULL ELSE 'row ' || g END,
 		       '2026-01-01 00:00:00+00'::timestamptz + g * interval '1 second'
 		FROM generate_series(1, 100000) g, (VALUES ('acme'), ('globex')) AS v(t)`, tb.quoted))
 	sinkMetrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
+	sink := p.layer2Sink("--metrics-addr", sinkMetrics)
 	args := p.captureArgs([]string{tb.name}, "--snapshot-workers", "2", "--snapshot-chunk-pages", "16")
 	capture := testenv.Start(t, "capture", walhouseBin, args...)
 
 	var at *snapshotProgress
 	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
-		if done, err := capture.Exited(); done {
-			return fmt.Errorf("capture exited: %v", err)
+		if err := exited(capture); err != nil {
+			return err
 		}
 		s, err := p.snapshotState(ctx, tb)
 		if err != nil {
@@ -486,11 +484,7 @@ func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	} else {
 		t.Logf("capture's producer backlog while the broker was down: %v bytes", backlog)
 	}
-	for _, pr := range []*testenv.Proc{capture, sink} {
-		if done, err := pr.Exited(); done {
-			t.Fatalf("%s exited while the broker was down: %v\n%s", pr.Name, err, pr.Output())
-		}
-	}
+	requireRunning(t, capture, sink)
 	ls, n := warnings(capture.Output(), 3)
 	t.Logf("capture logged %d warnings or errors while the broker was down, first: %s", n, strings.Join(ls, "\n"))
 

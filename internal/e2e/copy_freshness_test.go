@@ -26,12 +26,9 @@ import (
 func TestIntegrationLastSyncAtDuringCopies(t *testing.T) {
 	p := newPipeline(t)
 	ctx := context.Background()
-	initial, added := testenv.Name("copyfresh"), testenv.Name("addfresh")
-	qi, qa := pgx.Identifier{initial}.Sanitize(), pgx.Identifier{added}.Sanitize()
-	for _, q := range []string{qi, qa} {
-		p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, v int, note text, PRIMARY KEY (tenant_id, id))`, q))
-	}
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qi+", "+qa) })
+	const columns = `(tenant_id text, id bigint, v int, note text, PRIMARY KEY (tenant_id, id))`
+	initial, qi := p.table("copyfresh", columns)
+	added, qa := p.table("addfresh", columns)
 	const initialRows, addedRows = 1_000_000, 300_000
 	// Rows of ~200 bytes, as in a real table: the sink takes a copy of
 	// this size in several polls (a small one fits in one, whose watermarks
@@ -127,11 +124,7 @@ func (p *pipeline) watchCopy(table string, rows int64, point time.Time, procs ..
 	)
 	defer tick.Stop()
 	for ; ; <-tick.C {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				t.Fatalf("%s exited: %v\n%s", pr.Name, err, pr.Output())
-			}
-		}
+		requireRunning(t, procs...)
 		if time.Now().After(deadline) {
 			t.Fatalf("copy of %s not loaded with lastSyncAt at %v after 4 minutes: %d of %d rows, lastSyncAt %v (last error %v)", table, point, loaded, rows, st.LastSyncAt, lastErr)
 		}

@@ -25,12 +25,9 @@ import (
 func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
 	ctx := context.Background()
-	streamed, joined := testenv.Name("stay"), testenv.Name("join")
-	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`, qs))
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`, qj))
+	streamed, qs := p.table("stay", `(tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`)
+	joined, qj := p.table("join", `(tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qj))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
 	const bigValue = `(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 300) g)` // 9.6 KB
 	// Enough rows, in small chunks read by one worker, that the copy takes
 	// a while; the first 50 carry out-of-line values.
@@ -147,8 +144,8 @@ func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
 				return nil
 			}
 		}
-		if done, err := proc.Exited(); done {
-			return fmt.Errorf("%s exited: %v", proc.Name, err)
+		if err := exited(proc); err != nil {
+			return err
 		}
 		return fmt.Errorf("no line with %q in the log yet", parts)
 	})
@@ -163,11 +160,8 @@ func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
 // of them, and the copy must not bring back rows the TRUNCATE removed.
 func TestIntegrationTruncateDuringOnlineCopy(t *testing.T) {
 	p := newPipeline(t)
-	streamed, joined := testenv.Name("stay"), testenv.Name("trunc")
-	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))`, qs))
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, n int, PRIMARY KEY (tenant_id, id))`, qj))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
+	streamed, qs := p.table("stay", `(tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
+	joined, qj := p.table("trunc", `(tenant_id text, id int, n int, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, 0 FROM generate_series(1, 150000) i`, qj))
 
 	capture := p.runCapture(p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16"))

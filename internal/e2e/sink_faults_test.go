@@ -36,6 +36,21 @@ func (p *pipeline) sink(extra ...string) *testenv.Proc {
 	return killAtEnd(p.t, p.startSink(extra...))
 }
 
+// layer2Sink starts a sink (sink) with Layer 2 on, then extra flags.
+func (p *pipeline) layer2Sink(extra ...string) *testenv.Proc {
+	p.t.Helper()
+	return p.sink(append(p.layer2Flags(), extra...)...)
+}
+
+// layer2Flags returns the flags that turn a sink's Layer 2 on against the
+// local Redis, under dedup keys of their own. The test needs Redis:
+// without it, it skips or fails as testenv.Require says.
+func (p *pipeline) layer2Flags() []string {
+	p.t.Helper()
+	env := testenv.Require(p.t, "redis")
+	return []string{"--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup") + ":"}
+}
+
 // killAtEnd kills proc when the test ends, before testenv's graceful stop.
 func killAtEnd(t *testing.T, proc *testenv.Proc) *testenv.Proc {
 	t.Cleanup(proc.Kill)
@@ -46,11 +61,10 @@ func killAtEnd(t *testing.T, proc *testenv.Proc) *testenv.Proc {
 // dropped by Layer 2 before ClickHouse sees them, and counted.
 func TestIntegrationSinkLayer2SkipsKafkaDuplicates(t *testing.T) {
 	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	capture := p.startCapture(tb.name)
 	metrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+	sink := p.layer2Sink("--metrics-addr", metrics)
 
 	p.change(tb, 0)
 	p.change(tb, 1)
@@ -86,11 +100,10 @@ func TestIntegrationSinkLayer2SkipsKafkaDuplicates(t *testing.T) {
 // nothing stops, nothing is lost, and the failures are counted.
 func TestIntegrationSinkFailsOpenWithoutRedis(t *testing.T) {
 	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	capture := p.startCapture(tb.name)
 	metrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+	sink := p.layer2Sink("--metrics-addr", metrics)
 
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
@@ -243,7 +256,6 @@ func TestIntegrationSinkCrashTwiceWhileRepeatingABatch(t *testing.T) {
 // the reason, in mode warn it is loaded; both count it.
 func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	capture := p.startCapture(tb.name)
 
@@ -257,10 +269,11 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 	for _, m := range modes {
 		m.group, m.database, m.dlq, m.metrics = testenv.Name("grp"), testenv.Name("e2e"), testenv.Name("dlq"), freeAddr(t)
 		t.Cleanup(func() { _ = p.ch.Exec(context.Background(), "DROP DATABASE IF EXISTS `"+m.database+"`") })
-		m.proc = killAtEnd(t, testenv.Start(t, "sink "+m.name, walhouseBin, "sink",
+		args := append([]string{"sink",
 			"--kafka", p.env.Kafka, "--clickhouse", p.env.ClickHouse, "--topic-prefix", p.prefix,
 			"--database", m.database, "--group", m.group, "--dlq-topic", m.dlq, "--metrics-addr", m.metrics,
-			"--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--mismatch-mode", m.name))
+			"--mismatch-mode", m.name}, p.layer2Flags()...)
+		m.proc = killAtEnd(t, testenv.Start(t, "sink "+m.name, walhouseBin, args...))
 	}
 	chQuery := func(m *mode) string { return strings.Replace(tb.chQuery, "`"+p.database+"`", "`"+m.database+"`", 1) }
 
@@ -339,11 +352,10 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 // must not look processed when it comes back.
 func TestIntegrationSinkDeadLetterThenReplay(t *testing.T) {
 	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	capture := p.startCapture(tb.name)
 	dlq := testenv.Name("dlq")
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--dlq-topic", dlq)
+	sink := p.layer2Sink("--dlq-topic", dlq)
 
 	p.change(tb, 0)
 	p.exec(fmt.Sprintf(`UPDATE %s SET reading = 12.5 WHERE tenant_id = 'acme' AND id = 2`, tb.quoted))

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -41,9 +40,7 @@ type sinkTable struct {
 
 func (p *pipeline) newSinkTable() sinkTable {
 	p.t.Helper()
-	name := testenv.Name("items")
-	qt := pgx.Identifier{name}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (
+	name, qt := p.table("items", `(
 		tenant_id  text NOT NULL,
 		id         bigint NOT NULL,
 		amount     numeric(12,2),
@@ -52,8 +49,7 @@ func (p *pipeline) newSinkTable() sinkTable {
 		note       text,
 		reading    numeric,
 		updated_at timestamptz NOT NULL,
-		PRIMARY KEY (tenant_id, id))`, qt))
-	p.t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+		PRIMARY KEY (tenant_id, id))`)
 	return sinkTable{
 		name:   name,
 		quoted: qt,
@@ -295,10 +291,8 @@ func waitMetric(t *testing.T, addr, series string, want float64, procs ...*teste
 	t.Helper()
 	var v float64
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
+		if err := exited(procs...); err != nil {
+			return err
 		}
 		var err error
 		if v, err = scrape(ctx, addr, series); err != nil {
@@ -366,10 +360,8 @@ func (p *pipeline) waitDeadLetters(topic string, n int, procs ...*testenv.Proc) 
 	p.t.Helper()
 	var ls []deadLetter
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
+		if err := exited(procs...); err != nil {
+			return err
 		}
 		var err error
 		if ls, err = p.deadLetters(ctx, topic); err != nil {
