@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +101,31 @@ func (p *pipeline) exec(sql string, args ...any) {
 	if _, err := p.pg.Exec(context.Background(), sql, args...); err != nil {
 		p.t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// keepWriting runs the statement statement(k) for k = 0, 1, … on a
+// connection of its own, one every interval, ignoring errors, until the
+// returned stop is called or the test ends. stop waits for the writer to
+// finish; calling it again does nothing.
+func (p *pipeline) keepWriting(interval time.Duration, statement func(k int) string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(ctx, p.env.PG)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for k := 0; ctx.Err() == nil; k++ {
+			_, _ = conn.Exec(ctx, statement(k))
+			time.Sleep(interval)
+		}
+	}()
+	stop = func() { cancel(); wg.Wait() }
+	p.t.Cleanup(stop)
+	return stop
 }
 
 // table creates a PostgreSQL table in public with a fresh name that starts

@@ -35,7 +35,7 @@ func TestIntegrationHostileInput(t *testing.T) {
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (1, 'acme', 'copied'), (2, NULL, 'copied, no tenant'), (3, '', 'copied, empty tenant'), (4, 'globex', 'copied'), (5, 'acme', repeat('x', 1536 * 1024))`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('acme', 1, 'other')`, qo))
 
-	metricsAddr := freeAddr(t)
+	metricsAddr := testenv.FreeAddr(t)
 	// A bound of 1 MiB makes rows of 1.5 MiB too large.
 	capture := p.runCapture(p.captureArgs([]string{table, other}, "--metrics-addr", metricsAddr, "--max-record-bytes", "1048576"))
 	sink := p.startSink("--max-record-bytes", "1048576")

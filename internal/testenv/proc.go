@@ -139,23 +139,46 @@ func (p *Proc) PeakRSS() (int64, error) {
 	return n, nil
 }
 
+// RSS returns the resident memory of the running process now, in bytes
+// (VmRSS, Linux only), for tests that sample memory over a phase.
+func (p *Proc) RSS() (int64, error) {
+	n, err := statusBytes(p.cmd.Process.Pid, "VmRSS")
+	if err != nil {
+		return 0, fmt.Errorf("%s: read the resident memory: %w", p.Name, err)
+	}
+	return n, nil
+}
+
+// Signal sends sig to the process, as an operator or a supervisor would.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // PeakRSS returns the most resident memory process pid has used so far
 // (VmHWM from /proc, Linux only). It must be read while the process runs.
 func PeakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := statusBytes(pid, "VmHWM")
 	if err != nil {
 		return 0, fmt.Errorf("read the peak memory: %w", err)
 	}
+	return n, nil
+}
+
+// statusBytes reads a memory field (VmRSS, VmHWM, …) of /proc/<pid>/status
+// and returns it in bytes.
+func statusBytes(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("read the peak memory: %q: %w", line, err)
+				return 0, fmt.Errorf("%q: %w", line, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("read the peak memory: no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
