@@ -9,10 +9,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -71,24 +71,6 @@ func TestIntegrationTablesOnlyTenants(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // export runs POST /v1/exports and returns the body, trailers and manifest.
 func (f *chFixture) export(t *testing.T, key, body string) ([]byte, http.Header, Manifest) {
 	t.Helper()
@@ -106,7 +88,7 @@ func (f *chFixture) export(t *testing.T, key, body string) ([]byte, http.Header,
 // audit entry holds the subject's keyed hash, never the value; CSV cells
 // that a spreadsheet would run are neutralised.
 func TestIntegrationExportCaps(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	f := newCHFixtureWith(t, func(c *Config) {
 		c.TenantLimits = map[string]Limits{"acme": {MaxExportRows: 100}, "globex": {MaxExportBytes: 2000}}
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
