@@ -118,16 +118,19 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 	return out
 }
 
-// connectPG opens a connection that is closed when the test ends, after
-// the cleanups registered later (which use it).
-func connectPG(t *testing.T, env testenv.Env) *pgx.Conn {
+// connectPG requires the services capture's integration tests use
+// (PostgreSQL and Kafka) and returns them with a connection to PostgreSQL
+// that is closed when the test ends, after the cleanups registered later
+// (which use it).
+func connectPG(t *testing.T) (testenv.Env, *pgx.Conn) {
 	t.Helper()
+	env := testenv.Require(t, "pg", "kafka")
 	pg, err := pgx.Connect(context.Background(), env.PG)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Close(context.Background()) })
-	return pg
+	return env, pg
 }
 
 // createTable creates a table with a fresh name that starts with prefix,
@@ -160,9 +163,8 @@ func dropAfter(t *testing.T, pg *pgx.Conn, slots []string, pub string, tables ..
 }
 
 func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
 	table := createTable(t, pg, "cap", "(tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))")
 	slotA, slotB := testenv.Name("slot"), testenv.Name("slot")
 	pub := testenv.Name("pub")
@@ -247,9 +249,8 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 }
 
 func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
 	noKey := createTable(t, pg, "nokey", "(tenant_id text, v text)")
 	noTenant := createTable(t, pg, "notenant", "(id int PRIMARY KEY, v text)")
 	pub := testenv.Name("pub")
@@ -281,9 +282,8 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
 	table := createTable(t, pg, "hb", "(tenant_id text, id int, PRIMARY KEY (tenant_id, id))")
 	slot, pub, prefix := testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
 	dropAfter(t, pg, []string{slot}, pub)

@@ -18,9 +18,8 @@ import (
 // spilling to disk on its side); capture must pass it through with bounded
 // memory: the pending-bytes bound pauses reading while Kafka catches up.
 func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
 	table := createTable(t, pg, "big", "(tenant_id text, id int, payload text, PRIMARY KEY (tenant_id, id))")
 	slot, pub, prefix := testenv.Name("slot"), testenv.Name("pub"), testenv.Name("big")
 	dropAfter(t, pg, []string{slot}, pub)

@@ -24,7 +24,6 @@ import (
 // never claim the future.
 func TestIntegrationHostileInput(t *testing.T) {
 	p := newPipeline(t)
-	ctx := context.Background()
 	// The tenant is not part of the key, so it may be NULL: REPLICA
 	// IDENTITY FULL lets deletes carry it.
 	table, qt := p.table("hostile", `(id bigint PRIMARY KEY, tenant_id text, note text)`)
@@ -39,6 +38,7 @@ func TestIntegrationHostileInput(t *testing.T) {
 	// A bound of 1 MiB makes rows of 1.5 MiB too large.
 	capture := p.runCapture(p.captureArgs([]string{table, other}, "--metrics-addr", metricsAddr, "--max-record-bytes", "1048576"))
 	sink := p.startSink("--max-record-bytes", "1048576")
+	ctx := context.Background()
 
 	// Streamed: ordinary changes around bad ones, in the same transactions.
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 10 = 0 THEN NULL WHEN g %% 10 = 5 THEN '' ELSE 't' || (g %% 3) END, 'streamed ' || g FROM generate_series(10, 59) g`, qt))
