@@ -103,9 +103,9 @@ func (p *pipeline) exec(sql string, args ...any) {
 	}
 }
 
-// keepWriting runs the statement statement(k) for k = 0, 1, … on a
-// connection of its own, one every interval, ignoring errors, until the
-// returned stop is called or the test ends. stop waits for the writer to
+// keepWriting executes statement(k) for k = 0, 1, … on a connection of
+// its own, one every interval, ignoring errors, until the returned stop is
+// called or the test ends. stop waits for the writer to
 // finish; calling it again does nothing.
 func (p *pipeline) keepWriting(interval time.Duration, statement func(k int) string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
