@@ -118,16 +118,31 @@ func consume(t *testing.T, env testenv.Env, topic string, n int) []*record.Recor
 	return out
 }
 
-// connectPG opens a connection that is closed when the test ends, after
-// the cleanups registered later (which use it).
-func connectPG(t *testing.T, env testenv.Env) *pgx.Conn {
+// connectPG requires the services capture's integration tests use
+// (PostgreSQL and Kafka) and returns them with a connection to PostgreSQL
+// that is closed when the test ends, after the cleanups registered later
+// (which use it).
+func connectPG(t *testing.T) (testenv.Env, *pgx.Conn) {
 	t.Helper()
+	env := testenv.Require(t, "pg", "kafka")
 	pg, err := pgx.Connect(context.Background(), env.PG)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Close(context.Background()) })
-	return pg
+	return env, pg
+}
+
+// createTable creates a table with a fresh name that starts with prefix,
+// defined by columns, and drops it when the test ends; it returns the name.
+func createTable(t *testing.T, pg *pgx.Conn, prefix, columns string) string {
+	t.Helper()
+	name := testenv.Name(prefix)
+	if _, err := pg.Exec(context.Background(), "CREATE TABLE "+name+" "+columns); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	t.Cleanup(func() { _, _ = pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	return name
 }
 
 // dropAfter removes, when the test ends, the slots, publication and tables
@@ -148,10 +163,9 @@ func dropAfter(t *testing.T, pg *pgx.Conn, slots []string, pub string, tables ..
 }
 
 func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
-	table := testenv.Name("cap")
+	table := createTable(t, pg, "cap", "(tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))")
 	slotA, slotB := testenv.Name("slot"), testenv.Name("slot")
 	pub := testenv.Name("pub")
 	prefixA, prefixB := testenv.Name("a"), testenv.Name("b")
@@ -161,8 +175,7 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec(pg, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", table))
-	dropAfter(t, pg, []string{slotA, slotB}, pub, table)
+	dropAfter(t, pg, []string{slotA, slotB}, pub)
 	// The publication must exist before the changes: pgoutput decides what
 	// is published with the catalog as of each change.
 	exec(pg, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, table))
@@ -236,20 +249,12 @@ func TestIntegrationCaptureVersionsAndIdentity(t *testing.T) {
 }
 
 func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
-	noKey, noTenant := testenv.Name("nokey"), testenv.Name("notenant")
-	for _, q := range []string{
-		fmt.Sprintf("CREATE TABLE %s (tenant_id text, v text)", noKey),
-		fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, v text)", noTenant),
-	} {
-		if _, err := pg.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	noKey := createTable(t, pg, "nokey", "(tenant_id text, v text)")
+	noTenant := createTable(t, pg, "notenant", "(id int PRIMARY KEY, v text)")
 	pub := testenv.Name("pub")
-	dropAfter(t, pg, nil, pub, noKey, noTenant)
+	dropAfter(t, pg, nil, pub)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
 	if err != nil {
 		t.Fatal(err)
@@ -277,14 +282,11 @@ func TestIntegrationCaptureRefusesBadTables(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
-	table, slot, pub, prefix := testenv.Name("hb"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
-	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))", table)); err != nil {
-		t.Fatal(err)
-	}
-	dropAfter(t, pg, []string{slot}, pub, table)
+	table := createTable(t, pg, "hb", "(tenant_id text, id int, PRIMARY KEY (tenant_id, id))")
+	slot, pub, prefix := testenv.Name("slot"), testenv.Name("pub"), testenv.Name("hb")
+	dropAfter(t, pg, []string{slot}, pub)
 	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),
 		capture.WithTopicPartitions(3), capture.WithHeartbeatInterval(100*time.Millisecond))
 	defer stop()

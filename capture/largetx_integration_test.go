@@ -18,14 +18,11 @@ import (
 // spilling to disk on its side); capture must pass it through with bounded
 // memory: the pending-bytes bound pauses reading while Kafka catches up.
 func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
-	table, slot, pub, prefix := testenv.Name("big"), testenv.Name("slot"), testenv.Name("pub"), testenv.Name("big")
-	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, payload text, PRIMARY KEY (tenant_id, id))", table)); err != nil {
-		t.Fatal(err)
-	}
-	dropAfter(t, pg, []string{slot}, pub, table)
+	table := createTable(t, pg, "big", "(tenant_id text, id int, payload text, PRIMARY KEY (tenant_id, id))")
+	slot, pub, prefix := testenv.Name("slot"), testenv.Name("pub"), testenv.Name("big")
+	dropAfter(t, pg, []string{slot}, pub)
 
 	stopSampling := testenv.SampleHeap()
 	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),

@@ -27,8 +27,7 @@ type slotEnv struct {
 // snapshot saved in the returned state) and stops capture again.
 func newSlotEnv(t *testing.T) *slotEnv {
 	t.Helper()
-	env := testenv.Require(t, "pg", "kafka")
-	pg := connectPG(t, env)
+	env, pg := connectPG(t)
 	e := &slotEnv{env: env, pg: pg, table: testenv.Name("lost"), slot: testenv.Name("slot"), pub: testenv.Name("pub"), prefix: testenv.Name("lost"),
 		state: &memState{m: map[string][]byte{}}}
 	e.exec(t, fmt.Sprintf("CREATE TABLE %s (tenant_id text, id int, v text, PRIMARY KEY (tenant_id, id))", e.table))

@@ -43,9 +43,8 @@ type snapEnv struct {
 
 func newSnapEnv(t *testing.T, rows int) *snapEnv {
 	t.Helper()
-	env := testenv.Require(t, "pg", "kafka")
+	env, pg := connectPG(t)
 	ctx := context.Background()
-	pg := connectPG(t, env)
 	e := &snapEnv{env: env, pg: pg, table: testenv.Name("snap"), slot: testenv.Name("slot"), pub: testenv.Name("pub"), prefix: testenv.Name("sn"), rows: rows}
 	e.qualified = "public." + e.table
 	for _, q := range []string{

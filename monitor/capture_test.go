@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 func TestCaptureStatusURL(t *testing.T) {
@@ -67,12 +68,7 @@ func TestCaptureProbe(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	notFound := serve(http.NotFound)
 	garbage := serve(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("# HELP walhouse_x\n")) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
+	down := "http://" + testenv.FreeAddr(t)
 
 	p := NewProbe(Config{
 		Captures:       []string{strings.TrimPrefix(healthy, "http://"), hanging, notFound, garbage, down, healthy + "/status"},
@@ -145,12 +141,7 @@ func TestCaptureProbeHidesPassword(t *testing.T) {
 		_, _ = w.Write([]byte(`{"slot":"walhouse","pendingBytes":1,"now":"2024-05-01T10:00:01.5Z"}`))
 	}))
 	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://u:s3cret@" + ln.Addr().String()
-	ln.Close()
+	down := "http://u:s3cret@" + testenv.FreeAddr(t)
 	p := NewProbe(Config{
 		Captures:       []string{strings.Replace(s.URL, "http://", "http://u:s3cret@", 1), down + "/status?password=s3cret"},
 		CaptureTimeout: time.Second,

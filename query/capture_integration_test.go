@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,7 +66,7 @@ func TestIntegrationServeReportsCaptureBacklog(t *testing.T) {
 	})
 	pgExec(fmt.Sprintf("INSERT INTO %s SELECT 'acme', g, 'before' FROM generate_series(1, 100) g", table))
 
-	metricsAddr := freeAddr(t)
+	metricsAddr := testenv.FreeAddr(t)
 	testenv.Start(t, "capture", bin, "capture", "--pg", env.PG, "--kafka", env.Kafka,
 		"--slot", slot, "--publication", name, "--tables", table, "--topic-prefix", prefix,
 		"--partitions", "2", "--heartbeat-interval", "1s", "--status-interval", "1s", "--metrics-addr", metricsAddr)
@@ -88,8 +87,8 @@ func TestIntegrationServeReportsCaptureBacklog(t *testing.T) {
 	if err := os.WriteFile(keysFile, keys, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	downAddr := freeAddr(t) // nothing listens there
-	listen := freeAddr(t)
+	downAddr := testenv.FreeAddr(t) // nothing listens there
+	listen := testenv.FreeAddr(t)
 	testenv.Start(t, "serve", bin, "serve", "--listen", listen, "--keys", keysFile, "--cursor-secret", "0123456789abcdef0123",
 		"--clickhouse", env.ClickHouse, "--database", db, "--pg", env.PG, "--slot", slot, "--kafka", "",
 		"--capture-url", metricsAddr+", http://"+downAddr, "--capture-timeout", "1s")
@@ -193,17 +192,6 @@ func TestIntegrationServeReportsCaptureBacklog(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func containsPrefix(list []string, prefix string) bool {

@@ -35,12 +35,7 @@ func TestIntegrationExportMemoryBounded(t *testing.T) {
 	var jsonlSize int64
 	for _, format := range []Format{JSONL, Parquet} {
 		stopSampling := testenv.SampleHeap()
-		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_big"},"tables":["orders"],"format":"`+string(format)+`"}`))
-		req.Header.Set("Authorization", "Bearer "+keyAcme)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := send(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_big"},"tables":["orders"],"format":"`+string(format)+`"}`))
 		size, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		peak := stopSampling()

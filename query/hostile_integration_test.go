@@ -5,15 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -72,37 +71,12 @@ func TestIntegrationTablesOnlyTenants(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // export runs POST /v1/exports and returns the body, trailers and manifest.
 func (f *chFixture) export(t *testing.T, key, body string) ([]byte, http.Header, Manifest) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("export: %d %v %s", resp.StatusCode, err, data)
+	resp, data := sendRead(t, "POST", f.srv.URL+"/v1/exports", key, strings.NewReader(body))
+	if resp.StatusCode != 200 {
+		t.Fatalf("export: %d %s", resp.StatusCode, data)
 	}
 	var m Manifest
 	f.call(t, "GET", resp.Header.Get("X-Walhouse-Manifest"), key, nil, &m)
@@ -114,7 +88,7 @@ func (f *chFixture) export(t *testing.T, key, body string) ([]byte, http.Header,
 // audit entry holds the subject's keyed hash, never the value; CSV cells
 // that a spreadsheet would run are neutralised.
 func TestIntegrationExportCaps(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	f := newCHFixtureWith(t, func(c *Config) {
 		c.TenantLimits = map[string]Limits{"acme": {MaxExportRows: 100}, "globex": {MaxExportBytes: 2000}}
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
@@ -168,12 +142,7 @@ func TestIntegrationExportWriteDeadlines(t *testing.T) {
 
 	// A slow reader: 64 KiB every 10 ms (18 MB: about 3 s in all), never
 	// a pause near the WriteTimeout.
-	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_small"}}`))
-	req.Header.Set("Authorization", "Bearer "+keyAcme)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_small"}}`))
 	start := time.Now()
 	lines, buf := 0, make([]byte, 64<<10)
 	for {

@@ -124,19 +124,7 @@ func (f *chFixture) call(t *testing.T, method, path, key string, body any, out a
 			rd = bytes.NewReader(b)
 		}
 	}
-	req, _ := http.NewRequest(method, f.srv.URL+path, rd)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, data := sendRead(t, method, f.srv.URL+path, key, rd)
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
 			t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
@@ -374,14 +362,7 @@ func TestIntegrationFinalVsApproximateAndLastSync(t *testing.T) {
 	if o, ok := byName["crm__odd names"]; !ok || o.LastSyncAt != nil || o.FreshnessSeconds != nil {
 		t.Errorf("lag of a table without progress: %+v (present %v)", o, ok)
 	}
-	req, _ := http.NewRequest("GET", f.srv.URL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+keyAdmin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := sendRead(t, "GET", f.srv.URL+"/metrics", keyAdmin, nil)
 	for _, want := range []string{`walhouse_table_freshness_seconds{table="orders"}`, `walhouse_sync_state_up 1`, `walhouse_http_requests_total{code="200",route="POST /v1/tables/{table}/query"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, body)
@@ -403,12 +384,7 @@ func TestIntegrationExport(t *testing.T) {
 	f.exec(t, fmt.Sprintf(`INSERT INTO %s.orders (tenant_id, id, customer_id, status, _version, _is_deleted, _commit_ts) VALUES ('acme', 0, 'cus_1', 'paid', 2, 1, now64(6))`, db))
 	f.exec(t, fmt.Sprintf(`INSERT INTO %s._walhouse_sync VALUES ('orders', 0, '2024-05-01 10:00:00', 42, now64(6), 1)`, db))
 
-	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_1"},"tables":["orders"],"format":"jsonl"}`))
-	req.Header.Set("Authorization", "Bearer "+keyAcme)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_1"},"tables":["orders"],"format":"jsonl"}`))
 	h := sha256.New()
 	lines := 0
 	var first []byte
@@ -458,14 +434,7 @@ func TestIntegrationExport(t *testing.T) {
 	}
 
 	// A subject that exists only in another tenant: zero rows.
-	req, _ = http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_globex_only"},"format":"csv"}`))
-	req.Header.Set("Authorization", "Bearer "+keyAcme)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := sendRead(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_globex_only"},"format":"csv"}`))
 	if resp.StatusCode != 200 || resp.Trailer.Get(trailerRows) != "0" || strings.Count(string(body), "\n") != 1 {
 		t.Errorf("cross-tenant subject: status %d, trailers %v, body %q", resp.StatusCode, resp.Trailer, body)
 	}

@@ -56,16 +56,9 @@ func TestIntegrationExportParquet(t *testing.T) {
 	export := func(format Format) ([]byte, http.Header, Manifest) {
 		t.Helper()
 		body := fmt.Sprintf(`{"subject":{"column":"customer_id","value":"cus_pq"},"tables":["orders","items"],"format":%q}`, format)
-		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/exports", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+keyAcme)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || resp.Trailer.Get(trailerStatus) != "complete" {
-			t.Fatalf("%s export: status %d, trailers %v, %v: %.300s", format, resp.StatusCode, resp.Trailer, err, data)
+		resp, data := sendRead(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(body))
+		if resp.StatusCode != http.StatusOK || resp.Trailer.Get(trailerStatus) != "complete" {
+			t.Fatalf("%s export: status %d, trailers %v: %.300s", format, resp.StatusCode, resp.Trailer, data)
 		}
 		var m Manifest
 		if r := f.call(t, "GET", resp.Header.Get("X-Walhouse-Manifest"), keyAcme, nil, &m); r.StatusCode != 200 {

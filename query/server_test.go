@@ -34,9 +34,14 @@ func newTestServer(t *testing.T, conn Conn) *httptest.Server {
 	return srv
 }
 
-func do(t *testing.T, srv *httptest.Server, method, path, key, body string) (*http.Response, map[string]any) {
+// send sends a request to url with key as its bearer token (none when
+// empty) and returns the response; the caller reads and closes its body.
+func send(t *testing.T, method, url, key string, body io.Reader) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -44,6 +49,24 @@ func do(t *testing.T, srv *httptest.Server, method, path, key, body string) (*ht
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// sendRead is send that reads the whole body, and closes it.
+func sendRead(t *testing.T, method, url, key string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	resp := send(t, method, url, key, body)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the body: %v", method, url, err)
+	}
+	return resp, data
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path, key, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp := send(t, method, srv.URL+path, key, strings.NewReader(body))
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var out map[string]any

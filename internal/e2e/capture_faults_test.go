@@ -199,34 +199,22 @@ func (w *writer) run(ctx context.Context, conn *pgx.Conn, tb sinkTable) error {
 // same change).
 func (p *pipeline) redeliveries(topic string) (records, distinct int) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rs, err := p.topicRecords(ctx, topic)
-	if err != nil {
-		p.t.Fatalf("read %s: %v", topic, err)
-	}
 	seen := map[string]string{}
 	differ := 0
-	for _, kr := range changes(rs) {
-		rows, err := p.decode(kr)
-		if err != nil {
-			p.t.Fatalf("decode %s/%d@%d: %v", kr.Topic, kr.Partition, kr.Offset, err)
-		}
-		for _, r := range rows {
-			r.IngestedAt = time.Time{}
-			canon := string(record.AppendJSON(nil, r))
-			records++
-			if prev, ok := seen[r.EventID]; ok {
-				if prev != canon && differ < 3 {
-					p.t.Errorf("eventId %s was produced twice with different contents:\n%s\n%s", r.EventID, prev, canon)
-				}
-				if prev != canon {
-					differ++
-				}
-				continue
+	for _, r := range p.topicRows(topic) {
+		r.IngestedAt = time.Time{}
+		canon := string(record.AppendJSON(nil, r))
+		records++
+		if prev, ok := seen[r.EventID]; ok {
+			if prev != canon && differ < 3 {
+				p.t.Errorf("eventId %s was produced twice with different contents:\n%s\n%s", r.EventID, prev, canon)
 			}
-			seen[r.EventID] = canon
+			if prev != canon {
+				differ++
+			}
+			continue
 		}
+		seen[r.EventID] = canon
 	}
 	return records, len(seen)
 }
@@ -260,11 +248,10 @@ func scrapeUntil(addr, series string, timeout time.Duration, cond func(float64) 
 func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
-	sinkMetrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
-	metrics := freeAddr(t)
+	sinkMetrics := testenv.FreeAddr(t)
+	sink := p.layer2Sink("--metrics-addr", sinkMetrics)
+	metrics := testenv.FreeAddr(t)
 	capture := p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 	w := p.startWriter(tb)
 	w.waitOps(t, 100)
@@ -305,7 +292,7 @@ func TestIntegrationCaptureKilledMidStream(t *testing.T) {
 			t.Fatalf("kill %d: capture did not die of SIGKILL (exited %v: %v)", i+1, done, err)
 		}
 		p.waitSlotReleased()
-		metrics = freeAddr(t)
+		metrics = testenv.FreeAddr(t)
 		capture = p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 		w.waitOps(t, 30)
 	}
@@ -363,21 +350,20 @@ type snapshotProgress struct {
 func TestIntegrationCaptureKilledMidSnapshot(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
-	env := testenv.Require(t, "redis")
 	tb := p.newSinkTable()
 	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status, qty, note, updated_at)
 		SELECT t, g, g * 0.5, 'copied', g %% 100, CASE WHEN g %% 7 = 0 THEN NULL ELSE 'row ' || g END,
 		       '2026-01-01 00:00:00+00'::timestamptz + g * interval '1 second'
 		FROM generate_series(1, 100000) g, (VALUES ('acme'), ('globex')) AS v(t)`, tb.quoted))
-	sinkMetrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", sinkMetrics)
+	sinkMetrics := testenv.FreeAddr(t)
+	sink := p.layer2Sink("--metrics-addr", sinkMetrics)
 	args := p.captureArgs([]string{tb.name}, "--snapshot-workers", "2", "--snapshot-chunk-pages", "16")
 	capture := testenv.Start(t, "capture", walhouseBin, args...)
 
 	var at *snapshotProgress
 	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
-		if done, err := capture.Exited(); done {
-			return fmt.Errorf("capture exited: %v", err)
+		if err := exited(capture); err != nil {
+			return err
 		}
 		s, err := p.snapshotState(ctx, tb)
 		if err != nil {
@@ -464,7 +450,7 @@ func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
-	metrics := freeAddr(t)
+	metrics := testenv.FreeAddr(t)
 	capture := p.runCapture(p.captureArgs([]string{tb.name}, "--metrics-addr", metrics))
 	sink := p.sink("--dedup-addr", "off")
 	w := p.startWriter(tb)
@@ -486,11 +472,7 @@ func TestIntegrationKafkaBrokerRestart(t *testing.T) {
 	} else {
 		t.Logf("capture's producer backlog while the broker was down: %v bytes", backlog)
 	}
-	for _, pr := range []*testenv.Proc{capture, sink} {
-		if done, err := pr.Exited(); done {
-			t.Fatalf("%s exited while the broker was down: %v\n%s", pr.Name, err, pr.Output())
-		}
-	}
+	requireRunning(t, capture, sink)
 	ls, n := warnings(capture.Output(), 3)
 	t.Logf("capture logged %d warnings or errors while the broker was down, first: %s", n, strings.Join(ls, "\n"))
 

@@ -10,46 +10,71 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pgRows runs q (every column cast to text) and returns its rows.
+// pgRows runs q (every column cast to text) and returns its rows, each
+// row's cells joined by " | ".
 func pgRows(ctx context.Context, conn *pgx.Conn, q string, args ...any) ([]string, error) {
+	cells, err := pgCells(ctx, conn, q, args...)
+	return joinCells(cells), err
+}
+
+// pgCells runs q and returns its rows cell by cell, each value as text.
+func pgCells(ctx context.Context, conn *pgx.Conn, q string, args ...any) ([][]string, error) {
 	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]string, error) {
 		vals, err := r.Values()
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		parts := make([]string, len(vals))
+		out := make([]string, len(vals))
 		for i, v := range vals {
-			parts[i] = fmt.Sprint(v)
+			out[i] = fmt.Sprint(v)
 		}
-		return strings.Join(parts, " | "), nil
+		return out, nil
 	})
 }
 
-// chRows runs q (every column a String) and returns its rows.
+// chRows runs q (every column a String) and returns its rows, each row's
+// cells joined by " | ".
 func chRows(ctx context.Context, conn driver.Conn, q string, params ch.Parameters) ([]string, error) {
+	cells, err := chCells(ctx, conn, q, params)
+	return joinCells(cells), err
+}
+
+// chCells runs q (every column a String) and returns its rows cell by cell.
+func chCells(ctx context.Context, conn driver.Conn, q string, params ch.Parameters) ([][]string, error) {
 	rows, err := conn.Query(ch.Context(ctx, ch.WithParameters(params)), q)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	n := len(rows.Columns())
-	var out []string
+	var out [][]string
 	for rows.Next() {
-		vals := make([]string, n)
-		ptrs := make([]any, n)
+		vals := make([]string, len(rows.Columns()))
+		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
-		out = append(out, strings.Join(vals, " | "))
+		out = append(out, vals)
 	}
 	return out, rows.Err()
+}
+
+// joinCells joins each row's cells by " | ", the form diff compares.
+func joinCells(cells [][]string) []string {
+	if cells == nil {
+		return nil
+	}
+	out := make([]string, len(cells))
+	for i, row := range cells {
+		out[i] = strings.Join(row, " | ")
+	}
+	return out
 }
 
 // diff describes how got differs from want, or returns "" when equal.

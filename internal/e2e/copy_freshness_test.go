@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +24,9 @@ import (
 // Both tables end equal to PostgreSQL in ClickHouse FINAL.
 func TestIntegrationLastSyncAtDuringCopies(t *testing.T) {
 	p := newPipeline(t)
-	ctx := context.Background()
-	initial, added := testenv.Name("copyfresh"), testenv.Name("addfresh")
-	qi, qa := pgx.Identifier{initial}.Sanitize(), pgx.Identifier{added}.Sanitize()
-	for _, q := range []string{qi, qa} {
-		p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, v int, note text, PRIMARY KEY (tenant_id, id))`, q))
-	}
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qi+", "+qa) })
+	const columns = `(tenant_id text, id bigint, v int, note text, PRIMARY KEY (tenant_id, id))`
+	initial, qi := p.table("copyfresh", columns)
+	added, qa := p.table("addfresh", columns)
 	const initialRows, addedRows = 1_000_000, 300_000
 	// Rows of ~200 bytes, as in a real table: the sink takes a copy of
 	// this size in several polls (a small one fits in one, whose watermarks
@@ -53,25 +48,11 @@ func TestIntegrationLastSyncAtDuringCopies(t *testing.T) {
 	// change during the copy, in every partition.
 	addPoint := p.pastPoint()
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qa))
-	wctx, stopWriter := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgx.Connect(wctx, p.env.PG)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		for k := 0; wctx.Err() == nil; k++ {
-			_, _ = conn.Exec(wctx, fmt.Sprintf(`UPDATE %s SET v = v + 1 WHERE id %% 50000 = %d`, qa, k%50000))
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { stopWriter(); wg.Wait() })
+	stopWriter := p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET v = v + 1 WHERE id %% 50000 = %d`, qa, k%50000)
+	})
 	p.watchCopy(added, addedRows, addPoint, capture, sink)
 	stopWriter()
-	wg.Wait()
 
 	for _, tb := range []string{initial, added} {
 		pgq := fmt.Sprintf(`SELECT tenant_id, id::text, v::text, note FROM %s AS t ORDER BY 1, t.id`, pgx.Identifier{tb}.Sanitize())
@@ -127,11 +108,7 @@ func (p *pipeline) watchCopy(table string, rows int64, point time.Time, procs ..
 	)
 	defer tick.Stop()
 	for ; ; <-tick.C {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				t.Fatalf("%s exited: %v\n%s", pr.Name, err, pr.Output())
-			}
-		}
+		requireRunning(t, procs...)
 		if time.Now().After(deadline) {
 			t.Fatalf("copy of %s not loaded with lastSyncAt at %v after 4 minutes: %d of %d rows, lastSyncAt %v (last error %v)", table, point, loaded, rows, st.LastSyncAt, lastErr)
 		}

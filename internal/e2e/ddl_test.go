@@ -7,9 +7,6 @@ import (
 	"testing"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestIntegrationSchemaChanges changes a published table while the stream
@@ -17,13 +14,10 @@ import (
 // ClickHouse in order with the rows, no row lost or put in the wrong column.
 func TestIntegrationSchemaChanges(t *testing.T) {
 	p := newPipeline(t)
-	table := testenv.Name("ddl")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (
+	table, qt := p.table("ddl", `(
 		tenant_id text NOT NULL, id int NOT NULL,
 		qty int4, price numeric(10,2), note varchar(20), legacy text,
-		PRIMARY KEY (tenant_id, id))`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+		PRIMARY KEY (tenant_id, id))`)
 	capture := p.startCapture(table)
 	sink := p.startSink()
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +103,45 @@ func (p *pipeline) exec(sql string, args ...any) {
 	}
 }
 
+// keepWriting executes statement(k) for k = 0, 1, … on a connection of
+// its own, one every interval, ignoring errors, until the returned stop is
+// called or the test ends. stop waits for the writer to
+// finish; calling it again does nothing.
+func (p *pipeline) keepWriting(interval time.Duration, statement func(k int) string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(ctx, p.env.PG)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for k := 0; ctx.Err() == nil; k++ {
+			_, _ = conn.Exec(ctx, statement(k))
+			time.Sleep(interval)
+		}
+	}()
+	stop = func() { cancel(); wg.Wait() }
+	p.t.Cleanup(stop)
+	return stop
+}
+
+// table creates a PostgreSQL table in public with a fresh name that starts
+// with prefix and drops it when the test ends. definition is what follows
+// the name in CREATE TABLE: the columns, and PARTITION BY for a partitioned
+// table (whose partitions the drop takes along). It returns the name and the
+// name quoted for PostgreSQL.
+func (p *pipeline) table(prefix, definition string) (name, quoted string) {
+	p.t.Helper()
+	name = testenv.Name(prefix)
+	quoted = pgx.Identifier{name}.Sanitize()
+	p.exec("CREATE TABLE " + quoted + " " + definition)
+	p.t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+quoted) })
+	return name, quoted
+}
+
 // captureArgs returns the arguments of `walhouse capture` for this
 // pipeline's tables, with the tests' defaults and then extra.
 func (p *pipeline) captureArgs(tables []string, extra ...string) []string {
@@ -124,8 +164,8 @@ func (p *pipeline) runCapture(args []string) *testenv.Proc {
 	proc := testenv.Start(p.t, "capture", walhouseBin, args...)
 	waitLog(p.t, proc, "msg=streaming")
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		if done, err := proc.Exited(); done {
-			return fmt.Errorf("capture exited: %v", err)
+		if err := exited(proc); err != nil {
+			return err
 		}
 		var active bool
 		err := p.pg.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", p.slot).Scan(&active)
@@ -164,22 +204,30 @@ func (p *pipeline) converge(pgQuery, chQuery string, procs ...*testenv.Proc) {
 // that take longer than usual to load.
 func (p *pipeline) convergeWithin(timeout time.Duration, pgQuery, chQuery string, procs ...*testenv.Proc) {
 	p.t.Helper()
+	describe := func(want, got [][]string) string { return diff(joinCells(want), joinCells(got)) }
+	p.convergeBy(timeout, describe, pgQuery, chQuery, procs...)
+}
+
+// convergeBy waits until describe finds no difference between the rows of
+// pgQuery in PostgreSQL and those of chQuery in ClickHouse, cell by cell,
+// and fails the test with its last description when timeout passes or one
+// of procs exits.
+func (p *pipeline) convergeBy(timeout time.Duration, describe func(want, got [][]string) string, pgQuery, chQuery string, procs ...*testenv.Proc) {
+	p.t.Helper()
 	var last string
 	err := testenv.Eventually(context.Background(), timeout, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
+		if err := exited(procs...); err != nil {
+			return err
 		}
-		want, err := pgRows(ctx, p.pg, pgQuery)
+		want, err := pgCells(ctx, p.pg, pgQuery)
 		if err != nil {
 			return fmt.Errorf("query PostgreSQL: %w", err)
 		}
-		got, err := chRows(ctx, p.ch, chQuery, nil)
+		got, err := chCells(ctx, p.ch, chQuery, nil)
 		if err != nil {
 			return fmt.Errorf("query ClickHouse: %w", err)
 		}
-		if last = diff(want, got); last != "" {
+		if last = describe(want, got); last != "" {
 			return errors.New("ClickHouse differs from PostgreSQL")
 		}
 		return nil
@@ -189,11 +237,32 @@ func (p *pipeline) convergeWithin(timeout time.Duration, pgQuery, chQuery string
 	}
 }
 
+// exited returns an error naming the first of procs that has exited, and
+// how; nil while all of them run. Waits check it so that they fail at once
+// rather than time out on a process that is gone.
+func exited(procs ...*testenv.Proc) error {
+	for _, pr := range procs {
+		if done, err := pr.Exited(); done {
+			return fmt.Errorf("%s exited: %v", pr.Name, err)
+		}
+	}
+	return nil
+}
+
+// requireRunning fails the test, with the output of the process, if one of
+// procs has exited.
+func requireRunning(t *testing.T, procs ...*testenv.Proc) {
+	t.Helper()
+	for _, pr := range procs {
+		if done, err := pr.Exited(); done {
+			t.Fatalf("%s exited: %v\n%s", pr.Name, err, pr.Output())
+		}
+	}
+}
+
 func TestIntegrationEndToEnd(t *testing.T) {
 	p := newPipeline(t)
-	table := testenv.Name("orders")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (
+	table, qt := p.table("orders", `(
 		tenant_id  text NOT NULL,
 		id         bigint NOT NULL,
 		amount     numeric(12,2),
@@ -201,8 +270,7 @@ func TestIntegrationEndToEnd(t *testing.T) {
 		tags       text[],
 		created_at timestamptz NOT NULL DEFAULT now(),
 		payload    jsonb,
-		PRIMARY KEY (tenant_id, id))`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+		PRIMARY KEY (tenant_id, id))`)
 
 	capture := p.startCapture(table)
 	sink := p.startSink()

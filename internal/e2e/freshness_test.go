@@ -8,7 +8,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/testenv"
 )
@@ -19,10 +18,7 @@ import (
 // also when the table is idle (heartbeats), and stops when the sink stops.
 func TestIntegrationLastSyncAtFollowsTheSink(t *testing.T) {
 	p := newPipeline(t)
-	table := testenv.Name("fresh")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+	table, qt := p.table("fresh", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
 	capture := p.startCapture(table)
 	sink := p.startSink()
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', g, 0 FROM generate_series(1, 100) g`, qt))

@@ -54,7 +54,7 @@ func TestIntegrationHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	captureAddr := freeAddr(t)
+	captureAddr := testenv.FreeAddr(t)
 	capture := testenv.Start(t, "capture", walhouseBin, p.captureArgs([]string{table}, "--metrics-addr", captureAddr)...)
 	waitHealth(t, capture, captureAddr, "/healthz", http.StatusOK, `"status":"ok"`)
 	// Capture's walsender waits for the transaction to create the slot.
@@ -76,7 +76,7 @@ func TestIntegrationHealth(t *testing.T) {
 	waitHealth(t, capture, captureAddr, "/readyz", http.StatusOK, `"name":"progress","ok":true`)
 
 	ch := newCuttable(t, p.env.ClickHouse)
-	sinkAddr := freeAddr(t)
+	sinkAddr := testenv.FreeAddr(t)
 	sink := testenv.Start(t, "sink", walhouseBin, p.sinkArgs("--clickhouse", ch.dsn, "--metrics-addr", sinkAddr, "--dedup-addr", "off")...)
 	waitHealth(t, sink, sinkAddr, "/readyz", http.StatusOK, "partitions of 1 topics assigned")
 	p.converge(pgQuery, chQuery, capture, sink)
@@ -86,7 +86,7 @@ func TestIntegrationHealth(t *testing.T) {
 	if err := os.WriteFile(keysFile, keys, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serveAddr := freeAddr(t)
+	serveAddr := testenv.FreeAddr(t)
 	serve := testenv.Start(t, "serve", walhouseBin, "serve", "--listen", serveAddr, "--keys", keysFile, "--cursor-secret", "0123456789abcdef0123",
 		"--clickhouse", ch.dsn, "--database", p.database)
 	waitHealth(t, serve, serveAddr, "/readyz", http.StatusOK, `"name":"clickhouse","ok":true`)

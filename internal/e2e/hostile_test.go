@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -25,24 +24,21 @@ import (
 // never claim the future.
 func TestIntegrationHostileInput(t *testing.T) {
 	p := newPipeline(t)
-	ctx := context.Background()
-	table, other := testenv.Name("hostile"), testenv.Name("other")
-	qt, qo := pgx.Identifier{table}.Sanitize(), pgx.Identifier{other}.Sanitize()
 	// The tenant is not part of the key, so it may be NULL: REPLICA
 	// IDENTITY FULL lets deletes carry it.
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, tenant_id text, note text)`, qt))
+	table, qt := p.table("hostile", `(id bigint PRIMARY KEY, tenant_id text, note text)`)
 	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, qt))
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id))`, qo))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt+", "+qo) })
+	other, qo := p.table("other", `(tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id))`)
 	// Copied by the initial snapshot: two ordinary rows, one without a
 	// tenant, one whose tenant is the empty string.
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES (1, 'acme', 'copied'), (2, NULL, 'copied, no tenant'), (3, '', 'copied, empty tenant'), (4, 'globex', 'copied'), (5, 'acme', repeat('x', 1536 * 1024))`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('acme', 1, 'other')`, qo))
 
-	metricsAddr := freeAddr(t)
+	metricsAddr := testenv.FreeAddr(t)
 	// A bound of 1 MiB makes rows of 1.5 MiB too large.
 	capture := p.runCapture(p.captureArgs([]string{table, other}, "--metrics-addr", metricsAddr, "--max-record-bytes", "1048576"))
 	sink := p.startSink("--max-record-bytes", "1048576")
+	ctx := context.Background()
 
 	// Streamed: ordinary changes around bad ones, in the same transactions.
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 10 = 0 THEN NULL WHEN g %% 10 = 5 THEN '' ELSE 't' || (g %% 3) END, 'streamed ' || g FROM generate_series(10, 59) g`, qt))
@@ -162,9 +158,5 @@ func TestIntegrationHostileInput(t *testing.T) {
 	if newest.After(time.Now().Add(time.Minute)) {
 		t.Errorf("loaded_through %v is in the future", newest)
 	}
-	for _, pr := range []*testenv.Proc{capture, sink} {
-		if done, err := pr.Exited(); done {
-			t.Fatalf("%s exited: %v\n%s", pr.Name, err, pr.Output())
-		}
-	}
+	requireRunning(t, capture, sink)
 }

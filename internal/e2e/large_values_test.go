@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -36,10 +35,7 @@ func TestIntegrationLargeValues(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
 	ctx := context.Background()
-	table := testenv.Name("large")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, t text, j jsonb, b bytea, n int, PRIMARY KEY (tenant_id, id))`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+	table, qt := p.table("large", `(tenant_id text, id int, t text, j jsonb, b bytea, n int, PRIMARY KEY (tenant_id, id))`)
 
 	adm := kadm.NewClient(p.kafka())
 	for _, topic := range []string{record.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {

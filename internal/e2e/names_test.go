@@ -25,7 +25,6 @@ import (
 // table's comment must name its source table.
 func TestIntegrationCollidingNames(t *testing.T) {
 	p := newPipeline(t)
-	ctx := context.Background()
 	sch := testenv.Name("a") // "a_<hex>": ordinary, so X.b keeps the name X__b
 	weird := "tab\there\nnew\\line \"q\" `b`"
 	sources := []record.Source{
@@ -92,7 +91,7 @@ func TestIntegrationCollidingNames(t *testing.T) {
 			fmt.Sprintf("SELECT %s FROM %s ORDER BY tenant_id, id", strings.Join(pgCols, ", "), quoted[i]),
 			fmt.Sprintf("SELECT %s FROM %s FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", strings.Join(chCols, ", "), chTable),
 			proc, sink)
-		got, err := chRows(ctx, p.ch, "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {tbl:String}", ch.Parameters{"db": p.database, "tbl": name})
+		got, err := chRows(context.Background(), p.ch, "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {tbl:String}", ch.Parameters{"db": p.database, "tbl": name})
 		if err != nil {
 			t.Fatal(err)
 		}

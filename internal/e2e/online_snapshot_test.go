@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +23,9 @@ import (
 // PostgreSQL for both tables.
 func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
-	ctx := context.Background()
-	streamed, joined := testenv.Name("stay"), testenv.Name("join")
-	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`, qs))
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`, qj))
+	streamed, qs := p.table("stay", `(tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`)
+	joined, qj := p.table("join", `(tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qj))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
 	const bigValue = `(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 300) g)` // 9.6 KB
 	// Enough rows, in small chunks read by one worker, that the copy takes
 	// a while; the first 50 carry out-of-line values.
@@ -41,22 +36,9 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, v) SELECT 't' || (i %% 2), i FROM generate_series(1, 100) i`, qs))
 
 	// Keep changing the streamed table while the other one joins.
-	wctx, stopWriter := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgx.Connect(wctx, p.env.PG)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		for i := 0; wctx.Err() == nil; i++ {
-			_, _ = conn.Exec(wctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, v) VALUES ('t%d', %d)`, qs, i%2, i))
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { stopWriter(); wg.Wait() })
+	stopWriter := p.keepWriting(10*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`INSERT INTO %s (tenant_id, v) VALUES ('t%d', %d)`, qs, k%2, k)
+	})
 
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qj))
 	// Right after joining: updates that leave big alone, a delete, an
@@ -68,7 +50,6 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 	// And after the copy.
 	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 10 WHERE id <= 10 OR id = 200001`, qj))
 	stopWriter()
-	wg.Wait()
 
 	pgJoined := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(md5(big), '-'), n::text FROM %s AS t ORDER BY 1, t.id`, qj)
 	chJoined := fmt.Sprintf("SELECT tenant_id, toString(id), if(isNull(big), '-', lower(hex(MD5(big)))), toString(n) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, joined)
@@ -84,19 +65,9 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 		t.Fatalf("copy of %s took no time (%v); the test cannot tell whether the stream kept flowing", joined, first)
 	}
 	during := 0
-	recs, err := p.topicRecords(ctx, p.prefix+".public."+streamed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kr := range changes(recs) {
-		rows, err := p.decode(kr)
-		if err != nil {
-			t.Fatalf("decode a record of %s: %v", streamed, err)
-		}
-		for _, r := range rows {
-			if r.IngestedAt.After(first) && r.IngestedAt.Before(last) {
-				during++
-			}
+	for _, r := range p.topicRows(p.prefix + ".public." + streamed) {
+		if r.IngestedAt.After(first) && r.IngestedAt.Before(last) {
+			during++
 		}
 	}
 	if during == 0 {
@@ -111,25 +82,15 @@ func TestIntegrationTableJoinsWhileStreaming(t *testing.T) {
 // the given operation.
 func ingestSpan(t *testing.T, p *pipeline, topic string, op record.Op) (first, last time.Time) {
 	t.Helper()
-	recs, err := p.topicRecords(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kr := range changes(recs) {
-		rows, err := p.decode(kr)
-		if err != nil {
-			t.Fatalf("decode a record of %s: %v", topic, err)
+	for _, r := range p.topicRows(topic) {
+		if r.Op != op {
+			continue
 		}
-		for _, r := range rows {
-			if r.Op != op {
-				continue
-			}
-			if first.IsZero() || r.IngestedAt.Before(first) {
-				first = r.IngestedAt
-			}
-			if r.IngestedAt.After(last) {
-				last = r.IngestedAt
-			}
+		if first.IsZero() || r.IngestedAt.Before(first) {
+			first = r.IngestedAt
+		}
+		if r.IngestedAt.After(last) {
+			last = r.IngestedAt
 		}
 	}
 	if first.IsZero() {
@@ -147,8 +108,8 @@ func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
 				return nil
 			}
 		}
-		if done, err := proc.Exited(); done {
-			return fmt.Errorf("%s exited: %v", proc.Name, err)
+		if err := exited(proc); err != nil {
+			return err
 		}
 		return fmt.Errorf("no line with %q in the log yet", parts)
 	})
@@ -163,11 +124,8 @@ func waitLog(t *testing.T, proc *testenv.Proc, parts ...string) {
 // of them, and the copy must not bring back rows the TRUNCATE removed.
 func TestIntegrationTruncateDuringOnlineCopy(t *testing.T) {
 	p := newPipeline(t)
-	streamed, joined := testenv.Name("stay"), testenv.Name("trunc")
-	qs, qj := pgx.Identifier{streamed}.Sanitize(), pgx.Identifier{joined}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, PRIMARY KEY (tenant_id, id))`, qs))
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, n int, PRIMARY KEY (tenant_id, id))`, qj))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qs+", "+qj) })
+	streamed, qs := p.table("stay", `(tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
+	joined, qj := p.table("trunc", `(tenant_id text, id int, n int, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 3), i, 0 FROM generate_series(1, 150000) i`, qj))
 
 	capture := p.runCapture(p.captureArgs([]string{streamed}, "--snapshot-workers", "1", "--snapshot-chunk-pages", "16"))
@@ -192,9 +150,7 @@ func TestIntegrationTruncateDuringOnlineCopy(t *testing.T) {
 // inserted meanwhile) and say what it cannot repair and how; the documented
 // recovery must then make ClickHouse equal to PostgreSQL.
 func TestIntegrationTableRejoinedWhileStopped(t *testing.T) {
-	p := newPipeline(t)
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
+	p, tb, capture := capturedSinkTable(t)
 	sink := p.startSink()
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)

@@ -36,6 +36,21 @@ func (p *pipeline) sink(extra ...string) *testenv.Proc {
 	return killAtEnd(p.t, p.startSink(extra...))
 }
 
+// layer2Sink starts a sink (sink) with Layer 2 on, then extra flags.
+func (p *pipeline) layer2Sink(extra ...string) *testenv.Proc {
+	p.t.Helper()
+	return p.sink(append(p.layer2Flags(), extra...)...)
+}
+
+// layer2Flags returns the flags that turn a sink's Layer 2 on against the
+// local Redis, under dedup keys of their own. The test needs Redis:
+// without it, it skips or fails as testenv.Require says.
+func (p *pipeline) layer2Flags() []string {
+	p.t.Helper()
+	env := testenv.Require(p.t, "redis")
+	return []string{"--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup") + ":"}
+}
+
 // killAtEnd kills proc when the test ends, before testenv's graceful stop.
 func killAtEnd(t *testing.T, proc *testenv.Proc) *testenv.Proc {
 	t.Cleanup(proc.Kill)
@@ -45,12 +60,9 @@ func killAtEnd(t *testing.T, proc *testenv.Proc) *testenv.Proc {
 // Records produced twice to Kafka (a producer retry, a replayed range) are
 // dropped by Layer 2 before ClickHouse sees them, and counted.
 func TestIntegrationSinkLayer2SkipsKafkaDuplicates(t *testing.T) {
-	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
-	metrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+	p, tb, capture := capturedSinkTable(t)
+	metrics := testenv.FreeAddr(t)
+	sink := p.layer2Sink("--metrics-addr", metrics)
 
 	p.change(tb, 0)
 	p.change(tb, 1)
@@ -85,12 +97,9 @@ func TestIntegrationSinkLayer2SkipsKafkaDuplicates(t *testing.T) {
 // With the dedup store down the sink loads without Layer 2 (fail open):
 // nothing stops, nothing is lost, and the failures are counted.
 func TestIntegrationSinkFailsOpenWithoutRedis(t *testing.T) {
-	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
-	metrics := freeAddr(t)
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--metrics-addr", metrics)
+	p, tb, capture := capturedSinkTable(t)
+	metrics := testenv.FreeAddr(t)
+	sink := p.layer2Sink("--metrics-addr", metrics)
 
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
@@ -109,9 +118,7 @@ func TestIntegrationSinkFailsOpenWithoutRedis(t *testing.T) {
 	services(t, "start", "redis")
 	p.change(tb, 3)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if d := p.repeatedVersions(tb); d != 0 {
-		t.Errorf("%d rows were inserted twice", d)
-	}
+	p.noRowTwice(tb)
 }
 
 // crashingSink runs a sink that exits like kill -9 after inserting its
@@ -186,9 +193,7 @@ func (p *pipeline) intents(tb sinkTable) map[int32]string {
 // insert with the same deduplication token, so even without FINAL no row is
 // there twice. Layer 2 is off: only the token can prevent the doubling.
 func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
-	p := newPipeline(t)
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
+	p, tb, capture := capturedSinkTable(t)
 	n := p.change(tb, 0) + p.change(tb, 1)
 	p.waitProduced(tb.topic, n)
 
@@ -205,9 +210,7 @@ func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
 	sink := p.sink("--dedup-addr", "off")
 	p.change(tb, 2)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if d := p.repeatedVersions(tb); d != 0 {
-		t.Errorf("%d rows were inserted twice (count() - uniqExact(key, _version) without FINAL)", d)
-	}
+	p.noRowTwice(tb)
 }
 
 // A sink that crashes again while it repeats an interrupted batch must
@@ -215,9 +218,7 @@ func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
 // partition's next records as a second chunk, so the intent it commits
 // first must name that chunk's end too.
 func TestIntegrationSinkCrashTwiceWhileRepeatingABatch(t *testing.T) {
-	p := newPipeline(t)
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
+	p, tb, capture := capturedSinkTable(t)
 
 	n := p.change(tb, 0)
 	p.waitProduced(tb.topic, n)
@@ -233,19 +234,14 @@ func TestIntegrationSinkCrashTwiceWhileRepeatingABatch(t *testing.T) {
 	p.waitProduced(tb.topic, n)
 	sink := p.sink("--dedup-addr", "off")
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if d := p.repeatedVersions(tb); d != 0 {
-		t.Errorf("%d rows were inserted twice (count() - uniqExact(key, _version) without FINAL)", d)
-	}
+	p.noRowTwice(tb)
 }
 
 // A record whose eventId was loaded before with another payload breaks the
 // eventId contract: in mismatch mode error it goes to the dead letters with
 // the reason, in mode warn it is loaded; both count it.
 func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
-	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
+	p, tb, capture := capturedSinkTable(t)
 
 	// Two sinks on the same topics, one per mode, each with its own group,
 	// database, dead-letter topic and dedup keys.
@@ -255,12 +251,13 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 	}
 	modes := []*mode{{name: "error"}, {name: "warn"}}
 	for _, m := range modes {
-		m.group, m.database, m.dlq, m.metrics = testenv.Name("grp"), testenv.Name("e2e"), testenv.Name("dlq"), freeAddr(t)
+		m.group, m.database, m.dlq, m.metrics = testenv.Name("grp"), testenv.Name("e2e"), testenv.Name("dlq"), testenv.FreeAddr(t)
 		t.Cleanup(func() { _ = p.ch.Exec(context.Background(), "DROP DATABASE IF EXISTS `"+m.database+"`") })
-		m.proc = killAtEnd(t, testenv.Start(t, "sink "+m.name, walhouseBin, "sink",
+		args := append([]string{"sink",
 			"--kafka", p.env.Kafka, "--clickhouse", p.env.ClickHouse, "--topic-prefix", p.prefix,
 			"--database", m.database, "--group", m.group, "--dlq-topic", m.dlq, "--metrics-addr", m.metrics,
-			"--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--mismatch-mode", m.name))
+			"--mismatch-mode", m.name}, p.layer2Flags()...)
+		m.proc = killAtEnd(t, testenv.Start(t, "sink "+m.name, walhouseBin, args...))
 	}
 	chQuery := func(m *mode) string { return strings.Replace(tb.chQuery, "`"+p.database+"`", "`"+m.database+"`", 1) }
 
@@ -338,12 +335,9 @@ func TestIntegrationSinkEventIDReusedWithAnotherPayload(t *testing.T) {
 // which the sink accepts as wider. Layer 2 is on: a dead-lettered record
 // must not look processed when it comes back.
 func TestIntegrationSinkDeadLetterThenReplay(t *testing.T) {
-	p := newPipeline(t)
-	env := testenv.Require(t, "redis")
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
+	p, tb, capture := capturedSinkTable(t)
 	dlq := testenv.Name("dlq")
-	sink := p.sink("--dedup-addr", env.Redis, "--dedup-prefix", testenv.Name("dedup")+":", "--dlq-topic", dlq)
+	sink := p.layer2Sink("--dlq-topic", dlq)
 
 	p.change(tb, 0)
 	p.exec(fmt.Sprintf(`UPDATE %s SET reading = 12.5 WHERE tenant_id = 'acme' AND id = 2`, tb.quoted))
@@ -371,14 +365,10 @@ func TestIntegrationSinkDeadLetterThenReplay(t *testing.T) {
 // ClickHouse down for 30 seconds while PostgreSQL keeps changing: the sink
 // waits with bounded memory and loses nothing.
 func TestIntegrationSinkSurvivesClickHouseOutage(t *testing.T) {
-	p := newPipeline(t)
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
-	args := p.sinkArgs("--dedup-addr", "off")
-	sink := killAtEnd(t, testenv.Start(t, "sink", walhouseBin, args...))
+	p, tb, capture := capturedSinkTable(t)
+	sink := p.sink("--dedup-addr", "off")
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	pid := pidOf(t, walhouseBin, args)
 
 	stopService(t, "clickhouse")
 	var peak int64
@@ -386,22 +376,20 @@ func TestIntegrationSinkSurvivesClickHouseOutage(t *testing.T) {
 	defer tick.Stop()
 	for r, end := 1, time.Now().Add(30*time.Second); time.Now().Before(end); r++ {
 		p.change(tb, r)
-		kb, err := rssKB(pid)
+		rss, err := sink.RSS()
 		if err != nil {
-			t.Fatalf("sink RSS: %v", err)
+			t.Fatal(err)
 		}
-		peak = max(peak, kb)
+		peak = max(peak, rss)
 		<-tick.C
 	}
 	services(t, "start", "clickhouse")
-	t.Logf("sink peak RSS while ClickHouse was down: %.1f MiB", float64(peak)/1024)
-	if peak > 500*1024 {
-		t.Errorf("sink RSS reached %d KiB while ClickHouse was down", peak)
+	t.Logf("sink peak RSS while ClickHouse was down: %.1f MiB", float64(peak)/(1<<20))
+	if peak > 500<<20 {
+		t.Errorf("sink RSS reached %d KiB while ClickHouse was down", peak>>10)
 	}
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if d := p.repeatedVersions(tb); d != 0 {
-		t.Errorf("%d rows were inserted twice", d)
-	}
+	p.noRowTwice(tb)
 }
 
 // valueOf returns the text of rec's column.
@@ -418,15 +406,12 @@ func valueOf(rec *record.Record, column string) string {
 // (rebalances must be allowed again before the client closes, or closing
 // waits for them forever and the next sink waits out the session timeout).
 func TestIntegrationSinkStopsOnSIGTERM(t *testing.T) {
-	p := newPipeline(t)
-	tb := p.newSinkTable()
-	capture := p.startCapture(tb.name)
-	args := p.sinkArgs("--dedup-addr", "off")
-	sink := killAtEnd(t, testenv.Start(t, "sink", walhouseBin, args...))
+	p, tb, capture := capturedSinkTable(t)
+	sink := p.sink("--dedup-addr", "off")
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 
-	if err := syscall.Kill(pidOf(t, walhouseBin, args), syscall.SIGTERM); err != nil {
+	if err := sink.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	_ = sink.Wait(10 * time.Second)

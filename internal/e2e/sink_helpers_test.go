@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,7 +17,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -41,9 +38,7 @@ type sinkTable struct {
 
 func (p *pipeline) newSinkTable() sinkTable {
 	p.t.Helper()
-	name := testenv.Name("items")
-	qt := pgx.Identifier{name}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (
+	name, qt := p.table("items", `(
 		tenant_id  text NOT NULL,
 		id         bigint NOT NULL,
 		amount     numeric(12,2),
@@ -52,8 +47,7 @@ func (p *pipeline) newSinkTable() sinkTable {
 		note       text,
 		reading    numeric,
 		updated_at timestamptz NOT NULL,
-		PRIMARY KEY (tenant_id, id))`, qt))
-	p.t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+		PRIMARY KEY (tenant_id, id))`)
 	return sinkTable{
 		name:   name,
 		quoted: qt,
@@ -65,6 +59,16 @@ func (p *pipeline) newSinkTable() sinkTable {
 			" ifNull(toString(qty), '<null>'), ifNull(note, '<null>'), ifNull(toString(reading), '<null>'), formatDateTime(updated_at, '%%Y-%%m-%%d %%H:%%i:%%S.%%f')"+
 			" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, name),
 	}
+}
+
+// capturedSinkTable starts the usual set-up of the sink tests: a pipeline
+// with one sink table (newSinkTable) that capture streams. The sink is the
+// test's to start.
+func capturedSinkTable(t *testing.T) (p *pipeline, tb sinkTable, capture *testenv.Proc) {
+	t.Helper()
+	p = newPipeline(t)
+	tb = p.newSinkTable()
+	return p, tb, p.startCapture(tb.name)
 }
 
 // change writes round r of the workload: 40 new rows per tenant, a new
@@ -109,11 +113,15 @@ func (p *pipeline) rawCount(tb sinkTable) int64 {
 	return p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.database, tb.name))
 }
 
-// repeatedVersions counts rows inserted more than once: rows beyond the
-// first of each (key, _version).
-func (p *pipeline) repeatedVersions(tb sinkTable) int64 {
+// noRowTwice fails the test if a row version was inserted into tb's
+// ClickHouse table more than once: without FINAL, count() -
+// uniqExact(key, _version) must be 0.
+func (p *pipeline) noRowTwice(tb sinkTable) {
 	p.t.Helper()
-	return p.chInt(fmt.Sprintf("SELECT count() - uniqExact(tuple(tenant_id, id, _version)) FROM `%s`.`%s`", p.database, tb.name))
+	d := p.chInt(fmt.Sprintf("SELECT count() - uniqExact(tuple(tenant_id, id, _version)) FROM `%s`.`%s`", p.database, tb.name))
+	if d != 0 {
+		p.t.Errorf("%d rows were inserted twice (count() - uniqExact(key, _version) without FINAL)", d)
+	}
 }
 
 func (p *pipeline) chExec(q string, settings ch.Settings) {
@@ -177,6 +185,27 @@ func (p *pipeline) topicRecords(ctx context.Context, topic string) ([]*kgo.Recor
 	return out, nil
 }
 
+// topicRows reads topic from its start to the end it has now and returns
+// its row changes, decoded as the sink decodes them.
+func (p *pipeline) topicRows(topic string) []*record.Record {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs, err := p.topicRecords(ctx, topic)
+	if err != nil {
+		p.t.Fatalf("read %s: %v", topic, err)
+	}
+	var out []*record.Record
+	for _, kr := range changes(rs) {
+		rows, err := p.decode(kr)
+		if err != nil {
+			p.t.Fatalf("decode %s/%d@%d: %v", kr.Topic, kr.Partition, kr.Offset, err)
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
+
 // changes returns the row changes among rs, leaving out heartbeats (which
 // have no value).
 func changes(rs []*kgo.Record) []*kgo.Record {
@@ -238,18 +267,6 @@ func (p *pipeline) reproduce(rs []*kgo.Record) {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago, for a process's metrics endpoint.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // scrape returns the value of one series (as written in the exposition
 // format, e.g. `walhouse_sink_dedup_hits_total{layer="layer2"}`) from the
 // /metrics of addr; a series not exposed yet is 0.
@@ -295,10 +312,8 @@ func waitMetric(t *testing.T, addr, series string, want float64, procs ...*teste
 	t.Helper()
 	var v float64
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
+		if err := exited(procs...); err != nil {
+			return err
 		}
 		var err error
 		if v, err = scrape(ctx, addr, series); err != nil {
@@ -366,10 +381,8 @@ func (p *pipeline) waitDeadLetters(topic string, n int, procs ...*testenv.Proc) 
 	p.t.Helper()
 	var ls []deadLetter
 	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
+		if err := exited(procs...); err != nil {
+			return err
 		}
 		var err error
 		if ls, err = p.deadLetters(ctx, topic); err != nil {
@@ -432,41 +445,4 @@ func stopService(t *testing.T, name string) {
 	testenv.RequireLocal(t, "it stops and starts "+name+" with deploy/local/services.sh")
 	t.Cleanup(func() { services(t, "start", name) })
 	services(t, "stop", name)
-}
-
-// pidOf finds the process started with exactly args (a testenv.Proc does
-// not expose its pid).
-func pidOf(t *testing.T, bin string, args []string) int {
-	t.Helper()
-	want := strings.Join(append([]string{bin}, args...), "\x00")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.TrimSuffix(string(b), "\x00") == want {
-			return pid
-		}
-	}
-	t.Fatalf("no process %s %s", bin, strings.Join(args, " "))
-	return 0
-}
-
-// rssKB reads VmRSS of pid from /proc/<pid>/status, in KiB.
-func rssKB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
@@ -21,10 +19,7 @@ type stopTable struct {
 
 func (p *pipeline) newStopTable(prefix string) stopTable {
 	p.t.Helper()
-	name := testenv.Name(prefix)
-	qt := pgx.Identifier{name}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text NOT NULL, id int NOT NULL, flag boolean, note text, PRIMARY KEY (tenant_id, id))`, qt))
-	p.t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
+	name, qt := p.table(prefix, `(tenant_id text NOT NULL, id int NOT NULL, flag boolean, note text, PRIMARY KEY (tenant_id, id))`)
 	return stopTable{
 		name: name, quoted: qt,
 		pgQuery: fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(flag::text, '<null>'), coalesce(note, '<null>') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt),

@@ -1,13 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestIntegrationUnchangedToastKeepsValue updates rows whose large values
@@ -18,12 +13,9 @@ import (
 // the insert and the update arrive in one batch.
 func TestIntegrationUnchangedToastKeepsValue(t *testing.T) {
 	p := newPipeline(t)
-	table := testenv.Name("toast")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, big text, doc jsonb, n int, PRIMARY KEY (tenant_id, id))`, qt))
+	table, qt := p.table("toast", `(tenant_id text, id int, big text, doc jsonb, n int, PRIMARY KEY (tenant_id, id))`)
 	// Incompressible values, so PostgreSQL moves them out of line.
 	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
 	capture := p.startCapture(table)
 	sink := p.startSink()
 
@@ -50,11 +42,8 @@ func TestIntegrationUnchangedToastKeepsValue(t *testing.T) {
 // sink must still find the stored row to take the unchanged value from.
 func TestIntegrationUnchangedToastWithUnusualKeys(t *testing.T) {
 	p := newPipeline(t)
-	table := testenv.Name("toastkeys")
-	qt := pgx.Identifier{table}.Sanitize()
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, k bytea, flag bool, at timestamptz, big text, n int, PRIMARY KEY (tenant_id, k, flag, at))`, qt))
+	table, qt := p.table("toastkeys", `(tenant_id text, k bytea, flag bool, at timestamptz, big text, n int, PRIMARY KEY (tenant_id, k, flag, at))`)
 	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qt))
-	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TABLE IF EXISTS "+qt) })
 	capture := p.startCapture(table)
 	sink := p.startSink()
 

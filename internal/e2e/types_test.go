@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -109,17 +107,14 @@ func TestIntegrationTypes(t *testing.T) {
 	// reads.
 	p.exec(`SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres'; SET extra_float_digits = 3; SET bytea_output = 'hex'`)
 
-	table := testenv.Name("types")
 	enum, domInt, domText := testenv.Name("mood"), testenv.Name("dint"), testenv.Name("dtext")
-	qt, qenum := pgx.Identifier{table}.Sanitize(), pgx.Identifier{enum}.Sanitize()
-	qdomInt, qdomText := pgx.Identifier{domInt}.Sanitize(), pgx.Identifier{domText}.Sanitize()
+	qenum, qdomInt, qdomText := pgx.Identifier{enum}.Sanitize(), pgx.Identifier{domInt}.Sanitize(), pgx.Identifier{domText}.Sanitize()
 	p.exec(fmt.Sprintf(`CREATE TYPE %s AS ENUM ('happy', 'with space', E'qu''ote \\ ü', '😀')`, qenum))
 	p.exec(fmt.Sprintf(`CREATE DOMAIN %s AS int4 CHECK (VALUE > -1000)`, qdomInt))
 	p.exec(fmt.Sprintf(`CREATE DOMAIN %s AS text CHECK (VALUE <> 'forbidden')`, qdomText))
+	// Registered before the table's drop, so it runs after it.
 	t.Cleanup(func() {
-		ctx := context.Background()
-		_, _ = p.pg.Exec(ctx, "DROP TABLE IF EXISTS "+qt)
-		_, _ = p.pg.Exec(ctx, fmt.Sprintf("DROP TYPE IF EXISTS %s; DROP DOMAIN IF EXISTS %s; DROP DOMAIN IF EXISTS %s", qenum, qdomInt, qdomText))
+		_, _ = p.pg.Exec(context.Background(), fmt.Sprintf("DROP TYPE IF EXISTS %s; DROP DOMAIN IF EXISTS %s; DROP DOMAIN IF EXISTS %s", qenum, qdomInt, qdomText))
 	})
 
 	texts := []string{
@@ -184,7 +179,7 @@ func TestIntegrationTypes(t *testing.T) {
 		names = append(names, pgx.Identifier{c.name}.Sanitize())
 		rows = max(rows, len(c.vals))
 	}
-	p.exec(fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id int, %s, PRIMARY KEY (tenant_id, id))`, qt, strings.Join(defs, ", ")))
+	table, qt := p.table("types", fmt.Sprintf(`(tenant_id text, id int, %s, PRIMARY KEY (tenant_id, id))`, strings.Join(defs, ", ")))
 
 	// value returns column c's value for row k: its values in turn, so each
 	// appears in some row.
@@ -244,68 +239,8 @@ func TestIntegrationTypes(t *testing.T) {
 // pipeline.converge, and names each differing column of each row.
 func convergeColumns(t *testing.T, p *pipeline, header []string, pgQuery, chQuery string, procs ...*testenv.Proc) {
 	t.Helper()
-	var last string
-	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
-		for _, pr := range procs {
-			if done, err := pr.Exited(); done {
-				return fmt.Errorf("%s exited: %v", pr.Name, err)
-			}
-		}
-		want, err := pgTextRows(ctx, p.pg, pgQuery)
-		if err != nil {
-			return fmt.Errorf("query PostgreSQL: %w", err)
-		}
-		got, err := chTextRows(ctx, p.ch, chQuery)
-		if err != nil {
-			return fmt.Errorf("query ClickHouse: %w", err)
-		}
-		if last = columnDiff(header, want, got); last != "" {
-			return errors.New("ClickHouse differs from PostgreSQL")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, last)
-	}
-}
-
-func pgTextRows(ctx context.Context, conn *pgx.Conn, q string) ([][]string, error) {
-	rows, err := conn.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]string, error) {
-		vals, err := r.Values()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(vals))
-		for i, v := range vals {
-			out[i] = fmt.Sprint(v)
-		}
-		return out, nil
-	})
-}
-
-func chTextRows(ctx context.Context, conn driver.Conn, q string) ([][]string, error) {
-	rows, err := conn.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]string, len(rows.Columns()))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, vals)
-	}
-	return out, rows.Err()
+	describe := func(want, got [][]string) string { return columnDiff(header, want, got) }
+	p.convergeBy(90*time.Second, describe, pgQuery, chQuery, procs...)
 }
 
 // columnDiff lists the cells in which got differs from want, by row key

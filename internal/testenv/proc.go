@@ -137,6 +137,19 @@ func (p *Proc) PeakRSS() (int64, error) {
 	return n, nil
 }
 
+// RSS returns the resident memory of the running process now, in bytes
+// (VmRSS, Linux only), for tests that sample memory over a phase.
+func (p *Proc) RSS() (int64, error) {
+	n, err := RSS(p.cmd.Process.Pid)
+	if err != nil {
+		return 0, fmt.Errorf("%s: read the resident memory: %w", p.Name, err)
+	}
+	return n, nil
+}
+
+// Signal sends sig to the process, as an operator or a supervisor would.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *Proc) Kill() {
 	_ = p.cmd.Process.Kill()

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -251,6 +252,20 @@ func Name(prefix string) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// FreeAddr returns a loopback address (host:port) whose port nothing
+// listened on a moment ago: for a process's listener, or as an address that
+// refuses connections. Another process may take the port in between, so a
+// test that needs it for long should listen itself.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Eventually polls check until it returns nil or timeout passes, and
