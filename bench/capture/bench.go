@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,22 +121,5 @@ func (b *bench) run(ctx context.Context) error {
 // deleteTopics deletes every topic whose name starts with the run's base
 // name (data topics and walhouse's state topics).
 func (b *bench) deleteTopics(ctx context.Context) error {
-	topics, err := b.adm.ListTopics(ctx)
-	if err != nil {
-		return err
-	}
-	var mine []string
-	for _, t := range topics.Names() {
-		if strings.HasPrefix(t, b.names.base) {
-			mine = append(mine, t)
-		}
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	resp, err := b.adm.DeleteTopics(ctx, mine...)
-	if err != nil {
-		return err
-	}
-	return resp.Error()
+	return testenv.DeleteTopicsWithPrefix(ctx, b.adm, b.names.base)
 }

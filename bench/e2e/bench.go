@@ -12,7 +12,6 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -131,24 +130,7 @@ func loadAverage() string {
 // deleteTopics deletes every topic of the run (tables', state, schema
 // registry and dead letters: all start with the base name).
 func (b *bench) deleteTopics(ctx context.Context) error {
-	topics, err := b.adm.ListTopics(ctx)
-	if err != nil {
-		return err
-	}
-	var mine []string
-	for _, t := range topics.Names() {
-		if strings.HasPrefix(t, b.base) {
-			mine = append(mine, t)
-		}
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	resp, err := b.adm.DeleteTopics(ctx, mine...)
-	if err != nil {
-		return err
-	}
-	return resp.Error()
+	return testenv.DeleteTopicsWithPrefix(ctx, b.adm, b.base)
 }
 
 // dropDatabases drops the ClickHouse databases of the run.
@@ -178,27 +160,5 @@ func (b *bench) dropDatabases(ctx context.Context) error {
 
 // deleteDedupKeys deletes the Layer 2 keys the run's sinks wrote.
 func (b *bench) deleteDedupKeys(ctx context.Context) error {
-	rdb := redis.NewClient(&redis.Options{Addr: b.o.env.Redis})
-	defer rdb.Close()
-	var errs []error
-	iter := rdb.Scan(ctx, 0, b.base+"*", 10_000).Iterator()
-	var keys []string
-	flush := func() {
-		if len(keys) > 0 {
-			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-				errs = append(errs, err)
-			}
-			keys = keys[:0]
-		}
-	}
-	for iter.Next(ctx) {
-		if keys = append(keys, iter.Val()); len(keys) == 10_000 {
-			flush()
-		}
-	}
-	flush()
-	if err := iter.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return testenv.DeleteKeys(ctx, b.o.env.Redis, b.base+"*")
 }

@@ -81,30 +81,26 @@ func usageHeader() string { return strings.Join(processOrder(), "\t") + "\t" }
 // usageCPU returns u's CPU seconds in processOrder, tab-separated ("-" for
 // a process the phase did not run).
 func usageCPU(u []usage) string {
-	var b strings.Builder
-	for _, name := range processOrder() {
-		v := "-"
-		for _, x := range u {
-			if x.Process == name {
-				v = strconv.FormatFloat(x.CPUSeconds, 'f', 1, 64)
-			}
-		}
-		b.WriteString(v + "\t")
-	}
-	return b.String()
+	return usageColumn(u, func(x usage) string { return strconv.FormatFloat(x.CPUSeconds, 'f', 1, 64) })
 }
 
 // usageRSS is usageCPU for peak memory in MB.
 func usageRSS(u []usage) string {
+	return usageColumn(u, func(x usage) string { return strconv.FormatFloat(x.PeakRSSMB, 'f', 0, 64) })
+}
+
+// usageColumn writes field of each process's usage in processOrder,
+// tab-separated ("-" for a process the phase did not run).
+func usageColumn(u []usage, field func(usage) string) string {
 	var b strings.Builder
 	for _, name := range processOrder() {
 		v := "-"
 		for _, x := range u {
 			if x.Process == name {
-				v = strconv.FormatFloat(x.PeakRSSMB, 'f', 0, 64)
+				v = field(x)
 			}
 		}
-		b.WriteString(v + "\t")
+		b.WriteString(v + "	")
 	}
 	return b.String()
 }

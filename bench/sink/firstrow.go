@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -100,7 +101,7 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 		return nil, cpu, err
 	}
 	cpu0 := cpuSeconds()
-	if err := sleep(ctx, idle); err != nil {
+	if err := backoff.Sleep(ctx, idle); err != nil {
 		return nil, cpu, err
 	}
 	cpu = cpuSeconds().minus(cpu0)
@@ -113,15 +114,4 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 		lat = append(lat, d)
 	}
 	return lat, cpu, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

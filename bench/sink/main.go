@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -455,26 +454,8 @@ func (b *bench) cleanup() error {
 			conn.Close()
 		}
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: b.o.env.Redis})
-	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, b.name+":*", 10_000).Iterator()
-	var keys []string
-	flush := func() {
-		if len(keys) > 0 {
-			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-				errs = append(errs, fmt.Errorf("delete dedup keys: %w", err))
-			}
-			keys = keys[:0]
-		}
-	}
-	for iter.Next(ctx) {
-		if keys = append(keys, iter.Val()); len(keys) == 10_000 {
-			flush()
-		}
-	}
-	flush()
-	if err := iter.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("scan dedup keys: %w", err))
+	if err := testenv.DeleteKeys(ctx, b.o.env.Redis, b.name+":*"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
