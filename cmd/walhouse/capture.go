@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
@@ -126,6 +127,10 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
+	// What it connects to, for an operator following the log; the
+	// logger redacts passwords in the URL.
+	slog.Info("capture: starting", "pg", ep.pg, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
+		"topic_prefix", *prefix, "snapshot", *snapshot, "on_bad_row", *onBadRow, "metrics_addr", *metricsAddr)
 	cl, err := ep.kafkaClient(ctx, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
 	if err != nil {
 		return err
