@@ -93,6 +93,7 @@ write_env() {
 	{
 		echo "# Written by deploy/local/services.sh start. Use: . $ENV_FILE"
 		echo "export WALHOUSE_PG_URL=postgres://postgres@127.0.0.1:$(postgres_port)/walhouse?sslmode=disable"
+		echo "export WALHOUSE_PG_MAJOR=$(pg_data_major || echo "$PG_MAJOR")"
 		echo "export WALHOUSE_KAFKA_BROKERS=127.0.0.1:$(kafka_port)"
 		# A broker started before its SASL listener existed has no sasl_port.
 		if [[ -s $KAFKA_ROOT/sasl_port ]]; then
