@@ -145,8 +145,12 @@ func (d *deadLetters) noted(b badRow) {
 	if !ok {
 		return
 	}
+	attrs := []any{record.LogTable, b.table, record.LogCommitLSN, b.commit.String()}
+	if b.rec != nil {
+		attrs = b.rec.LogAttrs()
+	}
 	d.log.Error("a change could not be captured and went to the dead-letter topic; the stream goes on (walhouse dlq list shows it)",
-		"table", b.table, "reason", b.reason, "commit_lsn", b.commit, "dlq_topic", d.topic, "err", b.err, "more_since_last_log", more)
+		append(attrs, "reason", b.reason, "dlq_topic", d.topic, "err", b.err, "more_since_last_log", more)...)
 }
 
 // count returns the dead letters acknowledged since start.

@@ -125,7 +125,7 @@ func (s *stream) truncate(ctx context.Context, rel *relation, tr record.Truncate
 	if err := s.produceMarkers(rel.topic, n, tr.Headers()); err != nil {
 		return err
 	}
-	s.c.log.Info("replicating TRUNCATE", "table", rel.name, "lsn", tr.LSN, "commit_lsn", s.tr.commitLSN, "partitions", n, "cascade", tr.Cascade, "restart_identity", tr.RestartIdentity)
+	s.c.log.Info("replicating TRUNCATE", record.LogTable, rel.name, record.LogLSN, tr.LSN.String(), record.LogCommitLSN, s.tr.commitLSN.String(), "partitions", n, "cascade", tr.Cascade, "restart_identity", tr.RestartIdentity)
 	return nil
 }
 

@@ -123,7 +123,7 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 			continue
 		case l.mode == MismatchWarn:
 			l.m.mismatches.Inc()
-			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", "event_id", r.EventID, "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)
+			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", append(r.LogAttrs(), "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)...)
 		default:
 			l.m.mismatches.Inc()
 			if err := s.deadLetter(ctx, origin[i], r, fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {

@@ -297,7 +297,7 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 	}
 	s.dead.Add(1)
 	s.m.dead.Inc()
-	s.log.Error("record set aside in the dead-letter topic", "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)
+	s.log.Error("record set aside in the dead-letter topic", append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)...)
 	return nil
 }
 

@@ -74,7 +74,7 @@ func (s *Sink) applyTruncate(ctx context.Context, kr *kgo.Record, tr record.Trun
 		return fmt.Errorf("apply the TRUNCATE of %s at %s (%s): %w", table, tr.LSN, req.Token, err)
 	}
 	s.m.truncates.WithLabelValues(table).Inc()
-	s.log.Info("applied TRUNCATE", "table", table, "lsn", tr.LSN, "token", req.Token)
+	s.log.Info("applied TRUNCATE", record.LogTable, table, record.LogLSN, tr.LSN.String(), "token", req.Token)
 	if s.cfg.Fault != nil {
 		s.cfg.Fault("truncated")
 	}
