@@ -78,37 +78,8 @@ func refAppendJSON(dst []byte, r *Record) []byte {
 	dst = append(dst, r.Op.String()...)
 	dst = append(dst, `","schemaId":`...)
 	dst = refAppendJSONString(dst, r.SchemaID)
-	dst = append(dst, `,"columns":[`...)
-	for i, c := range r.Columns {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"name":`...)
-		dst = refAppendJSONString(dst, c.Name)
-		dst = append(dst, `,"type":`...)
-		dst = refAppendJSONString(dst, c.Type)
-		if c.Enum {
-			dst = append(dst, `,"enum":true`...)
-		}
-		if c.Array {
-			dst = append(dst, `,"array":true`...)
-		}
-		dst = append(dst, `,"typmod":`...)
-		dst = strconv.AppendInt(dst, int64(c.TypMod), 10)
-		if c.Key {
-			dst = append(dst, `,"key":true`...)
-		}
-		if c.Attnum != 0 {
-			dst = append(dst, `,"attnum":`...)
-			dst = strconv.AppendInt(dst, int64(c.Attnum), 10)
-		}
-		if c.Missing != nil {
-			dst = append(dst, `,"missing":`...)
-			dst = refAppendJSONString(dst, *c.Missing)
-		}
-		dst = append(dst, '}')
-	}
-	dst = append(dst, ']')
+	dst = append(dst, `,"columns":`...)
+	dst = append(dst, refColumnsJSON(r.Columns)...)
 	if r.OldKey != nil {
 		dst = append(dst, `,"key":`...)
 		dst = refAppendValues(dst, r.Columns, r.OldKey, true)
@@ -179,53 +150,59 @@ func refAppendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// refAppendJSONStringBody escapes s for a JSON string. Invalid UTF-8 (possible
-// in SQL_ASCII databases) is replaced by U+FFFD, as encoding/json does.
+// refAppendJSONStringBody escapes s for a JSON string one rune at a time
+// (the production code scans words). Each invalid UTF-8 byte (possible in
+// SQL_ASCII databases) becomes \ufffd, as encoding/json does; U+2028 and
+// U+2029 are escaped: valid JSON, but they break JavaScript consumers.
 func refAppendJSONStringBody(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
 			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
+		case r == '"' || r == '\\':
+			dst = append(dst, '\\', byte(r))
+		case r == '\n':
+			dst = append(dst, `\n`...)
+		case r == '\r':
+			dst = append(dst, `\r`...)
+		case r == '\t':
+			dst = append(dst, `\t`...)
+		case r < 0x20 || r == '\u2028' || r == '\u2029':
+			dst = fmt.Appendf(dst, `\u%04x`, r)
+		default:
+			dst = utf8.AppendRune(dst, r)
 		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript consumers.
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
 	}
-	return append(dst, s[start:]...)
+	return dst
+}
+
+// refColumnsJSON writes the columns field's array: each column's fields
+// joined, optional ones only when set.
+func refColumnsJSON(cols []Column) string {
+	objs := make([]string, 0, len(cols))
+	for _, c := range cols {
+		f := []string{`"name":` + string(refAppendJSONString(nil, c.Name)), `"type":` + string(refAppendJSONString(nil, c.Type))}
+		for _, flag := range []struct {
+			on   bool
+			name string
+		}{{c.Enum, "enum"}, {c.Array, "array"}} {
+			if flag.on {
+				f = append(f, `"`+flag.name+`":true`)
+			}
+		}
+		f = append(f, fmt.Sprintf(`"typmod":%d`, c.TypMod))
+		if c.Key {
+			f = append(f, `"key":true`)
+		}
+		if c.Attnum != 0 {
+			f = append(f, fmt.Sprintf(`"attnum":%d`, c.Attnum))
+		}
+		if c.Missing != nil {
+			f = append(f, `"missing":`+string(refAppendJSONString(nil, *c.Missing)))
+		}
+		objs = append(objs, "{"+strings.Join(f, ",")+"}")
+	}
+	return "[" + strings.Join(objs, ",") + "]"
 }
 
 // refEventID is EventID as it was: a fresh hasher and a formatted string per call.
@@ -240,14 +217,10 @@ func refEventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Ti
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 
+	// 48 bits of milliseconds, then the hash's first 80 bits with the
+	// version and variant bits overwritten.
 	var u [16]byte
-	ms := uint64(commitTime.UnixMilli())
-	u[0] = byte(ms >> 40)
-	u[1] = byte(ms >> 32)
-	u[2] = byte(ms >> 24)
-	u[3] = byte(ms >> 16)
-	u[4] = byte(ms >> 8)
-	u[5] = byte(ms)
+	binary.BigEndian.PutUint64(u[:8], uint64(commitTime.UnixMilli())<<16)
 	copy(u[6:], sum[:10])
 	u[6] = 0x70 | u[6]&0x0f // version 7
 	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
