@@ -1,9 +1,9 @@
 package query
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -104,19 +104,13 @@ func (l Limits) withDefaults() Limits {
 // orDefaults fills the zero fields of l (a tenant's own limits) from d
 // (the server's), before withDefaults fills what both left out.
 func (l Limits) orDefaults(d Limits) Limits {
-	l.DefaultRows = cmp.Or(l.DefaultRows, d.DefaultRows)
-	l.MaxRows = cmp.Or(l.MaxRows, d.MaxRows)
-	l.MaxExecutionTime = cmp.Or(l.MaxExecutionTime, d.MaxExecutionTime)
-	l.MaxResultRows = cmp.Or(l.MaxResultRows, d.MaxResultRows)
-	l.MaxResultBytes = cmp.Or(l.MaxResultBytes, d.MaxResultBytes)
-	l.MaxMemoryUsage = cmp.Or(l.MaxMemoryUsage, d.MaxMemoryUsage)
-	l.MaxBytesBeforeExternalGroupBy = cmp.Or(l.MaxBytesBeforeExternalGroupBy, d.MaxBytesBeforeExternalGroupBy)
-	l.MaxBytesBeforeExternalSort = cmp.Or(l.MaxBytesBeforeExternalSort, d.MaxBytesBeforeExternalSort)
-	l.MaxThreads = cmp.Or(l.MaxThreads, d.MaxThreads)
-	l.MaxConcurrent = cmp.Or(l.MaxConcurrent, d.MaxConcurrent)
-	l.MaxExportTime = cmp.Or(l.MaxExportTime, d.MaxExportTime)
-	l.MaxExportRows = cmp.Or(l.MaxExportRows, d.MaxExportRows)
-	l.MaxExportBytes = cmp.Or(l.MaxExportBytes, d.MaxExportBytes)
+	// Field by field, so that a new limit can never be forgotten here.
+	lv, dv := reflect.ValueOf(&l).Elem(), reflect.ValueOf(d)
+	for i := range lv.NumField() {
+		if f := lv.Field(i); f.IsZero() {
+			f.Set(dv.Field(i))
+		}
+	}
 	return l.withDefaults()
 }
 
