@@ -86,21 +86,14 @@ func refAppendJSON(dst []byte, r *Record) []byte {
 	}
 	dst = append(dst, `,"payload":`...)
 	dst = refAppendValues(dst, r.Columns, r.Values, false)
-	unchanged := false
+	var unchanged []string
 	for i, v := range r.Values {
-		if !v.Unchanged {
-			continue
+		if v.Unchanged {
+			unchanged = append(unchanged, string(refAppendJSONString(nil, r.Columns[i].Name)))
 		}
-		if !unchanged {
-			dst = append(dst, `,"unchanged":[`...)
-			unchanged = true
-		} else {
-			dst = append(dst, ',')
-		}
-		dst = refAppendJSONString(dst, r.Columns[i].Name)
 	}
-	if unchanged {
-		dst = append(dst, ']')
+	if len(unchanged) > 0 {
+		dst = append(dst, `,"unchanged":[`+strings.Join(unchanged, ",")+"]"...)
 	}
 	return append(dst, '}')
 }
@@ -290,14 +283,15 @@ func refParseEventID(s string) (time.Time, error) {
 		u[j] = hi<<4 | lo
 		j++
 	}
-	if u[6]>>4 != 7 {
+	switch {
+	case u[6]>>4 != 7:
 		return time.Time{}, fmt.Errorf("%q is not a version 7 UUID", s)
-	}
-	if u[8]>>6 != 2 {
+	case u[8]>>6 != 2:
 		return time.Time{}, fmt.Errorf("%q does not have the RFC 9562 variant", s)
 	}
-	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
-	return time.UnixMilli(ms).UTC(), nil
+	var ms [8]byte
+	copy(ms[2:], u[:6])
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(ms[:]))).UTC(), nil
 }
 
 // refSchemaID is SchemaID as first written, with fmt.
