@@ -210,7 +210,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, a Attempt, ke
 	}
 	raw, err := json.Marshal(stored)
 	if err == nil {
-		err = a.Commit(r.Context(), raw)
+		// The handler finished: commit even if the client went away, so a
+		// retry replays the work instead of doing it again.
+		err = a.Commit(context.WithoutCancel(r.Context()), raw)
 	} else {
 		_ = a.Rollback(context.WithoutCancel(ctx))
 	}

@@ -64,7 +64,7 @@ type fakeAttempt struct {
 }
 
 func (a *fakeAttempt) Replayed() ([]byte, bool) { return a.replay, a.replay != nil }
-func (a *fakeAttempt) Tx() pgx.Tx                { return nil }
+func (a *fakeAttempt) Tx() pgx.Tx               { return nil }
 
 func (a *fakeAttempt) Commit(_ context.Context, result []byte) error {
 	a.s.mu.Lock()
@@ -108,7 +108,9 @@ func TestMiddleware(t *testing.T) {
 		bodyHas  string
 		problem  bool
 	}
-	post := func(key, body string) req { return req{key: key, method: "POST", target: "/orders", body: body, tenant: "t1"} }
+	post := func(key, body string) req {
+		return req{key: key, method: "POST", target: "/orders", body: body, tenant: "t1"}
+	}
 	for _, tc := range []struct {
 		name    string
 		opts    []MiddlewareOption
