@@ -210,4 +210,3 @@ func (c Client) CallRetrying(ctx context.Context, attempts int, tenant string, k
 
 // OrderPath is the path of order id.
 func OrderPath(id int64) string { return "/orders/" + strconv.FormatInt(id, 10) }
-
