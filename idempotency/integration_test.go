@@ -80,6 +80,11 @@ func setup(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(app.Close)
+	// The application's role may call Migrate at every start: with the
+	// table there, it only looks.
+	if err := idempotency.Migrate(ctx, app); err != nil {
+		t.Fatalf("Migrate as the application's role: %v", err)
+	}
 	return fixture{admin: admin, app: app, orders: orders, tenant: testenv.Name("tenant")}
 }
 

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -58,11 +59,16 @@ func keyTableDDL() []string {
 
 // Migrate creates the key table, its index and its row-level security
 // policies, or brings them up to date; it is safe to run at every start
-// and from several processes at once. The role needs CREATE on the
-// database (for the walhouse schema) or the schema made for it; grant the
-// application's role USAGE on schema walhouse and SELECT, INSERT, UPDATE,
-// DELETE on the table when it is another role.
+// and from several processes at once. When they are there it only looks,
+// so an application role without DDL rights may call it too, and running
+// traffic is not blocked. Creating them needs CREATE on the database (for
+// the walhouse schema) or on the schema; grant the application's role
+// USAGE on schema walhouse and SELECT, INSERT, UPDATE, DELETE on the table
+// when it is another role.
 func Migrate(ctx context.Context, db DB) error {
+	if ok, err := migrated(ctx, db); err != nil || ok {
+		return err
+	}
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return fmt.Errorf("idempotency: create the key table: %w", err)
@@ -80,6 +86,27 @@ func Migrate(ctx context.Context, db DB) error {
 		return fmt.Errorf("idempotency: create the key table: %w", err)
 	}
 	return nil
+}
+
+// migrated reports whether the key table is there with row-level security
+// forced and both policies.
+func migrated(ctx context.Context, db DB) (bool, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return false, fmt.Errorf("idempotency: look for the key table: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var ok bool
+	err = tx.QueryRow(ctx, `SELECT c.relrowsecurity AND c.relforcerowsecurity
+			AND (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid AND p.polname IN ('walhouse_tenant', 'walhouse_retention')) = 2
+		FROM pg_catalog.pg_class c WHERE c.oid = to_regclass($1)`, KeyTable).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("idempotency: look for the key table: %w", err)
+	}
+	return ok, nil
 }
 
 // quoteTable quotes "schema.table" (or "table") as an identifier.
