@@ -106,7 +106,10 @@ func InsertTx(ctx context.Context, tx pgx.Tx, ins Insert) (Inserted, error) {
 		// Hidden by row-level security: another tenant's row.
 		return Inserted{}, &MismatchError{Tenant: q.Tenant, Key: q.Key, Detail: "the key is taken in " + q.Table}
 	}
-	sameTenant, sameFP := vals[0].(bool), vals[1].(bool)
+	// NULL (a fingerprint column left empty by another writer) is not
+	// the same.
+	sameTenant, _ := vals[0].(bool)
+	sameFP, _ := vals[1].(bool)
 	switch {
 	case !sameTenant:
 		return Inserted{}, &MismatchError{Tenant: q.Tenant, Key: q.Key, Detail: "the key is taken in " + q.Table}
