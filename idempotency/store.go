@@ -219,10 +219,13 @@ func insertKey(ctx context.Context, tx pgx.Tx, r Request) (bool, error) {
 		tag, err := br.Exec()
 		if err != nil {
 			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: lock_timeout
+			switch {
+			case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: lock_timeout
 				return false, fmt.Errorf("%w (tenant %q, key %s): retry later with the same key", ErrInFlight, r.Tenant, r.Key)
+			case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+				return false, fmt.Errorf("idempotency: claim key %s: the key table %s is missing; create it with idempotency.Migrate: %w", r.Key, KeyTable, err)
 			}
-			return false, fmt.Errorf("idempotency: claim key %s (is the key table there? see idempotency.Migrate): %w", r.Key, err)
+			return false, fmt.Errorf("idempotency: claim key %s: %w", r.Key, err)
 		}
 		if i == insertAt {
 			claimed = tag.RowsAffected() == 1
