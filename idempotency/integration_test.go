@@ -517,3 +517,40 @@ func TestIntegrationPruneTwoAtOnce(t *testing.T) {
 		t.Errorf("NewPruner with 0 days and batch 0: %v", err)
 	}
 }
+
+// TestIntegrationPrunerRunsDaily runs the daily job on a clock that
+// stands at 02:59 UTC: it must wait one minute, prune, and wait for the
+// next day's 03:00 (where the test stops it).
+func TestIntegrationPrunerRunsDaily(t *testing.T) {
+	f := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := f.admin.Exec(ctx, `INSERT INTO `+idempotency.KeyTable+` (tenant_id, idempotency_key, fingerprint, created_at)
+		SELECT $1, gen_random_uuid(), sha256(i::text::bytea), now() - interval '31 days' FROM generate_series(1, 10) i`, f.tenant); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 24, 2, 59, 0, 0, time.UTC)
+	var waits []time.Duration
+	p, err := idempotency.NewPruner(f.app, idempotency.WithClock(func() time.Time { return now }, func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		if len(waits) == 2 {
+			cancel()
+			return ctx.Err()
+		}
+		now = now.Add(d)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	if want := []time.Duration{time.Minute, 24 * time.Hour}; !slices.Equal(waits, want) {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
+	var left int
+	if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM `+idempotency.KeyTable+` WHERE tenant_id = $1`, f.tenant).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d of the tenant's expired keys left (%v), want 0", left, err)
+	}
+}

@@ -34,6 +34,9 @@ type Pruner struct {
 	at       time.Duration
 	progress func(PruneProgress)
 	log      *slog.Logger
+	// now and sleep are the clock of Run (tests replace them).
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // PruneOption configures a Pruner.
@@ -66,7 +69,7 @@ type PruneProgress struct {
 // NewPruner returns a pruner of the key table on db; it reports every
 // invalid option at once.
 func NewPruner(db DB, opts ...PruneOption) (*Pruner, error) {
-	p := &Pruner{db: db, days: DefaultRetentionDays, batch: DefaultPruneBatch, at: DefaultPruneAt, log: slog.Default()}
+	p := &Pruner{db: db, days: DefaultRetentionDays, batch: DefaultPruneBatch, at: DefaultPruneAt, log: slog.Default(), now: time.Now, sleep: sleepCtx}
 	for _, o := range opts {
 		o(p)
 	}
@@ -139,14 +142,11 @@ func (p *Pruner) batchOnce(ctx context.Context, cutoff time.Time) (int64, error)
 // left is deleted then.
 func (p *Pruner) Run(ctx context.Context) error {
 	for {
-		next := NextRun(time.Now(), p.at)
+		now := p.now()
+		next := NextRun(now, p.at)
 		p.log.Info("idempotency keys: next prune", "at", next, "retention_days", p.days)
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := p.sleep(ctx, next.Sub(now)); err != nil {
+			return err
 		}
 		prog, err := p.Prune(ctx)
 		if err != nil {
@@ -157,6 +157,18 @@ func (p *Pruner) Run(ctx context.Context) error {
 			continue
 		}
 		p.log.Info("idempotency keys: pruned", "deleted", prog.Deleted, "batches", prog.Batches, "created_before", prog.Cutoff, "elapsed", prog.Elapsed.Round(time.Millisecond))
+	}
+}
+
+// sleepCtx waits for d, or until ctx ends and then returns its error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
