@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/internal/testenv"
 )
 
@@ -66,5 +67,54 @@ func TestIntegrationExcludedTablesAreNotCaptured(t *testing.T) {
 	}
 	if !topics.Has(prefix + ".public." + kept) {
 		t.Errorf("table %s has no topic", kept)
+	}
+}
+
+// TestIntegrationIdempotencyKeysLeftOut publishes Layer 1's key table next
+// to a table: capture leaves the key table out (no topic, no records)
+// unless asked with WithIdempotencyKeys.
+func TestIntegrationIdempotencyKeysLeftOut(t *testing.T) {
+	env, pg := connectPG(t)
+	ctx := context.Background()
+	if err := idempotency.Migrate(ctx, pg); err != nil {
+		t.Fatal(err)
+	}
+	kept := createTable(t, pg, "keep", `(tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
+	pubName := testenv.Name("pub")
+	pub := pgx.Identifier{pubName}.Sanitize()
+	slots := []string{testenv.Name("slot"), testenv.Name("slot")}
+	dropAfter(t, pg, slots, pub)
+	if _, err := pg.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s, %s`, pub, kept, idempotency.KeyTable)); err != nil {
+		t.Fatal(err)
+	}
+	// Superuser: row-level security does not apply to this insert.
+	if _, err := pg.Exec(ctx, `INSERT INTO `+idempotency.KeyTable+` (tenant_id, idempotency_key, fingerprint) VALUES ('t', $1, sha256('x'))`, idempotency.NewKey()); err != nil {
+		t.Fatal(err)
+	}
+	keysTopic := func(prefix string) string { return prefix + "." + idempotency.KeyTable }
+	for i, include := range []bool{false, true} {
+		prefix := testenv.Name("wh")
+		opts := []capture.Option{capture.WithSlot(slots[i]), capture.WithPublication(pubName)}
+		if include {
+			opts = append(opts, capture.WithIdempotencyKeys())
+		}
+		stop := run(t, env, prefix, opts...)
+		if _, err := pg.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ('t', %d)`, kept, i)); err != nil {
+			t.Fatal(err)
+		}
+		consume(t, env, prefix+".public."+kept, i+1)
+		stop()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics, err := kadm.NewClient(cl).ListTopics(ctx)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := topics.Has(keysTopic(prefix)); got != include {
+			t.Errorf("WithIdempotencyKeys %v: the key table has a topic: %v", include, got)
+		}
 	}
 }

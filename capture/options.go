@@ -22,6 +22,7 @@ type config struct {
 	publication     string
 	tables          []string
 	exclude         []string
+	includeKeys     bool // capture IdempotencyKeyTable when published
 	topicPrefix     string
 	partitions      int32
 	replication     int16
@@ -104,9 +105,28 @@ func WithExcludeTables(patterns ...string) Option {
 	return func(c *config) { c.exclude = append(c.exclude, patterns...) }
 }
 
-// excluded reports whether the table ("schema.table") matches an exclude
-// pattern. The patterns were checked by validate.
+// IdempotencyKeyTable is the key table of Layer 1 (the idempotency
+// package's KeyTable). Capture leaves it out of the pipeline, also from a
+// publication FOR ALL TABLES or FOR TABLES IN SCHEMA walhouse, unless
+// WithIdempotencyKeys asks for it: its rows are request fingerprints and
+// stored responses, not data of the application, and it is pruned daily.
+const IdempotencyKeyTable = "walhouse.idempotency_keys"
+
+// messageKeyTable holds the key of capture's WAL messages (see
+// messages.go); it is never captured, whatever the publication.
+const messageKeyTable = "walhouse.message_key"
+
+// WithIdempotencyKeys captures IdempotencyKeyTable when the publication
+// has it (name it with WithTables to add it); by default it is left out.
+func WithIdempotencyKeys() Option { return func(c *config) { c.includeKeys = true } }
+
+// excluded reports whether the table ("schema.table") is left out: one of
+// walhouse's own tables, or a match of an exclude pattern. The patterns
+// were checked by validate.
 func (c *config) excluded(table string) bool {
+	if table == messageKeyTable || (table == IdempotencyKeyTable && !c.includeKeys) {
+		return true
+	}
 	for _, p := range c.exclude {
 		if ok, _ := path.Match(qualify(p), table); ok {
 			return true
@@ -299,8 +319,13 @@ func (c *config) validate() error {
 		}
 	}
 	for _, t := range c.tables {
-		if c.excluded(qualify(t)) {
-			errs = append(errs, fmt.Errorf("table %s is both named with --tables and excluded by --exclude-tables: drop one of them", qualify(t)))
+		switch qt := qualify(t); {
+		case qt == IdempotencyKeyTable && !c.includeKeys:
+			errs = append(errs, fmt.Errorf("table %s is Layer 1's key table, which is not captured unless asked: add --capture-idempotency-keys (capture.WithIdempotencyKeys) or drop it from --tables", qt))
+		case qt == messageKeyTable:
+			errs = append(errs, fmt.Errorf("table %s holds capture's message key and is never captured: drop it from --tables", qt))
+		case c.excluded(qt):
+			errs = append(errs, fmt.Errorf("table %s is both named with --tables and excluded by --exclude-tables: drop one of them", qt))
 		}
 	}
 	return errors.Join(errs...)

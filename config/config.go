@@ -22,6 +22,8 @@ type Config struct {
 	ClickHouse ClickHouse `yaml:"clickhouse"`
 	API        API        `yaml:"api"`
 	Log        Log        `yaml:"log"`
+	// Idempotency is Layer 1's key table, as walhouse keys prune keeps it.
+	Idempotency Idempotency `yaml:"idempotency"`
 
 	// set holds the keys the file gives, with their lines.
 	set map[string]int
@@ -39,6 +41,9 @@ type Source struct {
 	TenantColumn  string            `yaml:"tenant_column" flag:"tenant-column" env:"WALHOUSE_TENANT_COLUMN"`
 	TenantColumns map[string]string `yaml:"tenant_columns" flag:"tenant-column-for"`
 	DefaultTenant string            `yaml:"default_tenant" flag:"default-tenant" env:"WALHOUSE_DEFAULT_TENANT"`
+	// CaptureIdempotencyKeys captures Layer 1's key table, which capture
+	// leaves out by default.
+	CaptureIdempotencyKeys bool `yaml:"capture_idempotency_keys" flag:"capture-idempotency-keys" cmd:"capture"`
 }
 
 // Postgres is how to reach the source database.
@@ -179,4 +184,12 @@ type APIHTTPLimits struct {
 type Log struct {
 	Level  string `yaml:"level" flag:"log-level" env:"WALHOUSE_LOG_LEVEL"`
 	Format string `yaml:"format" flag:"log-format" env:"WALHOUSE_LOG_FORMAT"`
+}
+
+// Idempotency is the retention of Layer 1's key table
+// (walhouse.idempotency_keys), applied by walhouse keys prune.
+type Idempotency struct {
+	RetentionDays int    `yaml:"retention_days" flag:"retention-days" env:"DATA_IDEMPOTENCY_KEY_RETENTION_DAYS" cmd:"keys"`
+	PruneBatch    int    `yaml:"prune_batch" flag:"batch-size" cmd:"keys"`
+	PruneAt       string `yaml:"prune_at" flag:"daily-at" env:"WALHOUSE_IDEMPOTENCY_PRUNE_AT" cmd:"keys"`
 }

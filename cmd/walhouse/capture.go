@@ -40,6 +40,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
+		captureKeys = fs.Bool("capture-idempotency-keys", false, "also capture Layer 1's key table "+capture.IdempotencyKeyTable+" when published (left out by default: request fingerprints and stored responses, pruned daily)")
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off (env WALHOUSE_CAPTURE_METRICS_ADDR)")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
@@ -95,6 +96,9 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	}
 	if *noCreate {
 		opts = append(opts, capture.WithoutSlotCreation())
+	}
+	if *captureKeys {
+		opts = append(opts, capture.WithIdempotencyKeys())
 	}
 	switch *snapshot {
 	case "initial":

@@ -49,6 +49,7 @@ type completedFlag struct {
 // subcommands are the words that may follow a command.
 var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
+	"keys":       {"prune"},
 	"config":     {"example", "check"},
 	"completion": {"bash", "zsh", "fish"},
 }

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,12 +16,15 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/internal/pgslot"
+	"github.com/walhouse/walhouse/internal/writeapi"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
@@ -109,7 +115,7 @@ func runDemo(ctx context.Context, inv *invocation) error {
 	g.Go(func() error { return snk.Run(gctx) })
 	g.Go(func() error {
 		defer stop()
-		return demoWorkload(gctx, out, pg, chc, capt, snk, *tenants, *orders)
+		return demoWorkload(gctx, out, pgURL, pg, chc, capt, snk, *tenants, *orders)
 	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
@@ -127,12 +133,16 @@ func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Cli
 		`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '` + demoSlot + `'`,
 		`DROP PUBLICATION IF EXISTS ` + demoSlot,
 		`DROP TABLE IF EXISTS demo_orders, demo_customers`,
+		// Layer 1's table pattern: each row carries the key of the write
+		// that made it, and that write's fingerprint.
 		`CREATE TABLE demo_customers (
 			tenant_id text NOT NULL,
 			id        uuid NOT NULL DEFAULT gen_random_uuid(),
 			name      text NOT NULL,
 			email     text,
 			tier      text,
+			idempotency_key         uuid  NOT NULL UNIQUE,
+			idempotency_fingerprint bytea NOT NULL,
 			PRIMARY KEY (tenant_id, id))`,
 		`CREATE TABLE demo_orders (
 			tenant_id  text NOT NULL,
@@ -149,6 +159,9 @@ func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Cli
 		if _, err := pg.Exec(ctx, s); err != nil {
 			return fmt.Errorf("prepare PostgreSQL (%s): %w", firstLine(s), err)
 		}
+	}
+	if err := idempotency.Migrate(ctx, pg); err != nil {
+		return err
 	}
 	if err := chc.Exec(ctx, "DROP DATABASE IF EXISTS "+demoDatabase); err != nil {
 		return fmt.Errorf("reset ClickHouse database %s: %w", demoDatabase, err)
@@ -176,9 +189,10 @@ func firstLine(s string) string {
 	return s
 }
 
-// demoWorkload writes a multi-tenant workload, waits until ClickHouse has
-// caught up and prints the comparison.
-func demoWorkload(ctx context.Context, out io.Writer, pg *pgx.Conn, chc driver.Conn, capt *capture.Capturer, snk *sink.Sink, tenants, orders int) error {
+// demoWorkload writes a multi-tenant workload through Layer 1, retries
+// some of its writes to show the duplicates absorbed, waits until
+// ClickHouse has caught up and prints the comparison.
+func demoWorkload(ctx context.Context, out io.Writer, pgURL string, pg *pgx.Conn, chc driver.Conn, capt *capture.Capturer, snk *sink.Sink, tenants, orders int) error {
 	// Wait for the slot before writing, so that nothing is written before
 	// the stream starts (the demo takes no initial snapshot).
 	for capt.Stats().Confirmed == 0 {
@@ -188,36 +202,31 @@ func demoWorkload(ctx context.Context, out io.Writer, pg *pgx.Conn, chc driver.C
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	start := time.Now()
-	fmt.Fprintf(out, "==> writing: %d tenants × %d orders, then updates and deletes\n", tenants, orders)
-	steps := []struct {
-		what string
-		sql  string
-	}{
-		{"customers", `INSERT INTO demo_customers (tenant_id, name, email, tier)
-			SELECT 'tenant_' || t, 'Customer ' || c, 'c' || c || '@tenant' || t || '.example', (ARRAY['free','pro','enterprise'])[1 + c % 3]
-			FROM generate_series(1, $1::int) t, generate_series(1, 50) c`},
-		{"orders", `INSERT INTO demo_orders (tenant_id, id, customer, amount, status, items, details, created_at)
-			SELECT 'tenant_' || t, o, 'Customer ' || (1 + o % 50), round((random() * 500)::numeric, 2), 'new',
-			       ARRAY['sku-' || (o % 17), 'sku-' || (o % 5)], jsonb_build_object('channel', (ARRAY['web','app','store'])[1 + o % 3]),
-			       now() - (o || ' minutes')::interval
-			FROM generate_series(1, $1::int) t, generate_series(1, $2::int) o`},
-		{"pay 30% of orders", `UPDATE demo_orders SET status = 'paid' WHERE id % 10 < 3 AND $1::int > 0 AND $2::int > 0`},
-		{"ship a third of the paid", `UPDATE demo_orders SET status = 'shipped', amount = amount + 4.99 WHERE id % 10 = 0 AND $1::int > 0 AND $2::int > 0`},
-		{"delete 5% of orders", `DELETE FROM demo_orders WHERE id % 20 = 7 AND $1::int > 0 AND $2::int > 0`},
-		{"upgrade a customer per tenant", `UPDATE demo_customers SET tier = 'enterprise' WHERE name = 'Customer 1' AND $1::int > 0`},
+	pool, err := pgxpool.New(ctx, pgURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	for _, s := range steps {
-		var err error
-		if strings.Contains(s.sql, "$2") {
-			_, err = pg.Exec(ctx, s.sql, tenants, orders)
-		} else {
-			_, err = pg.Exec(ctx, s.sql, tenants)
+	defer pool.Close()
+	keys := idempotency.New(pool)
+	start := time.Now()
+	fmt.Fprintf(out, "==> writing through Layer 1: %d tenants × %d orders, then updates and deletes (a key on every write)\n", tenants, orders)
+	w := &demoWriter{keys: keys, orders: orders}
+	for t := 1; t <= tenants; t++ {
+		if err := w.customers(ctx, fmt.Sprintf("tenant_%d", t)); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("workload step %q: %w", s.what, err)
+	}
+	fmt.Fprintf(out, "    %-30s done\n", "customers (row pattern)")
+	for _, s := range demoSteps {
+		for t := 1; t <= tenants; t++ {
+			if _, err := w.step(ctx, s, fmt.Sprintf("tenant_%d", t)); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(out, "    %-30s done\n", s.what)
+	}
+	if err := demoRetries(ctx, out, pool, w, orders); err != nil {
+		return err
 	}
 	fmt.Fprintln(out, "==> waiting for ClickHouse to catch up")
 	var pgCount, chCount uint64
@@ -305,5 +314,159 @@ GROUP BY tenant_id, status ORDER BY status`
 		return err
 	}
 	fmt.Fprintln(out, "\nPostgreSQL and ClickHouse agree. The stored versions beyond the FINAL rows are the older versions of updated rows\nand the tombstones of deleted ones: FINAL reads each row's latest version only, and background merges fold the rest away.")
+	return nil
+}
+
+// demoSteps are the workload's writes after the customers, each run once
+// per tenant ($1) as one keyed transaction of Layer 1's key table; $2 is
+// the orders per tenant.
+var demoSteps = []struct {
+	what string
+	sql  string
+}{
+	{"orders", `INSERT INTO demo_orders (tenant_id, id, customer, amount, status, items, details, created_at)
+		SELECT $1, o, 'Customer ' || (1 + o % 50), round((random() * 500)::numeric, 2), 'new',
+		       ARRAY['sku-' || (o % 17), 'sku-' || (o % 5)], jsonb_build_object('channel', (ARRAY['web','app','store'])[1 + o % 3]),
+		       now() - (o || ' minutes')::interval
+		FROM generate_series(1, $2::int) o`},
+	{"pay 30% of orders", `UPDATE demo_orders SET status = 'paid' WHERE tenant_id = $1 AND id % 10 < 3 AND $2::int > 0`},
+	{"ship a third of the paid", `UPDATE demo_orders SET status = 'shipped', amount = amount + 4.99 WHERE tenant_id = $1 AND id % 10 = 0 AND $2::int > 0`},
+	{"delete 5% of orders", `DELETE FROM demo_orders WHERE tenant_id = $1 AND id % 20 = 7 AND $2::int > 0`},
+	{"upgrade a customer per tenant", `UPDATE demo_customers SET tier = 'enterprise' WHERE tenant_id = $1 AND name = 'Customer 1' AND $2::int > 0`},
+}
+
+// demoWriter writes the workload through Layer 1 and remembers the last
+// request of each pattern, so that it can be sent again.
+type demoWriter struct {
+	keys   *idempotency.Keys
+	orders int
+	// The last request of each step and its result, and the last
+	// customer inserted and its id: demoRetries sends them again.
+	sent         map[string]sentStep
+	lastCustomer idempotency.Insert
+	lastID       any
+}
+
+type sentStep struct {
+	r      idempotency.Request
+	result []byte
+}
+
+// customers inserts a tenant's 50 customers with the table pattern, one
+// keyed row each.
+func (w *demoWriter) customers(ctx context.Context, tenant string) error {
+	for c := 1; c <= 50; c++ {
+		ins := idempotency.Insert{Table: "demo_customers", Tenant: tenant, Key: idempotency.NewKey(),
+			Columns:   []string{"name", "email", "tier"},
+			Values:    []any{fmt.Sprintf("Customer %d", c), fmt.Sprintf("c%d@%s.example", c, tenant), []string{"free", "pro", "enterprise"}[c%3]},
+			Returning: []string{"id"}}
+		got, err := w.keys.Insert(ctx, ins)
+		if err != nil {
+			return fmt.Errorf("insert customer %d of %s: %w", c, tenant, err)
+		}
+		w.lastCustomer, w.lastID = ins, got.Values[0]
+	}
+	return nil
+}
+
+// step runs one workload step for tenant as a keyed write.
+func (w *demoWriter) step(ctx context.Context, s struct{ what, sql string }, tenant string) (idempotency.Outcome, error) {
+	fp, err := idempotency.FingerprintOf(s.what, []any{tenant, w.orders})
+	if err != nil {
+		return idempotency.Outcome{}, err
+	}
+	r := idempotency.Request{Tenant: tenant, Key: idempotency.NewKey(), Fingerprint: fp}
+	out, err := w.do(ctx, r, s.sql)
+	if w.sent == nil {
+		w.sent = map[string]sentStep{}
+	}
+	w.sent[s.what] = sentStep{r, out.Result}
+	return out, err
+}
+
+func (w *demoWriter) do(ctx context.Context, r idempotency.Request, sql string) (idempotency.Outcome, error) {
+	out, err := w.keys.Do(ctx, r, func(ctx context.Context, tx pgx.Tx) ([]byte, error) {
+		tag, err := tx.Exec(ctx, sql, r.Tenant, w.orders)
+		return []byte(fmt.Sprintf("%d rows", tag.RowsAffected())), err
+	})
+	if err != nil {
+		return out, fmt.Errorf("workload step of %s: %w", r.Tenant, err)
+	}
+	return out, nil
+}
+
+// demoRetries sends writes again with their keys, as a client whose
+// response was lost would, and shows that each duplicate was absorbed:
+// the first result comes back, nothing changes in PostgreSQL.
+func demoRetries(ctx context.Context, out io.Writer, pool *pgxpool.Pool, w *demoWriter, orders int) error {
+	fmt.Fprintln(out, "==> retrying writes with their keys (Layer 1 absorbs the duplicates)")
+	fingerprintOf := func(tenant string) (string, error) {
+		var s string
+		err := pool.QueryRow(ctx, `SELECT count(*) || ' orders, sum ' || coalesce(sum(amount), 0) FROM demo_orders WHERE tenant_id = $1`, tenant).Scan(&s)
+		return s, err
+	}
+	// "ship a third of the paid" adds 4.99 to amounts: done twice, it
+	// would change them twice.
+	ship := demoSteps[2]
+	first := w.sent[ship.what]
+	tenant := first.r.Tenant
+	before, err := fingerprintOf(tenant)
+	if err != nil {
+		return err
+	}
+	again, err := w.do(ctx, first.r, ship.sql)
+	if err != nil {
+		return err
+	}
+	after, err := fingerprintOf(tenant)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "    key table:   %q (amount + 4.99) of %s retried with its key: replayed %q; %s before and %s after\n",
+		ship.what, tenant, again.Result, before, after)
+	if !again.Replayed || before != after || string(again.Result) != string(first.result) {
+		return fmt.Errorf("layer 1 did not absorb the retried update (replayed %v, %s then %s)", again.Replayed, before, after)
+	}
+
+	got, err := w.keys.Insert(ctx, w.lastCustomer)
+	if err != nil {
+		return err
+	}
+	if !got.Replayed || got.Values[0] != w.lastID {
+		return fmt.Errorf("layer 1 did not absorb the retried insert (replayed %v, id %v then %v)", got.Replayed, w.lastID, got.Values[0])
+	}
+	fmt.Fprintf(out, "    row pattern: the insert of %s's %s retried with its key: replayed, the same id\n", w.lastCustomer.Tenant, w.lastCustomer.Values[0])
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: writeapi.LoseFirstResponses(writeapi.Handler(w.keys, "demo_orders")), ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	c := writeapi.Client{BaseURL: "http://" + ln.Addr().String()}
+	key := idempotency.NewKey()
+	order := writeapi.Order{ID: int64(orders) + 1, Customer: "Customer 1", Amount: "42.00", Status: "new"}
+	resp, attempts, err := c.CallRetrying(ctx, 5, tenant, key, "POST", "/orders", order)
+	if err != nil {
+		return err
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM demo_orders WHERE tenant_id = $1 AND id = $2`, tenant, order.ID).Scan(&n); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "    HTTP:        POST /orders, its response lost after the commit: %d attempts, the last replayed %d %s; %d row\n", attempts, resp.Status, http.StatusText(resp.Status), n)
+	if !resp.Replayed || n != 1 {
+		return fmt.Errorf("layer 1 did not absorb the HTTP retry (replayed %v, %d rows)", resp.Replayed, n)
+	}
+	order.Amount = "43.00"
+	resp, err = c.Call(ctx, tenant, key, "POST", "/orders", order)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "    HTTP:        the same key with another amount: %d %s\n", resp.Status, http.StatusText(resp.Status))
+	if resp.Status != http.StatusUnprocessableEntity {
+		return fmt.Errorf("a reused key with another payload got %d, want 422", resp.Status)
+	}
 	return nil
 }

@@ -14,7 +14,10 @@
 //	serve.go             serve: the query API (query.Server) with monitor.Probe
 //	                     for the pipeline's lag; export: one subject to a file
 //	dlq.go               dlq list / replay of the dead-letter topic
+//	keys.go              keys prune: Layer 1's expired idempotency keys
+//	                     (idempotency.Pruner), once or daily
 //	demo.go              demo: capture and sink in one process on a workload
+//	                     written through Layer 1 (internal/writeapi for HTTP)
 //	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP;
 //	                     chdb_off.go stands in for it with -tags nochdb
 //	                     (the static container image)

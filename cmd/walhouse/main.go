@@ -74,6 +74,15 @@ func commands() map[string]command {
 			},
 			required: []string{"tenant", "subject-column", "subject", "out"}, run: runExport,
 		},
+		"keys": {
+			summary: "prune Layer 1's idempotency keys older than the retention period", usage: "prune [--retention-days N] [--daily] [flags]",
+			examples: []string{
+				"walhouse keys prune --pg postgres://app@db/app",
+				"DATA_IDEMPOTENCY_KEY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
+				"walhouse keys prune --daily --daily-at 03:00   # the daily job, as a long-running process",
+			},
+			required: []string{"pg"}, run: runKeys,
+		},
 		"demo": {
 			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
 			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walhouse/walhouse/idempotency"
+)
+
+// runKeys runs the subcommands of walhouse keys; prune deletes Layer 1's
+// expired idempotency keys, once or daily.
+func runKeys(ctx context.Context, inv *invocation) error {
+	var sub string
+	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		sub, inv.args = inv.args[0], inv.args[1:]
+	}
+	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
+	var ep endpoints
+	ep.register(fs, true, false, false)
+	days := fs.Int("retention-days", envInt("DATA_IDEMPOTENCY_KEY_RETENTION_DAYS", idempotency.DefaultRetentionDays), "delete the keys created more than this many days ago; at least 1 (env DATA_IDEMPOTENCY_KEY_RETENTION_DAYS)")
+	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
+	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")
+	at := fs.String("daily-at", envOr("WALHOUSE_IDEMPOTENCY_PRUNE_AT", "03:00"), "time of day of the daily prune, HH:MM in UTC (env WALHOUSE_IDEMPOTENCY_PRUNE_AT)")
+	if err := inv.parse(fs); err != nil {
+		return err
+	}
+	if sub != "prune" {
+		return usageErrorf("want a subcommand: prune (delete the idempotency keys older than --retention-days from %s)", idempotency.KeyTable)
+	}
+	tod, err := parseTimeOfDay(*at)
+	if err != nil {
+		return usageErrorf("--daily-at: %v", err)
+	}
+	pgURL, err := ep.pgURL()
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, pgURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer pool.Close()
+	lastPrint := time.Now()
+	p, err := idempotency.NewPruner(pool, idempotency.WithRetentionDays(*days), idempotency.WithBatchSize(*batch), idempotency.WithDailyAt(tod),
+		idempotency.WithProgress(func(pp idempotency.PruneProgress) {
+			if time.Since(lastPrint) >= time.Second {
+				fmt.Fprintf(inv.stdout, "  %d keys deleted in %d batches (%.1fs)\n", pp.Deleted, pp.Batches, pp.Elapsed.Seconds())
+				lastPrint = time.Now()
+			}
+		}))
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	if *daily {
+		fmt.Fprintf(inv.stdout, "pruning %s every day at %s UTC (keys older than %d days), next at %s\n", idempotency.KeyTable, *at, *days, idempotency.NextRun(time.Now(), tod).Format(time.RFC3339))
+		return explainMissingTable(p.Run(ctx))
+	}
+	fmt.Fprintf(inv.stdout, "pruning %s: keys older than %d days, %d per batch\n", idempotency.KeyTable, *days, *batch)
+	prog, err := p.Prune(ctx)
+	if err != nil {
+		return explainMissingTable(fmt.Errorf("after deleting %d keys: %w", prog.Deleted, err))
+	}
+	fmt.Fprintf(inv.stdout, "deleted %d keys created before %s in %d batches (%.1fs)\n", prog.Deleted, prog.Cutoff.Format(time.RFC3339), prog.Batches, prog.Elapsed.Seconds())
+	return nil
+}
+
+// explainMissingTable says what a missing key table means.
+func explainMissingTable(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%s does not exist in this database: point --pg at the application's database (its key table is made by idempotency.Migrate): %w", idempotency.KeyTable, err)
+	}
+	return err
+}
+
+// parseTimeOfDay parses "HH:MM" into the time after midnight.
+func parseTimeOfDay(s string) (time.Duration, error) {
+	t, err := time.Parse("15:04", s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want HH:MM in UTC, e.g. 03:00", s)
+	}
+	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
+}
