@@ -110,3 +110,20 @@ func formatQuery(ctx context.Context, conn driver.Conn, stmt string) (string, er
 	err := conn.QueryRow(qctx, "SELECT formatQuery({q:String})").Scan(&out)
 	return out, err
 }
+
+// A host that does not know the cluster, or lacks the macros the Keeper
+// paths need, is refused at connection with what to configure (the
+// embedded engine has neither).
+func TestIntegrationOpenClusterChecksTheHost(t *testing.T) {
+	env := testenv.Require(t, "clickhouse")
+	conn, err := OpenCluster(context.Background(), env.ClickHouse, "main")
+	if err == nil {
+		conn.Close()
+		t.Fatal("OpenCluster accepted a host without cluster main")
+	}
+	for _, want := range []string{`no cluster "main" in its remote_servers`, `no macro "shard"`, `no macro "replica"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
