@@ -184,7 +184,42 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 			return nil, fmt.Errorf("create ClickHouse database (%s): %w", stmt, err)
 		}
 	}
+	if err := w.checkPlacement(ctx); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// checkPlacement refuses a database whose tables were made for the other
+// placement: a sink with --cluster would otherwise insert into the plain
+// tables a sink on one server left (on one host only), and a sink without
+// it into Distributed tables with background inserts.
+func (w *Writer) checkPlacement(ctx context.Context) error {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(w.database)}))
+	rows, err := w.conn.Query(qctx, "SELECT engine = 'Distributed', groupArray(5)(name) FROM system.tables WHERE database = {db:String} GROUP BY 1")
+	if err != nil {
+		return fmt.Errorf("read the tables of %s: %w", w.database, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			distributed bool
+			names       []string
+		)
+		if err := rows.Scan(&distributed, &names); err != nil {
+			return fmt.Errorf("read the tables of %s: %w", w.database, err)
+		}
+		switch {
+		case w.placement.OnCluster() && !distributed:
+			return fmt.Errorf("database %s holds tables that are not Distributed tables (%s): a sink without --cluster made them; give the cluster another --database, or move them (docs/clickhouse-cluster.md)", w.database, strings.Join(names, ", "))
+		case !w.placement.OnCluster() && distributed:
+			return fmt.Errorf("database %s holds Distributed tables (%s): a sink with --cluster made them; give this sink the same --cluster", w.database, strings.Join(names, ", "))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the tables of %s: %w", w.database, err)
+	}
+	return nil
 }
 
 // Load inserts b. Records are split into runs of equal source schema; each

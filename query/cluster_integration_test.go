@@ -183,6 +183,23 @@ func TestIntegrationCluster(t *testing.T) {
 		t.Fatalf("after the TRUNCATE, FINAL through the Distributed table shows\n%s\nwant\n%s", got, want)
 	}
 
+	// A sink without --cluster refuses the cluster's database, and one
+	// with it a database of plain tables.
+	if _, err := clickhouse.NewWriter(ctx, hosts["s1r1"], db, ""); err == nil || !strings.Contains(err.Error(), "give this sink the same --cluster") {
+		t.Errorf("a sink without --cluster on the cluster's database: %v", err)
+	}
+	plain := db + "_plain"
+	if err := hosts["s1r1"].Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(plain)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hosts["s1r1"].Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(plain)) })
+	if err := hosts["s1r1"].Exec(ctx, "CREATE TABLE "+schema.QuoteIdent(plain)+".t (a String) ENGINE = MergeTree ORDER BY a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clickhouse.NewWriter(ctx, conn, plain, "", clickhouse.OnCluster(testenv.ClusterName)); err == nil || !strings.Contains(err.Error(), "not Distributed tables (t)") {
+		t.Errorf("a sink with --cluster on a database of plain tables: %v", err)
+	}
+
 	// serve: lastSyncAt from _walhouse_sync and reads through the
 	// Distributed table.
 	through := time.Unix(1700002000, 0).UTC()
