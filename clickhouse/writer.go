@@ -196,7 +196,7 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 // it into Distributed tables with background inserts.
 func (w *Writer) checkPlacement(ctx context.Context) error {
 	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(w.database)}))
-	rows, err := w.conn.Query(qctx, "SELECT engine = 'Distributed', groupArray(5)(name) FROM system.tables WHERE database = {db:String} GROUP BY 1")
+	rows, err := w.conn.Query(qctx, "SELECT engine = 'Distributed', groupArray(5)(name) FROM system.tables WHERE database = {db:String} AND (engine = 'Distributed' OR engine LIKE '%MergeTree') GROUP BY 1")
 	if err != nil {
 		return fmt.Errorf("read the tables of %s: %w", w.database, err)
 	}
@@ -211,7 +211,7 @@ func (w *Writer) checkPlacement(ctx context.Context) error {
 		}
 		switch {
 		case w.placement.OnCluster() && !distributed:
-			return fmt.Errorf("database %s holds tables that are not Distributed tables (%s): a sink without --cluster made them; give the cluster another --database, or move them (docs/clickhouse-cluster.md)", w.database, strings.Join(names, ", "))
+			return fmt.Errorf("database %s holds MergeTree tables, not Distributed tables (%s): a sink without --cluster made them; give the cluster another --database, or move them (docs/clickhouse-cluster.md)", w.database, strings.Join(names, ", "))
 		case !w.placement.OnCluster() && distributed:
 			return fmt.Errorf("database %s holds Distributed tables (%s): a sink with --cluster made them; give this sink the same --cluster", w.database, strings.Join(names, ", "))
 		}

@@ -196,7 +196,7 @@ func TestIntegrationCluster(t *testing.T) {
 	if err := hosts["s1r1"].Exec(ctx, "CREATE TABLE "+schema.QuoteIdent(plain)+".t (a String) ENGINE = MergeTree ORDER BY a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clickhouse.NewWriter(ctx, conn, plain, "", clickhouse.OnCluster(testenv.ClusterName)); err == nil || !strings.Contains(err.Error(), "not Distributed tables (t)") {
+	if _, err := clickhouse.NewWriter(ctx, conn, plain, "", clickhouse.OnCluster(testenv.ClusterName)); err == nil || !strings.Contains(err.Error(), "MergeTree tables, not Distributed tables (t)") {
 		t.Errorf("a sink with --cluster on a database of plain tables: %v", err)
 	}
 
