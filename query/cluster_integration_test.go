@@ -192,7 +192,9 @@ func TestIntegrationCluster(t *testing.T) {
 	if err := hosts["s1r1"].Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(plain)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = hosts["s1r1"].Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(plain)) })
+	t.Cleanup(func() {
+		_ = hosts["s1r1"].Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(plain))
+	})
 	if err := hosts["s1r1"].Exec(ctx, "CREATE TABLE "+schema.QuoteIdent(plain)+".t (a String) ENGINE = MergeTree ORDER BY a"); err != nil {
 		t.Fatal(err)
 	}
