@@ -15,5 +15,11 @@
 // table first (toast.go), and a truncate is written as tombstones
 // (truncate.go).
 //
+// On a cluster (OpenCluster, OnCluster) the same code runs on the
+// Distributed tables: inserts and reads go through them with the session
+// settings of ClusterSettings (synchronous distributed inserts that carry
+// the deduplication token to each shard), and the DDL schema plans runs
+// ON CLUSTER.
+//
 // Writer implements sink.Loader.
 package clickhouse

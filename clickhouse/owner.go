@@ -47,9 +47,10 @@ func (w *Writer) claim(ctx context.Context, src record.Source, name string) (exi
 					qname, src.Schema, src.Table, src.Schema, src.Table),
 			}
 		}
-		stmt := fmt.Sprintf("ALTER TABLE %s MODIFY COMMENT %s", qname, schema.QuoteString(want))
-		if err := w.conn.Exec(ctx, stmt); err != nil {
-			return true, fmt.Errorf("record the source table %s.%s in the comment of %s: %w", src.Schema, src.Table, qname, err)
+		for _, stmt := range w.placement.Alter(name, "MODIFY COMMENT "+schema.QuoteString(want)) {
+			if err := w.conn.Exec(ctx, stmt); err != nil {
+				return true, fmt.Errorf("record the source table %s.%s in the comment of %s: %w", src.Schema, src.Table, qname, err)
+			}
 		}
 		w.log.Info("recorded the source table in the comment of an existing table", "table", qname, "source", src.Schema+"."+src.Table, "previous_comment", comment)
 		return true, nil

@@ -49,7 +49,16 @@ func (w *Writer) Truncate(ctx context.Context, req sink.TruncateRequest) error {
 		return nil
 	}
 	ts := tombstones{Database: w.database, Table: name, LSN: tr.LSN, CommitTime: tr.CommitTime}
-	ictx := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": req.Token}))
+	settings := ch.Settings{"insert_deduplication_token": req.Token}
+	if w.placement.OnCluster() {
+		// The rows of a Distributed SELECT come back from the shards in no
+		// fixed order, so a repeated pass may split into other blocks under
+		// the same tokens, and deduplication would drop tombstones the
+		// first pass did not write. The pass needs none: it only writes
+		// tombstones for rows not yet deleted at its LSN.
+		settings = ch.Settings{"insert_deduplicate": 0}
+	}
+	ictx := ch.Context(ctx, ch.WithSettings(settings))
 	if err := w.conn.Exec(ictx, ts.SQL()); err != nil {
 		return fmt.Errorf("write the tombstones of the TRUNCATE of %s at %s: %w; the sink retries, and it is safe to run again", name, tr.LSN, err)
 	}

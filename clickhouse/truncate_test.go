@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +18,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func TestTombstonesSQL(t *testing.T) {
 	ts := tombstones{Database: "walhouse", Table: "odd `name`", LSN: 0x16B3748, CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)}
-	path := filepath.Join("testdata", "tombstones.sql.golden")
-	got := ts.SQL()
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./clickhouse -run TestTombstonesSQL -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("tombstone SQL differs from %s:\n%s", path, got)
-	}
+	golden(t, "tombstones.sql", ts.SQL())
 }
 
 // truncFixture loads records of public.items into a fresh database.

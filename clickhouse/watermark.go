@@ -19,16 +19,21 @@ var _ sink.Watermarker = (*Writer)(nil)
 // its partitions, known only once every partition of its topic has a row.
 const SyncTable = "_walhouse_sync"
 
-// SyncTableDDL returns the CREATE TABLE statement of SyncTable in database.
-// Each row says: every change committed at or before loaded_through that
-// routes to this Kafka partition of this table is loaded (capture's
-// heartbeats advance idle partitions). source_table is the ClickHouse table
-// name (schema.TableName). partitions is the partition count of the table's
+// SyncTableDDL returns the CREATE TABLE statement of SyncTable in database
+// on one server (syncTableStatements has those of a cluster). Each row
+// says: every change committed at or before loaded_through that routes to
+// this Kafka partition of this table is loaded (capture's heartbeats
+// advance idle partitions). source_table is the ClickHouse table name
+// (schema.TableName). partitions is the partition count of the table's
 // topic as capture's heartbeats last said (0: not known yet), so that a
 // partition with no row yet (one still loading a copy, say) is known to be
 // missing rather than taken as not existing.
 func SyncTableDDL(database string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s
+	return syncTableDDL(schema.Placement{Database: database})
+}
+
+func syncTableDDL(p schema.Placement) string {
+	return p.CreateLocal(SyncTable) + `
 (
     source_table   String,
     partition      Int32,
@@ -37,8 +42,20 @@ func SyncTableDDL(database string) string {
     updated_at     DateTime64(6, 'UTC'),
     partitions     Int32 DEFAULT 0
 )
-ENGINE = ReplacingMergeTree(updated_at)
-ORDER BY (source_table, partition)`, schema.QuoteIdent(database), schema.QuoteIdent(SyncTable))
+` + p.Engine(SyncTable, "updated_at") + `
+ORDER BY (source_table, partition)`
+}
+
+// syncTableStatements returns the statements that create SyncTable where
+// p says. On one server they also bring a table an older sink created up
+// to date (the partitions column; no older sink used a cluster). On a
+// cluster, its Distributed table is sharded by source table, so that all
+// the rows of a partition meet on one shard and FINAL per shard is FINAL.
+func syncTableStatements(p schema.Placement) []string {
+	if !p.OnCluster() {
+		return []string{syncTableDDL(p), fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS partitions Int32 DEFAULT 0", p.Qualified(SyncTable))}
+	}
+	return []string{syncTableDDL(p), p.DistributedDDL(SyncTable, "cityHash64(source_table)", "")}
 }
 
 // MarkLoaded records load watermarks (see sink.Watermark). A mark that
@@ -57,7 +74,7 @@ func (w *Writer) MarkLoaded(ctx context.Context, marks []sink.Watermark) error {
 		w.syncParts = parts
 		w.mu.Unlock()
 	}
-	batch, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions)", schema.QuoteIdent(w.database), schema.QuoteIdent(SyncTable)))
+	batch, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s (source_table, partition, loaded_through, lsn, updated_at, partitions)", w.placement.Qualified(SyncTable)))
 	if err != nil {
 		return fmt.Errorf("prepare watermark insert: %w", err)
 	}
@@ -95,14 +112,12 @@ func (w *Writer) appendMarks(batch driver.Batch, marks []sink.Watermark, now tim
 // prepareSync creates SyncTable, or adds the partitions column to one an
 // older sink created, and returns the partition counts it holds.
 func (w *Writer) prepareSync(ctx context.Context) (map[string]int32, error) {
-	db, tb := schema.QuoteIdent(w.database), schema.QuoteIdent(SyncTable)
-	if err := w.conn.Exec(ctx, SyncTableDDL(w.database)); err != nil {
-		return nil, fmt.Errorf("create %s: %w", SyncTable, err)
+	for _, stmt := range syncTableStatements(w.placement) {
+		if err := w.conn.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("create %s or add its partitions column: %w", SyncTable, err)
+		}
 	}
-	if err := w.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS partitions Int32 DEFAULT 0", db, tb)); err != nil {
-		return nil, fmt.Errorf("add the partitions column to %s: %w", SyncTable, err)
-	}
-	rows, err := w.conn.Query(ctx, fmt.Sprintf("SELECT source_table, max(partitions) FROM %s.%s FINAL GROUP BY source_table", db, tb))
+	rows, err := w.conn.Query(ctx, fmt.Sprintf("SELECT source_table, max(partitions) FROM %s FINAL GROUP BY source_table", w.placement.Qualified(SyncTable)))
 	if err != nil {
 		return nil, fmt.Errorf("read partition counts from %s: %w", SyncTable, err)
 	}

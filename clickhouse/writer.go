@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,18 +27,24 @@ var _ sink.Loader = (*Writer)(nil)
 // engine of `walhouse chdb`, or servers behind an HTTP proxy). The database
 // in the DSN is ignored for tables: Writer creates its tables in database.
 func Open(ctx context.Context, dsn string) (driver.Conn, error) {
-	conn, err := open(ctx, dsn)
+	conn, err := open(ctx, dsn, nil)
 	// The driver's errors may quote the DSN: never print its password.
 	return conn, redact.Error(err)
 }
 
-func open(ctx context.Context, dsn string) (driver.Conn, error) {
+func open(ctx context.Context, dsn string, settings ch.Settings) (driver.Conn, error) {
 	opts, err := ch.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse ClickHouse DSN %q: %w (want clickhouse://host:9000 or http://host:8123)", redact.String(dsn), err)
 	}
 	if opts.DialTimeout == 0 || opts.DialTimeout == 30*time.Second {
 		opts.DialTimeout = 10 * time.Second
+	}
+	if len(settings) > 0 && opts.Settings == nil {
+		opts.Settings = ch.Settings{}
+	}
+	for k, v := range settings {
+		opts.Settings[k] = v // over the DSN's: they are what correctness needs
 	}
 	conn, err := ch.Open(opts)
 	if err != nil {
@@ -50,35 +57,169 @@ func open(ctx context.Context, dsn string) (driver.Conn, error) {
 	return conn, nil
 }
 
+// OpenCluster connects, as Open does, to a host of the ClickHouse cluster
+// name, for a Writer (OnCluster) or the query API on that cluster. It
+// checks that the host knows the cluster (remote_servers) and defines the
+// shard and replica macros the replicated tables' Keeper paths use, and
+// gives every query of the session ClusterSettings.
+func OpenCluster(ctx context.Context, dsn, name string) (driver.Conn, error) {
+	conn, err := open(ctx, dsn, ClusterSettings())
+	if err != nil {
+		return nil, redact.Error(err)
+	}
+	if err := checkCluster(ctx, conn, name); err != nil {
+		conn.Close()
+		return nil, redact.Error(fmt.Errorf("ClickHouse at %s: %w", redact.String(dsn), err))
+	}
+	return conn, nil
+}
+
+// ClusterSettings are the settings of every session walhouse has with a
+// cluster. Each keeps exactly-once effects or true reads whatever the
+// users' profiles say:
+//   - insert_distributed_sync: an INSERT into a Distributed table returns
+//     only once every shard's part of it is written (a background insert
+//     would return before, and the sink would commit Kafka offsets of rows
+//     that sit in a queue on one host's disk). Each shard receives the
+//     rows of its tenants as one block, with the insert's settings, its
+//     deduplication token among them: a repeated batch splits the same way
+//     and every shard drops its part as a duplicate (docs/clickhouse-cluster.md
+//     argues this against inserting into the local tables);
+//   - insert_deduplicate: the replicated tables deduplicate by that token;
+//   - load_balancing in_order with prefer_localhost_replica off: every
+//     session writes to and reads from the first healthy replica of each
+//     shard in remote_servers order, so the sink reads back (unchanged TOAST
+//     values, TRUNCATE tombstones) what it wrote, and serve what lastSyncAt
+//     promises, without waiting for replication;
+//   - optimize_skip_unused_shards: a read with WHERE tenant = x asks the
+//     tenant's shard alone;
+//   - skip_unavailable_shards off: a shard that cannot answer fails the
+//     query rather than leaving its rows out;
+//   - alter_sync 2: an ALTER returns once every replica applied it, so no
+//     read through the Distributed table meets a replica without a column
+//     it names.
+//
+// distributed_product_mode keeps its default, deny: walhouse builds no
+// subquery over a Distributed table, and one would fail rather than read
+// from one shard.
+func ClusterSettings() ch.Settings {
+	return ch.Settings{
+		"insert_distributed_sync":     1,
+		"insert_deduplicate":          1,
+		"load_balancing":              "in_order",
+		"prefer_localhost_replica":    0,
+		"optimize_skip_unused_shards": 1,
+		"skip_unavailable_shards":     0,
+		"alter_sync":                  2,
+	}
+}
+
+// checkCluster returns an error, with what to configure, when the host
+// does not know cluster name or lacks the shard or replica macro.
+func checkCluster(ctx context.Context, conn driver.Conn, name string) error {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"cluster": schema.EscapeParam(name)}))
+	var hosts uint64
+	var macros []string
+	row := conn.QueryRow(qctx, "SELECT (SELECT count() FROM system.clusters WHERE cluster = {cluster:String}), (SELECT groupArray(macro) FROM system.macros)")
+	if err := row.Scan(&hosts, &macros); err != nil {
+		return fmt.Errorf("read system.clusters and system.macros: %w", err)
+	}
+	var problems []error
+	if hosts == 0 {
+		problems = append(problems, fmt.Errorf("no cluster %q in its remote_servers: define it there (see docs/clickhouse-cluster.md) or give the cluster's name to --cluster", name))
+	}
+	for _, m := range []string{"shard", "replica"} {
+		if !slices.Contains(macros, m) {
+			problems = append(problems, fmt.Errorf("no macro %q in its <macros>: every host of the cluster needs <shard> and <replica> (see docs/clickhouse-cluster.md)", m))
+		}
+	}
+	return errors.Join(problems...)
+}
+
 // Writer loads batches into ClickHouse. It is safe for concurrent use.
 type Writer struct {
-	conn     driver.Conn
-	database string
-	opts     schema.Options
-	log      *slog.Logger
+	conn      driver.Conn
+	database  string
+	placement schema.Placement
+	opts      schema.Options
+	log       *slog.Logger
 
 	mu        sync.Mutex
 	tables    map[string]*target // by schema id + table name
 	syncParts map[string]int32   // partition counts in SyncTable by table; nil until it is ready
 }
 
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// OnCluster makes the Writer keep its tables on the ClickHouse cluster
+// name (a cluster of the servers' remote_servers): replicated local tables
+// and a Distributed table over them, sharded by tenant, all created and
+// altered ON CLUSTER (see schema.Placement). conn must come from
+// OpenCluster. An empty name keeps the tables on the one server.
+func OnCluster(name string) WriterOption {
+	return func(w *Writer) { w.placement.Cluster = name }
+}
+
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
 // and names a key column of a date or timestamp type.
-func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy string) (*Writer, error) {
+func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy string, opts ...WriterOption) (*Writer, error) {
 	if database == "" {
 		return nil, errors.New("clickhouse: database name is empty")
 	}
-	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+schema.QuoteIdent(database)); err != nil {
-		return nil, fmt.Errorf("create ClickHouse database %s: %w", database, err)
+	w := &Writer{
+		conn:      conn,
+		database:  database,
+		placement: schema.Placement{Database: database},
+		log:       slog.Default().With("component", "clickhouse"),
+		tables:    map[string]*target{},
 	}
-	return &Writer{
-		conn:     conn,
-		database: database,
-		opts:     schema.Options{Database: database, PartitionBy: partitionBy},
-		log:      slog.Default().With("component", "clickhouse"),
-		tables:   map[string]*target{},
-	}, nil
+	for _, o := range opts {
+		o(w)
+	}
+	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy}
+	for _, stmt := range w.placement.CreateDatabases() {
+		if err := conn.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("create ClickHouse database (%s): %w", stmt, err)
+		}
+	}
+	if err := w.checkPlacement(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkPlacement refuses a database whose tables were made for the other
+// placement: a sink with --cluster would otherwise insert into the plain
+// tables a sink on one server left (on one host only), and a sink without
+// it into Distributed tables with background inserts.
+func (w *Writer) checkPlacement(ctx context.Context) error {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(w.database)}))
+	rows, err := w.conn.Query(qctx, "SELECT engine = 'Distributed', groupArray(5)(name) FROM system.tables WHERE database = {db:String} AND (engine = 'Distributed' OR engine LIKE '%MergeTree') GROUP BY 1")
+	if err != nil {
+		return fmt.Errorf("read the tables of %s: %w", w.database, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			distributed bool
+			names       []string
+		)
+		if err := rows.Scan(&distributed, &names); err != nil {
+			return fmt.Errorf("read the tables of %s: %w", w.database, err)
+		}
+		switch {
+		case w.placement.OnCluster() && !distributed:
+			return fmt.Errorf("database %s holds MergeTree tables, not Distributed tables (%s): a sink without --cluster made them; give the cluster another --database, or move them (docs/clickhouse-cluster.md)", w.database, strings.Join(names, ", "))
+		case !w.placement.OnCluster() && distributed:
+			return fmt.Errorf("database %s holds Distributed tables (%s): a sink with --cluster made them; give this sink the same --cluster", w.database, strings.Join(names, ", "))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the tables of %s: %w", w.database, err)
+	}
+	return nil
 }
 
 // Load inserts b. Records are split into runs of equal source schema; each
@@ -261,8 +402,13 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	if _, err := w.claim(ctx, r.Source, t.Name); err != nil {
 		return nil, err
 	}
-	if err := w.conn.Exec(ctx, t.CreateDDL(r.LSN)); err != nil {
-		return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
+	for _, ddl := range []string{t.CreateDDL(r.LSN), t.DistributedDDL()} {
+		if ddl == "" {
+			continue // no Distributed table on one server
+		}
+		if err := w.conn.Exec(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
+		}
 	}
 	tg, err := w.evolve(ctx, t, r.LSN)
 	if err != nil {
@@ -307,8 +453,13 @@ func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (*
 		if c.Warning != "" {
 			w.log.Warn(c.Warning, "table", t.QualifiedName(), "column", c.Column)
 		}
-		if err := w.conn.Exec(ctx, c.SQL); err != nil {
-			return nil, stop(plan.Failed(c, err))
+		for _, stmt := range []string{c.SQL, c.Distributed} {
+			if stmt == "" {
+				continue // no Distributed table on one server
+			}
+			if err := w.conn.Exec(ctx, stmt); err != nil {
+				return nil, stop(plan.Failed(c, err))
+			}
 		}
 		w.log.Info(c.Op.String(), "table", t.QualifiedName(), "column", c.Column, "from", c.From, "to", c.To)
 	}

@@ -135,10 +135,9 @@ type ClickHouse struct {
 	Database     string `yaml:"database" flag:"database" env:"WALHOUSE_CLICKHOUSE_DATABASE"`
 	PasswordFile string `yaml:"password_file" flag:"clickhouse-password-file" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
 	PasswordEnv  string `yaml:"password_env" flag:"clickhouse-password-file" secret:"env" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
-	// Cluster is reserved for ON CLUSTER DDL across a ClickHouse cluster,
-	// which walhouse does not do yet: it creates each table on the server
-	// it is connected to.
-	Cluster string `yaml:"cluster" reserved:"not supported yet: walhouse creates its tables on the one server in clickhouse.url (ON CLUSTER DDL is planned); remove the key, and create Replicated tables yourself if you need replicas"`
+	// Cluster is the ClickHouse cluster (remote_servers) the sink keeps
+	// its tables on and serve reads through; empty: one server.
+	Cluster string `yaml:"cluster" flag:"cluster" env:"WALHOUSE_CLICKHOUSE_CLUSTER"`
 }
 
 // API is the query API of walhouse serve.

@@ -107,9 +107,7 @@ func TestParseProblems(t *testing.T) {
 			[]string{"dedup.password_env (line 3): dedup.password_file and dedup.password_env both name the secret"}},
 		{"bad env name", "kafka:\n  sasl:\n    password_env: 1X\n",
 			[]string{`kafka.sasl.password_env (line 3): "1X" is not an environment variable name`}},
-		{"reserved cluster", "clickhouse:\n  cluster: main\n",
-			[]string{"clickhouse.cluster (line 2): not supported yet"}},
-		{"empty cluster is fine", "clickhouse:\n  cluster: \"\"\n", nil},
+		{"cluster", "clickhouse:\n  cluster: main\n", nil},
 		{"every problem at once", `
 topics:
   partitions: 0

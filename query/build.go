@@ -326,6 +326,11 @@ func BuildSelect(in SelectInput) (Statement, error) {
 	var sql strings.Builder
 	fmt.Fprintf(&sql, "SELECT %s\nFROM %s", strings.Join(selects, ", "), t.qualified())
 	if consistency == Final {
+		// On a ClickHouse cluster t is a Distributed table and each shard
+		// applies FINAL to its own rows alone. That is FINAL over the whole
+		// table: the Distributed table shards rows by their tenant, the
+		// first column of every key, so all versions of a row (same
+		// tenant, same key) are on one shard (schema.Placement).
 		sql.WriteString(" FINAL")
 	}
 	fmt.Fprintf(&sql, "\nWHERE %s", strings.Join(where, "\n  AND "))

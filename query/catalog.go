@@ -252,9 +252,21 @@ func (c *Catalog) load(ctx context.Context) (map[string]*Table, error) {
 	return tables, nil
 }
 
+// tablesQuery lists the replicated tables of {db:String} with their
+// sorting keys: the ReplacingMergeTree tables of one server, and, on a
+// cluster (schema.Placement), the Distributed tables, which have no
+// sorting key of their own, with that of their local table of the same
+// name in {local:String}. Both are read through {db:String}.
+const tablesQuery = `SELECT name, sorting_key FROM system.tables
+WHERE database = {db:String} AND engine LIKE '%ReplacingMergeTree' AND NOT startsWith(name, '_walhouse')
+UNION ALL
+SELECT name, sorting_key FROM system.tables
+WHERE database = {local:String} AND engine LIKE '%ReplacingMergeTree' AND NOT startsWith(name, '_walhouse')
+  AND name IN (SELECT name FROM system.tables WHERE database = {db:String} AND engine = 'Distributed')`
+
 func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(c.database)}))
-	rows, err := c.conn.Query(qctx, "SELECT name, sorting_key FROM system.tables WHERE database = {db:String} AND engine LIKE '%ReplacingMergeTree' AND NOT startsWith(name, '_walhouse')")
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(c.database), "local": schema.EscapeParam(schema.LocalDatabase(c.database))}))
+	rows, err := c.conn.Query(qctx, tablesQuery)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
 	}

@@ -10,6 +10,10 @@
 //     comment on that table;
 //   - the ReplacingMergeTree table of a source table (NewTable, CreateDDL),
 //     its name (TableName) and identifier quoting (QuoteIdent);
+//   - where tables live (Placement): one server, or a ClickHouse cluster
+//     with replicated local tables and a Distributed table sharded by
+//     tenant (DistributedDDL, ReplicaPath, ShardingKey), every DDL ON
+//     CLUSTER;
 //   - schema evolution (PlanEvolution): the diff between a ClickHouse
 //     table as it is and a record's columns, as a Plan of typed changes
 //     with their statements, or an *IncompatibleError naming the column and

@@ -85,8 +85,13 @@ type Change struct {
 	// From and To describe the change: the old and new name of a rename,
 	// the old and new type of a widening, the type of an added column.
 	From, To string
-	// SQL is the statement that makes the change.
+	// SQL is the statement that makes the change: on one server to the
+	// table, on a cluster ON CLUSTER to the local tables.
 	SQL string
+	// Distributed is, on a cluster, the same change to the Distributed
+	// table, run after SQL so that it never has a column its local tables
+	// lack; empty on one server.
+	Distributed string
 	// Warning says what the change cannot carry over from PostgreSQL (an
 	// added column's default older rows cannot be given), or is empty.
 	Warning string
@@ -121,6 +126,12 @@ func (e *IncompatibleError) Unwrap() error { return e.Err }
 //   - a column whose type widened is widened, one that narrowed is kept;
 //   - a column that disappeared from the source is marked dropped in its
 //     comment but kept, with its history.
+//
+// On a cluster, have must be the Distributed table's columns: its changes
+// follow those of the local tables, so a plan cut short by a crash is
+// planned again from where the Distributed table is, and every statement
+// repeats harmlessly on local tables that are ahead (IF NOT EXISTS, IF
+// EXISTS, the same type or comment again).
 //
 // A change no ClickHouse column can follow without loss (boolean to
 // integer, a rename onto an existing name, a column of a type walhouse did
@@ -184,7 +195,7 @@ func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, erro
 	}
 	for _, c := range cols {
 		if c.attnum > 0 && !seen[c.attnum] && !c.dropped && lsn > c.lsn {
-			p.Changes = append(p.Changes, Change{Op: MarkDropped, Column: c.name, SQL: p.commentSQL(c.name, droppedComment(c.attnum, lsn))})
+			p.Changes = append(p.Changes, p.change(Change{Op: MarkDropped, Column: c.name}, p.commentAction(c.name, droppedComment(c.attnum, lsn))))
 		}
 	}
 	return p, nil
@@ -208,27 +219,41 @@ func (p *Plan) add(c Column, lsn record.LSN) {
 			ch.Warning = "added column's default cannot be given to older rows; they read NULL"
 		}
 	}
-	ch.SQL = fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s%s%s", p.Table.QualifiedName(), QuoteIdent(c.Name), c.Type.DDL, def, columnComment(c.Source.Attnum, lsn))
-	p.Changes = append(p.Changes, ch)
+	p.Changes = append(p.Changes, p.change(ch, fmt.Sprintf("ADD COLUMN IF NOT EXISTS %s %s%s%s", QuoteIdent(c.Name), c.Type.DDL, def, columnComment(c.Source.Attnum, lsn))))
 }
 
 func (p *Plan) rename(from, to string) {
-	p.Changes = append(p.Changes, Change{Op: RenameColumn, Column: to, From: from, To: to,
-		SQL: fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", p.Table.QualifiedName(), QuoteIdent(from), QuoteIdent(to))})
+	ifExists := ""
+	if p.Table.Placement().OnCluster() {
+		ifExists = "IF EXISTS " // the local tables may be renamed already: see PlanEvolution
+	}
+	p.Changes = append(p.Changes, p.change(Change{Op: RenameColumn, Column: to, From: from, To: to},
+		fmt.Sprintf("RENAME COLUMN %s%s TO %s", ifExists, QuoteIdent(from), QuoteIdent(to))))
 }
 
 func (p *Plan) note(column, comment string) {
-	p.Changes = append(p.Changes, Change{Op: NoteColumn, Column: column, SQL: p.commentSQL(column, comment)})
+	p.Changes = append(p.Changes, p.change(Change{Op: NoteColumn, Column: column}, p.commentAction(column, comment)))
 }
 
 func (p *Plan) widen(column, from, to string) {
-	p.Changes = append(p.Changes, Change{Op: WidenColumn, Column: column, From: from, To: to,
-		SQL: fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", p.Table.QualifiedName(), QuoteIdent(column), to)})
+	p.Changes = append(p.Changes, p.change(Change{Op: WidenColumn, Column: column, From: from, To: to},
+		fmt.Sprintf("MODIFY COLUMN %s %s", QuoteIdent(column), to)))
 }
 
-// commentSQL sets a column's comment; comment is a COMMENT clause.
-func (p *Plan) commentSQL(column, comment string) string {
-	return fmt.Sprintf("ALTER TABLE %s COMMENT COLUMN %s%s", p.Table.QualifiedName(), QuoteIdent(column), strings.TrimPrefix(comment, " COMMENT"))
+// change returns c with the statements of an ALTER TABLE action on the
+// plan's table (see Placement.Alter).
+func (p *Plan) change(c Change, action string) Change {
+	stmts := p.Table.Placement().Alter(p.Table.Name, action)
+	c.SQL = stmts[0]
+	if len(stmts) > 1 {
+		c.Distributed = stmts[1]
+	}
+	return c
+}
+
+// commentAction sets a column's comment; comment is a COMMENT clause.
+func (p *Plan) commentAction(column, comment string) string {
+	return fmt.Sprintf("COMMENT COLUMN %s%s", QuoteIdent(column), strings.TrimPrefix(comment, " COMMENT"))
 }
 
 func (p *Plan) incompatible(column string, err error) *IncompatibleError {
@@ -237,9 +262,9 @@ func (p *Plan) incompatible(column string, err error) *IncompatibleError {
 		Table:  t.QualifiedName(),
 		Column: column,
 		Err:    err,
-		Fix: fmt.Sprintf("either change the ClickHouse column by hand (ALTER TABLE %s ...) so it holds the new values, "+
-			"or drop the table (DROP TABLE %s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
-			t.QualifiedName(), t.QualifiedName(), t.Source.Schema, t.Source.Table),
+		Fix: fmt.Sprintf("either change the ClickHouse column by hand (%s) so it holds the new values, "+
+			"or drop the table (%s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
+			strings.Join(t.Placement().Alter(t.Name, "..."), ", then "), strings.Join(t.Placement().Drop(t.Name), ", then "), t.Source.Schema, t.Source.Table),
 	}
 }
 
@@ -271,6 +296,9 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, "-- warning: %s: %s\n", c.Column, c.Warning)
 		}
 		fmt.Fprintf(&b, "%s;\n", c.SQL)
+		if c.Distributed != "" {
+			fmt.Fprintf(&b, "%s;\n", c.Distributed)
+		}
 	}
 	return b.String()
 }

@@ -311,27 +311,44 @@ func TestPlanEvolution(t *testing.T) {
 				return append(cols, record.Column{Name: "extra", Type: "text", TypMod: -1, Attnum: 7, Missing: &dflt})
 			})},
 	}
+	// Each plan on one server (evolve_<name>) and on a cluster
+	// (evolve_cluster_<name>: each change ON CLUSTER to the local tables,
+	// then to the Distributed table).
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			have := tc.have
-			if have == nil {
-				have = base
+		for _, cluster := range []string{"", "main"} {
+			name := tc.name
+			if cluster != "" {
+				name = "cluster_" + name
 			}
-			tbl := planTable(t, tc.edit)
-			p, err := PlanEvolution(tbl, have, tc.lsn)
-			var got string
-			var ie *IncompatibleError
-			switch {
-			case errors.As(err, &ie):
-				got = fmt.Sprintf("-- incompatible: column %s\n%v\n", ie.Column, ie)
-			case err != nil:
-				t.Fatalf("PlanEvolution: %v, want a plan or an *IncompatibleError", err)
-			default:
-				got = p.String()
-			}
-			golden(t, "evolve_"+tc.name, got)
-		})
+			t.Run(name, func(t *testing.T) {
+				have := tc.have
+				if have == nil {
+					have = base
+				}
+				tbl := planTable(t, tc.edit)
+				tbl.Cluster = cluster
+				planGolden(t, name, tbl, have, tc.lsn)
+			})
+		}
 	}
+}
+
+// planGolden compares the plan that brings have to tbl at lsn (or its
+// *IncompatibleError) with testdata/evolve_<name>.golden.
+func planGolden(t *testing.T, name string, tbl *Table, have []ExistingColumn, lsn record.LSN) {
+	t.Helper()
+	p, err := PlanEvolution(tbl, have, lsn)
+	var got string
+	var ie *IncompatibleError
+	switch {
+	case errors.As(err, &ie):
+		got = fmt.Sprintf("-- incompatible: column %s\n%v\n", ie.Column, ie)
+	case err != nil:
+		t.Fatalf("PlanEvolution: %v, want a plan or an *IncompatibleError", err)
+	default:
+		got = p.String()
+	}
+	golden(t, "evolve_"+name, got)
 }
 
 // TestPlanFailed checks which failed statements stop the table: a rename

@@ -125,13 +125,18 @@ func hashedLike(name string) bool {
 func escapedLen(name string) int {
 	n := 0
 	for _, c := range []byte(name) {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' {
+		if plainByte(c) {
 			n++
 		} else {
 			n += 3
 		}
 	}
 	return n
+}
+
+// plainByte reports whether ClickHouse keeps c as it is in a file name.
+func plainByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // sourceCommentPrefix starts the comment of every table walhouse creates

@@ -27,8 +27,11 @@ type Column struct {
 // Table is the ClickHouse shape of one source table.
 type Table struct {
 	Database string
-	Name     string
-	Source   record.Source
+	// Cluster is the ClickHouse cluster the table is on; empty: one
+	// server (see Placement).
+	Cluster string
+	Name    string
+	Source  record.Source
 	// Columns carries the source columns, in source order.
 	Columns []Column
 	// TenantColumn is the column that holds the tenant: a source column, or
@@ -47,6 +50,7 @@ type Table struct {
 // Options shape the ClickHouse table built for a source table.
 type Options struct {
 	Database    string
+	Cluster     string // optional; see Placement
 	PartitionBy string // optional; see Table.PartitionBy
 }
 
@@ -54,6 +58,7 @@ type Options struct {
 func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts Options) (*Table, error) {
 	t := &Table{
 		Database:     opts.Database,
+		Cluster:      opts.Cluster,
 		Name:         TableName(src),
 		Source:       src,
 		TenantColumn: tenantColumn,
@@ -115,16 +120,26 @@ func (t *Table) column(name string) (Column, bool) {
 	return Column{}, false
 }
 
-// QualifiedName returns the quoted database.table name.
-func (t *Table) QualifiedName() string {
-	return QuoteIdent(t.Database) + "." + QuoteIdent(t.Name)
+// Placement returns where t is kept: on one server or on a cluster.
+func (t *Table) Placement() Placement {
+	return Placement{Database: t.Database, Cluster: t.Cluster}
 }
 
-// CreateDDL returns the CREATE TABLE statement of t, for records first seen
-// at lsn.
+// QualifiedName returns the quoted database.table name that inserts and
+// reads use: the table itself on one server, its Distributed table on a
+// cluster.
+func (t *Table) QualifiedName() string {
+	return t.Placement().Qualified(t.Name)
+}
+
+// CreateDDL returns the CREATE TABLE statement of the table that stores
+// t's rows, for records first seen at lsn: on one server the table itself,
+// on a cluster the replicated local tables, ON CLUSTER (then create the
+// Distributed table, DistributedDDL).
 func (t *Table) CreateDDL(lsn record.LSN) string {
+	p := t.Placement()
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", t.QualifiedName())
+	b.WriteString(p.CreateLocal(t.Name) + "\n(\n")
 	if t.TenantSynthetic {
 		fmt.Fprintf(&b, "    %s %s,\n", QuoteIdent(t.TenantColumn), t.TenantType.DDL)
 	}
@@ -135,7 +150,7 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "    %s UInt8,\n", QuoteIdent(DeletedColumn))
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC'),\n", QuoteIdent(CommitColumn))
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC') DEFAULT now64(6)\n", QuoteIdent(SyncedColumn))
-	fmt.Fprintf(&b, ")\nENGINE = ReplacingMergeTree(%s, %s)\n", QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn))
+	fmt.Fprintf(&b, ")\n%s\n", p.Engine(t.Name, QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn)))
 	if t.PartitionBy != "" {
 		fmt.Fprintf(&b, "PARTITION BY toYYYYMM(%s)\n", QuoteIdent(t.PartitionBy))
 	}
@@ -145,11 +160,18 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	}
 	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
 	// A window of recent insert tokens makes a retried insert of the same
-	// batch a no-op even on a non-replicated table.
-	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000\n")
+	// batch a no-op, also on a non-replicated table.
+	b.WriteString(p.dedupSetting() + "\n")
 	// The source table it belongs to: see SourceComment.
 	b.WriteString("COMMENT " + QuoteString(SourceComment(t.Source)))
 	return b.String()
+}
+
+// DistributedDDL returns the CREATE TABLE statement of t's Distributed
+// table on a cluster, sharded by tenant (ShardingKey), or "" on one
+// server. Run it after CreateDDL.
+func (t *Table) DistributedDDL() string {
+	return t.Placement().DistributedDDL(t.Name, ShardingKey(t.TenantColumn), SourceComment(t.Source))
 }
 
 // Column comments carry what walhouse needs to follow renames: the source

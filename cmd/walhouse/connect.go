@@ -11,11 +11,15 @@ import (
 )
 
 // openClickHouse connects to the ClickHouse of the flags, with its
-// password. The caller closes the connection.
+// password, as a host of --cluster when it is given. The caller closes the
+// connection.
 func (e *endpoints) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	dsn, err := e.clickhouseDSN()
 	if err != nil {
 		return nil, err
+	}
+	if e.cluster != "" {
+		return clickhouse.OpenCluster(ctx, dsn, e.cluster)
 	}
 	return clickhouse.Open(ctx, dsn)
 }

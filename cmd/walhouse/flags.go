@@ -32,8 +32,11 @@ func envInt(name string, def int) int {
 // clickhouse fields.
 type endpoints struct {
 	pg, kafka, clickhouse, database string
-	kafkaSec                        kafkaSecurity
-	pgPassword, chPassword          *secretSource
+	// cluster is the ClickHouse cluster of --cluster (registerCluster);
+	// empty: one server.
+	cluster                string
+	kafkaSec               kafkaSecurity
+	pgPassword, chPassword *secretSource
 }
 
 func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
@@ -50,6 +53,12 @@ func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
 		e.chPassword = registerSecret(fs, "clickhouse-password-file", "WALHOUSE_CLICKHOUSE_PASSWORD", "the ClickHouse password")
 		fs.StringVar(&e.database, "database", envOr("WALHOUSE_CLICKHOUSE_DATABASE", "walhouse"), "ClickHouse database for the replicated tables (env WALHOUSE_CLICKHOUSE_DATABASE)")
 	}
+}
+
+// registerCluster registers --cluster, for the commands that create or
+// read the tables (sink, serve, export).
+func (e *endpoints) registerCluster(fs *flag.FlagSet) {
+	fs.StringVar(&e.cluster, "cluster", envOr("WALHOUSE_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse (env WALHOUSE_CLICKHOUSE_CLUSTER)")
 }
 
 // registerPGPassword registers --pg-password-file, for commands that

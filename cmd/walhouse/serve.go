@@ -33,6 +33,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, false, true)
+	ep.registerCluster(fs)
 	var (
 		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
@@ -261,6 +262,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, false, true)
+	ep.registerCluster(fs)
 	var (
 		tenant  = fs.String("tenant", "", "tenant whose rows are exported")
 		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")

@@ -32,6 +32,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 	var ep endpoints
 	ep.register(fs, false, true, true)
+	ep.registerCluster(fs)
 	var (
 		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
@@ -79,7 +80,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy)
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster))
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	st.schemas = schemas
 	// What it connects to, for an operator following the log; the logger
 	// redacts passwords in the URLs.
-	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database,
+	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
 		"group", *group, "topic_prefix", *prefix, "dedup", *dedupAddr, "dlq_topic", st.dlq, "metrics_addr", *metricsAddr)
 	s, cl, err := newSink(ctx, kc, w, st)
 	if err != nil {
