@@ -104,7 +104,7 @@ cmd_all() {
 	trap 'rm -rf "$out"' RETURN
 	"$helm" template walhouse deploy/helm/walhouse >"$out/default.yaml"
 	"$helm" template t deploy/helm/walhouse --set serviceMonitor.enabled=true,serve.enabled=false,secrets.existingSecret=s \
-		--set 'secrets.existingSecretKeys={pg-password,clickhouse-password}' --set 'capture.tables={public.orders,public.items}' >"$out/variant.yaml"
+		--set 'secrets.existingSecretKeys={pg-password,clickhouse-password}' --set 'capture.tables={public.orders,public.items}' --set config.clickhouseCluster=analytics >"$out/variant.yaml"
 	python3 - "$out/default.yaml" "$out/variant.yaml" <<-'PY'
 		import sys, yaml
 		for path in sys.argv[1:]:
@@ -114,6 +114,7 @@ cmd_all() {
 		            sys.exit(f"{path}: an object without apiVersion, kind or name: {d}")
 		    print(f"[lint-deploy] helm template {path.rsplit('/', 1)[1]}: {len(docs)} objects: " + ", ".join(sorted({d['kind'] for d in docs})), file=sys.stderr)
 	PY
+	grep -q 'WALHOUSE_CLICKHOUSE_CLUSTER: "analytics"' "$out/variant.yaml" || die "helm: config.clickhouseCluster does not reach WALHOUSE_CLICKHOUSE_CLUSTER"
 	log "helm: lint --strict and template pass"
 
 	if docker compose version >/dev/null 2>&1; then
