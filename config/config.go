@@ -39,11 +39,13 @@ type Source struct {
 	TenantColumn  string            `yaml:"tenant_column" flag:"tenant-column" env:"WALHOUSE_TENANT_COLUMN"`
 	TenantColumns map[string]string `yaml:"tenant_columns" flag:"tenant-column-for"`
 	DefaultTenant string            `yaml:"default_tenant" flag:"default-tenant" env:"WALHOUSE_DEFAULT_TENANT"`
+	FailoverSlot  bool              `yaml:"failover_slot" flag:"failover-slot" env:"WALHOUSE_FAILOVER_SLOT" cmd:"capture"`
 }
 
 // Postgres is how to reach the source database.
 type Postgres struct {
 	URL          string `yaml:"url" flag:"pg" env:"WALHOUSE_PG_URL"`
+	PrimaryURL   string `yaml:"primary_url" flag:"primary-url" env:"WALHOUSE_PRIMARY_URL" cmd:"capture"`
 	PasswordFile string `yaml:"password_file" flag:"pg-password-file" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
 	PasswordEnv  string `yaml:"password_env" flag:"pg-password-file" secret:"env" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
 }
@@ -56,6 +58,7 @@ type Capture struct {
 	SnapshotBatchRows  int           `yaml:"snapshot_batch_rows" flag:"snapshot-batch-rows"`
 	StatusInterval     time.Duration `yaml:"status_interval" flag:"status-interval"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" flag:"heartbeat-interval"`
+	ReconnectTimeout   time.Duration `yaml:"reconnect_timeout" flag:"reconnect-timeout" cmd:"capture"`
 	ProgressInterval   time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"capture"`
 	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
 	EnvelopeVersion    int           `yaml:"envelope_version" flag:"envelope-version"`
