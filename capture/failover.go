@@ -113,7 +113,7 @@ func (c *Capturer) ensureFailover(ctx context.Context, conn *pgx.Conn, repl *pgc
 func slotNotSynchronized(slot string) string {
 	return fmt.Sprintf("if this server is a standby promoted by a failover, slot %s had not been synchronized to it: "+
 		"it was created without --failover-slot (PostgreSQL 17+), the standby does not run sync_replication_slots = on with hot_standby_feedback = on and a primary_slot_name, "+
-		"or it had not synchronized the slot yet (SELECT slot_name, synced, temporary FROM pg_replication_slots on a standby shows it, synced and not temporary, once it has)", slot)
+		"or it had not synchronized the slot yet (SELECT slot_name, synced, temporary FROM pg_replication_slots on a standby shows it, synced and not temporary, once it has); start the new slot with --failover-slot so that the next failover keeps it", slot)
 }
 
 // reconnecting runs run, and runs it again when it lost PostgreSQL, until

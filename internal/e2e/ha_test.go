@@ -26,8 +26,9 @@ func haPipeline(t *testing.T, ha testenv.HA) *pipeline {
 	env := testenv.Require(t, "pg", "kafka", "clickhouse")
 	var p *pipeline
 	t.Cleanup(func() {
-		ha.Run(t, "start")
 		ctx := context.Background()
+		p.pg.Close(ctx) // the new primary's after a failover (failover)
+		ha.Run(t, "start")
 		conn, err := pgx.Connect(ctx, ha.Primary)
 		if err != nil {
 			t.Errorf("connect to the restored primary: %v", err)
@@ -176,7 +177,10 @@ func (p *pipeline) failover(ha testenv.HA, tb sinkTable) {
 	}
 	ha.Run(p.t, "kill-primary")
 	ha.Run(p.t, "promote")
-	p.pg = connectHA(p.t, ha.Standby)
+	// Closed by haPipeline's cleanup, after the pipeline's used it.
+	if p.pg, err = pgx.Connect(ctx, ha.Standby); err != nil {
+		p.t.Fatalf("connect to the new primary: %v", err)
+	}
 	p.env.PG = ha.Standby
 }
 
@@ -267,6 +271,7 @@ func TestIntegrationHAFailoverUnsyncedSlot(t *testing.T) {
 		t.Fatalf("capture did not stop with an error after the failover (%v):\n%s", err, capture.Output())
 	}
 	out := capture.Output()
+	t.Logf("capture stopped with: %v\n%s", err, out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
 	for _, want := range []string{"msg=\"lost PostgreSQL; reconnecting", "slot " + p.slot + " is gone", "had not been synchronized", "--failover-slot", "--resnapshot"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("capture's log lacks %q:\n%s", want, out)
