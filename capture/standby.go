@@ -69,6 +69,14 @@ func (c *Capturer) openSite(ctx context.Context, cat *pgx.Conn) (*site, error) {
 	if st.version < minStandbyVersion {
 		return nil, fmt.Errorf("the server is a standby running PostgreSQL %d, and logical decoding on a standby needs PostgreSQL 16 or later: point --pg at the primary, or upgrade", st.version/10000)
 	}
+	var feedback string
+	if err := cat.QueryRow(ctx, "SELECT current_setting('hot_standby_feedback')").Scan(&feedback); err != nil {
+		return nil, fmt.Errorf("read hot_standby_feedback: %w", err)
+	}
+	if feedback != "on" {
+		c.log.Warn("the standby runs with hot_standby_feedback = off: VACUUM on the primary may remove catalog rows the slot needs, which invalidates it (capture then stops and the tables must be copied again), and cancel the copy's queries",
+			"hint", "ALTER SYSTEM SET hot_standby_feedback = on; SELECT pg_reload_conf() on the standby")
+	}
 	st.url = c.cfg.primary
 	if st.url == "" {
 		c.log.Warn("capture reads from a standby without --primary-url: the publication and the DDL event trigger must already exist (create them on the primary), heartbeats are off (lastSyncAt stays unknown), and slot creation waits for the primary to log a standby snapshot",
