@@ -35,7 +35,7 @@ help:
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
-	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=17 or 18; ~1.5 min)"
+	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=17 or 18; ~2 min)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
@@ -101,8 +101,9 @@ test: vet rules $(TESTSTART)
 # of the primary under a failover slot (17+), with its unhappy path. They run
 # on a primary/standby pair of their own (deploy/local/ha.sh, PostgreSQL
 # $(PG_HA_MAJOR): 17 unless given), next to the other services; not part of
-# make test. About 1½ minutes on 2 cores once the services run (70 s for
-# 17, 45 s for 18 here), 3-4 on a first run that installs them.
+# make test. About 1-2½ minutes on 2 cores once the services run (17's slot
+# sync worker may take a minute to copy a new slot; 18's is quicker), 4-5 on
+# a first run that installs them.
 PG_HA_MAJOR ?= 17
 test-ha: $(TESTSTART)
 	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
