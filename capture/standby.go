@@ -158,13 +158,14 @@ func (st *site) waitReplayed(ctx context.Context, cat *pgx.Conn) error {
 	return fmt.Errorf("the standby did not replay the primary's WAL up to %s within %v: check that it streams (SELECT status FROM pg_stat_wal_receiver on the standby) and that --primary-url names its primary", target, replayTimeout)
 }
 
-// write runs fn on the connection that may write: cat on a primary. On a
+// write runs fn on the connection that may write: cat on a primary (or
+// without a site). On a
 // standby it is the primary's, reconnected when it was lost; there a
 // failure is logged (at most once a minute) and not returned, since
 // nothing written there is needed to stream: a primary that is down must
 // not stop capture on its standby.
 func (st *site) write(ctx context.Context, cat *pgx.Conn, what string, fn func(*pgx.Conn) error) error {
-	if !st.standby {
+	if st == nil || !st.standby {
 		return fn(cat)
 	}
 	if st.url == "" {
@@ -196,7 +197,7 @@ func (st *site) write(ctx context.Context, cat *pgx.Conn, what string, fn func(*
 // half second until ctx ends: a logical slot created on a standby waits
 // for one, which an idle primary writes only every 15 s or so.
 func (st *site) nudge(ctx context.Context) {
-	if !st.standby || st.primary == nil {
+	if st == nil || !st.standby || st.primary == nil {
 		return
 	}
 	for {
