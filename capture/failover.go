@@ -32,8 +32,9 @@ import (
 // (ALTER_REPLICATION_SLOT), so that the standbys synchronize it.
 func WithFailoverSlot() Option { return func(c *config) { c.failover = true } }
 
-// WithReconnect makes Run reconnect when it loses PostgreSQL (a restart, a
-// failover, a network cut) instead of returning, for up to d from the
+// WithReconnect makes Run reconnect when it loses a connection
+// (PostgreSQL restarting or failing over, a network cut, also towards
+// Kafka) instead of returning, for up to d from the
 // moment the connection was lost; then it returns the last error. Each
 // reconnection starts over from the slot's confirmed position, so nothing
 // is lost and what is read again is produced again with the same eventIds.
@@ -139,7 +140,7 @@ func (c *Capturer) reconnecting(ctx context.Context, run func(context.Context) e
 		}
 		wait := backoff.Exponential(250*time.Millisecond, 5*time.Second, attempt)
 		attempt++
-		c.log.Warn("lost PostgreSQL; reconnecting, then streaming on from the slot's confirmed position", "err", err, "attempt", attempt, "retry_in", wait)
+		c.log.Warn("lost a connection; reconnecting, then streaming on from the slot's confirmed position", "err", err, "attempt", attempt, "retry_in", wait)
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -150,6 +151,8 @@ func (c *Capturer) reconnecting(ctx context.Context, run func(context.Context) e
 // was asked on it: the server went away, refused connections while
 // starting or shutting down, was not the primary target_session_attrs
 // asked for, or still held the slot for the walsender of the lost session.
+// A network error of Kafka's counts too: a new session re-reads from the
+// slot's confirmed position, which is as safe after either.
 func connectionLost(err error) bool {
 	if err == nil || errors.Is(err, ErrSlotInvalidated) {
 		return false

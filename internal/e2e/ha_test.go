@@ -272,7 +272,7 @@ func TestIntegrationHAFailoverUnsyncedSlot(t *testing.T) {
 	}
 	out := capture.Output()
 	t.Logf("capture stopped with: %v\n%s", err, out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
-	for _, want := range []string{"msg=\"lost PostgreSQL; reconnecting", "slot " + p.slot + " is gone", "had not been synchronized", "--failover-slot", "--resnapshot"} {
+	for _, want := range []string{"msg=\"lost a connection; reconnecting", "slot " + p.slot + " is gone", "had not been synchronized", "--failover-slot", "--resnapshot"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("capture's log lacks %q:\n%s", want, out)
 		}
