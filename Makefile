@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
+.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
 
 all: build
 
@@ -35,6 +35,7 @@ help:
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
+	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=17 or 18; ~2 min)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
@@ -79,12 +80,14 @@ chdb-lib:
 	$(SERVICES) install clickhouse
 
 stop:
+	deploy/local/ha.sh stop
 	$(SERVICES) stop
 
 status:
 	$(SERVICES) status
 
 clean:
+	deploy/local/ha.sh stop
 	$(SERVICES) clean
 	rm -rf bin
 
@@ -93,6 +96,18 @@ clean:
 test: vet rules $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
+
+# docs/ha.md: capture on a physical standby (PostgreSQL 16+), and a failover
+# of the primary under a failover slot (17+), with its unhappy path. They run
+# on a primary/standby pair of their own (deploy/local/ha.sh, PostgreSQL
+# $(PG_HA_MAJOR): 17 unless given), next to the other services; not part of
+# make test. About 1-2½ minutes on 2 cores once the services run (17's slot
+# sync worker may take a minute to copy a new slot; 18's is quicker), 4-5 on
+# a first run that installs them.
+PG_HA_MAJOR ?= 17
+test-ha: $(TESTSTART)
+	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
+	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -run '^TestIntegrationHA' ./internal/e2e/
 
 # The hostile-input suites (docs/security.md), also part of make test: a
 # workload that mixes every kind of bad input with ordinary changes, then

@@ -36,6 +36,7 @@ type Capturer struct {
 	received  atomic.Uint64
 	walEnd    atomic.Uint64 // the server's WAL end, from its messages
 	lastEvent atomic.Int64  // Unix µs of the newest commit or heartbeat read
+	runs      atomic.Int64  // replication sessions that reached streaming (see reconnecting)
 	acks      atomic.Pointer[ackTracker]
 	dlq       *deadLetters
 	ignored   *ignoredMessages
@@ -108,6 +109,11 @@ func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := c.openSite(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close(ctx)
 	s, err := prepare(ctx, conn, &c.cfg)
 	if err != nil {
 		return nil, err
@@ -115,15 +121,26 @@ func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
 	return s.tables, nil
 }
 
-// Run streams until ctx is done or a fatal error occurs. On return every
-// confirmed position is durable in Kafka.
+// Run streams until ctx is done or a fatal error occurs (with
+// WithReconnect, a lost connection is not one). On return every confirmed
+// position is durable in Kafka.
 func (c *Capturer) Run(ctx context.Context) (err error) {
 	defer func() { c.logStop(err) }()
+	return c.reconnecting(ctx, c.run)
+}
+
+// run is one session: connect, prepare, stream until an error.
+func (c *Capturer) run(ctx context.Context) error {
 	catConn, err := connect(ctx, c.cfg.connString, false)
 	if err != nil {
 		return err
 	}
 	defer catConn.Close(context.WithoutCancel(ctx))
+	site, err := c.openSite(ctx, catConn)
+	if err != nil {
+		return err
+	}
+	defer site.close(ctx)
 	src, err := prepare(ctx, catConn, &c.cfg)
 	if err != nil {
 		return err
@@ -145,7 +162,7 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
 		return fmt.Errorf("read the server version: %w", err)
 	}
-	if version >= 140000 {
+	if version >= 140000 && !site.standby { // a standby's is the primary's (openSite)
 		if err := installDDLTrigger(ctx, catConn); err != nil {
 			c.log.Warn("DDL event trigger not installed: renames are followed only when capture keeps up", "err", err)
 		}
@@ -162,8 +179,11 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 	if err := c.checkDroppedSlot(ctx, catConn, src.tables); err != nil {
 		return err
 	}
-	start, snapName, created, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg)
+	start, snapName, created, err := ensureSlot(ctx, catConn, replConn.PgConn(), &c.cfg, site)
 	if err != nil {
+		return err
+	}
+	if err := c.ensureFailover(ctx, catConn, replConn.PgConn()); err != nil {
 		return err
 	}
 	online := newOnlineSnapshots(c, src.id)
@@ -204,6 +224,7 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 		start:    start,
 		online:   online,
 		key:      key,
+		site:     site,
 	})
 	if err := s.seedLeaves(ctx); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -21,17 +22,20 @@ func (s *stream) beat(ctx context.Context) error {
 		return nil
 	}
 	s.lastBeat = time.Now()
-	var now time.Time
-	if err := s.cat.conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
-		return fmt.Errorf("read the server's clock for a heartbeat: %w", err)
-	}
-	// The MAC is computed here, not in SQL: the key must never travel as a
-	// query parameter, which the server may log.
-	_, err := s.cat.conn.Exec(ctx, `SELECT pg_logical_emit_message(false, $1, $2::bytea)`, heartbeatPrefix, s.key.heartbeatContent(now))
-	if err != nil {
-		return fmt.Errorf("write a heartbeat into the WAL (pg_logical_emit_message needs EXECUTE on it): %w", err)
-	}
-	return nil
+	// On a standby, the primary writes it (see standby.go).
+	return s.site.write(ctx, s.cat.conn, "write a heartbeat", func(conn *pgx.Conn) error {
+		var now time.Time
+		if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+			return fmt.Errorf("read the server's clock for a heartbeat: %w", err)
+		}
+		// The MAC is computed here, not in SQL: the key must never travel as a
+		// query parameter, which the server may log.
+		_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(false, $1, $2::bytea)`, heartbeatPrefix, s.key.heartbeatContent(now))
+		if err != nil {
+			return fmt.Errorf("write a heartbeat into the WAL (pg_logical_emit_message needs EXECUTE on it): %w", err)
+		}
+		return nil
+	})
 }
 
 // heartbeatMargin is subtracted from a heartbeat's time: a transaction takes

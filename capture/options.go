@@ -50,7 +50,10 @@ type config struct {
 	snapshotBatchRows int
 	progressEvery     time.Duration
 	onBadRow          BadRowPolicy
-	dlqTopic          string // default "<prefix>-dlq"
+	dlqTopic          string        // default "<prefix>-dlq"
+	primary           string        // the primary's connection string, for a standby (standby.go)
+	failover          bool          // create the slot with failover = true (failover.go)
+	reconnect         time.Duration // how long Run reconnects after losing PostgreSQL (failover.go)
 }
 
 func defaults() config {
@@ -282,6 +285,9 @@ func (c *config) validate() error {
 	}
 	if c.progressEvery < 0 {
 		errs = append(errs, fmt.Errorf("progress interval %v: want 0 (off) or positive", c.progressEvery))
+	}
+	if c.reconnect < 0 {
+		errs = append(errs, fmt.Errorf("reconnect timeout %v: want 0 (off) or positive", c.reconnect))
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))

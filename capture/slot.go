@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -54,13 +53,13 @@ func (c *Capturer) checkDroppedSlot(ctx context.Context, conn *pgx.Conn, tables 
 	if len(streamed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: slot %s is gone, but capture streamed %s from it before (saved progress in the state topic); %s",
-		ErrSlotInvalidated, cfg.slot, strings.Join(streamed, ", "), resyncAdvice(cfg.slot))
+	return fmt.Errorf("%w: slot %s is gone, but capture streamed %s from it before (saved progress in the state topic); %s; %s",
+		ErrSlotInvalidated, cfg.slot, strings.Join(streamed, ", "), slotNotSynchronized(cfg.slot), resyncAdvice(cfg.slot))
 }
 
 // ensureSlot returns the position to stream from, creating the slot if it
 // is missing and allowed to; a new slot also returns its exported snapshot.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config) (start record.LSN, snapshot string, created bool, err error) {
+func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *config, st *site) (start record.LSN, snapshot string, created bool, err error) {
 	var (
 		plugin, slotType, db string
 		confirmed            *string
@@ -73,11 +72,7 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, repl *pgconn.PgConn, cfg *c
 		if !cfg.createSlot {
 			return 0, "", false, fmt.Errorf("replication slot %s does not exist and slot creation is disabled: create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", cfg.slot, cfg.slot)
 		}
-		action := "NOEXPORT_SNAPSHOT"
-		if cfg.snapshot {
-			action = "EXPORT_SNAPSHOT"
-		}
-		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
+		res, err := createSlot(ctx, repl, cfg, st)
 		if err != nil {
 			return 0, "", false, fmt.Errorf("create replication slot %s: %w (is max_replication_slots reached? does the user have REPLICATION?)", cfg.slot, err)
 		}

@@ -35,6 +35,7 @@ type stream struct {
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
 	messages bool                       // server streams logical messages (PostgreSQL 14+)
 	key      messageKey                 // signs heartbeats
+	site     *site                      // where heartbeats are written
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time
@@ -55,6 +56,7 @@ type streamConfig struct {
 	start    record.LSN
 	online   *onlineSnapshots
 	key      messageKey
+	site     *site
 }
 
 // newStream returns a stream and its translator, wired to each other.
@@ -70,6 +72,7 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 		topics:   map[string]bool{},
 		online:   sc.online,
 		key:      sc.key,
+		site:     sc.site,
 	}
 	s.tr = newTranslator(&c.cfg, sc.sourceID, sc.cat, s, s, sc.key, c.ignored)
 	return s
@@ -107,6 +110,7 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 	}
 	s.received = start
 	s.c.confirmed.Store(uint64(start))
+	s.c.runs.Add(1)
 	interval := s.c.cfg.statusInterval
 	next := time.Now().Add(interval)
 	var deadline time.Time

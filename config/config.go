@@ -44,11 +44,13 @@ type Source struct {
 	// CaptureIdempotencyKeys captures Layer 1's key table, which capture
 	// leaves out by default.
 	CaptureIdempotencyKeys bool `yaml:"capture_idempotency_keys" flag:"capture-idempotency-keys" cmd:"capture"`
+	FailoverSlot           bool `yaml:"failover_slot" flag:"failover-slot" env:"WALHOUSE_FAILOVER_SLOT" cmd:"capture"`
 }
 
 // Postgres is how to reach the source database.
 type Postgres struct {
 	URL          string `yaml:"url" flag:"pg" env:"WALHOUSE_PG_URL"`
+	PrimaryURL   string `yaml:"primary_url" flag:"primary-url" env:"WALHOUSE_PRIMARY_URL" cmd:"capture"`
 	PasswordFile string `yaml:"password_file" flag:"pg-password-file" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
 	PasswordEnv  string `yaml:"password_env" flag:"pg-password-file" secret:"env" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
 }
@@ -61,6 +63,7 @@ type Capture struct {
 	SnapshotBatchRows  int           `yaml:"snapshot_batch_rows" flag:"snapshot-batch-rows"`
 	StatusInterval     time.Duration `yaml:"status_interval" flag:"status-interval"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" flag:"heartbeat-interval"`
+	ReconnectTimeout   time.Duration `yaml:"reconnect_timeout" flag:"reconnect-timeout" cmd:"capture"`
 	ProgressInterval   time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"capture"`
 	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
 	EnvelopeVersion    int           `yaml:"envelope_version" flag:"envelope-version"`

@@ -102,6 +102,8 @@ func TestParseProblems(t *testing.T) {
 			[]string{"source.postgres.url (line 3): holds a password"}},
 		{"password in a libpq string", "source:\n  postgres:\n    url: host=h password=pw\n",
 			[]string{"source.postgres.url (line 3): holds a password"}},
+		{"password in the primary's URL", "source:\n  postgres:\n    primary_url: postgres://u:pw@primary/db\n",
+			[]string{"source.postgres.primary_url (line 3): holds a password"}},
 		{"inline cursor secret", "api:\n  cursor_secret: abc\n", []string{"api.cursor_secret (line 2): secrets are never written"}},
 		{"both references", "dedup:\n  password_file: /f\n  password_env: X\n",
 			[]string{"dedup.password_env (line 3): dedup.password_file and dedup.password_env both name the secret"}},

@@ -52,6 +52,7 @@ func (c *Config) validate() []Problem {
 
 	s := &c.Source
 	inlinePassword("source.postgres.url", s.Postgres.URL, "source.postgres.password_file or password_env")
+	inlinePassword("source.postgres.primary_url", s.Postgres.PrimaryURL, "source.postgres.password_file or password_env (it applies to the primary too)")
 	secret("source.postgres.", "password_file", "password_env", s.Postgres.PasswordEnv)
 	for t := range s.TenantColumns {
 		if strings.TrimSpace(t) == "" {

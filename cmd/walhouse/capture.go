@@ -41,6 +41,9 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		captureKeys = fs.Bool("capture-idempotency-keys", false, "also capture Layer 1's key table "+capture.IdempotencyKeyTable+" when published (left out by default: request fingerprints and stored responses, pruned daily)")
+		primaryURL  = fs.String("primary-url", envOr("WALHOUSE_PRIMARY_URL", ""), "when --pg is a physical standby (PostgreSQL 16+): the primary's URL, where capture creates the publication and the DDL trigger and writes its heartbeats (the --pg password applies to it too; docs/ha.md; env WALHOUSE_PRIMARY_URL)")
+		failover    = fs.Bool("failover-slot", os.Getenv("WALHOUSE_FAILOVER_SLOT") == "true", "create the slot with failover = true (PostgreSQL 17+), or turn it on for an existing one, so that standbys with sync_replication_slots = on keep a copy to stream on from after a failover (docs/ha.md; env WALHOUSE_FAILOVER_SLOT=true)")
+		reconnect   = fs.Duration("reconnect-timeout", 0, "when a connection is lost (PostgreSQL restarting or failing over, a network cut), reconnect for up to this long and stream on from the slot's confirmed position, instead of exiting (0: exit at once; give --pg both servers with target_session_attrs=read-write to follow a failover)")
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off (env WALHOUSE_CAPTURE_METRICS_ADDR)")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
@@ -78,6 +81,10 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		capture.WithSnapshotBatchRows(*batchRows),
 		capture.WithResnapshot(resnapshot...),
 		capture.WithMaxRecordBytes(*maxRecord),
+		capture.WithReconnect(*reconnect),
+	}
+	if *failover {
+		opts = append(opts, capture.WithFailoverSlot())
 	}
 	policy, err := capture.ParseBadRowPolicy(*onBadRow)
 	if err != nil {
@@ -131,9 +138,16 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
+	if *primaryURL != "" {
+		primary, err := ep.pgConnString(*primaryURL)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, capture.WithPrimary(primary))
+	}
 	// What it connects to, for an operator following the log; the
 	// logger redacts passwords in the URL.
-	slog.Info("capture: starting", "pg", ep.pg, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
+	slog.Info("capture: starting", "pg", ep.pg, "primary_url", *primaryURL, "failover_slot", *failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
 		"topic_prefix", *prefix, "snapshot", *snapshot, "on_bad_row", *onBadRow, "metrics_addr", *metricsAddr)
 	cl, err := ep.kafkaClient(ctx, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
 	if err != nil {

@@ -39,6 +39,8 @@ func commands() map[string]command {
 			examples: []string{
 				"walhouse capture --pg postgres://walhouse@db/app --kafka broker:9092 --tables public.orders,public.customers",
 				"walhouse capture --pg postgres://walhouse@db/app --tables public.countries --default-tenant shared",
+				"walhouse capture --pg postgres://walhouse@standby/app --primary-url postgres://walhouse@primary/app --tables public.orders",
+				"walhouse capture --pg 'postgres://walhouse@db1,db2/app?target_session_attrs=read-write' --failover-slot --reconnect-timeout 5m",
 				"walhouse --config walhouse.yaml capture",
 			},
 			required: []string{"pg"}, run: runCapture,

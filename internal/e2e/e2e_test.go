@@ -66,6 +66,13 @@ func (p *pipeline) decode(kr *kgo.Record) ([]*record.Record, error) {
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
 	env := testenv.Require(t, "pg", "kafka", "clickhouse")
+	return newPipelineAt(t, env)
+}
+
+// newPipelineAt is newPipeline on the services of env, e.g. with the
+// PostgreSQL of a primary/standby pair as env.PG.
+func newPipelineAt(t *testing.T, env testenv.Env) *pipeline {
+	t.Helper()
 	ctx := context.Background()
 	pg, err := pgx.Connect(ctx, env.PG)
 	if err != nil {
