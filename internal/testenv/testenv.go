@@ -22,6 +22,7 @@ import (
 // Env holds the service addresses.
 type Env struct {
 	PG         string // PostgreSQL URL
+	PGMajor    string // PostgreSQL's major version (services.sh's PG_MAJOR); empty when unknown
 	Kafka      string // comma-separated brokers
 	KafkaSASL  string // the broker's SASL/PLAIN listener (user walhouse, password walhouse-local)
 	KafkaTLS   string // the broker's SASL_SSL listener: SASL/PLAIN as on KafkaSASL, over TLS
@@ -50,6 +51,7 @@ func (v envVar) service() bool { return v.name != "WALHOUSE_CHDB_LIB" }
 func (e *Env) vars() []envVar {
 	return []envVar{
 		{"WALHOUSE_PG_URL", &e.PG},
+		{"WALHOUSE_PG_MAJOR", &e.PGMajor},
 		{"WALHOUSE_KAFKA_BROKERS", &e.Kafka},
 		{"WALHOUSE_KAFKA_SASL_BROKERS", &e.KafkaSASL},
 		{"WALHOUSE_KAFKA_TLS_BROKERS", &e.KafkaTLS},
