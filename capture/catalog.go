@@ -24,6 +24,7 @@ type relation struct {
 	quoted       string // name as an SQL identifier
 	skip         bool   // excluded: its changes are not captured
 	source       record.Source
+	eventSource  string // record.ChangeSource of the table: the source of its changes' eventIds
 	topic        string
 	columns      []record.Column
 	schemaID     string
@@ -187,12 +188,13 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		return nil, err
 	}
 	r := &relation{
-		name:      name,
-		quoted:    pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
-		source:    record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
-		topic:     record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
-		tenantIdx: -1,
-		full:      m.ReplicaIdentity == replicaIdentityFull,
+		name:        name,
+		quoted:      pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
+		source:      record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
+		eventSource: record.ChangeSource(sourceID, name),
+		topic:       record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
+		tenantIdx:   -1,
+		full:        m.ReplicaIdentity == replicaIdentityFull,
 	}
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
 	for i, col := range m.Columns {

@@ -104,7 +104,7 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		t.oldKey = toValues(t.oldKey[:0], oldKey, nil)
 		r.OldKey = t.oldKey
 	}
-	r.EventID = record.EventID(t.sourceID, t.commitLSN, t.ordinal, t.commitTime)
+	r.EventID = record.EventID(rel.eventSource, t.commitLSN, t.ordinal, t.commitTime)
 	t.ordinal++ // also for a change set aside: the eventIds after it stay as they were
 	if rel.tenantIdx >= 0 {
 		v := t.values[rel.tenantIdx]

@@ -82,7 +82,8 @@ const SnapshotVersion uint64 = 0
 func Version(lsn LSN) uint64 { return uint64(lsn) }
 
 // EventID returns the deterministic eventId of the change at position ordinal
-// of the transaction that committed at commitLSN, read from source.
+// of the transaction that committed at commitLSN, read from source (capture
+// passes ChangeSource: the database and the change's table).
 //
 // The layout is UUIDv7 (RFC 9562): the first 48 bits are the commit time in
 // Unix milliseconds, so ids sort by time; the remaining 74 non-fixed bits are
@@ -91,14 +92,30 @@ func Version(lsn LSN) uint64 { return uint64(lsn) }
 // after a crash a new id, and the dedup layer could not recognise it; this id
 // is the same every time the same change is captured.
 func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time) string {
-	// The hash input is built in a stack buffer (sources are short) and
-	// hashed in one call: no hasher is allocated.
-	var in [128]byte
+	// The hash input is built in a stack buffer (a ChangeSource holds the
+	// database and a table name of at most 2×63 bytes) and hashed in one
+	// call: no hasher is allocated.
+	var in [256]byte
 	b := append(in[:0], source...)
 	b = appendPosition(b, commitLSN, ordinal)
 	var id [36]byte
 	return string(appendUUIDv7(id[:0], sha256.Sum256(b), commitTime))
 }
+
+// ChangeSource returns the source of the eventIds of table's changes
+// ("<schema>.<table>") read from the database source: "<source>\x00<table>".
+//
+// The table is part of it because an ordinal numbers the changes of a
+// transaction that one capture sees, and that depends on its publication:
+// two captures of one database, each with its own publication and tables
+// (docs/scale-out.md), number the changes of a transaction that touches
+// tables of both alike, from 0. With the table their eventIds differ, so
+// Layer 2 never takes one capture's change for the other's. The slot is not
+// part of it: the same change read through another slot (a re-created one,
+// one on a standby) keeps its eventId and is recognised as a duplicate.
+// Table names hold no NUL and always a dot, so no input collides with
+// another table's or with a snapshot row's (AppendSnapshotEventID).
+func ChangeSource(source, table string) string { return source + "\x00" + table }
 
 // appendPosition ends an eventId's hash input: a zero byte after the
 // source, then the commit position and the ordinal, big endian.

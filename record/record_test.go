@@ -166,6 +166,10 @@ func TestEventID(t *testing.T) {
 		EventID("src2", 100, 0, at),
 		EventID("src", 101, 0, at),
 		EventID("src", 100, 1, at),
+		// Two captures of one database, each with its own tables, both
+		// number a transaction's changes from 0.
+		EventID(ChangeSource("src", "public.orders"), 100, 0, at),
+		EventID(ChangeSource("src", "public.invoices"), 100, 0, at),
 	} {
 		if distinct[other] {
 			t.Errorf("collision: %s", other)

@@ -4,7 +4,8 @@
 // `SELECT … FINAL` with PostgreSQL row for row.
 //
 // It owns the fault scenarios that cross processes (kills at named points,
-// services stopped mid-stream, hostile input, schema changes, copies) and
+// services stopped mid-stream, several sinks in one group and several
+// captures feeding it, hostile input, schema changes, copies) and
 // the row-by-row comparison (compare.go); it has no code outside tests but
 // that comparison. Data enters as SQL statements on PostgreSQL and faults
 // on the processes, and leaves as test verdicts: comparisons of values,

@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,45 +121,61 @@ func TestIntegrationSinkFailsOpenWithoutRedis(t *testing.T) {
 	p.noRowTwice(tb)
 }
 
-// crashingSink runs a sink that exits like kill -9 after inserting its
-// first flush and before committing its offsets, and waits for it to die.
-func (p *pipeline) crashingSink(extra ...string) {
-	p.t.Helper()
-	env, err := exec.LookPath("env")
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	args := append([]string{"WALHOUSE_CRASH_AT=sink.loaded", walhouseBin}, p.sinkArgs(extra...)...)
-	proc := killAtEnd(p.t, testenv.Start(p.t, "crashing sink", env, args...))
-	if err := proc.Wait(90 * time.Second); err == nil || !strings.Contains(proc.Output(), "crashing at sink.loaded") {
-		p.t.Fatalf("the sink did not crash at sink.loaded (exit: %v):\n%s", err, proc.Output())
-	}
-	p.evictMembers()
-}
-
 // evictMembers removes every member from the group, which must hold only
 // killed sinks, so that the next sink gets the partitions at once rather
 // than after the dead members' session timeout (45 s).
 func (p *pipeline) evictMembers() {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := p.kafka()
-	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, p.group)
+	p.evict(p.members()...)
+}
+
+// members returns the ids of the members of the pipeline's group (none
+// while nobody joined it yet). A coordinator not available yet (a fresh
+// broker creates its offsets topic first) is waited for.
+func (p *pipeline) members() []string {
+	p.t.Helper()
+	adm := kadm.NewClient(p.kafka())
+	var ids []string
+	err := testenv.Eventually(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		groups, err := adm.DescribeGroups(ctx, p.group)
+		if err == nil {
+			err = groups.Error()
+		}
+		ids = ids[:0]
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range groups[p.group].Members {
+			ids = append(ids, m.MemberID)
+		}
+		return nil
+	})
 	if err != nil {
 		p.t.Fatalf("describe group %s: %v", p.group, err)
 	}
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = p.group
-	for _, m := range groups[p.group].Members {
-		mem := kmsg.NewLeaveGroupRequestMember()
-		mem.MemberID = m.MemberID
-		req.Members = append(req.Members, mem)
-	}
-	if len(req.Members) == 0 {
+	return ids
+}
+
+// evict removes the members (killed sinks) from the pipeline's group, as
+// their session timeout would.
+func (p *pipeline) evict(members ...string) {
+	p.t.Helper()
+	if len(members) == 0 {
 		return
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = p.group
+	for _, id := range members {
+		mem := kmsg.NewLeaveGroupRequestMember()
+		mem.MemberID = id
+		req.Members = append(req.Members, mem)
+	}
+	resp, err := req.RequestWith(ctx, p.kafka())
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
@@ -169,7 +185,7 @@ func (p *pipeline) evictMembers() {
 		}
 	}
 	if err != nil {
-		p.t.Fatalf("remove the killed sink from group %s: %v", p.group, err)
+		p.t.Fatalf("remove the killed sinks %v from group %s: %v", members, p.group, err)
 	}
 }
 
@@ -197,7 +213,7 @@ func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
 	n := p.change(tb, 0) + p.change(tb, 1)
 	p.waitProduced(tb.topic, n)
 
-	p.crashingSink("--dedup-addr", "off")
+	p.crashSinkAt("sink.loaded", "--dedup-addr", "off")
 	if raw := p.rawCount(tb); raw == 0 {
 		t.Fatal("the crashed sink inserted nothing: the crash did not happen between insert and commit")
 	}
@@ -222,12 +238,12 @@ func TestIntegrationSinkCrashTwiceWhileRepeatingABatch(t *testing.T) {
 
 	n := p.change(tb, 0)
 	p.waitProduced(tb.topic, n)
-	p.crashingSink("--dedup-addr", "off")
+	p.crashSinkAt("sink.loaded", "--dedup-addr", "off")
 	first := p.intents(tb)
 
 	n += p.change(tb, 1)
 	p.waitProduced(tb.topic, n)
-	p.crashingSink("--dedup-addr", "off")
+	p.crashSinkAt("sink.loaded", "--dedup-addr", "off")
 	t.Logf("intents after the first crash %v, after the second %v", first, p.intents(tb))
 
 	n += p.change(tb, 2)

@@ -125,9 +125,19 @@ func TestIntegrationSinkCrashAroundTruncate(t *testing.T) {
 	p.noRowTwice(tb)
 }
 
-// crashSinkAt runs a sink that exits like kill -9 at the named fault point
-// and waits for it to die there.
+// crashSinkAt runs a sink that exits like kill -9 at the named fault point,
+// waits for it to die there and evicts it (evictMembers).
 func (p *pipeline) crashSinkAt(point string, extra ...string) {
+	p.t.Helper()
+	p.sinkCrashingAt(point, extra...)
+	p.evictMembers()
+}
+
+// sinkCrashingAt runs a sink that exits like kill -9 at the named fault
+// point ("sink.loaded": after the inserts of its first flush, before the
+// offset commit) and waits for it to die there. Its member stays in the
+// group until evicted.
+func (p *pipeline) sinkCrashingAt(point string, extra ...string) *testenv.Proc {
 	p.t.Helper()
 	env, err := exec.LookPath("env")
 	if err != nil {
@@ -138,5 +148,5 @@ func (p *pipeline) crashSinkAt(point string, extra ...string) {
 	if err := proc.Wait(90 * time.Second); err == nil || !strings.Contains(proc.Output(), "crashing at "+point) {
 		p.t.Fatalf("the sink did not crash at %s (exit: %v):\n%s", point, err, proc.Output())
 	}
-	p.evictMembers()
+	return proc
 }
