@@ -74,6 +74,14 @@ func commands() map[string]command {
 			},
 			required: []string{"tenant", "subject-column", "subject", "out"}, run: runExport,
 		},
+		"erase": {
+			summary: "erase a data subject (GDPR) from ClickHouse once PostgreSQL no longer has it, and keep it erased; verify a manifest", usage: "[verify FILE | public-key] --tenant T --subject-column C --subject V [flags]",
+			examples: []string{
+				"walhouse erase --tenant acme --subject-column customer_id --subject 42 --out erasure-42.json",
+				"walhouse erase verify erasure-42.json --public-key $(walhouse erase public-key)",
+			},
+			run: runErase,
+		},
 		"demo": {
 			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
 			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},

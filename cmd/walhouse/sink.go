@@ -22,6 +22,7 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/erasure"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
@@ -46,7 +47,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off (env WALHOUSE_METRICS_ADDR)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
+		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
 	)
+	erasureKey := registerErasureKey(fs)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
 	if err := inv.parse(fs); err != nil {
@@ -83,7 +86,11 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery)
+	if err != nil {
+		return err
+	}
+	st := sinkSettings{erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -118,7 +125,25 @@ func runSink(ctx context.Context, inv *invocation) error {
 		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, st.health.checks) })
 	}
 	g.Go(func() error { return s.Run(gctx) })
+	g.Go(func() error { return ledger.Run(gctx) })
 	return g.Wait()
+}
+
+// openLedger reads the erasure ledger of database, which the sink checks
+// every record against (erasure.Ledger).
+func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc *secretSource, refresh time.Duration) (*erasure.Ledger, error) {
+	keys, err := erasureKeys(keySrc)
+	if err != nil {
+		return nil, err
+	}
+	if refresh <= 0 {
+		return nil, fmt.Errorf("--erasure-refresh %v: want a positive duration, e.g. 5s", refresh)
+	}
+	l, err := erasure.NewLedger(erasure.LedgerConfig{Conn: conn, Database: database, Keys: keys, Refresh: refresh})
+	if err != nil {
+		return nil, err
+	}
+	return l, l.Load(ctx)
 }
 
 // schemaReader returns a reader of the pipeline's schema registry and the
@@ -160,6 +185,8 @@ type sinkSettings struct {
 	// maxRecordBytes is capture's record bound (0: the default): the
 	// client reads such records and dead-letters them.
 	maxRecordBytes int
+	// erasures is the erasure ledger (nil: none).
+	erasures *erasure.Ledger
 	// health, when set, follows the assignment and the loads for /readyz.
 	health *sinkHealth
 }
@@ -209,6 +236,9 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 				os.Exit(137)
 			}
 		}
+	}
+	if st.erasures != nil {
+		cfg.Erasures = st.erasures
 	}
 	if st.registry != nil {
 		cfg.Metrics = sink.NewMetrics(st.registry)
