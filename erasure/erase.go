@@ -123,11 +123,16 @@ type target struct {
 	owner       string // PostgreSQL table, quoted ("schema"."table")
 	src         sourceKey
 	tenantCol   string
-	tenantType  string // ClickHouse type of the tenant column
-	subjectType string // ClickHouse type of the subject column
+	keyCols     []string // the sorting key: tenant column, then the primary key
+	tenantType  string   // ClickHouse type of the tenant column
+	subjectType string   // ClickHouse type of the subject column
 	// Filled by the PostgreSQL check: the PostgreSQL text of tenant and
 	// value, which records carry and the ledger hashes.
 	tenantText, valueText string
+	// keys are the primary keys (toString of each column but the tenant)
+	// of the rows with a version of the subject, read before the ledger
+	// entry is recorded.
+	keys [][]string
 }
 
 // Erase erases req's subject: the check in PostgreSQL, the ledger entry,
@@ -208,11 +213,11 @@ ORDER BY t.name`)
 		}
 		owner, ok := schema.CommentOwner(comment)
 		src, okSrc := parseOwner(owner)
-		tc := firstKeyColumn(key)
-		if !ok || !okSrc || tc == "" {
+		keyCols := schema.SplitSortingKey(key)
+		if !ok || !okSrc || len(keyCols) < 2 {
 			continue // not a walhouse table (or one that predates the comment; the sink writes it at its next load)
 		}
-		t := &target{name: name, column: req.Column, owner: owner, src: src, tenantCol: tc, subjectType: typ}
+		t := &target{name: name, column: req.Column, owner: owner, src: src, tenantCol: keyCols[0], keyCols: keyCols, subjectType: typ}
 		byName[name] = t
 		all = append(all, t)
 	}
@@ -335,48 +340,129 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND 
 	return asOf, nil
 }
 
-// record writes the ledger entries, one per table.
+// record writes the ledger entries: per table, one for the subject and
+// one for each of the subject's rows by its key (rowKeys). Every value is
+// a name or a hex hash, written as a quoted literal: a subject with many
+// rows would make too many query parameters.
 func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*target, asOf record.LSN) error {
 	var values []string
-	params := map[string]string{}
-	for i, t := range targets {
-		h := e.keys.Hash(Subject{Tenant: t.tenantText, Schema: t.src.schema, Table: t.src.table, Column: req.Column, Value: t.valueText})
-		p := func(name, v string) string {
-			k := fmt.Sprintf("%s%d", name, i)
-			params[k] = v
-			return "{" + k + ":String}"
+	add := func(t *target, column, value string) {
+		h := e.keys.Hash(Subject{Tenant: t.tenantText, Schema: t.src.schema, Table: t.src.table, Column: column, Value: value})
+		values = append(values, fmt.Sprintf("(%s, %s, %s, '%s', %d, %s, %s)",
+			schema.QuoteString(t.src.schema), schema.QuoteString(t.src.table), schema.QuoteString(column), h, uint64(asOf),
+			schema.QuoteString(e.keys.KeyID()), schema.QuoteString(id)))
+	}
+	for _, t := range targets {
+		add(t, req.Column, t.valueText)
+		var err error
+		if t.keys, err = e.rowKeys(ctx, t); err != nil {
+			return err
 		}
-		values = append(values, fmt.Sprintf("(%s, %s, %s, %s, %d, %s, %s)",
-			p("s", t.src.schema), p("t", t.src.table), p("c", req.Column), p("h", h.String()), uint64(asOf), p("k", e.keys.KeyID()), p("e", id)))
+		for _, k := range t.keys {
+			add(t, RowKey, KeyValue(k))
+		}
 	}
 	stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES %s",
 		schema.QuoteIdent(e.database), schema.QuoteIdent(LedgerTable), strings.Join(values, ", "))
-	if err := e.conn.Exec(chParams(ctx, params), stmt); err != nil {
+	if err := e.conn.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("record the erasure in the ledger (nothing was removed): %w", err)
 	}
 	return nil
 }
 
+// rowKeys returns the primary key of every row of t that has a version of
+// the subject, as ClickHouse writes the key's values (toString). For integer, text and uuid keys that is PostgreSQL's text,
+// which records carry; keys of other types are not recognised (see
+// docs/erasure.md).
+func (e *Eraser) rowKeys(ctx context.Context, t *target) ([][]string, error) {
+	cols := make([]string, 0, len(t.keyCols)-1)
+	for _, k := range t.keyCols[1:] {
+		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
+	}
+	q := fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s WHERE %s = {tenant:%s} AND %s = {subject:%s}", strings.Join(cols, ", "),
+		schema.QuoteIdent(e.database), schema.QuoteIdent(t.name), schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(t.column), t.subjectType)
+	rows, err := e.conn.Query(chParams(ctx, map[string]string{"tenant": t.tenantText, "subject": t.valueText}), q)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		texts := make([]string, len(cols))
+		dest := make([]any, len(cols))
+		for i := range texts {
+			dest[i] = &texts[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
+		}
+		out = append(out, texts)
+	}
+	return out, rows.Err()
+}
+
+// keysPerMutation bounds the row keys one mutation names, and so the size
+// of its statement (ClickHouse parses at most max_query_size, 256 KiB by
+// default, of it).
+const keysPerMutation = 2000
+
 // remove deletes every version of the subject's rows of t, waiting for the
-// mutation, and counts them before and after, without FINAL.
+// mutations, and counts them before and after, without FINAL. A version
+// is the subject's when its subject column holds the value, or when it
+// has the key of a row that does (t.keys): a tombstone carries only the
+// key (a PostgreSQL delete sends no more), so it is found by its row's
+// other versions. The keys are literals, not a subquery: a mutation runs
+// part by part, and a subquery run for a later part would no longer find
+// the rows removed from an earlier one.
 func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
 	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table}
-	where := fmt.Sprintf("%s = {tenant:%s} AND %s = {subject:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(t.column), t.subjectType)
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
+	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
+	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
+	cols := make([]string, 0, len(t.keyCols)-1)
+	for _, k := range t.keyCols[1:] {
+		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
+	}
+	var parts []string // one condition per mutation
+	for start := 0; start < len(t.keys) || start == 0; start += keysPerMutation {
+		chunk := t.keys[start:min(start+keysPerMutation, len(t.keys))]
+		cond := subject
+		if len(chunk) > 0 {
+			tuples := make([]string, len(chunk))
+			for i, k := range chunk {
+				q := make([]string, len(k))
+				for j, v := range k {
+					q[j] = schema.QuoteString(v)
+				}
+				tuples[i] = "(" + strings.Join(q, ", ") + ")"
+			}
+			key := "(" + strings.Join(cols, ", ") + ")" // a one-column key is no tuple: ('3') is the string '3'
+			cond = fmt.Sprintf("(%s OR %s IN (%s))", subject, key, strings.Join(tuples, ", "))
+		}
+		parts = append(parts, tenant+" AND "+cond)
+	}
 	params := map[string]string{"tenant": t.tenantText, "subject": t.valueText}
 	count := func() (uint64, error) {
-		rows, err := e.conn.Query(chParams(ctx, params), "SELECT count() FROM "+qname+" WHERE "+where)
-		if err != nil {
-			return 0, fmt.Errorf("count the subject's versions in %s: %w", t.name, err)
-		}
-		defer rows.Close()
-		var n uint64
-		for rows.Next() {
-			if err := rows.Scan(&n); err != nil {
+		var total uint64
+		for _, where := range parts {
+			rows, err := e.conn.Query(chParams(ctx, params), "SELECT count() FROM "+qname+" WHERE "+where)
+			if err != nil {
+				return 0, fmt.Errorf("count the subject's versions in %s: %w", t.name, err)
+			}
+			var n uint64
+			for rows.Next() {
+				if err := rows.Scan(&n); err != nil {
+					rows.Close()
+					return 0, err
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
 				return 0, err
 			}
+			total += n
 		}
-		return n, rows.Err()
+		return total, nil
 	}
 	before, err := count()
 	if err != nil {
@@ -387,8 +473,10 @@ func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
 		return res, nil
 	}
 	mctx := ch.Context(ctx, ch.WithParameters(toParams(params)), ch.WithSettings(ch.Settings{"mutations_sync": 2}))
-	if err := e.conn.Exec(mctx, "ALTER TABLE "+qname+" DELETE WHERE "+where); err != nil {
-		return res, fmt.Errorf("remove the subject's versions from %s: %w", t.name, err)
+	for _, where := range parts {
+		if err := e.conn.Exec(mctx, "ALTER TABLE "+qname+" DELETE WHERE "+where); err != nil {
+			return res, fmt.Errorf("remove the subject's versions from %s: %w", t.name, err)
+		}
 	}
 	if res.Left, err = count(); err != nil {
 		return res, err

@@ -77,6 +77,25 @@ type Subject struct {
 	Value  string // PostgreSQL's text output of the value
 }
 
+// RowKey is the Subject.Column of a ledger entry that names one row by its
+// primary key rather than a subject by its column: a delete carries only
+// the key, so its record is recognised by the key of a row that was the
+// subject's. The Value of such an entry is KeyValue of the key's values.
+const RowKey = ""
+
+// KeyValue encodes the PostgreSQL text of a row's primary-key values
+// (tenant column excluded, in the table's column order) as the Value of a
+// RowKey entry.
+func KeyValue(texts []string) string {
+	var b []byte
+	var n [4]byte
+	for _, t := range texts {
+		binary.BigEndian.PutUint32(n[:], uint32(len(t)))
+		b = append(append(b, n[:]...), t...)
+	}
+	return string(b)
+}
+
 // Hash returns the keyed hash of s: HMAC-SHA256 of its fields, each
 // prefixed by its length, so no two subjects share an input.
 func (k Keys) Hash(s Subject) Hash {

@@ -103,19 +103,41 @@ func (l *Ledger) Erased(r *record.Record) bool {
 		return false
 	}
 	for _, ce := range cols {
-		i := columnIndex(r.Columns, ce.column)
-		if i < 0 || i >= len(r.Values) || r.Values[i].Null || r.Values[i].Unchanged {
+		value, ok := "", false
+		if ce.column == RowKey {
+			value, ok = keyText(r)
+		} else if i := columnIndex(r.Columns, ce.column); i >= 0 && i < len(r.Values) && !r.Values[i].Null && !r.Values[i].Unchanged {
+			value, ok = r.Values[i].Text, true
+		}
+		if !ok {
 			continue
 		}
 		m := l.hashes.Get().(hash.Hash)
 		m.Reset()
-		h := l.keys.hash(m, Subject{Tenant: r.TenantID, Schema: r.Source.Schema, Table: r.Source.Table, Column: ce.column, Value: r.Values[i].Text})
+		h := l.keys.hash(m, Subject{Tenant: r.TenantID, Schema: r.Source.Schema, Table: r.Source.Table, Column: ce.column, Value: value})
 		l.hashes.Put(m)
 		if asOf, ok := ce.subjects[h]; ok && r.CommitLSN <= asOf {
 			return true
 		}
 	}
 	return false
+}
+
+// keyText returns KeyValue of r's primary key (its key columns other than
+// the tenant column, in column order, as ClickHouse's sorting key has
+// them).
+func keyText(r *record.Record) (string, bool) {
+	var texts []string
+	for i, c := range r.Columns {
+		if !c.Key || c.Name == r.TenantColumn {
+			continue
+		}
+		if i >= len(r.Values) || r.Values[i].Null || r.Values[i].Unchanged {
+			return "", false
+		}
+		texts = append(texts, r.Values[i].Text)
+	}
+	return KeyValue(texts), len(texts) > 0
 }
 
 func columnIndex(cols []record.Column, name string) int {

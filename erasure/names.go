@@ -37,29 +37,3 @@ func cutQuoted(s string) (ident, rest string, ok bool) {
 	}
 	return "", "", false
 }
-
-// firstKeyColumn returns the first column of a sorting key as
-// system.tables writes it ("tenant_id, id" or "`odd name`, id"): the
-// tenant column of a walhouse table.
-func firstKeyColumn(key string) string {
-	key = strings.TrimSpace(key)
-	if strings.HasPrefix(key, "`") {
-		var b strings.Builder
-		for i := 1; i < len(key); i++ {
-			switch key[i] {
-			case '\\':
-				if i+1 < len(key) {
-					i++
-					b.WriteByte(key[i])
-				}
-			case '`':
-				return b.String()
-			default:
-				b.WriteByte(key[i])
-			}
-		}
-		return ""
-	}
-	first, _, _ := strings.Cut(key, ",")
-	return strings.TrimSpace(first)
-}

@@ -14,6 +14,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/schema"
 )
 
 // failingConn is a ClickHouse that answers every query with err.
@@ -288,7 +290,7 @@ func TestSplitSortingKey(t *testing.T) {
 		"":                                 nil,
 	}
 	for in, want := range tests {
-		got := splitSortingKey(in)
+		got := schema.SplitSortingKey(in)
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
