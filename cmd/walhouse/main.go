@@ -82,6 +82,14 @@ func commands() map[string]command {
 			},
 			run: runErase,
 		},
+		"cleanup": {
+			summary: "remove tombstones and superseded versions from partitions old enough that no older version can arrive", usage: "[--min-age D] [flags]",
+			examples: []string{
+				"walhouse cleanup --clickhouse clickhouse://ch:9000 --min-age 192h",
+				"walhouse sink --cleanup-interval 24h --cleanup-min-age 192h   # scheduled by the sink",
+			},
+			run: runCleanup,
+		},
 		"demo": {
 			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
 			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},

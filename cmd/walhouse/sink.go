@@ -47,6 +47,8 @@ func runSink(ctx context.Context, inv *invocation) error {
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off (env WALHOUSE_METRICS_ADDR)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
+		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
+		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
 	)
 	erasureKey := registerErasureKey(fs)
@@ -54,6 +56,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 	dedupSec.register(fs)
 	if err := inv.parse(fs); err != nil {
 		return err
+	}
+	if *cleanEvery < 0 || *cleanAge <= 0 {
+		return usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *cleanEvery, *cleanAge)
 	}
 	mode, err := sink.ParseMismatchMode(*mismatch)
 	if err != nil {
@@ -126,6 +131,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error { return ledger.Run(gctx) })
+	if *cleanEvery > 0 {
+		g.Go(func() error { return cleanupLoop(gctx, conn, ep.database, *cleanEvery, *cleanAge) })
+	}
 	return g.Wait()
 }
 
