@@ -166,3 +166,12 @@ func TestParseOwnerAndKey(t *testing.T) {
 		}
 	}
 }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
