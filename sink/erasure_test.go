@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -25,8 +25,9 @@ func TestSinkDropsErasedRecords(t *testing.T) {
 	if want := []string{"a/0/0-4 n=3"}; fmt.Sprint(l.batches) != fmt.Sprint(want) {
 		t.Errorf("batches %v, want %v (records 1 and 3 dropped)", l.batches, want)
 	}
-	if n := testutil.ToFloat64(m.erased.WithLabelValues("public.a")); n != 2 {
-		t.Errorf("walhouse_sink_erased_records_dropped_total = %v, want 2", n)
+	var got dto.Metric
+	if err := m.erased.WithLabelValues("public.a").Write(&got); err != nil || got.GetCounter().GetValue() != 2 {
+		t.Errorf("walhouse_sink_erased_records_dropped_total = %v (%v), want 2", got.GetCounter().GetValue(), err)
 	}
 	if got := strings.Join(fc.commits, ";"); !strings.Contains(got, "a/0@5 ") {
 		t.Errorf("commits %s: the partition is not committed past the dropped records", got)
