@@ -21,6 +21,7 @@ type Config struct {
 	Dedup      Dedup      `yaml:"dedup"`
 	ClickHouse ClickHouse `yaml:"clickhouse"`
 	API        API        `yaml:"api"`
+	Erasure    Erasure    `yaml:"erasure"`
 	Log        Log        `yaml:"log"`
 
 	// set holds the keys the file gives, with their lines.
@@ -134,6 +135,16 @@ type ClickHouse struct {
 	// which walhouse does not do yet: it creates each table on the server
 	// it is connected to.
 	Cluster string `yaml:"cluster" reserved:"not supported yet: walhouse creates its tables on the one server in clickhouse.url (ON CLUSTER DDL is planned); remove the key, and create Replicated tables yourself if you need replicas"`
+}
+
+// Erasure is GDPR erasure (docs/erasure.md) and the cleanup of deleted
+// rows: the key every sink, serve and walhouse erase share.
+type Erasure struct {
+	KeyFile         string        `yaml:"key_file" flag:"erasure-key-file" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
+	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
+	Refresh         time.Duration `yaml:"refresh" flag:"erasure-refresh" cmd:"sink"`
+	CleanupInterval time.Duration `yaml:"cleanup_interval" flag:"cleanup-interval" cmd:"sink"`
+	CleanupMinAge   time.Duration `yaml:"cleanup_min_age" flag:"cleanup-min-age" cmd:"sink"`
 }
 
 // API is the query API of walhouse serve.
