@@ -174,8 +174,8 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 		if err != nil {
 			return m, err
 		}
-		if res.Removed > 0 || len(req.Tables) > 0 {
-			m.Tables = append(m.Tables, res) // tables the tenant has no rows in stay unnamed
+		if res.Removed > 0 || res.Left > 0 || len(req.Tables) > 0 {
+			m.Tables = append(m.Tables, res) // tables the tenant had nothing in stay unnamed
 		}
 		m.Verified = m.Verified && res.Left == 0
 	}
@@ -187,7 +187,7 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 		return m, err
 	}
 	if !m.Verified {
-		return m, fmt.Errorf("versions of the subject are still in ClickHouse after the removal (see the manifest's versionsLeft); run the erasure again")
+		return m, errors.New("versions of the subject are still in ClickHouse after the removal (see the manifest's versionsLeft); run the erasure again")
 	}
 	return m, nil
 }
