@@ -70,9 +70,9 @@ func runErase(ctx context.Context, inv *invocation) error {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
 	var missing []string
-	for name, v := range map[string]string{"tenant": *tenant, "subject-column": *column, "subject": *subject, "pg": ep.pg} {
-		if v == "" {
-			missing = append(missing, "--"+name)
+	for _, f := range []struct{ name, value string }{{"tenant", *tenant}, {"subject-column", *column}, {"subject", *subject}, {"pg", ep.pg}} {
+		if f.value == "" {
+			missing = append(missing, "--"+f.name)
 		}
 	}
 	if len(missing) > 0 {
