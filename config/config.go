@@ -21,6 +21,7 @@ type Config struct {
 	Dedup      Dedup      `yaml:"dedup"`
 	ClickHouse ClickHouse `yaml:"clickhouse"`
 	API        API        `yaml:"api"`
+	Erasure    Erasure    `yaml:"erasure"`
 	Log        Log        `yaml:"log"`
 	// Idempotency is Layer 1's key table, as walhouse keys prune keeps it.
 	Idempotency Idempotency `yaml:"idempotency"`
@@ -141,6 +142,16 @@ type ClickHouse struct {
 	// Cluster is the ClickHouse cluster (remote_servers) the sink keeps
 	// its tables on and serve reads through; empty: one server.
 	Cluster string `yaml:"cluster" flag:"cluster" env:"WALHOUSE_CLICKHOUSE_CLUSTER"`
+}
+
+// Erasure is GDPR erasure (docs/erasure.md) and the cleanup of deleted
+// rows: the key every sink, serve and walhouse erase share.
+type Erasure struct {
+	KeyFile         string        `yaml:"key_file" flag:"erasure-key-file" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
+	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
+	Refresh         time.Duration `yaml:"refresh" flag:"erasure-refresh" cmd:"sink"`
+	CleanupInterval time.Duration `yaml:"cleanup_interval" flag:"cleanup-interval" cmd:"sink"`
+	CleanupMinAge   time.Duration `yaml:"cleanup_min_age" flag:"cleanup-min-age" cmd:"sink"`
 }
 
 // API is the query API of walhouse serve.

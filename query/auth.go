@@ -24,6 +24,10 @@ const (
 	ScopeRead Scope = "read"
 	// ScopeExport allows GDPR subject exports, for the key's tenant.
 	ScopeExport Scope = "export"
+	// ScopeErase allows GDPR subject erasures (POST /v1/erasures), for
+	// the key's tenant. Neither read nor export implies it: an erasure
+	// removes data for good.
+	ScopeErase Scope = "erase"
 	// ScopeAdmin allows the operator endpoints (/v1/lag, /metrics). It
 	// grants no access to tenant rows: an operator who must read a
 	// tenant's data uses a key of that tenant.
@@ -106,17 +110,17 @@ func ParseKeys(data []byte) (*Keys, error) {
 			problems = append(problems, fmt.Errorf("%s: the same key hash appears twice", where))
 		}
 		if len(k.Scopes) == 0 {
-			problems = append(problems, fmt.Errorf("%s: scopes is empty; use any of read, export, admin", where))
+			problems = append(problems, fmt.Errorf("%s: scopes is empty; use any of read, export, erase, admin", where))
 		}
 		for _, s := range k.Scopes {
 			switch s {
-			case ScopeRead, ScopeExport:
+			case ScopeRead, ScopeExport, ScopeErase:
 				if k.Tenant == "" {
 					problems = append(problems, fmt.Errorf("%s: scope %s needs a tenant", where, s))
 				}
 			case ScopeAdmin:
 			default:
-				problems = append(problems, fmt.Errorf("%s: unknown scope %q; use read, export or admin", where, s))
+				problems = append(problems, fmt.Errorf("%s: unknown scope %q; use read, export, erase or admin", where, s))
 			}
 		}
 		keys.byHash[k.Hash] = k

@@ -277,7 +277,7 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 			rows.Close()
 			return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
 		}
-		tables[name] = &Table{Database: c.database, Name: name, SortingKey: splitSortingKey(key)}
+		tables[name] = &Table{Database: c.database, Name: name, SortingKey: schema.SplitSortingKey(key)}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -328,44 +328,4 @@ func (t *Table) valid() bool {
 	}
 	_, ok := t.Column(schema.DeletedColumn)
 	return ok
-}
-
-// splitSortingKey splits system.tables.sorting_key ("tenant_id, id" or
-// "`odd, name`, id") into column names. An expression that is not a plain
-// column name is kept as is and then fails the column check in valid.
-func splitSortingKey(key string) []string {
-	var out []string
-	s := strings.TrimSpace(key)
-	for s != "" {
-		var name string
-		if s[0] == '`' {
-			var b strings.Builder
-			i := 1
-			for ; i < len(s); i++ {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-					b.WriteByte(s[i])
-					continue
-				}
-				if s[i] == '`' {
-					break
-				}
-				b.WriteByte(s[i])
-			}
-			name = b.String()
-			s = s[min(i+1, len(s)):]
-		} else {
-			j := strings.IndexByte(s, ',')
-			if j < 0 {
-				j = len(s)
-			}
-			name = strings.TrimSpace(s[:j])
-			s = s[j:]
-		}
-		out = append(out, name)
-		s = strings.TrimSpace(s)
-		s = strings.TrimPrefix(s, ",")
-		s = strings.TrimSpace(s)
-	}
-	return out
 }

@@ -57,6 +57,9 @@ type Config struct {
 	// CatalogTTL is how long discovered tables and columns are reused
 	// (default 10 s).
 	CatalogTTL time.Duration
+	// Eraser carries out POST /v1/erasures (optional: without it the
+	// endpoint answers 503).
+	Eraser Eraser
 	// Pipeline adds the slot, capture, consumer-group and dead-letter
 	// state to GET /v1/lag and /metrics (optional; see monitor.NewProbe).
 	Pipeline PipelineProbe
@@ -78,6 +81,7 @@ type Config struct {
 //	POST /v1/tables/{table}/query      read    structured read, FINAL by default
 //	POST /v1/exports                   export  GDPR subject export, streamed
 //	GET  /v1/exports/{id}/manifest     export  manifest of a finished export
+//	POST /v1/erasures                  erase   GDPR subject erasure, signed manifest
 //	GET  /v1/lag                       admin   per-table and per-partition freshness, pipeline lag
 //	GET  /v1/lag/history               admin   lag samples of the last hour (see Run)
 //	GET  /metrics                      admin   Prometheus metrics
@@ -173,6 +177,7 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /v1/tables/{table}/query", s.requireScope(ScopeRead, s.inSlot(s.handleQuery)))
 	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.inSlot(s.handleExport)))
 	mux.HandleFunc("GET /v1/exports/{id}/manifest", s.requireScope(ScopeExport, s.handleManifest))
+	mux.HandleFunc("POST /v1/erasures", s.requireScope(ScopeErase, s.inSlot(s.handleErasure)))
 	mux.HandleFunc("GET /v1/lag", s.requireScope(ScopeAdmin, s.handleLag))
 	mux.HandleFunc("GET /v1/lag/history", s.requireScope(ScopeAdmin, s.handleLagHistory))
 	mux.HandleFunc("GET /metrics", s.requireScope(ScopeAdmin, s.handleMetrics))

@@ -14,6 +14,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/schema"
 )
 
 // failingConn is a ClickHouse that answers every query with err.
@@ -288,7 +290,7 @@ func TestSplitSortingKey(t *testing.T) {
 		"":                                 nil,
 	}
 	for in, want := range tests {
-		got := splitSortingKey(in)
+		got := schema.SplitSortingKey(in)
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
@@ -304,7 +306,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	routes := map[string]string{
 		"/v1/tables": "get", "/v1/tables/{table}/query": "post", "/v1/exports": "post",
-		"/v1/exports/{id}/manifest": "get", "/v1/lag": "get", "/v1/lag/history": "get", "/metrics": "get", "/status": "get", "/openapi.json": "get",
+		"/v1/exports/{id}/manifest": "get", "/v1/erasures": "post", "/v1/lag": "get", "/v1/lag/history": "get", "/metrics": "get", "/status": "get", "/openapi.json": "get",
 	}
 	if len(doc.Paths) != len(routes) {
 		t.Errorf("openapi.json has %d paths, the server %d", len(doc.Paths), len(routes))

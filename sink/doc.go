@@ -28,6 +28,7 @@
 //     retries with backoff.
 //   - batch.go: row batches; truncate.go: truncate markers; trust.go: the
 //     checks of what Kafka says; watermark.go: load progress for freshness;
-//     layer2.go: eventId deduplication; deadletter.go: the dead letters'
-//     format; metrics.go: the sink's metrics.
+//     layer2.go: eventId deduplication; erasure.go: records of erased
+//     data subjects dropped (the erasure ledger); deadletter.go: the dead
+//     letters' format; metrics.go: the sink's metrics.
 package sink

@@ -155,6 +155,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		seen.saw(h.Source, h.At, h.LSN)
 		seen.partitions = max(seen.partitions, h.Partitions)
 	}
+	b.Records, origin = s.dropErased(b.Records, origin)
 	var hashes []string
 	if s.l2 != nil && len(b.Records) > 0 {
 		var err error

@@ -18,6 +18,7 @@ type Metrics struct {
 	lag        *prometheus.GaugeVec
 	stopped    prometheus.Gauge
 	truncates  *prometheus.CounterVec
+	erased     *prometheus.CounterVec
 }
 
 // NewMetrics creates the sink metrics and registers them with reg (nil:
@@ -48,9 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walhouse_sink_tables_stopped", Help: "Tables whose loading stopped on a schema change walhouse cannot apply (see the log)."}),
 		truncates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_truncates_applied_total", Help: "Truncate markers applied (one per partition of the table's topic per TRUNCATE), by table."}, []string{"table"}),
+		erased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_erased_records_dropped_total", Help: "Records of erased data subjects, committed before their erasure, not loaded (see docs/erasure.md), by table."}, []string{"table"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped, m.truncates)
+		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped, m.truncates, m.erased)
 	}
 	return m
 }

@@ -181,6 +181,10 @@ type Config struct {
 	// heartbeat and truncate marker whose table is not the one its topic
 	// belongs to (record.TopicName); without it nothing is checked.
 	TopicPrefix string
+	// Erasures, when set, is the erasure ledger: records of erased
+	// subjects committed before their erasure are dropped before loading
+	// (sink/erasure.go).
+	Erasures Erasures
 	// Fault, when set, is called at named points of a flush ("loaded":
 	// after the inserts, before the offset commit). Fault tests use it to
 	// kill the process exactly there.

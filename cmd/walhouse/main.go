@@ -85,6 +85,22 @@ func commands() map[string]command {
 			},
 			required: []string{"pg"}, run: runKeys,
 		},
+		"erase": {
+			summary: "erase a data subject (GDPR) from ClickHouse once PostgreSQL no longer has it, and keep it erased; verify a manifest", usage: "[verify FILE | public-key] --tenant T --subject-column C --subject V [flags]",
+			examples: []string{
+				"walhouse erase --tenant acme --subject-column customer_id --subject 42 --out erasure-42.json",
+				"walhouse erase verify erasure-42.json --public-key $(walhouse erase public-key)",
+			},
+			run: runErase,
+		},
+		"cleanup": {
+			summary: "remove tombstones and superseded versions from partitions old enough that no older version can arrive", usage: "[--min-age D] [flags]",
+			examples: []string{
+				"walhouse cleanup --clickhouse clickhouse://ch:9000 --min-age 192h",
+				"walhouse sink --cleanup-interval 24h --cleanup-min-age 192h   # scheduled by the sink",
+			},
+			run: runCleanup,
+		},
 		"demo": {
 			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
 			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},

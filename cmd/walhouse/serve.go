@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/walhouse/walhouse/erasure"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
@@ -47,8 +48,8 @@ func runServe(ctx context.Context, inv *invocation) error {
 		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit")
 		keyID        = fs.String("key-id", "", "with -new-key: id of the key")
 		keyTenant    = fs.String("key-tenant", "", "with -new-key: tenant of the key")
-		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, admin)")
-		lagPG        = fs.String("pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics (optional; env WALHOUSE_PG_URL)")
+		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, erase, admin)")
+		lagPG        = fs.String("pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics and to check PostgreSQL before POST /v1/erasures (optional; env WALHOUSE_PG_URL)")
 		lagSlot      = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "capture's replication slot (env WALHOUSE_SLOT)")
 		lagKafka     = fs.String("kafka", envOr("WALHOUSE_KAFKA_BROKERS", ""), "Kafka brokers, to report consumer lag and dead-letter depth (optional; env WALHOUSE_KAFKA_BROKERS)")
 		lagGroup     = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "the sink's consumer group (env WALHOUSE_GROUP)")
@@ -58,6 +59,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		histEvery    = fs.Duration("lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
 		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
 		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_AUDIT_KEY; default: derived from the cursor secret)")
+		eraseSettle  = fs.Duration("erasure-settle", 3*erasure.DefaultRefresh, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; at least 2× the sinks' --erasure-refresh")
 		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
 	var (
@@ -66,6 +68,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		inFl int
 	)
 	withEnv := limitFlags(fs, &lim, &hl, &inFl)
+	erasureKey := registerErasureKey(fs)
 	ep.kafkaSec.register(fs)
 	ep.registerPGPassword(fs)
 	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "WALHOUSE_CURSOR_SECRET", "the secret that signs pagination cursors")
@@ -154,19 +157,32 @@ func runServe(ctx context.Context, inv *invocation) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
+	var pgPool *pgxpool.Pool
+	if *lagPG != "" {
+		pgURL, err := ep.pgConnString(*lagPG)
+		if err != nil {
+			return err
+		}
+		if pgPool, err = pgxpool.New(ctx, pgURL); err != nil {
+			return fmt.Errorf("--pg: %w", err)
+		}
+		defer pgPool.Close()
+	}
+	var eraser query.Eraser // an interface, as probe
+	if keys, err := erasureKeys(erasureKey); err != nil {
+		return err
+	} else if keys != nil {
+		if pgPool == nil {
+			return errors.New("the erasure key is set but --pg is not: POST /v1/erasures checks PostgreSQL before it erases; give --pg (env WALHOUSE_PG_URL)")
+		}
+		if eraser, err = erasure.NewEraser(erasure.Config{PG: pgPool, Conn: conn, Database: ep.database, Keys: *keys, Settle: *eraseSettle}); err != nil {
+			return err
+		}
+	}
 	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
 		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: kafka.DeadLetterTopic(*lagPrefix), Captures: captures, CaptureTimeout: *lagTimeout}
-		if *lagPG != "" {
-			pgURL, err := ep.pgConnString(*lagPG)
-			if err != nil {
-				return err
-			}
-			pool, err := pgxpool.New(ctx, pgURL)
-			if err != nil {
-				return fmt.Errorf("--pg: %w", err)
-			}
-			defer pool.Close()
-			pc.PG = pool
+		if pgPool != nil {
+			pc.PG = pgPool
 		}
 		if *lagKafka != "" {
 			ep.kafka = *lagKafka
@@ -181,6 +197,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	api, err := query.NewServer(query.Config{
 		Pipeline:        probe,
+		Eraser:          eraser,
 		Conn:            conn,
 		Database:        ep.database,
 		Keys:            keys,

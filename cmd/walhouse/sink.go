@@ -22,6 +22,7 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/erasure"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
@@ -47,11 +48,18 @@ func runSink(ctx context.Context, inv *invocation) error {
 		maxRecord   = maxRecordBytesFlag(fs)
 		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off (env WALHOUSE_METRICS_ADDR)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
+		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
+		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
+		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
 	)
+	erasureKey := registerErasureKey(fs)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
 	if err := inv.parse(fs); err != nil {
 		return err
+	}
+	if *cleanEvery < 0 || *cleanAge <= 0 {
+		return usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *cleanEvery, *cleanAge)
 	}
 	mode, err := sink.ParseMismatchMode(*mismatch)
 	if err != nil {
@@ -84,7 +92,11 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery)
+	if err != nil {
+		return err
+	}
+	st := sinkSettings{erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -119,7 +131,28 @@ func runSink(ctx context.Context, inv *invocation) error {
 		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, st.health.checks) })
 	}
 	g.Go(func() error { return s.Run(gctx) })
+	g.Go(func() error { return ledger.Run(gctx) })
+	if *cleanEvery > 0 {
+		g.Go(func() error { return cleanupLoop(gctx, conn, ep.database, *cleanEvery, *cleanAge) })
+	}
 	return g.Wait()
+}
+
+// openLedger reads the erasure ledger of database, which the sink checks
+// every record against (erasure.Ledger).
+func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc *secretSource, refresh time.Duration) (*erasure.Ledger, error) {
+	keys, err := erasureKeys(keySrc)
+	if err != nil {
+		return nil, err
+	}
+	if refresh <= 0 {
+		return nil, fmt.Errorf("--erasure-refresh %v: want a positive duration, e.g. 5s", refresh)
+	}
+	l, err := erasure.NewLedger(erasure.LedgerConfig{Conn: conn, Database: database, Keys: keys, Refresh: refresh})
+	if err != nil {
+		return nil, err
+	}
+	return l, l.Load(ctx)
 }
 
 // schemaReader returns a reader of the pipeline's schema registry and the
@@ -161,6 +194,8 @@ type sinkSettings struct {
 	// maxRecordBytes is capture's record bound (0: the default): the
 	// client reads such records and dead-letters them.
 	maxRecordBytes int
+	// erasures is the erasure ledger (nil: none).
+	erasures *erasure.Ledger
 	// health, when set, follows the assignment and the loads for /readyz.
 	health *sinkHealth
 }
@@ -210,6 +245,9 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 				os.Exit(137)
 			}
 		}
+	}
+	if st.erasures != nil {
+		cfg.Erasures = st.erasures
 	}
 	if st.registry != nil {
 		cfg.Metrics = sink.NewMetrics(st.registry)

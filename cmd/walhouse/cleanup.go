@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/backoff"
+)
+
+// defaultCleanupMinAge exceeds Kafka's default retention (7 days): no
+// record older than that is left to replay.
+const defaultCleanupMinAge = 8 * 24 * time.Hour
+
+// runCleanup cleans deleted and superseded rows once (clickhouse.Cleanup).
+func runCleanup(ctx context.Context, inv *invocation) error {
+	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	var ep endpoints
+	ep.register(fs, false, false, true)
+	minAge := fs.Duration("min-age", defaultCleanupMinAge, "clean only partitions whose newest tombstone is older than this; must exceed the retention.ms of the table topics and of the dead-letter topic, and the longest copy (docs/operations.md)")
+	var tables listFlag
+	fs.Var(&tables, "tables", "ClickHouse tables to clean, comma-separated (default: every table walhouse loads)")
+	if err := inv.parse(fs); err != nil {
+		return err
+	}
+	if *minAge <= 0 {
+		return usageErrorf("--min-age %v: want a positive duration", *minAge)
+	}
+	conn, err := ep.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cleaned, err := clickhouse.Cleanup(ctx, conn, clickhouse.CleanupRequest{Database: ep.database, Before: time.Now().Add(-*minAge), Tables: tables}, slog.Default())
+	for _, c := range cleaned {
+		fmt.Fprintf(inv.stdout, "%s partition %s: %d → %d stored rows\n", c.Table, c.Partition, c.RowsBefore, c.RowsAfter)
+	}
+	return err
+}
+
+// cleanupLoop runs clickhouse.Cleanup every interval until ctx ends; a
+// failed run is logged and tried again at the next.
+func cleanupLoop(ctx context.Context, conn driver.Conn, database string, every, minAge time.Duration) error {
+	for {
+		if err := backoff.Sleep(ctx, every); err != nil {
+			return err
+		}
+		if _, err := clickhouse.Cleanup(ctx, conn, clickhouse.CleanupRequest{Database: database, Before: time.Now().Add(-minAge)}, slog.Default()); err != nil && ctx.Err() == nil {
+			slog.Warn("cleanup of deleted rows failed; trying again at the next interval", "err", err)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/erasure"
+)
+
+// runErase erases a data subject (erasure.Eraser), or verifies the
+// manifest of an erasure, or prints the key that verifies manifests.
+func runErase(ctx context.Context, inv *invocation) error {
+	sub, file := "run", ""
+	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		sub, inv.args = inv.args[0], inv.args[1:]
+	}
+	if sub == "verify" && len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		file, inv.args = inv.args[0], inv.args[1:] // before or after the flags
+	}
+	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
+	var ep endpoints
+	ep.register(fs, true, false, true)
+	var (
+		tenant    = fs.String("tenant", "", "tenant of the subject")
+		column    = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")
+		subject   = fs.String("subject", "", "value of the subject column, as PostgreSQL writes it")
+		tables    listFlag
+		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
+		settle    = fs.Duration("settle", 3*erasure.DefaultRefresh, "wait between recording the ledger entry and removing rows, so every sink has read it; at least 2× the sinks' --erasure-refresh")
+		publicKey = fs.String("public-key", "", "with verify: the hex ed25519 key that signed the manifest (walhouse erase public-key prints it); default: derived from the erasure key")
+	)
+	fs.Var(&tables, "tables", "ClickHouse tables to erase from, comma-separated (default: every table with the subject column)")
+	keySrc := registerErasureKey(fs)
+	if err := inv.parse(fs); err != nil {
+		return err
+	}
+	switch sub {
+	case "run":
+	case "verify":
+		if file == "" && fs.NArg() == 1 {
+			file = fs.Arg(0)
+		} else if file == "" || fs.NArg() > 0 {
+			return usageErrorf("erase verify takes one manifest file")
+		}
+		return eraseVerify(inv, file, *publicKey, keySrc)
+	case "public-key":
+		keys, err := erasureKeys(keySrc)
+		if err != nil {
+			return err
+		}
+		if keys == nil {
+			return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
+		}
+		fmt.Fprintln(inv.stdout, hex.EncodeToString(keys.PublicKey()))
+		return nil
+	default:
+		return usageErrorf("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"tenant", *tenant}, {"subject-column", *column}, {"subject", *subject}, {"pg", ep.pg}} {
+		if f.value == "" {
+			missing = append(missing, "--"+f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf("missing %s", strings.Join(missing, ", "))
+	}
+	keys, err := erasureKeys(keySrc)
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
+	}
+	pgURL, err := ep.pgURL()
+	if err != nil {
+		return err
+	}
+	pg, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer pg.Close(context.WithoutCancel(ctx))
+	conn, err := ep.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	er, err := erasure.NewEraser(erasure.Config{PG: pg, Conn: conn, Database: ep.database, Keys: *keys, Settle: *settle})
+	if err != nil {
+		return err
+	}
+	w := inv.stdout
+	if *out != "" {
+		f, err := createPrivate(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	m, err := er.Erase(ctx, erasure.Request{Tenant: *tenant, Column: *column, Value: *subject, Tables: tables, RequestedBy: "cli"})
+	if m.Signature != "" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(m); werr != nil {
+			return errors.Join(err, fmt.Errorf("write the manifest: %w", werr))
+		}
+	}
+	return err
+}
+
+// eraseVerify checks the signature of a manifest file and prints what it
+// says.
+func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var pub ed25519.PublicKey
+	if publicKey != "" {
+		if pub, err = hex.DecodeString(publicKey); err != nil || len(pub) != ed25519.PublicKeySize {
+			return usageErrorf("--public-key: want %d hex digits", 2*ed25519.PublicKeySize)
+		}
+	} else {
+		keys, err := erasureKeys(keySrc)
+		if err != nil {
+			return err
+		}
+		if keys == nil {
+			return usageErrorf("give --public-key, or the erasure key (WALHOUSE_ERASURE_KEY or --erasure-key-file)")
+		}
+		pub = keys.PublicKey()
+	}
+	m, err := erasure.VerifyManifest(data, pub)
+	if err != nil {
+		return err
+	}
+	var removed uint64
+	for _, t := range m.Tables {
+		removed += t.Removed
+	}
+	state := "verified: no version left"
+	if !m.Verified {
+		state = "NOT verified: versions were left"
+	}
+	fmt.Fprintf(inv.stdout, "signature OK: erasure %s of tenant %s, %d versions removed from %d tables as of LSN %s, %s (%s)\n",
+		m.ID, m.Tenant, removed, len(m.Tables), m.AsOfLSN, state, m.FinishedAt.Format(time.RFC3339))
+	if !m.Verified {
+		return errors.New("the manifest records an erasure that left versions behind")
+	}
+	return nil
+}
+
+// registerErasureKey registers --erasure-key-file (env
+// WALHOUSE_ERASURE_KEY, WALHOUSE_ERASURE_KEY_FILE).
+func registerErasureKey(fs *flag.FlagSet) *secretSource {
+	return registerSecret(fs, "erasure-key-file", "WALHOUSE_ERASURE_KEY", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
+}
+
+// erasureKeys derives the erasure keys from the secret, nil when none was
+// given.
+func erasureKeys(src *secretSource) (*erasure.Keys, error) {
+	secret, err := src.value()
+	if err != nil || secret == "" {
+		return nil, err
+	}
+	keys, err := erasure.NewKeys([]byte(secret))
+	if err != nil {
+		return nil, err
+	}
+	return &keys, nil
+}

@@ -1,0 +1,32 @@
+// Package erasure erases a data subject (GDPR Art. 17) from the ClickHouse
+// side of walhouse and keeps it erased.
+//
+// An erasure (Eraser.Erase) runs four steps:
+//
+//  1. it checks PostgreSQL: the subject's rows must be gone from every
+//     source table concerned (walhouse never deletes source rows), and it
+//     reads the as-of LSN, pg_current_wal_lsn() at that check;
+//  2. it records the erasure in the ledger, the ClickHouse table
+//     _walhouse_erasures, before it removes anything: keyed hashes
+//     (HMAC-SHA256 under a key walhouse holds) of tenant, table, column and
+//     subject value, never the values, with the as-of LSN;
+//  3. it removes every stored version of the subject's rows, tombstones
+//     included, with ALTER TABLE … DELETE (a mutation that rewrites the
+//     parts, waited for), and counts what is left without FINAL: zero, or
+//     the erasure fails;
+//  4. it writes a manifest signed with ed25519 (tables, versions removed,
+//     as-of LSN, verification) to _walhouse_erasure_manifests and logs an
+//     audit line.
+//
+// The ledger keeps the subject erased: the sink asks Ledger.Erased of every
+// record of a table with erasures and drops those of an erased subject
+// committed at or before the erasure's as-of LSN, so a Kafka or dead-letter
+// replay never brings them back, while a row the subject gets later (a
+// commit after the as-of LSN) loads as usual.
+//
+// Data enters as a Request (from `walhouse erase` or POST /v1/erasures) and
+// as the ledger's rows; it leaves as ClickHouse mutations, ledger rows and
+// a Manifest. The package owns its two tables' DDL (ddl.go); it knows the
+// record envelope (package record) only to read a record's tenant, table,
+// column values and commit LSN.
+package erasure

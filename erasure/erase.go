@@ -1,0 +1,529 @@
+package erasure
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/internal/backoff"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// PG is what an Eraser needs of PostgreSQL; *pgx.Conn and *pgxpool.Pool
+// satisfy it.
+type PG interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Request asks to erase one data subject of one tenant.
+type Request struct {
+	Tenant string
+	// Column and Value identify the subject: every row whose Column
+	// equals Value (in PostgreSQL's text form, e.g. 42 or a UUID).
+	Column, Value string
+	// Tables are ClickHouse table names; empty means every walhouse table
+	// that has Column.
+	Tables []string
+	// RequestedBy names who asked (an API key id, or "cli").
+	RequestedBy string
+}
+
+// Eraser erases data subjects. It is safe for concurrent use; erasures of
+// the same subject at once are harmless (each records and removes the
+// same).
+type Eraser struct {
+	pg       PG
+	conn     Conn
+	database string
+	keys     Keys
+	settle   time.Duration
+	log      *slog.Logger
+}
+
+// Config is what NewEraser needs. PG, Conn, Database and Keys are
+// required.
+type Config struct {
+	PG       PG
+	Conn     Conn
+	Database string
+	Keys     Keys
+	// Settle is how long an erasure waits between recording the ledger
+	// entry and removing rows, so that every sink has read the entry
+	// (default 3 × DefaultRefresh). A record the sink loads in that time
+	// is removed with the rest.
+	Settle time.Duration
+	// Logger receives the audit entry (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// NewEraser returns an Eraser.
+func NewEraser(cfg Config) (*Eraser, error) {
+	var errs []error
+	if cfg.PG == nil {
+		errs = append(errs, errors.New("a PostgreSQL connection is required (walhouse checks there that the subject's rows are gone)"))
+	}
+	if cfg.Conn == nil || cfg.Database == "" {
+		errs = append(errs, errors.New("a ClickHouse connection and database are required"))
+	}
+	if cfg.Keys.sign == nil {
+		errs = append(errs, errors.New("the erasure key is required (NewKeys)"))
+	}
+	if cfg.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle %v: must not be negative", cfg.Settle))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("erasure: %w", err)
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 3 * DefaultRefresh
+	}
+	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle,
+		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure")}, nil
+}
+
+// RequestError is a request that cannot be carried out as asked.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// StillInSourceError refuses an erasure whose subject still has rows in
+// PostgreSQL: walhouse erases only what the source no longer holds (the
+// application deletes the rows first), or the next change would bring
+// them back.
+type StillInSourceError struct {
+	// Rows is the number of the subject's rows per source table.
+	Rows map[string]int64
+}
+
+func (e *StillInSourceError) Error() string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(e.Rows)) {
+		parts = append(parts, fmt.Sprintf("%s (%d rows)", t, e.Rows[t]))
+	}
+	return "the subject still has rows in PostgreSQL: " + strings.Join(parts, ", ") + "; delete them there first, then erase again"
+}
+
+// target is one ClickHouse table an erasure concerns.
+type target struct {
+	name        string // ClickHouse table
+	column      string // the subject column
+	owner       string // PostgreSQL table, quoted ("schema"."table")
+	src         sourceKey
+	tenantCol   string
+	keyCols     []string // the sorting key: tenant column, then the primary key
+	tenantType  string   // ClickHouse type of the tenant column
+	subjectType string   // ClickHouse type of the subject column
+	// Filled by the PostgreSQL check: the PostgreSQL text of tenant and
+	// value, which records carry and the ledger hashes.
+	tenantText, valueText string
+	// keys are the primary keys (toString of each column but the tenant)
+	// of the rows with a version of the subject, read before the ledger
+	// entry is recorded.
+	keys [][]string
+}
+
+// Erase erases req's subject: the check in PostgreSQL, the ledger entry,
+// the removal of every version in ClickHouse, its verification, and the
+// signed manifest, which it returns. It refuses with *StillInSourceError
+// when the subject still has rows in PostgreSQL, and with *RequestError
+// for a request it cannot carry out. An erasure that fails after its
+// ledger entry was recorded keeps the subject out of new loads; run it
+// again to finish the removal.
+func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
+	m := Manifest{ID: newID(), Tenant: req.Tenant, Column: req.Column, RequestedBy: req.RequestedBy, StartedAt: time.Now().UTC(), Tables: []TableResult{}}
+	if req.Column == "" || req.Value == "" {
+		return m, &RequestError{"the subject column and value are required"}
+	}
+	if err := ensureTables(ctx, e.conn, e.database); err != nil {
+		return m, err
+	}
+	targets, err := e.targets(ctx, req)
+	if err != nil {
+		return m, err
+	}
+	asOf, err := e.check(ctx, req, targets)
+	if err != nil {
+		return m, err
+	}
+	m.AsOfLSN = asOf
+	m.SubjectHMAC = e.keys.Hash(Subject{Tenant: req.Tenant, Column: req.Column, Value: req.Value}).String()
+	if err := e.record(ctx, m.ID, req, targets, asOf); err != nil {
+		return m, err
+	}
+	// Every sink must know the entry before the rows go, or one that is
+	// loading an older record right now would put it back.
+	if err := backoff.Sleep(ctx, e.settle); err != nil {
+		return m, err
+	}
+	m.Verified = true
+	for _, t := range targets {
+		res, err := e.remove(ctx, t)
+		if err != nil {
+			return m, err
+		}
+		if res.Removed > 0 || res.Left > 0 || len(req.Tables) > 0 {
+			m.Tables = append(m.Tables, res) // tables the tenant had nothing in stay unnamed
+		}
+		m.Verified = m.Verified && res.Left == 0
+	}
+	m.FinishedAt = time.Now().UTC()
+	if err := e.keys.Sign(&m); err != nil {
+		return m, err
+	}
+	if err := e.audit(ctx, m); err != nil {
+		return m, err
+	}
+	if !m.Verified {
+		return m, errors.New("versions of the subject are still in ClickHouse after the removal (see the manifest's versionsLeft); run the erasure again")
+	}
+	return m, nil
+}
+
+// targets lists the ClickHouse tables of the erasure with their source
+// tables and column types.
+func (e *Eraser) targets(ctx context.Context, req Request) ([]*target, error) {
+	qctx := chParams(ctx, map[string]string{"db": e.database, "col": req.Column})
+	rows, err := e.conn.Query(qctx, `SELECT t.name, t.comment, t.sorting_key, c.type
+FROM system.tables AS t INNER JOIN system.columns AS c ON c.database = t.database AND c.table = t.name
+WHERE t.database = {db:String} AND t.engine LIKE '%ReplacingMergeTree' AND NOT startsWith(t.name, '_walhouse') AND c.name = {col:String}
+ORDER BY t.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+	}
+	defer rows.Close()
+	byName := map[string]*target{}
+	var all []*target
+	for rows.Next() {
+		var name, comment, key, typ string
+		if err := rows.Scan(&name, &comment, &key, &typ); err != nil {
+			return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+		}
+		owner, ok := schema.CommentOwner(comment)
+		src, okSrc := parseOwner(owner)
+		keyCols := schema.SplitSortingKey(key)
+		if !ok || !okSrc || len(keyCols) < 2 {
+			continue // not a walhouse table (or one that predates the comment; the sink writes it at its next load)
+		}
+		t := &target{name: name, column: req.Column, owner: owner, src: src, tenantCol: keyCols[0], keyCols: keyCols, subjectType: typ}
+		byName[name] = t
+		all = append(all, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+	}
+	var out []*target
+	if len(req.Tables) == 0 {
+		out = all
+	} else {
+		for _, n := range req.Tables {
+			t, ok := byName[n]
+			if !ok {
+				// The same answer whether the table does not exist or
+				// lacks the column: a caller learns nothing of tables that
+				// are not its own.
+				return nil, &RequestError{fmt.Sprintf("table %q has no column %q (or is not a table walhouse loads)", n, req.Column)}
+			}
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, &RequestError{fmt.Sprintf("no table has a column %q", req.Column)}
+	}
+	for _, t := range out {
+		if err := e.tenantType(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (e *Eraser) tenantType(ctx context.Context, t *target) error {
+	qctx := chParams(ctx, map[string]string{"db": e.database, "tbl": t.name, "col": t.tenantCol})
+	rows, err := e.conn.Query(qctx, "SELECT type FROM system.columns WHERE database = {db:String} AND table = {tbl:String} AND name = {col:String}")
+	if err != nil {
+		return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&t.tenantType); err != nil {
+			return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
+	}
+	if t.tenantType == "" {
+		return fmt.Errorf("table %s: its tenant column %q is missing", t.name, t.tenantCol)
+	}
+	return nil
+}
+
+// check counts the subject's rows in every source table, in one snapshot
+// whose first statement reads the as-of LSN, and reads the PostgreSQL
+// text of tenant and value, which records carry.
+func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (record.LSN, error) {
+	tx, err := e.pg.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, fmt.Errorf("check the subject in PostgreSQL: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	var lsnText string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText); err != nil {
+		return 0, fmt.Errorf("read the current WAL position (connect to the primary): %w", err)
+	}
+	asOf, err := record.ParseLSN(lsnText)
+	if err != nil {
+		return 0, err
+	}
+	left := map[string]int64{}
+	for _, t := range targets {
+		types := map[string]string{}
+		rows, err := tx.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND NOT a.attisdropped`, t.owner, []string{t.tenantCol, req.Column})
+		if err != nil {
+			return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
+		}
+		for rows.Next() {
+			var name, typ string
+			if err := rows.Scan(&name, &typ); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
+			}
+			types[name] = typ
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
+		}
+		t.tenantText, t.valueText = req.Tenant, req.Value
+		ctype, ok := types[req.Column]
+		if !ok {
+			continue // the table or column is gone from PostgreSQL: no row of it can come back
+		}
+		where := fmt.Sprintf("%s = CAST($2::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
+		args := []any{req.Tenant, req.Value}
+		if ttype, ok := types[t.tenantCol]; ok {
+			where += fmt.Sprintf(" AND %s = CAST($1::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
+			if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ttype), req.Tenant).Scan(&t.tenantText); err != nil {
+				return 0, &RequestError{fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
+			}
+		} // else the table maps to a configured default tenant: every row is the tenant's
+		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ctype), req.Value).Scan(&t.valueText); err != nil {
+			return 0, &RequestError{fmt.Sprintf("subject value is not a value of %s.%s (%s): %v", t.owner, req.Column, ctype, err)}
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+t.owner+" WHERE "+where, args...).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count the subject's rows in %s: %w", t.owner, err)
+		}
+		if n > 0 {
+			left[t.owner] = n
+		}
+	}
+	if len(left) > 0 {
+		return 0, &StillInSourceError{Rows: left}
+	}
+	return asOf, nil
+}
+
+// record writes the ledger entries: per table, one for the subject and
+// one for each of the subject's rows by its key (rowKeys). Every value is
+// a name or a hex hash, written as a quoted literal: a subject with many
+// rows would make too many query parameters.
+func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*target, asOf record.LSN) error {
+	var values []string
+	add := func(t *target, column, value string) {
+		h := e.keys.Hash(Subject{Tenant: t.tenantText, Schema: t.src.schema, Table: t.src.table, Column: column, Value: value})
+		values = append(values, fmt.Sprintf("(%s, %s, %s, '%s', %d, %s, %s)",
+			schema.QuoteString(t.src.schema), schema.QuoteString(t.src.table), schema.QuoteString(column), h, uint64(asOf),
+			schema.QuoteString(e.keys.KeyID()), schema.QuoteString(id)))
+	}
+	for _, t := range targets {
+		add(t, req.Column, t.valueText)
+		var err error
+		if t.keys, err = e.rowKeys(ctx, t); err != nil {
+			return err
+		}
+		for _, k := range t.keys {
+			add(t, RowKey, KeyValue(k))
+		}
+	}
+	stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES %s",
+		schema.QuoteIdent(e.database), schema.QuoteIdent(LedgerTable), strings.Join(values, ", "))
+	if err := e.conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("record the erasure in the ledger (nothing was removed): %w", err)
+	}
+	return nil
+}
+
+// rowKeys returns the primary key of every row of t that has a version of
+// the subject, as ClickHouse writes the key's values (toString). For integer, text and uuid keys that is PostgreSQL's text,
+// which records carry; keys of other types are not recognised (see
+// docs/erasure.md).
+func (e *Eraser) rowKeys(ctx context.Context, t *target) ([][]string, error) {
+	cols := make([]string, 0, len(t.keyCols)-1)
+	for _, k := range t.keyCols[1:] {
+		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
+	}
+	q := fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s WHERE %s = {tenant:%s} AND %s = {subject:%s}", strings.Join(cols, ", "),
+		schema.QuoteIdent(e.database), schema.QuoteIdent(t.name), schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(t.column), t.subjectType)
+	rows, err := e.conn.Query(chParams(ctx, map[string]string{"tenant": t.tenantText, "subject": t.valueText}), q)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		texts := make([]string, len(cols))
+		dest := make([]any, len(cols))
+		for i := range texts {
+			dest[i] = &texts[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
+		}
+		out = append(out, texts)
+	}
+	return out, rows.Err()
+}
+
+// keysPerMutation bounds the row keys one mutation names, and so the size
+// of its statement (ClickHouse parses at most max_query_size, 256 KiB by
+// default, of it).
+const keysPerMutation = 2000
+
+// removalRounds is how often remove runs its mutations while versions are
+// left.
+const removalRounds = 3
+
+// remove deletes every version of the subject's rows of t, waiting for the
+// mutations, and counts them before and after, without FINAL. A version
+// is the subject's when its subject column holds the value, or when it
+// has the key of a row that does (t.keys): a tombstone carries only the
+// key (a PostgreSQL delete sends no more), so it is found by its row's
+// other versions. The keys are literals, not a subquery: a mutation runs
+// part by part, and a subquery run for a later part would no longer find
+// the rows removed from an earlier one.
+func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
+	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table}
+	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
+	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
+	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
+	cols := make([]string, 0, len(t.keyCols)-1)
+	for _, k := range t.keyCols[1:] {
+		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
+	}
+	var parts []string // one condition per mutation
+	for start := 0; start < len(t.keys) || start == 0; start += keysPerMutation {
+		chunk := t.keys[start:min(start+keysPerMutation, len(t.keys))]
+		cond := subject
+		if len(chunk) > 0 {
+			tuples := make([]string, len(chunk))
+			for i, k := range chunk {
+				q := make([]string, len(k))
+				for j, v := range k {
+					q[j] = schema.QuoteString(v)
+				}
+				tuples[i] = "(" + strings.Join(q, ", ") + ")"
+			}
+			key := "(" + strings.Join(cols, ", ") + ")" // a one-column key is no tuple: ('3') is the string '3'
+			cond = fmt.Sprintf("(%s OR %s IN (%s))", subject, key, strings.Join(tuples, ", "))
+		}
+		parts = append(parts, tenant+" AND "+cond)
+	}
+	params := map[string]string{"tenant": t.tenantText, "subject": t.valueText}
+	count := func() (uint64, error) {
+		var total uint64
+		for _, where := range parts {
+			rows, err := e.conn.Query(chParams(ctx, params), "SELECT count() FROM "+qname+" WHERE "+where)
+			if err != nil {
+				return 0, fmt.Errorf("count the subject's versions in %s: %w", t.name, err)
+			}
+			var n uint64
+			for rows.Next() {
+				if err := rows.Scan(&n); err != nil {
+					rows.Close()
+					return 0, err
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return 0, err
+			}
+			total += n
+		}
+		return total, nil
+	}
+	before, err := count()
+	if err != nil {
+		return res, err
+	}
+	res.Left = before
+	if before == 0 {
+		return res, nil
+	}
+	mctx := ch.Context(ctx, ch.WithParameters(toParams(params)), ch.WithSettings(ch.Settings{"mutations_sync": 2}))
+	// A sink that had read an older record before it read the ledger
+	// entry and loaded it only now (a batch retried for longer than the
+	// settle time) leaves a version behind: removed by the next round.
+	for round := 0; round < removalRounds && res.Left > 0; round++ {
+		for _, where := range parts {
+			if err := e.conn.Exec(mctx, "ALTER TABLE "+qname+" DELETE WHERE "+where); err != nil {
+				return res, fmt.Errorf("remove the subject's versions from %s: %w", t.name, err)
+			}
+		}
+		if res.Left, err = count(); err != nil {
+			return res, err
+		}
+	}
+	res.Removed = before - min(res.Left, before)
+	return res, nil
+}
+
+// audit stores the manifest and logs the audit entry.
+func (e *Eraser) audit(ctx context.Context, m Manifest) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	verified := "0"
+	if m.Verified {
+		verified = "1"
+	}
+	stmt := fmt.Sprintf("INSERT INTO %s.%s (erasure_id, tenant, verified, finished_at, manifest) VALUES ({id:String}, {tenant:String}, %s, {at:DateTime64(6, 'UTC')}, {m:String})",
+		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable), verified)
+	params := map[string]string{"id": m.ID, "tenant": m.Tenant, "at": m.FinishedAt.Format("2006-01-02 15:04:05.999999"), "m": string(body)}
+	if err := e.conn.Exec(chParams(ctx, params), stmt); err != nil {
+		return fmt.Errorf("store the erasure's manifest (the rows are removed; keep the manifest printed): %w", err)
+	}
+	var removed uint64
+	tables := make([]string, len(m.Tables))
+	for i, t := range m.Tables {
+		tables[i] = t.Table
+		removed += t.Removed
+	}
+	e.log.Info("audit: subject erasure", "erasure_id", m.ID, "requested_by", m.RequestedBy, "tenant", m.Tenant,
+		"subject_column", m.Column, "subject_hmac", m.SubjectHMAC, "tables", tables, "versions_removed", removed,
+		"as_of_lsn", m.AsOfLSN, "verified", m.Verified)
+	return nil
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "era_" + hex.EncodeToString(b[:])
+}

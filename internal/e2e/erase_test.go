@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// erasureTable is a table of orders by customer: the data subject is a
+// customer of a tenant (customer_id), the same customer number may exist
+// in another tenant.
+type erasureTable struct {
+	sinkTable
+	keyFile string
+}
+
+func (p *pipeline) newErasureTable() erasureTable {
+	p.t.Helper()
+	name, qt := p.table("orders", `(
+		tenant_id   text NOT NULL,
+		id          bigint NOT NULL,
+		customer_id bigint NOT NULL,
+		note        text,
+		reading     numeric,
+		PRIMARY KEY (tenant_id, id))`)
+	key := filepath.Join(p.t.TempDir(), "erasure.key")
+	if err := os.WriteFile(key, []byte("erasure key of the test, 32 bytes"), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	return erasureTable{keyFile: key, sinkTable: sinkTable{
+		name: name, quoted: qt, topic: p.prefix + ".public." + name,
+		pgQuery: fmt.Sprintf(`SELECT tenant_id, id::text, customer_id::text, coalesce(note, '<null>') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt),
+		chQuery: fmt.Sprintf("SELECT tenant_id, toString(id), toString(customer_id), ifNull(note, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, name),
+	}}
+}
+
+// versions counts the stored versions (tombstones included, without
+// FINAL) of a customer of a tenant.
+func (p *pipeline) versions(tb erasureTable, tenant string, customer int) int64 {
+	p.t.Helper()
+	return p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE tenant_id = '%s' AND customer_id = %d", p.database, tb.name, tenant, customer))
+}
+
+// caughtUp waits until group committed the end of every partition of topic.
+func (p *pipeline) caughtUp(group, topic string, procs ...*testenv.Proc) {
+	p.t.Helper()
+	adm := kadm.NewClient(p.kafka())
+	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
+		if err := exited(procs...); err != nil {
+			return err
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return err
+		}
+		var behind []string
+		ends.Each(func(o kadm.ListedOffset) {
+			c, ok := committed.Lookup(topic, o.Partition)
+			if !ok || c.At < o.Offset {
+				behind = append(behind, fmt.Sprintf("%d (committed %d of %d)", o.Partition, c.At, o.Offset))
+			}
+		})
+		if len(behind) > 0 {
+			return fmt.Errorf("group %s is behind on partitions %s", group, strings.Join(behind, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// TestIntegrationErasure erases a customer end to end: refused while
+// PostgreSQL has their rows; after they are deleted there, every stored
+// version (tombstones included) is gone from ClickHouse, the manifest
+// verifies; then the topic replayed from its start by a fresh consumer
+// group and a dead-letter replay never bring the customer back, a row the
+// customer gets after the erasure loads, and every other row is exactly
+// PostgreSQL's.
+func TestIntegrationErasure(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newErasureTable()
+	capture := p.startCapture(tb.name)
+	dlq := testenv.Name("dlq")
+	metrics := testenv.FreeAddr(t)
+	sinkArgs := []string{"--dedup-addr", "off", "--dlq-topic", dlq, "--erasure-key-file", tb.keyFile, "--erasure-refresh", "1s"}
+	sink := p.sink(append(sinkArgs, "--metrics-addr", metrics)...)
+
+	// Merges would fold the versions this test wants to see removed: the
+	// table is made by a first row, then its merges are stopped.
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, note) VALUES ('initech', 1, 1, 'first')`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	p.chExec(fmt.Sprintf("SYSTEM STOP MERGES `%s`.`%s`", p.database, tb.name), nil)
+
+	// Customer 42 of acme: ten orders, updated twice, one deleted (a
+	// tombstone). Customer 42 of globex and customer 7 of acme stay.
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, note)
+		SELECT t, g, CASE WHEN g %% 3 = 0 THEN 42 ELSE 7 END, 'order ' || g
+		FROM generate_series(1, 30) g, (VALUES ('acme'), ('globex')) AS v(t)`, tb.quoted))
+	p.exec(fmt.Sprintf(`UPDATE %s SET note = note || ' changed' WHERE id %% 2 = 0`, tb.quoted))
+	p.exec(fmt.Sprintf(`UPDATE %s SET note = note || ' again' WHERE customer_id = 42`, tb.quoted))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'acme' AND id = 3`, tb.quoted))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'globex' AND id = 5`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	// A change of the customer that cannot be loaded: in the dead letters.
+	p.exec(fmt.Sprintf(`UPDATE %s SET reading = 1e40 WHERE tenant_id = 'acme' AND id = 6`, tb.quoted))
+	p.waitDeadLetters(dlq, 1, capture, sink)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	manifest := filepath.Join(t.TempDir(), "manifest.json")
+	erase := []string{"erase", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database,
+		"--tenant", "acme", "--subject-column", "customer_id", "--subject", "42", "--erasure-key-file", tb.keyFile, "--settle", "3s", "--out", manifest}
+	_, err := walhouse(ctx, erase...)
+	if err == nil || !strings.Contains(err.Error(), "still has rows in PostgreSQL") || !strings.Contains(err.Error(), tb.name) {
+		t.Fatalf("erase while PostgreSQL has the rows: %v; want a refusal naming %s", err, tb.name)
+	}
+	if n := p.chInt(fmt.Sprintf("SELECT count() FROM `%s`._walhouse_erasures", p.database)); n != 0 {
+		t.Fatalf("a refused erasure recorded %d ledger entries", n)
+	}
+
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'acme' AND customer_id = 42`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	before := p.versions(tb, "acme", 42)
+	// Of its 10 inserts and 15 updates, those an insert did not fold
+	// (optimize_on_insert); its 10 tombstones carry only the key.
+	erasedKeys := fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE tenant_id = 'acme' AND id %% 3 = 0 AND id <= 30", p.database, tb.name)
+	stored := p.chInt(erasedKeys)
+	if before == 0 || stored < before+10 {
+		t.Fatalf("acme's customer 42 has %d stored versions with the customer, %d with tombstones; the test needs their history", before, stored)
+	}
+	// A mutation is a merge: the erasure waits for merges to run.
+	p.chExec(fmt.Sprintf("SYSTEM START MERGES `%s`.`%s`", p.database, tb.name), nil)
+	if _, err := walhouse(ctx, erase...); err != nil {
+		t.Fatal(err)
+	}
+	// What is left of the customer's rows are tombstones a merge had
+	// already separated from the rest of their history: the key, nothing
+	// else (docs/erasure.md, Limits).
+	onlyKeys := fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE tenant_id = 'acme' AND id %% 3 = 0 AND id <= 30 AND (_is_deleted = 0 OR customer_id IS NOT NULL OR note IS NOT NULL)", p.database, tb.name)
+	if n := p.versions(tb, "acme", 42); n != 0 {
+		t.Fatalf("%d versions of the erased customer are left in ClickHouse", n)
+	}
+	if n := p.chInt(onlyKeys); n != 0 {
+		t.Fatalf("%d versions of the erased customer's rows carry more than their key", n)
+	}
+	out, err := walhouse(ctx, "erase", "verify", manifest, "--erasure-key-file", tb.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", out)
+	data, _ := os.ReadFile(manifest)
+	var m struct {
+		Tables []struct {
+			Removed int64 `json:"versionsRemoved"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || len(m.Tables) > 1 || len(m.Tables) == 1 && m.Tables[0].Removed > stored {
+		t.Errorf("the manifest lists %+v (%v); want at most %d versions removed from one table", m.Tables, err, stored)
+	}
+	pub, err := walhouse(ctx, "erase", "public-key", "--erasure-key-file", tb.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := filepath.Join(t.TempDir(), "tampered.json")
+	_ = os.WriteFile(tampered, []byte(strings.Replace(string(data), `"tenant": "acme"`, `"tenant": "acmf"`, 1)), 0o600)
+	if _, err := walhouse(ctx, "erase", "verify", tampered, "--public-key", strings.TrimSpace(string(pub))); err == nil {
+		t.Error("a tampered manifest verified")
+	}
+	if strings.Contains(string(data), `"42"`) {
+		t.Errorf("the manifest holds the subject value:\n%s", data)
+	}
+
+	// The customer orders again after the erasure: that row loads.
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, note) VALUES ('acme', 100, 42, 'after the erasure')`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	// The dead letter of the customer, replayed once it could load, is
+	// dropped.
+	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` MODIFY COLUMN reading Nullable(String)", p.database, tb.name), ch.Settings{"mutations_sync": 2})
+	if _, err := walhouse(ctx, "dlq", "replay", "--kafka", p.env.Kafka, "--topic-prefix", p.prefix, "--dlq-topic", dlq, "--replay-group", testenv.Name("replay")); err != nil {
+		t.Fatal(err)
+	}
+	p.caughtUp(p.group, tb.topic, capture, sink)
+
+	// The whole topic again, from its start, by a fresh consumer group
+	// that cuts other batches than the first sink did: their insert tokens
+	// are new, so ClickHouse's insert deduplication cannot hide a record
+	// the ledger lets through.
+	sink.Kill()
+	group := testenv.Name("replay")
+	replay := p.sink(append(sinkArgs, "--group", group, "--metrics-addr", metrics, "--max-batch", "3")...)
+	p.caughtUp(group, tb.topic, capture, replay)
+	p.converge(tb.pgQuery, tb.chQuery, capture, replay)
+	if n := p.chInt(onlyKeys); n != 0 {
+		t.Errorf("after the replays ClickHouse holds %d versions of the erased customer's rows with more than their key", n)
+	}
+	if n := p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE tenant_id = 'acme' AND customer_id = 42 AND id != 100", p.database, tb.name)); n != 0 {
+		t.Errorf("after the replays ClickHouse holds %d versions of the erased customer", n)
+	}
+	// 10 inserts, 15 updates, the update set aside (twice: the dead-letter
+	// replay produced it again); the deletes are recognised by their key
+	// only where the erasure found the key.
+	const recognisable = 27
+	series := fmt.Sprintf(`walhouse_sink_erased_records_dropped_total{table="public.%s"}`, tb.name)
+	dropped, _ := scrapeUntil(metrics, series, 10*time.Second, func(v float64) bool { return v >= recognisable })
+	t.Logf("records of the erased customer the replaying sink dropped: %.0f", dropped)
+	if dropped < recognisable {
+		t.Errorf("the replaying sink dropped %.0f records of the erased customer, want at least %d", dropped, recognisable)
+	}
+}
