@@ -50,6 +50,7 @@ type completedFlag struct {
 var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
 	"keys":       {"prune"},
+	"erase":      {"verify", "public-key"},
 	"config":     {"example", "check"},
 	"completion": {"bash", "zsh", "fish"},
 }
