@@ -177,7 +177,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			var ids []*record.Record
 			var hs []string
 			for i, r := range b.Records {
-				if !aside[origin[i]] && !copied(r) {
+				if !aside[origin[i]] && hashes[i] != "" {
 					ids = append(ids, r)
 					hs = append(hs, hashes[i])
 				}

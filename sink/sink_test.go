@@ -489,3 +489,24 @@ func TestSinkLayer2SkipsCopiedRows(t *testing.T) {
 		t.Errorf("Layer 2 looked up %d and remembered %d eventIds, want 3 and 2: only the changes", store.looked, store.remembered)
 	}
 }
+
+// In mismatch mode warn, a change whose eventId is stored with another
+// payload is loaded but not claimed again: the first payload stays the
+// reference, and new changes are claimed with the short hash.
+func TestSinkLayer2WarnKeepsFirstClaim(t *testing.T) {
+	l := &fakeLoader{}
+	id := record.EventID("s", 1000, 0, time.Unix(1700000000, 0).UTC()) // rec's at offset 0
+	store := &fakeStore{hashes: map[string]string{id: "another payload"}}
+	runScript(t, Config{Dedup: store, Mismatch: MismatchWarn}, nil, l, []*kgo.Record{rec("a", 0, 0), rec("a", 0, 1)})
+	if want := []string{"a/0/0-1 n=2"}; fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+	if store.remembered != 1 || store.hashes[id] != "another payload" {
+		t.Errorf("remembered %d eventIds, reused one's hash %q; want 1 and the first payload's", store.remembered, store.hashes[id])
+	}
+	for id, h := range store.hashes {
+		if id != id && len(h) != claimHashLen {
+			t.Errorf("claim hash %q of %s: want %d characters", h, id, claimHashLen)
+		}
+	}
+}
