@@ -145,6 +145,7 @@ type Writer struct {
 	log       *slog.Logger
 
 	mu        sync.Mutex
+	ddl       sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
 	tables    map[string]*target // by schema id + table name
 	syncParts map[string]int32   // partition counts in SyncTable by table; nil until it is ready
 }
@@ -386,6 +387,16 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	key := r.SchemaID + "\x00" + r.Source.Schema + "\x00" + r.Source.Table
 	w.mu.Lock()
 	st, ok := w.tables[key]
+	w.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	// Partitions of one table loading at the same time would otherwise
+	// read the same columns and plan the same changes twice.
+	w.ddl.Lock()
+	defer w.ddl.Unlock()
+	w.mu.Lock()
+	st, ok = w.tables[key]
 	w.mu.Unlock()
 	if ok {
 		return st, nil

@@ -104,6 +104,7 @@ func (c *Config) validate() []Problem {
 
 	sk := &c.Sink
 	atLeast("sink.max_batch", int64(sk.MaxBatch), 1)
+	atLeast("sink.insert_parallelism", int64(sk.Parallelism), 1)
 	positive("sink.max_wait", sk.MaxWait)
 	oneOf("sink.mismatch_mode", sk.MismatchMode, "error", "warn")
 	if sk.Group == "" {

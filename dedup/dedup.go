@@ -134,33 +134,39 @@ func (s *Store) Close() error { return s.rdb.Close() }
 func (s *Store) RoundTrips() int64 { return s.roundTrips.Load() }
 
 // Lookup returns, for each id, the payload hash stored with it, or "" when
-// the id is unknown, in one round trip (MGET).
+// the id is unknown, in one round trip (an HMGET per bucket, pipelined).
 func (s *Store) Lookup(ctx context.Context, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.prefix + id
-	}
+	groups := s.group(ids)
+	cmds := make([]*redis.SliceCmd, len(groups))
 	s.roundTrips.Add(1)
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			cmds[i] = p.HMGet(ctx, g.key, g.fields...)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("look up %d eventIds in the dedup store: %w", len(ids), err)
 	}
 	out := make([]string, len(ids))
-	for i, v := range vals {
-		if str, ok := v.(string); ok {
-			out[i] = str
+	for i, g := range groups {
+		for j, v := range cmds[i].Val() {
+			if str, ok := v.(string); ok {
+				out[g.at[j]] = str
+			}
 		}
 	}
 	return out, nil
 }
 
-// Remember stores each id with its hash, SET NX EX ttl, pipelined into one
-// round trip. An id that is already stored keeps its first hash.
+// Remember stores each id with its hash, one HSET and one EXPIRE per
+// bucket, pipelined into one round trip. An id stored again takes the new
+// hash: the sink claims only ids its lookup did not find.
 func (s *Store) Remember(ctx context.Context, ids, hashes []string) error {
 	if len(ids) != len(hashes) {
 		return fmt.Errorf("dedup: %d ids but %d hashes", len(ids), len(hashes))
@@ -170,10 +176,17 @@ func (s *Store) Remember(ctx context.Context, ids, hashes []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	groups := s.group(ids)
 	s.roundTrips.Add(1)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			p.SetNX(ctx, s.prefix+id, hashes[i], s.ttl)
+		for _, g := range groups {
+			args := make([]any, 0, 2+2*len(g.fields))
+			args = append(args, tableMarkerField, tableMarkerValue)
+			for j, f := range g.fields {
+				args = append(args, f, hashes[g.at[j]])
+			}
+			p.HSet(ctx, g.key, args...)
+			p.Expire(ctx, g.key, s.ttl)
 		}
 		return nil
 	})

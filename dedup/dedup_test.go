@@ -2,8 +2,12 @@ package dedup
 
 import (
 	"crypto/tls"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 func TestOptions(t *testing.T) {
@@ -43,5 +47,55 @@ func TestOptions(t *testing.T) {
 				t.Errorf("options = addr %q user %q password %q db %d tls %v", opts.Addr, opts.Username, opts.Password, opts.DB, opts.TLSConfig != nil)
 			}
 		})
+	}
+}
+
+// eventIDs made by record.EventID in one window of commit time fall into
+// at most 16 buckets; other ids get a bucket each; every position is
+// kept.
+func TestGroup(t *testing.T) {
+	s := &Store{prefix: "p:"}
+	at := time.Unix(1_700_000_000, 250_000_000)
+	var ids []string
+	for i := range 200 {
+		ids = append(ids, record.EventID("src", record.LSN(1000), uint32(i), at))
+	}
+	ids = append(ids, "e1", record.EventID("src", record.LSN(2000), 0, at.Add(9*time.Second)), "e1", record.EventID("src", record.LSN(3000), 0, at.Add(10*time.Second)))
+	groups := s.group(ids)
+	seen := make([]bool, len(ids))
+	perWindow := map[string]int{}
+	for _, g := range groups {
+		if len(g.fields) != len(g.at) {
+			t.Fatalf("bucket %s: %d fields, %d positions", g.key, len(g.fields), len(g.at))
+		}
+		for j, i := range g.at {
+			if seen[i] {
+				t.Errorf("id %d in two buckets", i)
+			}
+			seen[i] = true
+			if ids[i] == "e1" {
+				if g.key != "p:v2:id:e1" || g.fields[j] != "h" {
+					t.Errorf("id e1 stored at %s/%q, want p:v2:id:e1/h", g.key, g.fields[j])
+				}
+				continue
+			}
+			if len(g.fields[j]) != 16 {
+				t.Errorf("field of %s is %d bytes, want 16", ids[i], len(g.fields[j]))
+			}
+			window := g.key[:strings.LastIndexByte(g.key, ':')]
+			perWindow[window]++
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			t.Errorf("id %d in no bucket", i)
+		}
+	}
+	want := map[string]int{"p:v2:1700000000": 201, "p:v2:1700000010": 1}
+	if fmt.Sprint(perWindow) != fmt.Sprint(want) {
+		t.Errorf("ids per window %v, want %v", perWindow, want)
+	}
+	if n := len(groups); n > 16+1+2 {
+		t.Errorf("%d buckets, want at most 16 for the first window, 1 for the next and 2 for e1", n)
 	}
 }

@@ -8,9 +8,10 @@
 // ClickHouse's insert tokens and ReplacingMergeTree (Layer 3) still hold.
 //
 // What it owns: the Redis client and its TLS/ACL settings, the key layout
-// and the pipelined SET NX EX claims. What it does not own: when to check or
-// claim (package sink decides: claims only after the insert succeeded), nor
-// what a mismatch means (the sink's --mismatch-mode). Data enters as
+// (one hash per second of the eventIds' commit time, see layout.go) and
+// the pipelined lookups and claims, one round trip each. What it does not
+// own: when to check or claim (package sink decides: claims only after the
+// insert succeeded), nor what a mismatch means (the sink's --mismatch-mode). Data enters as
 // eventIds with payload hashes from the sink and leaves as seen / new /
 // mismatch answers; the store holds nothing else.
 package dedup

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,31 +48,9 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	if err := s.commit(ctx, chunks, true); err != nil {
 		return err
 	}
-	loaded := chunks[:0:0]
-	for _, c := range chunks {
-		k := tp{c[0].Topic, c[0].Partition}
-		if s.stopped[k] != nil {
-			continue
-		}
-		err := s.loadChunk(ctx, c)
-		var te *TableError
-		if errors.As(err, &te) {
-			// Commit what was loaded before the record the table stopped
-			// at: once an operator rebuilt the table, loading resumes
-			// exactly at the change.
-			var at *stopAt
-			if errors.As(err, &at) {
-				if i := sort.Search(len(c), func(i int) bool { return c[i].Offset >= at.next }); i > 0 {
-					loaded = append(loaded, c[:i])
-				}
-			}
-			s.stopTable(k, te)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		loaded = append(loaded, c)
+	loaded, err := s.loadChunks(ctx, chunks)
+	if err != nil {
+		return err
 	}
 	if s.cfg.Fault != nil {
 		s.cfg.Fault("loaded")

@@ -18,8 +18,9 @@ type Deduper interface {
 	// Lookup returns, per id, the payload hash stored with it ("" when the
 	// id is unknown).
 	Lookup(ctx context.Context, ids []string) ([]string, error)
-	// Remember stores ids with their hashes; ids already stored keep
-	// their first hash.
+	// Remember stores ids with their hashes. The sink passes only ids
+	// its lookup did not find, so which hash wins when one is stored again
+	// is the store's choice.
 	Remember(ctx context.Context, ids, hashes []string) error
 }
 
@@ -76,15 +77,22 @@ type layer2 struct {
 // duplicates that only exist until a merge.
 func copied(r *record.Record) bool { return r.Op == record.Read }
 
+// claimHashLen is how much of the payload hash (hex SHA-256) Layer 2
+// stores and compares: 64 bits tell a reused eventId from a repeat as well
+// as 256 do, at a quarter of the store's memory for hashes.
+const claimHashLen = 16
+
 // filter returns the records to load with their origins and the payload
-// hashes to claim them with ("" for copied rows, which are not claimed).
+// hashes to claim them with: "" for a record not to claim (a copied row, a
+// record whose eventId is stored or claimed earlier in recs already, with
+// another payload, loaded in mismatch mode warn).
 func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.Record) ([]*record.Record, []*kgo.Record, []string, error) {
 	l := s.l2
 	hashes := make([]string, len(recs))
 	ids := make([]string, 0, len(recs))
 	for i, r := range recs {
 		if !copied(r) {
-			hashes[i] = record.PayloadHash(r)
+			hashes[i] = record.PayloadHash(r)[:claimHashLen]
 			ids = append(ids, r.EventID)
 		}
 	}
@@ -96,9 +104,9 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		l.failOpen(s, err)
 		stored = nil
 	}
-	keepR := recs[:0:0]
-	keepO := origin[:0:0]
-	keepH := hashes[:0:0]
+	keepR := make([]*record.Record, 0, len(recs))
+	keepO := make([]*kgo.Record, 0, len(recs))
+	keepH := make([]string, 0, len(recs))
 	inChunk := make(map[string]string, len(ids))
 	looked := 0 // index into stored of the next record looked up
 	for i, r := range recs {
@@ -124,6 +132,10 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		case l.mode == MismatchWarn:
 			l.m.mismatches.Inc()
 			s.log.Warn("eventId reused with a different payload; loading it (mismatch mode warn)", append(r.LogAttrs(), "topic", origin[i].Topic, "partition", origin[i].Partition, "offset", origin[i].Offset)...)
+			keepR = append(keepR, r)
+			keepO = append(keepO, origin[i])
+			keepH = append(keepH, "") // claimed already: the first payload stays the reference
+			continue
 		default:
 			l.m.mismatches.Inc()
 			if err := s.deadLetter(ctx, origin[i], r, fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {

@@ -18,7 +18,7 @@ import (
 // tokens), and each marker is applied after the segment before it and
 // before the one after it. The partition's watermark advances once the
 // whole chunk is safe.
-func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
+func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.Record) error {
 	var prog progress
 	start := 0
 	for i, kr := range chunk {
@@ -29,7 +29,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 		if err == nil {
 			err = s.checkTruncate(kr.Topic, &tr)
 		}
-		if err := s.loadSegment(ctx, chunk[start:i], &prog); err != nil {
+		if err := s.loadSegment(ctx, dec, chunk[start:i], &prog); err != nil {
 			return err
 		}
 		start = i + 1
@@ -43,7 +43,7 @@ func (s *Sink) loadChunk(ctx context.Context, chunk []*kgo.Record) error {
 			return err
 		}
 	}
-	if err := s.loadSegment(ctx, chunk[start:], &prog); err != nil {
+	if err := s.loadSegment(ctx, dec, chunk[start:], &prog); err != nil {
 		return err
 	}
 	if prog.src.Table == "" || prog.through.IsZero() {
@@ -84,9 +84,9 @@ func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
 }
 
 // loadSegment decodes records of one partition that no truncate marker
-// separates and loads them as one batch; records that can never be loaded
+// separates and loads them as one batch, decoding with dec; records that can never be loaded
 // go to the dead letters. Heartbeats among them only add to prog.
-func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progress) error {
+func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.Record, prog *progress) error {
 	if len(seg) == 0 {
 		return nil
 	}
@@ -114,9 +114,9 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 		var rows []*record.Record
 		batch := isBatch(kr)
 		if batch {
-			rows, err = decodeWith(ctx, s, kr, s.dec.DecodeBatch)
+			rows, err = decodeWith(ctx, s, kr, dec.DecodeBatch)
 		} else {
-			single[0], err = decodeWith(ctx, s, kr, s.dec.Decode)
+			single[0], err = decodeWith(ctx, s, kr, dec.Decode)
 			rows = single[:]
 		}
 		if ctx.Err() != nil {
@@ -178,7 +178,7 @@ func (s *Sink) loadSegment(ctx context.Context, seg []*kgo.Record, prog *progres
 			var ids []*record.Record
 			var hs []string
 			for i, r := range b.Records {
-				if !aside[origin[i]] && !copied(r) {
+				if !aside[origin[i]] && hashes[i] != "" {
 					ids = append(ids, r)
 					hs = append(hs, hashes[i])
 				}

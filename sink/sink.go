@@ -154,6 +154,13 @@ type Config struct {
 	// (default 50,000). How long a batch waits to fill is the client's
 	// FetchMaxWait.
 	MaxBatchRecords int
+	// InsertParallelism is how many partitions of a poll load at the same
+	// time (default 1), each its own batches in order: with more than one,
+	// a partition's decoding and Layer 2 round trips overlap another's
+	// insert, and a ClickHouse server runs the inserts in parallel. The
+	// embedded engine answers one statement at a time, so there only the
+	// sink's own work overlaps.
+	InsertParallelism int
 	// RetryBackoff is the first wait after a failed load; it doubles up to
 	// MaxRetryBackoff (defaults 200ms and 30s). Transient errors are retried
 	// until the context ends.
@@ -212,7 +219,10 @@ type Sink struct {
 	batches atomic.Int64
 	m       *Metrics
 	l2      *layer2
-	dec     record.Decoder // only Run's goroutine decodes
+	// decoders holds InsertParallelism decoders, one for each partition
+	// loading (a Decoder keeps its buffers between records but is not safe
+	// for concurrent use).
+	decoders chan *record.Decoder
 
 	mu      sync.Mutex
 	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
@@ -247,6 +257,9 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if cfg.PermanentAttempts == 0 {
 		cfg.PermanentAttempts = 3
 	}
+	if cfg.InsertParallelism == 0 {
+		cfg.InsertParallelism = 1
+	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 30 * time.Second
 	}
@@ -259,6 +272,9 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	if cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < cfg.RetryBackoff {
 		errs = append(errs, fmt.Errorf("durations must be positive and retry backoff %v at most %v", cfg.RetryBackoff, cfg.MaxRetryBackoff))
+	}
+	if cfg.InsertParallelism < 1 || cfg.InsertParallelism > maxInsertParallelism {
+		errs = append(errs, fmt.Errorf("insert parallelism %d: want 1 to %d", cfg.InsertParallelism, maxInsertParallelism))
 	}
 	if cfg.PermanentAttempts < 1 {
 		errs = append(errs, fmt.Errorf("permanent attempts %d: must be positive", cfg.PermanentAttempts))
@@ -281,6 +297,10 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
+	}
+	s.decoders = make(chan *record.Decoder, cfg.InsertParallelism)
+	for range cfg.InsertParallelism {
+		s.decoders <- new(record.Decoder)
 	}
 	return s, nil
 }

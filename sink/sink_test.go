@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,12 @@ func recs(topic string, partition int32, from, to int64) []*kgo.Record {
 }
 
 func runScript(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader *fakeLoader, polls ...[]*kgo.Record) *fakeConsumer {
+	t.Helper()
+	return runScriptWith(t, cfg, offsets, loader, polls...)
+}
+
+// runScriptWith is runScript with any Loader.
+func runScriptWith(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader Loader, polls ...[]*kgo.Record) *fakeConsumer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -487,5 +494,84 @@ func TestSinkLayer2SkipsCopiedRows(t *testing.T) {
 	}
 	if store.looked != 3 || store.remembered != 2 {
 		t.Errorf("Layer 2 looked up %d and remembered %d eventIds, want 3 and 2: only the changes", store.looked, store.remembered)
+	}
+}
+
+// In mismatch mode warn, a change whose eventId is stored with another
+// payload is loaded but not claimed again: the first payload stays the
+// reference, and new changes are claimed with the short hash.
+func TestSinkLayer2WarnKeepsFirstClaim(t *testing.T) {
+	l := &fakeLoader{}
+	id := record.EventID("s", 1000, 0, time.Unix(1700000000, 0).UTC()) // rec's at offset 0
+	store := &fakeStore{hashes: map[string]string{id: "another payload"}}
+	runScript(t, Config{Dedup: store, Mismatch: MismatchWarn}, nil, l, []*kgo.Record{rec("a", 0, 0), rec("a", 0, 1)})
+	if want := []string{"a/0/0-1 n=2"}; fmt.Sprint(l.batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", l.batches, want)
+	}
+	if store.remembered != 1 || store.hashes[id] != "another payload" {
+		t.Errorf("remembered %d eventIds, reused one's hash %q; want 1 and the first payload's", store.remembered, store.hashes[id])
+	}
+	for id, h := range store.hashes {
+		if id != id && len(h) != claimHashLen {
+			t.Errorf("claim hash %q of %s: want %d characters", h, id, claimHashLen)
+		}
+	}
+}
+
+// concurrentLoader is a fakeLoader that notes how many loads run at once;
+// each load waits up to 200ms for a second one to start.
+type concurrentLoader struct {
+	fakeLoader
+	mu             sync.Mutex // guards running and most (fakeLoader has its own)
+	running, most  int
+	secondStarted  chan struct{}
+	signalledTwice sync.Once
+}
+
+func (l *concurrentLoader) Load(ctx context.Context, b Batch) error {
+	l.mu.Lock()
+	l.running++
+	l.most = max(l.most, l.running)
+	if l.running >= 2 {
+		l.signalledTwice.Do(func() { close(l.secondStarted) })
+	}
+	l.mu.Unlock()
+	select {
+	case <-l.secondStarted:
+	case <-time.After(200 * time.Millisecond):
+	}
+	err := l.fakeLoader.Load(ctx, b)
+	l.mu.Lock()
+	l.running--
+	l.mu.Unlock()
+	return err
+}
+
+// With InsertParallelism, partitions load at the same time, each with the
+// batches and tokens it has alone; a table that stops still stops exactly
+// at its change, and offsets are committed as without parallelism.
+func TestSinkLoadsPartitionsInParallel(t *testing.T) {
+	for _, parallel := range []int{1, 3} {
+		t.Run(fmt.Sprint(parallel), func(t *testing.T) {
+			poll := append(append(recs("bad", 0, 0, 4), recs("bad", 1, 0, 1)...), recs("good", 0, 0, 2)...)
+			l2 := &concurrentLoader{fakeLoader: fakeLoader{stopAt: "3"}, secondStarted: make(chan struct{})}
+			fc := runScriptWith(t, Config{InsertParallelism: parallel}, nil, l2, poll)
+			sort.Strings(l2.batches)
+			if want := "[bad/0/0-4 n=3 bad/1/0-1 n=2 good/0/0-2 n=3]"; fmt.Sprint(l2.batches) != want {
+				t.Errorf("batches %v, want %s", l2.batches, want)
+			}
+			if l2.most > parallel || (parallel > 1) != (l2.most > 1) {
+				t.Errorf("%d loads at once with parallelism %d", l2.most, parallel)
+			}
+			if fmt.Sprint(fc.paused) != "[bad/0]" {
+				t.Errorf("paused %v, want [bad/0]", fc.paused)
+			}
+			got := strings.Join(fc.commits, ";")
+			for _, c := range []string{"bad/0@3 ", "bad/1@2 ", "good/0@3 "} {
+				if !strings.Contains(got, c) {
+					t.Errorf("commits %s lack %q", got, c)
+				}
+			}
+		})
 	}
 }

@@ -31,7 +31,8 @@ type options struct {
 	pgbench    string
 	timeout    time.Duration
 	verbose    bool
-	chartFrom  string // redraw the chart of this JSON report and exit
+	chartFrom  string   // redraw the chart of this JSON report and exit
+	sinkArgs   []string // more flags for every `walhouse sink`
 }
 
 func run() error {
@@ -84,6 +85,10 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	fs.BoolVar(&o.verbose, "v", false, "print the end of capture's and sink's output after each phase (to stderr)")
 	fs.StringVar(&o.chartFrom, "chart-from", "", "only redraw the PNG chart of this JSON report (next to it), then exit")
+	fs.Func("sink-args", "more flags for every `walhouse sink`, space-separated, e.g. '--max-wait 100ms --log-level debug' (with -v, its last lines show each insert's time)", func(v string) error {
+		o.sinkArgs = strings.Fields(v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -126,15 +126,16 @@ func (r *report) phases() []phase {
 }
 
 func (r *report) print(w io.Writer) {
-	fmt.Fprintf(w, "\nsteady: pgbench, %d-row transactions over %d tenants; commit → visible is _synced_at − _commit_ts\n", txRows, tenants)
+	fmt.Fprintf(w, "\nsteady: pgbench, %d-row transactions over %d tenants; commit → visible is _synced_at − _commit_ts;\n"+
+		"behind: the most rows committed but not in Kafka yet (capture) and in Kafka but not visible yet (sink), sampled every second\n", txRows, tenants)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered rows/s\tcommitted rows/s\trows\tvisible\tdrained after s\tp50 s\tp99 s\tmax s\tCPU s: total\t"+usageHeader())
+	fmt.Fprintln(tw, "offered rows/s\tcommitted rows/s\trows\tvisible\tdrained after s\tp50 s\tp99 s\tmax s\tbehind: capture\tsink\tCPU s: total\t"+usageHeader())
 	for _, s := range r.Steady {
 		drain := fmt.Sprintf("%.1f", s.DrainSeconds)
 		if !s.Drained {
 			drain = "> " + drain
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, totalCPU(s.Usage), usageCPU(s.Usage))
+		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%d\t%d\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, s.MaxCaptureBacklog, s.MaxSinkBacklog, totalCPU(s.Usage), usageCPU(s.Usage))
 	}
 	tw.Flush()
 
@@ -196,10 +197,10 @@ func (r *report) write(dir, name string) ([]string, error) {
 				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.Runs[1].RowsPerSecond, 3), ftoa(run.FirstRowSeconds, 2), ftoa(totalCPU(run.Usage), 1)})
 		}
 	}
-	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds", "cpu_seconds_total"}}
+	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total"}}
 	for _, s := range r.Steady {
 		steady = append(steady, []string{itoa(s.OfferedRowsPerSecond), ftoa(s.AchievedRowsPerSecond, 0), itoa(int(s.Rows)), itoa(int(s.Visible)),
-			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3), ftoa(totalCPU(s.Usage), 1)})
+			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3), itoa(int(s.MaxCaptureBacklog)), itoa(int(s.MaxSinkBacklog)), ftoa(totalCPU(s.Usage), 1)})
 	}
 	first := [][]string{{"table", "visible_after_seconds", "commit_to_synced_seconds"}}
 	for _, f := range r.FirstRows {

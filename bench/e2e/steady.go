@@ -25,7 +25,14 @@ type stepResult struct {
 	P50                   float64 `json:"p50_seconds"`
 	P99                   float64 `json:"p99_seconds"`
 	Max                   float64 `json:"max_seconds"`
-	Usage                 []usage `json:"usage"`
+	// MaxCaptureBacklog and MaxSinkBacklog are the most rows, sampled
+	// every second of the step and its drain, that were committed but not
+	// in Kafka yet (capture's backlog; commits estimated from the committed
+	// rate) and in Kafka but not visible yet (the sink's): which stage a
+	// latency comes from.
+	MaxCaptureBacklog int64   `json:"max_capture_backlog_rows"`
+	MaxSinkBacklog    int64   `json:"max_sink_backlog_rows"`
+	Usage             []usage `json:"usage"`
 }
 
 // firstRow is one table added to the publication while everything runs.
@@ -102,8 +109,8 @@ func (b *bench) steady(ctx context.Context) error {
 			return fmt.Errorf("step at %d rows/s: %w", rate, err)
 		}
 		b.rep.Steady = append(b.rep.Steady, r)
-		fmt.Printf("  committed %.0f rows/s; p50 %.3fs p99 %.3fs max %.3fs; %d of %d visible %.1fs after the step\n",
-			r.AchievedRowsPerSecond, r.P50, r.P99, r.Max, r.Visible, r.Rows, r.DrainSeconds)
+		fmt.Printf("  committed %.0f rows/s; p50 %.3fs p99 %.3fs max %.3fs; %d of %d visible %.1fs after the step; most rows behind: capture %d, sink %d\n",
+			r.AchievedRowsPerSecond, r.P50, r.P99, r.Max, r.Visible, r.Rows, r.DrainSeconds, r.MaxCaptureBacklog, r.MaxSinkBacklog)
 		if !r.Drained {
 			fmt.Printf("  not drained within %v: the sweep stops here (higher rates would start behind)\n", b.o.drain)
 			break
@@ -119,10 +126,15 @@ func (b *bench) steady(ctx context.Context) error {
 // visible (at most the drain time) and reads their latencies.
 func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string, step, rate int) (stepResult, error) {
 	r := stepResult{OfferedRowsPerSecond: rate}
+	bl, err := b.startBacklog(ctx, p.topic(b.base+"_steady"), target, step)
+	if err != nil {
+		return r, err
+	}
 	m := b.startMeter(p.processes()...)
 	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
 	if err != nil {
 		m.finish()
+		bl.finish()
 		return r, err
 	}
 	tx, err := processedTransactions(out)
@@ -137,6 +149,7 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string,
 	r.Drained = err == nil
 	r.DrainSeconds = time.Since(stepEnd).Seconds()
 	r.Usage = m.finish()
+	r.MaxCaptureBacklog, r.MaxSinkBacklog = bl.finish().max(r.AchievedRowsPerSecond, r.Rows)
 	if perr := p.alive(); perr != nil {
 		return r, perr
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -58,7 +59,16 @@ func (b *bench) load(ctx context.Context) (dataset, error) {
 	if err != nil {
 		return d, fmt.Errorf("derive the %s table: %w", tableName, err)
 	}
-	if err := b.conn.Exec(ctx, t.CreateDDL(0x1000000)); err != nil {
+	ddl := t.CreateDDL(0x1000000)
+	if b.o.settings != "" {
+		const clause = "SETTINGS "
+		i := strings.Index(ddl, clause)
+		if i < 0 {
+			return d, fmt.Errorf("-table-settings: the sink's DDL has no SETTINGS clause to add to:\n%s", ddl)
+		}
+		ddl = ddl[:i+len(clause)] + b.o.settings + ", " + ddl[i+len(clause):]
+	}
+	if err := b.conn.Exec(ctx, ddl); err != nil {
 		return d, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 	}
 	if !b.o.merges {

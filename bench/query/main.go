@@ -23,6 +23,7 @@ type options struct {
 	tenants     int
 	oldVersions float64
 	merges      bool
+	settings    string // more table settings for the CREATE TABLE
 	requests    int
 	warmup      int
 	timeout     time.Duration
@@ -34,6 +35,7 @@ func run() error {
 	flag.IntVar(&o.tenants, "tenants", 100, "tenants the rows are spread over")
 	flag.Float64Var(&o.oldVersions, "old-versions", 0.10, "older versions of existing rows to add, as a fraction of -rows")
 	flag.BoolVar(&o.merges, "merges", false, "let ClickHouse merge the table's parts in the background during the run; by default merges are stopped so every older version stays for FINAL to collapse and both variants see the same parts")
+	flag.StringVar(&o.settings, "table-settings", "", "more settings of the table, appended to the sink's SETTINGS clause, to weigh a change of the sink's DDL, e.g. 'index_granularity = 1024'")
 	flag.IntVar(&o.requests, "requests", 200, "dashboard loads measured per variant")
 	flag.IntVar(&o.warmup, "warmup", 20, "dashboard loads per variant before measuring")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")

@@ -31,6 +31,7 @@ type options struct {
 	records    int
 	partitions int
 	maxBatch   int
+	parallel   int
 	snapshot   bool   // row batches of snapshot rows instead of single inserts
 	cpuProfile string // file prefix of a CPU profile per setting; empty: none
 	firstRow   bool   // measure the first row of new tables instead of throughput
@@ -42,6 +43,7 @@ func run() error {
 	flag.IntVar(&o.records, "records", 200_000, "records to produce and load")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
+	flag.IntVar(&o.parallel, "insert-parallelism", 1, "partitions the sink loads at the same time (sink.Config.InsertParallelism)")
 	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
 	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
@@ -342,7 +344,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
 		return res, err
 	}
 	var store *dedup.Store
-	cfg := sink.Config{Group: group, MaxBatchRecords: b.o.maxBatch, Schemas: staticSchemas{&b.schemas}}
+	cfg := sink.Config{Group: group, MaxBatchRecords: b.o.maxBatch, InsertParallelism: b.o.parallel, Schemas: staticSchemas{&b.schemas}}
 	if layer2 {
 		if store, err = dedup.New(dedup.Config{Addr: b.o.env.Redis, Prefix: b.name + ":", TTL: time.Hour}); err != nil {
 			return res, err
@@ -407,7 +409,7 @@ func (b *bench) print(rs []*result) {
 	if b.o.snapshot {
 		kind = "snapshot rows in row batches of 1,000"
 	}
-	fmt.Printf("\nsink: %d records (%s), 1 table of 8 columns, %d partitions, max batch %d\n\n", b.o.records, kind, b.o.partitions, b.o.maxBatch)
+	fmt.Printf("\nsink: %d records (%s), 1 table of 8 columns, %d partitions, max batch %d, insert parallelism %d\n\n", b.o.records, kind, b.o.partitions, b.o.maxBatch, b.o.parallel)
 	fmt.Printf("%-9s %10s %9s %10s %13s %9s %10s   %s\n", "layer 2", "rows/s", "elapsed", "rows in CH", "Redis trips/1k", "insert s", "dedup s", "CPU s: sink redis kafka clickhouse")
 	rate := map[bool]float64{}
 	for _, r := range rs {

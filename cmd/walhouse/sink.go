@@ -40,6 +40,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead; env WALHOUSE_DLQ_TOPIC)")
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
+		parallel    = fs.Int("insert-parallelism", 1, "partitions loaded at the same time, each its own inserts in order (a ClickHouse server: up to the topics' partitions; the embedded engine runs one statement at a time)")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
 		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
 		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store (env WALHOUSE_DEDUP_PREFIX)")
@@ -96,7 +97,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	st := sinkSettings{erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -184,6 +185,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 type sinkSettings struct {
 	group, prefix, dlq string
 	maxBatch           int
+	parallel           int // partitions loaded at once
 	maxWait            time.Duration
 	progress           time.Duration // 0: off
 	dedup              sink.Deduper
@@ -235,7 +237,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
+	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, InsertParallelism: st.parallel, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
 	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
 		// For fault tests: die like kill -9 at the named point of the
 		// first flush that reaches it.
