@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -50,6 +51,7 @@ type config struct {
 	progressEvery     time.Duration
 	onBadRow          BadRowPolicy
 	dlqTopic          string // default "<prefix>-dlq"
+	failpoints        *failpoint.Set
 }
 
 func defaults() config {
@@ -387,3 +389,9 @@ func (c *config) topicOf(table string) string {
 // record must fit the dead-letter topic, whose messages hold a record of
 // the bound plus room for the dead letter's headers.
 func (c *config) maxDeadLetterValue() int { return c.maxRecordBytes }
+
+// WithFailpoints sets the named points where fault tests make capture
+// crash (package failpoint); without it, or with nil, they are off.
+func WithFailpoints(s *failpoint.Set) Option {
+	return func(c *config) { c.failpoints = s }
+}

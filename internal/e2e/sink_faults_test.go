@@ -129,7 +129,7 @@ func (p *pipeline) crashingSink(extra ...string) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	args := append([]string{"WALHOUSE_CRASH_AT=sink.loaded", walhouseBin}, p.sinkArgs(extra...)...)
+	args := append([]string{"WALHOUSE_FAILPOINTS=sink.loaded=crash", walhouseBin}, p.sinkArgs(extra...)...)
 	proc := killAtEnd(p.t, testenv.Start(p.t, "crashing sink", env, args...))
 	if err := proc.Wait(90 * time.Second); err == nil || !strings.Contains(proc.Output(), "crashing at sink.loaded") {
 		p.t.Fatalf("the sink did not crash at sink.loaded (exit: %v):\n%s", err, proc.Output())
