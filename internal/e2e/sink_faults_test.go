@@ -142,22 +142,44 @@ func (p *pipeline) crashingSink(extra ...string) {
 // than after the dead members' session timeout (45 s).
 func (p *pipeline) evictMembers() {
 	p.t.Helper()
+	p.evict(p.members()...)
+}
+
+// members returns the member ids of the group.
+func (p *pipeline) members() []string {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := p.kafka()
+	cl := p.shortKafka()
+	defer cl.Close()
 	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, p.group)
 	if err != nil {
 		p.t.Fatalf("describe group %s: %v", p.group, err)
 	}
+	var ids []string
+	for _, m := range groups[p.group].Members {
+		ids = append(ids, m.MemberID)
+	}
+	return ids
+}
+
+// evict removes the members with the given ids, which must be killed
+// sinks, from the group.
+func (p *pipeline) evict(ids ...string) {
+	p.t.Helper()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := p.shortKafka()
+	defer cl.Close()
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = p.group
-	for _, m := range groups[p.group].Members {
+	for _, id := range ids {
 		mem := kmsg.NewLeaveGroupRequestMember()
-		mem.MemberID = m.MemberID
+		mem.MemberID = id
 		req.Members = append(req.Members, mem)
-	}
-	if len(req.Members) == 0 {
-		return
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err == nil {
