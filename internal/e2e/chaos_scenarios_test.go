@@ -414,10 +414,12 @@ func (c *chaos) outOfOrder() {
 func (c *chaos) twoSinksAtOnce() {
 	c.startCapture("")
 	c.startSink("")
-	other := c.spawn("sink of another group", "", c.sinkArgs(append(append([]string(nil), c.sinkFlags...), "--group", testenv.Name("grp"))...))
+	group := testenv.Name("grp")
+	other := c.spawn("sink of another group", "", c.sinkArgs(append(append([]string(nil), c.sinkFlags...), "--group", group)...))
 	w := c.startWorkload(c.cfg.each, false)
 	w.finish(c.t)
 	c.settle()
+	c.caughtUp(group, time.Now().Add(c.deadlineBy)) // the other sink saw every change too
 	requireRunning(c.t, other)
 	c.faults++
 }

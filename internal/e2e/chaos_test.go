@@ -301,11 +301,15 @@ func (c *chaos) holdMerges() {
 }
 
 // stopMerges stops the background merges of the scenario's tables (a
-// restart of ClickHouse starts them again).
+// restart of ClickHouse starts them again). Each insert is a part until
+// verify: the limits on a table's parts, which would delay and then refuse
+// inserts, are lifted.
 func (c *chaos) stopMerges() {
 	c.t.Helper()
 	for _, tb := range c.tables {
-		c.chExec(fmt.Sprintf("SYSTEM STOP MERGES `%s`.`%s`", c.database, tb.name), nil)
+		table := fmt.Sprintf("`%s`.`%s`", c.database, tb.name)
+		c.chExec("ALTER TABLE "+table+" MODIFY SETTING parts_to_delay_insert = 1000000, parts_to_throw_insert = 1000000", nil)
+		c.chExec("SYSTEM STOP MERGES "+table, nil)
 	}
 }
 
@@ -430,7 +434,7 @@ func (c *chaos) settle() {
 		c.supervise()
 		if err := c.countsAgree(); err == nil {
 			if _, d, err := c.compare(); err == nil && d == "" {
-				c.caughtUp(deadline)
+				c.caughtUp(c.group, deadline)
 				return
 			}
 		}
@@ -438,15 +442,17 @@ func (c *chaos) settle() {
 			_, d, err := c.compare()
 			c.t.Fatalf("ClickHouse FINAL does not equal PostgreSQL after %v (%v):\n%s", c.deadlineBy, err, d)
 		}
-		time.Sleep(time.Second)
+		// Each comparison reads every row: a large workload's sinks get
+		// the CPU between them.
+		time.Sleep(max(time.Second, time.Duration(c.cfg.rows/200_000)*time.Second))
 	}
 }
 
-// caughtUp waits until the group has committed every record its topics
+// caughtUp waits until group has committed every record its topics
 // hold now: duplicates and stale versions change nothing at FINAL, so only
 // the offsets tell that the sinks have seen them all (and that what verify
 // counts without FINAL is final).
-func (c *chaos) caughtUp(deadline time.Time) {
+func (c *chaos) caughtUp(group string, deadline time.Time) {
 	c.t.Helper()
 	cl := c.shortKafka()
 	defer cl.Close()
@@ -466,7 +472,7 @@ func (c *chaos) caughtUp(deadline time.Time) {
 	}
 	err = testenv.Eventually(ctx, time.Until(deadline)+time.Minute, func(ctx context.Context) error {
 		c.supervise()
-		committed, err := adm.FetchOffsets(ctx, c.group)
+		committed, err := adm.FetchOffsets(ctx, group)
 		if err != nil {
 			return err
 		}
