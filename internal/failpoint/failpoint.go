@@ -47,8 +47,8 @@ const (
 	SinkTruncated  Name = "sink.truncated"
 )
 
-// errorPoints are the points called through Err, which may fail.
-var errorPoints = []Name{SinkInserted}
+// canFail reports whether n is an error point, called through Err.
+func canFail(n Name) bool { return n == SinkInserted }
 
 // Names returns every point, crash points first, in a stable order.
 func Names() []Name {
@@ -103,7 +103,7 @@ func Parse(spec string) (*Set, error) {
 			errs = append(errs, fmt.Errorf("failpoint %q: given twice", name))
 			continue
 		}
-		a, err := parseAction(act, slices.Contains(errorPoints, n))
+		a, err := parseAction(act, canFail(n))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("failpoint %s: %w", name, err))
 			continue
