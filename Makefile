@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e
+.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e chaos chaos-quick
 
 all: build
 
@@ -40,6 +40,9 @@ help:
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
 	@echo "make lint-deploy  validate deploy/ offline: rules, YAML/JSON, helm lint/template, compose config, Dockerfile"
+	@echo "make chaos     the fault matrix (docs/reliability.md): every scenario ends in an exact comparison of PostgreSQL and ClickHouse FINAL"
+	@echo "               (CHAOS_N=100 kills, CHAOS_ROWS=1000000 row changes; export the services' port variables: it restarts them)"
+	@echo "make chaos-quick  the same, short (CHAOS_QUICK=1, for CI)"
 	@echo "make bench-e2e the whole pipeline against the engine: initial loads, latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
 
 build:
@@ -115,6 +118,25 @@ test-ha: $(TESTSTART)
 HOSTILE := Hostile|LargeValues|Collid|OddTableNames|ClickHouseLimits|TablesOnlyTenants|ExportCaps|FailedConnectHidesPassword|DedupAuthTLS|KafkaStateOverTLS
 hostile: $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
+
+# The chaos matrix (docs/reliability.md, internal/e2e/chaos_test.go): each
+# scenario injects its faults (kill -9, failpoints, duplicates, service
+# outages) while a workload writes, then compares PostgreSQL with
+# ClickHouse FINAL per tenant, exactly. It restarts the local services with
+# services.sh, so export the port variables they were started with. A full
+# run rewrites the table in docs/reliability.md; both print it and leave it
+# in .local/chaos/table.md. CHAOS_N (kills, default 100), CHAOS_ROWS (row
+# changes of the randomized run, default 1,000,000), CHAOS_SCENARIO_ROWS
+# (of the others, 20,000), CHAOS_TENANTS (50); CHAOSRUN picks scenarios
+# (a -run pattern below TestChaos/, e.g. CHAOSRUN=ClickHouse).
+CHAOSCMD = $(TESTENV) WALHOUSE_INTEGRATION=1 WALHOUSE_CHAOS=1 CHAOS_QUICK=$(CHAOS_QUICK) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$/$(CHAOSRUN)' ./internal/e2e/; \
+	status=$$?; cat .local/chaos/table.md 2>/dev/null; exit $$status
+
+chaos: $(TESTSTART)
+	@$(CHAOSCMD)
+
+chaos-quick: $(TESTSTART)
+	@$(MAKE) --no-print-directory chaos CHAOS_QUICK=1
 
 demo: $(START)
 	@$(MAKE) --no-print-directory build

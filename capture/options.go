@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -54,6 +55,7 @@ type config struct {
 	primary           string        // the primary's connection string, for a standby (standby.go)
 	failover          bool          // create the slot with failover = true (failover.go)
 	reconnect         time.Duration // how long Run reconnects after losing PostgreSQL (failover.go)
+	failpoints        *failpoint.Set
 }
 
 func defaults() config {
@@ -418,3 +420,9 @@ func (c *config) topicOf(table string) string {
 // record must fit the dead-letter topic, whose messages hold a record of
 // the bound plus room for the dead letter's headers.
 func (c *config) maxDeadLetterValue() int { return c.maxRecordBytes }
+
+// WithFailpoints sets the named points where fault tests make capture
+// crash (package failpoint); without it, or with nil, they are off.
+func WithFailpoints(s *failpoint.Set) Option {
+	return func(c *config) { c.failpoints = s }
+}

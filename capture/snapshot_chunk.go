@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -183,6 +184,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	if err := wait(false); err != nil {
 		return fmt.Errorf("kafka did not accept a snapshot row of %s: %w", p.Table, err)
 	}
+	s.c.cfg.failpoints.At(failpoint.CaptureCopied)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -241,7 +242,10 @@ func (s *stream) record(rel *relation, _ *record.Record, key, value []byte) erro
 		return fmt.Errorf("kafka did not accept a record: %w", err)
 	}
 	tx := s.tx
-	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) { s.acks.ack(tx, size, err) })
+	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) {
+		s.acks.ack(tx, size, err)
+		s.c.cfg.failpoints.At(failpoint.CaptureProduced)
+	})
 	s.c.rows.Add(1)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/internal/failpoint"
 )
 
 // A flush loads what one poll brought, chunk by chunk, between two
@@ -52,9 +54,7 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	if err != nil {
 		return err
 	}
-	if s.cfg.Fault != nil {
-		s.cfg.Fault("loaded")
-	}
+	s.cfg.Failpoints.At(failpoint.SinkLoaded)
 	if len(loaded) == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/backoff"
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -164,6 +166,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 		}
 	}
 	if len(b.Records) > 0 {
+		s.cfg.Failpoints.At(failpoint.SinkDeduped)
 		aside := map[*kgo.Record]bool{}
 		if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
 			var te *TableError
@@ -184,6 +187,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 				}
 			}
 			s.remember(ctx, ids, hs)
+			s.cfg.Failpoints.At(failpoint.SinkClaimed)
 		}
 	}
 	prog.saw(seen.src, seen.through, seen.lsn)
@@ -305,7 +309,7 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 func (s *Sink) loadWithRetry(ctx context.Context, b Batch) error {
 	return s.retry(ctx, "load "+b.Source.Schema+"."+b.Source.Table, func() error {
 		start := time.Now()
-		err := s.loader.Load(ctx, b)
+		err := cmp.Or(s.loader.Load(ctx, b), s.cfg.Failpoints.Err(failpoint.SinkInserted))
 		if err == nil {
 			s.log.Debug("loaded", "table", b.Source.Schema+"."+b.Source.Table, "rows", len(b.Records), "token", b.Token, "took", time.Since(start))
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -192,10 +193,9 @@ type Config struct {
 	// subjects committed before their erasure are dropped before loading
 	// (sink/erasure.go).
 	Erasures Erasures
-	// Fault, when set, is called at named points of a flush ("loaded":
-	// after the inserts, before the offset commit). Fault tests use it to
-	// kill the process exactly there.
-	Fault func(point string)
+	// Failpoints are the named points where fault tests make the sink
+	// crash or fail (package failpoint); nil, the default, turns them off.
+	Failpoints *failpoint.Set
 }
 
 // Schemas is the schema registry as the sink reads it.
@@ -314,6 +314,7 @@ func (s *Sink) DeadLettered() int64 { return s.dead.Load() }
 // OnRevoked forgets what the sink knew about partitions it no longer owns;
 // wire it to kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
 func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.cfg.Failpoints.At(failpoint.SinkRevoked)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, ps := range revoked {

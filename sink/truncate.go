@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -65,9 +66,7 @@ func (s *Sink) applyTruncate(ctx context.Context, kr *kgo.Record, tr record.Trun
 		return fmt.Errorf("%w: %s/%d offset %d truncates %s.%s at %s; run the sink with a ClickHouse loader, or truncate the table by hand and skip the record",
 			ErrNoTruncater, kr.Topic, kr.Partition, kr.Offset, tr.Source.Schema, tr.Source.Table, tr.LSN)
 	}
-	if s.cfg.Fault != nil {
-		s.cfg.Fault("truncating")
-	}
+	s.cfg.Failpoints.At(failpoint.SinkTruncating)
 	req := TruncateRequest{Truncate: tr, Token: fmt.Sprintf("%s/%d/%d/truncate", kr.Topic, kr.Partition, kr.Offset)}
 	table := tr.Source.Schema + "." + tr.Source.Table
 	if err := s.retry(ctx, "truncate "+table, func() error { return t.Truncate(ctx, req) }); err != nil {
@@ -75,8 +74,6 @@ func (s *Sink) applyTruncate(ctx context.Context, kr *kgo.Record, tr record.Trun
 	}
 	s.m.truncates.WithLabelValues(table).Inc()
 	s.log.Info("applied TRUNCATE", record.LogTable, table, record.LogLSN, tr.LSN.String(), "token", req.Token)
-	if s.cfg.Fault != nil {
-		s.cfg.Fault("truncated")
-	}
+	s.cfg.Failpoints.At(failpoint.SinkTruncated)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/registry"
 )
@@ -95,6 +96,11 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		*dlqTopic = kafka.DeadLetterTopic(*prefix)
 	}
 	opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", failpointsEnv, err)
+	}
+	opts = append(opts, capture.WithFailpoints(fps))
 	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
 		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
 	}

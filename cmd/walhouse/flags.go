@@ -10,6 +10,10 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
+// failpointsEnv names the crash and error points that fault tests make
+// capture and the sink trigger (package failpoint); unset in production.
+const failpointsEnv = "WALHOUSE_FAILPOINTS"
+
 // envOr returns the environment variable name, or def when it is unset.
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {

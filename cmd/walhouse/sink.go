@@ -23,6 +23,7 @@ import (
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/erasure"
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
@@ -108,6 +109,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	st.watermarks = w
 	st.health = newSinkHealth()
+	if st.failpoints, err = failpoint.Parse(os.Getenv(failpointsEnv)); err != nil {
+		return fmt.Errorf("%s: %w", failpointsEnv, err)
+	}
 	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
@@ -200,6 +204,8 @@ type sinkSettings struct {
 	erasures *erasure.Ledger
 	// health, when set, follows the assignment and the loads for /readyz.
 	health *sinkHealth
+	// failpoints are the fault tests' crash and error points (nil: off).
+	failpoints *failpoint.Set
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -237,17 +243,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, InsertParallelism: st.parallel, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas}
-	if point := os.Getenv("WALHOUSE_CRASH_AT"); point != "" {
-		// For fault tests: die like kill -9 at the named point of the
-		// first flush that reaches it.
-		cfg.Fault = func(p string) {
-			if "sink."+p == point {
-				fmt.Fprintf(os.Stderr, "walhouse sink: crashing at %s (WALHOUSE_CRASH_AT)\n", point)
-				os.Exit(137)
-			}
-		}
-	}
+	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, InsertParallelism: st.parallel, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas, Failpoints: st.failpoints}
 	if st.erasures != nil {
 		cfg.Erasures = st.erasures
 	}

@@ -196,7 +196,8 @@ func (w *writer) run(ctx context.Context, conn *pgx.Conn, tb sinkTable) error {
 // redeliveries reads topic and returns how many row changes it holds and
 // how many distinct eventIds; it fails the test if two copies of one
 // eventId differ in anything but ingestedAt (a re-read must produce the
-// same change).
+// same change). A copied row read again after it changed may differ: its
+// eventId names the copy, not a change (see sink/layer2.go).
 func (p *pipeline) redeliveries(topic string) (records, distinct int) {
 	p.t.Helper()
 	seen := map[string]string{}
@@ -206,6 +207,9 @@ func (p *pipeline) redeliveries(topic string) (records, distinct int) {
 		canon := string(record.AppendJSON(nil, r))
 		records++
 		if prev, ok := seen[r.EventID]; ok {
+			if r.Op == record.Read {
+				continue
+			}
 			if prev != canon && differ < 3 {
 				p.t.Errorf("eventId %s was produced twice with different contents:\n%s\n%s", r.EventID, prev, canon)
 			}

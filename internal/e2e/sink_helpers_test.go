@@ -134,11 +134,19 @@ func (p *pipeline) chExec(q string, settings ch.Settings) {
 // kafka returns a client for the local broker, closed when the test ends.
 func (p *pipeline) kafka(opts ...kgo.Opt) *kgo.Client {
 	p.t.Helper()
+	cl := p.shortKafka(opts...)
+	p.t.Cleanup(cl.Close)
+	return cl
+}
+
+// shortKafka returns a client for the local broker that the caller closes:
+// for helpers called many times in one test.
+func (p *pipeline) shortKafka(opts ...kgo.Opt) *kgo.Client {
+	p.t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(p.env.Kafka, ",")...)}, opts...)...)
 	if err != nil {
 		p.t.Fatalf("kafka client: %v", err)
 	}
-	p.t.Cleanup(cl.Close)
 	return cl
 }
 

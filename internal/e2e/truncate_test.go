@@ -143,7 +143,7 @@ func (p *pipeline) sinkCrashingAt(point string, extra ...string) *testenv.Proc {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	args := append([]string{"WALHOUSE_CRASH_AT=" + point, walhouseBin}, p.sinkArgs(extra...)...)
+	args := append([]string{"WALHOUSE_FAILPOINTS=" + point + "=crash", walhouseBin}, p.sinkArgs(extra...)...)
 	proc := killAtEnd(p.t, testenv.Start(p.t, "sink crashing at "+point, env, args...))
 	if err := proc.Wait(90 * time.Second); err == nil || !strings.Contains(proc.Output(), "crashing at "+point) {
 		p.t.Fatalf("the sink did not crash at %s (exit: %v):\n%s", point, err, proc.Output())

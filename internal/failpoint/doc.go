@@ -1,0 +1,22 @@
+// Package failpoint names the points of capture and the sink where fault
+// tests make walhouse crash or fail, and holds which of them a process was
+// told to trigger.
+//
+// A Set is parsed once, by the composition root (cmd/walhouse reads
+// WALHOUSE_FAILPOINTS), and handed to capture and the sink through their
+// configuration; the packages call At or Err at their named points. A nil
+// *Set, what production runs with, turns every point off: each call is a
+// nil check and returns. There is no package-level state.
+//
+// The specification is a comma-separated list of name=action, with the
+// action one of
+//
+//	crash      exit at the first hit, like kill -9 there (status 137)
+//	crash@N    exit at the Nth hit (N from 1)
+//	error      fail every hit of an error point (Err) with ErrInjected
+//	error:N    fail its first N hits, then pass
+//
+// for example WALHOUSE_FAILPOINTS=sink.loaded=crash@3,sink.inserted=error:2.
+// Crash points (At) take only crash actions; error points (Err) take both.
+// Data enters as that string and leaves as a process exit or an error.
+package failpoint

@@ -1,0 +1,188 @@
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Name is a point of capture or the sink where a fault can be injected.
+type Name string
+
+// The named points. Each says where it is and what a crash there leaves
+// behind, which is what the fault tests prove walhouse recovers from.
+const (
+	// CaptureProduced is hit when Kafka acknowledged a row change and
+	// before the slot is confirmed past it: a crash there makes capture
+	// re-publish the unconfirmed tail from an older LSN.
+	CaptureProduced Name = "capture.produced"
+	// CaptureCopied is hit mid-copy, when a chunk of a table's copy is in
+	// Kafka and before the chunk is recorded as done: a crash there copies
+	// the chunk again.
+	CaptureCopied Name = "capture.copied"
+	// SinkDeduped is hit after the Layer 2 lookup of a batch and before its
+	// insert: the eventIds are known new, nothing is loaded or claimed.
+	SinkDeduped Name = "sink.deduped"
+	// SinkInserted is an error point: the insert of a batch succeeded and
+	// its answer is lost, so the sink retries the same insert (same
+	// deduplication token).
+	SinkInserted Name = "sink.inserted"
+	// SinkClaimed is hit after the loaded eventIds were claimed in Layer 2
+	// and before the offsets are committed.
+	SinkClaimed Name = "sink.claimed"
+	// SinkLoaded is hit after every chunk of a flush was inserted (and
+	// claimed) and before the offset commit.
+	SinkLoaded Name = "sink.loaded"
+	// SinkRevoked is hit during a rebalance, when partitions are taken
+	// from the sink (or lost) and before it forgets them.
+	SinkRevoked Name = "sink.revoked"
+	// SinkTruncating and SinkTruncated are hit before and after the sink
+	// applies a TRUNCATE marker.
+	SinkTruncating Name = "sink.truncating"
+	SinkTruncated  Name = "sink.truncated"
+)
+
+// canFail reports whether n is an error point, called through Err.
+func canFail(n Name) bool { return n == SinkInserted }
+
+// Names returns every point, crash points first, in a stable order.
+func Names() []Name {
+	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted}
+}
+
+// ErrInjected is the error an error point returns when told to fail.
+var ErrInjected = errors.New("failpoint: injected failure")
+
+// CrashStatus is the exit status of a crash, the one a shell reports for a
+// process killed by SIGKILL.
+const CrashStatus = 137
+
+// action is what one point does.
+type action struct {
+	crash bool
+	at    int // crash: the hit that crashes (1-based); error: failures left, -1 for always
+
+	mu   sync.Mutex
+	hits int
+}
+
+// Set is the points a process was told to trigger. The nil *Set turns every
+// point off. A Set is safe for concurrent use.
+type Set struct {
+	points map[Name]*action
+	// exit ends the process; os.Exit unless a test replaces it.
+	exit func(code int)
+	log  io.Writer
+}
+
+// Parse parses a specification (see the package documentation). An empty
+// one returns nil: every point off. Every problem is reported at once.
+func Parse(spec string) (*Set, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	s := &Set{points: map[Name]*action{}, exit: os.Exit, log: os.Stderr}
+	var errs []error
+	for _, item := range strings.Split(spec, ",") {
+		name, act, ok := strings.Cut(strings.TrimSpace(item), "=")
+		n := Name(name)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("failpoint %q: want name=action", item))
+			continue
+		case !slices.Contains(Names(), n):
+			errs = append(errs, fmt.Errorf("failpoint %q: unknown point; known: %v", name, Names()))
+			continue
+		case s.points[n] != nil:
+			errs = append(errs, fmt.Errorf("failpoint %q: given twice", name))
+			continue
+		}
+		a, err := parseAction(act, canFail(n))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("failpoint %s: %w", name, err))
+			continue
+		}
+		s.points[n] = a
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseAction parses crash, crash@N, error or error:N; errors only where
+// the point can fail.
+func parseAction(s string, canFail bool) (*action, error) {
+	count := func(v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("action %q: the count must be a positive integer", s)
+		}
+		return n, nil
+	}
+	switch verb, arg, _ := strings.Cut(s, "@"); {
+	case verb == "crash" && arg == "":
+		return &action{crash: true, at: 1}, nil
+	case verb == "crash":
+		n, err := count(arg)
+		return &action{crash: true, at: n}, err
+	}
+	if !canFail {
+		return nil, fmt.Errorf("action %q: a crash point takes crash or crash@N", s)
+	}
+	switch verb, arg, hasArg := strings.Cut(s, ":"); {
+	case verb == "error" && !hasArg:
+		return &action{at: -1}, nil
+	case verb == "error":
+		n, err := count(arg)
+		return &action{at: n}, err
+	}
+	return nil, fmt.Errorf("action %q: want crash, crash@N, error or error:N", s)
+}
+
+// At is a crash point: it ends the process when name is set to crash at
+// this hit. Otherwise, and always on a nil Set, it returns at once.
+func (s *Set) At(name Name) {
+	if s == nil {
+		return
+	}
+	s.hit(name)
+}
+
+// Err is an error point: it returns ErrInjected (naming the point) while
+// name is set to fail, ends the process when it is set to crash at this
+// hit, and returns nil otherwise, always on a nil Set.
+func (s *Set) Err(name Name) error {
+	if s == nil {
+		return nil
+	}
+	return s.hit(name)
+}
+
+func (s *Set) hit(name Name) error {
+	a := s.points[name]
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hits++
+	switch {
+	case a.crash && a.hits == a.at:
+		fmt.Fprintf(s.log, "walhouse: crashing at %s (hit %d, WALHOUSE_FAILPOINTS)\n", name, a.hits)
+		s.exit(CrashStatus)
+	case a.crash:
+	case a.at != 0:
+		if a.at > 0 {
+			a.at--
+		}
+		return fmt.Errorf("%w at %s (hit %d)", ErrInjected, name, a.hits)
+	}
+	return nil
+}
