@@ -310,10 +310,13 @@ func (c *chaos) allAtOnce() {
 	a := c.startSink("")
 	c.startSink("")
 	w := c.startWorkload(c.cfg.each, false)
+	app := c.startLayer1App()
+	c.faults += c.runLayer1(app, int(c.cfg.each/40)) // while capture nears its crash
 	c.waitCrash(c.capture, "capture.produced", 5*time.Minute)
 	c.killSink(a)
 	c.supervise()
 	c.startSink("")
+	c.faults += c.runLayer1(app, int(c.cfg.each/40))
 	w.finish(c.t)
 	c.settle()
 	c.produceAgain(false)

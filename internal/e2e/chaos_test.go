@@ -97,10 +97,11 @@ type chaosScenario struct {
 // its retries to allAtOnce.
 func chaosScenarios() []chaosScenario {
 	return []chaosScenario{
+		{name: "client HTTP retry of the same write", layers: "1", seed: "issue 17: HTTP retry by client", noDoubles: true, run: (*chaos).httpRetry},
 		{name: "sink kill -9 + rebalance onto a second sink", layers: "2, token", seed: "issue 17: consumer crash + rebalance", noDoubles: true, run: (*chaos).sinkKillRebalance},
 		{name: "crash at capture.produced: re-publish from an older LSN", layers: "3, 2", seed: "issue 17: connector re-publish; §6.1, §6.2: after produce, before slot confirm", noDoubles: true, run: (*chaos).capturePublishesAgain},
 		{name: "capture re-publishes, Layer 2 off", layers: "3", seed: "issue 17: connector re-publish", run: (*chaos).capturePublishesAgainWithoutLayer2},
-		{name: "all at once: re-publish + sink kill + rebalance + duplicates", layers: "2, 3, token", seed: "issue 17: all three at once (Layer 1 after merge)", noDoubles: true, run: (*chaos).allAtOnce},
+		{name: "all at once: HTTP retries + re-publish + sink kill + rebalance + duplicates", layers: "1, 2, 3, token", seed: "issue 17: all three at once", noDoubles: true, run: (*chaos).allAtOnce},
 		{name: "duplicate publish + offsets rolled back", layers: "2", seed: "§6.1", noDoubles: true, run: (*chaos).duplicatePublish},
 		{name: "crash at capture.copied (mid-copy)", layers: "3", seed: "§6.2: mid-copy", run: (*chaos).crashMidCopy},
 		{name: "crash at sink.deduped", layers: "2", seed: "§6.2: after the dedup check, before insert", noDoubles: true, run: crashAt("sink.deduped", true)},
