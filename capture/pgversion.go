@@ -64,6 +64,10 @@ func (v serverVersion) logicalMessages() bool { return v.major() >= 14 }
 // columns (15+), which capture refuses (checkPublishedWhole).
 func (v serverVersion) publicationFilters() bool { return v.major() >= 15 }
 
+// publishesGenerated reports whether a publication can send generated
+// columns (publish_generated_columns, or a column list naming them: 18+).
+func (v serverVersion) publishesGenerated() bool { return v.major() >= 18 }
+
 // pluginArgs returns pgoutput's options for publication. Capture speaks
 // protocol version 1 on every major: version 2's streaming of large
 // in-progress transactions would hand capture changes before it knows

@@ -41,7 +41,7 @@ func TestServerVersion(t *testing.T) {
 		if c.refused {
 			continue
 		}
-		if v.tested() != c.tested || v.logicalMessages() != c.messages || v.publicationFilters() != c.filters {
+		if v.tested() != c.tested || v.logicalMessages() != c.messages || v.publicationFilters() != c.filters || v.publishesGenerated() != (c.num >= 180000) {
 			t.Errorf("%s: tested %v, logical messages %v, publication filters %v; want %v, %v, %v",
 				v, v.tested(), v.logicalMessages(), v.publicationFilters(), c.tested, c.messages, c.filters)
 		}

@@ -180,22 +180,36 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 		errs = append(errs, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", qt, tenantCol, qt))
 	}
 	if version.publicationFilters() {
-		errs = append(errs, checkPublishedWhole(ctx, conn, cfg.publication, schema, table))
+		errs = append(errs, checkPublishedWhole(ctx, conn, version, cfg.publication, schema, table))
 	}
 	return errors.Join(errs...)
 }
 
+// readd is the statement that publishes table qt of publication qp again
+// without a row filter or column list; ALTER PUBLICATION ... SET TABLE
+// would also drop the publication's other tables.
+func readd(qp, qt string) string {
+	return fmt.Sprintf("BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT", qp, qt, qp, qt)
+}
+
 // checkPublishedWhole refuses a table that the publication sends filtered:
-// with a row filter or a column list (PostgreSQL 15+), or with its
-// generated columns (publish_generated_columns, 18+). The copy reads every
-// row and every column but the generated ones, so ClickHouse would keep
-// rows the stream never updates or deletes, and columns it never sends
-// (docs/postgres-versions.md says how to filter instead).
-func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, pub, schema, table string) error {
+// with a row filter or a column list (PostgreSQL 15+), or with generated
+// columns (18+: publish_generated_columns, or named in a column list). The
+// copy reads every row and every column but the generated ones, so
+// ClickHouse would keep rows the stream never updates or deletes, and
+// columns one of them never sends (docs/postgres-versions.md says how to
+// filter instead). PostgreSQL 15 lists stored generated columns in
+// attnames without publishing them, so before 18 they are not counted.
+func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVersion, pub, schema, table string) error {
 	rows, err := conn.Query(ctx, `
-		SELECT t.rowfilter, t.attnames::text[] IS DISTINCT FROM (
-		         SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
-		         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '')
+		SELECT t.rowfilter,
+		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY (t.attnames))
+		       IS DISTINCT FROM
+		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
+		       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (t.attnames))
 		FROM pg_catalog.pg_publication_tables t
 		JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname
 		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
@@ -204,23 +218,27 @@ func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, pub, schema, table
 		return fmt.Errorf("read how publication %s publishes %s.%s: %w", pub, schema, table, err)
 	}
 	var errs []error
-	qt := pgx.Identifier{schema, table}.Sanitize()
+	qt, qp := pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{pub}.Sanitize()
 	for rows.Next() {
 		var (
-			filter  *string
-			columns bool
+			filter             *string
+			columns, generated bool
 		)
-		if err := rows.Scan(&filter, &columns); err != nil {
+		if err := rows.Scan(&filter, &columns, &generated); err != nil {
 			rows.Close()
 			return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
 		}
 		if filter != nil {
-			errs = append(errs, fmt.Errorf("publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: run ALTER PUBLICATION %s SET TABLE %s without it (filter in ClickHouse or in the query API instead)",
-				pub, qt, *filter, pgx.Identifier{pub}.Sanitize(), qt))
+			errs = append(errs, fmt.Errorf("publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
+				pub, qt, *filter, readd(qp, qt)))
 		}
 		if columns {
-			errs = append(errs, fmt.Errorf("publication %s publishes %s with a column list, or with its generated columns, but walhouse copies every column but the generated ones: run ALTER PUBLICATION %s SET TABLE %s without a column list (and without publish_generated_columns)",
-				pub, qt, pgx.Identifier{pub}.Sanitize(), qt))
+			errs = append(errs, fmt.Errorf("publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
+				pub, qt, readd(qp, qt)))
+		}
+		if generated && version.publishesGenerated() {
+			errs = append(errs, fmt.Errorf("publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
+				pub, qt, qp))
 		}
 	}
 	rows.Close()
