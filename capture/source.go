@@ -217,17 +217,13 @@ func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVers
 	if err != nil {
 		return fmt.Errorf("read how publication %s publishes %s.%s: %w", pub, schema, table, err)
 	}
-	var errs []error
+	var (
+		errs               []error
+		filter             *string
+		columns, generated bool
+	)
 	qt, qp := pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{pub}.Sanitize()
-	for rows.Next() {
-		var (
-			filter             *string
-			columns, generated bool
-		)
-		if err := rows.Scan(&filter, &columns, &generated); err != nil {
-			rows.Close()
-			return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
-		}
+	_, err = pgx.ForEachRow(rows, []any{&filter, &columns, &generated}, func() error {
 		if filter != nil {
 			errs = append(errs, fmt.Errorf("publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
 				pub, qt, *filter, readd(qp, qt)))
@@ -240,9 +236,9 @@ func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVers
 			errs = append(errs, fmt.Errorf("publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
 				pub, qt, qp))
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
 	}
 	return errors.Join(errs...)
