@@ -23,7 +23,8 @@
 //     and limits.go its options; topics.go and state.go the interfaces it
 //     needs of Kafka; deadletter.go: changes that cannot become records.
 //   - source.go: connecting, checking the database and its tables, the
-//     publication; slot.go: the replication slot; ddl.go and messages.go:
+//     publication; pgversion.go: what differs between PostgreSQL majors
+//     (serverVersion); slot.go: the replication slot; ddl.go and messages.go:
 //     the DDL event trigger and the key that signs walhouse's WAL messages.
 //   - stream.go: one replication session (the receive loop, status updates
 //     to the slot, shutdown) and the producing side of the translator's
