@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e chaos chaos-quick
+.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e chaos chaos-quick test-pg-matrix
 
 all: build
 
@@ -33,6 +33,7 @@ help:
 	@echo "make demo      start local services, run capture + sink on a demo workload"
 	@echo "make test      everything: vet, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
+	@echo "make test-pg-matrix  capture's integration tests and the end-to-end basics on each PostgreSQL major (PG_MAJORS=\"13 18\" for some)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
 	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=17 or 18; ~2 min)"
@@ -111,6 +112,18 @@ PG_HA_MAJOR ?= 17
 test-ha: $(TESTSTART)
 	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
 	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -run '^TestIntegrationHA' ./internal/e2e/
+
+# The PostgreSQL version matrix (docs/postgres-versions.md): for each major
+# of PG_MAJORS, PostgreSQL restarts on it (the other services stay up) and
+# capture's integration tests and the end-to-end basics below run against
+# it; a table of the results ends the output, and the major that ran
+# before is put back. The basics are the happy paths of every stage: types
+# round trip, inserts, updates and deletes, TRUNCATE, schema changes, the
+# snapshot of a partitioned table, TOAST, a table joining while streaming.
+PG_MAJORS ?= 13 14 15 16 17 18
+PG_MATRIX_E2E := ^TestIntegration(EndToEnd|Types|SchemaChanges|Truncate|PartitionedTable|UnchangedToastKeepsValue|TableJoinsWhileStreaming)$$
+test-pg-matrix:
+	PG_MAJORS='$(PG_MAJORS)' PG_MATRIX_E2E='$(PG_MATRIX_E2E)' GO='$(GO)' TESTFLAGS='$(TESTFLAGS)' deploy/local/pg-matrix.sh
 
 # The hostile-input suites (docs/security.md), also part of make test: a
 # workload that mixes every kind of bad input with ordinary changes, then

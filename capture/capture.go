@@ -158,14 +158,19 @@ func (c *Capturer) run(ctx context.Context) error {
 		c.log.Warn("the publication sends partitions as tables of their own: each becomes its own topic and ClickHouse table, and the partitioned table none; to capture partitioned tables as one table, run ALTER PUBLICATION ... SET (publish_via_partition_root = true) and --resnapshot them",
 			"publication", c.cfg.publication, "partitions", leaves)
 	}
-	var version int
-	if err := catConn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		return fmt.Errorf("read the server version: %w", err)
+	version := src.version
+	if !version.tested() {
+		c.log.Warn("this PostgreSQL major is newer than the newest walhouse is tested on; capture uses it as that one", "server_version", version, "tested_up_to", newestMajor)
 	}
-	if version >= 140000 && !site.standby { // a standby's is the primary's (openSite)
+	notices := site.standby && site.trigger // a standby's is the primary's (openSite)
+	if version.logicalMessages() && !site.standby {
 		if err := installDDLTrigger(ctx, catConn); err != nil {
 			c.log.Warn("DDL event trigger not installed: renames are followed only when capture keeps up", "err", err)
+		} else {
+			notices = true
 		}
+	} else if !version.logicalMessages() {
+		c.log.Info("this PostgreSQL major cannot stream the DDL event trigger's notices (14+): renames are followed only when capture keeps up", "server_version", version)
 	}
 	key, err := loadMessageKey(ctx, catConn, c.log)
 	if err != nil {
@@ -210,8 +215,9 @@ func (c *Capturer) run(ctx context.Context) error {
 	snapCtx, stopSnapshots := context.WithCancel(ctx)
 	go online.run(snapCtx)
 	defer func() { stopSnapshots(); <-online.done }()
-	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id)
+	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id, "server_version", version)
 	cat := newCatalog(catConn)
+	cat.notices = notices
 	if err := cat.bootstrap(ctx, src.tables); err != nil {
 		return err
 	}
@@ -220,7 +226,7 @@ func (c *Capturer) run(ctx context.Context) error {
 		cat:      cat,
 		sourceID: src.id,
 		tables:   src.tables,
-		messages: version >= 140000,
+		version:  version,
 		start:    start,
 		online:   online,
 		key:      key,

@@ -341,3 +341,65 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 		t.Errorf("heartbeats reached partitions %v, want all 3", seen)
 	}
 }
+
+// A publication that filters a table's rows or columns (PostgreSQL 15+)
+// is refused with the ALTER PUBLICATION that fixes it: the copy would
+// load rows and columns the stream never maintains.
+func TestIntegrationCaptureRefusesFilteredPublication(t *testing.T) {
+	env, pg := connectPG(t)
+	ctx := context.Background()
+	var num int
+	if err := pg.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		t.Fatal(err)
+	}
+	if num < 150000 {
+		t.Skipf("PostgreSQL %d has no publication row filters or column lists (15+)", num/10000)
+	}
+	rowsTable := createTable(t, pg, "rowfilter", "(tenant_id text, id int, region text, PRIMARY KEY (tenant_id, id))")
+	colsTable := createTable(t, pg, "collist", "(tenant_id text, id int, secret text, PRIMARY KEY (tenant_id, id))")
+	// PostgreSQL 15 lists a stored generated column in attnames without
+	// publishing it: not a column list.
+	wholeTable := createTable(t, pg, "whole", "(tenant_id text, id int, a int, g int GENERATED ALWAYS AS (a * 2) STORED, PRIMARY KEY (tenant_id, id))")
+	pub := testenv.Name("pub")
+	dropAfter(t, pg, nil, pub)
+	q := func(name string) string { return pgx.Identifier{"public", name}.Sanitize() }
+	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WHERE (region = 'eu'), %s (tenant_id, id), %s",
+		pgx.Identifier{pub}.Sanitize(), q(rowsTable), q(colsTable), q(wholeTable))); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Setup(ctx)
+	for _, want := range []string{rowsTable + `" with a row filter (WHERE (region = 'eu'::text))`, colsTable + `" with a column list`, "ALTER PUBLICATION"} {
+		if err == nil || !contains(err.Error(), want) {
+			t.Errorf("Setup error %v does not say %q", err, want)
+		}
+	}
+	if err != nil && contains(err.Error(), wholeTable) {
+		t.Errorf("Setup refused %s, published whole: %v", wholeTable, err)
+	}
+	if num < 180000 {
+		return
+	}
+	// PostgreSQL 18 can publish stored generated columns, which the copy
+	// does not read.
+	genPub := testenv.Name("pub")
+	dropAfter(t, pg, nil, genPub)
+	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish_generated_columns = stored)", pgx.Identifier{genPub}.Sanitize(), q(wholeTable))); err != nil {
+		t.Fatal(err)
+	}
+	c, err = capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(genPub))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Setup(ctx); err == nil || !contains(err.Error(), "publishes generated columns of") || !contains(err.Error(), wholeTable) {
+		t.Errorf("Setup of a publication with publish_generated_columns = stored: err = %v, want it refused", err)
+	}
+}

@@ -46,6 +46,11 @@ type catalog struct {
 	// DDL message seen in the stream: exact, unlike the catalog, which may
 	// be ahead of the stream.
 	columns map[uint32]map[string]columnInfo
+	// notices is set when DDL messages reach the stream (the event trigger
+	// is installed and the server streams logical messages, 14+): columns
+	// then follows them. Without them every Relation message reads the
+	// catalog as it is then, which is exact while capture keeps up.
+	notices bool
 }
 
 func newCatalog(conn *pgx.Conn) *catalog {
@@ -123,20 +128,24 @@ func (c *catalog) tableKey(ctx context.Context, relID uint32) (map[string]bool, 
 // catalog may be ahead of the stream (a later rename); a name it no longer
 // has gets no number, and consumers fall back to matching by name.
 func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnInfo, error) {
-	if known, ok := c.columns[relID]; ok {
+	if known, ok := c.columns[relID]; ok && c.notices {
 		return known, nil
 	}
-	rows, err := c.conn.Query(ctx, `SELECT attname, attnum FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relID)
+	// The value older rows read for a column added with a default, as the
+	// event trigger reports it (ddl.go).
+	rows, err := c.conn.Query(ctx, `SELECT attname, attnum, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END
+		FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relID)
 	if err != nil {
 		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
 	}
 	out := map[string]columnInfo{}
 	var (
-		name string
-		num  int16
+		name    string
+		num     int16
+		missing *string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&name, &num}, func() error {
-		out[name] = columnInfo{attnum: num}
+	_, err = pgx.ForEachRow(rows, []any{&name, &num, &missing}, func() error {
+		out[name] = columnInfo{attnum: num, missing: missing}
 		return nil
 	})
 	if err != nil {

@@ -31,6 +31,9 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if !s.tr.inTx {
 			s.acks.idle(record.LSN(ka.ServerWALEnd))
 		}
+		if err := s.walBeatDue(ctx, record.LSN(ka.ServerWALEnd)); err != nil {
+			return err
+		}
 		if ka.ReplyRequested {
 			return s.sendStatus(ctx, false)
 		}
@@ -45,7 +48,11 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		}
 		s.c.walEnd.Store(uint64(xld.ServerWALEnd))
 		s.c.received.Store(uint64(s.received))
-		return s.tr.handle(ctx, record.LSN(xld.WALStart), xld.WALData)
+		if err := s.tr.handle(ctx, record.LSN(xld.WALStart), xld.WALData); err != nil {
+			return err
+		}
+		// A commit's WALStart is its end: what committed before is sent.
+		return s.walBeatDue(ctx, s.received)
 	default:
 		return fmt.Errorf("replication stream: unknown CopyData message %q", data[0])
 	}

@@ -24,7 +24,9 @@
 //     needs of Kafka; deadletter.go: changes that cannot become records.
 //   - source.go: connecting, checking the database and its tables, the
 //     publication (walhouse's own tables, Layer 1's key table unless
-//     WithIdempotencyKeys, are left out as if excluded); slot.go: the replication slot; ddl.go and messages.go:
+//     WithIdempotencyKeys, are left out as if excluded); pgversion.go: what
+//     differs between PostgreSQL majors (serverVersion); slot.go: the
+//     replication slot; ddl.go and messages.go:
 //     the DDL event trigger and the key that signs walhouse's WAL messages.
 //   - stream.go: one replication session (the receive loop, status updates
 //     to the slot, shutdown) and the producing side of the translator's

@@ -16,12 +16,34 @@ import (
 const heartbeatPrefix = "walhouse_heartbeat"
 
 // beat writes a signed heartbeat into the WAL. Its content is the server's
-// time, in Unix microseconds, read just before it was written.
+// time, in Unix microseconds, read just before it was written. A server
+// that cannot stream logical messages (13) gets a walBeat instead.
 func (s *stream) beat(ctx context.Context) error {
-	if !s.messages || s.c.cfg.heartbeat == 0 || time.Since(s.lastBeat) < s.c.cfg.heartbeat {
+	if s.c.cfg.heartbeat == 0 {
+		return nil
+	}
+	if s.walBeat != nil {
+		// Waiting for the stream to pass it: the server answers a reply
+		// request with a keepalive that carries how far it decoded.
+		return s.sendStatus(ctx, true)
+	}
+	if time.Since(s.lastBeat) < s.c.cfg.heartbeat {
 		return nil
 	}
 	s.lastBeat = time.Now()
+	if !s.version.logicalMessages() {
+		var wb walBeat
+		var lsn string
+		if err := s.cat.conn.QueryRow(ctx, "SELECT clock_timestamp(), pg_current_wal_insert_lsn()::text").Scan(&wb.at, &lsn); err != nil {
+			return fmt.Errorf("read the server's clock and WAL position for a heartbeat: %w", err)
+		}
+		var err error
+		if wb.lsn, err = record.ParseLSN(lsn); err != nil {
+			return fmt.Errorf("read the server's WAL position for a heartbeat: %w", err)
+		}
+		s.walBeat = &wb
+		return s.sendStatus(ctx, true)
+	}
 	// On a standby, the primary writes it (see standby.go).
 	return s.site.write(ctx, s.cat.conn, "write a heartbeat", func(conn *pgx.Conn) error {
 		var now time.Time
@@ -36,6 +58,30 @@ func (s *stream) beat(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// walBeat is a heartbeat placed by WAL position, for servers whose
+// pgoutput cannot stream logical messages (PostgreSQL 13): the server's
+// clock and WAL insert position, read together. Once the stream has passed
+// lsn outside a transaction, every transaction whose commit record was
+// written before it has been received (pgoutput sends them in commit
+// order), so the heartbeat is sent as if a message written at lsn had
+// arrived. heartbeatMargin covers commits timestamped before at whose
+// record came after lsn, as it does for messages.
+type walBeat struct {
+	at  time.Time
+	lsn record.LSN
+}
+
+// walBeatDue sends the pending walBeat once the stream, outside a
+// transaction, has reached pos.
+func (s *stream) walBeatDue(ctx context.Context, pos record.LSN) error {
+	wb := s.walBeat
+	if wb == nil || s.tr.inTx || pos < wb.lsn {
+		return nil
+	}
+	s.walBeat = nil
+	return s.heartbeat(ctx, wb.lsn, wb.at)
 }
 
 // heartbeatMargin is subtracted from a heartbeat's time: a transaction takes

@@ -182,10 +182,11 @@ func WithSourceID(id string) Option { return func(c *config) { c.sourceID = id }
 func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.statusInterval = d } }
 
 // WithHeartbeatInterval sets how often capture writes a heartbeat into the
-// WAL (pg_logical_emit_message, PostgreSQL 14+) and, when it comes back
-// through the stream, to every partition of every table's topic (default
-// 10s; 0 disables). Heartbeats keep an idle database from pinning WAL and
-// let the sink prove how fresh each table is.
+// WAL (pg_logical_emit_message; on PostgreSQL 13, which cannot stream it,
+// it notes the WAL position instead) and, when the stream has passed it,
+// to every partition of every table's topic (default 10s; 0 disables).
+// Heartbeats keep an idle database from pinning WAL and let the sink prove
+// how fresh each table is.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
 // WithoutSnapshot skips every snapshot, the initial one and those of tables

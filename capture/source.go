@@ -12,8 +12,9 @@ import (
 
 // source is what prepare learned about the database.
 type source struct {
-	id     string
-	tables []string
+	id      string
+	tables  []string
+	version serverVersion
 }
 
 // connect opens a connection with the session settings that make
@@ -59,7 +60,11 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	if err := conn.QueryRow(ctx, "SELECT system_identifier::text, current_database() FROM pg_control_system()").Scan(&sysID, &db); err != nil {
 		return source{}, fmt.Errorf("read the system identifier: %w", err)
 	}
-	src := source{id: cfg.sourceID}
+	version, err := readServerVersion(ctx, conn)
+	if err != nil {
+		return source{}, err
+	}
+	src := source{id: cfg.sourceID, version: version}
 	if src.id == "" {
 		src.id = sysID + "/" + db
 	}
@@ -88,7 +93,7 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	}
 	errs := []error{cfg.checkNames(src.tables)}
 	for _, t := range src.tables {
-		if err := checkTable(ctx, conn, cfg, t); err != nil {
+		if err := checkTable(ctx, conn, cfg, version, t); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -144,8 +149,9 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
 }
 
 // checkTable refuses tables that capture could not map, before any row
-// flows: no primary key, or no tenant column and no default tenant.
-func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, qt string) error {
+// flows: no primary key, no tenant column and no default tenant, or
+// published filtered.
+func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, qt string) error {
 	schema, table, _ := strings.Cut(qt, ".")
 	var (
 		hasKey    bool
@@ -172,6 +178,68 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, qt string) err
 	}
 	if !hasTenant && cfg.defaultTenant == "" {
 		errs = append(errs, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", qt, tenantCol, qt))
+	}
+	if version.publicationFilters() {
+		errs = append(errs, checkPublishedWhole(ctx, conn, version, cfg.publication, schema, table))
+	}
+	return errors.Join(errs...)
+}
+
+// readd is the statement that publishes table qt of publication qp again
+// without a row filter or column list; ALTER PUBLICATION ... SET TABLE
+// would also drop the publication's other tables.
+func readd(qp, qt string) string {
+	return fmt.Sprintf("BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT", qp, qt, qp, qt)
+}
+
+// checkPublishedWhole refuses a table that the publication sends filtered:
+// with a row filter or a column list (PostgreSQL 15+), or with generated
+// columns (18+: publish_generated_columns, or named in a column list). The
+// copy reads every row and every column but the generated ones, so
+// ClickHouse would keep rows the stream never updates or deletes, and
+// columns one of them never sends (docs/postgres-versions.md says how to
+// filter instead). PostgreSQL 15 lists stored generated columns in
+// attnames without publishing them, so before 18 they are not counted.
+func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVersion, pub, schema, table string) error {
+	rows, err := conn.Query(ctx, `
+		SELECT t.rowfilter,
+		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY (t.attnames))
+		       IS DISTINCT FROM
+		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
+		       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (t.attnames))
+		FROM pg_catalog.pg_publication_tables t
+		JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname
+		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+		WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3`, pub, schema, table)
+	if err != nil {
+		return fmt.Errorf("read how publication %s publishes %s.%s: %w", pub, schema, table, err)
+	}
+	var (
+		errs               []error
+		filter             *string
+		columns, generated bool
+	)
+	qt, qp := pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{pub}.Sanitize()
+	_, err = pgx.ForEachRow(rows, []any{&filter, &columns, &generated}, func() error {
+		if filter != nil {
+			errs = append(errs, fmt.Errorf("publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
+				pub, qt, *filter, readd(qp, qt)))
+		}
+		if columns {
+			errs = append(errs, fmt.Errorf("publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
+				pub, qt, readd(qp, qt)))
+		}
+		if generated && version.publishesGenerated() {
+			errs = append(errs, fmt.Errorf("publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
+				pub, qt, qp))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
 	}
 	return errors.Join(errs...)
 }

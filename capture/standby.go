@@ -43,7 +43,8 @@ const replayTimeout = time.Minute
 // It lives for one run and is used from the run's goroutine only.
 type site struct {
 	standby bool
-	version int // server_version_num of the server capture reads
+	version int  // server_version_num of the server capture reads
+	trigger bool // the DDL event trigger is installed on the primary
 	sysID   string
 	url     string    // the primary's, on a standby; "" when not given
 	primary *pgx.Conn // on a standby: nil until connected, or after it failed
@@ -92,6 +93,8 @@ func (c *Capturer) openSite(ctx context.Context, cat *pgx.Conn) (*site, error) {
 	}
 	if err := installDDLTrigger(ctx, st.primary); err != nil {
 		c.log.Warn("DDL event trigger not installed on the primary: renames are followed only when capture keeps up", "err", err)
+	} else {
+		st.trigger = true
 	}
 	if err := st.waitReplayed(ctx, cat); err != nil {
 		st.close(ctx)

@@ -34,12 +34,13 @@ type stream struct {
 	polledAt time.Time                  // when the publication's tables were last listed
 	refused  map[string]bool            // tables that joined the publication under a captured table's name
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
-	messages bool                       // server streams logical messages (PostgreSQL 14+)
+	version  serverVersion              // the server's, which decides what it offers
 	key      messageKey                 // signs heartbeats
 	site     *site                      // where heartbeats are written
 	parts    map[string]int32
 	partsAt  time.Time
 	lastBeat time.Time
+	walBeat  *walBeat // placed, not yet passed (PostgreSQL 13)
 	// produceCtx outlives a cancelled run: shutdown waits for the acks.
 	produceCtx context.Context
 
@@ -53,7 +54,7 @@ type streamConfig struct {
 	cat      *catalog
 	sourceID string
 	tables   []string
-	messages bool
+	version  serverVersion
 	start    record.LSN
 	online   *onlineSnapshots
 	key      messageKey
@@ -63,17 +64,17 @@ type streamConfig struct {
 // newStream returns a stream and its translator, wired to each other.
 func (c *Capturer) newStream(sc streamConfig) *stream {
 	s := &stream{
-		c:        c,
-		conn:     sc.conn,
-		cat:      sc.cat,
-		tables:   sc.tables,
-		messages: sc.messages,
-		parts:    map[string]int32{},
-		acks:     c.newAcks(sc.start),
-		topics:   map[string]bool{},
-		online:   sc.online,
-		key:      sc.key,
-		site:     sc.site,
+		c:       c,
+		conn:    sc.conn,
+		cat:     sc.cat,
+		tables:  sc.tables,
+		version: sc.version,
+		parts:   map[string]int32{},
+		acks:    c.newAcks(sc.start),
+		topics:  map[string]bool{},
+		online:  sc.online,
+		key:     sc.key,
+		site:    sc.site,
 	}
 	s.tr = newTranslator(&c.cfg, sc.sourceID, sc.cat, s, s, sc.key, c.ignored)
 	return s
@@ -98,7 +99,7 @@ func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tab
 
 func (s *stream) run(ctx context.Context, start record.LSN) error {
 	err := pglogrepl.StartReplication(ctx, s.conn, s.c.cfg.slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
-		PluginArgs: s.pluginArgs(),
+		PluginArgs: s.version.pluginArgs(s.c.cfg.publication),
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -174,14 +175,6 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 			return fmt.Errorf("replication stream: unexpected message %T", msg)
 		}
 	}
-}
-
-func (s *stream) pluginArgs() []string {
-	args := []string{"proto_version '1'", "publication_names '" + strings.ReplaceAll(s.c.cfg.publication, "'", "''") + "'"}
-	if s.messages {
-		args = append(args, "messages 'true'")
-	}
-	return args
 }
 
 // isTimeout reports a read that hit its deadline (not a broken connection).

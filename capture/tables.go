@@ -186,7 +186,7 @@ func (s *stream) addTable(ctx context.Context, table string) error {
 		s.refused[table] = true
 		return errNameTaken
 	}
-	if err := checkTable(ctx, s.cat.conn, cfg, table); err != nil {
+	if err := checkTable(ctx, s.cat.conn, cfg, s.version, table); err != nil {
 		return fmt.Errorf("table %s joined publication %s but cannot be captured: %w; fix the table, or leave it out with --exclude-tables %s, then restart capture", table, cfg.publication, err, table)
 	}
 	if tc := cfg.topics; tc != nil {

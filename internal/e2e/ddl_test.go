@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestIntegrationSchemaChanges changes a published table while the stream
@@ -33,13 +36,20 @@ func TestIntegrationSchemaChanges(t *testing.T) {
 		`INSERT INTO %[1]s (tenant_id, id, qty, price, remark, extra) VALUES ('t0', 1000, 9000000000, 123456789012.3456, repeat('long ', 10), 'after')`,
 		`DELETE FROM %[1]s WHERE id = 7`,
 	}
-	for _, s := range steps {
-		p.exec(fmt.Sprintf(s, qt))
-	}
 	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(qty::text, '<null>'), coalesce(trim_scale(price)::text, '<null>'),
 		coalesce(remark, '<null>'), coalesce(extra, '<null>') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(qty), '<null>'), ifNull(toString(price), '<null>'),"+
 		" ifNull(remark, '<null>'), ifNull(extra, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
+	// PostgreSQL 13's pgoutput cannot stream the event trigger's notices,
+	// so capture follows the catalog as it is when a change arrives (README,
+	// Known limits): the test lets it catch up after each step there.
+	keptUp := p.serverMajor() < 14
+	for _, s := range steps {
+		p.exec(fmt.Sprintf(s, qt))
+		if keptUp {
+			p.waitCaptured(capture)
+		}
+	}
 	p.converge(pgQuery, chQuery, capture, sink)
 
 	cols, err := chRows(context.Background(), p.ch, "SELECT name || ' ' || type || ' ' || comment FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY position",
@@ -55,5 +65,42 @@ func TestIntegrationSchemaChanges(t *testing.T) {
 	}
 	if !strings.Contains(got, ",dropped") || strings.Contains(got, "note ") {
 		t.Errorf("dropped column not marked, or renamed column still under its old name:\n%s", got)
+	}
+}
+
+// serverMajor returns the major version of the source PostgreSQL.
+func (p *pipeline) serverMajor() int {
+	p.t.Helper()
+	var num int
+	if err := p.pg.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		p.t.Fatal(err)
+	}
+	return num / 10000
+}
+
+// waitCaptured waits until the slot confirmed everything written so far:
+// capture has read it, and the catalog as it was then. Each poll writes a
+// WAL record of its own (a logical message nobody reads), so the stream of
+// an otherwise idle server moves past the position.
+func (p *pipeline) waitCaptured(procs ...*testenv.Proc) {
+	p.t.Helper()
+	var lsn string
+	if err := p.pg.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		p.t.Fatal(err)
+	}
+	err := testenv.Eventually(context.Background(), 60*time.Second, func(ctx context.Context) error {
+		if err := exited(procs...); err != nil {
+			return err
+		}
+		var passed bool
+		err := p.pg.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots, pg_logical_emit_message(false, 'walhouse_e2e_wait', '')
+			WHERE slot_name = $2`, lsn, p.slot).Scan(&passed)
+		if err != nil || !passed {
+			return fmt.Errorf("slot %s has not confirmed %s yet (%v)", p.slot, lsn, err)
+		}
+		return nil
+	})
+	if err != nil {
+		p.t.Fatal(err)
 	}
 }

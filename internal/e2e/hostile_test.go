@@ -128,9 +128,15 @@ func TestIntegrationHostileInput(t *testing.T) {
 	if v := metric(t, metricsAddr, fmt.Sprintf(`walhouse_capture_dead_letters_total{reason="%s",table="public.%s"}`, record.ReasonNoTenant, table)); v != float64(len(noTenant)) {
 		t.Errorf("walhouse_capture_dead_letters_total = %v, want %d", v, len(noTenant))
 	}
+	// PostgreSQL 13's pgoutput streams no logical messages: the forgeries
+	// never reach capture there.
+	ignored := 2.0
+	if p.serverMajor() < 14 {
+		ignored = 0
+	}
 	for series, want := range map[string]float64{
-		`walhouse_capture_ignored_messages_total{prefix="walhouse_heartbeat",reason="unauthenticated"}`: 2,
-		`walhouse_capture_ignored_messages_total{prefix="walhouse_ddl",reason="unauthenticated"}`:       2,
+		`walhouse_capture_ignored_messages_total{prefix="walhouse_heartbeat",reason="unauthenticated"}`: ignored,
+		`walhouse_capture_ignored_messages_total{prefix="walhouse_ddl",reason="unauthenticated"}`:       ignored,
 	} {
 		if v := metric(t, metricsAddr, series); v != want {
 			t.Errorf("%s = %v, want %v", series, v, want)
