@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,13 +15,8 @@ import (
 // runKeys runs the subcommands of walhouse keys; prune deletes Layer 1's
 // expired idempotency keys, once or daily.
 func runKeys(ctx context.Context, inv *invocation) error {
-	var sub string
-	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		sub, inv.args = inv.args[0], inv.args[1:]
-	}
-	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, true, false, false)
+	sub := inv.subcommand()
+	fs, ep := newFlagSet("keys", usesPG)
 	days := fs.Int("retention-days", envInt("DATA_IDEMPOTENCY_KEY_RETENTION_DAYS", idempotency.DefaultRetentionDays), "delete the keys created more than this many days ago; at least 1 (env DATA_IDEMPOTENCY_KEY_RETENTION_DAYS)")
 	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
 	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")

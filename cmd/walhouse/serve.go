@@ -30,10 +30,7 @@ import (
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
 func runServe(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, false, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
 	var (
 		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
@@ -259,10 +256,7 @@ func printNewKey(id, tenant, scopes string) error {
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
 func runExport(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, false, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("export", usesClickHouse|usesCluster)
 	var (
 		tenant  = fs.String("tenant", "", "tenant whose rows are exported")
 		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -29,10 +28,7 @@ import (
 )
 
 func runSink(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, true, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
 	var (
 		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
