@@ -30,13 +30,8 @@ type truncFixture struct {
 
 func newTruncFixture(t *testing.T) *truncFixture {
 	t.Helper()
-	env := testenv.Require(t, "clickhouse")
 	ctx := context.Background()
-	conn, err := Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testConn(t)
 	db := testenv.Name("trunc")
 	w, err := NewWriter(ctx, conn, db, "created_on")
 	if err != nil {
