@@ -23,4 +23,3 @@ func TestSyncTableStatements(t *testing.T) {
 		t.Errorf("SyncTableDDL = %s\nwant the first statement of syncTableStatements, %s", got, want)
 	}
 }
-
