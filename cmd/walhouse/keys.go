@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
 )
@@ -31,13 +30,9 @@ func runKeys(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return usageErrorf("--daily-at: %v", err)
 	}
-	pgURL, err := ep.pgURL()
+	pool, err := ep.openPG(ctx, ep.pg)
 	if err != nil {
 		return err
-	}
-	pool, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer pool.Close()
 	lastPrint := time.Now()

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -154,11 +153,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
 		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: kafka.DeadLetterTopic(*lagPrefix), Captures: captures, CaptureTimeout: *lagTimeout}
 		if *lagPG != "" {
-			pgURL, err := ep.pgConnString(*lagPG)
-			if err != nil {
-				return err
-			}
-			pool, err := pgxpool.New(ctx, pgURL)
+			pool, err := ep.openPG(ctx, *lagPG)
 			if err != nil {
 				return fmt.Errorf("--pg: %w", err)
 			}
