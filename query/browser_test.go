@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,12 +370,17 @@ type statusStage struct {
 }
 
 func (s statusState) stage(id string) (statusStage, bool) {
-	for _, st := range s.Stages {
-		if st.Stage == id {
-			return st, true
-		}
+	return first(s.Stages, func(st statusStage) bool { return st.Stage == id })
+}
+
+// first returns the first of xs for which match is true, and whether there
+// is one.
+func first[T any](xs []T, match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(xs, match); i >= 0 {
+		return xs[i], true
 	}
-	return statusStage{}, false
+	var zero T
+	return zero, false
 }
 
 // statusRow is one table row of the status page.
@@ -391,12 +397,7 @@ type statusRow struct {
 }
 
 func (s statusState) row(table string) (statusRow, bool) {
-	for _, r := range s.Rows {
-		if r.Table == table {
-			return r, true
-		}
-	}
-	return statusRow{}, false
+	return first(s.Rows, func(r statusRow) bool { return r.Table == table })
 }
 
 func (s statusState) mustRow(table string) statusRow {
