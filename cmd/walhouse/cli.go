@@ -53,9 +53,9 @@ func usageErrorf(format string, a ...any) error {
 	return &usageError{fmt.Errorf(format, a...)}
 }
 
-// subcommand takes the subcommand (the list of walhouse dlq list) off the
-// front of inv's arguments, so the flags after it parse, and returns it; ""
-// when the arguments start with a flag or there are none. Commands check it
+// subcommand takes the subcommand (list in `walhouse dlq list`) off the
+// front of inv's arguments, so that the flags after it parse, and returns
+// it; "" when the arguments start with a flag or there are none. Commands check it
 // after parse, so that -h works without one.
 func (inv *invocation) subcommand() string {
 	if len(inv.args) == 0 || strings.HasPrefix(inv.args[0], "-") {

@@ -62,6 +62,7 @@ func newFlagSet(name string, uses services) (*flag.FlagSet, *endpoints) {
 	return fs, ep
 }
 
+// register registers on fs the flags of the services in uses, bound to e.
 func (e *endpoints) register(fs *flag.FlagSet, uses services) {
 	if uses&usesPG != 0 {
 		fs.StringVar(&e.pg, "pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL or key=value connection string (env WALHOUSE_PG_URL; PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
