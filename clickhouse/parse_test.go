@@ -14,6 +14,19 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
+// testConn connects to the local ClickHouse for the length of the test;
+// without one the test is skipped (or fails under WALHOUSE_INTEGRATION=1).
+func testConn(t *testing.T) driver.Conn {
+	t.Helper()
+	env := testenv.Require(t, "clickhouse")
+	conn, err := Open(context.Background(), env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // goldenStatements returns the SQL statements of the golden files of
 // schema and clickhouse (the statements walhouse generates, on one server
 // and on a cluster), by file: each file's statements are separated by
@@ -58,13 +71,8 @@ func goldenStatements(t *testing.T) map[string][]string {
 // fails here although the embedded engine has no Keeper and no cluster to
 // run the cluster's statements. TestIntegrationCluster runs them for real.
 func TestIntegrationGeneratedStatementsParse(t *testing.T) {
-	env := testenv.Require(t, "clickhouse")
 	ctx := context.Background()
-	conn, err := Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := testConn(t)
 	stmts := goldenStatements(t)
 	n, cluster := 0, 0
 	for file, list := range stmts {
@@ -89,13 +97,8 @@ func TestIntegrationGeneratedStatementsParse(t *testing.T) {
 // A statement with a syntax error fails the parse check: the check can
 // fail.
 func TestIntegrationParseCheckRejectsBadSQL(t *testing.T) {
-	env := testenv.Require(t, "clickhouse")
 	ctx := context.Background()
-	conn, err := Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := testConn(t)
 	p := schema.Placement{Database: "walhouse", Cluster: "main"}
 	bad := strings.Replace(p.Alter("t", "ADD COLUMN x Int32")[0], "ON CLUSTER", "ON CLUSTERS", 1)
 	if formatted, err := formatQuery(ctx, conn, bad); err == nil {

@@ -2,11 +2,12 @@ package clickhouse
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"gotest.tools/v3/golden"
 
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
@@ -14,11 +15,9 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
-
 func TestTombstonesSQL(t *testing.T) {
 	ts := tombstones{Database: "walhouse", Table: "odd `name`", LSN: 0x16B3748, CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)}
-	golden(t, "tombstones.sql", ts.SQL())
+	golden.Assert(t, ts.SQL(), "tombstones.sql.golden")
 }
 
 // truncFixture loads records of public.items into a fresh database.
@@ -31,13 +30,8 @@ type truncFixture struct {
 
 func newTruncFixture(t *testing.T) *truncFixture {
 	t.Helper()
-	env := testenv.Require(t, "clickhouse")
 	ctx := context.Background()
-	conn, err := Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testConn(t)
 	db := testenv.Name("trunc")
 	w, err := NewWriter(ctx, conn, db, "created_on")
 	if err != nil {

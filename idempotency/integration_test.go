@@ -34,11 +34,7 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := testenv.PGPool(t, env.PG)
 	if err := idempotency.Migrate(ctx, admin); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/internal/backoff"
 )
 
 // Retention defaults: keys are kept DefaultRetentionDays days (the
@@ -69,7 +71,7 @@ type PruneProgress struct {
 // NewPruner returns a pruner of the key table on db; it reports every
 // invalid option at once.
 func NewPruner(db DB, opts ...PruneOption) (*Pruner, error) {
-	p := &Pruner{db: db, days: DefaultRetentionDays, batch: DefaultPruneBatch, at: DefaultPruneAt, log: slog.Default(), now: time.Now, sleep: sleepCtx}
+	p := &Pruner{db: db, days: DefaultRetentionDays, batch: DefaultPruneBatch, at: DefaultPruneAt, log: slog.Default(), now: time.Now, sleep: backoff.Sleep}
 	for _, o := range opts {
 		o(p)
 	}
@@ -157,18 +159,6 @@ func (p *Pruner) Run(ctx context.Context) error {
 			continue
 		}
 		p.log.Info("idempotency keys: pruned", "deleted", prog.Deleted, "batches", prog.Batches, "created_before", prog.Cutoff, "elapsed", prog.Elapsed.Round(time.Millisecond))
-	}
-}
-
-// sleepCtx waits for d, or until ctx ends and then returns its error.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

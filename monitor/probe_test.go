@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -15,11 +14,7 @@ import (
 func TestIntegrationProbe(t *testing.T) {
 	env := testenv.Require(t, "pg", "kafka")
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testenv.PGPool(t, env.PG)
 	slot, prefix, group := testenv.Name("slot"), testenv.Name("lag"), testenv.Name("grp")
 	if _, err := pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
 		t.Fatal(err)

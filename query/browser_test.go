@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,12 +370,17 @@ type statusStage struct {
 }
 
 func (s statusState) stage(id string) (statusStage, bool) {
-	for _, st := range s.Stages {
-		if st.Stage == id {
-			return st, true
-		}
+	return first(s.Stages, func(st statusStage) bool { return st.Stage == id })
+}
+
+// first returns the first of xs for which match is true, and whether there
+// is one.
+func first[T any](xs []T, match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(xs, match); i >= 0 {
+		return xs[i], true
 	}
-	return statusStage{}, false
+	var zero T
+	return zero, false
 }
 
 // statusRow is one table row of the status page.
@@ -391,12 +397,7 @@ type statusRow struct {
 }
 
 func (s statusState) row(table string) (statusRow, bool) {
-	for _, r := range s.Rows {
-		if r.Table == table {
-			return r, true
-		}
-	}
-	return statusRow{}, false
+	return first(s.Rows, func(r statusRow) bool { return r.Table == table })
 }
 
 func (s statusState) mustRow(table string) statusRow {
@@ -481,7 +482,7 @@ func startBrowser(ctx context.Context, t *testing.T, bin string) *browser {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = b.call(cctx, "", "Browser.close", nil)
+		_ = b.call(cctx, "", "Browser.close", nil, nil)
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		select {
@@ -497,7 +498,7 @@ func startBrowser(ctx context.Context, t *testing.T, bin string) *browser {
 			t.Logf("chromium output:\n%s", stderr.String())
 		}
 	})
-	if _, err := b.call(ctx, "", "Browser.getVersion", nil); err != nil {
+	if err := b.call(ctx, "", "Browser.getVersion", nil, nil); err != nil {
 		t.Fatalf("chromium does not answer on its DevTools pipe: %v\n%s", err, stderr.String())
 	}
 	return b
@@ -538,8 +539,21 @@ func (b *browser) read(r io.Reader) {
 }
 
 // call sends one DevTools command, to a page session or (session "") to
-// the browser, and waits for its result.
-func (b *browser) call(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
+// the browser, waits for its result and decodes it into result (unless
+// result is nil).
+func (b *browser) call(ctx context.Context, session, method string, params, result any) error {
+	res, err := b.send(ctx, session, method, params)
+	if err != nil || result == nil {
+		return err
+	}
+	if err := json.Unmarshal(res, result); err != nil {
+		return fmt.Errorf("%s: decode the result: %w", method, err)
+	}
+	return nil
+}
+
+// send sends one DevTools command and returns its result undecoded.
+func (b *browser) send(ctx context.Context, session, method string, params any) (json.RawMessage, error) {
 	b.mu.Lock()
 	if b.readErr != nil {
 		b.mu.Unlock()
@@ -589,23 +603,16 @@ type page struct {
 
 // open opens url in a new tab.
 func (b *browser) open(ctx context.Context, url string) (*page, error) {
-	res, err := b.call(ctx, "", "Target.createTarget", map[string]any{"url": url})
-	if err != nil {
-		return nil, err
-	}
 	var target struct {
 		TargetID string `json:"targetId"`
 	}
-	if err := json.Unmarshal(res, &target); err != nil {
-		return nil, err
-	}
-	if res, err = b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}); err != nil {
+	if err := b.call(ctx, "", "Target.createTarget", map[string]any{"url": url}, &target); err != nil {
 		return nil, err
 	}
 	var att struct {
 		SessionID string `json:"sessionId"`
 	}
-	if err := json.Unmarshal(res, &att); err != nil {
+	if err := b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att); err != nil {
 		return nil, err
 	}
 	return &page{b: b, session: att.SessionID}, nil
@@ -614,10 +621,6 @@ func (b *browser) open(ctx context.Context, url string) (*page, error) {
 // eval evaluates a JavaScript expression in the page and decodes its
 // value into out.
 func (p *page) eval(ctx context.Context, expr string, out any) error {
-	res, err := p.b.call(ctx, p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true})
-	if err != nil {
-		return err
-	}
 	var r struct {
 		Result struct {
 			Value json.RawMessage `json:"value"`
@@ -629,7 +632,7 @@ func (p *page) eval(ctx context.Context, expr string, out any) error {
 			} `json:"exception"`
 		} `json:"exceptionDetails"`
 	}
-	if err := json.Unmarshal(res, &r); err != nil {
+	if err := p.b.call(ctx, p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &r); err != nil {
 		return err
 	}
 	if e := r.ExceptionDetails; e != nil {
@@ -669,14 +672,10 @@ func (p *page) submitKey(ctx context.Context, secret string) error {
 
 // screenshot returns a PNG of the page's viewport.
 func (p *page) screenshot(ctx context.Context) ([]byte, error) {
-	res, err := p.b.call(ctx, p.session, "Page.captureScreenshot", map[string]any{"format": "png"})
-	if err != nil {
-		return nil, err
-	}
 	var shot struct {
 		Data string `json:"data"`
 	}
-	if err := json.Unmarshal(res, &shot); err != nil {
+	if err := p.b.call(ctx, p.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
 		return nil, err
 	}
 	return base64.StdEncoding.DecodeString(shot.Data)

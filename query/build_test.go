@@ -3,17 +3,14 @@ package query
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+	"gotest.tools/v3/golden"
+)
 
 // testTable builds a Table as the catalog would discover it.
 func testTable(name string, sortingKey []string, cols ...string) *Table {
@@ -84,24 +81,6 @@ func render(st Statement) string {
 	return b.String()
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./query -run %s -update to create it)", err, t.Name())
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 func TestBuildSelectGolden(t *testing.T) {
 	lim := Limits{MaxExecutionTime: 20 * time.Second}
 	tests := []struct {
@@ -136,7 +115,7 @@ func TestBuildSelectGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.name, render(st))
+			golden.Assert(t, render(st), tt.name+".golden")
 		})
 	}
 }
@@ -146,7 +125,7 @@ func TestBuildExportGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "export_orders", render(st))
+	golden.Assert(t, render(st), "export_orders.golden")
 }
 
 func TestBuildSelectRejects(t *testing.T) {

@@ -80,6 +80,14 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// setup is the start of a registry test: the local Kafka (skipping t
+// without it), a context of a minute and a fresh registry topic.
+func setup(t *testing.T) (testenv.Env, context.Context, string) {
+	t.Helper()
+	env := testenv.Require(t, "kafka")
+	return env, testCtx(t), newTopic(t, env)
+}
+
 // readTopic returns every record of the topic's partition 0 up to its
 // current end.
 func readTopic(t *testing.T, env testenv.Env, topic string) []*kgo.Record {
@@ -123,9 +131,7 @@ func refreshed(t *testing.T, env testenv.Env, topic string, log *slog.Logger) *r
 }
 
 func TestIntegrationRegisterThenRead(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	missing := "it's \"quoted\"\nand on two lines"
 	odd := record.Schema{
 		Columns: []record.Column{
@@ -159,9 +165,7 @@ func TestIntegrationRegisterThenRead(t *testing.T) {
 }
 
 func TestIntegrationTopicIsCompactedWithOnePartition(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	cl := producer(t, env)
 	if err := registry.NewWriter(cl, topic, -1).Register(ctx, schema(1)); err != nil {
 		t.Fatalf("Register: %v", err)
@@ -194,9 +198,7 @@ func TestIntegrationTopicIsCompactedWithOnePartition(t *testing.T) {
 }
 
 func TestIntegrationConcurrentRegisterProducesOnce(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	w := registry.NewWriter(producer(t, env), topic, -1)
 	s := schema(7)
 
@@ -233,9 +235,7 @@ func TestIntegrationConcurrentRegisterProducesOnce(t *testing.T) {
 }
 
 func TestIntegrationReaderBeforeTopicExists(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	r := registry.NewReader(newClient(t, env), topic, nil)
 
 	err := r.Refresh(ctx)
@@ -260,9 +260,7 @@ func TestIntegrationReaderBeforeTopicExists(t *testing.T) {
 }
 
 func TestIntegrationRefreshSeesLaterRegistrations(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	w := registry.NewWriter(producer(t, env), topic, -1)
 	if err := w.Register(ctx, schema(1)); err != nil {
 		t.Fatal(err)
@@ -297,9 +295,7 @@ func TestIntegrationRefreshSeesLaterRegistrations(t *testing.T) {
 }
 
 func TestIntegrationInvalidEntriesAreSkipped(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	cl := producer(t, env)
 	w := registry.NewWriter(cl, topic, -1)
 	good1, tampered, misfiled, good2 := schema(1), schema(2), schema(3), schema(4)
@@ -368,9 +364,7 @@ func TestIntegrationRegisterCancelledContext(t *testing.T) {
 }
 
 func TestIntegrationRegisterRejectsTopicWithManyPartitions(t *testing.T) {
-	env := testenv.Require(t, "kafka")
-	ctx := testCtx(t)
-	topic := newTopic(t, env)
+	env, ctx, topic := setup(t)
 	cl := producer(t, env)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 		t.Fatal(err)

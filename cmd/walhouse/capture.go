@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -23,9 +22,7 @@ import (
 )
 
 func runCapture(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, true, true, false)
+	fs, ep := newFlagSet("capture", usesPG|usesKafka)
 	var (
 		slot        = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "logical replication slot, created if missing (env WALHOUSE_SLOT)")
 		publication = fs.String("publication", envOr("WALHOUSE_PUBLICATION", "walhouse"), "publication, created or extended with --tables (env WALHOUSE_PUBLICATION)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -49,11 +48,5 @@ func serveCaptureHTTP(ctx context.Context, addr string, reg *prometheus.Registry
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /status", status)
 	handleHealth(mux, newCaptureReadiness(status.slot, status.stats).checks)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
-	defer stop()
-	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("serve capture metrics and status on %s: %w; pass another --metrics-addr", addr, err)
-	}
-	return ctx.Err()
+	return serveHTTP(ctx, addr, mux, "capture metrics and status")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,9 +18,7 @@ const defaultCleanupMinAge = 8 * 24 * time.Hour
 
 // runCleanup cleans deleted and superseded rows once (clickhouse.Cleanup).
 func runCleanup(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, false, true)
+	fs, ep := newFlagSet("cleanup", usesClickHouse)
 	minAge := fs.Duration("min-age", defaultCleanupMinAge, "clean only partitions whose newest tombstone is older than this; must exceed the retention.ms of the table topics and of the dead-letter topic, and the longest copy (docs/operations.md)")
 	var tables listFlag
 	fs.Var(&tables, "tables", "ClickHouse tables to clean, comma-separated (default: every table walhouse loads)")

@@ -53,6 +53,19 @@ func usageErrorf(format string, a ...any) error {
 	return &usageError{fmt.Errorf(format, a...)}
 }
 
+// subcommand takes the subcommand (list in `walhouse dlq list`) off the
+// front of inv's arguments, so that the flags after it parse, and returns
+// it; "" when the arguments start with a flag or there are none. Commands check it
+// after parse, so that -h works without one.
+func (inv *invocation) subcommand() string {
+	if len(inv.args) == 0 || strings.HasPrefix(inv.args[0], "-") {
+		return ""
+	}
+	sub := inv.args[0]
+	inv.args = inv.args[1:]
+	return sub
+}
+
 // parse registers the common flags on fs, parses the command line, applies
 // the configuration file and sets up logging. It returns flag.ErrHelp
 // after printing help for -h, and a *usageError for every mistake.

@@ -204,9 +204,7 @@ log: {level: debug}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			fs := flag.NewFlagSet("capture", flag.ContinueOnError)
-			var ep endpoints
-			ep.register(fs, true, false, false)
+			fs, ep := newFlagSet("capture", usesPG)
 			slot := fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "slot (env WALHOUSE_SLOT)")
 			parts := fs.Int("partitions", 6, "partitions")
 			var tables, tenantFor listFlag

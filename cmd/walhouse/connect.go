@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
@@ -32,4 +34,19 @@ func (e *endpoints) kafkaClient(ctx context.Context, opts ...kgo.Opt) (*kgo.Clie
 		return nil, err
 	}
 	return kafka.NewClient(ctx, kc, opts...)
+}
+
+// openPG opens a pool of connections to the PostgreSQL at dsn (--pg, or
+// serve's lag --pg) with the password of the flags. The caller closes the
+// pool.
+func (e *endpoints) openPG(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	url, err := e.pgConnString(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return pool, nil
 }

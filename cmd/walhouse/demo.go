@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -40,9 +39,7 @@ const (
 var demoTables = []string{"public.demo_orders", "public.demo_customers"}
 
 func runDemo(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, true, true, true)
+	fs, ep := newFlagSet("demo", usesPG|usesKafka|usesClickHouse)
 	tenants := fs.Int("tenants", 8, "tenants in the generated workload")
 	orders := fs.Int("orders", 2500, "orders inserted per tenant")
 	if err := inv.parse(fs); err != nil {

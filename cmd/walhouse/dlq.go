@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -20,13 +19,8 @@ import (
 )
 
 func runDLQ(ctx context.Context, inv *invocation) error {
-	var sub string
-	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		sub, inv.args = inv.args[0], inv.args[1:]
-	}
-	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, true, false)
+	sub := inv.subcommand()
+	fs, ep := newFlagSet("dlq", usesKafka)
 	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
 	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq; env WALHOUSE_DLQ_TOPIC)")
 	maxRecord := maxRecordBytesFlag(fs)

@@ -27,9 +27,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 	if sub == "verify" && len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
 		file, inv.args = inv.args[0], inv.args[1:] // before or after the flags
 	}
-	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, true, false, true)
+	fs, ep := newFlagSet("erase", usesPG|usesClickHouse)
 	var (
 		tenant    = fs.String("tenant", "", "tenant of the subject")
 		column    = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")

@@ -36,33 +36,54 @@ func envInt(name string, def int) int {
 // clickhouse fields.
 type endpoints struct {
 	pg, kafka, clickhouse, database string
-	// cluster is the ClickHouse cluster of --cluster (registerCluster);
+	// cluster is the ClickHouse cluster of --cluster (usesCluster);
 	// empty: one server.
 	cluster                string
 	kafkaSec               kafkaSecurity
 	pgPassword, chPassword *secretSource
 }
 
-func (e *endpoints) register(fs *flag.FlagSet, pg, kafka, clickhouse bool) {
-	if pg {
+// services is the set of services a command connects to: newFlagSet
+// registers the flags of each.
+type services uint8
+
+const (
+	usesPG services = 1 << iota
+	usesKafka
+	usesClickHouse
+	// usesCluster adds --cluster, for the commands that create or read the
+	// tables (sink, serve, export).
+	usesCluster
+)
+
+// newFlagSet returns the flag set of the command name, with the flags of
+// the services it uses registered on it and bound to the returned
+// endpoints.
+func newFlagSet(name string, uses services) (*flag.FlagSet, *endpoints) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	ep := &endpoints{}
+	ep.register(fs, uses)
+	return fs, ep
+}
+
+// register registers on fs the flags of the services in uses, bound to e.
+func (e *endpoints) register(fs *flag.FlagSet, uses services) {
+	if uses&usesPG != 0 {
 		fs.StringVar(&e.pg, "pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL or key=value connection string (env WALHOUSE_PG_URL; PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
 		e.registerPGPassword(fs)
 	}
-	if kafka {
+	if uses&usesKafka != 0 {
 		fs.StringVar(&e.kafka, "kafka", envOr("WALHOUSE_KAFKA_BROKERS", "127.0.0.1:9092"), "comma-separated Kafka seed brokers (env WALHOUSE_KAFKA_BROKERS)")
 		e.kafkaSec.register(fs)
 	}
-	if clickhouse {
+	if uses&usesClickHouse != 0 {
 		fs.StringVar(&e.clickhouse, "clickhouse", envOr("WALHOUSE_CLICKHOUSE_URL", "clickhouse://127.0.0.1:9000"), "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123 (env WALHOUSE_CLICKHOUSE_URL)")
 		e.chPassword = registerSecret(fs, "clickhouse-password-file", "WALHOUSE_CLICKHOUSE_PASSWORD", "the ClickHouse password")
 		fs.StringVar(&e.database, "database", envOr("WALHOUSE_CLICKHOUSE_DATABASE", "walhouse"), "ClickHouse database for the replicated tables (env WALHOUSE_CLICKHOUSE_DATABASE)")
 	}
-}
-
-// registerCluster registers --cluster, for the commands that create or
-// read the tables (sink, serve, export).
-func (e *endpoints) registerCluster(fs *flag.FlagSet) {
-	fs.StringVar(&e.cluster, "cluster", envOr("WALHOUSE_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse (env WALHOUSE_CLICKHOUSE_CLUSTER)")
+	if uses&usesCluster != 0 {
+		fs.StringVar(&e.cluster, "cluster", envOr("WALHOUSE_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse (env WALHOUSE_CLICKHOUSE_CLUSTER)")
+	}
 }
 
 // registerPGPassword registers --pg-password-file, for commands that

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
 )
@@ -17,13 +14,8 @@ import (
 // runKeys runs the subcommands of walhouse keys; prune deletes Layer 1's
 // expired idempotency keys, once or daily.
 func runKeys(ctx context.Context, inv *invocation) error {
-	var sub string
-	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		sub, inv.args = inv.args[0], inv.args[1:]
-	}
-	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, true, false, false)
+	sub := inv.subcommand()
+	fs, ep := newFlagSet("keys", usesPG)
 	days := fs.Int("retention-days", envInt("DATA_IDEMPOTENCY_KEY_RETENTION_DAYS", idempotency.DefaultRetentionDays), "delete the keys created more than this many days ago; at least 1 (env DATA_IDEMPOTENCY_KEY_RETENTION_DAYS)")
 	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
 	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")
@@ -38,13 +30,9 @@ func runKeys(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return usageErrorf("--daily-at: %v", err)
 	}
-	pgURL, err := ep.pgURL()
+	pool, err := ep.openPG(ctx, ep.pg)
 	if err != nil {
 		return err
-	}
-	pool, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer pool.Close()
 	lastPrint := time.Now()

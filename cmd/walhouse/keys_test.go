@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -49,11 +47,7 @@ func TestParseTimeOfDay(t *testing.T) {
 func TestIntegrationKeysPrune(t *testing.T) {
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(ctx)
+	pg := testenv.PGPool(t, env.PG)
 	if err := idempotency.Migrate(ctx, pg); err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,7 @@ import (
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
 func runServe(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, false, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
 	var (
 		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
@@ -159,11 +156,8 @@ func runServe(ctx context.Context, inv *invocation) error {
 	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
 	var pgPool *pgxpool.Pool
 	if *lagPG != "" {
-		pgURL, err := ep.pgConnString(*lagPG)
-		if err != nil {
-			return err
-		}
-		if pgPool, err = pgxpool.New(ctx, pgURL); err != nil {
+		var err error
+		if pgPool, err = ep.openPG(ctx, *lagPG); err != nil {
 			return fmt.Errorf("--pg: %w", err)
 		}
 		defer pgPool.Close()
@@ -276,10 +270,7 @@ func printNewKey(id, tenant, scopes string) error {
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
 func runExport(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, false, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("export", usesClickHouse|usesCluster)
 	var (
 		tenant  = fs.String("tenant", "", "tenant whose rows are exported")
 		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")

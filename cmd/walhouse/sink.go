@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,10 +30,7 @@ import (
 )
 
 func runSink(ctx context.Context, inv *invocation) error {
-	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
-	var ep endpoints
-	ep.register(fs, false, true, true)
-	ep.registerCluster(fs)
+	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
 	var (
 		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
 		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
@@ -177,11 +173,18 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	handleHealth(mux, ready)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return serveHTTP(ctx, addr, mux, "metrics")
+}
+
+// serveHTTP serves h on addr (a --metrics-addr) until ctx ends, and then
+// returns ctx's error; what names what is served, for the error when the
+// server cannot start.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, what string) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+		return fmt.Errorf("serve %s on %s: %w; pass another --metrics-addr", what, addr, err)
 	}
 	return ctx.Err()
 }

@@ -303,21 +303,36 @@ func (e *Engine) singleStatement(sql string) error {
 	return nil
 }
 
-// stream runs st through the streaming query API. Its caller holds turn.
-func (e *Engine) stream(ctx context.Context, st Statement, out io.Writer) (Progress, error) {
+// plainCall and paramsCall are the shapes of the engine's entry points
+// (query, stream query, stream insert) without and with query parameters.
+type (
+	plainCall  func(conn, query unsafe.Pointer, queryLen uintptr, format unsafe.Pointer, formatLen uintptr) unsafe.Pointer
+	paramsCall func(conn, query unsafe.Pointer, queryLen uintptr, format unsafe.Pointer, formatLen uintptr, names, nameLens, values, valueLens unsafe.Pointer, count uintptr) unsafe.Pointer
+)
+
+// call passes st to an entry point of the engine: withParams when st has
+// query parameters, plain otherwise, keeping st's bytes alive for the
+// call. It returns the entry point's handle, nil when it failed.
+func (e *Engine) call(st Statement, plain plainCall, withParams paramsCall) unsafe.Pointer {
 	q := []byte(st.SQL)
 	f := []byte(formatOrDefault(st.Format))
-	var res unsafe.Pointer
+	var h unsafe.Pointer
 	if len(st.Params) > 0 {
 		p := newParamArrays(st.Params)
-		res = e.lib.streamQueryWithParamsN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)),
+		h = withParams(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)),
 			p.names(), p.nameLens(), p.values(), p.valueLens(), p.count())
 		p.unpin()
 	} else {
-		res = e.lib.streamQueryN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)))
+		h = plain(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)))
 	}
 	runtime.KeepAlive(q)
 	runtime.KeepAlive(f)
+	return h
+}
+
+// stream runs st through the streaming query API. Its caller holds turn.
+func (e *Engine) stream(ctx context.Context, st Statement, out io.Writer) (Progress, error) {
+	res := e.call(st, e.lib.streamQueryN, e.lib.streamQueryWithParamsN)
 	if res == nil {
 		return Progress{}, errorf(CodeUnknownException, "the engine returned no result handle")
 	}
@@ -353,19 +368,7 @@ func (e *Engine) stream(ctx context.Context, st Statement, out io.Writer) (Progr
 // engine cannot stream (DDL, INSERT … VALUES, SHOW, …), whose output is
 // small. Its caller holds turn.
 func (e *Engine) queryAll(st Statement, out io.Writer) (Progress, error) {
-	q := []byte(st.SQL)
-	f := []byte(formatOrDefault(st.Format))
-	var res unsafe.Pointer
-	if len(st.Params) > 0 {
-		p := newParamArrays(st.Params)
-		res = e.lib.queryWithParamsN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)),
-			p.names(), p.nameLens(), p.values(), p.valueLens(), p.count())
-		p.unpin()
-	} else {
-		res = e.lib.queryN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)))
-	}
-	runtime.KeepAlive(q)
-	runtime.KeepAlive(f)
+	res := e.call(st, e.lib.queryN, e.lib.queryWithParamsN)
 	if res == nil {
 		return Progress{}, errorf(CodeUnknownException, "the engine returned no result")
 	}
@@ -410,19 +413,7 @@ func (p *Progress) add(l *lib, res unsafe.Pointer) {
 // a plain query is cut by the engine at the first blank line, which binary
 // formats contain, so INSERT data always goes through this path.
 func (e *Engine) insert(ctx context.Context, st Statement, data io.Reader) (Progress, error) {
-	q := []byte(st.SQL)
-	f := []byte(formatOrDefault(st.Format))
-	var s unsafe.Pointer
-	if len(st.Params) > 0 {
-		p := newParamArrays(st.Params)
-		s = e.lib.streamInsertWithParamsN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)),
-			p.names(), p.nameLens(), p.values(), p.valueLens(), p.count())
-		p.unpin()
-	} else {
-		s = e.lib.streamInsertN(e.conn, cBytes(q), uintptr(len(q)), cBytes(f), uintptr(len(f)))
-	}
-	runtime.KeepAlive(q)
-	runtime.KeepAlive(f)
+	s := e.call(st, e.lib.streamInsertN, e.lib.streamInsertWithParamsN)
 	if s == nil {
 		return Progress{}, errorf(CodeUnknownException, "the engine returned no insert stream")
 	}

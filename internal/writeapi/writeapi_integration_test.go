@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/internal/testenv"
@@ -23,11 +22,7 @@ import (
 func TestIntegrationLostResponsesAreRetried(t *testing.T) {
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := testenv.PGPool(t, env.PG)
 	if err := idempotency.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

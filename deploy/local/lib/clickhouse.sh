@@ -89,11 +89,7 @@ clickhouse_pid() {
 }
 
 clickhouse_port() {
-	if clickhouse_pid >/dev/null && [[ -s $CH_ROOT/port ]]; then
-		cat "$CH_ROOT/port"
-	else
-		printf '%s\n' "$CH_PORT"
-	fi
+	service_port clickhouse_pid "$CH_ROOT" "$CH_PORT"
 }
 
 clickhouse_ready() {
@@ -119,11 +115,7 @@ clickhouse_start() {
 }
 
 clickhouse_stop() {
-	local pid
-	pid=$(clickhouse_pid) || return 0
-	log "clickhouse: stopping (pid $pid)"
-	stop_pid clickhouse "$pid"
-	rm -f "$CH_PIDFILE"
+	stop_service clickhouse clickhouse_pid "$CH_PIDFILE"
 }
 
 clickhouse_clean() {

@@ -137,6 +137,17 @@ pidfile_pid() {
 	printf '%s\n' "$pid"
 }
 
+# service_port PIDFN ROOT DEFAULT: prints the port of a service: the one it was started on
+# (ROOT/port, written at start) while it runs (PIDFN succeeds), else DEFAULT.
+service_port() {
+	local pidfn=$1 root=$2 default=$3
+	if "$pidfn" >/dev/null && [[ -s $root/port ]]; then
+		cat "$root/port"
+	else
+		printf '%s\n' "$default"
+	fi
+}
+
 # port_in_use PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
 port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -205,6 +216,16 @@ stop_pid() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait_exit "$pid" 10 || die "$name (pid $pid) survived SIGKILL"
 	fi
+}
+
+# stop_service NAME PIDFN PIDFILE: stops the service NAME (stop_pid) if PIDFN prints the pid
+# of a running one, and removes PIDFILE.
+stop_service() {
+	local name=$1 pidfn=$2 pidfile=$3 pid
+	pid=$("$pidfn") || return 0
+	log "$name: stopping (pid $pid)"
+	stop_pid "$name" "$pid"
+	rm -f "$pidfile"
 }
 
 # show_log_tail LOGFILE: prints the last lines of LOGFILE written since the last log_mark.

@@ -81,11 +81,7 @@ kafka_pid() {
 }
 
 kafka_port() {
-	if kafka_pid >/dev/null && [[ -s $KAFKA_ROOT/port ]]; then
-		cat "$KAFKA_ROOT/port"
-	else
-		printf '%s\n' "$KAFKA_PORT"
-	fi
+	service_port kafka_pid "$KAFKA_ROOT" "$KAFKA_PORT"
 }
 
 # kafka_cli_argv CLASS: sets the array KAFKA_CLI to the java command running one of the
@@ -264,11 +260,7 @@ kafka_start() {
 }
 
 kafka_stop() {
-	local pid
-	pid=$(kafka_pid) || return 0
-	log "kafka: stopping (pid $pid)"
-	stop_pid kafka "$pid"
-	rm -f "$KAFKA_PIDFILE"
+	stop_service kafka kafka_pid "$KAFKA_PIDFILE"
 }
 
 kafka_clean() {

@@ -32,11 +32,7 @@ redis_pid() {
 }
 
 redis_port() {
-	if redis_pid >/dev/null && [[ -s $REDIS_ROOT/port ]]; then
-		cat "$REDIS_ROOT/port"
-	else
-		printf '%s\n' "$REDIS_PORT"
-	fi
+	service_port redis_pid "$REDIS_ROOT" "$REDIS_PORT"
 }
 
 redis_ready() {
