@@ -42,12 +42,30 @@ type Table struct {
 	// change for a row: a row whose partition changes is never merged with
 	// its old copy, and both stay visible even under FINAL.
 	PartitionBy string
+	// TenantPartitions, when PartitionBy is empty, partitions the table into
+	// this many buckets of a hash of the tenant column; 0 or 1 is one
+	// partition. See Options.TenantPartitions.
+	TenantPartitions int
+	// IndexGranularity is the table's index_granularity; 0 keeps
+	// ClickHouse's default (8192).
+	IndexGranularity int
 }
 
 // Options shape the ClickHouse table built for a source table.
 type Options struct {
 	Database    string
 	PartitionBy string // optional; see Table.PartitionBy
+	// TenantPartitions splits a table without PartitionBy into this many
+	// partitions by a hash of the tenant column (0 or 1: one partition).
+	// Every version of a row has the same tenant, so it never changes
+	// partition, and the partition key uses only sorting-key columns, so
+	// ClickHouse merges FINAL within partitions by itself and skips the
+	// merge for a partition already merged into one part. Each insert
+	// writes one part per partition it touches: more parts to merge.
+	TenantPartitions int
+	// IndexGranularity is the rows per primary-key mark (0: ClickHouse's
+	// default, 8192).
+	IndexGranularity int
 }
 
 // NewTable derives the ClickHouse table for a record's columns.
@@ -59,6 +77,13 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		TenantColumn: tenantColumn,
 		PartitionBy:  opts.PartitionBy,
 	}
+	if opts.TenantPartitions < 0 || opts.IndexGranularity < 0 {
+		return nil, fmt.Errorf("table %s.%s: tenant partitions %d and index granularity %d must not be negative", src.Schema, src.Table, opts.TenantPartitions, opts.IndexGranularity)
+	}
+	if opts.PartitionBy == "" && opts.TenantPartitions > 1 {
+		t.TenantPartitions = opts.TenantPartitions
+	}
+	t.IndexGranularity = opts.IndexGranularity
 	if t.TenantColumn == "" {
 		t.TenantColumn = DefaultTenant
 		t.TenantSynthetic = true
@@ -136,8 +161,11 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC'),\n", QuoteIdent(CommitColumn))
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC') DEFAULT now64(6)\n", QuoteIdent(SyncedColumn))
 	fmt.Fprintf(&b, ")\nENGINE = ReplacingMergeTree(%s, %s)\n", QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn))
-	if t.PartitionBy != "" {
+	switch {
+	case t.PartitionBy != "":
 		fmt.Fprintf(&b, "PARTITION BY toYYYYMM(%s)\n", QuoteIdent(t.PartitionBy))
+	case t.TenantPartitions > 1:
+		fmt.Fprintf(&b, "PARTITION BY cityHash64(%s) %% %d\n", QuoteIdent(t.TenantColumn), t.TenantPartitions)
 	}
 	quoted := make([]string, len(t.OrderBy))
 	for i, c := range t.OrderBy {
@@ -146,7 +174,11 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
 	// A window of recent insert tokens makes a retried insert of the same
 	// batch a no-op even on a non-replicated table.
-	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000\n")
+	b.WriteString("SETTINGS non_replicated_deduplication_window = 10000")
+	if t.IndexGranularity > 0 {
+		fmt.Fprintf(&b, ", index_granularity = %d", t.IndexGranularity)
+	}
+	b.WriteString("\n")
 	// The source table it belongs to: see SourceComment.
 	b.WriteString("COMMENT " + QuoteString(SourceComment(t.Source)))
 	return b.String()
