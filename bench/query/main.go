@@ -31,6 +31,7 @@ type options struct {
 	sweepRows     int
 	sweepRequests int
 	sweepWarmup   int
+	layouts       string
 }
 
 func run() error {
@@ -44,6 +45,7 @@ func run() error {
 	flag.IntVar(&o.sweepRows, "sweep-rows", 1_000_000, "current rows of each table of the FINAL settings sweep, which compares table layouts and FINAL query settings side by side, running the API's SQL directly (0: no sweep)")
 	flag.IntVar(&o.sweepRequests, "sweep-requests", 60, "dashboard loads per variant and row of the sweep")
 	flag.IntVar(&o.sweepWarmup, "sweep-warmup", 5, "dashboard loads per variant and row of the sweep before measuring")
+	flag.StringVar(&o.layouts, "layouts", "", "sweep only the layouts whose name contains one of these comma-separated words (e.g. \"default,key\")")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Parse()
 	o.clickhouse = testenv.Load().ClickHouse

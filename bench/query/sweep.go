@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -48,7 +49,7 @@ func (b *bench) sweepLayouts() []layout {
 	return []layout{
 		{name: "default DDL", old: o},
 		{name: "8 tenant partitions", opts: schema.Options{TenantPartitions: 8}, old: o},
-		{name: "index_granularity 2048", opts: schema.Options{IndexGranularity: 2048}, old: o},
+		{name: "index_granularity 8192", opts: schema.Options{IndexGranularity: 8192}, old: o},
 		{name: "no older versions", old: 0},
 		{name: "50% older versions", old: 0.5},
 		{name: "10% tombstones", old: o, deleted: 0.10},
@@ -87,6 +88,9 @@ func (b *bench) sweep(ctx context.Context) error {
 	cat := query.NewCatalog(b.conn, b.database, time.Hour)
 	var plan []sweepRow
 	for i, l := range b.sweepLayouts() {
+		if !b.wanted(l) {
+			continue
+		}
 		name := fmt.Sprintf("%s_l%d", tableName, i)
 		start := time.Now()
 		if err := b.fill(ctx, name, rows, l); err != nil {
@@ -94,10 +98,10 @@ func (b *bench) sweep(ctx context.Context) error {
 		}
 		fmt.Printf("  %-30s loaded in %v\n", l.name, time.Since(start).Round(time.Millisecond))
 		ts := []tuning{{name: "API settings"}}
-		switch i {
-		case 0:
+		switch {
+		case i == 0:
 			ts = sweepTunings
-		case 1:
+		case l.opts.TenantPartitions > 0 && !l.merged:
 			ts = partitionTunings
 		}
 		for _, t := range ts {
@@ -123,6 +127,20 @@ func (b *bench) sweep(ctx context.Context) error {
 			ratio(f.p50, p.p50), ratio(f.p99, p.p99), res.read)
 	}
 	return nil
+}
+
+// wanted reports whether -layouts selects l: every layout when empty,
+// else those whose name contains one of its comma-separated words.
+func (b *bench) wanted(l layout) bool {
+	if b.o.layouts == "" {
+		return true
+	}
+	for _, w := range strings.Split(b.o.layouts, ",") {
+		if w != "" && strings.Contains(l.name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // fill creates table name with l's options and loads rows current rows
