@@ -358,8 +358,7 @@ func BuildSelect(in SelectInput) (Statement, error) {
 }
 
 // readSettings are the settings of every read: bounded time, memory, cores
-// and result size, and FINAL that merges only within partitions (walhouse
-// never moves a row between partitions, see schema.Table.PartitionBy).
+// and result size, and finalSettings for a FINAL read.
 func readSettings(lim Limits, c Consistency) map[string]any {
 	s := lim.resourceSettings()
 	s["max_execution_time"] = seconds(lim.MaxExecutionTime)
@@ -367,9 +366,21 @@ func readSettings(lim Limits, c Consistency) map[string]any {
 	s["max_result_bytes"] = lim.MaxResultBytes
 	s["result_overflow_mode"] = "throw"
 	if c == Final {
-		s["do_not_merge_across_partitions_select_final"] = 1
+		setFinal(s)
 	}
 	return s
+}
+
+// setFinal adds the settings of every FINAL read and export: FINAL merges
+// only within partitions, right because walhouse never moves a row between
+// partitions (see schema.Table.PartitionBy; ClickHouse derives the same
+// for partition keys made of sorting-key columns). Every other FINAL
+// setting keeps ClickHouse's default: none measured better for
+// tenant-filtered reads (docs/benchmarks.md, FINAL reads), and
+// optimize_move_to_prewhere_if_final would filter before FINAL picks a
+// row's newest version.
+func setFinal(s map[string]any) {
+	s["do_not_merge_across_partitions_select_final"] = 1
 }
 
 // tenantValue presents the tenant (always text, from the API key) as the

@@ -224,7 +224,7 @@ func BuildExport(in ExportInput) (Statement, error) {
 		strings.Join(order, ", "))
 	lim := in.Limits.withDefaults()
 	set := lim.resourceSettings()
-	set["do_not_merge_across_partitions_select_final"] = 1
+	setFinal(set)
 	set["max_execution_time"] = seconds(lim.MaxExportTime)
 	set["optimize_read_in_order"] = 1
 	return Statement{SQL: sql, Params: b.params, Settings: set}, nil

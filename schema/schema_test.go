@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,21 @@ func TestNewTable(t *testing.T) {
 	}
 	golden(t, "plans.sql", noTenant.CreateDDL(0x16B3748))
 
+	// Partitions by a hash of the tenant, another granularity; a monthly
+	// partition column wins over tenant partitions.
+	for name, opts := range map[string]Options{
+		"orders_tenant_partitions.sql": {Database: "walhouse", TenantPartitions: 8, IndexGranularity: 8192},
+		"orders_monthly.sql":           {Database: "walhouse", PartitionBy: "created_at", TenantPartitions: 8},
+	} {
+		c := slices.Clone(cols)
+		c[3].Key = true // created_at, for the monthly partition
+		tbl, err := NewTable(src, "tenant_id", c, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		golden(t, name, tbl.CreateDDL(0x16B3748))
+	}
+
 	for name, tc := range map[string]struct {
 		cols []record.Column
 		opts Options
@@ -180,6 +196,8 @@ func TestNewTable(t *testing.T) {
 		"partition missing": {cols, Options{PartitionBy: "nope"}, "does not exist"},
 		"partition not key": {cols, Options{PartitionBy: "created_at"}, "must be part of the primary key"},
 		"partition type":    {cols, Options{PartitionBy: "id"}, "date or timestamp"},
+		"negative buckets":  {cols, Options{TenantPartitions: -1}, "must not be negative"},
+		"negative granule":  {cols, Options{IndexGranularity: -8192}, "must not be negative"},
 	} {
 		if _, err := NewTable(src, "tenant_id", tc.cols, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", name, err, tc.want)

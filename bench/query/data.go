@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,13 @@ type dataset struct {
 // ordersTable is the source table as capture would describe it: the sink
 // derives the ClickHouse table from these columns.
 func ordersTable(database string) (*schema.Table, error) {
-	cols := []record.Column{
+	src := record.Source{ID: "bench", Schema: "public", Table: tableName}
+	return schema.NewTable(src, "tenant_id", ordersColumns(), schema.Options{Database: database})
+}
+
+// ordersColumns are the source columns of the orders table.
+func ordersColumns() []record.Column {
+	return []record.Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
 		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
 		{Name: "customer_id", Type: "text", TypMod: -1, Attnum: 3},
@@ -41,8 +48,6 @@ func ordersTable(database string) (*schema.Table, error) {
 		{Name: "amount", Type: "numeric", TypMod: (12<<16 | 2) + 4, Attnum: 5},
 		{Name: "created_at", Type: "timestamptz", TypMod: -1, Attnum: 6},
 	}
-	src := record.Source{ID: "bench", Schema: "public", Table: tableName}
-	return schema.NewTable(src, "tenant_id", cols, schema.Options{Database: database})
 }
 
 // load creates the database, the table with the sink's DDL, its rows and
@@ -82,17 +87,8 @@ func (b *bench) load(ctx context.Context) (dataset, error) {
 
 	old := int(float64(b.o.rows) * b.o.oldVersions)
 	fmt.Printf("loading %d rows and %d older versions into %s...\n", b.o.rows, old, t.QualifiedName())
-	// Older versions first, as the sink would have written them, then the
-	// current ones; each chunk is its own part.
-	for from := 0; from < old; from += insertChunk {
-		if err := b.conn.Exec(ctx, b.insertSQL(t, from, min(insertChunk, old-from), true)); err != nil {
-			return d, fmt.Errorf("insert older versions %d..%d: %w", from, from+min(insertChunk, old-from), err)
-		}
-	}
-	for from := 0; from < b.o.rows; from += insertChunk {
-		if err := b.conn.Exec(ctx, b.insertSQL(t, from, min(insertChunk, b.o.rows-from), false)); err != nil {
-			return d, fmt.Errorf("insert rows %d..%d: %w", from, from+min(insertChunk, b.o.rows-from), err)
-		}
+	if err := b.insertVersions(ctx, t, b.o.rows, old, 0); err != nil {
+		return d, err
 	}
 	if err := b.markSynced(ctx); err != nil {
 		return d, err
@@ -106,35 +102,87 @@ func (b *bench) load(ctx context.Context) (dataset, error) {
 	return d, nil
 }
 
-// insertSQL writes rows from..from+n of the table. Row i has id i and
-// tenant i mod tenants; it was created up to 90 days before b.now. An
-// older version (older = true) of row k*P mod rows, for k in from..from+n
-// (P a prime that does not divide rows, so the rows are distinct and spread
-// over every tenant), has the same key and creation time, a lower _version,
-// and status "new" with another amount: after FINAL it disappears.
-func (b *bench) insertSQL(t *schema.Table, from, n int, older bool) string {
+// version is what one INSERT of insertSQL writes.
+type version int
+
+const (
+	current   version = iota // the row as it is now
+	older                    // an earlier version, replaced by current
+	tombstone                // a later delete of the row
+)
+
+// insertVersions writes, into t, old older versions first, as the sink
+// would have written them, then rows current rows, then deleted
+// tombstones; each chunk is its own part.
+func (b *bench) insertVersions(ctx context.Context, t *schema.Table, rows, old, deleted int) error {
+	for _, step := range []struct {
+		v version
+		n int
+	}{{older, old}, {current, rows}, {tombstone, deleted}} {
+		for from := 0; from < step.n; from += insertChunk {
+			n := min(insertChunk, step.n-from)
+			if err := b.conn.Exec(ctx, b.insertSQL(t, rows, from, n, step.v)); err != nil {
+				return fmt.Errorf("insert %s versions %d..%d into %s: %w", step.v, from, from+n, t.QualifiedName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (v version) String() string {
+	switch v {
+	case current:
+		return "current"
+	case older:
+		return "older"
+	case tombstone:
+		return "tombstone"
+	default:
+		return "version(" + strconv.Itoa(int(v)) + ")"
+	}
+}
+
+// insertSQL writes versions from..from+n of a table of rows rows. Row i
+// has id i and tenant i mod tenants; it was created up to 90 days before
+// b.now. An older version of row k*P mod rows, for k in from..from+n (P a
+// prime that does not divide rows, so the rows are distinct and spread over
+// every tenant), has the same key and creation time, a lower _version, and
+// status "new" with another amount: after FINAL it disappears. A tombstone
+// of row k*Q mod rows (Q another such prime) has a higher _version and
+// _is_deleted = 1: after FINAL the row is gone.
+func (b *bench) insertSQL(t *schema.Table, rows, from, n int, v version) string {
 	id := "number"
-	version := "16777216 + number * 256"
+	ver := "16777216 + number * 256"
 	status := "['new', 'paid', 'shipped', 'cancelled', 'refunded'][1 + cityHash64(number, 1) % 5]"
 	amount := "(cityHash64(number, 2) % 100000) / 100"
-	if older {
-		p := 1_000_003
-		if b.o.rows%p == 0 {
-			p = 999_983
-		}
-		id = fmt.Sprintf("number * %d %% %d", p, b.o.rows)
-		version = "16777216 + (" + id + ") * 256 - 128"
+	deleted := 0
+	switch v {
+	case older:
+		id = fmt.Sprintf("number * %d %% %d", coprime(rows, 1_000_003, 999_983), rows)
+		ver = "16777216 + (" + id + ") * 256 - 128"
 		status = "'new'"
 		amount = "(cityHash64(number, 4) % 100000) / 100"
+	case tombstone:
+		id = fmt.Sprintf("number * %d %% %d", coprime(rows, 2_000_003, 1_999_993), rows)
+		ver = "16777216 + (" + id + ") * 256 + 128"
+		deleted = 1
 	}
 	return fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, status, amount, created_at, _version, _is_deleted, _commit_ts)
-SELECT tenant, id, concat('cus_', toString(cityHash64(id, 3) %% 5000)), %s, toDecimal64(%s, 2), created, %s, 0, created
+SELECT tenant, id, concat('cus_', toString(cityHash64(id, 3) %% 5000)), %s, toDecimal64(%s, 2), created, %s, %d, created
 FROM (
     SELECT *, %s AS id,
         concat('tenant_', leftPad(toString(id %% %d), 3, '0')) AS tenant,
         toDateTime64('%s', 6, 'UTC') - toIntervalSecond(cityHash64(id, 5) %% (90 * 86400)) AS created
     FROM numbers(%d, %d)
-)`, t.QualifiedName(), status, amount, version, id, b.o.tenants, b.now.Format(time.DateTime), from, n)
+)`, t.QualifiedName(), status, amount, ver, deleted, id, b.o.tenants, b.now.Format(time.DateTime), from, n)
+}
+
+// coprime returns the prime p, or q when p divides rows.
+func coprime(rows, p, q int) int {
+	if rows%p == 0 {
+		return q
+	}
+	return p
 }
 
 // tenant returns the name of tenant i, as insertSQL writes it.

@@ -18,6 +18,18 @@
 // over the last 30 days, and the 50 most recent orders of that period.
 //
 // It prints p50, p99 and mean latency per variant and request, the rows
-// each request returned or counted, and the FINAL/approximate ratio; it
-// never asserts. The database is dropped at the end, also after a failure.
+// each request returned or counted, and the FINAL/approximate ratio.
+//
+// Then, unless -sweep-rows is 0, it sweeps what FINAL costs: one more
+// table per layout (the sink's DDL; partitions by a hash of the tenant;
+// ClickHouse's index_granularity 8192; no, 50% older versions; tombstones;
+// merged into one part by OPTIMIZE … FINAL), each loaded with -sweep-rows
+// rows the same way (-layouts picks some), and the dashboard's two
+// statements as the API builds them (query.BuildSelect) run directly,
+// FINAL and plain alternating, with FINAL query settings added one at a
+// time on the sink's DDL. It prints p50/p99 of both, their ratio and the
+// rows and marks EXPLAIN ESTIMATE selects.
+//
+// It never asserts. The database is dropped at the end, also after a
+// failure.
 package main

@@ -27,6 +27,12 @@ type options struct {
 	requests    int
 	warmup      int
 	timeout     time.Duration
+	// sweepRows is the rows of each table of the settings sweep (0: no
+	// sweep); sweepRequests and sweepWarmup its loads per variant.
+	sweepRows     int
+	sweepRequests int
+	sweepWarmup   int
+	layouts       string
 }
 
 func run() error {
@@ -38,12 +44,19 @@ func run() error {
 	flag.StringVar(&o.settings, "table-settings", "", "more settings of the table, appended to the sink's SETTINGS clause, to weigh a change of the sink's DDL, e.g. 'index_granularity = 1024'")
 	flag.IntVar(&o.requests, "requests", 200, "dashboard loads measured per variant")
 	flag.IntVar(&o.warmup, "warmup", 20, "dashboard loads per variant before measuring")
+	flag.IntVar(&o.sweepRows, "sweep-rows", 1_000_000, "current rows of each table of the FINAL settings sweep, which compares table layouts and FINAL query settings side by side, running the API's SQL directly (0: no sweep)")
+	flag.IntVar(&o.sweepRequests, "sweep-requests", 60, "dashboard loads per variant and row of the sweep")
+	flag.IntVar(&o.sweepWarmup, "sweep-warmup", 5, "dashboard loads per variant and row of the sweep before measuring")
+	flag.StringVar(&o.layouts, "layouts", "", "sweep only the layouts whose name contains one of these comma-separated words (e.g. \"default,key\")")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Parse()
 	o.clickhouse = testenv.Load().ClickHouse
 	var problems []error
 	if o.clickhouse == "" {
 		problems = append(problems, errors.New("WALHOUSE_CLICKHOUSE_URL not set: run `make services` (or deploy/local/services.sh start) and source .local/env"))
+	}
+	if o.sweepRows < 0 || o.sweepRequests < 1 || o.sweepWarmup < 0 {
+		problems = append(problems, fmt.Errorf("-sweep-rows %d and -sweep-warmup %d must not be negative and -sweep-requests %d must be positive", o.sweepRows, o.sweepWarmup, o.sweepRequests))
 	}
 	if o.rows < 1 || o.tenants < 1 || o.requests < 1 || o.warmup < 0 {
 		problems = append(problems, fmt.Errorf("-rows %d, -tenants %d and -requests %d must be positive and -warmup %d not negative", o.rows, o.tenants, o.requests, o.warmup))
@@ -106,7 +119,10 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.print(d, res)
-	return nil
+	if b.o.sweepRows == 0 {
+		return nil
+	}
+	return b.sweep(ctx)
 }
 
 // cleanup drops the benchmark's database.

@@ -83,28 +83,32 @@ func (m *measurer) measure(ctx context.Context, n int) (results, error) {
 	return res, nil
 }
 
-// load runs one dashboard: the summary, then the listing.
-func (m *measurer) load(ctx context.Context, t int, v variant, into map[request]*sample) error {
+// request returns request r of the dashboard, read as v.
+func (m *measurer) request(r request, v variant) query.Request {
 	period := &query.TimeRange{Column: "created_at", From: m.now.AddDate(0, 0, -30).Format(time.RFC3339), To: m.now.Format(time.RFC3339)}
-	reqs := map[request]query.Request{
-		summary: {
+	if r == summary {
+		return query.Request{
 			GroupBy:     []string{"status"},
 			Aggregates:  []query.Aggregate{{Fn: "count", As: "orders"}, {Fn: "sum", Column: "amount", As: "revenue"}},
 			TimeRange:   period,
 			Consistency: v.consistency,
-		},
-		listing: {
-			Columns:     []string{"id", "customer_id", "status", "amount", "created_at"},
-			TimeRange:   period,
-			OrderBy:     []query.Order{{Column: "created_at", Desc: true}},
-			Limit:       50,
-			Consistency: v.consistency,
-		},
+		}
 	}
+	return query.Request{
+		Columns:     []string{"id", "customer_id", "status", "amount", "created_at"},
+		TimeRange:   period,
+		OrderBy:     []query.Order{{Column: "created_at", Desc: true}},
+		Limit:       50,
+		Consistency: v.consistency,
+	}
+}
+
+// load runs one dashboard: the summary, then the listing.
+func (m *measurer) load(ctx context.Context, t int, v variant, into map[request]*sample) error {
 	var total time.Duration
 	for _, r := range []request{summary, listing} {
 		start := time.Now()
-		resp, err := m.api.query(ctx, t, reqs[r])
+		resp, err := m.api.query(ctx, t, m.request(r, v))
 		took := time.Since(start)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r, err)
