@@ -24,16 +24,18 @@ func truncateMsg(opts byte, rels ...uint32) []byte {
 	return b
 }
 
-// headerLookup looks kr's headers up by key, as record's header parsers
-// take them.
+// headerLookup looks kr's headers up by key (the first of a key), as
+// record's header parsers take them.
 func headerLookup(kr *kgo.Record) func(key string) (string, bool) {
-	return func(key string) (string, bool) {
-		for _, h := range kr.Headers {
-			if h.Key == key {
-				return string(h.Value), true
-			}
+	byKey := map[string]string{}
+	for _, h := range kr.Headers {
+		if _, seen := byKey[h.Key]; !seen {
+			byKey[h.Key] = string(h.Value)
 		}
-		return "", false
+	}
+	return func(key string) (string, bool) {
+		v, ok := byKey[key]
+		return v, ok
 	}
 }
 
