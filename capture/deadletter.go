@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -37,25 +38,21 @@ const (
 	StopOnBadRow
 )
 
+// badRowPolicyNames are the flag forms of the policies, by value.
+var badRowPolicyNames = [...]string{DeadLetterBadRows: "dead-letter", StopOnBadRow: "stop"}
+
 // String returns the flag form: "dead-letter" or "stop".
 func (p BadRowPolicy) String() string {
-	switch p {
-	case DeadLetterBadRows:
-		return "dead-letter"
-	case StopOnBadRow:
-		return "stop"
-	default:
-		return "BadRowPolicy(" + strconv.Itoa(int(p)) + ")"
+	if int(p) < len(badRowPolicyNames) {
+		return badRowPolicyNames[p]
 	}
+	return "BadRowPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
 // ParseBadRowPolicy parses the flag form of a BadRowPolicy.
 func ParseBadRowPolicy(s string) (BadRowPolicy, error) {
-	switch s {
-	case "dead-letter":
-		return DeadLetterBadRows, nil
-	case "stop":
-		return StopOnBadRow, nil
+	if i := slices.Index(badRowPolicyNames[:], s); i >= 0 {
+		return BadRowPolicy(i), nil
 	}
 	return 0, fmt.Errorf("bad-row policy %q: want dead-letter or stop", s)
 }

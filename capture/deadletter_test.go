@@ -68,3 +68,23 @@ func TestDeadLetterRecord(t *testing.T) {
 		}
 	}
 }
+
+// Every policy's flag form parses back to it; anything else is refused.
+func TestBadRowPolicyFlagForm(t *testing.T) {
+	for _, p := range []BadRowPolicy{DeadLetterBadRows, StopOnBadRow} {
+		if got, err := ParseBadRowPolicy(p.String()); got != p || err != nil {
+			t.Errorf("ParseBadRowPolicy(%q) = %v, %v; want %v", p, got, err, p)
+		}
+	}
+	if got := StopOnBadRow.String(); got != "stop" {
+		t.Errorf("StopOnBadRow.String() = %q, want stop", got)
+	}
+	if got := BadRowPolicy(7).String(); got != "BadRowPolicy(7)" {
+		t.Errorf("BadRowPolicy(7).String() = %q", got)
+	}
+	for _, s := range []string{"", "Stop", "BadRowPolicy(7)"} {
+		if _, err := ParseBadRowPolicy(s); err == nil {
+			t.Errorf("ParseBadRowPolicy(%q) accepted", s)
+		}
+	}
+}

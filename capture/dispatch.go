@@ -24,10 +24,7 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("replication stream: %w", err)
 		}
-		if lsn := record.LSN(ka.ServerWALEnd); lsn > s.received {
-			s.received = lsn
-		}
-		s.c.walEnd.Store(uint64(ka.ServerWALEnd))
+		s.receive(record.LSN(ka.ServerWALEnd), ka.ServerWALEnd)
 		if !s.tr.inTx {
 			s.acks.idle(record.LSN(ka.ServerWALEnd))
 		}
@@ -43,10 +40,7 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("replication stream: %w", err)
 		}
-		if lsn := record.LSN(xld.WALStart); lsn > s.received {
-			s.received = lsn
-		}
-		s.c.walEnd.Store(uint64(xld.ServerWALEnd))
+		s.receive(record.LSN(xld.WALStart), xld.ServerWALEnd)
 		s.c.received.Store(uint64(s.received))
 		if err := s.tr.handle(ctx, record.LSN(xld.WALStart), xld.WALData); err != nil {
 			return err
@@ -56,6 +50,13 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 	default:
 		return fmt.Errorf("replication stream: unknown CopyData message %q", data[0])
 	}
+}
+
+// receive moves the position received up to at (never back) and records
+// the server's WAL end, both from a message of the stream.
+func (s *stream) receive(at record.LSN, walEnd pglogrepl.LSN) {
+	s.received = max(s.received, at)
+	s.c.walEnd.Store(uint64(walEnd))
 }
 
 // translator turns the pgoutput messages of one replication session into

@@ -21,8 +21,7 @@ func TestIntegrationLargeTransactionBoundedMemory(t *testing.T) {
 	env, pg := connectPG(t)
 	ctx := context.Background()
 	table := createTable(t, pg, "big", "(tenant_id text, id int, payload text, PRIMARY KEY (tenant_id, id))")
-	slot, pub, prefix := testenv.Name("slot"), testenv.Name("pub"), testenv.Name("big")
-	dropAfter(t, pg, []string{slot}, pub)
+	slot, pub, prefix := freshSlot(t, pg, "big")
 
 	stopSampling := testenv.SampleHeap()
 	stop := run(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table),

@@ -122,14 +122,7 @@ func TestWalBeatWaitsForTheStream(t *testing.T) {
 		t.Fatal("the beat is still pending after it was sent")
 	}
 	for _, kr := range prod.records[:2] {
-		hb, ok, err := record.ParseHeartbeat(func(k string) (string, bool) {
-			for _, h := range kr.Headers {
-				if h.Key == k {
-					return string(h.Value), true
-				}
-			}
-			return "", false
-		})
+		hb, ok, err := record.ParseHeartbeat(headerLookup(kr))
 		if !ok || err != nil || !hb.At.Equal(at.Add(-heartbeatMargin)) {
 			t.Errorf("heartbeat %+v (%v, %v), want one at %s", hb, ok, err, at.Add(-heartbeatMargin))
 		}

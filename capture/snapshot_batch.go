@@ -53,7 +53,7 @@ type batchProducer struct {
 
 	mu      sync.Mutex
 	free    []*batchBuf // acknowledged buffers for reuse
-	failure error       // the first produce error
+	failure firstError  // of the produces
 }
 
 // openBatch is a partition's batch being filled.
@@ -173,13 +173,7 @@ func (p *batchProducer) buffer() *batchBuf {
 // done is the promise of b's record.
 func (b *batchBuf) done(_ *kgo.Record, err error) {
 	p := b.owner
-	if err != nil {
-		p.mu.Lock()
-		if p.failure == nil {
-			p.failure = err
-		}
-		p.mu.Unlock()
-	}
+	p.failure.keep(err)
 	p.inFlight.Release(b.weight)
 	p.reuse(b)
 	p.wg.Done()
@@ -213,10 +207,8 @@ func (p *batchProducer) wait(abandon bool) error {
 		err = p.send(part)
 	}
 	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failure != nil {
-		return p.failure
+	if failure := p.failure.get(); failure != nil {
+		return failure
 	}
 	return err
 }

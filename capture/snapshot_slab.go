@@ -55,8 +55,7 @@ type slabProducer struct {
 	// returning one never blocks.
 	free    chan *slab
 	wg      sync.WaitGroup // records produced, not yet acknowledged
-	mu      sync.Mutex
-	failure error // the first produce error
+	failure firstError     // of the produces
 }
 
 func newSlabProducer(ctx context.Context, p Producer, maxRecord int) *slabProducer {
@@ -141,13 +140,7 @@ func (p *slabProducer) retire(s *slab) {
 // done is the promise of every record of s.
 func (s *slab) done(_ *kgo.Record, err error) {
 	p := s.owner
-	if err != nil {
-		p.mu.Lock()
-		if p.failure == nil {
-			p.failure = err
-		}
-		p.mu.Unlock()
-	}
+	p.failure.keep(err)
 	if s.pending.Add(-1) == 0 {
 		p.reuse(s)
 	}
@@ -170,7 +163,31 @@ func (p *slabProducer) wait() error {
 		p.cur = nil
 	}
 	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failure
+	return p.failure.get()
+}
+
+// firstError keeps the first error of the promises Kafka's client calls,
+// each on a goroutine of its own.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+// keep records err unless it is nil or an error came before it.
+func (f *firstError) keep(err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// get returns the first error kept, or nil.
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

@@ -24,6 +24,21 @@ func truncateMsg(opts byte, rels ...uint32) []byte {
 	return b
 }
 
+// headerLookup looks kr's headers up by key (the first of a key), as
+// record's header parsers take them.
+func headerLookup(kr *kgo.Record) func(key string) (string, bool) {
+	byKey := map[string]string{}
+	for _, h := range kr.Headers {
+		if _, seen := byKey[h.Key]; !seen {
+			byKey[h.Key] = string(h.Value)
+		}
+	}
+	return func(key string) (string, bool) {
+		v, ok := byKey[key]
+		return v, ok
+	}
+}
+
 func TestDecodeTruncate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -130,15 +145,7 @@ func TestHandleTruncateMarksEveryPartitionWithinTheTransaction(t *testing.T) {
 	seen := map[string][]int32{}
 	part := Partitioner()
 	for _, kr := range prod.records {
-		get := func(key string) (string, bool) {
-			for _, h := range kr.Headers {
-				if h.Key == key {
-					return string(h.Value), true
-				}
-			}
-			return "", false
-		}
-		tr, ok, err := record.ParseTruncate(get)
+		tr, ok, err := record.ParseTruncate(headerLookup(kr))
 		if !ok || err != nil {
 			t.Fatalf("record to %s/%d is not a truncate marker: ok %v, err %v", kr.Topic, kr.Partition, ok, err)
 		}

@@ -129,26 +129,13 @@ func (p *Probe) Probe(ctx context.Context) PipelineLag {
 		close(capturesDone)
 	}
 	if p.cfg.PG != nil && p.cfg.Slot != "" {
-		s, err := p.slot(ctx)
-		if err != nil {
-			fail("replication slot", err)
-		} else {
-			out.Slot = s
-		}
+		out.Slot, _ = probePart(ctx, "replication slot", p.slot, fail)
 	}
 	if p.cfg.Kafka != nil && p.cfg.Group != "" {
-		lag, err := p.consumerLag(ctx)
-		if err != nil {
-			fail("consumer lag", err)
-		} else {
-			out.ConsumerLag = lag
-		}
+		out.ConsumerLag, _ = probePart(ctx, "consumer lag", p.consumerLag, fail)
 	}
 	if p.cfg.Kafka != nil && p.cfg.DLQTopic != "" {
-		d, err := p.dlqDepth(ctx)
-		if err != nil {
-			fail("dead-letter topic", err)
-		} else {
+		if d, ok := probePart(ctx, "dead-letter topic", p.dlqDepth, fail); ok {
 			out.DLQDepth = &d
 		}
 	}
@@ -165,6 +152,18 @@ func (p *Probe) Probe(ctx context.Context) PipelineLag {
 		*out.ProducerBacklogBytes += c.Status.PendingBytes
 	}
 	return out
+}
+
+// probePart reads one part of a probe: its value, or after fail named the
+// part and why, the zero value and false.
+func probePart[T any](ctx context.Context, part string, read func(context.Context) (T, error), fail func(string, error)) (T, bool) {
+	v, err := read(ctx)
+	if err != nil {
+		fail(part, err)
+		var zero T
+		return zero, false
+	}
+	return v, true
 }
 
 func (p *Probe) slot(ctx context.Context) (*SlotLag, error) {

@@ -15,12 +15,20 @@ import (
 // batchHeader returns the value of kr's record.HeaderRows and whether it
 // has one.
 func batchHeader(kr *kgo.Record) (string, bool) {
-	for _, h := range kr.Headers {
-		if h.Key == record.HeaderRows {
-			return string(h.Value), true
+	return headers(kr)(record.HeaderRows)
+}
+
+// headers looks kr's headers up by key, the first of a key, as record's
+// header parsers take them.
+func headers(kr *kgo.Record) func(key string) (string, bool) {
+	return func(key string) (string, bool) {
+		for _, h := range kr.Headers {
+			if h.Key == key {
+				return string(h.Value), true
+			}
 		}
+		return "", false
 	}
-	return "", false
 }
 
 // isBatch reports whether kr is a row batch.

@@ -181,6 +181,34 @@ func recs(topic string, partition int32, from, to int64) []*kgo.Record {
 	return out
 }
 
+// wantBatches checks the batches a loader saw, in order.
+func wantBatches(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+}
+
+// wantCommits checks that fc's commits include each of want, a commit as
+// "topic/partition@offset metadata" or the start of one.
+func wantCommits(t *testing.T, fc *fakeConsumer, want ...string) {
+	t.Helper()
+	got := strings.Join(fc.commits, ";")
+	for _, c := range want {
+		if !strings.Contains(got, c) {
+			t.Errorf("commits %s lack %q", got, c)
+		}
+	}
+}
+
+// wantPaused checks the partitions fc paused, as "topic/partition".
+func wantPaused(t *testing.T, fc *fakeConsumer, want ...string) {
+	t.Helper()
+	if fmt.Sprint(fc.paused) != fmt.Sprint(want) {
+		t.Errorf("paused %v, want %v", fc.paused, want)
+	}
+}
+
 func runScript(t *testing.T, cfg Config, offsets kadm.OffsetResponses, loader *fakeLoader, polls ...[]*kgo.Record) *fakeConsumer {
 	t.Helper()
 	return runScriptWith(t, cfg, offsets, loader, polls...)
@@ -211,15 +239,8 @@ func TestSinkBatchesPerPartitionWithIntents(t *testing.T) {
 	l := &fakeLoader{}
 	fc := runScript(t, Config{MaxBatchRecords: 3}, nil, l, append(recs("a", 0, 0, 4), recs("a", 1, 7, 7)...))
 	want := []string{"a/0/0-2 n=3", "a/0/3-4 n=2", "a/1/7-7 n=1"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
-	got := strings.Join(fc.commits, ";")
-	for _, c := range []string{"a/0@0 walhouse:batch-end=2", "a/1@7 walhouse:batch-end=7", "a/0@5 ", "a/1@8 "} {
-		if !strings.Contains(got, c) {
-			t.Errorf("commits %s lack %q", got, c)
-		}
-	}
+	wantBatches(t, l.batches, want...)
+	wantCommits(t, fc, "a/0@0 walhouse:batch-end=2", "a/1@7 walhouse:batch-end=7", "a/0@5 ", "a/1@8 ")
 }
 
 func TestSinkRebuildsInterruptedBatchExactly(t *testing.T) {
@@ -229,9 +250,7 @@ func TestSinkRebuildsInterruptedBatchExactly(t *testing.T) {
 	// must wait for the rest instead of loading 10-12 under a new token.
 	runScript(t, Config{}, offsets, l, recs("a", 0, 10, 12), recs("a", 0, 13, 20))
 	want := []string{"a/0/10-14 n=5", "a/0/15-20 n=6"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 }
 
 func TestSinkIntentNamesEveryChunk(t *testing.T) {
@@ -241,9 +260,7 @@ func TestSinkIntentNamesEveryChunk(t *testing.T) {
 	offsets := kadm.OffsetResponses{"a": {0: {Offset: kadm.Offset{Topic: "a", Partition: 0, At: 0, Metadata: intentPrefix + "2,5"}}}}
 	fc := runScript(t, Config{MaxBatchRecords: 100}, offsets, l, recs("a", 0, 0, 9))
 	want := []string{"a/0/0-2 n=3", "a/0/3-5 n=3", "a/0/6-9 n=4"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 	if !strings.Contains(strings.Join(fc.commits, ";"), "a/0@0 walhouse:batch-end=2,5,9") {
 		t.Errorf("intent does not list every chunk end: %v", fc.commits)
 	}
@@ -262,9 +279,7 @@ func TestSinkDeadLettersPoison(t *testing.T) {
 		t.Errorf("dead letter metadata: %+v", dead.got)
 	}
 	want := []string{"a/0/0-5[0:3] n=3", "a/0/0-5[4:5] n=1"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 }
 
 func TestSinkStopsOnPoisonWithoutDeadLetters(t *testing.T) {
@@ -297,12 +312,8 @@ func TestNewValidates(t *testing.T) {
 func TestSinkStopsOnlyTheFailingTable(t *testing.T) {
 	l := &fakeLoader{stopOn: "bad"}
 	fc := runScript(t, Config{}, nil, l, append(recs("bad", 0, 0, 2), recs("good", 0, 0, 1)...), recs("bad", 0, 3, 3))
-	if fmt.Sprint(l.batches) != "[good/0/0-1 n=2]" {
-		t.Errorf("batches %v, want only the good table loaded", l.batches)
-	}
-	if fmt.Sprint(fc.paused) != "[bad/0]" {
-		t.Errorf("paused %v, want [bad/0]", fc.paused)
-	}
+	wantBatches(t, l.batches, "good/0/0-1 n=2") // only the good table
+	wantPaused(t, fc, "bad/0")
 	for _, c := range fc.commits {
 		if strings.HasPrefix(c, "bad/") && !strings.Contains(c, intentPrefix) {
 			t.Errorf("committed past the stopped table: %s", c)
@@ -316,18 +327,10 @@ func TestSinkStopsOnlyTheFailingTable(t *testing.T) {
 func TestSinkStopsATableAtTheChange(t *testing.T) {
 	l := &fakeLoader{stopAt: "3"}
 	fc := runScript(t, Config{}, nil, l, append(recs("bad", 0, 0, 4), recs("bad", 1, 0, 1)...), recs("bad", 0, 5, 6))
-	if fmt.Sprint(l.batches) != "[bad/0/0-4 n=3 bad/1/0-1 n=2]" {
-		t.Errorf("batches %v, want the records before offset 3 of partition 0 and all of partition 1", l.batches)
-	}
-	if fmt.Sprint(fc.paused) != "[bad/0]" {
-		t.Errorf("paused %v, want [bad/0]", fc.paused)
-	}
-	got := strings.Join(fc.commits, ";")
-	for _, c := range []string{"bad/0@3 ", "bad/1@2 "} {
-		if !strings.Contains(got, c) {
-			t.Errorf("commits %s lack %q", got, c)
-		}
-	}
+	// The records before offset 3 of partition 0 and all of partition 1.
+	wantBatches(t, l.batches, "bad/0/0-4 n=3", "bad/1/0-1 n=2")
+	wantPaused(t, fc, "bad/0")
+	wantCommits(t, fc, "bad/0@3 ", "bad/1@2 ")
 	for _, c := range fc.commits {
 		if strings.HasPrefix(c, "bad/0@") && !strings.HasPrefix(c, "bad/0@3 ") && !strings.Contains(c, intentPrefix) {
 			t.Errorf("committed past the change: %s", c)
@@ -399,9 +402,7 @@ func TestSinkWeighsRowBatchesByTheirRows(t *testing.T) {
 	polls := []*kgo.Record{rowBatch("a", 0, 0, 100, 101, 102), rec("a", 0, 1), rowBatch("a", 0, 2, 103, 104, 105, 106), rec("a", 0, 3)}
 	runScript(t, Config{MaxBatchRecords: 5}, nil, l, polls)
 	want := []string{"a/0/0-1 n=4", "a/0/2-3 n=5"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 }
 
 func TestSinkDeadLettersOneRowOfABatch(t *testing.T) {
@@ -426,9 +427,7 @@ func TestSinkDeadLettersOneRowOfABatch(t *testing.T) {
 		t.Errorf("broken batch dead letter %+v, want offset 1, its value and rows 1", whole)
 	}
 	want := []string{"a/0/0-1[0:1] n=1", "a/0/0-1[2:3] n=1"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 }
 
 func TestSinkLogsProgressAndStop(t *testing.T) {
@@ -557,21 +556,12 @@ func TestSinkLoadsPartitionsInParallel(t *testing.T) {
 			l2 := &concurrentLoader{fakeLoader: fakeLoader{stopAt: "3"}, secondStarted: make(chan struct{})}
 			fc := runScriptWith(t, Config{InsertParallelism: parallel}, nil, l2, poll)
 			sort.Strings(l2.batches)
-			if want := "[bad/0/0-4 n=3 bad/1/0-1 n=2 good/0/0-2 n=3]"; fmt.Sprint(l2.batches) != want {
-				t.Errorf("batches %v, want %s", l2.batches, want)
-			}
+			wantBatches(t, l2.batches, "bad/0/0-4 n=3", "bad/1/0-1 n=2", "good/0/0-2 n=3")
 			if l2.most > parallel || (parallel > 1) != (l2.most > 1) {
 				t.Errorf("%d loads at once with parallelism %d", l2.most, parallel)
 			}
-			if fmt.Sprint(fc.paused) != "[bad/0]" {
-				t.Errorf("paused %v, want [bad/0]", fc.paused)
-			}
-			got := strings.Join(fc.commits, ";")
-			for _, c := range []string{"bad/0@3 ", "bad/1@2 ", "good/0@3 "} {
-				if !strings.Contains(got, c) {
-					t.Errorf("commits %s lack %q", got, c)
-				}
-			}
+			wantPaused(t, fc, "bad/0")
+			wantCommits(t, fc, "bad/0@3 ", "bad/1@2 ", "good/0@3 ")
 		})
 	}
 }

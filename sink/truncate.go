@@ -48,14 +48,7 @@ func truncateOf(kr *kgo.Record) (record.Truncate, bool, error) {
 	if kr.Value != nil || len(kr.Headers) == 0 {
 		return record.Truncate{}, false, nil
 	}
-	return record.ParseTruncate(func(key string) (string, bool) {
-		for _, h := range kr.Headers {
-			if h.Key == key {
-				return string(h.Value), true
-			}
-		}
-		return "", false
-	})
+	return record.ParseTruncate(headers(kr))
 }
 
 // applyTruncate applies the marker kr, whose earlier records of the same

@@ -63,15 +63,8 @@ func TestSinkAppliesTruncateBetweenTheRecordsAroundIt(t *testing.T) {
 		"a/0/0-2 n=3", "truncate public.a<0/1003 a/0/3/truncate", "a/0/4-5 n=2",
 		"truncate public.a<0/1003 a/1/0/truncate", "a/1/1-1 n=1",
 	}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("loads\n %v\nwant\n %v", l.batches, want)
-	}
-	got := strings.Join(fc.commits, ";")
-	for _, c := range []string{"a/0@0 walhouse:batch-end=5", "a/1@0 walhouse:batch-end=1", "a/0@6 ", "a/1@2 "} {
-		if !strings.Contains(got, c) {
-			t.Errorf("commits %s lack %q", got, c)
-		}
-	}
+	wantBatches(t, l.batches, want...)
+	wantCommits(t, fc, "a/0@0 walhouse:batch-end=5", "a/1@0 walhouse:batch-end=1", "a/0@6 ", "a/1@2 ")
 }
 
 // A sink whose loader cannot truncate stops at the marker: the records
@@ -134,9 +127,7 @@ func TestSinkTruncateAtChunkEdgesAndIntents(t *testing.T) {
 	l := &truncatingLoader{fakeLoader: &fakeLoader{}}
 	runTruncateScript(t, l, nil, poll)
 	want := []string{"truncate public.a<0/2000 a/0/10/truncate", "a/0/11-12 n=2", "truncate public.a<0/2001 a/0/13/truncate", "a/0/14-15 n=2"}
-	if fmt.Sprint(l.batches) != fmt.Sprint(want) {
-		t.Errorf("loads\n %v\nwant\n %v", l.batches, want)
-	}
+	wantBatches(t, l.batches, want...)
 
 	l = &truncatingLoader{fakeLoader: &fakeLoader{}}
 	offsets := kadm.OffsetResponses{"a": {0: {Offset: kadm.Offset{Topic: "a", Partition: 0, At: 10, Metadata: intentPrefix + "11,13"}}}}

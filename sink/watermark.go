@@ -43,12 +43,8 @@ func provesLoaded(kr *kgo.Record, r *record.Record) bool {
 	if r.Op == record.Read {
 		return false
 	}
-	for _, h := range kr.Headers {
-		if h.Key == record.HeaderCopying {
-			return false
-		}
-	}
-	return true
+	_, copying := headers(kr)(record.HeaderCopying)
+	return !copying
 }
 
 // commitMargin is taken off a record's commit time before it counts as a
@@ -62,14 +58,7 @@ func heartbeatOf(kr *kgo.Record) (record.Heartbeat, bool, error) {
 	if kr.Value != nil || len(kr.Headers) == 0 {
 		return record.Heartbeat{}, false, nil
 	}
-	return record.ParseHeartbeat(func(key string) (string, bool) {
-		for _, h := range kr.Headers {
-			if h.Key == key {
-				return string(h.Value), true
-			}
-		}
-		return "", false
-	})
+	return record.ParseHeartbeat(headers(kr))
 }
 
 // advance raises the pending watermark of a partition to what a chunk
