@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walhouse/walhouse/erasure"
 )
 
@@ -83,15 +81,11 @@ func runErase(ctx context.Context, inv *invocation) error {
 	if keys == nil {
 		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
 	}
-	pgURL, err := ep.pgURL()
+	pg, err := ep.openPG(ctx, ep.pg)
 	if err != nil {
 		return err
 	}
-	pg, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
+	defer pg.Close()
 	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
