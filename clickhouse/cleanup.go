@@ -94,21 +94,12 @@ func Cleanup(ctx context.Context, conn driver.Conn, req CleanupRequest, log *slo
 // with the _is_deleted column, except its own.
 func walhouseTables(ctx context.Context, conn driver.Conn, database string) ([]string, error) {
 	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(database), "col": schema.DeletedColumn}))
-	rows, err := conn.Query(qctx, `SELECT t.name FROM system.tables AS t INNER JOIN system.columns AS c ON c.database = t.database AND c.table = t.name
+	out, err := queryStrings(qctx, conn, `SELECT t.name FROM system.tables AS t INNER JOIN system.columns AS c ON c.database = t.database AND c.table = t.name
 WHERE t.database = {db:String} AND t.engine = 'ReplacingMergeTree' AND NOT startsWith(t.name, '_walhouse') AND c.name = {col:String} ORDER BY t.name`)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", database, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("list the tables of %s: %w", database, err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // cleanablePartitions returns the partitions of qname that hold
@@ -117,18 +108,28 @@ func cleanablePartitions(ctx context.Context, conn driver.Conn, qname string, be
 	q := fmt.Sprintf("SELECT _partition_id FROM %s WHERE %s = 1 GROUP BY _partition_id HAVING max(%s) < {before:DateTime64(6, 'UTC')} ORDER BY _partition_id",
 		qname, schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.SyncedColumn))
 	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"before": before.UTC().Format("2006-01-02 15:04:05.000000")}))
-	rows, err := conn.Query(qctx, q)
+	out, err := queryStrings(qctx, conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("find the partitions of %s to clean: %w", qname, err)
+	}
+	return out, nil
+}
+
+// queryStrings runs q, which selects one String column, and returns its
+// values in order.
+func queryStrings(ctx context.Context, conn driver.Conn, q string) ([]string, error) {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("find the partitions of %s to clean: %w", qname, err)
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

@@ -3,8 +3,6 @@ package erasure
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -520,10 +518,4 @@ func (e *Eraser) audit(ctx context.Context, m Manifest) error {
 		"subject_column", m.Column, "subject_hmac", m.SubjectHMAC, "tables", tables, "versions_removed", removed,
 		"as_of_lsn", m.AsOfLSN, "verified", m.Verified)
 	return nil
-}
-
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "era_" + hex.EncodeToString(b[:])
 }

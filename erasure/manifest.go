@@ -3,6 +3,7 @@ package erasure
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -95,4 +96,11 @@ func VerifyManifest(data []byte, want ed25519.PublicKey) (Manifest, error) {
 		return m, ErrBadSignature
 	}
 	return m, nil
+}
+
+// newID returns a new random erasure id, the manifest's ID.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "era_" + hex.EncodeToString(b[:])
 }

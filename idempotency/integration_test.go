@@ -34,10 +34,7 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	admin := testenv.PGPool(t, env.PG)
-	if err := idempotency.Migrate(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
+	admin := testenv.Layer1PG(t, env.PG)
 	role, orders := testenv.Name("l1_app"), testenv.Name("l1_orders")
 	stmts := []string{
 		`CREATE ROLE ` + role + ` LOGIN NOSUPERUSER NOBYPASSRLS`,

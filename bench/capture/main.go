@@ -73,14 +73,13 @@ func parseOptions(args []string) (options, error) {
 	if o.pgURL == "" || len(o.brokers) == 0 {
 		errs = append(errs, errors.New("WALHOUSE_PG_URL and WALHOUSE_KAFKA_BROKERS are not set: run `make services` and source .local/env (make bench-capture does both)"))
 	}
-	if o.rows < 1 {
-		errs = append(errs, fmt.Errorf("-rows %d: want at least 1", o.rows))
-	}
-	if o.txRows < 1 {
-		errs = append(errs, fmt.Errorf("-tx-rows %d: want at least 1", o.txRows))
-	}
-	if o.workers < 1 {
-		errs = append(errs, fmt.Errorf("-snapshot-workers %d: want at least 1", o.workers))
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"rows", o.rows}, {"tx-rows", o.txRows}, {"snapshot-workers", o.workers}} {
+		if f.value < 1 {
+			errs = append(errs, fmt.Errorf("-%s %d: want at least 1", f.name, f.value))
+		}
 	}
 	for _, p := range strings.Split(o.phases, ",") {
 		if p != "stream" && p != "snapshot" && p != "produce" {

@@ -79,14 +79,9 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}
-	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 1}, {X: maxRate * 1.05, Y: 1}})
-	if err != nil {
+	if err := addTarget(p, "target p99 ≤ 1 s", 0, maxRate*1.05, 1); err != nil {
 		return nil, err
 	}
-	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	target.Color = color.Gray{Y: 90}
-	p.Add(target)
-	p.Legend.Add("target p99 ≤ 1 s", target)
 	p.X.Min, p.Y.Min = 0, 0.1
 	p.Y.Max = max(p.Y.Max, 2)
 	return p, nil
@@ -121,14 +116,9 @@ func (r *report) ratioPlot() (*plot.Plot, error) {
 		p.Add(bars)
 		p.NominalX(names...)
 	}
-	target, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0.5}, {X: float64(len(values)) - 0.5, Y: 0.5}})
-	if err != nil {
+	if err := addTarget(p, "target ≥ 0.5", -0.5, float64(len(values))-0.5, 0.5); err != nil {
 		return nil, err
 	}
-	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	target.Color = color.Gray{Y: 90}
-	p.Add(target)
-	p.Legend.Add("target ≥ 0.5", target)
 	p.Legend.Top = true
 	p.Y.Min, p.Y.Max = 0, 1
 	for _, v := range values {
@@ -161,4 +151,18 @@ func redraw(jsonPath string) error {
 		return fmt.Errorf("read %s: %w", jsonPath, err)
 	}
 	return r.chart(strings.TrimSuffix(jsonPath, ".json") + ".png")
+}
+
+// addTarget draws the target y as a dashed grey line from x0 to x1, named
+// label in the legend.
+func addTarget(p *plot.Plot, label string, x0, x1, y float64) error {
+	target, err := plotter.NewLine(plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}})
+	if err != nil {
+		return err
+	}
+	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	target.Color = color.Gray{Y: 90}
+	p.Add(target)
+	p.Legend.Add(label, target)
+	return nil
 }

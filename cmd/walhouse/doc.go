@@ -27,8 +27,7 @@
 //	main.go, cli.go      the command table, exit statuses, parsing with the
 //	                     configuration file (package config) under the
 //	                     environment and the flags, help
-//	commands.go, completion.go
-//	                     version, config example|check, completion scripts
+//	commands.go          version, config example|check, completion scripts
 //
 // What it does not own: any pipeline logic (it wires, the packages work).
 // Data enters as command-line flags, environment variables, the configuration

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walhouse/walhouse/erasure"
 )
 
@@ -28,16 +26,12 @@ func runErase(ctx context.Context, inv *invocation) error {
 		file, inv.args = inv.args[0], inv.args[1:] // before or after the flags
 	}
 	fs, ep := newFlagSet("erase", usesPG|usesClickHouse)
+	subj := registerSubject(fs, "ClickHouse tables to erase from")
 	var (
-		tenant    = fs.String("tenant", "", "tenant of the subject")
-		column    = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")
-		subject   = fs.String("subject", "", "value of the subject column, as PostgreSQL writes it")
-		tables    listFlag
 		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
 		settle    = fs.Duration("settle", 3*erasure.DefaultRefresh, "wait between recording the ledger entry and removing rows, so every sink has read it; at least 2× the sinks' --erasure-refresh")
 		publicKey = fs.String("public-key", "", "with verify: the hex ed25519 key that signed the manifest (walhouse erase public-key prints it); default: derived from the erasure key")
 	)
-	fs.Var(&tables, "tables", "ClickHouse tables to erase from, comma-separated (default: every table with the subject column)")
 	keySrc := registerErasureKey(fs)
 	if err := inv.parse(fs); err != nil {
 		return err
@@ -68,7 +62,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
 	var missing []string
-	for _, f := range []struct{ name, value string }{{"tenant", *tenant}, {"subject-column", *column}, {"subject", *subject}, {"pg", ep.pg}} {
+	for _, f := range []struct{ name, value string }{{"tenant", subj.tenant}, {"subject-column", subj.column}, {"subject", subj.value}, {"pg", ep.pg}} {
 		if f.value == "" {
 			missing = append(missing, "--"+f.name)
 		}
@@ -83,15 +77,11 @@ func runErase(ctx context.Context, inv *invocation) error {
 	if keys == nil {
 		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
 	}
-	pgURL, err := ep.pgURL()
+	pg, err := ep.openPG(ctx, ep.pg)
 	if err != nil {
 		return err
 	}
-	pg, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	defer pg.Close(context.WithoutCancel(ctx))
+	defer pg.Close()
 	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
@@ -110,7 +100,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 		defer f.Close()
 		w = f
 	}
-	m, err := er.Erase(ctx, erasure.Request{Tenant: *tenant, Column: *column, Value: *subject, Tables: tables, RequestedBy: "cli"})
+	m, err := er.Erase(ctx, erasure.Request{Tenant: subj.tenant, Column: subj.column, Value: subj.value, Tables: subj.tables, RequestedBy: "cli"})
 	if m.Signature != "" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

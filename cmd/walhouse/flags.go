@@ -154,6 +154,24 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
+// subjectFlags name one data subject (GDPR) and the tables to look in:
+// the flags export and erase share.
+type subjectFlags struct {
+	tenant, column, value string
+	tables                listFlag
+}
+
+// registerSubject registers --tenant, --subject-column, --subject and
+// --tables on fs; tablesHelp says what the tables are for.
+func registerSubject(fs *flag.FlagSet, tablesHelp string) *subjectFlags {
+	s := &subjectFlags{}
+	fs.StringVar(&s.tenant, "tenant", "", "tenant of the subject")
+	fs.StringVar(&s.column, "subject-column", "", "column that identifies the subject, e.g. customer_id")
+	fs.StringVar(&s.value, "subject", "", "value of the subject column, as PostgreSQL writes it")
+	fs.Var(&s.tables, "tables", tablesHelp+", comma-separated (default: every table with the subject column)")
+	return s
+}
+
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false

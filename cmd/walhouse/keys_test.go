@@ -47,10 +47,7 @@ func TestParseTimeOfDay(t *testing.T) {
 func TestIntegrationKeysPrune(t *testing.T) {
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	pg := testenv.PGPool(t, env.PG)
-	if err := idempotency.Migrate(ctx, pg); err != nil {
-		t.Fatal(err)
-	}
+	pg := testenv.Layer1PG(t, env.PG)
 	tenant := testenv.Name("prune")
 	if _, err := pg.Exec(ctx, `INSERT INTO `+idempotency.KeyTable+` (tenant_id, idempotency_key, fingerprint, created_at)
 		SELECT $1, gen_random_uuid(), sha256(i::text::bytea), now() - make_interval(days => CASE WHEN i <= 30 THEN 8 ELSE 6 END)

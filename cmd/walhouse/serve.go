@@ -271,11 +271,8 @@ func printNewKey(id, tenant, scopes string) error {
 // manifest next to it, reporting progress on stderr.
 func runExport(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("export", usesClickHouse|usesCluster)
+	subj := registerSubject(fs, "tables to export")
 	var (
-		tenant  = fs.String("tenant", "", "tenant whose rows are exported")
-		column  = fs.String("subject-column", "", "column that identifies the subject, e.g. customer_id")
-		subject = fs.String("subject", "", "value of the subject column")
-		tables  listFlag
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
 		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest the whole export may run")
@@ -283,7 +280,6 @@ func runExport(ctx context.Context, inv *invocation) error {
 		maxSize = fs.Int64("max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
-	fs.Var(&tables, "tables", "tables to export, comma-separated (default: every table with the subject column)")
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
@@ -346,7 +342,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 		by += ":" + u
 	}
 	m, err := query.NewExporter(conn, ep.database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
-		Tenant: *tenant, Subject: query.Subject{Column: *column, Value: *subject}, Tables: tables,
+		Tenant: subj.tenant, Subject: query.Subject{Column: subj.column, Value: subj.value}, Tables: subj.tables,
 		Format: f, RequestedBy: by, Rows: &rows,
 		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
 	})

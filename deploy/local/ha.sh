@@ -80,21 +80,8 @@ ha_ready() {
 ha_write_conf() {
 	local dir=$1 port=$2 role=$3
 	{
-		cat <<EOF
-# Written by deploy/local/ha.sh at each start ($role); edits are lost.
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = '$(pg_socket_dir)'
-max_connections = 100
-shared_buffers = 128MB
-wal_level = logical
-max_replication_slots = 20
-max_wal_senders = 20
-# A throwaway test instance: durability against OS crashes is not wanted (a SIGKILL of
-# PostgreSQL's processes loses nothing committed even so).
-fsync = off
-synchronous_commit = off
-EOF
+		echo "# Written by deploy/local/ha.sh at each start ($role); edits are lost."
+		pg_conf_settings "$port" 100 128MB
 		if [[ $role == standby ]]; then
 			cat <<EOF
 hot_standby = on

@@ -22,10 +22,7 @@ import (
 func TestIntegrationLostResponsesAreRetried(t *testing.T) {
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	pool := testenv.PGPool(t, env.PG)
-	if err := idempotency.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := testenv.Layer1PG(t, env.PG)
 	table := testenv.Name("orders")
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (tenant_id text, id bigint, customer text NOT NULL, amount numeric(12,2) NOT NULL, status text NOT NULL, PRIMARY KEY (tenant_id, id))`); err != nil {
 		t.Fatal(err)

@@ -227,24 +227,33 @@ pg_initdb() {
 		pg_run tee -a "$PG_DATA/postgresql.conf" >/dev/null
 }
 
-pg_write_conf() {
+# pg_conf_settings PORT MAX_CONNECTIONS SHARED_BUFFERS: the settings of every local
+# test instance (services.sh's and ha.sh's), for its walhouse.conf.
+pg_conf_settings() {
 	local sockdir
 	sockdir=$(pg_socket_dir)
-	pg_run tee "$PG_DATA/walhouse.conf" >/dev/null <<EOF
-# Written by deploy/local/services.sh at each start; edits are lost.
+	cat <<EOF
 listen_addresses = '127.0.0.1'
-port = $PG_PORT
+port = $1
 unix_socket_directories = '$sockdir'
-max_connections = 200
-shared_buffers = 256MB
+max_connections = $2
+shared_buffers = $3
 # Logical decoding for walhouse's capture (pgoutput + replication slots).
 wal_level = logical
 max_replication_slots = 20
 max_wal_senders = 20
 # A throwaway test instance: durability is not wanted, speed is. Never do this for real data.
+# (A SIGKILL of PostgreSQL's processes loses nothing committed even so.)
 fsync = off
 synchronous_commit = off
 EOF
+}
+
+pg_write_conf() {
+	{
+		echo "# Written by deploy/local/services.sh at each start; edits are lost."
+		pg_conf_settings "$PG_PORT" 200 256MB
+	} | pg_run tee "$PG_DATA/walhouse.conf" >/dev/null
 	# Trust replication connections from loopback (initdb --auth=trust usually adds it already).
 	if ! grep -Eq '^host[[:space:]]+replication[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$PG_DATA/pg_hba.conf"; then
 		printf 'host replication all 127.0.0.1/32 trust\n' | pg_run tee -a "$PG_DATA/pg_hba.conf" >/dev/null
