@@ -111,7 +111,7 @@ test: vet rules $(TESTSTART)
 PG_HA_MAJOR ?= 17
 test-ha: $(TESTSTART)
 	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
-	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -run '^TestIntegrationHA' ./internal/e2e/
+	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -v -run '^TestIntegrationHA' ./internal/e2e/
 
 # The PostgreSQL version matrix (docs/postgres-versions.md): for each major
 # of PG_MAJORS, PostgreSQL restarts on it (the other services stay up) and
