@@ -142,9 +142,14 @@ func (d *deadLetters) noted(b badRow) {
 	if !ok {
 		return
 	}
-	attrs := []any{record.LogTable, b.table, record.LogCommitLSN, b.commit.String()}
-	if b.rec != nil {
-		attrs = b.rec.LogAttrs()
+	// The record's identity as far as it was built, with the table and
+	// commit position the change came with where the record lacks them.
+	attrs := b.rec.LogAttrs()
+	if b.rec == nil || b.rec.Source.Table == "" {
+		attrs = append(attrs, record.LogTable, b.table)
+	}
+	if b.rec == nil || b.rec.CommitLSN == 0 {
+		attrs = append(attrs, record.LogCommitLSN, b.commit.String())
 	}
 	d.log.Error("a change could not be captured and went to the dead-letter topic; the stream goes on (walhouse dlq list shows it)",
 		append(attrs, "reason", b.reason, "dlq_topic", d.topic, "err", b.err, "more_since_last_log", more)...)
