@@ -109,6 +109,13 @@ func parseUUIDv7(id string) (u [16]byte, ok bool) {
 	n += copy(compact[n:], id[14:18])
 	n += copy(compact[n:], id[19:23])
 	copy(compact[n:], id[24:36])
+	// Lower case only, as walhouse writes them: hex.Decode takes both, and
+	// an id in upper case must not share the field of its lower-case twin.
+	for _, c := range compact {
+		if 'A' <= c && c <= 'F' {
+			return u, false
+		}
+	}
 	if _, err := hex.Decode(u[:], compact[:]); err != nil {
 		return u, false
 	}

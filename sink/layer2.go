@@ -100,7 +100,8 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		return recs, origin, hashes, nil
 	}
 	stored, err := l.store.Lookup(ctx, ids)
-	if err != nil {
+	lookupFailed := err != nil
+	if lookupFailed {
 		l.failOpen(s, err)
 		stored = nil
 	}
@@ -147,6 +148,13 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 		keepR = append(keepR, r)
 		keepO = append(keepO, origin[i])
 		keepH = append(keepH, hashes[i])
+	}
+	if lookupFailed {
+		// The lookup failed: nothing is known of these ids, and claiming
+		// them would overwrite a first payload's hash it could not see
+		// (claims overwrite). They load unclaimed; insert tokens and FINAL
+		// cover a repeat.
+		clear(keepH)
 	}
 	return keepR, keepO, keepH, nil
 }

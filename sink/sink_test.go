@@ -510,9 +510,9 @@ func TestSinkLayer2WarnKeepsFirstClaim(t *testing.T) {
 	if store.remembered != 1 || store.hashes[id] != "another payload" {
 		t.Errorf("remembered %d eventIds, reused one's hash %q; want 1 and the first payload's", store.remembered, store.hashes[id])
 	}
-	for id, h := range store.hashes {
-		if id != id && len(h) != claimHashLen {
-			t.Errorf("claim hash %q of %s: want %d characters", h, id, claimHashLen)
+	for k, h := range store.hashes {
+		if k != id && len(h) != claimHashLen {
+			t.Errorf("claim hash %q of %s: want %d characters", h, k, claimHashLen)
 		}
 	}
 }
