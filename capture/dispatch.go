@@ -114,7 +114,7 @@ type tableSet interface {
 	// captured reports whether table ("schema.table") is captured.
 	captured(table string) bool
 	// join takes a table that was described but not captured into the
-	// stream at its first change (errNameTaken: it stays out).
+	// stream at its first change (errTableRefused: it stays out).
 	join(ctx context.Context, table string) error
 	// described is called with every relation of a captured table built
 	// from a Relation message, before any of its records (its topic must
@@ -300,7 +300,7 @@ func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, 
 	name := rm.Namespace + "." + rm.RelationName
 	if !t.tables.captured(name) {
 		err := t.tables.join(ctx, name)
-		if errors.Is(err, errNameTaken) {
+		if errors.Is(err, errTableRefused) {
 			t.rels[id] = &relation{name: name, skip: true}
 			return t.rels[id], true, nil
 		}

@@ -179,10 +179,11 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 	if !hasTenant && cfg.defaultTenant == "" {
 		errs = append(errs, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", qt, tenantCol, qt))
 	}
+	refusal := uncapturable(errors.Join(errs...))
 	if version.publicationFilters() {
-		errs = append(errs, checkPublishedWhole(ctx, conn, version, cfg.publication, schema, table))
+		return errors.Join(refusal, checkPublishedWhole(ctx, conn, version, cfg.publication, schema, table))
 	}
-	return errors.Join(errs...)
+	return refusal
 }
 
 // readd is the statement that publishes table qt of publication qp again
@@ -241,5 +242,5 @@ func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVers
 	if err != nil {
 		return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
 	}
-	return errors.Join(errs...)
+	return uncapturable(errors.Join(errs...))
 }

@@ -37,7 +37,7 @@ func (s *stream) pollTables(ctx context.Context) error {
 	}
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
-			if err := s.addTable(ctx, t); err != nil && !errors.Is(err, errNameTaken) {
+			if err := s.addTable(ctx, t); err != nil && !errors.Is(err, errTableRefused) {
 				return err
 			}
 		}
@@ -176,17 +176,13 @@ func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string,
 func (s *stream) addTable(ctx context.Context, table string) error {
 	cfg := &s.c.cfg
 	if other, where, clash := cfg.nameClash(table, s.tables); clash {
-		if !s.refused[table] {
-			s.c.log.Error("table joined the publication but is not captured: it would load into the same "+where+" as a captured table; rename one of them in PostgreSQL or leave this one out of the publication (capture refuses to start while both are in it)",
-				"table", table, "captured_table", other, "publication", cfg.publication)
-		}
-		if s.refused == nil {
-			s.refused = map[string]bool{}
-		}
-		s.refused[table] = true
-		return errNameTaken
+		return s.refuse(table, "table joined the publication but is not captured: it would load into the same "+where+" as a captured table; rename one of them in PostgreSQL or leave this one out of the publication (capture refuses to start while both are in it)",
+			"captured_table", other)
 	}
-	if err := checkTable(ctx, s.cat.conn, cfg, s.version, table); err != nil {
+	if err := checkTable(ctx, s.cat.conn, cfg, s.version, table); errors.Is(err, errUncapturable) {
+		return s.refuse(table, "table joined the publication but cannot be captured: it is left out of the stream, the other tables go on; fix it, then restart capture (it is refused at start while it stays in the publication)",
+			"err", err)
+	} else if err != nil {
 		return fmt.Errorf("table %s joined publication %s but cannot be captured: %w; fix the table, or leave it out with --exclude-tables %s, then restart capture", table, cfg.publication, err, table)
 	}
 	if tc := cfg.topics; tc != nil {
@@ -308,11 +304,37 @@ func membership(ctx context.Context, conn *pgx.Conn, pub, table string) (uint32,
 	return oid, nil
 }
 
-// errNameTaken is returned by addTable for a table that joined the
-// publication but would share its ClickHouse table or Kafka topic with a
-// captured table: it is left out of the stream (like an excluded table)
-// and the other tables go on.
-var errNameTaken = errors.New("its ClickHouse table or Kafka topic would be another captured table's")
+// refuse leaves table out of the stream, logging why once, and returns
+// errTableRefused.
+func (s *stream) refuse(table, why string, attrs ...any) error {
+	if !s.refused[table] {
+		s.c.log.Error(why, append([]any{"table", table, "publication", s.c.cfg.publication}, attrs...)...)
+	}
+	if s.refused == nil {
+		s.refused = map[string]bool{}
+	}
+	s.refused[table] = true
+	return errTableRefused
+}
+
+// errTableRefused is returned by addTable for a table that joined the
+// publication but cannot be captured (it would share its ClickHouse table
+// or Kafka topic with a captured table, or checkTable refuses it): it is
+// left out of the stream (like an excluded table), logged once, and the
+// other tables go on: a table someone publishes must not stop capture.
+var errTableRefused = errors.New("the table is left out of the stream")
+
+// errUncapturable marks checkTable's refusals (no key, no tenant, a
+// filtered publication...), as against a failed catalog query.
+var errUncapturable = errors.New("the table cannot be captured")
+
+// uncapturable marks err, if any, as a refusal.
+func uncapturable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errUncapturable, err)
+}
 
 // nameClash returns the first of tables ("schema.table") that table would
 // share a ClickHouse table (schema.TableName) or a Kafka topic (TopicName)
