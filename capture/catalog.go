@@ -200,7 +200,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		name:        name,
 		quoted:      pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
 		source:      record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
-		eventSource: record.ChangeSource(sourceID, name),
+		eventSource: record.ChangeSource(sourceID, m.Namespace, m.RelationName),
 		topic:       record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
 		tenantIdx:   -1,
 		full:        m.ReplicaIdentity == replicaIdentityFull,

@@ -236,8 +236,9 @@ func (s *stream) record(rel *relation, _ *record.Record, key, value []byte) erro
 	}
 	tx := s.tx
 	s.c.producer.Produce(s.produceCtx, kr, func(_ *kgo.Record, err error) {
-		s.acks.ack(tx, size, err)
+		// Before the ack: a crash here leaves the slot unconfirmed past it.
 		s.c.cfg.failpoints.At(failpoint.CaptureProduced)
+		s.acks.ack(tx, size, err)
 	})
 	s.c.rows.Add(1)
 	return nil

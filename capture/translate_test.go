@@ -155,7 +155,7 @@ func (c *collector) record(rel *relation, r *record.Record, key, value []byte) e
 		c.t.Errorf("record key %q, want the partition key of the record", key)
 	}
 	// What every record of a change carries, whatever the change.
-	src := record.ChangeSource("src", got.Source.Schema+"."+got.Source.Table)
+	src := record.ChangeSource("src", got.Source.Schema, got.Source.Table)
 	if want := record.EventID(src, got.CommitLSN, got.Ordinal, c.committed); got.EventID != want || got.EventID != r.EventID {
 		c.t.Errorf("eventId %s (built %s), want %s", got.EventID, r.EventID, want)
 	}

@@ -102,8 +102,9 @@ func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time)
 	return string(appendUUIDv7(id[:0], sha256.Sum256(b), commitTime))
 }
 
-// ChangeSource returns the source of the eventIds of table's changes
-// ("<schema>.<table>") read from the database source: "<source>\x00<table>".
+// ChangeSource returns the source of the eventIds of the changes of table
+// schema.table read from the database source:
+// "<source>\x00change\x00<schema>\x00<table>".
 //
 // The table is part of it because an ordinal numbers the changes of a
 // transaction that one capture sees, and that depends on its publication:
@@ -113,9 +114,12 @@ func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time)
 // Layer 2 never takes one capture's change for the other's. The slot is not
 // part of it: the same change read through another slot (a re-created one,
 // one on a standby) keeps its eventId and is recognised as a duplicate.
-// Table names hold no NUL and always a dot, so no input collides with
-// another table's or with a snapshot row's (AppendSnapshotEventID).
-func ChangeSource(source, table string) string { return source + "\x00" + table }
+// Schema and table are apart (schema "a.b" with table "c" is not schema
+// "a" with table "b.c"); names hold no NUL, and the "change" tag keeps the
+// input apart from a snapshot row's ("snapshot", AppendSnapshotEventID).
+func ChangeSource(source, schema, table string) string {
+	return source + "\x00change\x00" + schema + "\x00" + table
+}
 
 // appendPosition ends an eventId's hash input: a zero byte after the
 // source, then the commit position and the ordinal, big endian.

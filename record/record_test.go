@@ -168,8 +168,11 @@ func TestEventID(t *testing.T) {
 		EventID("src", 100, 1, at),
 		// Two captures of one database, each with its own tables, both
 		// number a transaction's changes from 0.
-		EventID(ChangeSource("src", "public.orders"), 100, 0, at),
-		EventID(ChangeSource("src", "public.invoices"), 100, 0, at),
+		EventID(ChangeSource("src", "public", "orders"), 100, 0, at),
+		EventID(ChangeSource("src", "public", "invoices"), 100, 0, at),
+		// Dots in names: schema "a.b", table "c" is not schema "a", table "b.c".
+		EventID(ChangeSource("src", "a.b", "c"), 100, 0, at),
+		EventID(ChangeSource("src", "a", "b.c"), 100, 0, at),
 	} {
 		if distinct[other] {
 			t.Errorf("collision: %s", other)
