@@ -36,7 +36,7 @@ help:
 	@echo "make test-pg-matrix  capture's integration tests and the end-to-end basics on each PostgreSQL major (PG_MAJORS=\"13 18\" for some)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
-	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=17 or 18; ~2 min)"
+	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=16-18, default 17; ~2 min)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"

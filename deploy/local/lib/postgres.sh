@@ -19,6 +19,9 @@
 # $LOCAL_DIR/postgres is a symlink to it; we do not change the permissions of the
 # user's directories. The npm binaries likewise go to /var/tmp/walhouse-pg-dist then.
 
+# Without PG_MAJOR, start keeps the major of the active data dir (a plain
+# restart never swaps a major's data aside), or 15 when there is none.
+PG_MAJOR_GIVEN=${PG_MAJOR:+1}
 PG_MAJOR=${PG_MAJOR:-15}
 PG_DIST=${PG_DIST:-}
 # The Debian client tools (and the default server).
@@ -271,6 +274,9 @@ pg_ready() {
 
 postgres_start() {
 	local pid spawned=0
+	if [[ -z $PG_MAJOR_GIVEN ]]; then
+		PG_MAJOR=$(pg_data_major || echo 15)
+	fi
 	if pid=$(postgres_pid); then
 		local have
 		have=$(pg_data_major)
