@@ -183,3 +183,22 @@ func TestIntegrationTableRejoinedWhileStopped(t *testing.T) {
 	sink = killAtEnd(t, p.startSink())
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 }
+
+// A table that joins the publication but cannot be captured (here: no
+// primary key) is left out with one error; capture goes on streaming the
+// others.
+func TestIntegrationUncapturableTableJoinDoesNotStopCapture(t *testing.T) {
+	p := newPipeline(t)
+	streamed, qs := p.table("stay", `(tenant_id text, id bigserial, v int, PRIMARY KEY (tenant_id, id))`)
+	nokey, qn := p.table("nokey", `(tenant_id text, v int)`)
+	capture := p.runCapture(p.captureArgs([]string{streamed}))
+	sink := p.startSink()
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, v) VALUES ('t', 1)`, qs))
+	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qn))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1)`, qn))
+	waitLog(t, capture, "cannot be captured", nokey)
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, v) SELECT 't', i FROM generate_series(2, 100) i`, qs))
+	pgRows := fmt.Sprintf(`SELECT tenant_id, id::text, v::text FROM %s AS t ORDER BY 1, t.id`, qs)
+	chRows := fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, streamed)
+	p.converge(pgRows, chRows, capture, sink)
+}
