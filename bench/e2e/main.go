@@ -16,23 +16,24 @@ func main() { testenv.BenchMain("bench e2e", run) }
 
 // options are the benchmark's settings, from flags and the environment.
 type options struct {
-	env        testenv.Env
-	quick      bool
-	narrowRows int
-	wideRows   int
-	layer2Off  bool
-	rates      []int // offered rows/s of the steady steps
-	step       time.Duration
-	drain      time.Duration
-	newTables  int
-	out        string
-	name       string // base name of the files under out
-	localDir   string
-	pgbench    string
-	timeout    time.Duration
-	verbose    bool
-	chartFrom  string   // redraw the chart of this JSON report and exit
-	sinkArgs   []string // more flags for every `walhouse sink`
+	env         testenv.Env
+	quick       bool
+	narrowRows  int
+	wideRows    int
+	layer2Off   bool
+	rates       []int // offered rows/s of the steady steps
+	step        time.Duration
+	drain       time.Duration
+	newTables   int
+	out         string
+	name        string // base name of the files under out
+	localDir    string
+	pgbench     string
+	timeout     time.Duration
+	verbose     bool
+	chartFrom   string   // redraw the chart of this JSON report and exit
+	sinkArgs    []string // more flags for every `walhouse sink`
+	captureArgs []string // more flags for every `walhouse capture`
 }
 
 func run() error {
@@ -87,6 +88,10 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.chartFrom, "chart-from", "", "only redraw the PNG chart of this JSON report (next to it), then exit")
 	fs.Func("sink-args", "more flags for every `walhouse sink`, space-separated, e.g. '--max-wait 100ms --log-level debug' (with -v, its last lines show each insert's time)", func(v string) error {
 		o.sinkArgs = strings.Fields(v)
+		return nil
+	})
+	fs.Func("capture-args", "more flags for every `walhouse capture`, space-separated, e.g. '--metrics-addr 127.0.0.1:9465' (with WALHOUSE_PPROF=1 in the environment, /debug/pprof/ is served there too)", func(v string) error {
+		o.captureArgs = strings.Fields(v)
 		return nil
 	})
 	if err := fs.Parse(args); err != nil {

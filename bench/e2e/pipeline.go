@@ -54,6 +54,7 @@ func (b *bench) startPipeline(ctx context.Context, req pipelineRequest) (*pipeli
 	if !req.layer2 {
 		sinkArgs = append(sinkArgs, "--dedup-addr", "off")
 	}
+	captureArgs = append(captureArgs, b.o.captureArgs...)
 	sinkArgs = append(sinkArgs, b.o.sinkArgs...)
 	var err error
 	if p.capture, err = testenv.StartProcess(ctx, testenv.ProcessRequest{Name: "capture", Bin: b.bin, Args: captureArgs}); err != nil {

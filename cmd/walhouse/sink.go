@@ -180,7 +180,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 // returns ctx's error; what names what is served, for the error when the
 // server cannot start.
 func serveHTTP(ctx context.Context, addr string, h http.Handler, what string) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: withPprof(h, os.Getenv(pprofEnv) == "1"), ReadHeaderTimeout: 5 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
