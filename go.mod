@@ -6,6 +6,7 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/ebitengine/purego v0.11.3
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/google/uuid v1.6.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/jackc/pglogrepl v0.0.0-20250509230407-a9884f6bd75a

@@ -34,6 +34,7 @@ type options struct {
 	chartFrom   string   // redraw the chart of this JSON report and exit
 	sinkArgs    []string // more flags for every `walhouse sink`
 	captureArgs []string // more flags for every `walhouse capture`
+	profile     bool     // CPU profiles of capture and sink in each steady step
 }
 
 func run() error {
@@ -43,6 +44,12 @@ func run() error {
 	}
 	if o.chartFrom != "" {
 		return redraw(o.chartFrom)
+	}
+	if o.profile {
+		// The processes the run starts inherit it (cmd/walhouse/pprof.go).
+		if err := os.Setenv("WALHOUSE_PPROF", "1"); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := testenv.BenchContext(o.timeout)
 	defer cancel()
@@ -90,6 +97,7 @@ func parseOptions(args []string) (options, error) {
 		o.sinkArgs = strings.Fields(v)
 		return nil
 	})
+	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of capture and of the sink during each steady step (they serve /debug/pprof/ with WALHOUSE_PPROF=1 on a port of their own), print where their CPU went by stage and write the profiles under -out/<name>-profiles")
 	fs.Func("capture-args", "more flags for every `walhouse capture`, space-separated, e.g. '--metrics-addr 127.0.0.1:9465' (with WALHOUSE_PPROF=1 in the environment, /debug/pprof/ is served there too)", func(v string) error {
 		o.captureArgs = strings.Fields(v)
 		return nil

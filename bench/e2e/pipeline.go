@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type pipeline struct {
 	name    string
 	capture *testenv.Process
 	sink    *testenv.Process
+	prof    *profiler // with -profile: capture's and sink's profile endpoints
 }
 
 // pipelineRequest says what a pipeline captures and how it loads.
@@ -53,6 +55,23 @@ func (b *bench) startPipeline(ctx context.Context, req pipelineRequest) (*pipeli
 	}
 	if !req.layer2 {
 		sinkArgs = append(sinkArgs, "--dedup-addr", "off")
+	}
+	if b.o.profile {
+		p.prof = &profiler{addrs: map[string]string{}}
+		if b.o.out != "" {
+			p.prof.dir = filepath.Join(b.o.out, b.o.name+"-profiles")
+		}
+		for _, proc := range []struct {
+			name string
+			args *[]string
+		}{{"capture", &captureArgs}, {"sink", &sinkArgs}} {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			p.prof.addrs[proc.name] = addr
+			*proc.args = append(*proc.args, "--metrics-addr", addr)
+		}
 	}
 	captureArgs = append(captureArgs, b.o.captureArgs...)
 	sinkArgs = append(sinkArgs, b.o.sinkArgs...)

@@ -43,6 +43,9 @@ type summary struct {
 	// Layer2Share is (CPU with Layer 2 − CPU without) over CPU with, all
 	// processes, narrow table; negative when noise exceeds the cost.
 	Layer2Share float64 `json:"layer2_cpu_share"`
+	// StreamedLayer2Share is, per steady step with profiles, Layer 2's
+	// part of the pipeline's CPU for streamed changes (see layer2Share).
+	StreamedLayer2Share map[string]float64 `json:"streamed_layer2_cpu_share,omitempty"`
 }
 
 func (r *report) summarize() {
@@ -61,6 +64,12 @@ func (r *report) summarize() {
 		}
 	}
 	for _, st := range r.Steady {
+		if share, ok := st.layer2Share(); ok {
+			if s.StreamedLayer2Share == nil {
+				s.StreamedLayer2Share = map[string]float64{}
+			}
+			s.StreamedLayer2Share[strconv.Itoa(st.OfferedRowsPerSecond)] = share
+		}
 		if st.Drained && st.P99 <= 1 {
 			s.MaxRateP99UnderOneSecond = max(s.MaxRateP99UnderOneSecond, st.OfferedRowsPerSecond)
 		}
@@ -138,6 +147,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%d\t%d\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, s.MaxCaptureBacklog, s.MaxSinkBacklog, totalCPU(s.Usage), usageCPU(s.Usage))
 	}
 	tw.Flush()
+	printProfiles(w, r.Steady)
 
 	if len(r.FirstRows) > 0 {
 		fmt.Fprintf(w, "\nfirst row of a table added to the publication while the pipeline runs\n")
@@ -171,6 +181,11 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  first row of a new table: %.2f s at worst (target ≤ 2 s)\n", s.FirstRowSeconds)
 	}
 	fmt.Fprintf(w, "  Layer 2: Redis %.1f%% of the narrow load's CPU; all processes %.1f%% more CPU than with Layer 2 off (target ≤ 10%%)\n", 100*s.RedisShare, 100*s.Layer2Share)
+	for _, st := range r.Steady {
+		if share, ok := st.layer2Share(); ok {
+			fmt.Fprintf(w, "  Layer 2 for streamed changes at %d rows/s: %.1f%% of the pipeline's CPU (the sink's share by its profile, plus Redis; target ≤ 10%%)\n", st.OfferedRowsPerSecond, 100*share)
+		}
+	}
 }
 
 // write writes the report as JSON, its tables as CSV and the chart as PNG

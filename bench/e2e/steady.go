@@ -33,6 +33,9 @@ type stepResult struct {
 	MaxCaptureBacklog int64   `json:"max_capture_backlog_rows"`
 	MaxSinkBacklog    int64   `json:"max_sink_backlog_rows"`
 	Usage             []usage `json:"usage"`
+	// Profiles are capture's and the sink's CPU over the offered load, by
+	// stage (with -profile).
+	Profiles []processProfile `json:"profiles,omitempty"`
 }
 
 // firstRow is one table added to the publication while everything runs.
@@ -131,7 +134,12 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string,
 		return r, err
 	}
 	m := b.startMeter(p.processes()...)
+	profiles := func() []processProfile { return nil }
+	if p.prof != nil {
+		profiles = p.prof.start(ctx, b.o.step, fmt.Sprintf("steady-%d", rate))
+	}
 	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
+	r.Profiles = profiles()
 	if err != nil {
 		m.finish()
 		bl.finish()
