@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/internal/textcut"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -53,7 +53,7 @@ func (k deadLetters) Send(ctx context.Context, l sink.DeadLetter) error {
 			{Key: sink.HeaderTopic, Value: []byte(l.Topic)},
 			{Key: sink.HeaderPartition, Value: []byte(strconv.Itoa(int(l.Partition)))},
 			{Key: sink.HeaderOffset, Value: []byte(strconv.FormatInt(l.Offset, 10))},
-			{Key: sink.HeaderError, Value: []byte(truncateUTF8(l.Err.Error(), maxErrorHeader))},
+			{Key: sink.HeaderError, Value: []byte(textcut.Shorten(l.Err.Error(), maxErrorHeader))},
 			{Key: sink.HeaderFirstSeen, Value: []byte(l.FirstSeen.Format(time.RFC3339Nano))},
 			{Key: sink.HeaderAttempts, Value: []byte(strconv.Itoa(l.Attempts))},
 		},
@@ -75,15 +75,4 @@ func (k deadLetters) Send(ctx context.Context, l sink.DeadLetter) error {
 		return fmt.Errorf("produce to dead-letter topic %s: %w", k.topic, err)
 	}
 	return nil
-}
-
-// truncateUTF8 cuts s to at most n bytes, on a character boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/walhouse/walhouse/internal/textcut"
 )
 
 // apiError is an error response: {"error": {"code", "message", "requestId"}}.
@@ -102,14 +103,11 @@ const maxMessage = 1024
 
 // clip shortens s to at most n bytes, on a rune boundary, marking the cut.
 func clip(s string, n int) string {
-	if len(s) <= n {
+	head := textcut.Head(s, n)
+	if len(head) == len(s) {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "… (" + strconv.Itoa(len(s)-cut) + " more bytes)"
+	return head + "… (" + strconv.Itoa(len(s)-len(head)) + " more bytes)"
 }
 
 // writeError writes an error response.

@@ -47,14 +47,18 @@ func TestMap(t *testing.T) {
 	}
 }
 
-func TestConvert(t *testing.T) {
-	ts := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+// rfc3339 parses s, an RFC 3339 time the test wrote, or fails the test.
+func rfc3339(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return v
+}
+
+func TestConvert(t *testing.T) {
+	ts := func(s string) time.Time { return rfc3339(t, s) }
 	str := func(s string) *string { return &s }
 	i32 := func(v int32) *int32 { return &v }
 	tests := []struct {

@@ -97,13 +97,7 @@ func TestConvertDecimalExact(t *testing.T) {
 // can write: beyond 2262-04-11 23:47:16.854775 UTC its nanosecond
 // arithmetic wraps around to 1677.
 func TestConvertTimestampBounds(t *testing.T) {
-	ts := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	ts := func(s string) time.Time { return rfc3339(t, s) }
 	last := ts("2262-04-11T23:47:16.854775Z")
 	tests := []struct {
 		col  record.Column

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/redact"
+	"github.com/walhouse/walhouse/internal/textcut"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -313,14 +313,4 @@ func (w watchedTruncater) Truncate(ctx context.Context, req sink.TruncateRequest
 }
 
 // cut shortens an error for a health body: the log has it whole.
-func cut(s string) string {
-	const most = 300
-	if len(s) <= most {
-		return s
-	}
-	i := most
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
+func cut(s string) string { return textcut.Shorten(s, 300) }
