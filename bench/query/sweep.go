@@ -68,6 +68,7 @@ var sweepTunings = []tuning{
 	{name: "enable_vertical_final=0", settings: map[string]any{"enable_vertical_final": 0}},
 	{name: "query_plan_optimize_lazy_final=1", settings: map[string]any{"query_plan_optimize_lazy_final": 1}},
 	{name: "optimize_move_to_prewhere_if_final=1", settings: map[string]any{"optimize_move_to_prewhere_if_final": 1}, unsafe: true},
+	{name: "layers_final=0, max_final_threads=1", settings: map[string]any{"split_intersecting_parts_ranges_into_layers_final": 0, "max_final_threads": 1}},
 	// The first row again: how far the conditions drifted during the rows
 	// above (the machine's load, merges of other tables).
 	{name: "API settings, again"},
