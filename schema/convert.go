@@ -11,12 +11,13 @@ import (
 )
 
 // conversion turns PostgreSQL's text output into the Go values
-// clickhouse-go appends for one kind: one value for a scalar column, and
-// the parsed elements of an array for an Array(Nullable(T)) column (as a
-// []*T, nil for NULL).
+// clickhouse-go appends for one kind: one value for a scalar column, the
+// parsed elements of an array for an Array(Nullable(T)) column (as a []*T,
+// nil for NULL), and a whole scalar column of an insert (Values).
 type conversion struct {
-	one  func(t Type, s string) (any, error)
-	many func(t Type, elems []*string) (any, error)
+	one    func(t Type, s string) (any, error)
+	many   func(t Type, elems []*string) (any, error)
+	values func(t Type, n int) Values
 }
 
 // conv builds the conversion of a kind from a parser of one value.
@@ -55,6 +56,7 @@ func convType[T any](parse func(t Type, s string) (v T, ok bool, err error)) con
 			}
 			return out, nil
 		},
+		values: func(t Type, n int) Values { return newValues(t, parse, n) },
 	}
 }
 
