@@ -349,10 +349,13 @@ func TestBuildColumnsMatchesRows(t *testing.T) {
 		tenant string
 		cols   []record.Column
 		have   []schema.ExistingColumn
+		// noNulls: every value is given, so Nullable columns take []T.
+		noNulls bool
 	}{
-		{"every type, synthetic tenant", "", everyType(), nil},
-		{"keys of every type", "", keysOfEveryType(), nil},
-		{"tenant column of the source", "org", tenant, nil},
+		{"every type, synthetic tenant", "", everyType(), nil, false},
+		{"every type without NULLs", "", everyType(), nil, true},
+		{"keys of every type", "", keysOfEveryType(), nil, false},
+		{"tenant column of the source", "org", tenant, nil, false},
 		{"columns wider than the source's", "", widened, []schema.ExistingColumn{
 			{Name: "qty", Type: "Nullable(Int64)"},
 			{Name: "small", Type: "Nullable(Decimal(20, 4))"},
@@ -360,12 +363,25 @@ func TestBuildColumnsMatchesRows(t *testing.T) {
 			{Name: "day", Type: "Nullable(DateTime64(6, 'UTC'))"},
 			{Name: "ratio", Type: "Nullable(Float64)"},
 			{Name: "label", Type: "Nullable(String)"},
-		}},
+		}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := testTarget(t, tc.tenant, tc.cols, tc.have)
 			recs, fills := records(t, tg, 60)
+			if tc.noNulls {
+				for _, r := range recs {
+					for j, v := range r.Values {
+						if v.Null || v.Unchanged {
+							r.Values[j] = recs[0].Values[j] // never NULL: (0+j)%6 == 5 is a key
+							if j%6 == 5 {
+								r.Values[j] = recs[1].Values[j]
+							}
+						}
+					}
+				}
+				fills = nil
+			}
 			want, got := newBlock(t, tg), newBlock(t, tg)
 			if err := insertRowsRef(want, tg, recs, fills); err != nil {
 				t.Fatalf("row by row: %v", err)

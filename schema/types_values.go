@@ -38,7 +38,10 @@ type values[T any] struct {
 	parse func(t Type, s string) (v T, ok bool, err error)
 	vals  []T
 	// ptrs, for a Nullable column, points into vals, nil for NULL. vals
-	// has room for every value, so it is never moved.
+	// has room for every value, so it is never moved. A Nullable column
+	// gets a []*T even without NULLs: clickhouse-go's Nullable takes the
+	// NULL flags of a []T from its base column, and Bool's reports none
+	// (v2.50.0), which would misalign the column.
 	ptrs     []*T
 	nullable bool
 }
