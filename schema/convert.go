@@ -85,7 +85,7 @@ func decimalValue(t Type, s string) (string, bool, error) {
 func decimalFits(s string, p, scale int) error {
 	digits := strings.TrimLeft(s, "+-")
 	whole, frac, _ := strings.Cut(digits, ".")
-	if whole == "" && frac == "" || strings.Trim(whole+frac, "0123456789") != "" {
+	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
 		return fmt.Errorf("numeric %q is not a decimal number", truncate(s))
 	}
 	whole = strings.TrimLeft(whole, "0")
@@ -95,6 +95,16 @@ func decimalFits(s string, p, scale int) error {
 			truncate(s), len(whole), len(frac), p, scale, p-scale, scale)
 	}
 	return nil
+}
+
+// allDigits reports whether s holds nothing but ASCII digits.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // decimalShape reads "Decimal(p, s)".

@@ -67,6 +67,8 @@ func TestConvertDecimalExact(t *testing.T) {
 		{"Infinity is NULL", unconstrained, "Infinity", nil, ""},
 		{"-Infinity is NULL", d12s2, "-Infinity", nil, ""},
 		{"not a number", unconstrained, "1e5", nil, "not a decimal"},
+		{"two points", unconstrained, "1.2.3", nil, "not a decimal"},
+		{"a letter inside", d12s2, "12a4.5", nil, "not a decimal"},
 		{"empty", unconstrained, "", nil, "not a decimal"},
 		{"sign only", unconstrained, "-", nil, "not a decimal"},
 	}
