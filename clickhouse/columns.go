@@ -120,10 +120,10 @@ func buildColumns(tg *target, recs []*record.Record, fills filled) ([]builtColum
 	limit := n // the records that may still matter: those before the first fault
 	for lo := 0; lo < limit; lo += chunk {
 		for ci := range source {
-			if err := source[ci].convert(recs, lo, min(lo+chunk, limit), ci, fills); err != nil {
-				i := err.index
-				first = &fault{i, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, recs[i].EventID, t.Columns[ci].Name, t.Columns[ci].Source.Type, source[ci].typ.DDL, err.err)}
-				limit = i
+			if f := source[ci].convert(recs, lo, min(lo+chunk, limit), ci, fills); f != nil {
+				c := t.Columns[ci]
+				first = &fault{f.index, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, recs[f.index].EventID, c.Name, c.Source.Type, source[ci].typ.DDL, f.err)}
+				limit = f.index
 			}
 		}
 	}
@@ -212,7 +212,7 @@ func (tg *target) appendColumns(dst []appender, cols []builtColumn, recs []*reco
 		if spent {
 			s, err := newScratch(b.name, tg.insert[p].Type)
 			if err != nil {
-				return first // the batch's own column was made of the same type
+				return first // not to be: the batch made its column of this type
 			}
 			out = s
 		}
