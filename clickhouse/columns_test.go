@@ -349,7 +349,7 @@ func TestBuildColumnsMatchesRows(t *testing.T) {
 		tenant string
 		cols   []record.Column
 		have   []schema.ExistingColumn
-		// noNulls: every value is given, so Nullable columns take []T.
+		// noNulls: every value is given (Nullable columns without NULLs).
 		noNulls bool
 	}{
 		{"every type, synthetic tenant", "", everyType(), nil, false},
@@ -370,13 +370,11 @@ func TestBuildColumnsMatchesRows(t *testing.T) {
 			tg := testTarget(t, tc.tenant, tc.cols, tc.have)
 			recs, fills := records(t, tg, 60)
 			if tc.noNulls {
-				for _, r := range recs {
-					for j, v := range r.Values {
-						if v.Null || v.Unchanged {
-							r.Values[j] = recs[0].Values[j] // never NULL: (0+j)%6 == 5 is a key
-							if j%6 == 5 {
-								r.Values[j] = recs[1].Values[j]
-							}
+				for j := range tg.columns {
+					given := slices.IndexFunc(recs, func(r *record.Record) bool { return !r.Values[j].Null && !r.Values[j].Unchanged })
+					for _, r := range recs {
+						if v := r.Values[j]; v.Null || v.Unchanged {
+							r.Values[j] = recs[given].Values[j]
 						}
 					}
 				}
