@@ -37,8 +37,9 @@ type values[T any] struct {
 	typ   Type
 	parse func(t Type, s string) (v T, ok bool, err error)
 	vals  []T
-	// ptrs, for a Nullable column, points into vals, nil for NULL. vals
-	// has room for every value, so it is never moved. A Nullable column
+	// ptrs, for a Nullable column, points into vals, nil for NULL (a value
+	// is never written again, so a pointer holds even where more than n
+	// values made append move vals). A Nullable column
 	// gets a []*T even without NULLs: clickhouse-go's Nullable takes the
 	// NULL flags of a []T from its base column, and Bool's reports none
 	// (v2.50.0), which would misalign the column.
