@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -490,6 +491,67 @@ func TestBuildColumnsFailsTheFirstRecord(t *testing.T) {
 				t.Errorf("error %q does not end in the client's refusal %q", got.Err, want.Err)
 			}
 		})
+	}
+}
+
+// TestBuildColumnsRandomFaults puts values that do not convert, values
+// the client refuses, NULLs and unchanged TOAST values at random places of
+// random batches (chunk and more records, so faults fall in later chunks
+// too) and checks that the columns fail the same record as appending row
+// by row did, or hold the same block.
+func TestBuildColumnsRandomFaults(t *testing.T) {
+	cols := []record.Column{
+		{Name: "id", Type: "int8", TypMod: -1, Key: true},
+		{Name: "qty", Type: "int4", TypMod: -1},
+		{Name: "ref", Type: "uuid", TypMod: -1},
+		{Name: "price", Type: "numeric", TypMod: 12<<16 | 2 + 4},
+		{Name: "at", Type: "timestamptz", TypMod: -1},
+		{Name: "tags", Type: "int4", TypMod: -1, Array: true},
+		{Name: "k", Type: "numeric", TypMod: -1, Key: true},
+	}
+	good := []string{"1", "5", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "1.50", "2024-01-15 10:00:00+00", "{1,NULL}", "NaN"}
+	wrong := [][]string{{"x"}, {"1.5", "y"}, {"nope"}, {"--1", "1e3", "12345678901"}, {"2024-01-15 25:00:00"}, {"{1,x}", "1"}, {"a", "1-"}}
+	tg := testTarget(t, "", cols, nil)
+	rng := rand.New(rand.NewPCG(14, 1))
+	failed := 0
+	for range 300 {
+		recs := make([]*record.Record, 1+rng.IntN(2*chunk))
+		fills := filled{}
+		for i := range recs {
+			r := &record.Record{EventID: fmt.Sprintf("ev%d", i), TenantID: "t", Version: uint64(i), OccurredAt: time.Unix(int64(i), 0).UTC()}
+			for j, c := range cols {
+				v := record.Value{Text: good[j]}
+				switch x := rng.IntN(4000); {
+				case x < 2:
+					v.Text = wrong[j][rng.IntN(len(wrong[j]))]
+				case x < 400 && !c.Key:
+					v = record.Value{Null: true}
+				case x < 600 && !c.Key:
+					v = record.Value{Unchanged: true}
+					if x%2 == 0 {
+						fills.set(i, j, stored(t, tg.columns[j].Type, tg.insert[1+j].Type, good[j]))
+					}
+				}
+				r.Values = append(r.Values, v)
+			}
+			recs[i] = r
+		}
+		want, got := newBlock(t, tg), newBlock(t, tg)
+		werr, gerr := insertRowsRef(want, tg, recs, fills), insertColumns(got, tg, recs, fills)
+		switch {
+		case (werr == nil) != (gerr == nil):
+			t.Fatalf("row by row: %v; column by column: %v", werr, gerr)
+		case werr != nil:
+			failed++
+			if gerr.Index != werr.Index || !errors.Is(gerr.Err, sink.ErrPermanent) {
+				t.Fatalf("column by column failed record %d: %v; row by row record %d: %v", gerr.Index, gerr.Err, werr.Index, werr.Err)
+			}
+		case !bytes.Equal(encode(t, want), encode(t, got)):
+			t.Fatalf("the blocks of %d records differ", len(recs))
+		}
+	}
+	if failed < 100 || failed > 250 {
+		t.Errorf("%d of 300 batches failed: the faults are too rare or too common to compare both", failed)
 	}
 }
 
