@@ -10,10 +10,11 @@
 // that table only. It builds no DDL for the tables of source tables, only
 // for its own bookkeeping (the owner comment, owner.go; the sync watermark
 // table, watermark.go). Rows leave as one INSERT block per run of records
-// of one shape, with a deterministic insert_deduplication_token and values
-// converted by schema.Type; unchanged TOAST values are read back from the
-// table first (toast.go), and a truncate is written as tombstones
-// (truncate.go).
+// of one shape, with a deterministic insert_deduplication_token, built
+// column by column: each column's values converted by schema.Type into one
+// typed slice for the client (columns.go). Unchanged TOAST values are read
+// back from the table first (toast.go), and a truncate is written as
+// tombstones (truncate.go).
 //
 // On a cluster (OpenCluster, OnCluster) the same code runs on the
 // Distributed tables: inserts and reads go through them with the session

@@ -264,12 +264,37 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 	return nil
 }
 
+// insert appends recs, which start at index base of the batch, to one
+// insert into tg's table, column by column (see buildColumns), and sends
+// it.
 func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string, base int) error {
-	t := tg.table
 	fills, err := w.fillUnchanged(ctx, tg, recs)
 	if err != nil {
 		return err
 	}
+	batch, err := w.prepare(ctx, tg, token)
+	if err != nil {
+		return err
+	}
+	defer batch.Abort()
+	built, first := buildColumns(tg, recs, fills)
+	dst := make([]appender, len(built))
+	for p := range built {
+		dst[p] = batch.Column(p)
+	}
+	if f := tg.appendColumns(dst, built, recs, first); f != nil {
+		return &sink.RecordError{Index: base + f.index, Err: f.err}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("insert %d rows into %s: %w", len(recs), tg.table.QualifiedName(), err)
+	}
+	return nil
+}
+
+// prepare starts an insert into tg's table of its insert columns, with
+// deduplication token token.
+func (w *Writer) prepare(ctx context.Context, tg *target, token string) (driver.Batch, error) {
+	t := tg.table
 	cols := tg.insertColumns()
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
@@ -278,57 +303,9 @@ func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, 
 	ictx := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": token}), ch.WithColumnNamesAndTypes(tg.insert))
 	batch, err := w.conn.PrepareBatch(ictx, fmt.Sprintf("INSERT INTO %s (%s)", t.QualifiedName(), strings.Join(quoted, ", ")))
 	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", t.QualifiedName(), err)
+		return nil, fmt.Errorf("prepare insert into %s: %w", t.QualifiedName(), err)
 	}
-	defer batch.Abort()
-	row := make([]any, 0, len(cols))
-	for i, r := range recs {
-		row, err = appendRow(row[:0], tg, r, fills[i])
-		if err == nil {
-			if aerr := batch.Append(row...); aerr != nil {
-				err = fmt.Errorf("%w: record %s: %v", sink.ErrPermanent, r.EventID, aerr)
-			}
-		}
-		if err != nil {
-			return &sink.RecordError{Index: base + i, Err: err}
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", len(recs), t.QualifiedName(), err)
-	}
-	return nil
-}
-
-// appendRow converts one record to the insert's column values.
-func appendRow(row []any, tg *target, r *record.Record, fill map[int]any) ([]any, error) {
-	if tg.table.TenantSynthetic {
-		row = append(row, r.TenantID)
-	}
-	for i, c := range tg.table.Columns {
-		typ := tg.columns[i].Type
-		v := r.Values[i]
-		switch {
-		case v.Unchanged:
-			x, ok := fill[i]
-			if !ok || x == nil {
-				x = typ.Null() // a row never loaded before
-			}
-			row = append(row, x)
-		case v.Null:
-			row = append(row, typ.Null())
-		default:
-			x, err := typ.Convert(v.Text)
-			if err != nil {
-				return nil, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, r.EventID, c.Name, c.Source.Type, typ.DDL, err)
-			}
-			row = append(row, x)
-		}
-	}
-	deleted := uint8(0)
-	if r.Op == record.Delete {
-		deleted = 1
-	}
-	return append(row, r.Version, deleted, r.OccurredAt), nil
+	return batch, nil
 }
 
 // target is how records of one shape are written: the table and, for each
@@ -368,7 +345,8 @@ func (w *Writer) describeInsert(ctx context.Context, tg *target) error {
 	return nil
 }
 
-// insertColumns lists the insert's columns in the order appendRow fills.
+// insertColumns lists the insert's columns in the order buildColumns
+// builds them.
 func (tg *target) insertColumns() []string {
 	t := tg.table
 	cols := make([]string, 0, len(tg.columns)+4)

@@ -11,12 +11,13 @@ import (
 )
 
 // conversion turns PostgreSQL's text output into the Go values
-// clickhouse-go appends for one kind: one value for a scalar column, and
-// the parsed elements of an array for an Array(Nullable(T)) column (as a
-// []*T, nil for NULL).
+// clickhouse-go appends for one kind: one value for a scalar column, the
+// parsed elements of an array for an Array(Nullable(T)) column (as a []*T,
+// nil for NULL), and a whole scalar column of an insert (Values).
 type conversion struct {
-	one  func(t Type, s string) (any, error)
-	many func(t Type, elems []*string) (any, error)
+	one    func(t Type, s string) (any, error)
+	many   func(t Type, elems []*string) (any, error)
+	values func(t Type, n int) Values
 }
 
 // conv builds the conversion of a kind from a parser of one value.
@@ -55,6 +56,7 @@ func convType[T any](parse func(t Type, s string) (v T, ok bool, err error)) con
 			}
 			return out, nil
 		},
+		values: func(t Type, n int) Values { return newValues(t, parse, n) },
 	}
 }
 
@@ -83,7 +85,7 @@ func decimalValue(t Type, s string) (string, bool, error) {
 func decimalFits(s string, p, scale int) error {
 	digits := strings.TrimLeft(s, "+-")
 	whole, frac, _ := strings.Cut(digits, ".")
-	if whole == "" && frac == "" || strings.Trim(whole+frac, "0123456789") != "" {
+	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
 		return fmt.Errorf("numeric %q is not a decimal number", truncate(s))
 	}
 	whole = strings.TrimLeft(whole, "0")
@@ -93,6 +95,16 @@ func decimalFits(s string, p, scale int) error {
 			truncate(s), len(whole), len(frac), p, scale, p-scale, scale)
 	}
 	return nil
+}
+
+// allDigits reports whether s holds nothing but ASCII digits.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // decimalShape reads "Decimal(p, s)".

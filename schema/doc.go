@@ -5,7 +5,8 @@
 // It owns:
 //   - the type table (scalars in types.go): every PostgreSQL type walhouse
 //     maps, its ClickHouse type, the conversion of PostgreSQL's text output
-//     to the Go values clickhouse-go appends (Type.Convert), and which
+//     to the Go values clickhouse-go appends (Type.Convert, and for a whole
+//     column of an insert Type.NewValues), and which
 //     column types widen to which. To add a PostgreSQL type, follow the
 //     comment on that table;
 //   - the ReplacingMergeTree table of a source table (NewTable, CreateDDL),

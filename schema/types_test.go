@@ -67,6 +67,8 @@ func TestConvertDecimalExact(t *testing.T) {
 		{"Infinity is NULL", unconstrained, "Infinity", nil, ""},
 		{"-Infinity is NULL", d12s2, "-Infinity", nil, ""},
 		{"not a number", unconstrained, "1e5", nil, "not a decimal"},
+		{"two points", unconstrained, "1.2.3", nil, "not a decimal"},
+		{"a letter inside", d12s2, "12a4.5", nil, "not a decimal"},
 		{"empty", unconstrained, "", nil, "not a decimal"},
 		{"sign only", unconstrained, "-", nil, "not a decimal"},
 	}
@@ -134,5 +136,57 @@ func TestConvertTimestampBounds(t *testing.T) {
 	}
 	if maxTime != last {
 		t.Errorf("maxTime = %v, want %v", maxTime, last)
+	}
+}
+
+// TestValuesMatchConvert goes through the type table: a column's Values
+// holds what Convert returns for each value, as []T or, Nullable, []*T
+// with nil for NULL; a NULL a column cannot hold is left to the caller.
+func TestValuesMatchConvert(t *testing.T) {
+	for _, s := range scalars {
+		for _, name := range s.pg {
+			for _, nullable := range []bool{false, true} {
+				typ := Map(record.Column{Name: "c", Type: name, TypMod: -1}, nullable)
+				want, err := typ.Convert(s.example)
+				if err != nil {
+					t.Fatalf("%s: Convert(%q): %v", typ.DDL, s.example, err)
+				}
+				vals, ok := typ.NewValues(3)
+				if !ok {
+					t.Fatalf("%s: no Values", typ.DDL)
+				}
+				if held, err := vals.Append(s.example); !held || err != nil {
+					t.Errorf("%s: Append(%q) = %v, %v", typ.DDL, s.example, held, err)
+				}
+				if held := vals.AppendNull(); held != nullable {
+					t.Errorf("%s: AppendNull() = %v, want %v", typ.DDL, held, nullable)
+				}
+				got := reflect.ValueOf(vals.Slice(0, 1)).Index(0)
+				if nullable {
+					if got.IsNil() {
+						t.Fatalf("%s: %q appended as NULL", typ.DDL, s.example)
+					}
+					got = got.Elem()
+					if null := reflect.ValueOf(vals.Slice(1, 2)).Index(0); !null.IsNil() {
+						t.Errorf("%s: NULL appended as %v", typ.DDL, null.Elem())
+					}
+				}
+				if g := got.Interface(); !reflect.DeepEqual(g, want) {
+					t.Errorf("%s: Values hold %#v for %q, Convert returns %#v", typ.DDL, g, s.example, want)
+				}
+			}
+		}
+	}
+	for _, nullable := range []bool{false, true} {
+		vals, _ := Map(record.Column{Type: "numeric", TypMod: -1}, nullable).NewValues(1)
+		if held, err := vals.Append("NaN"); held != nullable || err != nil {
+			t.Errorf("numeric NaN, nullable %v: Append = %v, %v; want %v (NULL)", nullable, held, err, nullable)
+		}
+		if _, err := vals.Append("1e5"); err == nil {
+			t.Error("numeric 1e5: no error")
+		}
+	}
+	if _, ok := Map(record.Column{Type: "int4", Array: true}, true).NewValues(1); ok {
+		t.Error("an array column has Values")
 	}
 }
