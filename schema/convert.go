@@ -195,9 +195,28 @@ func parseDate(s string) (time.Time, error) {
 	}
 	t, err := time.Parse("2006-01-02", s)
 	if err != nil {
+		if beyondYear9999(s, "2006-01-02") {
+			return maxDate, nil
+		}
 		return time.Time{}, fmt.Errorf("date %q: %w", s, err)
 	}
 	return clamp(t, minDate, maxDate), nil
+}
+
+// beyondYear9999 reports whether s is a date or timestamp of layout whose
+// year has more than four digits (PostgreSQL writes years up to 294276 for
+// timestamps, 5874897 for dates), which time.Parse cannot read: the rest
+// must still parse, so that text that only starts with digits fails.
+func beyondYear9999(s, layout string) bool {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	if n <= 4 || n == len(s) || s[n] != '-' {
+		return false
+	}
+	_, err := time.Parse(layout, "9999"+s[n:])
+	return err == nil
 }
 
 // parseTimestamp reads PostgreSQL's ISO output for timestamp and timestamptz
@@ -233,8 +252,7 @@ func parseTimestampLayout(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(layout, s)
 	if err != nil {
-		// Years beyond 9999 have more digits than the layout allows.
-		if len(s) > 4 && s[4] != '-' {
+		if beyondYear9999(s, layout) {
 			return maxTime, nil
 		}
 		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)

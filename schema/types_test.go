@@ -122,6 +122,10 @@ func TestConvertTimestampBounds(t *testing.T) {
 		// Date32 reaches further.
 		{record.Column{Type: "date"}, "2299-12-31", maxDate},
 		{record.Column{Type: "date"}, "infinity", maxDate},
+		// Years of five digits and more, which PostgreSQL accepts.
+		{record.Column{Type: "date"}, "10000-01-01", maxDate},
+		{record.Column{Type: "date"}, "5874897-12-31", maxDate},
+		{record.Column{Type: "timestamp"}, "294276-12-31 23:59:59.999999", last},
 	}
 	for _, tc := range tests {
 		got, err := Map(tc.col, true).Convert(tc.text)
@@ -136,6 +140,24 @@ func TestConvertTimestampBounds(t *testing.T) {
 	}
 	if maxTime != last {
 		t.Errorf("maxTime = %v, want %v", maxTime, last)
+	}
+}
+
+// TestConvertRefusesTimeText checks that text which is no date or
+// timestamp (records come from Kafka: untrusted) fails, so the record goes
+// to the dead letters, instead of loading as a bound.
+func TestConvertRefusesTimeText(t *testing.T) {
+	for _, tc := range []struct{ typ, text string }{
+		{"timestamptz", "yesterday"},
+		{"timestamp", "12345"},
+		{"timestamp", "12345-garbage"},
+		{"timestamp", "20240-13-45 10:00:00"},
+		{"date", "yesterday"},
+		{"date", "12345-1-1x"},
+	} {
+		if got, err := Map(record.Column{Type: tc.typ}, true).Convert(tc.text); err == nil {
+			t.Errorf("%s %q = %v, want an error", tc.typ, tc.text, got)
+		}
 	}
 }
 
