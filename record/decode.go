@@ -62,6 +62,7 @@ const maxKeptRecord = 1 << 20
 type decoder struct {
 	keep  []byte // unescaped strings the Record keeps; copied into one string
 	check []byte // unescaped strings that are only checked (eventType, op, …)
+	// that have escapes (see readChecked)
 	names []byte // unescaped names of payload and key members and of unchanged
 	tok   []byte // a name or time with escapes, unescaped to be checked
 	tmp   []byte // the partition key rebuilt from the decoded record
@@ -158,12 +159,12 @@ var recordFields = [numRecordFields]string{
 type envelope struct {
 	eventID, tenantID, tenantColumn, schemaID span // in keep
 	source                                    [numSourceFields]span
-	eventType, partitionKey, lsn, commitLSN   span // in check
-	op                                        span // in check
-	eventVersion                              int64
-	occurredAt, ingestedAt                    time.Time
-	ordinal                                   uint32
-	version                                   uint64
+	// Strings that are only checked, in data or in the decoder's check.
+	eventType, partitionKey, lsn, commitLSN, op []byte
+	eventVersion                                int64
+	occurredAt, ingestedAt                      time.Time
+	ordinal                                     uint32
+	version                                     uint64
 	// hasColumns is true when columns is given and not null (a version 1
 	// record); hasKey and hasRows likewise for key and rows.
 	hasColumns, hasKey, hasRows bool
@@ -226,13 +227,13 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 	}
 	// ParseOp and ParseLSN keep nothing of their argument (their errors
 	// quote it), so they may read the scratch buffer in place.
-	if r.Op, err = ParseOp(transient(e.op.in(d.check))); err != nil {
+	if r.Op, err = ParseOp(transient(e.op)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if r.LSN, err = ParseLSN(transient(e.lsn.in(d.check))); err != nil {
+	if r.LSN, err = ParseLSN(transient(e.lsn)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if r.CommitLSN, err = ParseLSN(transient(e.commitLSN.in(d.check))); err != nil {
+	if r.CommitLSN, err = ParseLSN(transient(e.commitLSN)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// A version 2 record's columns come from a registry entry whose hash
@@ -245,11 +246,11 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if eventType := e.eventType.in(d.check); !isEventType(eventType, r.Source, r.Op) {
+	if eventType := e.eventType; !isEventType(eventType, r.Source, r.Op) {
 		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, r.EventType())
 	}
 	d.tmp = r.AppendPartitionKey(d.tmp[:0])
-	if key := e.partitionKey.in(d.check); string(key) != string(d.tmp) {
+	if key := e.partitionKey; string(key) != string(d.tmp) {
 		return nil, fmt.Errorf("%w: partitionKey %q does not match tenant and key (want %q)", ErrInvalid, key, d.tmp)
 	}
 	if e.eventVersion == 1 && schemaID != SchemaID(r.TenantColumn, r.Columns) {
@@ -332,7 +333,7 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 	case fieldEventID:
 		e.eventID, err = s.readString(&d.keep, "eventId")
 	case fieldEventType:
-		e.eventType, err = s.readString(&d.check, "eventType")
+		e.eventType, err = s.readChecked(&d.check, "eventType")
 	case fieldEventVersion:
 		e.eventVersion, err = s.readInt(64, "eventVersion")
 	case fieldOccurredAt:
@@ -344,13 +345,13 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 	case fieldTenantColumn:
 		e.tenantColumn, err = s.readString(&d.keep, "tenantColumn")
 	case fieldPartitionKey:
-		e.partitionKey, err = s.readString(&d.check, "partitionKey")
+		e.partitionKey, err = s.readChecked(&d.check, "partitionKey")
 	case fieldSource:
 		err = d.readSource(s, e)
 	case fieldLSN:
-		e.lsn, err = s.readString(&d.check, "lsn")
+		e.lsn, err = s.readChecked(&d.check, "lsn")
 	case fieldCommitLSN:
-		e.commitLSN, err = s.readString(&d.check, "commitLsn")
+		e.commitLSN, err = s.readChecked(&d.check, "commitLsn")
 	case fieldOrdinal:
 		var ordinal uint64
 		ordinal, err = s.readUint(32, "ordinal")
@@ -358,7 +359,7 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 	case fieldVersion:
 		e.version, err = s.readUint(64, "version")
 	case fieldOp:
-		e.op, err = s.readString(&d.check, "op")
+		e.op, err = s.readChecked(&d.check, "op")
 	case fieldSchemaID:
 		e.schemaID, err = s.readString(&d.keep, "schemaId")
 	case fieldColumns:

@@ -53,23 +53,23 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	op, err := ParseOp(transient(e.op.in(d.check)))
+	op, err := ParseOp(transient(e.op))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if op != Read || e.ordinal != 0 {
 		return nil, fmt.Errorf("%w: a row batch carries snapshot rows (op r, ordinal 0), not op %s ordinal %d", ErrInvalid, op, e.ordinal)
 	}
-	lsn, err := ParseLSN(transient(e.lsn.in(d.check)))
+	lsn, err := ParseLSN(transient(e.lsn))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	commitLSN, err := ParseLSN(transient(e.commitLSN.in(d.check)))
+	commitLSN, err := ParseLSN(transient(e.commitLSN))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	src := Source{ID: e.source[sourceID].of(text), Schema: e.source[sourceSchema].of(text), Table: e.source[sourceTable].of(text)}
-	if eventType := e.eventType.in(d.check); !isEventType(eventType, src, Read) {
+	if eventType := e.eventType; !isEventType(eventType, src, Read) {
 		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, src.Schema+"."+src.Table+"."+Read.verb())
 	}
 	tenantIdx := -1

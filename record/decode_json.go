@@ -32,12 +32,11 @@ type scanner struct {
 // telling apart except in errors).
 func (s *scanner) peek() byte {
 	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; c {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
+		c := s.data[s.pos]
+		if c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return c
 		}
+		s.pos++
 	}
 	return 0
 }
@@ -127,21 +126,15 @@ func (s *scanner) name(buf *[]byte) ([]byte, error) {
 	return key, s.colon()
 }
 
-// at reads the quoted name if it comes next, as it is (name is plain: it
-// needs no escapes).
-func (s *scanner) at(name string) bool {
-	s.peek()
-	p := s.pos + 1
-	if end := p + len(name); end < len(s.data) && s.data[s.pos] == '"' && string(s.data[p:end]) == name && s.data[end] == '"' {
-		s.pos = end + 1
-		return true
-	}
-	return false
-}
-
 // appendName reads a member's name and the ':' after it, appending the
 // name to dst unescaped.
 func (s *scanner) appendName(dst []byte, field string) ([]byte, error) {
+	if p := s.pos; p < len(s.data) && s.data[p] == '"' {
+		if end := plainEnd(s.data, p+1); end+1 < len(s.data) && s.data[end] == '"' && s.data[end+1] == ':' {
+			s.pos = end + 2 // the usual case: nothing to unescape, no white space
+			return append(dst, s.data[p+1:end]...), nil
+		}
+	}
 	if s.peek() != '"' {
 		return dst, s.syntaxError("a member name")
 	}
@@ -160,16 +153,18 @@ func (s *scanner) appendName(dst []byte, field string) ([]byte, error) {
 func (s *scanner) appendString(dst []byte) (out []byte, null, ok bool) {
 	switch s.peek() {
 	case '"':
-		if end := plainEnd(s.data, s.pos+1); end < len(s.data) && s.data[end] == '"' {
-			out = append(dst, s.data[s.pos+1:end]...) // nothing to unescape
-			s.pos = end + 1
+		start := s.pos + 1
+		plain := plainEnd(s.data, start)
+		out = append(dst, s.data[start:plain]...)
+		if plain < len(s.data) && s.data[plain] == '"' {
+			s.pos = plain + 1 // the usual case: nothing to unescape
 			return out, false, true
 		}
-		out, end, ok := appendUnquoted(dst, s.data[s.pos+1:])
+		out, end, ok := appendUnquoted(out, s.data[plain:])
 		if !ok {
 			return dst, false, false
 		}
-		s.pos += end + 2
+		s.pos = plain + end + 1
 		return out, false, true
 	case 'n':
 		if s.literal("null") {
@@ -190,6 +185,27 @@ func (s *scanner) readString(dst *[]byte, field string) (span, error) {
 	}
 	*dst = out
 	return span{start, len(out)}, nil
+}
+
+// readChecked reads a string that is only checked, not kept: a slice of
+// data when it has no escapes, else unescaped onto *buf (a slice of which
+// stays valid as *buf grows: append never changes what it has written).
+// null is the empty string.
+func (s *scanner) readChecked(buf *[]byte, field string) ([]byte, error) {
+	if s.peek() == '"' {
+		start := s.pos + 1
+		if end := plainEnd(s.data, start); end < len(s.data) && s.data[end] == '"' {
+			s.pos = end + 1
+			return s.data[start:end], nil
+		}
+	}
+	n := len(*buf)
+	out, _, ok := s.appendString(*buf)
+	if !ok {
+		return nil, s.valueError(field, "a string")
+	}
+	*buf = out
+	return out[n:], nil
 }
 
 // readInt reads a signed integer of the given bit size; null is 0. Like
@@ -323,34 +339,40 @@ func parseTimeZ(b []byte) (time.Time, bool) {
 	if len(b) < n || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
 		return time.Time{}, false
 	}
-	ok := true
-	num := func(b []byte) int {
-		x := 0
-		for _, c := range b {
-			if c < '0' || c > '9' {
-				ok = false
-			}
-			x = x*10 + int(c-'0')
-		}
-		return x
+	y1, ok1 := twoDigits(b[0], b[1])
+	y2, ok2 := twoDigits(b[2], b[3])
+	month, ok3 := twoDigits(b[5], b[6])
+	day, ok4 := twoDigits(b[8], b[9])
+	hour, ok5 := twoDigits(b[11], b[12])
+	minute, ok6 := twoDigits(b[14], b[15])
+	sec, ok7 := twoDigits(b[17], b[18])
+	year := y1*100 + y2
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
 	}
-	year, month, day := num(b[0:4]), num(b[5:7]), num(b[8:10])
-	hour, minute, sec := num(b[11:13]), num(b[14:16]), num(b[17:19])
 	nsec := 0
 	if frac := b[n-1 : len(b)-1]; len(frac) > 0 {
 		// A '.' and one to nine digits, scaled to nanoseconds.
 		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
 			return time.Time{}, false
 		}
-		nsec = num(frac[1:])
+		for _, c := range frac[1:] {
+			if c < '0' || c > '9' {
+				return time.Time{}, false
+			}
+			nsec = nsec*10 + int(c-'0')
+		}
 		for range 10 - len(frac) {
 			nsec *= 10
 		}
 	}
-	if !ok || month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
-		return time.Time{}, false
-	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+// twoDigits reads the decimal number of the digits a and b.
+func twoDigits(a, b byte) (int, bool) {
+	a, b = a-'0', b-'0' // a byte below '0' wraps above 9
+	return int(a)*10 + int(b), a <= 9 && b <= 9
 }
 
 // daysIn returns the number of days in month m of year.
@@ -465,18 +487,14 @@ func newFields(names []string, where string) fields {
 // writes a name twice, and a record that does may be read differently by
 // different readers.
 func (f *fields) next(s *scanner, buf *[]byte) (int, error) {
+	if i, ok := f.expected(s); ok {
+		return i, nil
+	}
 	more, err := s.more(f.first, '}')
 	if err != nil || !more {
 		return -1, err
 	}
 	f.first = false
-	if i := f.hint; i < len(f.names) && !f.given.has(i) && s.at(f.names[i]) {
-		// The field that usually comes next, spelt exactly: the name needs
-		// no unescaping or search.
-		f.given |= 1 << i
-		f.hint = i + 1
-		return i, s.colon()
-	}
 	key, err := s.name(buf)
 	if err != nil {
 		return -1, err
@@ -491,6 +509,34 @@ func (f *fields) next(s *scanner, buf *[]byte) (int, error) {
 	f.given |= 1 << i
 	f.hint = i + 1
 	return i, nil
+}
+
+// expected reads `,"name":` (without the comma for the first member) for
+// the field that usually comes next, as capture writes it: no white space,
+// the name spelt exactly, so that it needs no unescaping or search. It
+// reads nothing and reports false when that does not come.
+func (f *fields) expected(s *scanner) (int, bool) {
+	i := f.hint
+	if i >= len(f.names) || f.given.has(i) {
+		return 0, false
+	}
+	name := f.names[i]
+	p := s.pos // at the comma, or at the name's quote
+	if !f.first {
+		if p >= len(s.data) || s.data[p] != ',' {
+			return 0, false
+		}
+		p++
+	}
+	end := p + 1 + len(name) // at the closing quote
+	if end+1 >= len(s.data) || s.data[p] != '"' || s.data[end] != '"' || s.data[end+1] != ':' || string(s.data[p+1:end]) != name {
+		return 0, false
+	}
+	s.pos = end + 2
+	f.first = false
+	f.given |= 1 << i
+	f.hint = i + 1
+	return i, true
 }
 
 // fieldIndex returns the position of key among names, -1 when it is not
@@ -569,12 +615,17 @@ func foldRune(r rune) rune {
 // byte beyond ASCII (which needs UTF-8 decoding); len(s) when there is none.
 func plainEnd(s []byte, i int) int {
 	// Most strings are plain ASCII: pass them 8 bytes at a time, and the
-	// rest byte by byte.
+	// rest byte by byte. (Small enough to be inlined.)
 	for ; i+8 <= len(s); i += 8 {
 		if m := stopBytes(binary.LittleEndian.Uint64(s[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
+			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
+	return plainEndBytes(s, i)
+}
+
+// plainEndBytes is plainEnd byte by byte.
+func plainEndBytes(s []byte, i int) int {
 	for i < len(s) && s[i] >= ' ' && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
 		i++
 	}
@@ -583,16 +634,17 @@ func plainEnd(s []byte, i int) int {
 
 // stopBytes sets the high bit of the first byte of w (little endian) that
 // plainEnd stops at, 0 when there is none; bits above it may be set too.
-// It is the test of wordIsPlain, whose lowest bit is exact: a byte is
-// marked wrongly only by a borrow from a byte below it, which is marked
-// rightly.
+// Each term sets the high bit of the bytes it looks for, and of bytes
+// beyond ASCII, which the last term sets anyway: w-0x20 of a byte below
+// 0x20, q-1 of a '"' (b-1 of a '\\'). The borrow a subtraction takes from
+// the next byte up can set a bit there wrongly, but only above a byte
+// rightly set.
 func stopBytes(w uint64) uint64 {
 	const (
 		quotes     = lowBits * '"'
 		backslashs = lowBits * '\\'
 	)
-	q, b := w^quotes, w^backslashs
-	return ((w-lowBits*0x20)&^w | (q-lowBits)&^q | (b-lowBits)&^b | w) & highBits
+	return ((w - lowBits*0x20) | (w ^ quotes - lowBits) | (w ^ backslashs - lowBits) | w) & highBits
 }
 
 // appendUnquoted unescapes the JSON string whose body starts at s[0]
