@@ -306,7 +306,7 @@ func (d *decoder) read(data []byte, e *envelope) error {
 		return fmt.Errorf("%w: a record is a JSON object, not %s", ErrInvalid, s.kind())
 	}
 	s.pos++
-	f := newFields(recordFields[:], "record")
+	f := newFields(recordObject)
 	for {
 		i, err := f.next(s, &d.tok)
 		if err != nil {

@@ -49,7 +49,7 @@ func (d *decoder) readSource(s *scanner, e *envelope) error {
 	if given, err := s.open('{', "source", "an object"); !given {
 		return err
 	}
-	f := newFields(sourceFields[:], "source")
+	f := newFields(sourceObject)
 	for {
 		i, err := f.next(s, &d.tok)
 		if err != nil || i < 0 {
@@ -89,7 +89,7 @@ func (d *decoder) readColumns(s *scanner) (bool, error) {
 // readColumn reads one column object of a version 1 record, whose '{' has
 // been read.
 func (d *decoder) readColumn(s *scanner, c *columnSpec) error {
-	f := newFields(columnFields[:], "column")
+	f := newFields(columnObject)
 	for {
 		i, err := f.next(s, &d.tok)
 		if err != nil || i < 0 {

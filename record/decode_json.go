@@ -160,11 +160,9 @@ func (s *scanner) appendString(dst []byte) (out []byte, null, ok bool) {
 			s.pos = plain + 1 // the usual case: nothing to unescape
 			return out, false, true
 		}
-		out, end, ok := appendUnquoted(out, s.data[plain:])
-		if !ok {
+		if out, ok = s.unescape(out, plain); !ok {
 			return dst, false, false
 		}
-		s.pos = plain + end + 1
 		return out, false, true
 	case 'n':
 		if s.literal("null") {
@@ -172,6 +170,17 @@ func (s *scanner) appendString(dst []byte) (out []byte, null, ok bool) {
 		}
 	}
 	return dst, false, false
+}
+
+// unescape appends the rest of the string at s, from data[from] on (its
+// plain prefix read already), to dst unescaped and reads it; it reports
+// false, having read nothing, when the string is not valid JSON.
+func (s *scanner) unescape(dst []byte, from int) ([]byte, bool) {
+	out, end, ok := appendUnquoted(dst, s.data[from:])
+	if ok {
+		s.pos = from + end + 1
+	}
+	return out, ok
 }
 
 // readString appends the string at s to *dst and returns where it is; null
@@ -192,20 +201,25 @@ func (s *scanner) readString(dst *[]byte, field string) (span, error) {
 // stays valid as *buf grows: append never changes what it has written).
 // null is the empty string.
 func (s *scanner) readChecked(buf *[]byte, field string) ([]byte, error) {
-	if s.peek() == '"' {
+	switch s.peek() {
+	case '"':
 		start := s.pos + 1
-		if end := plainEnd(s.data, start); end < len(s.data) && s.data[end] == '"' {
-			s.pos = end + 1
-			return s.data[start:end], nil
+		plain := plainEnd(s.data, start)
+		if plain < len(s.data) && s.data[plain] == '"' {
+			s.pos = plain + 1
+			return s.data[start:plain], nil
+		}
+		n := len(*buf)
+		if out, ok := s.unescape(append(*buf, s.data[start:plain]...), plain); ok {
+			*buf = out
+			return out[n:], nil
+		}
+	case 'n':
+		if s.literal("null") {
+			return nil, nil
 		}
 	}
-	n := len(*buf)
-	out, _, ok := s.appendString(*buf)
-	if !ok {
-		return nil, s.valueError(field, "a string")
-	}
-	*buf = out
-	return out[n:], nil
+	return nil, s.valueError(field, "a string")
 }
 
 // readInt reads a signed integer of the given bit size; null is 0. Like
@@ -215,6 +229,13 @@ func (s *scanner) readInt(bits int, field string) (int64, error) {
 	tok, null, err := s.number(field)
 	if null || err != nil {
 		return 0, err
+	}
+	if len(tok) > 1 && tok[0] == '-' {
+		if n, ok := smallUint(tok[1:]); ok && n <= 1<<(bits-1) {
+			return -int64(n), nil
+		}
+	} else if n, ok := smallUint(tok); ok && n <= 1<<(bits-1)-1 {
+		return int64(n), nil
 	}
 	if isJSONInteger(tok, true) {
 		if n, err := strconv.ParseInt(transient(tok), 10, bits); err == nil {
@@ -231,12 +252,33 @@ func (s *scanner) readUint(bits int, field string) (uint64, error) {
 	if null || err != nil {
 		return 0, err
 	}
+	if n, ok := smallUint(tok); ok && n <= 1<<bits-1 {
+		return n, nil
+	}
 	if isJSONInteger(tok, false) {
 		if n, err := strconv.ParseUint(transient(tok), 10, bits); err == nil {
 			return n, nil
 		}
 	}
 	return 0, fmt.Errorf("%w: %s is the number %q, want an unsigned integer that fits %d bits", ErrInvalid, field, excerpt(tok), bits)
+}
+
+// smallUint reads 0|[1-9][0-9]* of at most 19 digits, which always fits
+// 64 bits: the numbers of a record, read without strconv's generality.
+// It reports false for anything else, which readInt and readUint leave to
+// strconv.
+func smallUint(tok []byte) (uint64, bool) {
+	if len(tok) == 0 || len(tok) > 19 || tok[0] == '0' && len(tok) > 1 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // number reads the bytes of a number (any run of the bytes a JSON number
@@ -462,19 +504,41 @@ type fieldSet uint32
 
 func (f fieldSet) has(i int) bool { return f&(1<<i) != 0 }
 
-// fields reads the members of one object, each a field among names, as
-// encoding/json read them into a struct; the caller reads each value.
+// object describes the fields of one kind of object: a struct of the old
+// wire form, which encoding/json read.
+type object struct {
+	where  string   // the object, for errors
+	names  []string // at most 32
+	quoted []string // each name as a member starts with it: "name":
+}
+
+func newObject(where string, names []string) *object {
+	o := &object{where: where, names: names}
+	for _, name := range names {
+		o.quoted = append(o.quoted, `"`+name+`":`)
+	}
+	return o
+}
+
+// The objects of a record.
+var (
+	recordObject = newObject("record", recordFields[:])
+	sourceObject = newObject("source", sourceFields[:])
+	columnObject = newObject("column", columnFields[:])
+)
+
+// fields reads the members of one object, each one of its fields; the
+// caller reads each value.
 type fields struct {
-	names []string // at most 32
-	where string   // the object, for errors
+	*object
 	given fieldSet
 	hint  int // where the next name usually is
 	first bool
 }
 
-// newFields starts reading an object whose '{' has been read.
-func newFields(names []string, where string) fields {
-	return fields{names: names, where: where, first: true}
+// newFields starts reading an object o whose '{' has been read.
+func newFields(o *object) fields {
+	return fields{object: o, first: true}
 }
 
 // next reads the next member's name and returns the field's position, -1
@@ -520,7 +584,7 @@ func (f *fields) expected(s *scanner) (int, bool) {
 	if i >= len(f.names) || f.given.has(i) {
 		return 0, false
 	}
-	name := f.names[i]
+	quoted := f.quoted[i]
 	p := s.pos // at the comma, or at the name's quote
 	if !f.first {
 		if p >= len(s.data) || s.data[p] != ',' {
@@ -528,11 +592,11 @@ func (f *fields) expected(s *scanner) (int, bool) {
 		}
 		p++
 	}
-	end := p + 1 + len(name) // at the closing quote
-	if end+1 >= len(s.data) || s.data[p] != '"' || s.data[end] != '"' || s.data[end+1] != ':' || string(s.data[p+1:end]) != name {
+	end := p + len(quoted)
+	if end > len(s.data) || string(s.data[p:end]) != quoted {
 		return 0, false
 	}
-	s.pos = end + 2
+	s.pos = end
 	f.first = false
 	f.given |= 1 << i
 	f.hint = i + 1

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,4 +333,53 @@ func mustDecode(t *testing.T, data []byte) *Record {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestReadIntegers holds readInt and readUint to what encoding/json did
+// for an integer field (strconv on a JSON integer), at the edges of each
+// size and for numbers and other values of every kind.
+func TestReadIntegers(t *testing.T) {
+	tokens := append([]string{}, trickyNumbers...)
+	for _, bits := range []int{16, 32, 64} {
+		for _, n := range []uint64{1<<(bits-1) - 1, 1 << (bits - 1), 1<<(bits-1) + 1, 1<<bits - 1} {
+			tokens = append(tokens, fmt.Sprint(n), "-"+fmt.Sprint(n), fmt.Sprint(n+1), fmt.Sprint(n)+"0")
+		}
+	}
+	tokens = append(tokens, "9999999999999999999", "10000000000000000000", "-9999999999999999999", "00", "-00", "-", "", "0.5", "1e3", "12a")
+	for _, tok := range tokens {
+		for _, bits := range []int{16, 32, 64} {
+			// What follows a number in a record; a token the scanner took
+			// only part of fails there.
+			rest := func(s *scanner, err error) error {
+				if err == nil && s.peek() != '}' {
+					return s.syntaxError("'}'")
+				}
+				return err
+			}
+			s := scanner{data: []byte(tok + "}")}
+			got, err := s.readInt(bits, "n")
+			err = rest(&s, err)
+			want, wantErr := strconv.ParseInt(tok, 10, bits)
+			if tok == "null" {
+				want, wantErr = 0, nil
+			} else if !isJSONInteger([]byte(tok), true) && wantErr == nil {
+				wantErr = errors.New("not a JSON integer")
+			}
+			if (err == nil) != (wantErr == nil) || err == nil && got != want {
+				t.Errorf("readInt(%q, %d) = %d, %v; want %d, %v", tok, bits, got, err, want, wantErr)
+			}
+			s = scanner{data: []byte(tok + "}")}
+			gotU, err := s.readUint(bits, "n")
+			err = rest(&s, err)
+			wantU, wantErr := strconv.ParseUint(tok, 10, bits)
+			if tok == "null" {
+				wantU, wantErr = 0, nil
+			} else if !isJSONInteger([]byte(tok), false) && wantErr == nil {
+				wantErr = errors.New("not a JSON integer")
+			}
+			if (err == nil) != (wantErr == nil) || err == nil && gotU != wantU {
+				t.Errorf("readUint(%q, %d) = %d, %v; want %d, %v", tok, bits, gotU, err, wantU, wantErr)
+			}
+		}
+	}
 }
