@@ -34,8 +34,7 @@ func Decode(data []byte, schemas Schemas) (*Record, error) {
 }
 
 // Decoder decodes records as Decode does, keeping its scratch buffers
-// between records, so that decoding allocates only
-// what the Record keeps. The zero value is ready to use. A Decoder is not
+// between records, so that decoding allocates only what the Record keeps. The zero value is ready to use. A Decoder is not
 // safe for concurrent use: give each goroutine its own.
 type Decoder struct{ d decoder }
 
@@ -61,8 +60,7 @@ const maxKeptRecord = 1 << 20
 // as encoding/json, which Decode used before, unescaped it.
 type decoder struct {
 	keep  []byte // unescaped strings the Record keeps; copied into one string
-	check []byte // unescaped strings that are only checked (eventType, op, …)
-	// that have escapes (see readChecked)
+	check []byte // strings only checked (eventType, op, …) that had escapes
 	names []byte // unescaped names of payload and key members and of unchanged
 	tok   []byte // a name or time with escapes, unescaped to be checked
 	tmp   []byte // the partition key rebuilt from the decoded record
@@ -154,12 +152,13 @@ var recordFields = [numRecordFields]string{
 	fieldRows:         "rows",
 }
 
-// envelope is what decode reads from a record before it checks it:
-// strings as spans of the decoder's buffers, everything else decoded.
+// envelope is what decode reads from a record before it checks it: the
+// strings the Record keeps as spans of the decoder's keep, the strings it
+// only checks as slices (of data, or of check for one with escapes), and
+// everything else decoded.
 type envelope struct {
-	eventID, tenantID, tenantColumn, schemaID span // in keep
-	source                                    [numSourceFields]span
-	// Strings that are only checked, in data or in the decoder's check.
+	eventID, tenantID, tenantColumn, schemaID   span // in keep
+	source                                      [numSourceFields]span
 	eventType, partitionKey, lsn, commitLSN, op []byte
 	eventVersion                                int64
 	occurredAt, ingestedAt                      time.Time
@@ -226,7 +225,7 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 		}
 	}
 	// ParseOp and ParseLSN keep nothing of their argument (their errors
-	// quote it), so they may read the scratch buffer in place.
+	// quote it), so they may read data or the scratch buffer in place.
 	if r.Op, err = ParseOp(transient(e.op)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
