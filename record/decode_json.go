@@ -795,17 +795,11 @@ func getu4(s []byte) rune {
 	}
 	var r rune
 	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
+		d, ok := hexDigit(c)
+		if !ok {
 			return -1
 		}
-		r = r*16 + rune(c)
+		r = r*16 + rune(d)
 	}
 	return r
 }
