@@ -170,22 +170,8 @@ func (d *decoder) readRows(s *scanner) (bool, error) {
 			return true, fmt.Errorf("%w: rows[%d] is %s, want an array", ErrInvalid, row, s.kind())
 		}
 		s.pos++
-		for first := true; ; first = false {
-			more, err := s.more(first, ']')
-			if err != nil {
-				return true, err
-			}
-			if !more {
-				break
-			}
-			var m member
-			m.text.start = len(d.keep)
-			var ok bool
-			if d.keep, m.null, ok = s.appendString(d.keep); !ok {
-				return true, s.valueError(fmt.Sprintf("a value of rows[%d]", row), "a string or null")
-			}
-			m.text.end = len(d.keep)
-			d.cells = append(d.cells, m)
+		if err := d.readRow(s, row); err != nil {
+			return true, err
 		}
 		d.rowEnds = append(d.rowEnds, len(d.cells))
 	}
@@ -193,4 +179,22 @@ func (d *decoder) readRows(s *scanner) (bool, error) {
 		return true, fmt.Errorf("%w: a row batch has no rows", ErrInvalid)
 	}
 	return true, nil
+}
+
+// readRow reads the values of row, whose '[' has been read, into d.cells.
+func (d *decoder) readRow(s *scanner, row int) error {
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil || !more {
+			return err
+		}
+		var m member
+		m.text.start = len(d.keep)
+		var ok bool
+		if d.keep, m.null, ok = s.appendString(d.keep); !ok {
+			return s.valueError(fmt.Sprintf("a value of rows[%d]", row), "a string or null")
+		}
+		m.text.end = len(d.keep)
+		d.cells = append(d.cells, m)
+	}
 }
