@@ -3,8 +3,6 @@ package record
 import (
 	"fmt"
 	"time"
-
-	"github.com/valyala/fastjson"
 )
 
 // Decode parses one wire-encoded record and validates it. A version 1
@@ -35,9 +33,8 @@ func Decode(data []byte, schemas Schemas) (*Record, error) {
 	return d.Decode(data, schemas)
 }
 
-// Decoder decodes records as Decode does, keeping the parser's value tree
-// and its scratch buffers between records, so that decoding allocates only
-// what the Record keeps. The zero value is ready to use. A Decoder is not
+// Decoder decodes records as Decode does, keeping its scratch buffers
+// between records, so that decoding allocates only what the Record keeps. The zero value is ready to use. A Decoder is not
 // safe for concurrent use: give each goroutine its own.
 type Decoder struct{ d decoder }
 
@@ -58,20 +55,14 @@ const maxKeptRecord = 1 << 20
 
 // decoder is the state of one Decode call, kept for the next (see Decoder).
 //
-// fastjson finds the structure of the record. Strings and the names of
-// payload and key are read from the text it has found, not through its own
-// unescaping (which is best-effort), so that they come out exactly as
-// encoding/json, which Decode used before, made them: see appendUnquoted.
+// A scanner reads the record in one pass (see decode_json.go), each value
+// straight into the envelope or into the buffers here, unescaped exactly
+// as encoding/json, which Decode used before, unescaped it.
 type decoder struct {
-	parser fastjson.Parser
-
-	fields [numRecordFields]*fastjson.Value
-	nested [numColumnFields]*fastjson.Value // fields of source or of a column
-
-	tok   []byte // one value as found on the wire (fastjson's MarshalTo)
 	keep  []byte // unescaped strings the Record keeps; copied into one string
-	check []byte // unescaped strings that are only checked (eventType, op, …)
+	check []byte // strings only checked (eventType, op, …) that had escapes
 	names []byte // unescaped names of payload and key members and of unchanged
+	tok   []byte // a name or time with escapes, unescaped to be checked
 	tmp   []byte // the partition key rebuilt from the decoded record
 
 	payload   []member
@@ -81,8 +72,9 @@ type decoder struct {
 
 	assigned []bool // per column: given by the object values reads
 
-	// A row batch's values are members (names unused) in payload; these
-	// are the end of each row there, and the key columns and values.
+	// A row batch's values are members (names unused) in cells; these are
+	// the end of each row there, and the key columns and values.
+	cells   []member
 	rowEnds []int
 	keyIdx  []int
 	keyVals []string
@@ -160,20 +152,23 @@ var recordFields = [numRecordFields]string{
 	fieldRows:         "rows",
 }
 
-// envelope is what decode reads from a record before it checks it:
-// strings as spans of the decoder's buffers, everything else decoded.
+// envelope is what decode reads from a record before it checks it: the
+// strings the Record keeps as spans of the decoder's keep, the strings it
+// only checks as slices (of data, or of check for one with escapes), and
+// everything else decoded.
 type envelope struct {
-	eventID, tenantID, tenantColumn, schemaID span // in keep
-	source                                    [numSourceFields]span
-	eventType, partitionKey, lsn, commitLSN   span // in check
-	op                                        span // in check
-	eventVersion                              int64
-	occurredAt, ingestedAt                    time.Time
-	ordinal                                   uint32
-	version                                   uint64
+	eventID, tenantID, tenantColumn, schemaID   span // in keep
+	source                                      [numSourceFields]span
+	eventType, partitionKey, lsn, commitLSN, op []byte
+	eventVersion                                int64
+	occurredAt, ingestedAt                      time.Time
+	ordinal                                     uint32
+	version                                     uint64
 	// hasColumns is true when columns is given and not null (a version 1
-	// record); hasKey likewise for key.
-	hasColumns, hasKey bool
+	// record); hasKey and hasRows likewise for key and rows.
+	hasColumns, hasKey, hasRows bool
+	// given holds the fields given, even as null.
+	given fieldSet
 }
 
 // decode is Decode with the decoder's buffers.
@@ -182,7 +177,7 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 	if err := d.read(data, &e); err != nil {
 		return nil, err
 	}
-	if d.fields[fieldRows] != nil {
+	if e.given.has(fieldRows) {
 		return nil, fmt.Errorf("%w: the value is a row batch (field rows), which comes with the Kafka header %s; decode it with DecodeBatch", ErrInvalid, HeaderRows)
 	}
 	// Every string the Record keeps, in one allocation.
@@ -230,14 +225,14 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 		}
 	}
 	// ParseOp and ParseLSN keep nothing of their argument (their errors
-	// quote it), so they may read the scratch buffer in place.
-	if r.Op, err = ParseOp(transient(e.op.in(d.check))); err != nil {
+	// quote it), so they may read data or the scratch buffer in place.
+	if r.Op, err = ParseOp(transient(e.op)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if r.LSN, err = ParseLSN(transient(e.lsn.in(d.check))); err != nil {
+	if r.LSN, err = ParseLSN(transient(e.lsn)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if r.CommitLSN, err = ParseLSN(transient(e.commitLSN.in(d.check))); err != nil {
+	if r.CommitLSN, err = ParseLSN(transient(e.commitLSN)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// A version 2 record's columns come from a registry entry whose hash
@@ -250,11 +245,11 @@ func (d *decoder) decode(data []byte, schemas Schemas) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if eventType := e.eventType.in(d.check); !isEventType(eventType, r.Source, r.Op) {
+	if eventType := e.eventType; !isEventType(eventType, r.Source, r.Op) {
 		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, r.EventType())
 	}
 	d.tmp = r.AppendPartitionKey(d.tmp[:0])
-	if key := e.partitionKey.in(d.check); string(key) != string(d.tmp) {
+	if key := e.partitionKey; string(key) != string(d.tmp) {
 		return nil, fmt.Errorf("%w: partitionKey %q does not match tenant and key (want %q)", ErrInvalid, key, d.tmp)
 	}
 	if e.eventVersion == 1 && schemaID != SchemaID(r.TenantColumn, r.Columns) {
@@ -297,118 +292,94 @@ func isEventType(eventType []byte, src Source, op Op) bool {
 		string(eventType[m+1:]) == verb
 }
 
-// read parses data and reads every field of the record into e and the
-// decoder's buffers, checking what JSON alone decides: syntax, names,
-// types and ranges. What it accepts, encoding/json accepted into the
-// record's old wire struct (except a field given twice, and data after the
-// object), and what it rejects, encoding/json rejected; so ErrUnknownSchema
-// is reported exactly when it was before.
+// read reads every field of the record in data into e and the decoder's
+// buffers, checking what JSON alone decides: syntax, names, types and
+// ranges. What it accepts, encoding/json accepted into the record's old
+// wire struct (except a field given twice, and data after the object), and
+// what it rejects, encoding/json rejected; so ErrUnknownSchema is reported
+// exactly when it was before.
 func (d *decoder) read(data []byte, e *envelope) error {
 	d.reset()
-	root, err := d.parser.ParseBytes(data)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	s := &scanner{data: data}
+	if s.peek() != '{' {
+		return fmt.Errorf("%w: a record is a JSON object, not %s", ErrInvalid, s.kind())
 	}
-	if root.Type() != fastjson.TypeObject {
-		return fmt.Errorf("%w: a record is a JSON object, not %s", ErrInvalid, root.Type())
+	s.pos++
+	f := newFields(recordObject)
+	for {
+		i, err := f.next(s, &d.tok)
+		if err != nil {
+			return err
+		}
+		if i < 0 {
+			break
+		}
+		if err := d.readField(s, i, e); err != nil {
+			return err
+		}
 	}
-	obj, _ := root.Object()
-	f := d.fields[:]
-	if err := visitFields(obj, recordFields[:], f, "record"); err != nil {
-		return err
+	e.given = f.given
+	if s.peek(); s.pos != len(data) {
+		return fmt.Errorf("%w: data after the record's object, at byte %d: %q", ErrInvalid, s.pos, excerpt(data[s.pos:]))
 	}
-	if e.eventID, err = d.readString(f[fieldEventID], &d.keep, "eventId"); err != nil {
-		return err
+	return nil
+}
+
+// readField reads the value of the record's field i.
+func (d *decoder) readField(s *scanner, i int, e *envelope) error {
+	var err error
+	switch i {
+	case fieldEventID:
+		e.eventID, err = s.readString(&d.keep, "eventId")
+	case fieldEventType:
+		e.eventType, err = s.readChecked(&d.check, "eventType")
+	case fieldEventVersion:
+		e.eventVersion, err = s.readInt(64, "eventVersion")
+	case fieldOccurredAt:
+		e.occurredAt, err = s.readTime("occurredAt", &d.tok)
+	case fieldIngestedAt:
+		e.ingestedAt, err = s.readTime("ingestedAt", &d.tok)
+	case fieldTenantID:
+		e.tenantID, err = s.readString(&d.keep, "tenantId")
+	case fieldTenantColumn:
+		e.tenantColumn, err = s.readString(&d.keep, "tenantColumn")
+	case fieldPartitionKey:
+		e.partitionKey, err = s.readChecked(&d.check, "partitionKey")
+	case fieldSource:
+		err = d.readSource(s, e)
+	case fieldLSN:
+		e.lsn, err = s.readChecked(&d.check, "lsn")
+	case fieldCommitLSN:
+		e.commitLSN, err = s.readChecked(&d.check, "commitLsn")
+	case fieldOrdinal:
+		var ordinal uint64
+		ordinal, err = s.readUint(32, "ordinal")
+		e.ordinal = uint32(ordinal)
+	case fieldVersion:
+		e.version, err = s.readUint(64, "version")
+	case fieldOp:
+		e.op, err = s.readChecked(&d.check, "op")
+	case fieldSchemaID:
+		e.schemaID, err = s.readString(&d.keep, "schemaId")
+	case fieldColumns:
+		e.hasColumns, err = d.readColumns(s)
+	case fieldKey:
+		d.key, e.hasKey, err = d.readMembers(s, d.key, "key")
+	case fieldPayload:
+		d.payload, _, err = d.readMembers(s, d.payload, "payload")
+	case fieldUnchanged:
+		err = d.readUnchanged(s)
+	case fieldRows:
+		e.hasRows, err = d.readRows(s)
+	default: // a field added to recordFields alone
+		err = fmt.Errorf("%w: this build has no reader for field %s", ErrInvalid, recordFields[i])
 	}
-	if e.eventType, err = d.readString(f[fieldEventType], &d.check, "eventType"); err != nil {
-		return err
-	}
-	if e.eventVersion, err = d.readInt(f[fieldEventVersion], 64, "eventVersion"); err != nil {
-		return err
-	}
-	if e.occurredAt, err = d.readTime(f[fieldOccurredAt], "occurredAt"); err != nil {
-		return err
-	}
-	if e.ingestedAt, err = d.readTime(f[fieldIngestedAt], "ingestedAt"); err != nil {
-		return err
-	}
-	if e.tenantID, err = d.readString(f[fieldTenantID], &d.keep, "tenantId"); err != nil {
-		return err
-	}
-	if e.tenantColumn, err = d.readString(f[fieldTenantColumn], &d.keep, "tenantColumn"); err != nil {
-		return err
-	}
-	if e.partitionKey, err = d.readString(f[fieldPartitionKey], &d.check, "partitionKey"); err != nil {
-		return err
-	}
-	if err := d.readSource(f[fieldSource], e); err != nil {
-		return err
-	}
-	if e.lsn, err = d.readString(f[fieldLSN], &d.check, "lsn"); err != nil {
-		return err
-	}
-	if e.commitLSN, err = d.readString(f[fieldCommitLSN], &d.check, "commitLsn"); err != nil {
-		return err
-	}
-	ordinal, err := d.readUint(f[fieldOrdinal], 32, "ordinal")
-	if err != nil {
-		return err
-	}
-	e.ordinal = uint32(ordinal)
-	if e.version, err = d.readUint(f[fieldVersion], 64, "version"); err != nil {
-		return err
-	}
-	if e.op, err = d.readString(f[fieldOp], &d.check, "op"); err != nil {
-		return err
-	}
-	if e.schemaID, err = d.readString(f[fieldSchemaID], &d.keep, "schemaId"); err != nil {
-		return err
-	}
-	if e.hasColumns, err = d.readColumns(f[fieldColumns]); err != nil {
-		return err
-	}
-	if d.key, e.hasKey, err = d.readMembers(f[fieldKey], d.key, "key"); err != nil {
-		return err
-	}
-	if d.payload, _, err = d.readMembers(f[fieldPayload], d.payload, "payload"); err != nil {
-		return err
-	}
-	return d.readUnchanged(f[fieldUnchanged])
+	return err
 }
 
 // reset empties the decoder's buffers for the next record.
 func (d *decoder) reset() {
 	d.keep, d.check, d.names = d.keep[:0], d.check[:0], d.names[:0]
 	d.payload, d.key, d.unchanged, d.columns = d.payload[:0], d.key[:0], d.unchanged[:0], d.columns[:0]
-}
-
-// visitFields files the members of o under their place in names (into
-// vals, which it clears first), rejecting a name that is not there and one
-// given twice. A name matches as encoding/json matched a struct field:
-// exactly, else by Unicode case folding (see fieldIndex).
-//
-// encoding/json took the last of two equal names (and merged objects and
-// arrays given twice); Decode rejects the record instead: capture never
-// writes a name twice, and a record that does may be read differently by
-// different readers.
-func visitFields(o *fastjson.Object, names []string, vals []*fastjson.Value, where string) error {
-	clear(vals)
-	var err error
-	hint := 0
-	o.Visit(func(key []byte, v *fastjson.Value) {
-		if err != nil {
-			return
-		}
-		i := fieldIndex(names, key, hint)
-		switch {
-		case i < 0:
-			err = fmt.Errorf("%w: %s has an unknown field %q", ErrInvalid, where, key)
-		case vals[i] != nil:
-			err = fmt.Errorf("%w: %s has field %q twice", ErrInvalid, where, names[i])
-		default:
-			vals[i] = v
-			hint = i + 1
-		}
-	})
-	return err
+	d.cells, d.rowEnds = d.cells[:0], d.rowEnds[:0]
 }

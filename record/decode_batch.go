@@ -1,10 +1,6 @@
 package record
 
-import (
-	"fmt"
-
-	"github.com/valyala/fastjson"
-)
+import "fmt"
 
 // DecodeBatch parses one row batch (a record value that came with the
 // HeaderRows header) and returns its rows as records, each validated as
@@ -39,20 +35,16 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	if err := d.read(data, &e); err != nil {
 		return nil, err
 	}
-	rows := d.fields[fieldRows]
-	if rows == nil || rows.Type() == fastjson.TypeNull {
+	if !e.hasRows {
 		return nil, fmt.Errorf("%w: a row batch needs the field rows; a value without it is a single record (decode it with Decode)", ErrInvalid)
 	}
 	for _, f := range perRowFields {
-		if d.fields[f] != nil {
+		if e.given.has(f) {
 			return nil, fmt.Errorf("%w: a row batch has no field %s: it is derived for each row", ErrInvalid, recordFields[f])
 		}
 	}
 	if e.eventVersion != 2 {
 		return nil, fmt.Errorf("%w: a row batch has eventVersion 2, not %d", ErrInvalid, e.eventVersion)
-	}
-	if err := d.readRows(rows); err != nil {
-		return nil, err
 	}
 	text := string(d.keep)
 	schemaID := e.schemaID.of(text)
@@ -61,23 +53,23 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	op, err := ParseOp(transient(e.op.in(d.check)))
+	op, err := ParseOp(transient(e.op))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if op != Read || e.ordinal != 0 {
 		return nil, fmt.Errorf("%w: a row batch carries snapshot rows (op r, ordinal 0), not op %s ordinal %d", ErrInvalid, op, e.ordinal)
 	}
-	lsn, err := ParseLSN(transient(e.lsn.in(d.check)))
+	lsn, err := ParseLSN(transient(e.lsn))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	commitLSN, err := ParseLSN(transient(e.commitLSN.in(d.check)))
+	commitLSN, err := ParseLSN(transient(e.commitLSN))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	src := Source{ID: e.source[sourceID].of(text), Schema: e.source[sourceSchema].of(text), Table: e.source[sourceTable].of(text)}
-	if eventType := e.eventType.in(d.check); !isEventType(eventType, src, Read) {
+	if eventType := e.eventType; !isEventType(eventType, src, Read) {
 		return nil, fmt.Errorf("%w: eventType %q does not match source and op (want %q)", ErrInvalid, eventType, src.Schema+"."+src.Table+"."+Read.verb())
 	}
 	tenantIdx := -1
@@ -107,7 +99,7 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	keys := d.keyVals[:len(d.keyIdx)]
 	start := 0
 	for i, end := range d.rowEnds {
-		cells := d.payload[start:end]
+		cells := d.cells[start:end]
 		start = end
 		if len(cells) != len(cols) {
 			return nil, fmt.Errorf("%w: rows[%d] has %d values for %d columns", ErrInvalid, i, len(cells), len(cols))
@@ -157,74 +149,52 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	return out, nil
 }
 
-// readRows reads the rows of a row batch into d.payload (one member per
-// value, its name unused) and the end of each row there into d.rowEnds. It
-// reads `[[v,…],…]` as fastjson writes back an array it parsed (no white
-// space, strings as they were on the wire), each v a string, unescaped into
-// keep, or null.
-func (d *decoder) readRows(v *fastjson.Value) error {
-	if v.Type() != fastjson.TypeArray {
-		return typeError("rows", v, "an array")
+// readRows reads the rows of a row batch into d.cells (one member per
+// value, its name unused), and the end of each row there into d.rowEnds.
+// It reports whether rows was given (not null). Each value is a string,
+// unescaped into keep, or null.
+func (d *decoder) readRows(s *scanner) (bool, error) {
+	if given, err := s.open('[', "rows", "an array"); !given {
+		return false, err
 	}
-	d.tok = v.MarshalTo(d.tok[:0])
-	tok := d.tok
-	// fastjson wrote tok from what it parsed, so its shape holds; the
-	// checks keep a surprise from becoming a panic.
-	at := func(i int) byte {
-		if i < len(tok) {
-			return tok[i]
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil {
+			return true, err
 		}
-		return 0
-	}
-	bad := func() error { return fmt.Errorf("%w: rows: unexpected array text %q", ErrInvalid, excerpt(tok)) }
-	d.payload, d.rowEnds = d.payload[:0], d.rowEnds[:0]
-	if at(0) != '[' {
-		return bad()
-	}
-	if at(1) == ']' {
-		return fmt.Errorf("%w: a row batch has no rows", ErrInvalid)
-	}
-	for i := 1; ; {
+		if !more {
+			break
+		}
 		row := len(d.rowEnds)
-		if at(i) != '[' {
-			return fmt.Errorf("%w: rows[%d] is %s, want an array", ErrInvalid, row, kindOf(tok[min(i, len(tok)):]))
+		if s.peek() != '[' {
+			return true, fmt.Errorf("%w: rows[%d] is %s, want an array", ErrInvalid, row, s.kind())
 		}
-		i++
-		if at(i) == ']' {
-			i++
-		} else {
-			for {
-				var m member
-				next, ok := d.readText(tok, i, &m)
-				switch {
-				case !ok && at(i) == '"':
-					return fmt.Errorf("%w: rows[%d] has a value that is not a valid JSON string: %q", ErrInvalid, row, excerpt(tok[i:]))
-				case !ok:
-					return fmt.Errorf("%w: rows[%d] has a value that is %s, want a string or null", ErrInvalid, row, kindOf(tok[min(i, len(tok)):]))
-				}
-				i = next
-				d.payload = append(d.payload, m)
-				if at(i) == ']' {
-					i++
-					break
-				}
-				if at(i) != ',' {
-					return bad()
-				}
-				i++
-			}
+		s.pos++
+		if err := d.readRow(s, row); err != nil {
+			return true, err
 		}
-		d.rowEnds = append(d.rowEnds, len(d.payload))
-		switch at(i) {
-		case ']':
-			if i+1 != len(tok) {
-				return bad()
-			}
-			return nil
-		case ',':
-			i++
-		default:
-			return bad()
+		d.rowEnds = append(d.rowEnds, len(d.cells))
+	}
+	if len(d.rowEnds) == 0 {
+		return true, fmt.Errorf("%w: a row batch has no rows", ErrInvalid)
+	}
+	return true, nil
+}
+
+// readRow reads the values of row, whose '[' has been read, into d.cells.
+func (d *decoder) readRow(s *scanner, row int) error {
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil || !more {
+			return err
 		}
+		var m member
+		m.text.start = len(d.keep)
+		var ok bool
+		if d.keep, m.null, ok = s.appendString(d.keep); !ok {
+			return s.valueError(fmt.Sprintf("a value of rows[%d]", row), "a string or null")
+		}
+		m.text.end = len(d.keep)
+		d.cells = append(d.cells, m)
 	}
 }

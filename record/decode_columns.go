@@ -1,7 +1,5 @@
 package record
 
-import "github.com/valyala/fastjson"
-
 // This file holds what Decode reads of the envelope's nested objects: the
 // source and a version 1 record's column descriptions (the schema it
 // carries instead of naming one). decode.go reads the top-level fields and
@@ -16,6 +14,9 @@ const (
 )
 
 var sourceFields = [numSourceFields]string{sourceID: "id", sourceSchema: "schema", sourceTable: "table"}
+
+// sourceWhere names the fields of source in errors.
+var sourceWhere = [numSourceFields]string{sourceID: "source id", sourceSchema: "source schema", sourceTable: "source table"}
 
 // The fields of a column of a version 1 record, in the order
 // appendSchemaColumns writes them.
@@ -43,106 +44,89 @@ var columnFields = [numColumnFields]string{
 }
 
 // readSource reads the source object.
-func (d *decoder) readSource(v *fastjson.Value, e *envelope) error {
-	if v == nil {
-		return nil
-	}
-	switch v.Type() {
-	case fastjson.TypeNull:
-		return nil // encoding/json left the struct as it was
-	case fastjson.TypeObject:
-	default:
-		return typeError("source", v, "an object")
-	}
-	o, _ := v.Object()
-	f := d.nested[:numSourceFields]
-	if err := visitFields(o, sourceFields[:], f, "source"); err != nil {
+func (d *decoder) readSource(s *scanner, e *envelope) error {
+	// null leaves the source empty, as encoding/json left the struct.
+	if given, err := s.open('{', "source", "an object"); !given {
 		return err
 	}
-	var err error
-	if e.source[sourceID], err = d.readString(f[sourceID], &d.keep, "source id"); err != nil {
-		return err
+	f := newFields(sourceObject)
+	for {
+		i, err := f.next(s, &d.tok)
+		if err != nil || i < 0 {
+			return err
+		}
+		if e.source[i], err = s.readString(&d.keep, sourceWhere[i]); err != nil {
+			return err
+		}
 	}
-	if e.source[sourceSchema], err = d.readString(f[sourceSchema], &d.keep, "source schema"); err != nil {
-		return err
-	}
-	e.source[sourceTable], err = d.readString(f[sourceTable], &d.keep, "source table")
-	return err
 }
 
 // readColumns reads the columns of a version 1 record into d.columns and
 // reports whether they were given (as an array, even an empty one).
-func (d *decoder) readColumns(v *fastjson.Value) (bool, error) {
-	if v == nil {
-		return false, nil
+func (d *decoder) readColumns(s *scanner) (bool, error) {
+	if given, err := s.open('[', "columns", "an array"); !given {
+		return false, err
 	}
-	switch v.Type() {
-	case fastjson.TypeNull:
-		return false, nil
-	case fastjson.TypeArray:
-	default:
-		return false, typeError("columns", v, "an array")
-	}
-	items, _ := v.Array()
-	for _, item := range items {
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil || !more {
+			return true, err
+		}
 		var c columnSpec
-		switch item.Type() {
-		case fastjson.TypeNull: // a zero column, as encoding/json made it
-		case fastjson.TypeObject:
-			if err := d.readColumn(item, &c); err != nil {
-				return false, err
+		given, err := s.open('{', "columns[]", "an object")
+		if err != nil {
+			return true, err
+		}
+		if given { // else a zero column, as encoding/json made it of null
+			if err := d.readColumn(s, &c); err != nil {
+				return true, err
 			}
-		default:
-			return false, typeError("columns[]", item, "an object")
 		}
 		d.columns = append(d.columns, c)
 	}
-	return true, nil
 }
 
-// readColumn reads one column object of a version 1 record.
-func (d *decoder) readColumn(v *fastjson.Value, c *columnSpec) error {
-	o, _ := v.Object()
-	f := d.nested[:numColumnFields]
-	if err := visitFields(o, columnFields[:], f, "column"); err != nil {
-		return err
-	}
-	var err error
-	if c.name, err = d.readString(f[columnName], &d.keep, "column name"); err != nil {
-		return err
-	}
-	if c.typ, err = d.readString(f[columnType], &d.keep, "column type"); err != nil {
-		return err
-	}
-	if c.enum, err = readBool(f[columnEnum], "column enum"); err != nil {
-		return err
-	}
-	if c.array, err = readBool(f[columnArray], "column array"); err != nil {
-		return err
-	}
-	typMod, err := d.readInt(f[columnTypMod], 32, "column typmod")
-	if err != nil {
-		return err
-	}
-	c.typMod = int32(typMod)
-	if c.key, err = readBool(f[columnKey], "column key"); err != nil {
-		return err
-	}
-	attnum, err := d.readInt(f[columnAttnum], 16, "column attnum")
-	if err != nil {
-		return err
-	}
-	c.attnum = int16(attnum)
-	if v := f[columnMissing]; v != nil {
-		// A *string: null leaves it nil, a string sets it.
-		var null bool
-		start := len(d.keep)
-		if d.keep, null, err = d.appendString(d.keep, v, "column missing"); err != nil {
+// readColumn reads one column object of a version 1 record, whose '{' has
+// been read.
+func (d *decoder) readColumn(s *scanner, c *columnSpec) error {
+	f := newFields(columnObject)
+	for {
+		i, err := f.next(s, &d.tok)
+		if err != nil || i < 0 {
 			return err
 		}
-		c.missing, c.hasMissing = span{start, len(d.keep)}, !null
+		switch i {
+		case columnName:
+			c.name, err = s.readString(&d.keep, "column name")
+		case columnType:
+			c.typ, err = s.readString(&d.keep, "column type")
+		case columnEnum:
+			c.enum, err = s.readBool("column enum")
+		case columnArray:
+			c.array, err = s.readBool("column array")
+		case columnTypMod:
+			var typMod int64
+			typMod, err = s.readInt(32, "column typmod")
+			c.typMod = int32(typMod)
+		case columnKey:
+			c.key, err = s.readBool("column key")
+		case columnAttnum:
+			var attnum int64
+			attnum, err = s.readInt(16, "column attnum")
+			c.attnum = int16(attnum)
+		case columnMissing:
+			// A *string: null leaves it nil, a string sets it.
+			start := len(d.keep)
+			var null, ok bool
+			if d.keep, null, ok = s.appendString(d.keep); !ok {
+				return s.valueError("column missing", "a string")
+			}
+			c.missing, c.hasMissing = span{start, len(d.keep)}, !null
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 // makeColumns builds the columns of a version 1 record, their strings cut

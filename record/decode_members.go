@@ -1,10 +1,6 @@
 package record
 
-import (
-	"fmt"
-
-	"github.com/valyala/fastjson"
-)
+import "fmt"
 
 // This file holds what Decode reads of a record's data: the members of
 // payload and key, exactly unescaped because their names are compared with
@@ -14,130 +10,53 @@ import (
 
 // readMembers reads the payload or key object into dst and reports whether
 // it was given (as an object, even an empty one): null and absence are
-// alike, as encoding/json left the map nil for both.
-//
-// The object's text as it was on the wire (which fastjson's MarshalTo gives
-// for an object whose names it has not unescaped yet) is read by
-// readObjectMembers, because the names must be unescaped exactly: they are
-// compared with column names.
-func (d *decoder) readMembers(v *fastjson.Value, dst []member, field string) ([]member, bool, error) {
-	if v == nil {
-		return dst, false, nil
+// alike, as encoding/json left the map nil for both. Names are unescaped
+// into names, exactly: they are compared with column names. Values are
+// strings, unescaped into keep, or null.
+func (d *decoder) readMembers(s *scanner, dst []member, field string) ([]member, bool, error) {
+	if given, err := s.open('{', field, "an object"); !given {
+		return dst, false, err
 	}
-	switch v.Type() {
-	case fastjson.TypeNull:
-		return dst, false, nil
-	case fastjson.TypeObject:
-	default:
-		return dst, false, typeError(field, v, "an object")
-	}
-	d.tok = v.MarshalTo(d.tok[:0])
-	dst, err := d.readObjectMembers(d.tok, dst, field)
-	return dst, true, err
-}
-
-// readObjectMembers reads `{"name":"text"|null,…}` as fastjson writes a
-// flat object it parsed: no white space, each name and string as it was on
-// the wire. Names are unescaped into names, texts into keep; any other
-// value is a type error.
-func (d *decoder) readObjectMembers(tok []byte, dst []member, field string) ([]member, error) {
-	// fastjson wrote tok from what it parsed, so its shape holds; the
-	// checks keep a surprise from becoming a panic.
-	bad := func() error { return fmt.Errorf("%w: %s: unexpected object text %q", ErrInvalid, field, excerpt(tok)) }
-	if len(tok) < 2 || tok[0] != '{' {
-		return dst, bad()
-	}
-	if tok[1] == '}' {
-		return dst, nil
-	}
-	for i := 1; ; {
-		if tok[i] != '"' {
-			return dst, bad()
+	for first := true; ; first = false {
+		more, err := s.more(first, '}')
+		if err != nil || !more {
+			return dst, true, err
 		}
 		var m member
 		m.name.start = len(d.names)
-		var end int
-		var ok bool
-		if d.names, end, ok = appendUnquoted(d.names, tok[i+1:]); !ok {
-			return dst, fmt.Errorf("%w: %s has a name that is not a valid JSON string: %q", ErrInvalid, field, excerpt(tok[i:]))
+		if d.names, err = s.appendName(d.names, field); err != nil {
+			return dst, true, err
 		}
 		m.name.end = len(d.names)
-		i += end + 2
-		if i+1 >= len(tok) || tok[i] != ':' {
-			return dst, bad()
-		}
-		i++
-		next, ok := d.readText(tok, i, &m)
-		switch {
-		case !ok && tok[i] == '"':
-			return dst, fmt.Errorf("%w: %s %q is not a valid JSON string: %q", ErrInvalid, field, m.name.in(d.names), excerpt(tok[i:]))
-		case !ok:
-			return dst, fmt.Errorf("%w: %s %q is %s, want a string or null", ErrInvalid, field, m.name.in(d.names), kindOf(tok[i:]))
-		}
-		i = next
-		dst = append(dst, m)
-		if i >= len(tok) {
-			return dst, bad()
-		}
-		switch tok[i] {
-		case '}':
-			return dst, nil
-		case ',':
-			if i++; i >= len(tok) {
-				return dst, bad()
-			}
-		default:
-			return dst, bad()
-		}
-	}
-}
-
-// readText reads the value at tok[i] as fastjson writes it back: a string,
-// unescaped into keep and spanned by m.text, or null (m.null). It returns
-// the position after the value, and false for any other value or a string
-// that is not valid JSON.
-func (d *decoder) readText(tok []byte, i int, m *member) (int, bool) {
-	switch {
-	case i < len(tok) && tok[i] == '"':
 		m.text.start = len(d.keep)
-		var end int
 		var ok bool
-		if d.keep, end, ok = appendUnquoted(d.keep, tok[i+1:]); !ok {
-			return i, false
+		if d.keep, m.null, ok = s.appendString(d.keep); !ok {
+			return dst, true, s.valueError(fmt.Sprintf("%s %q", field, m.name.in(d.names)), "a string or null")
 		}
 		m.text.end = len(d.keep)
-		return i + end + 2, true
-	case len(tok)-i >= 4 && string(tok[i:i+4]) == "null":
-		m.null = true
-		return i + 4, true
+		dst = append(dst, m)
 	}
-	return i, false
 }
 
 // readUnchanged reads the names of unchanged columns into d.unchanged. A
 // null among them is the empty name, as encoding/json left a null element
 // of a []string.
-func (d *decoder) readUnchanged(v *fastjson.Value) error {
-	if v == nil {
-		return nil
+func (d *decoder) readUnchanged(s *scanner) error {
+	if given, err := s.open('[', "unchanged", "an array"); !given {
+		return err
 	}
-	switch v.Type() {
-	case fastjson.TypeNull:
-		return nil
-	case fastjson.TypeArray:
-	default:
-		return typeError("unchanged", v, "an array")
-	}
-	items, _ := v.Array()
-	for _, item := range items {
-		start := len(d.names)
-		var err error
-		if d.names, _, err = d.appendString(d.names, item, "unchanged[]"); err != nil {
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil || !more {
 			return err
+		}
+		start := len(d.names)
+		var ok bool
+		if d.names, _, ok = s.appendString(d.names); !ok {
+			return s.valueError("unchanged[]", "a string")
 		}
 		d.unchanged = append(d.unchanged, span{start, len(d.names)})
 	}
-	return nil
 }
 
 // values aligns the members of a payload (or, with keysOnly, of a key)

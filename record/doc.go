@@ -120,4 +120,14 @@
 // relation (source, columns, schemaId). testdata/envelope_v1.golden and
 // envelope_v2.golden pin the exact bytes of both versions, and randomized
 // tests compare the encoders with a reference kept in the tests.
+//
+// # Decoding
+//
+// Decode and DecodeBatch (and a Decoder, which keeps its buffers from one
+// record to the next) read a value in one pass with a scanner of their
+// own, straight into the Record, by the rules of encoding/json, which the
+// decoder before them used: the same syntax, unescaping (invalid UTF-8
+// becomes U+FFFD) and matching of field names. They reject what it let
+// through: data after the object and a field given twice. Randomized tests
+// and a fuzz target hold Decode to that decoder, kept in the tests.
 package record

@@ -38,6 +38,14 @@ func ParseLSN(s string) (LSN, error) {
 	if !ok {
 		return 0, fmt.Errorf("lsn %q: want the form X/Y", s)
 	}
+	// Each half as String and PostgreSQL write it, 1 to 8 hex digits, is
+	// read here (the sink parses two LSNs per record); anything else, such
+	// as more leading zeros or an error to explain, by strconv.
+	if h, ok := hex32(hi); ok {
+		if l, ok := hex32(lo); ok {
+			return LSN(h<<32 | l), nil
+		}
+	}
 	h, err := strconv.ParseUint(hi, 16, 32)
 	if err != nil {
 		return 0, fmt.Errorf("lsn %q: %w", s, err)
@@ -47,6 +55,35 @@ func ParseLSN(s string) (LSN, error) {
 		return 0, fmt.Errorf("lsn %q: %w", s, err)
 	}
 	return LSN(h<<32 | l), nil
+}
+
+// hex32 reads 1 to 8 hex digits, false for anything else.
+func hex32(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 8 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		d, ok := hexDigit(s[i])
+		if !ok {
+			return 0, false
+		}
+		n = n<<4 | uint64(d)
+	}
+	return n, true
+}
+
+// hexDigit returns the value of the hex digit c.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // SnapshotVersion is the version of rows read by an initial snapshot. Every
