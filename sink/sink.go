@@ -156,7 +156,8 @@ type Config struct {
 	// FetchMaxWait.
 	MaxBatchRecords int
 	// InsertParallelism is how many partitions of a poll load at the same
-	// time (default 1), each its own batches in order: with more than one,
+	// time (default 1; walhouse sink's --insert-parallelism gives 2), each
+	// its own batches in order: with more than one,
 	// a partition's decoding and Layer 2 round trips overlap another's
 	// insert, and a ClickHouse server runs the inserts in parallel. The
 	// embedded engine answers one statement at a time, so there only the

@@ -37,7 +37,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead; env WALHOUSE_DLQ_TOPIC)")
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
-		parallel    = fs.Int("insert-parallelism", 1, "partitions loaded at the same time, each its own inserts in order (a ClickHouse server: up to the topics' partitions; the embedded engine runs one statement at a time)")
+		parallel    = fs.Int("insert-parallelism", 2, "partitions loaded at the same time, each its own inserts in order: one partition's decoding and Layer 2 overlap another's insert (a ClickHouse server: up to the topics' partitions, which it inserts in parallel; the embedded engine runs one statement at a time)")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
 		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
 		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store (env WALHOUSE_DEDUP_PREFIX)")
