@@ -97,7 +97,7 @@ func parseOptions(args []string) (options, error) {
 		o.sinkArgs = strings.Fields(v)
 		return nil
 	})
-	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of capture and of the sink during each steady step (they serve /debug/pprof/ with WALHOUSE_PPROF=1 on a port of their own), print where their CPU went by stage and write the profiles under -out/<name>-profiles")
+	fs.BoolVar(&o.profile, "profile", true, "take a CPU profile of capture and of the sink during each steady step (they serve /debug/pprof/ with WALHOUSE_PPROF=1 on a port of their own; sampling costs them a few percent of CPU), print where their CPU went by stage and write the profiles under -out/<name>-profiles; -profile=false for none")
 	fs.Func("capture-args", "more flags for every `walhouse capture`, space-separated, e.g. '--metrics-addr 127.0.0.1:9465' (with WALHOUSE_PPROF=1 in the environment, /debug/pprof/ is served there too)", func(v string) error {
 		o.captureArgs = strings.Fields(v)
 		return nil
