@@ -408,20 +408,27 @@ func TestBuildColumnsMatchesRows(t *testing.T) {
 	}
 }
 
+// faultColumns are the columns of the fault tests, one of each kind of
+// failure (a conversion, a value the client refuses, an array), and a
+// good value for each.
+func faultColumns() ([]record.Column, []string) {
+	return []record.Column{
+			{Name: "id", Type: "int8", TypMod: -1, Key: true},
+			{Name: "qty", Type: "int4", TypMod: -1},
+			{Name: "ref", Type: "uuid", TypMod: -1},
+			{Name: "price", Type: "numeric", TypMod: 12<<16 | 2 + 4},
+			{Name: "at", Type: "timestamptz", TypMod: -1},
+			{Name: "tags", Type: "int4", TypMod: -1, Array: true},
+		},
+		[]string{"1", "5", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "1.50", "2024-01-15 10:00:00+00", "{1,NULL}"}
+}
+
 // TestBuildColumnsFailsTheFirstRecord checks that a value that cannot be
 // loaded fails the record that holds it, the first in row order as
 // appending row by row found it, with sink.ErrPermanent, the record and
 // the column: what the sink needs to set that record alone aside.
 func TestBuildColumnsFailsTheFirstRecord(t *testing.T) {
-	cols := []record.Column{
-		{Name: "id", Type: "int8", TypMod: -1, Key: true},
-		{Name: "qty", Type: "int4", TypMod: -1},
-		{Name: "ref", Type: "uuid", TypMod: -1},
-		{Name: "price", Type: "numeric", TypMod: 12<<16 | 2 + 4},
-		{Name: "at", Type: "timestamptz", TypMod: -1},
-		{Name: "tags", Type: "int4", TypMod: -1, Array: true},
-	}
-	good := []string{"1", "5", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "1.50", "2024-01-15 10:00:00+00", "{1,NULL}"}
+	cols, good := faultColumns()
 	type bad struct {
 		rec  int
 		col  string
@@ -500,16 +507,10 @@ func TestBuildColumnsFailsTheFirstRecord(t *testing.T) {
 // too) and checks that the columns fail the same record as appending row
 // by row did, or hold the same block.
 func TestBuildColumnsRandomFaults(t *testing.T) {
-	cols := []record.Column{
-		{Name: "id", Type: "int8", TypMod: -1, Key: true},
-		{Name: "qty", Type: "int4", TypMod: -1},
-		{Name: "ref", Type: "uuid", TypMod: -1},
-		{Name: "price", Type: "numeric", TypMod: 12<<16 | 2 + 4},
-		{Name: "at", Type: "timestamptz", TypMod: -1},
-		{Name: "tags", Type: "int4", TypMod: -1, Array: true},
-		{Name: "k", Type: "numeric", TypMod: -1, Key: true},
-	}
-	good := []string{"1", "5", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "1.50", "2024-01-15 10:00:00+00", "{1,NULL}", "NaN"}
+	cols, good := faultColumns()
+	// and a numeric key column, whose good value is NaN.
+	cols = append(cols, record.Column{Name: "k", Type: "numeric", TypMod: -1, Key: true})
+	good = append(good, "NaN")
 	wrong := [][]string{{"x"}, {"1.5", "y"}, {"nope"}, {"--1", "1e3", "12345678901"}, {"2024-01-15 25:00:00"}, {"{1,x}", "1"}, {"a", "1-"}}
 	tg := testTarget(t, "", cols, nil)
 	rng := rand.New(rand.NewPCG(14, 1))
