@@ -399,12 +399,19 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 			return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 		}
 	}
-	tg, err := w.evolve(ctx, t, r.LSN)
+	tg, changed, err := w.evolve(ctx, t, r.LSN)
 	if err != nil {
 		return nil, err
 	}
 	if err := w.describeInsert(ctx, tg); err != nil {
 		return nil, err
+	}
+	if changed {
+		// The other shapes' targets were planned against the columns
+		// before this change: their typed values may no longer be what a
+		// widened column takes (the native protocol builds the batch from
+		// the server's types), so they are planned again on next use.
+		w.forget(r.Source)
 	}
 	w.mu.Lock()
 	w.tables[key] = tg
@@ -428,15 +435,15 @@ func (w *Writer) forget(src record.Source) {
 
 // evolve brings the table to the shape of records first seen at lsn: it
 // reads the table's columns, asks schema for the plan and runs its
-// statements in order.
-func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (*target, error) {
+// statements in order. changed reports that the plan altered the table.
+func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (tg *target, changed bool, err error) {
 	have, err := w.columns(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	plan, err := schema.PlanEvolution(t, have, lsn)
 	if err != nil {
-		return nil, stop(err)
+		return nil, false, stop(err)
 	}
 	for _, c := range plan.Changes {
 		if c.Warning != "" {
@@ -447,12 +454,12 @@ func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (*
 				continue // no Distributed table on one server
 			}
 			if err := w.conn.Exec(ctx, stmt); err != nil {
-				return nil, stop(plan.Failed(c, err))
+				return nil, false, stop(plan.Failed(c, err))
 			}
 		}
 		w.log.Info(c.Op.String(), "table", t.QualifiedName(), "column", c.Column, "from", c.From, "to", c.To)
 	}
-	return &target{table: t, columns: plan.Columns}, nil
+	return &target{table: t, columns: plan.Columns}, len(plan.Changes) > 0, nil
 }
 
 // columns reads the table's columns, in order.

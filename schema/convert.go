@@ -215,7 +215,9 @@ func beyondYear9999(s, layout string) bool {
 	if n <= 4 || n == len(s) || s[n] != '-' {
 		return false
 	}
-	_, err := time.Parse(layout, "9999"+s[n:])
+	// 9996 is a leap year, as every year whose February 29 PostgreSQL
+	// writes is.
+	_, err := time.Parse(layout, "9996"+s[n:])
 	return err == nil
 }
 
@@ -252,7 +254,9 @@ func parseTimestampLayout(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(layout, s)
 	if err != nil {
-		if beyondYear9999(s, layout) {
+		// A date (of a column widened to a timestamp) is longer than ten
+		// characters when its year is.
+		if beyondYear9999(s, layout) || beyondYear9999(s, "2006-01-02") {
 			return maxTime, nil
 		}
 		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)

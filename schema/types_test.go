@@ -126,6 +126,10 @@ func TestConvertTimestampBounds(t *testing.T) {
 		{record.Column{Type: "date"}, "10000-01-01", maxDate},
 		{record.Column{Type: "date"}, "5874897-12-31", maxDate},
 		{record.Column{Type: "timestamp"}, "294276-12-31 23:59:59.999999", last},
+		{record.Column{Type: "date"}, "10000-02-29", maxDate},
+		{record.Column{Type: "timestamptz"}, "10000-02-29 00:00:00+00", last},
+		// A date of five digits in a column widened to a timestamp.
+		{record.Column{Type: "timestamp"}, "10000-01-01", last},
 	}
 	for _, tc := range tests {
 		got, err := Map(tc.col, true).Convert(tc.text)

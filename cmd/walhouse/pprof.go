@@ -12,14 +12,14 @@ import (
 // PROFILE=1` does, to show where a load's time goes).
 const pprofEnv = "WALHOUSE_PPROF"
 
-// withPprof serves net/http/pprof's handlers beside h when on.
+// withPprof serves net/http/pprof's handlers beside h when on, all but
+// /debug/pprof/cmdline: a command line may hold a DSN with its password.
 func withPprof(h http.Handler, on bool) http.Handler {
 	if !on {
 		return h
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
