@@ -3,6 +3,8 @@ package record
 import (
 	"errors"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -137,6 +139,36 @@ func TestDecodeBatchRejects(t *testing.T) {
 	}
 	if _, err := DecodeBatch([]byte(good), &SchemaSet{}); !errors.Is(err, ErrUnknownSchema) {
 		t.Errorf("unknown schema: DecodeBatch = %v, want ErrUnknownSchema", err)
+	}
+}
+
+// TestDecodeBatchShortRowsAllocateLittle: a batch of many empty rows
+// against a wide schema (hostile: records come from Kafka) is refused
+// before the decoder allocates for rows × columns values, which would be
+// thousands of times the batch's own size.
+func TestDecodeBatchShortRowsAllocateLittle(t *testing.T) {
+	rows := snapshotRows(rand.New(rand.NewPCG(23, 24)), 1)
+	proto := rows[0]
+	for i := len(proto.Columns); i < 1600; i++ {
+		proto.Columns = append(proto.Columns, Column{Name: "c" + strconv.Itoa(i), Type: "text", TypMod: -1, Attnum: int16(i + 1)})
+		proto.Values = append(proto.Values, Value{Null: true})
+	}
+	var schemas SchemaSet
+	schema := Schema{TenantColumn: proto.TenantColumn, Columns: proto.Columns}
+	schemas.Add(schema)
+	proto.SchemaID = schema.ID()
+	good := string(encodeBatch([]*Record{proto}))
+	i := strings.Index(good, `"rows":[`)
+	data := []byte(good[:i] + `"rows":[` + strings.Repeat("[],", 100_000) + `[]]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := DecodeBatch(data, &schemas)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("DecodeBatch = %v, want ErrInvalid", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 50*uint64(len(data)) {
+		t.Errorf("refusing a %d-byte batch allocated %d bytes", len(data), got)
 	}
 }
 

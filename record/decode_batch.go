@@ -88,6 +88,17 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 	}
 
 	n := len(d.rowEnds)
+	// Every row's width before allocating for n rows of len(cols) values:
+	// a hostile batch of many empty rows against a wide schema would
+	// otherwise allocate far more than its own size before the first row
+	// is found short.
+	start := 0
+	for i, end := range d.rowEnds {
+		if end-start != len(cols) {
+			return nil, fmt.Errorf("%w: rows[%d] has %d values for %d columns", ErrInvalid, i, end-start, len(cols))
+		}
+		start = end
+	}
 	recs := make([]Record, n)
 	out := make([]*Record, n)
 	vals := make([]Value, n*len(cols))
@@ -97,13 +108,10 @@ func (d *decoder) decodeBatch(data []byte, schemas Schemas) ([]*Record, error) {
 		d.keyVals = make([]string, len(d.keyIdx))
 	}
 	keys := d.keyVals[:len(d.keyIdx)]
-	start := 0
+	start = 0
 	for i, end := range d.rowEnds {
 		cells := d.cells[start:end]
 		start = end
-		if len(cells) != len(cols) {
-			return nil, fmt.Errorf("%w: rows[%d] has %d values for %d columns", ErrInvalid, i, len(cells), len(cols))
-		}
 		v := vals[i*len(cols) : (i+1)*len(cols) : (i+1)*len(cols)]
 		for j, c := range cells {
 			if c.null {
