@@ -30,10 +30,23 @@ func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.R
 	t := tg.table
 	var out filled
 	last := map[string]int{} // row key → index of its latest record so far
+	live := map[string]int{} // row key → index of its latest insert or update so far
 	for i, r := range recs {
-		k := rowKey(t, r)
+		k := rowKey(t, r, r.Values)
 		prev, seen := last[k]
+		// An update that changed the key takes its unchanged values from
+		// the old key's row: its last live version in this batch, else in
+		// ClickHouse (capture's delete of the old key comes with the same
+		// version, possibly in another partition, so not its tombstone).
+		lookup, before := r.Values, uint64(0)
+		if r.OldKey != nil && r.Op == record.Update {
+			lookup, before = keyValues(t, r), r.Version
+			prev, seen = live[rowKey(t, r, lookup)]
+		}
 		last[k] = i
+		if r.Op != record.Delete {
+			live[k] = i
+		}
 		var missing []int
 		for ci, v := range r.Values {
 			if !v.Unchanged {
@@ -54,7 +67,7 @@ func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.R
 		if len(missing) == 0 {
 			continue
 		}
-		vals, err := w.storedValues(ctx, tg, r, missing)
+		vals, err := w.storedValues(ctx, tg, r, lookup, before, missing)
 		if err != nil {
 			return nil, err
 		}
@@ -81,23 +94,40 @@ func (f filled) set(rec, col int, v any) {
 	f[rec][col] = v
 }
 
-// rowKey identifies a row within a table: tenant and key values.
-func rowKey(t *schema.Table, r *record.Record) string {
+// rowKey identifies a row within a table: its tenant and the key values
+// among vals (aligned with the table's columns).
+func rowKey(t *schema.Table, r *record.Record, vals []record.Value) string {
 	var b strings.Builder
-	b.WriteString(r.TenantID)
+	if t.TenantSynthetic {
+		b.WriteString(r.TenantID) // a tenant column is among vals
+	}
 	for i, c := range t.Columns {
-		if c.Source.Key {
+		if c.Source.Key || c.Name == t.TenantColumn {
 			b.WriteByte(0)
-			b.WriteString(r.Values[i].Text)
+			b.WriteString(vals[i].Text)
 		}
 	}
 	return b.String()
 }
 
-// storedValues reads the current values of cols for r's row. A row that
-// ClickHouse does not have yields NULLs: its earlier versions were never
-// captured (the table was added without a snapshot).
-func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record, cols []int) ([]any, error) {
+// keyValues returns r's values with the key columns' replaced by the old
+// key's (r.OldKey), for looking up the row as it was before the update.
+func keyValues(t *schema.Table, r *record.Record) []record.Value {
+	vals := slices.Clone(r.Values)
+	for i, c := range t.Columns {
+		if c.Source.Key && i < len(r.OldKey) {
+			vals[i] = r.OldKey[i]
+		}
+	}
+	return vals
+}
+
+// storedValues reads the current values of cols for the row whose key
+// values are among vals: its latest version (FINAL), or, when before is
+// not 0, its latest live version below before. A row that ClickHouse does
+// not have yields NULLs: its earlier versions were never captured (the
+// table was added without a snapshot).
+func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record, vals []record.Value, before uint64, cols []int) ([]any, error) {
 	t := tg.table
 	sel := make([]string, len(cols))
 	for j, ci := range cols {
@@ -120,7 +150,7 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 		}
 		p := fmt.Sprintf("k%d", i)
 		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.columns[i].Name), p, tg.columns[i].Type.DDL))
-		x, err := tg.columns[i].Type.Convert(r.Values[i].Text)
+		x, err := tg.columns[i].Type.Convert(vals[i].Text)
 		if err != nil {
 			return nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
 		}
@@ -128,6 +158,14 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s AND %s = 0 LIMIT 1",
 		strings.Join(sel, ", "), t.QualifiedName(), strings.Join(where, " AND "), schema.QuoteIdent(schema.DeletedColumn))
+	if before != 0 {
+		// Every version of one key is a handful of rows: no FINAL, the
+		// newest live one below the update's version.
+		q = fmt.Sprintf("SELECT %s FROM %s WHERE %s AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
+			strings.Join(sel, ", "), t.QualifiedName(), strings.Join(where, " AND "), schema.QuoteIdent(schema.DeletedColumn),
+			schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.VersionColumn))
+		args = append(args, ch.Named("before", before))
+	}
 	rows, err := w.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
