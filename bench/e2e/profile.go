@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -160,13 +161,7 @@ func (pr *profiler) start(ctx context.Context, d time.Duration, step string) (wa
 		pp  processProfile
 		err error
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range pr.addrs {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(pr.addrs))
 	results := make([]chan result, len(names))
 	for i, name := range names {
 		results[i] = make(chan result, 1)
