@@ -55,7 +55,7 @@ const maxKeptRecord = 1 << 20
 
 // decoder is the state of one Decode call, kept for the next (see Decoder).
 //
-// A scanner reads the record in one pass (see decode_json.go), each value
+// A scanner reads the record in one pass (see decode_json*.go), each value
 // straight into the envelope or into the buffers here, unescaped exactly
 // as encoding/json, which Decode used before, unescaped it.
 type decoder struct {

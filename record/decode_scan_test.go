@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The tests in this file pin what the decoder's own scanner (decode_json.go)
+// The tests in this file pin what the decoder's own scanner (decode_json*.go)
 // treats specially, against the reference decoder where there is one: cut
 // records, nesting, numbers, escaped names, white space and what is not,
 // the fast paths for strings and times, and dropped buffers.
