@@ -150,22 +150,42 @@ func parseColType(full string) colType {
 	return t
 }
 
+// filterInput is the JSON value a filter on one kind of column takes: read
+// gives its text, or false for any other JSON value; want names it in the
+// error.
+type filterInput struct {
+	read func(v any) (string, bool)
+	want string
+}
+
+// filterInputs are the filterable kinds of columns.
+var filterInputs = map[valueKind]filterInput{
+	kindString:   {jsonString, "a JSON string"},
+	kindInt:      {numberText, "an integer (JSON number or string)"},
+	kindFloat:    {numberText, "a number"},
+	kindDecimal:  {numberText, "a decimal number (JSON number or string)"},
+	kindBool:     {jsonBool, "true or false"},
+	kindUUID:     {jsonString, "a UUID string"},
+	kindDate:     {jsonString, "a date string YYYY-MM-DD"},
+	kindDateTime: {jsonString, "an ISO 8601 timestamp string"},
+}
+
 // bindValue checks that v, a JSON value decoded with UseNumber, is a valid
 // value of t and returns its text for a server-side parameter of type
 // t.Param. The reason in the error is meant for the caller.
 func (t colType) bindValue(v any) (string, error) {
+	in, ok := filterInputs[t.Kind]
+	if !ok {
+		return "", fmt.Errorf("columns of type %s cannot be filtered", t.Full)
+	}
+	text, ok := in.read(v)
+	if !ok {
+		return "", fmt.Errorf("want %s, got %s", in.want, jsonKind(v))
+	}
 	switch t.Kind {
 	case kindString:
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("want a JSON string, got %s", jsonKind(v))
-		}
-		return schema.EscapeParam(s), nil
+		return schema.EscapeParam(text), nil
 	case kindInt:
-		text, ok := numberText(v)
-		if !ok {
-			return "", fmt.Errorf("want an integer (JSON number or string), got %s", jsonKind(v))
-		}
 		n, ok := new(big.Int).SetString(text, 10)
 		if !ok {
 			return "", fmt.Errorf("%q is not an integer", text)
@@ -176,59 +196,35 @@ func (t colType) bindValue(v any) (string, error) {
 		}
 		return n.String(), nil
 	case kindFloat:
-		text, ok := numberText(v)
-		if !ok {
-			return "", fmt.Errorf("want a number, got %s", jsonKind(v))
-		}
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			return "", fmt.Errorf("%q is not a number", text)
 		}
 		return strconv.FormatFloat(f, 'g', -1, 64), nil
 	case kindDecimal:
-		text, ok := numberText(v)
-		if !ok {
-			return "", fmt.Errorf("want a decimal number (JSON number or string), got %s", jsonKind(v))
-		}
 		return t.checkDecimal(text)
-	case kindBool:
-		b, ok := v.(bool)
-		if !ok {
-			return "", fmt.Errorf("want true or false, got %s", jsonKind(v))
-		}
-		return strconv.FormatBool(b), nil
 	case kindUUID:
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("want a UUID string, got %s", jsonKind(v))
-		}
-		u, err := uuid.Parse(s)
+		u, err := uuid.Parse(text)
 		if err != nil {
-			return "", fmt.Errorf("%q is not a UUID", s)
+			return "", fmt.Errorf("%q is not a UUID", text)
 		}
 		return u.String(), nil
 	case kindDate:
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("want a date string YYYY-MM-DD, got %s", jsonKind(v))
-		}
-		d, err := time.Parse(time.DateOnly, s)
+		d, err := time.Parse(time.DateOnly, text)
 		if err != nil {
-			return "", fmt.Errorf("%q is not a date YYYY-MM-DD", s)
+			return "", fmt.Errorf("%q is not a date YYYY-MM-DD", text)
 		}
 		return d.Format(time.DateOnly), nil
 	case kindDateTime:
-		s, ok := v.(string)
-		if !ok {
-			return "", fmt.Errorf("want an ISO 8601 timestamp string, got %s", jsonKind(v))
-		}
-		ts, err := parseTimestamp(s)
+		ts, err := parseTimestamp(text)
 		if err != nil {
 			return "", err
 		}
 		return ts.UTC().Format("2006-01-02 15:04:05.000000"), nil
-	default:
-		return "", fmt.Errorf("columns of type %s cannot be filtered", t.Full)
+	case kindBool:
+		return text, nil
+	default: // a kind in filterInputs that this switch does not know
+		return "", fmt.Errorf("columns of type %s cannot be filtered yet", t.Full)
 	}
 }
 
@@ -260,6 +256,20 @@ func parseTimestamp(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2024-05-01T12:00:00Z)", s)
 }
 
+// jsonString returns v when it is a JSON string.
+func jsonString(v any) (string, bool) {
+	s, ok := v.(string)
+	return s, ok
+}
+
+// jsonBool returns the text of v when it is true or false.
+func jsonBool(v any) (string, bool) {
+	b, ok := v.(bool)
+	return strconv.FormatBool(b), ok
+}
+
+// numberText returns the text of v when it is a JSON number or a string,
+// trimmed; the caller checks that the text is a number.
 func numberText(v any) (string, bool) {
 	switch x := v.(type) {
 	case json.Number:
