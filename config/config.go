@@ -6,7 +6,9 @@ import "time"
 // in its tags, the key of the file (yaml), the command-line flag it stands
 // for (flag), the environment variables that override it (env) and, where a
 // flag name means different things to different commands, the commands it
-// applies to (cmd). A field tagged secret:"env" holds the name of an
+// applies to (cmd). On a field that holds a struct, flag and env are
+// prefixes of its fields' flags and variables, so that one struct (TLS)
+// serves several services. A field tagged secret:"env" holds the name of an
 // environment variable that holds the secret of its flag's file; reserved
 // keys are accepted by name and refused with their reason.
 //
@@ -74,16 +76,18 @@ type Capture struct {
 // Kafka is how to reach the brokers.
 type Kafka struct {
 	Brokers []string  `yaml:"brokers" flag:"kafka" env:"WALHOUSE_KAFKA_BROKERS"`
-	TLS     KafkaTLS  `yaml:"tls"`
+	TLS     TLS       `yaml:"tls" flag:"kafka-" env:"WALHOUSE_KAFKA_"` // --kafka-tls…, WALHOUSE_KAFKA_TLS…
 	SASL    KafkaSASL `yaml:"sasl"`
 }
 
-// KafkaTLS is the brokers' TLS.
-type KafkaTLS struct {
-	Enabled bool   `yaml:"enabled" flag:"kafka-tls" env:"WALHOUSE_KAFKA_TLS"`
-	CA      string `yaml:"ca" flag:"kafka-tls-ca" env:"WALHOUSE_KAFKA_TLS_CA"`
-	Cert    string `yaml:"cert" flag:"kafka-tls-cert" env:"WALHOUSE_KAFKA_TLS_CERT"`
-	Key     string `yaml:"key" flag:"kafka-tls-key" env:"WALHOUSE_KAFKA_TLS_KEY"`
+// TLS is the TLS of the connections to one service. Its flags and
+// environment variables are those of the field that holds it, with tls and
+// TLS after the prefix.
+type TLS struct {
+	Enabled bool   `yaml:"enabled" flag:"tls" env:"TLS"`
+	CA      string `yaml:"ca" flag:"tls-ca" env:"TLS_CA"`
+	Cert    string `yaml:"cert" flag:"tls-cert" env:"TLS_CERT"`
+	Key     string `yaml:"key" flag:"tls-key" env:"TLS_KEY"`
 }
 
 // KafkaSASL is the login to the brokers.
@@ -117,21 +121,13 @@ type Sink struct {
 
 // Dedup is the Valkey/Redis store of Layer 2.
 type Dedup struct {
-	Addr         string   `yaml:"addr" flag:"dedup-addr" env:"WALHOUSE_REDIS_ADDR"`
-	Prefix       string   `yaml:"prefix" flag:"dedup-prefix" env:"WALHOUSE_DEDUP_PREFIX"`
-	TTLHours     int      `yaml:"ttl_hours" flag:"dedup-ttl-hours" env:"EVENT_DEDUP_TTL_HOURS"`
-	User         string   `yaml:"user" flag:"dedup-user" env:"WALHOUSE_REDIS_USER"`
-	PasswordFile string   `yaml:"password_file" flag:"dedup-password-file" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
-	PasswordEnv  string   `yaml:"password_env" flag:"dedup-password-file" secret:"env" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
-	TLS          DedupTLS `yaml:"tls"`
-}
-
-// DedupTLS is the dedup store's TLS.
-type DedupTLS struct {
-	Enabled bool   `yaml:"enabled" flag:"dedup-tls" env:"WALHOUSE_REDIS_TLS"`
-	CA      string `yaml:"ca" flag:"dedup-tls-ca" env:"WALHOUSE_REDIS_TLS_CA"`
-	Cert    string `yaml:"cert" flag:"dedup-tls-cert" env:"WALHOUSE_REDIS_TLS_CERT"`
-	Key     string `yaml:"key" flag:"dedup-tls-key" env:"WALHOUSE_REDIS_TLS_KEY"`
+	Addr         string `yaml:"addr" flag:"dedup-addr" env:"WALHOUSE_REDIS_ADDR"`
+	Prefix       string `yaml:"prefix" flag:"dedup-prefix" env:"WALHOUSE_DEDUP_PREFIX"`
+	TTLHours     int    `yaml:"ttl_hours" flag:"dedup-ttl-hours" env:"EVENT_DEDUP_TTL_HOURS"`
+	User         string `yaml:"user" flag:"dedup-user" env:"WALHOUSE_REDIS_USER"`
+	PasswordFile string `yaml:"password_file" flag:"dedup-password-file" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"dedup-password-file" secret:"env" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
+	TLS          TLS    `yaml:"tls" flag:"dedup-" env:"WALHOUSE_REDIS_"` // --dedup-tls…, WALHOUSE_REDIS_TLS…
 }
 
 // ClickHouse is where the sink loads and the query API reads.

@@ -40,14 +40,14 @@ type Value struct {
 // Schema returns every key a file may give, in the order of Config.
 func Schema() []Setting {
 	var out []Setting
-	walk(reflect.ValueOf(&Config{}).Elem(), "", func(s Setting, _ reflect.Value) { out = append(out, s) })
+	walk(reflect.ValueOf(&Config{}).Elem(), prefixes{}, func(s Setting, _ reflect.Value) { out = append(out, s) })
 	return out
 }
 
 // Values returns the settings the file gives, in key order.
 func (c *Config) Values() []Value {
 	var out []Value
-	walk(reflect.ValueOf(c).Elem(), "", func(s Setting, v reflect.Value) {
+	walk(reflect.ValueOf(c).Elem(), prefixes{}, func(s Setting, v reflect.Value) {
 		if line, ok := c.set[s.Key]; ok {
 			out = append(out, Value{Setting: s, Line: line, Args: args(v)})
 		}
@@ -62,7 +62,13 @@ func (c *Config) Has(key string) bool {
 	return ok
 }
 
-func walk(v reflect.Value, path string, each func(Setting, reflect.Value)) {
+// prefixes are what the fields of a struct take from the fields that hold
+// it: the key's path, and the start of their flags and variables.
+type prefixes struct {
+	path, flag, env string
+}
+
+func walk(v reflect.Value, at prefixes, each func(Setting, reflect.Value)) {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -70,14 +76,16 @@ func walk(v reflect.Value, path string, each func(Setting, reflect.Value)) {
 		if name == "" || f.Tag.Get("reserved") != "" {
 			continue
 		}
-		key := join(path, name)
+		key := join(at.path, name)
 		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() {
-			walk(v.Field(i), key, each)
+			walk(v.Field(i), prefixes{key, at.flag + f.Tag.Get("flag"), at.env + f.Tag.Get("env")}, each)
 			continue
 		}
-		s := Setting{Key: key, Flag: f.Tag.Get("flag"), SecretEnv: f.Tag.Get("secret") == "env"}
+		s := Setting{Key: key, Flag: at.flag + f.Tag.Get("flag"), SecretEnv: f.Tag.Get("secret") == "env"}
 		if e := f.Tag.Get("env"); e != "" {
-			s.Env = strings.Split(e, ",")
+			for _, name := range strings.Split(e, ",") {
+				s.Env = append(s.Env, at.env+name)
+			}
 		}
 		if c := f.Tag.Get("cmd"); c != "" {
 			s.Commands = strings.Split(c, ",")
