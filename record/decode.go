@@ -334,7 +334,7 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 	case fieldEventType:
 		e.eventType, err = s.readChecked(&d.check, "eventType")
 	case fieldEventVersion:
-		e.eventVersion, err = s.readInt(64, "eventVersion")
+		e.eventVersion, err = readSigned[int64](s, "eventVersion")
 	case fieldOccurredAt:
 		e.occurredAt, err = s.readTime("occurredAt", &d.tok)
 	case fieldIngestedAt:
@@ -352,11 +352,9 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 	case fieldCommitLSN:
 		e.commitLSN, err = s.readChecked(&d.check, "commitLsn")
 	case fieldOrdinal:
-		var ordinal uint64
-		ordinal, err = s.readUint(32, "ordinal")
-		e.ordinal = uint32(ordinal)
+		e.ordinal, err = readUnsigned[uint32](s, "ordinal")
 	case fieldVersion:
-		e.version, err = s.readUint(64, "version")
+		e.version, err = readUnsigned[uint64](s, "version")
 	case fieldOp:
 		e.op, err = s.readChecked(&d.check, "op")
 	case fieldSchemaID:

@@ -105,15 +105,11 @@ func (d *decoder) readColumn(s *scanner, c *columnSpec) error {
 		case columnArray:
 			c.array, err = s.readBool("column array")
 		case columnTypMod:
-			var typMod int64
-			typMod, err = s.readInt(32, "column typmod")
-			c.typMod = int32(typMod)
+			c.typMod, err = readSigned[int32](s, "column typmod")
 		case columnKey:
 			c.key, err = s.readBool("column key")
 		case columnAttnum:
-			var attnum int64
-			attnum, err = s.readInt(16, "column attnum")
-			c.attnum = int16(attnum)
+			c.attnum, err = readSigned[int16](s, "column attnum")
 		case columnMissing:
 			// A *string: null leaves it nil, a string sets it.
 			start := len(d.keep)

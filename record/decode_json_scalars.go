@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // The scanner's numbers, booleans and times, each read with the syntax,
@@ -48,6 +49,20 @@ func (s *scanner) readUint(bits int, field string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: %s is the number %q, want an unsigned integer that fits %d bits", ErrInvalid, field, excerpt(tok), bits)
+}
+
+// readSigned reads a signed integer (see readInt) that fits T, the type of
+// the field it fills.
+func readSigned[T int16 | int32 | int64](s *scanner, field string) (T, error) {
+	n, err := s.readInt(int(unsafe.Sizeof(T(0)))*8, field)
+	return T(n), err
+}
+
+// readUnsigned reads an unsigned integer (see readUint) that fits T, the
+// type of the field it fills.
+func readUnsigned[T uint32 | uint64](s *scanner, field string) (T, error) {
+	n, err := s.readUint(int(unsafe.Sizeof(T(0)))*8, field)
+	return T(n), err
 }
 
 // smallUint reads 0|[1-9][0-9]* of at most 19 digits, which always fits
