@@ -346,40 +346,42 @@ func TestReadIntegers(t *testing.T) {
 		}
 	}
 	tokens = append(tokens, "9999999999999999999", "10000000000000000000", "-9999999999999999999", "00", "-00", "-", "", "0.5", "1e3", "12a")
+	signed := integerReader[int64]{"readInt", true, (*scanner).readInt, strconv.ParseInt}
+	unsigned := integerReader[uint64]{"readUint", false, (*scanner).readUint, strconv.ParseUint}
 	for _, tok := range tokens {
 		for _, bits := range []int{16, 32, 64} {
-			// What follows a number in a record; a token the scanner took
-			// only part of fails there.
-			rest := func(s *scanner, err error) error {
-				if err == nil && s.peek() != '}' {
-					return s.syntaxError("'}'")
-				}
-				return err
-			}
-			s := scanner{data: []byte(tok + "}")}
-			got, err := s.readInt(bits, "n")
-			err = rest(&s, err)
-			want, wantErr := strconv.ParseInt(tok, 10, bits)
-			if tok == "null" {
-				want, wantErr = 0, nil
-			} else if !isJSONInteger([]byte(tok), true) && wantErr == nil {
-				wantErr = errors.New("not a JSON integer")
-			}
-			if (err == nil) != (wantErr == nil) || err == nil && got != want {
-				t.Errorf("readInt(%q, %d) = %d, %v; want %d, %v", tok, bits, got, err, want, wantErr)
-			}
-			s = scanner{data: []byte(tok + "}")}
-			gotU, err := s.readUint(bits, "n")
-			err = rest(&s, err)
-			wantU, wantErr := strconv.ParseUint(tok, 10, bits)
-			if tok == "null" {
-				wantU, wantErr = 0, nil
-			} else if !isJSONInteger([]byte(tok), false) && wantErr == nil {
-				wantErr = errors.New("not a JSON integer")
-			}
-			if (err == nil) != (wantErr == nil) || err == nil && gotU != wantU {
-				t.Errorf("readUint(%q, %d) = %d, %v; want %d, %v", tok, bits, gotU, err, wantU, wantErr)
-			}
+			signed.check(t, tok, bits)
+			unsigned.check(t, tok, bits)
 		}
+	}
+}
+
+// integerReader is readInt or readUint with the strconv function
+// encoding/json read the same integers with.
+type integerReader[T int64 | uint64] struct {
+	name   string
+	signed bool
+	read   func(s *scanner, bits int, field string) (T, error)
+	parse  func(s string, base, bits int) (T, error)
+}
+
+// check reads tok, followed by what follows a number in a record, as an
+// integer of bits, and compares it with strconv on a JSON integer (null:
+// 0); a token the scanner took only part of fails at what follows it.
+func (r integerReader[T]) check(t *testing.T, tok string, bits int) {
+	t.Helper()
+	s := scanner{data: []byte(tok + "}")}
+	got, err := r.read(&s, bits, "n")
+	if err == nil && s.peek() != '}' {
+		err = s.syntaxError("'}'")
+	}
+	want, wantErr := r.parse(tok, 10, bits)
+	if tok == "null" {
+		want, wantErr = 0, nil
+	} else if !isJSONInteger([]byte(tok), r.signed) && wantErr == nil {
+		wantErr = errors.New("not a JSON integer")
+	}
+	if (err == nil) != (wantErr == nil) || err == nil && got != want {
+		t.Errorf("%s(%q, %d) = %d, %v; want %d, %v", r.name, tok, bits, got, err, want, wantErr)
 	}
 }
