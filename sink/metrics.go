@@ -2,6 +2,7 @@ package sink
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Metrics are the sink's Prometheus metrics. Create them with NewMetrics
@@ -24,36 +25,33 @@ type Metrics struct {
 // NewMetrics creates the sink metrics and registers them with reg (nil:
 // not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		consumed: prometheus.NewCounter(prometheus.CounterOpts{
+	f := promauto.With(reg) // registers each metric it makes, with reg
+	return &Metrics{
+		consumed: f.NewCounter(prometheus.CounterOpts{
 			Name: "walhouse_sink_records_consumed_total", Help: "Records read from Kafka."}),
-		loaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+		loaded: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_records_loaded_total", Help: "Records loaded into ClickHouse, by table."}, []string{"table"}),
-		dedupHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+		dedupHits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_dedup_hits_total", Help: "Duplicate records skipped, by dedup layer."}, []string{"layer"}),
-		dead: prometheus.NewCounter(prometheus.CounterOpts{
+		dead: f.NewCounter(prometheus.CounterOpts{
 			Name: "walhouse_sink_dead_letters_total", Help: "Records sent to the dead-letter topic."}),
-		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
+		mismatches: f.NewCounter(prometheus.CounterOpts{
 			Name: "walhouse_sink_eventid_mismatches_total", Help: "Records whose eventId was seen before with another payload."}),
-		failOpen: prometheus.NewCounter(prometheus.CounterOpts{
+		failOpen: f.NewCounter(prometheus.CounterOpts{
 			Name: "walhouse_sink_dedup_fail_open_total", Help: "Dedup store calls that failed, so records were loaded without Layer 2."}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "walhouse_sink_batch_records", Help: "Records per insert.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
-		insertTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+		insertTime: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "walhouse_sink_insert_seconds", Help: "Time to load one batch, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walhouse_sink_consumer_lag_records", Help: "Records in a partition not yet consumed (high watermark − next offset)."}, []string{"topic", "partition"}),
-		stopped: prometheus.NewGauge(prometheus.GaugeOpts{
+		stopped: f.NewGauge(prometheus.GaugeOpts{
 			Name: "walhouse_sink_tables_stopped", Help: "Tables whose loading stopped on a schema change walhouse cannot apply (see the log)."}),
-		truncates: prometheus.NewCounterVec(prometheus.CounterOpts{
+		truncates: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_truncates_applied_total", Help: "Truncate markers applied (one per partition of the table's topic per TRUNCATE), by table."}, []string{"table"}),
-		erased: prometheus.NewCounterVec(prometheus.CounterOpts{
+		erased: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_erased_records_dropped_total", Help: "Records of erased data subjects, committed before their erasure, not loaded (see docs/erasure.md), by table."}, []string{"table"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.consumed, m.loaded, m.dedupHits, m.dead, m.mismatches, m.failOpen, m.batchSize, m.insertTime, m.lag, m.stopped, m.truncates, m.erased)
-	}
-	return m
 }
