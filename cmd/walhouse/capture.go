@@ -150,7 +150,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	}
 	// What it connects to, for an operator following the log; the
 	// logger redacts passwords in the URL.
-	slog.Info("capture: starting", "pg", ep.pg, "primary_url", *primaryURL, "failover_slot", *failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
+	slog.Info("capture: starting", "pg", ep.pg, "primary_url", *primaryURL, "failover_slot", *failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
 		"topic_prefix", *prefix, "snapshot", *snapshot, "on_bad_row", *onBadRow, "metrics_addr", *metricsAddr)
 	cl, err := ep.kafkaClient(ctx, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
 	if err != nil {

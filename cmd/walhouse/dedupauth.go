@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/walhouse/walhouse/dedup"
 )
@@ -16,21 +15,15 @@ import (
 // connection with TLS. The password comes from the environment or a file,
 // never from a flag.
 type dedupSecurity struct {
-	user      string
-	password  *secretSource
-	tls       bool
-	ca        string
-	cert, key string
+	user     string
+	password *secretSource
+	tls      tlsFlags
 }
 
 func (d *dedupSecurity) register(fs *flag.FlagSet) {
-	tlsEnv := os.Getenv("WALHOUSE_REDIS_TLS")
 	fs.StringVar(&d.user, "dedup-user", envOr("WALHOUSE_REDIS_USER", ""), "dedup store ACL user (empty: the default user; env WALHOUSE_REDIS_USER); the password comes from WALHOUSE_REDIS_PASSWORD or --dedup-password-file")
 	d.password = registerSecret(fs, "dedup-password-file", "WALHOUSE_REDIS_PASSWORD", "the dedup store's password")
-	fs.BoolVar(&d.tls, "dedup-tls", tlsEnv == "true" || tlsEnv == "1", "connect to the dedup store over TLS (implied by the other --dedup-tls-* flags and by a rediss:// --dedup-addr; env WALHOUSE_REDIS_TLS=true)")
-	fs.StringVar(&d.ca, "dedup-tls-ca", envOr("WALHOUSE_REDIS_TLS_CA", ""), "PEM file of the CAs that sign the dedup store's certificate (default: the system's; env WALHOUSE_REDIS_TLS_CA)")
-	fs.StringVar(&d.cert, "dedup-tls-cert", envOr("WALHOUSE_REDIS_TLS_CERT", ""), "PEM client certificate, for a store that requires mutual TLS (env WALHOUSE_REDIS_TLS_CERT)")
-	fs.StringVar(&d.key, "dedup-tls-key", envOr("WALHOUSE_REDIS_TLS_KEY", ""), "PEM private key of --dedup-tls-cert (env WALHOUSE_REDIS_TLS_KEY)")
+	d.tls.register(fs, "dedup", "WALHOUSE_REDIS", "the dedup store", " and by a rediss:// --dedup-addr")
 }
 
 // apply sets the login and TLS of the flags in cfg, or returns every
@@ -42,8 +35,8 @@ func (d *dedupSecurity) apply(cfg *dedup.Config) error {
 		errs = append(errs, err)
 	}
 	cfg.Username, cfg.Password = d.user, password
-	if d.tls || d.ca != "" || d.cert != "" || d.key != "" {
-		tc, err := tlsFiles("--dedup-tls", d.ca, d.cert, d.key)
+	if d.tls.enabled() {
+		tc, err := d.tls.config("dedup")
 		if err != nil {
 			errs = append(errs, err)
 		}

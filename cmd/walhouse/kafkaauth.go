@@ -2,11 +2,9 @@ package main
 
 import (
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,9 +17,7 @@ import (
 // read from the environment or a file, never from a flag, so that it does
 // not show in the process list.
 type kafkaSecurity struct {
-	tls          bool
-	ca           string
-	cert, key    string
+	tls          tlsFlags
 	mechanism    string
 	user         string
 	passwordFile string
@@ -32,11 +28,7 @@ type kafkaSecurity struct {
 }
 
 func (k *kafkaSecurity) register(fs *flag.FlagSet) {
-	tlsEnv := os.Getenv("WALHOUSE_KAFKA_TLS")
-	fs.BoolVar(&k.tls, "kafka-tls", tlsEnv == "true" || tlsEnv == "1", "connect to Kafka over TLS (implied by the other --kafka-tls-* flags; env WALHOUSE_KAFKA_TLS=true)")
-	fs.StringVar(&k.ca, "kafka-tls-ca", envOr("WALHOUSE_KAFKA_TLS_CA", ""), "PEM file of the CAs that sign the brokers' certificates (default: the system's; env WALHOUSE_KAFKA_TLS_CA)")
-	fs.StringVar(&k.cert, "kafka-tls-cert", envOr("WALHOUSE_KAFKA_TLS_CERT", ""), "PEM client certificate, for brokers that require mutual TLS (env WALHOUSE_KAFKA_TLS_CERT)")
-	fs.StringVar(&k.key, "kafka-tls-key", envOr("WALHOUSE_KAFKA_TLS_KEY", ""), "PEM private key of --kafka-tls-cert (env WALHOUSE_KAFKA_TLS_KEY)")
+	k.tls.register(fs, "kafka", "WALHOUSE_KAFKA", "the Kafka brokers", "")
 	fs.StringVar(&k.mechanism, "kafka-sasl", envOr("WALHOUSE_KAFKA_SASL_MECHANISM", ""), "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (env WALHOUSE_KAFKA_SASL_MECHANISM); the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")
 	fs.StringVar(&k.user, "kafka-sasl-user", envOr("WALHOUSE_KAFKA_SASL_USER", ""), "SASL user name (env WALHOUSE_KAFKA_SASL_USER)")
 	k.passwordFile = envOr("WALHOUSE_KAFKA_SASL_PASSWORD_FILE", "")
@@ -48,8 +40,8 @@ func (k *kafkaSecurity) register(fs *flag.FlagSet) {
 func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	var errs []error
-	if k.tls || k.ca != "" || k.cert != "" || k.key != "" {
-		cfg, err := k.tlsConfig()
+	if k.tls.enabled() {
+		cfg, err := k.tls.config("kafka")
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -83,9 +75,4 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 // password is where the SASL password comes from.
 func (k *kafkaSecurity) password() *secretSource {
 	return &secretSource{env: cmp.Or(k.passwordEnv, "WALHOUSE_KAFKA_SASL_PASSWORD"), fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
-}
-
-// tlsConfig builds the TLS configuration of the flags.
-func (k *kafkaSecurity) tlsConfig() (*tls.Config, error) {
-	return tlsFiles("--kafka-tls", k.ca, k.cert, k.key)
 }

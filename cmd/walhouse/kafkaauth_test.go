@@ -61,15 +61,15 @@ func TestKafkaSecurityOptions(t *testing.T) {
 		err      string // part of the error; empty: none
 	}{
 		{"nothing", kafkaSecurity{}, "", 0, ""},
-		{"tls", kafkaSecurity{tls: true}, "", 1, ""},
-		{"tls with a CA", kafkaSecurity{ca: cert}, "", 1, ""},
-		{"mutual tls", kafkaSecurity{ca: cert, cert: cert, key: key}, "", 1, ""},
-		{"missing CA file", kafkaSecurity{ca: filepath.Join(dir, "nope.pem")}, "", 0, "--kafka-tls-ca"},
-		{"CA not PEM", kafkaSecurity{ca: notPEM}, "", 0, "no PEM certificate"},
-		{"cert without key", kafkaSecurity{cert: cert}, "", 0, "go together"},
-		{"key not matching", kafkaSecurity{cert: cert, key: notPEM}, "", 0, "--kafka-tls-cert/--kafka-tls-key"},
+		{"tls", kafkaSecurity{tls: tlsFlags{on: true}}, "", 1, ""},
+		{"tls with a CA", kafkaSecurity{tls: tlsFlags{ca: cert}}, "", 1, ""},
+		{"mutual tls", kafkaSecurity{tls: tlsFlags{ca: cert, cert: cert, key: key}}, "", 1, ""},
+		{"missing CA file", kafkaSecurity{tls: tlsFlags{ca: filepath.Join(dir, "nope.pem")}}, "", 0, "--kafka-tls-ca"},
+		{"CA not PEM", kafkaSecurity{tls: tlsFlags{ca: notPEM}}, "", 0, "no PEM certificate"},
+		{"cert without key", kafkaSecurity{tls: tlsFlags{cert: cert}}, "", 0, "go together"},
+		{"key not matching", kafkaSecurity{tls: tlsFlags{cert: cert, key: notPEM}}, "", 0, "--kafka-tls-cert/--kafka-tls-key"},
 		{"plain", kafkaSecurity{mechanism: "plain", user: "u"}, "p", 1, ""},
-		{"plain over tls", kafkaSecurity{tls: true, mechanism: "PLAIN", user: "u"}, "p", 2, ""},
+		{"plain over tls", kafkaSecurity{tls: tlsFlags{on: true}, mechanism: "PLAIN", user: "u"}, "p", 2, ""},
 		{"scram-sha-256", kafkaSecurity{mechanism: "scram-sha-256", user: "u"}, "p", 1, ""},
 		{"scram-sha-512 from a file", kafkaSecurity{mechanism: "scram-sha-512", user: "u", passwordFile: pwFile}, "", 1, ""},
 		{"no password", kafkaSecurity{mechanism: "plain", user: "u"}, "", 0, "needs --kafka-sasl-user and a password"},
@@ -78,7 +78,7 @@ func TestKafkaSecurityOptions(t *testing.T) {
 		{"unknown mechanism", kafkaSecurity{mechanism: "gssapi", user: "u"}, "p", 0, "want plain, scram-sha-256 or scram-sha-512"},
 		{"unknown mechanism, no user", kafkaSecurity{mechanism: "gssapi"}, "", 0, "want plain, scram-sha-256 or scram-sha-512"},
 		{"missing password file", kafkaSecurity{mechanism: "plain", user: "u", passwordFile: filepath.Join(dir, "nope")}, "", 0, "--kafka-sasl-password-file"},
-		{"every problem at once", kafkaSecurity{ca: notPEM, mechanism: "x", user: "u"}, "p", 0, "no PEM certificate"},
+		{"every problem at once", kafkaSecurity{tls: tlsFlags{ca: notPEM}, mechanism: "x", user: "u"}, "p", 0, "no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("WALHOUSE_KAFKA_SASL_PASSWORD", tc.password)

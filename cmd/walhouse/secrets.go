@@ -101,29 +101,54 @@ func withPassword(dsn, password, flagName string) (string, error) {
 	return strings.TrimSpace(dsn + " password='" + quoted + "'"), nil
 }
 
-// tlsFiles builds a TLS client configuration from PEM files: ca (default:
-// the system's CAs) and, for mutual TLS, cert and key. flagPrefix names
-// the flags in errors, e.g. "--kafka-tls".
-func tlsFiles(flagPrefix, ca, cert, key string) (*tls.Config, error) {
+// tlsFlags are the TLS flags of one service: --NAME-tls, --NAME-tls-ca,
+// --NAME-tls-cert and --NAME-tls-key, each defaulting to its environment
+// variable.
+type tlsFlags struct {
+	on        bool
+	ca        string
+	cert, key string
+}
+
+// register registers the TLS flags of the service name (kafka, dedup),
+// whose environment variables start with env (WALHOUSE_KAFKA,
+// WALHOUSE_REDIS). servers names the service's servers in the help, and
+// implied what else turns TLS on (" and by …", or "").
+func (t *tlsFlags) register(fs *flag.FlagSet, name, env, servers, implied string) {
+	on := os.Getenv(env + "_TLS")
+	fs.BoolVar(&t.on, name+"-tls", on == "true" || on == "1", fmt.Sprintf("connect to %s over TLS (implied by the other --%s-tls-* flags%s; env %s_TLS=true)", servers, name, implied, env))
+	fs.StringVar(&t.ca, name+"-tls-ca", envOr(env+"_TLS_CA", ""), fmt.Sprintf("PEM file of the CAs that sign the certificates of %s (default: the system's; env %s_TLS_CA)", servers, env))
+	fs.StringVar(&t.cert, name+"-tls-cert", envOr(env+"_TLS_CERT", ""), fmt.Sprintf("PEM client certificate, for servers that require mutual TLS (env %s_TLS_CERT)", env))
+	fs.StringVar(&t.key, name+"-tls-key", envOr(env+"_TLS_KEY", ""), fmt.Sprintf("PEM private key of --%s-tls-cert (env %s_TLS_KEY)", name, env))
+}
+
+// enabled reports whether TLS is on: asked for, or implied by a file.
+func (t tlsFlags) enabled() bool { return t.on || t.ca != "" || t.cert != "" || t.key != "" }
+
+// config builds the TLS client configuration of the flags of the service
+// name from their PEM files: the CAs (default: the system's) and, for
+// mutual TLS, the client certificate and key.
+func (t tlsFlags) config(name string) (*tls.Config, error) {
+	prefix := "--" + name + "-tls"
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
+	if t.ca != "" {
+		pem, err := os.ReadFile(t.ca)
 		if err != nil {
-			return nil, fmt.Errorf("%s-ca: %w", flagPrefix, err)
+			return nil, fmt.Errorf("%s-ca: %w", prefix, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s-ca %s holds no PEM certificate", flagPrefix, ca)
+			return nil, fmt.Errorf("%s-ca %s holds no PEM certificate", prefix, t.ca)
 		}
 		cfg.RootCAs = pool
 	}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("%[1]s-cert and %[1]s-key go together: give both for mutual TLS, or neither", flagPrefix)
+	if (t.cert == "") != (t.key == "") {
+		return nil, fmt.Errorf("%[1]s-cert and %[1]s-key go together: give both for mutual TLS, or neither", prefix)
 	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
+	if t.cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return nil, fmt.Errorf("%[1]s-cert/%[1]s-key: %w", flagPrefix, err)
+			return nil, fmt.Errorf("%[1]s-cert/%[1]s-key: %w", prefix, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}

@@ -42,9 +42,9 @@ func TestIntegrationKafkaSASL(t *testing.T) {
 // password over TLS fails with the login message.
 func TestIntegrationKafkaTLS(t *testing.T) {
 	env := testenv.Require(t, "kafka-tls")
-	withCA := kafkaSecurity{tls: true, ca: env.KafkaTLSCA, mechanism: "plain", user: "walhouse"}
+	withCA := kafkaSecurity{tls: tlsFlags{on: true, ca: env.KafkaTLSCA}, mechanism: "plain", user: "walhouse"}
 	checkKafkaSecurity(t, env.KafkaTLS, "TLS", withCA, map[string]refusal{
-		"system CAs only": {"walhouse-local", kafkaSecurity{tls: true, mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
+		"system CAs only": {"walhouse-local", kafkaSecurity{tls: tlsFlags{on: true}, mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
 		"wrong password":  {"nope", withCA, []string{"check --kafka-sasl-user and the password"}},
 	})
 }
@@ -130,13 +130,13 @@ func TestIntegrationDedupAuthTLS(t *testing.T) {
 		want     []string // parts of the error; none: the store works
 		auth     bool     // the error is dedup.ErrAuth
 	}{
-		"user, password and CA":       {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", ca: env.RedisTLSCA}, nil, false},
-		"password from a file":        {env.RedisTLS, "", dedupSecurity{user: "walhouse", ca: env.RedisTLSCA, password: &secretSource{file: pwFile}}, nil, false},
-		"client certificate":          {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", ca: env.RedisTLSCA, cert: env.RedisTLSClientCert, key: env.RedisTLSClientKey}, nil, false},
-		"rediss URL":                  {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{ca: env.RedisTLSCA}, nil, false},
-		"wrong password":              {env.RedisTLS, "nope", dedupSecurity{user: "walhouse", ca: env.RedisTLSCA}, []string{"refused the login", "check --dedup-user and the password"}, true},
-		"wrong password in a URL":     {"rediss://walhouse:nope@" + env.RedisTLS, "", dedupSecurity{ca: env.RedisTLSCA}, []string{"check --dedup-user and the password"}, true},
-		"system CAs only":             {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: true}, []string{"certificate", "--dedup-tls-ca"}, false},
+		"user, password and CA":       {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
+		"password from a file":        {env.RedisTLS, "", dedupSecurity{user: "walhouse", password: &secretSource{file: pwFile}, tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
+		"client certificate":          {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA, cert: env.RedisTLSClientCert, key: env.RedisTLSClientKey}}, nil, false},
+		"rediss URL":                  {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
+		"wrong password":              {env.RedisTLS, "nope", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA}}, []string{"refused the login", "check --dedup-user and the password"}, true},
+		"wrong password in a URL":     {"rediss://walhouse:nope@" + env.RedisTLS, "", dedupSecurity{tls: tlsFlags{ca: env.RedisTLSCA}}, []string{"check --dedup-user and the password"}, true},
+		"system CAs only":             {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{on: true}}, []string{"certificate", "--dedup-tls-ca"}, false},
 		"rediss URL, system CAs only": {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{}, []string{"--dedup-tls-ca"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -120,7 +120,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	st.schemas = schemas
 	// What it connects to, for an operator following the log; the logger
 	// redacts passwords in the URLs.
-	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls || ep.kafkaSec.ca != "" || ep.kafkaSec.cert != "", "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
+	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
 		"group", *group, "topic_prefix", *prefix, "dedup", *dedupAddr, "dlq_topic", st.dlq, "metrics_addr", *metricsAddr)
 	s, cl, err := newSink(ctx, kc, w, st)
 	if err != nil {
