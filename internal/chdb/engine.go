@@ -333,35 +333,44 @@ func (e *Engine) call(st Statement, plain plainCall, withParams paramsCall) unsa
 // stream runs st through the streaming query API. Its caller holds turn.
 func (e *Engine) stream(ctx context.Context, st Statement, out io.Writer) (Progress, error) {
 	res := e.call(st, e.lib.streamQueryN, e.lib.streamQueryWithParamsN)
+	return e.withResult(res, "result handle", func(res unsafe.Pointer) (Progress, error) {
+		var pr Progress
+		for {
+			if err := ctx.Err(); err != nil {
+				e.lib.streamCancelQuery(e.conn, res)
+				return pr, err
+			}
+			chunk := e.lib.streamFetchResult(e.conn, res)
+			if chunk == nil {
+				return pr, errorf(CodeUnknownException, "the engine returned no result chunk")
+			}
+			n, werr, eerr := e.drain(chunk, out, &pr)
+			if eerr != nil {
+				return pr, eerr
+			}
+			if werr != nil {
+				e.lib.streamCancelQuery(e.conn, res)
+				return pr, fmt.Errorf("write query output: %w", werr)
+			}
+			if n == 0 {
+				return pr, nil
+			}
+		}
+	})
+}
+
+// withResult calls use with res, a query result the engine returned, and
+// destroys it after; a missing result (what names it) and the engine's
+// error in it are errors, and use is not called.
+func (e *Engine) withResult(res unsafe.Pointer, what string, use func(res unsafe.Pointer) (Progress, error)) (Progress, error) {
 	if res == nil {
-		return Progress{}, errorf(CodeUnknownException, "the engine returned no result handle")
+		return Progress{}, errorf(CodeUnknownException, "the engine returned no "+what)
 	}
 	defer e.lib.destroyQueryResult(res)
 	if msg := goString(e.lib.resultError(res)); msg != "" {
 		return Progress{}, parseError(msg)
 	}
-	var pr Progress
-	for {
-		if err := ctx.Err(); err != nil {
-			e.lib.streamCancelQuery(e.conn, res)
-			return pr, err
-		}
-		chunk := e.lib.streamFetchResult(e.conn, res)
-		if chunk == nil {
-			return pr, errorf(CodeUnknownException, "the engine returned no result chunk")
-		}
-		n, werr, eerr := e.drain(chunk, out, &pr)
-		if eerr != nil {
-			return pr, eerr
-		}
-		if werr != nil {
-			e.lib.streamCancelQuery(e.conn, res)
-			return pr, fmt.Errorf("write query output: %w", werr)
-		}
-		if n == 0 {
-			return pr, nil
-		}
-	}
+	return use(res)
 }
 
 // queryAll runs st through the one-shot query API, for statements the
@@ -446,17 +455,11 @@ func (e *Engine) insert(ctx context.Context, st Statement, data io.Reader) (Prog
 		}
 	}
 	runtime.KeepAlive(buf)
-	res := e.lib.streamDone(s)
-	if res == nil {
-		return Progress{}, errorf(CodeUnknownException, "the engine returned no insert result")
-	}
-	defer e.lib.destroyQueryResult(res)
-	if msg := goString(e.lib.resultError(res)); msg != "" {
-		return Progress{}, parseError(msg)
-	}
-	var pr Progress
-	pr.add(e.lib, res)
-	return pr, nil
+	return e.withResult(e.lib.streamDone(s), "insert result", func(res unsafe.Pointer) (Progress, error) {
+		var pr Progress
+		pr.add(e.lib, res)
+		return pr, nil
+	})
 }
 
 // exec runs an internal statement and returns its whole output; its caller
