@@ -23,6 +23,9 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
 	}
 	if rel.skip {
+		if rel.refused != nil {
+			rel.refused.Inc()
+		}
 		return nil
 	}
 	switch ch.Kind {
