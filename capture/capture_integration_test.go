@@ -34,6 +34,13 @@ func withKafka(cl *kgo.Client, prefix string) []capture.Option {
 // background and returns a stop function that waits for it.
 func run(t *testing.T, env testenv.Env, prefix string, opts ...capture.Option) func() {
 	t.Helper()
+	_, stop := start(t, env, prefix, opts...)
+	return stop
+}
+
+// start is run, also returning the Capturer.
+func start(t *testing.T, env testenv.Env, prefix string, opts ...capture.Option) (*capture.Capturer, func()) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka), kgo.RecordPartitioner(capture.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +65,7 @@ func run(t *testing.T, env testenv.Env, prefix string, opts ...capture.Option) f
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return func() {
+	return c, func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("capture: %v", err)

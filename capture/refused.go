@@ -160,7 +160,7 @@ func (r *refusedTables) leave(table, publication string, why error) {
 	}
 	r.mu.Unlock()
 	if news {
-		r.log.Error("table left out of the stream: capture cannot capture it whole, so its changes are not captured (counted in walhouse_capture_refused_changes_total); the other tables go on. Fix it as the error says: the table then joins the stream again with a copy",
+		r.log.Error("table left out of the stream: it cannot be captured whole, so its changes are not captured (counted in walhouse_capture_refused_changes_total); the other tables go on. Fix it as the error says: the table then joins the stream again with a copy",
 			"table", table, "publication", publication, "reasons", reasons, "err", why)
 	}
 }

@@ -37,9 +37,21 @@ func (s *stream) pollTables(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var joining []string
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
-			if err := s.addTable(ctx, t); err != nil && !errors.Is(err, errTableRefused) {
+			joining = append(joining, t)
+		}
+	}
+	if len(joining) > 0 {
+		// One query for all of them: tables left out are looked at
+		// again with every poll, and there may be many.
+		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining)
+		if err != nil {
+			return err
+		}
+		for _, t := range joining {
+			if err := s.admit(ctx, t, refused[t]); err != nil && !errors.Is(err, errTableRefused) {
 				return err
 			}
 		}
@@ -198,16 +210,24 @@ func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string,
 }
 
 // addTable takes a table that joined the publication into the stream and
-// queues its online snapshot.
+// queues its online snapshot, or leaves it out (errTableRefused).
 func (s *stream) addTable(ctx context.Context, table string) error {
+	err := checkTable(ctx, s.cat.conn, &s.c.cfg, s.version, table)
+	if err != nil && !errors.Is(err, errUncapturable) {
+		return fmt.Errorf("table %s joined publication %s but could not be inspected: %w", table, s.c.cfg.publication, err)
+	}
+	return s.admit(ctx, table, err)
+}
+
+// admit is addTable for a table whose shape was looked at: refused is why
+// it cannot be captured, nil when it can.
+func (s *stream) admit(ctx context.Context, table string, refused error) error {
 	cfg := &s.c.cfg
 	if other, where, clash := cfg.nameClash(table, s.tables); clash {
-		return s.refuse(table, clashRefusal(table, other, where, cfg.publication))
+		refused = errors.Join(refused, clashRefusal(table, other, where, cfg.publication))
 	}
-	if err := checkTable(ctx, s.cat.conn, cfg, s.version, table); errors.Is(err, errUncapturable) {
-		return s.refuse(table, err)
-	} else if err != nil {
-		return fmt.Errorf("table %s joined publication %s but could not be inspected: %w", table, cfg.publication, err)
+	if refused != nil {
+		return s.refuse(table, refused)
 	}
 	wasRefused := s.c.refused.rejoin(table)
 	if tc := cfg.topics; tc != nil {
