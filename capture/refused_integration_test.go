@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestIntegrationStartWithEveryTableLeftOut: once the slot exists, a
@@ -53,18 +54,15 @@ func TestIntegrationStartWithEveryTableLeftOut(t *testing.T) {
 	if err := pg.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1) RETURNING pg_current_wal_insert_lsn()::text`, table)).Scan(&after); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
 		var passed bool
-		if err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", after, slot).Scan(&passed); err != nil {
-			t.Fatal(err)
+		err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", after, slot).Scan(&passed)
+		if err != nil || !passed {
+			return fmt.Errorf("confirmed_flush_lsn not past %s yet (%v)", after, err)
 		}
-		if passed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot did not move past %s", after)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

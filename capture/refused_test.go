@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,4 +95,34 @@ func series(t *testing.T, c prometheus.Collector) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// savedState is a StateStore of fixed contents.
+type savedState map[string][]byte
+
+func (s savedState) Load(_ context.Context, key string) ([]byte, error) { return s[key], nil }
+func (s savedState) Save(context.Context, string, []byte) error         { return errors.New("read only") }
+
+// Of two tables that would share a name, the one captured before is kept
+// at a start: it goes first.
+func TestCapturedFirst(t *testing.T) {
+	tables := []string{"public.a", "public.b", "public.c", "public.d"}
+	tests := []struct {
+		name  string
+		state StateStore
+		want  []string
+	}{
+		{"no state store", nil, tables},
+		{"nothing saved", savedState{}, tables},
+		{"some saved", savedState{stateKey("s", "public.c"): []byte("{}"), stateKey("s", "public.b"): []byte("{}")}, []string{"public.b", "public.c", "public.a", "public.d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &config{slot: "s", state: tt.state}
+			got, err := capturedFirst(context.Background(), cfg, tables)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("capturedFirst = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
 }

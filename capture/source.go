@@ -139,25 +139,36 @@ func refusals(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVe
 		return nil, err
 	}
 	order := tables
-	if clashes := cfg.checkNames(tables); len(clashes) > 0 && cfg.state != nil {
-		var before, after []string
-		for _, t := range tables {
-			raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, t))
-			if err != nil {
-				return nil, fmt.Errorf("read the snapshot state of %s: %w", t, err)
-			}
-			if raw != nil {
-				before = append(before, t)
-			} else {
-				after = append(after, t)
-			}
+	if clashes := cfg.checkNames(tables); len(clashes) > 0 {
+		if order, err = capturedFirst(ctx, cfg, tables); err != nil {
+			return nil, err
 		}
-		order = append(before, after...)
 	}
 	for t, err := range cfg.checkNames(order) {
 		refused[t] = errors.Join(refused[t], err)
 	}
 	return refused, nil
+}
+
+// capturedFirst returns tables with those captured before (with saved
+// snapshot state) first, each part in its order.
+func capturedFirst(ctx context.Context, cfg *config, tables []string) ([]string, error) {
+	if cfg.state == nil {
+		return tables, nil
+	}
+	var before, after []string
+	for _, t := range tables {
+		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, t))
+		if err != nil {
+			return nil, fmt.Errorf("read the snapshot state of %s: %w", t, err)
+		}
+		if raw != nil {
+			before = append(before, t)
+		} else {
+			after = append(after, t)
+		}
+	}
+	return append(before, after...), nil
 }
 
 func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {

@@ -59,6 +59,13 @@ func refusedIn(st capture.Status, table string) []string {
 	return nil
 }
 
+// threeColumns returns the queries that compare a table (tenant_id, id, v)
+// named name (quoted for PostgreSQL) in PostgreSQL and ClickHouse FINAL.
+func (p *pipeline) threeColumns(name, quoted string) (pgQuery, chQuery string) {
+	return fmt.Sprintf(`SELECT tenant_id, id::text, v::text FROM %s AS t ORDER BY 1, t.id`, quoted),
+		fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, name)
+}
+
 // TestIntegrationUncapturableTablesSurviveRestart: while capture streams,
 // a table without a primary key joins the publication and a captured
 // table loses its primary key. Both are left out, capture goes on, and —
@@ -80,8 +87,7 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 		p.change(tb, r)
 	}
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 50) i`, ql))
-	losingPG := fmt.Sprintf(`SELECT tenant_id, id::text, v::text FROM %s AS t ORDER BY 1, t.id`, ql)
-	losingCH := fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, losing)
+	losingPG, losingCH := p.threeColumns(losing, ql)
 	p.converge(losingPG, losingCH, capture, sink)
 	before, err := pgRows(context.Background(), p.pg, losingPG)
 	if err != nil {
@@ -159,8 +165,7 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	sink := p.startSink()
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 40) i`, qf))
 	p.change(tb, 0)
-	filteredPG := fmt.Sprintf(`SELECT tenant_id, id::text, v::text FROM %s AS t ORDER BY 1, t.id`, qf)
-	filteredCH := fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, filtered)
+	filteredPG, filteredCH := p.threeColumns(filtered, qf)
 	p.converge(filteredPG, filteredCH, capture, sink)
 	before, err := pgRows(context.Background(), p.pg, filteredPG)
 	if err != nil {
