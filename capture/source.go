@@ -108,7 +108,7 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 			for i, t := range names {
 				errs[i] = refused[t]
 			}
-			return source{}, fmt.Errorf("%w\nslot %s does not exist yet, so capture refuses to start rather than leave these tables out: fix them, or leave them out with --exclude-tables %s",
+			return source{}, fmt.Errorf("%w\nslot %s does not exist, so no WAL waits for capture, and it refuses to start rather than leave these tables out: fix them, or leave them out with --exclude-tables %s",
 				errors.Join(errs...), cfg.slot, strings.Join(names, ","))
 		}
 		// The slot pins WAL from now on: a table that cannot be captured

@@ -67,21 +67,24 @@ func (p *pipeline) threeColumns(name, quoted string) (pgQuery, chQuery string) {
 }
 
 // TestIntegrationUncapturableTablesSurviveRestart: while capture streams,
-// a table without a primary key joins the publication and a captured
-// table loses its primary key. Both are left out, capture goes on, and —
-// what used to wedge it, pinning WAL — capture killed with SIGKILL starts
-// again with both still uncapturable. The captured table's ClickHouse rows
-// equal PostgreSQL's exactly throughout; the table that lost its key keeps
-// exactly the rows it had when it was left out; metrics and /status name
-// both tables and why.
+// a table without a primary key joins the publication, a captured table
+// loses its primary key and another gets REPLICA IDENTITY NOTHING. Each is
+// left out, capture goes on (it used to stop at the first change after
+// the DROP CONSTRAINT), and — what used to wedge it, pinning WAL — capture
+// killed with SIGKILL starts again with all three still uncapturable. The
+// captured table's ClickHouse rows equal PostgreSQL's exactly throughout;
+// the table that lost its key keeps exactly the rows it had when it was
+// left out; metrics and /status name the tables and why.
 func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
 	losing, ql := p.table("losekey", `(tenant_id text, id int, v int, CONSTRAINT losekey_pk PRIMARY KEY (tenant_id, id))`)
 	nokey, qn := p.table("nokey", `(tenant_id text, v int)`)
+	nothing, qi := p.table("nothing", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
+	captured := []string{tb.name, losing, nothing}
 	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{tb.name, losing}, "--metrics-addr", metrics))
+	capture := p.runCapture(p.captureArgs(captured, "--metrics-addr", metrics))
 	sink := p.startSink()
 	for r := range 2 {
 		p.change(tb, r)
@@ -99,6 +102,9 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1)`, qn))
 	p.exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT losekey_pk`, ql))
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(51, 60) i`, ql))
+	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY NOTHING`, qi))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1, 1)`, qi))
+	waitMetric(t, metrics, refusedSeries(nothing, "replica_identity"), 1, capture)
 	waitMetric(t, metrics, refusedSeries(nokey, "no_primary_key"), 1, capture)
 	waitMetric(t, metrics, refusedSeries(losing, "no_primary_key"), 1, capture)
 	waitMetric(t, metrics, refusedChangesSeries(losing), 1, capture)
@@ -108,7 +114,7 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 	capture.Kill()
 	p.waitSlotReleased()
 	metrics = testenv.FreeAddr(t)
-	capture = p.runCapture(p.captureArgs([]string{tb.name, losing}, "--metrics-addr", metrics))
+	capture = p.runCapture(p.captureArgs(captured, "--metrics-addr", metrics))
 	waitLog(t, capture, "left out", nokey)
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(61, 70) i`, ql))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 2), ('t', 3)`, qn))
@@ -130,6 +136,9 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 	}
 	waitMetric(t, metrics, refusedChangesSeries(nokey), 2, capture)
 	waitMetric(t, metrics, refusedChangesSeries(losing), 10, capture)
+	if v := metric(t, metrics, refusedSeries(nothing, "replica_identity")); v != 1 {
+		t.Errorf("after the restart %s = %v, want 1", refusedSeries(nothing, "replica_identity"), v)
+	}
 	st := captureStatus(t, metrics)
 	for _, table := range []string{nokey, losing} {
 		if reasons := refusedIn(st, table); !slices.Contains(reasons, "no_primary_key") {
