@@ -157,6 +157,8 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 // leaves the table out within its poll interval (metric, /status, a log
 // naming the fix), the other table goes on, and a restart does not wedge
 // on it. The filtered table's ClickHouse rows stay exactly those it had.
+// Once published whole again it joins the stream with a copy (the alert
+// clears), and the recovery the log names makes it exact.
 func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
 	var num int
@@ -213,5 +215,30 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	if v := metric(t, metrics, refusedSeries(filtered, "row_filter")); v != 1 {
 		t.Errorf("after the restart %s = %v, want 1", refusedSeries(filtered, "row_filter"), v)
 	}
-	requireRunning(t, capture, sink)
+
+	// The fix the log names: the table joins again and is copied, which
+	// brings the rows inserted meanwhile but not the deletes.
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT`, pub, qf, pub, qf))
+	waitLog(t, capture, "left out of the stream and is captured again", filtered, "--resnapshot")
+	if v, ok := scrapeUntil(metrics, refusedSeries(filtered, "row_filter"), 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		t.Errorf("%s = %v once the table is published whole, want it gone", refusedSeries(filtered, "row_filter"), v)
+	}
+	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 1000 WHERE id > 55`, qf))
+	copied := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND v > 1055", p.database, filtered)
+	if err := testenv.Eventually(context.Background(), 60*time.Second, func(context.Context) error {
+		if n := p.chInt(copied); n != 5 {
+			return fmt.Errorf("%d of the 5 rows updated after the fix are in ClickHouse", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The recovery for an exact copy (README, Known limits).
+	capture.Stop()
+	sink.Stop()
+	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, filtered), nil)
+	capture = killAtEnd(t, p.runCapture(p.captureArgs([]string{tb.name, filtered}, "--resnapshot", "public."+filtered)))
+	sink = killAtEnd(t, p.startSink())
+	p.converge(filteredPG, filteredCH, capture, sink)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 }
