@@ -235,9 +235,13 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // column and no default tenant, or published with a row filter, a column
 // list or generated columns). A table dropped since it was listed is not
 // refused: it leaves the publication too. The error is for a failed query.
-// One query, so that capture can look at every captured
-// table while it streams (pollTables) without stalling the stream.
+// One query, so that capture can look at every captured table while it
+// streams (pollTables) without stalling the stream.
 func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string) (map[string]error, error) {
+	what := fmt.Sprintf("%d tables", len(tables))
+	if len(tables) == 1 {
+		what = "table " + tables[0]
+	}
 	schemas, names, tenants := make([]string, len(tables)), make([]string, len(tables)), make([]string, len(tables))
 	for i, t := range tables {
 		schemas[i], names[i], _ = strings.Cut(t, ".")
@@ -271,7 +275,7 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		LEFT JOIN pg_catalog.pg_publication_tables p ON p.pubname = $4 AND p.schemaname = t.nsp AND p.tablename = t.rel`,
 		schemas, names, tenants, cfg.publication)
 	if err != nil {
-		return nil, fmt.Errorf("inspect tables %s: %w", strings.Join(tables, ", "), err)
+		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
 	var (
 		schema, table             string
@@ -320,7 +324,7 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inspect tables %s: %w", strings.Join(tables, ", "), err)
+		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
 	return out, nil
 }

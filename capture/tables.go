@@ -365,7 +365,7 @@ func (s *stream) refuse(table string, why error) error {
 func (s *stream) leave(table string, why error) {
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool { return t == table })
 	s.tr.leaveOut(table)
-	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s: once fixed it is copied again, but %s", why, s.received, rejoinedFix))
+	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s. Once fixed it joins the stream again, but %s", why, s.received, rejoinedFix))
 }
 
 // nameClash returns the first of tables ("schema.table") that table would
