@@ -39,6 +39,14 @@ type relation struct {
 	enc          *record.Encoder
 }
 
+// skipped counts a change of a table left out; one of an excluded table is
+// not counted.
+func (r *relation) skipped() {
+	if r.refused != nil {
+		r.refused.Inc()
+	}
+}
+
 // catalog answers questions about relations and types over a regular
 // (non-replication) connection, and caches the answers.
 type catalog struct {

@@ -129,7 +129,7 @@ func newRefusedTables(log *slog.Logger) *refusedTables {
 		}, []string{"table", "reason"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_capture_refused_changes_total",
-			Help: "Row changes of tables left out (walhouse_capture_tables_refused) that capture read and did not produce, by table.",
+			Help: "Changes (rows and TRUNCATEs) of tables left out (walhouse_capture_tables_refused) that capture read and did not produce, by table.",
 		}, []string{"table"}),
 		now:    time.Now,
 		tables: map[string]RefusedTable{},

@@ -476,6 +476,7 @@ func TestTranslator(t *testing.T) {
 				describe(plainRel), describe(ordersRel), begin(0x100),
 				insert(0x10, relPlain, txt("1"), txt("a")),
 				insert(0x20, relOrders, txt("acme"), txt("1"), txt("a")),
+				truncate(0x30, false, relPlain),
 				commit(0x100, 0x108),
 			},
 			want: []string{
@@ -483,7 +484,7 @@ func TestTranslator(t *testing.T) {
 				`insert public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', 'a')`,
 				"commit 0/108 at 05:06:07",
 			},
-			refused: 1,
+			refused: 2,
 		},
 		{
 			name: "a captured table that loses its tenant column is left out, the others go on",
