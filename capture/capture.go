@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +42,7 @@ type Capturer struct {
 	acks      atomic.Pointer[ackTracker]
 	dlq       *deadLetters
 	ignored   *ignoredMessages
+	refused   *refusedTables
 }
 
 // New validates the configuration and returns a Capturer that reads from
@@ -57,7 +60,7 @@ func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
 		return nil, fmt.Errorf("capture configuration: %w", err)
 	}
 	log := slog.Default().With("component", "capture")
-	return &Capturer{cfg: cfg, producer: p, log: log, dlq: newDeadLetters(cfg.dlqTopic, log), ignored: newIgnoredMessages(log)}, nil
+	return &Capturer{cfg: cfg, producer: p, log: log, dlq: newDeadLetters(cfg.dlqTopic, log), ignored: newIgnoredMessages(log), refused: newRefusedTables(log)}, nil
 }
 
 // Stats is a snapshot of a Capturer's progress.
@@ -77,11 +80,14 @@ type Stats struct {
 	// DeadLetters counts the changes sent to the dead-letter topic (and
 	// acknowledged) since start.
 	DeadLetters int64
+	// Refused lists the published tables capture leaves out because it
+	// cannot capture them whole, by name.
+	Refused []RefusedTable
 }
 
 // Stats returns the current progress; it is safe to call from any goroutine.
 func (c *Capturer) Stats() Stats {
-	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load()), DeadLetters: c.dlq.count()}
+	st := Stats{Rows: c.rows.Load(), Received: record.LSN(c.received.Load()), Confirmed: record.LSN(c.confirmed.Load()), ServerWALEnd: record.LSN(c.walEnd.Load()), DeadLetters: c.dlq.count(), Refused: c.refused.list()}
 	if us := c.lastEvent.Load(); us != 0 {
 		st.LastEvent = time.UnixMicro(us).UTC()
 	}
@@ -118,6 +124,7 @@ func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.leaveOut(s.refused)
 	return s.tables, nil
 }
 
@@ -145,6 +152,7 @@ func (c *Capturer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.leaveOut(src.refused)
 	if tc := c.cfg.topics; tc != nil && c.cfg.onBadRow == DeadLetterBadRows {
 		// One partition, like the sink's: dead letters are rare, and
 		// `walhouse dlq` reads them in order.
@@ -236,6 +244,15 @@ func (c *Capturer) run(ctx context.Context) error {
 		return err
 	}
 	return s.run(ctx, start)
+}
+
+// leaveOut records the tables prepare left out, and forgets those left out
+// before that are captured again or gone.
+func (c *Capturer) leaveOut(refused map[string]error) {
+	c.refused.retain(func(t string) bool { return refused[t] != nil })
+	for _, t := range slices.Sorted(maps.Keys(refused)) {
+		c.refused.leave(t, c.cfg.publication, refused[t])
+	}
 }
 
 func (c *Capturer) newAcks(start record.LSN) *ackTracker {

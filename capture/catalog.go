@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -20,9 +21,10 @@ type typeInfo struct {
 // relation is the cached shape of one published table, built from a
 // pgoutput Relation message and the catalog.
 type relation struct {
-	name         string // "schema.table"
-	quoted       string // name as an SQL identifier
-	skip         bool   // excluded: its changes are not captured
+	name         string             // "schema.table"
+	quoted       string             // name as an SQL identifier
+	skip         bool               // excluded or left out: its changes are not captured
+	refused      prometheus.Counter // of a table left out: counts its changes
 	source       record.Source
 	eventSource  string // record.ChangeSource of the table: the source of its changes' eventIds
 	topic        string
@@ -35,6 +37,14 @@ type relation struct {
 	lastSize     int      // size of the table's last encoded record
 	keyTypes     []string // SQL types of the key columns, once looked up
 	enc          *record.Encoder
+}
+
+// skipped counts a change of a table left out; one of an excluded table is
+// not counted.
+func (r *relation) skipped() {
+	if r.refused != nil {
+		r.refused.Inc()
+	}
 }
 
 // catalog answers questions about relations and types over a regular
@@ -190,7 +200,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		return nil, err
 	}
 	if len(key) == 0 {
-		return nil, fmt.Errorf("table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index) and restart", name)
+		return nil, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index)", name)
 	}
 	nums, err := cat.attnums(ctx, m.RelationID)
 	if err != nil {
@@ -216,27 +226,27 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		if rc.Key {
 			r.keyIdx = append(r.keyIdx, i)
 			if !inIdentity {
-				return nil, fmt.Errorf("table %s: key column %s is not part of the replica identity, so deletes would not carry it; use the primary key as replica identity (ALTER TABLE %s REPLICA IDENTITY DEFAULT)", name, col.Name, name)
+				return nil, refusal(reasonIdentity, "table %s: key column %s is not part of the replica identity, so deletes would not carry it; use the primary key as replica identity (ALTER TABLE %s REPLICA IDENTITY DEFAULT)", name, col.Name, name)
 			}
 		}
 		if col.Name == tenantCol {
 			r.tenantIdx = i
 			r.tenantColumn = col.Name
 			if !inIdentity {
-				return nil, fmt.Errorf("table %s: tenant column %s is not part of the primary key, so deletes would not say which tenant they belong to; add it to the primary key or run ALTER TABLE %s REPLICA IDENTITY FULL", name, col.Name, name)
+				return nil, refusal(reasonIdentity, "table %s: tenant column %s is not part of the primary key, so deletes would not say which tenant they belong to; add it to the primary key or run ALTER TABLE %s REPLICA IDENTITY FULL", name, col.Name, name)
 			}
 		}
 		r.columns = append(r.columns, rc)
 	}
 	if len(r.keyIdx) != len(key) {
-		return nil, fmt.Errorf("table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d); was the key changed? restart capture", name, len(key), len(r.keyIdx))
+		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; publish the table whole with its primary key", name, len(key), len(r.keyIdx))
 	}
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
-		return nil, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
+		return nil, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
 	}
 	r.schemaID = record.SchemaID(r.tenantColumn, r.columns)
 	if err := record.ValidateColumns(r.tenantColumn, r.columns); err != nil {
-		return nil, fmt.Errorf("table %s: %w", name, err)
+		return nil, refusal(reasonColumns, "table %s: %w", name, err)
 	}
 	r.lastSize = 256 + 64*len(r.columns)
 	r.enc = record.NewEncoder(r.source, r.tenantColumn, r.columns, r.schemaID, cfg.envelope)

@@ -23,6 +23,7 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 		return fmt.Errorf("pgoutput: change for unknown relation %d at %s", ch.RelationID, lsn)
 	}
 	if rel.skip {
+		rel.skipped()
 		return nil
 	}
 	switch ch.Kind {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -118,8 +119,13 @@ type tableSet interface {
 	join(ctx context.Context, table string) error
 	// described is called with every relation of a captured table built
 	// from a Relation message, before any of its records (its topic must
-	// exist by then).
+	// exist by then); errTableRefused: the table was left out.
 	described(ctx context.Context, rel *relation) error
+	// leave takes a captured table that cannot be captured any more (why:
+	// its Relation message has no key or tenant to map) out of the stream.
+	leave(table string, why error)
+	// refusedChanges counts the changes of a table left out.
+	refusedChanges(table string) prometheus.Counter
 	// fillUnchanged replaces the unchanged TOAST values of an update with
 	// the source's when the table's online copy runs (see online.go).
 	fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error
@@ -272,18 +278,40 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 }
 
 // setRelation builds the relation of a captured table from its
-// description.
+// description. A table that can no longer be mapped (its key, replica
+// identity or tenant column changed while captured) is left out, and the
+// other tables go on (refused.go).
 func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+	name := rm.Namespace + "." + rm.RelationName
 	rel, err := buildRelation(ctx, t.cat, t.cfg, t.sourceID, rm)
-	if err != nil {
+	if errors.Is(err, errUncapturable) {
+		t.tables.leave(name, err)
+		rel = t.refused(name)
+	} else if err != nil {
 		return err
-	}
-	if err := t.tables.described(ctx, rel); err != nil {
+	} else if err := t.tables.described(ctx, rel); errors.Is(err, errTableRefused) {
+		rel = t.refused(name)
+	} else if err != nil {
 		return err
 	}
 	delete(t.unjoined, rm.RelationID)
 	t.rels[rm.RelationID] = rel
 	return nil
+}
+
+// refused returns the relation of a table left out: its changes are
+// counted, not produced.
+func (t *translator) refused(table string) *relation {
+	return &relation{name: table, skip: true, refused: t.tables.refusedChanges(table)}
+}
+
+// leaveOut marks the relations of table, which was just left out, as such.
+func (t *translator) leaveOut(table string) {
+	for id, rel := range t.rels {
+		if rel.name == table {
+			t.rels[id] = t.refused(table)
+		}
+	}
 }
 
 // relation returns the relation a change refers to. A described relation
@@ -301,7 +329,7 @@ func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, 
 	if !t.tables.captured(name) {
 		err := t.tables.join(ctx, name)
 		if errors.Is(err, errTableRefused) {
-			t.rels[id] = &relation{name: name, skip: true}
+			t.rels[id] = t.refused(name)
 			return t.rels[id], true, nil
 		}
 		if err != nil {

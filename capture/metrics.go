@@ -8,7 +8,8 @@ import (
 
 // RegisterMetrics registers gauges that read c's progress on every scrape:
 // rows produced, the producer backlog, the slot's WAL lag in bytes (server WAL end − confirmed
-// position) and in seconds (now − the newest commit or heartbeat read).
+// position) and in seconds (now − the newest commit or heartbeat read), and
+// the counters of dead letters, skipped messages and tables left out.
 func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 	cs := []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -40,6 +41,8 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 			func() float64 { return float64(c.Stats().Confirmed) }),
 		c.dlq.counter,
 		c.ignored.counter,
+		c.refused.gauge,
+		c.refused.changes,
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {

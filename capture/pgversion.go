@@ -61,7 +61,7 @@ func (v serverVersion) tested() bool { return v.major() <= newestMajor }
 func (v serverVersion) logicalMessages() bool { return v.major() >= 14 }
 
 // publicationFilters reports whether publications can filter rows and
-// columns (15+), which capture refuses (checkPublishedWhole).
+// columns (15+), which capture refuses (checkTables).
 func (v serverVersion) publicationFilters() bool { return v.major() >= 15 }
 
 // publishesGenerated reports whether a publication can send generated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,7 +14,8 @@ import (
 // source is what prepare learned about the database.
 type source struct {
 	id      string
-	tables  []string
+	tables  []string         // captured
+	refused map[string]error // published but left out, and why (refused.go)
 	version serverVersion
 }
 
@@ -47,7 +49,9 @@ func connect(ctx context.Context, connString string, replication bool) (*pgx.Con
 }
 
 // prepare checks that the database can be captured, creates or extends the
-// publication and validates every published table.
+// publication and validates every published table: it refuses to start on
+// a table it cannot capture while the slot does not exist yet, and leaves
+// such a table out once it does (refused.go).
 func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	var walLevel string
 	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
@@ -86,18 +90,85 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 		}
 		return source{}, fmt.Errorf("publication %s has no tables: name them with --tables", cfg.publication)
 	}
+	refused, err := refusals(ctx, conn, cfg, version, src.tables)
+	if err != nil {
+		return source{}, err
+	}
+	if len(refused) > 0 {
+		var slotExists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)", cfg.slot).Scan(&slotExists); err != nil {
+			return source{}, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+		}
+		names := slices.Sorted(maps.Keys(refused))
+		if !slotExists {
+			// No slot pins WAL yet: a clear refusal harms nothing, and
+			// leaving a table out silently from the first start is not
+			// what whoever published it meant.
+			errs := make([]error, len(names))
+			for i, t := range names {
+				errs[i] = refused[t]
+			}
+			return source{}, fmt.Errorf("%w\nslot %s does not exist, so no WAL waits for capture, and it refuses to start rather than leave these tables out: fix them, or leave them out with --exclude-tables %s",
+				errors.Join(errs...), cfg.slot, strings.Join(names, ","))
+		}
+		// The slot pins WAL from now on: a table that cannot be captured
+		// is left out, as while streaming (refused.go).
+		src.tables = slices.DeleteFunc(src.tables, func(t string) bool { return refused[t] != nil })
+		src.refused = refused
+	}
 	for t := range cfg.resnapshot {
+		if refused[t] != nil {
+			return source{}, fmt.Errorf("--resnapshot %s: the table is left out of the stream, fix it first: %w", t, refused[t])
+		}
 		if !slices.Contains(src.tables, t) {
 			return source{}, fmt.Errorf("--resnapshot %s: the table is not captured from publication %s", t, cfg.publication)
 		}
 	}
-	errs := []error{cfg.checkNames(src.tables)}
-	for _, t := range src.tables {
-		if err := checkTable(ctx, conn, cfg, version, t); err != nil {
-			errs = append(errs, err)
+	return src, nil
+}
+
+// refusals returns, by table, why capture cannot capture those of tables it
+// cannot (checkTables), and which of two tables that would share a
+// ClickHouse table or a Kafka topic it leaves out: one without saved
+// snapshot state (not captured before, as a table that joins the
+// publication under a captured table's name while streaming is refused),
+// else the later one.
+func refusals(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string) (map[string]error, error) {
+	refused, err := checkTables(ctx, conn, cfg, version, tables)
+	if err != nil {
+		return nil, err
+	}
+	order := tables
+	if clashes := cfg.checkNames(tables); len(clashes) > 0 {
+		if order, err = capturedFirst(ctx, cfg, tables); err != nil {
+			return nil, err
 		}
 	}
-	return src, errors.Join(errs...)
+	for t, err := range cfg.checkNames(order) {
+		refused[t] = errors.Join(refused[t], err)
+	}
+	return refused, nil
+}
+
+// capturedFirst returns tables with those captured before (with saved
+// snapshot state) first, each part in its order.
+func capturedFirst(ctx context.Context, cfg *config, tables []string) ([]string, error) {
+	if cfg.state == nil {
+		return tables, nil
+	}
+	var before, after []string
+	for _, t := range tables {
+		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, t))
+		if err != nil {
+			return nil, fmt.Errorf("read the snapshot state of %s: %w", t, err)
+		}
+		if raw != nil {
+			before = append(before, t)
+		} else {
+			after = append(after, t)
+		}
+	}
+	return append(before, after...), nil
 }
 
 func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
@@ -148,42 +219,114 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
 	return nil
 }
 
-// checkTable refuses tables that capture could not map, before any row
-// flows: no primary key, no tenant column and no default tenant, or
-// published filtered.
+// checkTable refuses a table that capture could not map, before any row
+// flows (see checkTables).
 func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, qt string) error {
-	schema, table, _ := strings.Cut(qt, ".")
-	var (
-		hasKey    bool
-		hasTenant bool
-		identity  string
-	)
-	tenantCol := cfg.relationTenant(schema, table)
-	err := conn.QueryRow(ctx, `
-		SELECT
-		  EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)),
-		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped),
-		  c.relreplident::text
-		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, schema, table, tenantCol).Scan(&hasKey, &hasTenant, &identity)
+	refused, err := checkTables(ctx, conn, cfg, version, []string{qt})
 	if err != nil {
-		return fmt.Errorf("inspect table %s: %w", qt, err)
+		return err
 	}
-	var errs []error
-	if !hasKey {
-		errs = append(errs, fmt.Errorf("table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY, or exclude the table from publication %s", qt, cfg.publication))
+	return refused[qt]
+}
+
+// checkTables looks at the shape of tables ("schema.table") in one catalog
+// query and returns, by table, why capture could not map those it could
+// not (tableRefusals: no primary key, REPLICA IDENTITY NOTHING, no tenant
+// column and no default tenant, or published with a row filter, a column
+// list or generated columns). A table dropped since it was listed is not
+// refused: it leaves the publication too. The error is for a failed query.
+// One query, so that capture can look at every captured table while it
+// streams (pollTables) without stalling the stream.
+func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string) (map[string]error, error) {
+	what := fmt.Sprintf("%d tables", len(tables))
+	if len(tables) == 1 {
+		what = "table " + tables[0]
 	}
-	if identity == "n" {
-		errs = append(errs, fmt.Errorf("table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", qt, qt))
+	schemas, names, tenants := make([]string, len(tables)), make([]string, len(tables)), make([]string, len(tables))
+	for i, t := range tables {
+		schemas[i], names[i], _ = strings.Cut(t, ".")
+		tenants[i] = cfg.relationTenant(schemas[i], names[i])
 	}
-	if !hasTenant && cfg.defaultTenant == "" {
-		errs = append(errs, fmt.Errorf("table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", qt, tenantCol, qt))
-	}
-	refusal := uncapturable(errors.Join(errs...))
+	// How the publication sends the table (15+): its row filter, whether
+	// its column list leaves out a column the copy reads, and whether it
+	// names a generated column (PostgreSQL 15 lists stored generated
+	// columns in attnames without publishing them: only 18 counts them).
+	published := `NULL::text, false, false`
 	if version.publicationFilters() {
-		return errors.Join(refusal, checkPublishedWhole(ctx, conn, version, cfg.publication, schema, table))
+		published = `p.rowfilter,
+		  p.pubname IS NOT NULL AND
+		  (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY (p.attnames))
+		  IS DISTINCT FROM
+		  (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
+		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (p.attnames))`
 	}
-	return refusal
+	rows, err := conn.Query(ctx, `
+		SELECT t.nsp, t.rel, c.oid IS NOT NULL,
+		  EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)),
+		  coalesce(c.relreplident::text, ''),
+		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = t.tenant AND a.attnum > 0 AND NOT a.attisdropped),
+		  `+published+`
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS t(nsp, rel, tenant)
+		LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.nsp
+		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel
+		LEFT JOIN pg_catalog.pg_publication_tables p ON p.pubname = $4 AND p.schemaname = t.nsp AND p.tablename = t.rel`,
+		schemas, names, tenants, cfg.publication)
+	if err != nil {
+		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
+	}
+	var (
+		schema, table             string
+		exists, hasKey, hasTenant bool
+		identity                  string
+		filter                    *string
+		columns, generated        bool
+		out                       = map[string]error{}
+	)
+	qp := pgx.Identifier{cfg.publication}.Sanitize()
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &columns, &generated}, func() error {
+		name := schema + "." + table
+		if !exists {
+			return nil // dropped since it was listed: it leaves the publication too
+		}
+		qt := pgx.Identifier{schema, table}.Sanitize()
+		var errs []error
+		if !hasKey {
+			errs = append(errs, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY, or exclude the table from publication %s", name, cfg.publication))
+		}
+		if identity == "n" {
+			errs = append(errs, refusal(reasonIdentity, "table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", name, name))
+		}
+		if !hasTenant && cfg.defaultTenant == "" {
+			errs = append(errs, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, cfg.relationTenant(schema, table), name))
+		}
+		// The copy reads every row and every column but the generated
+		// ones, so ClickHouse would keep rows the stream never updates or
+		// deletes, and columns one of them never sends
+		// (docs/postgres-versions.md says how to filter instead).
+		if filter != nil {
+			errs = append(errs, refusal(reasonRowFilter, "publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
+				cfg.publication, qt, *filter, readd(qp, qt)))
+		}
+		if columns {
+			errs = append(errs, refusal(reasonColumnList, "publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
+				cfg.publication, qt, readd(qp, qt)))
+		}
+		if generated && version.publishesGenerated() {
+			errs = append(errs, refusal(reasonGenerated, "publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
+				cfg.publication, qt, qp))
+		}
+		if err := errors.Join(errs...); err != nil {
+			out[name] = errors.Join(out[name], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // readd is the statement that publishes table qt of publication qp again
@@ -191,56 +334,4 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // would also drop the publication's other tables.
 func readd(qp, qt string) string {
 	return fmt.Sprintf("BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT", qp, qt, qp, qt)
-}
-
-// checkPublishedWhole refuses a table that the publication sends filtered:
-// with a row filter or a column list (PostgreSQL 15+), or with generated
-// columns (18+: publish_generated_columns, or named in a column list). The
-// copy reads every row and every column but the generated ones, so
-// ClickHouse would keep rows the stream never updates or deletes, and
-// columns one of them never sends (docs/postgres-versions.md says how to
-// filter instead). PostgreSQL 15 lists stored generated columns in
-// attnames without publishing them, so before 18 they are not counted.
-func checkPublishedWhole(ctx context.Context, conn *pgx.Conn, version serverVersion, pub, schema, table string) error {
-	rows, err := conn.Query(ctx, `
-		SELECT t.rowfilter,
-		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
-		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY (t.attnames))
-		       IS DISTINCT FROM
-		       (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
-		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
-		       EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-		        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (t.attnames))
-		FROM pg_catalog.pg_publication_tables t
-		JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname
-		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
-		WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3`, pub, schema, table)
-	if err != nil {
-		return fmt.Errorf("read how publication %s publishes %s.%s: %w", pub, schema, table, err)
-	}
-	var (
-		errs               []error
-		filter             *string
-		columns, generated bool
-	)
-	qt, qp := pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{pub}.Sanitize()
-	_, err = pgx.ForEachRow(rows, []any{&filter, &columns, &generated}, func() error {
-		if filter != nil {
-			errs = append(errs, fmt.Errorf("publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
-				pub, qt, *filter, readd(qp, qt)))
-		}
-		if columns {
-			errs = append(errs, fmt.Errorf("publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
-				pub, qt, readd(qp, qt)))
-		}
-		if generated && version.publishesGenerated() {
-			errs = append(errs, fmt.Errorf("publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
-				pub, qt, qp))
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read how publication %s publishes %s: %w", pub, qt, err)
-	}
-	return uncapturable(errors.Join(errs...))
 }

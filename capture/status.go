@@ -35,6 +35,11 @@ type Status struct {
 	LastEventAt *time.Time `json:"lastEventAt"`
 	// LagSeconds is Now − LastEventAt; null before the first event.
 	LagSeconds *float64 `json:"lagSeconds"`
+	// RefusedTables are the published tables capture leaves out because it
+	// cannot capture them whole (no primary key, a row filter...), by
+	// name; empty when it captures every table. ClickHouse does not follow
+	// them: see docs/operations.md, "Tables left out".
+	RefusedTables []RefusedTable `json:"refusedTables"`
 	// Now is when capture answered.
 	Now time.Time `json:"now"`
 }
@@ -44,13 +49,17 @@ type Status struct {
 func StatusOf(slot string, st Stats, now time.Time) Status {
 	now = now.UTC()
 	out := Status{
-		Slot:         slot,
-		ReceivedLSN:  st.Received,
-		ConfirmedLSN: st.Confirmed,
-		ServerWALEnd: st.ServerWALEnd,
-		PendingBytes: int64(st.PendingBytes),
-		Rows:         st.Rows,
-		Now:          now,
+		Slot:          slot,
+		ReceivedLSN:   st.Received,
+		ConfirmedLSN:  st.Confirmed,
+		ServerWALEnd:  st.ServerWALEnd,
+		PendingBytes:  int64(st.PendingBytes),
+		Rows:          st.Rows,
+		RefusedTables: st.Refused,
+		Now:           now,
+	}
+	if out.RefusedTables == nil {
+		out.RefusedTables = []RefusedTable{}
 	}
 	// Before the first server message the WAL end is unknown (zero): no lag
 	// rather than a negative one.

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 )
@@ -18,6 +19,9 @@ func TestStatusOf(t *testing.T) {
 		{name: "streaming",
 			stats:    Stats{Rows: 42, Received: 0x3000, Confirmed: 0x2000, ServerWALEnd: 0x3800, LastEvent: now.Add(-4 * time.Second), PendingBytes: 777},
 			lagBytes: 0x1800, lagSeconds: ptr(4.0)},
+		{name: "a table left out",
+			stats:    Stats{Refused: []RefusedTable{{Table: "public.audit", Reasons: []string{"no_primary_key"}, Since: now, Error: "table public.audit has no primary key"}}},
+			lagBytes: 0},
 		{name: "confirmed past a stale WAL end",
 			stats:    Stats{Confirmed: 0x5000, ServerWALEnd: 0x4000, LastEvent: now.Add(time.Second)},
 			lagBytes: 0, lagSeconds: ptr(0.0)},
@@ -38,6 +42,14 @@ func TestStatusOf(t *testing.T) {
 				got.ReceivedLSN != st.Received || got.ConfirmedLSN != st.Confirmed || got.ServerWALEnd != st.ServerWALEnd ||
 				!got.Now.Equal(now) || got.Now.Location() != time.UTC {
 				t.Errorf("status %+v from stats %+v", got, st)
+			}
+			if want := st.Refused; want == nil {
+				if got.RefusedTables == nil || len(got.RefusedTables) != 0 {
+					t.Errorf("refused tables %#v, want [] (never null)", got.RefusedTables)
+				}
+			} else if len(got.RefusedTables) != 1 || got.RefusedTables[0].Table != want[0].Table || !slices.Equal(got.RefusedTables[0].Reasons, want[0].Reasons) ||
+				got.RefusedTables[0].Error != want[0].Error || !got.RefusedTables[0].Since.Equal(want[0].Since) {
+				t.Errorf("refused tables %+v, want %+v", got.RefusedTables, want)
 			}
 			if got.SlotLagBytes != tt.lagBytes {
 				t.Errorf("slot lag %d bytes, want %d", got.SlotLagBytes, tt.lagBytes)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/failpoint"
@@ -32,7 +33,6 @@ type stream struct {
 	tables   []string        // captured tables, schema.table
 	online   *onlineSnapshots
 	polledAt time.Time                  // when the publication's tables were last listed
-	refused  map[string]bool            // tables that joined the publication under a captured table's name
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
 	version  serverVersion              // the server's, which decides what it offers
 	key      messageKey                 // signs heartbeats
@@ -251,8 +251,22 @@ func (s *stream) captured(table string) bool { return slices.Contains(s.tables, 
 
 func (s *stream) join(ctx context.Context, table string) error { return s.addTable(ctx, table) }
 
-// described makes sure a captured relation's topic exists.
+func (s *stream) refusedChanges(table string) prometheus.Counter { return s.c.refused.counter(table) }
+
+// described makes sure a captured relation's topic exists, after looking
+// at the table's shape again: a Relation message follows every change of
+// its key, replica identity or columns and of its publication entry (a
+// column list sends fewer columns), so a table that became uncapturable is
+// left out before any change of its new shape is produced. Relation
+// messages are rare (one per table and session, and one after each such
+// change), so the catalog query costs the stream nothing.
 func (s *stream) described(ctx context.Context, rel *relation) error {
+	if err := checkTable(ctx, s.cat.conn, &s.c.cfg, s.version, rel.name); errors.Is(err, errUncapturable) {
+		s.leave(rel.name, err)
+		return errTableRefused
+	} else if err != nil {
+		return err
+	}
 	if tc := s.c.cfg.topics; tc != nil && !s.topics[rel.topic] {
 		if err := tc.CreateTopic(ctx, rel.topic, s.c.cfg.partitions, s.c.cfg.replication); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,8 @@ const maxPollInterval = 10 * time.Second
 
 // pollTables follows the publication while streaming: a table added to it
 // joins the stream (with an online snapshot), a table removed from it leaves
-// (its heartbeats stop, so its freshness stops advancing, truthfully).
+// (its heartbeats stop, so its freshness stops advancing, truthfully), and
+// a captured table that became uncapturable is left out (recheck).
 func (s *stream) pollTables(ctx context.Context) error {
 	interval := maxPollInterval
 	if hb := s.c.cfg.heartbeat; hb > 0 && hb < interval {
@@ -35,9 +37,21 @@ func (s *stream) pollTables(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var joining []string
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
-			if err := s.addTable(ctx, t); err != nil && !errors.Is(err, errTableRefused) {
+			joining = append(joining, t)
+		}
+	}
+	if len(joining) > 0 {
+		// One query for all of them: tables left out are looked at
+		// again with every poll, and there may be many.
+		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining)
+		if err != nil {
+			return err
+		}
+		for _, t := range joining {
+			if err := s.admit(ctx, t, refused[t]); err != nil && !errors.Is(err, errTableRefused) {
 				return err
 			}
 		}
@@ -49,7 +63,31 @@ func (s *stream) pollTables(ctx context.Context) error {
 		s.c.log.Warn("table left the publication: its changes are no longer captured", "table", t, "publication", s.c.cfg.publication)
 		return true
 	})
+	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) })
+	if err := s.recheck(ctx); err != nil {
+		return err
+	}
 	return s.followPartitions(ctx)
+}
+
+// recheck looks at the shape of every captured table again, in one catalog
+// query, and leaves out those capture can no longer capture whole. A row
+// filter added to the publication sends no Relation message for the rows
+// it hides, so only this finds it (described finds the rest at once);
+// polling with the publication's tables bounds how long the stream misses
+// such rows unnoticed to the same ≤10 s, at the same cost.
+func (s *stream) recheck(ctx context.Context) error {
+	if len(s.tables) == 0 {
+		return nil
+	}
+	refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, s.tables)
+	if err != nil {
+		return err
+	}
+	for _, t := range slices.Sorted(maps.Keys(refused)) {
+		s.leave(t, refused[t])
+	}
+	return nil
 }
 
 // followPartitions copies the partitions attached to a captured
@@ -172,19 +210,26 @@ func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string,
 }
 
 // addTable takes a table that joined the publication into the stream and
-// queues its online snapshot.
+// queues its online snapshot, or leaves it out (errTableRefused).
 func (s *stream) addTable(ctx context.Context, table string) error {
+	err := checkTable(ctx, s.cat.conn, &s.c.cfg, s.version, table)
+	if err != nil && !errors.Is(err, errUncapturable) {
+		return fmt.Errorf("table %s joined publication %s but could not be inspected: %w", table, s.c.cfg.publication, err)
+	}
+	return s.admit(ctx, table, err)
+}
+
+// admit is addTable for a table whose shape was looked at: refused is why
+// it cannot be captured, nil when it can.
+func (s *stream) admit(ctx context.Context, table string, refused error) error {
 	cfg := &s.c.cfg
 	if other, where, clash := cfg.nameClash(table, s.tables); clash {
-		return s.refuse(table, "table joined the publication but is not captured: it would load into the same "+where+" as a captured table; rename one of them in PostgreSQL or leave this one out of the publication (capture refuses to start while both are in it)",
-			"captured_table", other)
+		refused = errors.Join(refused, clashRefusal(table, other, where, cfg.publication))
 	}
-	if err := checkTable(ctx, s.cat.conn, cfg, s.version, table); errors.Is(err, errUncapturable) {
-		return s.refuse(table, "table joined the publication but cannot be captured: it is left out of the stream, the other tables go on; fix it, then restart capture (it is refused at start while it stays in the publication)",
-			"err", err)
-	} else if err != nil {
-		return fmt.Errorf("table %s joined publication %s but cannot be captured: %w; fix the table, or leave it out with --exclude-tables %s, then restart capture", table, cfg.publication, err, table)
+	if refused != nil {
+		return s.refuse(table, refused)
 	}
+	wasRefused := s.c.refused.rejoin(table)
 	if tc := cfg.topics; tc != nil {
 		topic := cfg.topicOf(table)
 		if err := tc.CreateTopic(ctx, topic, cfg.partitions, cfg.replication); err != nil {
@@ -201,7 +246,10 @@ func (s *stream) addTable(ctx context.Context, table string) error {
 		if err != nil {
 			return fmt.Errorf("read the snapshot state of %s: %w", table, err)
 		}
-		if raw != nil {
+		switch {
+		case raw != nil && wasRefused:
+			s.c.log.Warn("table was left out of the stream and is captured again: "+rejoinedFix, "table", table, "publication", cfg.publication)
+		case raw != nil:
 			s.c.log.Warn("table left the publication and joined it again: "+rejoinedFix, "table", table, "publication", cfg.publication)
 		}
 	}
@@ -304,36 +352,20 @@ func membership(ctx context.Context, conn *pgx.Conn, pub, table string) (uint32,
 	return oid, nil
 }
 
-// refuse leaves table out of the stream, logging why once, and returns
-// errTableRefused.
-func (s *stream) refuse(table, why string, attrs ...any) error {
-	if !s.refused[table] {
-		s.c.log.Error(why, append([]any{"table", table, "publication", s.c.cfg.publication}, attrs...)...)
-	}
-	if s.refused == nil {
-		s.refused = map[string]bool{}
-	}
-	s.refused[table] = true
+// refuse leaves table, which is not captured, out of the stream because
+// of why (see refused.go) and returns errTableRefused.
+func (s *stream) refuse(table string, why error) error {
+	s.c.refused.leave(table, s.c.cfg.publication, why)
 	return errTableRefused
 }
 
-// errTableRefused is returned by addTable for a table that joined the
-// publication but cannot be captured (it would share its ClickHouse table
-// or Kafka topic with a captured table, or checkTable refuses it): it is
-// left out of the stream (like an excluded table), logged once, and the
-// other tables go on: a table someone publishes must not stop capture.
-var errTableRefused = errors.New("the table is left out of the stream")
-
-// errUncapturable marks checkTable's refusals (no key, no tenant, a
-// filtered publication...), as against a failed catalog query.
-var errUncapturable = errors.New("the table cannot be captured")
-
-// uncapturable marks err, if any, as a refusal.
-func uncapturable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", errUncapturable, err)
+// leave takes table, captured until now, out of the stream because of why
+// (see refused.go): its changes are no longer produced, its heartbeats
+// stop.
+func (s *stream) leave(table string, why error) {
+	s.tables = slices.DeleteFunc(s.tables, func(t string) bool { return t == table })
+	s.tr.leaveOut(table)
+	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s. Once fixed it joins the stream again, but %s", why, s.received, rejoinedFix))
 }
 
 // nameClash returns the first of tables ("schema.table") that table would
@@ -359,17 +391,24 @@ func (c *config) nameClash(table string, tables []string) (other, where string, 
 	return "", "", false
 }
 
-// checkNames refuses to start when two captured tables would share a
-// ClickHouse table or a Kafka topic (see nameClash), naming both.
-func (c *config) checkNames(tables []string) error {
-	var errs []error
+// checkNames returns, by table, a refusal of each of tables that would
+// share a ClickHouse table or a Kafka topic with one before it in tables
+// (see nameClash), naming both.
+func (c *config) checkNames(tables []string) map[string]error {
+	out := map[string]error{}
 	for i, t := range tables {
 		if other, where, clash := c.nameClash(t, tables[:i]); clash {
-			errs = append(errs, fmt.Errorf("tables %s and %s would both load into %s: rename one of them in PostgreSQL, or leave one out with --exclude-tables (or of publication %s)",
-				quoteTable(other), quoteTable(t), where, c.publication))
+			out[t] = clashRefusal(t, other, where, c.publication)
 		}
 	}
-	return errors.Join(errs...)
+	return out
+}
+
+// clashRefusal is why table is refused: it would load into where, as other
+// does.
+func clashRefusal(table, other, where, pub string) error {
+	return refusal(reasonNameClash, "tables %s and %s would both load into %s: rename one of them in PostgreSQL, or leave %s out with --exclude-tables (or of publication %s)",
+		quoteTable(other), quoteTable(table), where, quoteTable(table), pub)
 }
 
 // sourceOf returns the source of a "schema.table" name (schema names hold

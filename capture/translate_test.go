@@ -113,6 +113,8 @@ type collector struct {
 	// copying: tables whose copy runs; their unchanged values are filled
 	// with "from source".
 	copying map[string]bool
+	// refused counts the changes of tables left out, by table.
+	refused map[string]prometheus.Counter
 }
 
 func (c *collector) captured(table string) bool { return slices.Contains(c.tables, table) }
@@ -126,6 +128,21 @@ func (c *collector) join(_ context.Context, table string) error {
 func (c *collector) described(_ context.Context, rel *relation) error {
 	c.log = append(c.log, "topic "+rel.topic)
 	return nil
+}
+
+func (c *collector) leave(table string, why error) {
+	c.log = append(c.log, fmt.Sprintf("leave %s %v", table, refusalReasons(why)))
+	c.tables = slices.DeleteFunc(c.tables, func(t string) bool { return t == table })
+}
+
+func (c *collector) refusedChanges(table string) prometheus.Counter {
+	if c.refused[table] == nil {
+		if c.refused == nil {
+			c.refused = map[string]prometheus.Counter{}
+		}
+		c.refused[table] = prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
+	}
+	return c.refused[table]
 }
 
 func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []record.Value) error {
@@ -321,6 +338,7 @@ func TestTranslator(t *testing.T) {
 		steps   []step
 		want    []string
 		ignored float64 // walhouse messages skipped
+		refused float64 // changes of tables left out
 	}{
 		{
 			name: "insert, update, delete",
@@ -453,6 +471,55 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			name: "a table without a tenant column or a default tenant is left out, its changes counted",
+			steps: []step{
+				describe(plainRel), describe(ordersRel), begin(0x100),
+				insert(0x10, relPlain, txt("1"), txt("a")),
+				insert(0x20, relOrders, txt("acme"), txt("1"), txt("a")),
+				truncate(0x30, false, relPlain),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"leave public.plain [no_tenant_column]", "topic wh.public.orders", "begin",
+				`insert public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', 'a')`,
+				"commit 0/108 at 05:06:07",
+			},
+			refused: 2,
+		},
+		{
+			name: "a captured table that loses its tenant column is left out, the others go on",
+			steps: []step{
+				describe(docsRel), describe(ordersRel), begin(0x100),
+				insert(0x10, relDocs, txt("1"), txt("acme"), txt("a")),
+				commit(0x100, 0x108),
+				describe(relationMsg(relDocs, "docs", replicaIdentityFull, "id:int8*", "body:text*")), begin(0x200),
+				insert(0x110, relDocs, txt("2"), txt("b")),
+				del(0x120, relDocs, tupleOldRow, txt("1"), txt("a")),
+				insert(0x130, relOrders, txt("acme"), txt("1"), txt("a")),
+				commit(0x200, 0x208),
+			},
+			want: []string{
+				"topic wh.public.docs", "topic wh.public.orders", "begin",
+				`insert public.docs lsn 0/10 #0 tenant "acme" ('1', 'acme', 'a')`,
+				"commit 0/108 at 05:06:07",
+				"leave public.docs [no_tenant_column]", "begin",
+				`insert public.orders lsn 0/130 #0 tenant "acme" ('acme', '1', 'a')`,
+				"commit 0/208 at 05:06:07",
+			},
+			refused: 2,
+		},
+		{
+			name: "a captured table whose replica identity becomes NOTHING is left out",
+			steps: []step{
+				describe(ordersRel),
+				describe(relationMsg(relOrders, "orders", 'n', "tenant_id:text", "id:int8", "body:text")), begin(0x100),
+				insert(0x10, relOrders, txt("acme"), txt("1"), txt("a")),
+				commit(0x100, 0x108),
+			},
+			want:    []string{"topic wh.public.orders", "leave public.orders [replica_identity]", "begin", "commit 0/108 at 05:06:07"},
+			refused: 1,
+		},
+		{
 			name: "a record over the bound is a dead letter",
 			opts: []Option{WithMaxRecordBytes(1024)},
 			steps: []step{
@@ -542,6 +609,13 @@ func TestTranslator(t *testing.T) {
 			if n := total(t, ignored.counter); n != tt.ignored {
 				t.Errorf("%v walhouse messages skipped, want %v", n, tt.ignored)
 			}
+			var refused float64
+			for _, c := range col.refused {
+				refused += total(t, c)
+			}
+			if refused != tt.refused {
+				t.Errorf("%v changes of tables left out counted, want %v", refused, tt.refused)
+			}
 		})
 	}
 }
@@ -573,7 +647,6 @@ func TestTranslatorRefuses(t *testing.T) {
 		{"a commit outside a transaction", []step{commit(0x100, 0x108)}},
 		{"a change of a relation never described", []step{begin(0x100), insert(0x10, 9, txt("1"))}},
 		{"a truncate of a relation never described", []step{begin(0x100), truncate(0x10, false, 9)}},
-		{"a table without a tenant column or a default tenant", []step{describe(plainRel)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -598,6 +671,8 @@ type discard struct{ tables []string }
 func (d discard) captured(table string) bool                                   { return slices.Contains(d.tables, table) }
 func (discard) join(context.Context, string) error                             { return nil }
 func (discard) described(context.Context, *relation) error                     { return nil }
+func (discard) leave(string, error)                                            {}
+func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
 func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
 func (discard) begin()                                                         {}
 func (discard) commit(record.LSN, time.Time)                                   {}

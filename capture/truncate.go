@@ -89,7 +89,8 @@ func (t *translator) truncate(ctx context.Context, lsn record.LSN, m truncateMes
 			return fmt.Errorf("pgoutput: truncate of unknown relation %d at %s", id, lsn)
 		}
 		if rel.topic == "" {
-			continue // not captured (excluded from capture)
+			rel.skipped() // not captured (excluded, or left out)
+			continue
 		}
 		tr := record.Truncate{
 			Source:          record.Source{Schema: rel.source.Schema, Table: rel.source.Table},

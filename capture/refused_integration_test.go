@@ -1,0 +1,68 @@
+package capture_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/internal/testenv"
+)
+
+// TestIntegrationStartWithEveryTableLeftOut: once the slot exists, a
+// restart does not fail on tables capture cannot capture, even when that is
+// every table: it streams (the slot keeps moving) with them left out, and
+// Stats says which and why. Here the captured table lost its primary key
+// and a table without one joined the publication while capture was
+// stopped.
+func TestIntegrationStartWithEveryTableLeftOut(t *testing.T) {
+	env, pg := connectPG(t)
+	ctx := context.Background()
+	table := createTable(t, pg, "losekey", `(tenant_id text, id int, CONSTRAINT losekey_pk PRIMARY KEY (tenant_id, id))`)
+	joined := createTable(t, pg, "nokey", `(tenant_id text, id int)`)
+	slot, pub, prefix := freshSlot(t, pg, "wh")
+	opts := []capture.Option{capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(table), capture.WithHeartbeatInterval(200 * time.Millisecond)}
+	stop := run(t, env, prefix, opts...)
+	stop()
+
+	for _, q := range []string{
+		fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT losekey_pk`, table),
+		fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{pub}.Sanitize(), joined),
+	} {
+		if _, err := pg.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	c, stop := start(t, env, prefix, opts...)
+	defer stop()
+	var names []string
+	for _, r := range c.Stats().Refused {
+		if !slices.Equal(r.Reasons, []string{"no_primary_key"}) {
+			t.Errorf("%s left out for %q, want no_primary_key", r.Table, r.Reasons)
+		}
+		names = append(names, r.Table)
+	}
+	if want := []string{"public." + table, "public." + joined}; !slices.Equal(names, want) {
+		t.Errorf("tables left out: %q, want %q", names, want)
+	}
+	// The slot moves on past WAL written after the start.
+	var after string
+	if err := pg.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1) RETURNING pg_current_wal_insert_lsn()::text`, table)).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		var passed bool
+		err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", after, slot).Scan(&passed)
+		if err != nil || !passed {
+			return fmt.Errorf("confirmed_flush_lsn not past %s yet (%v)", after, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
