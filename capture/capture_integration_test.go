@@ -366,13 +366,7 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 func TestIntegrationCaptureRefusesFilteredPublication(t *testing.T) {
 	env, pg := connectPG(t)
 	ctx := context.Background()
-	var num int
-	if err := pg.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		t.Fatal(err)
-	}
-	if num < 150000 {
-		t.Skipf("PostgreSQL %d has no publication row filters or column lists (15+)", num/10000)
-	}
+	testenv.SkipBeforePG(t, pg, 15, "publication row filters or column lists")
 	rowsTable := createTable(t, pg, "rowfilter", "(tenant_id text, id int, region text, PRIMARY KEY (tenant_id, id))")
 	colsTable := createTable(t, pg, "collist", "(tenant_id text, id int, secret text, PRIMARY KEY (tenant_id, id))")
 	// PostgreSQL 15 lists a stored generated column in attnames without
@@ -403,7 +397,7 @@ func TestIntegrationCaptureRefusesFilteredPublication(t *testing.T) {
 	if err != nil && contains(err.Error(), wholeTable) {
 		t.Errorf("Setup refused %s, published whole: %v", wholeTable, err)
 	}
-	if num < 180000 {
+	if testenv.PGMajor(t, pg) < 18 {
 		return
 	}
 	// PostgreSQL 18 can publish stored generated columns, which the copy

@@ -71,11 +71,7 @@ func TestIntegrationSchemaChanges(t *testing.T) {
 // serverMajor returns the major version of the source PostgreSQL.
 func (p *pipeline) serverMajor() int {
 	p.t.Helper()
-	var num int
-	if err := p.pg.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		p.t.Fatal(err)
-	}
-	return num / 10000
+	return testenv.PGMajor(p.t, p.pg)
 }
 
 // waitCaptured waits until the slot confirmed everything written so far:

@@ -161,13 +161,7 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 // clears), and the recovery the log names makes it exact.
 func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
-	var num int
-	if err := p.pg.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		t.Fatal(err)
-	}
-	if num < 150000 {
-		t.Skipf("PostgreSQL %d has no publication row filters (15+)", num/10000)
-	}
+	testenv.SkipBeforePG(t, p.pg, 15, "publication row filters")
 	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
 	filtered, qf := p.table("filtered", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
@@ -252,13 +246,7 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 // more), and the other table goes on.
 func TestIntegrationColumnListAddedWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
-	var num int
-	if err := p.pg.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		t.Fatal(err)
-	}
-	if num < 150000 {
-		t.Skipf("PostgreSQL %d has no publication column lists (15+)", num/10000)
-	}
+	testenv.SkipBeforePG(t, p.pg, 15, "publication column lists")
 	p.dropTopicsAtEnd()
 	tb := p.newSinkTable()
 	listed, ql := p.table("collist", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)

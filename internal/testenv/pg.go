@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
@@ -30,4 +31,28 @@ func Layer1PG(t testing.TB, url string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	return pool
+}
+
+// querier is what PGMajor asks of a connection (*pgx.Conn, *pgxpool.Pool).
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// PGMajor returns the major version of the PostgreSQL that db reaches.
+func PGMajor(t testing.TB, db querier) int {
+	t.Helper()
+	var num int
+	if err := db.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		t.Fatalf("read the server's version: %v", err)
+	}
+	return num / 10000
+}
+
+// SkipBeforePG skips t when the PostgreSQL that db reaches is older than
+// major min, which lacks what (e.g. "publication row filters").
+func SkipBeforePG(t testing.TB, db querier, min int, what string) {
+	t.Helper()
+	if major := PGMajor(t, db); major < min {
+		t.Skipf("PostgreSQL %d has no %s (%d+)", major, what, min)
+	}
 }
