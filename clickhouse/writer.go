@@ -227,35 +227,73 @@ func (w *Writer) checkPlacement(ctx context.Context) error {
 // run's table is created or altered before its rows are inserted, so a
 // column added in PostgreSQL is present before the first row that has it.
 func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
+	for _, r := range splitRuns(b) {
+		if len(r.recs) == 0 {
+			continue // every record of the run was left out (erased)
+		}
+		if err := w.loadRun(ctx, r.recs, r.token); err != nil {
+			var te *sink.TableError
+			if errors.As(err, &te) {
+				te.Index = r.start // the runs before it were inserted
+			}
+			var re *sink.RecordError
+			if errors.As(err, &re) {
+				re.Index = r.position(re.Index)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// run is one insert of a batch: records of one source schema, the
+// deduplication token that names it, and where they are in the batch.
+type run struct {
+	recs  []*record.Record
+	token string
+	start int   // position in the batch of the run's first record
+	pos   []int // position of each of recs in the batch; nil: start+i
+}
+
+// position returns the position in the batch of recs[i].
+func (r run) position(i int) int {
+	if r.pos != nil {
+		return r.pos[i]
+	}
+	return r.start + i
+}
+
+// splitRuns cuts b into its inserts. Runs and tokens are derived from all
+// of b.Records, those b.Skip leaves out included, which are then left out
+// of their run: a retry of the batch with more records left out (a
+// subject erased meanwhile) names every insert as before and carries a
+// subset of it, so ClickHouse drops one that landed before as a repeat
+// and no other record goes with it.
+func splitRuns(b sink.Batch) []run {
+	var out []run
 	start := 0
 	for i := 1; i <= len(b.Records); i++ {
 		if i < len(b.Records) && b.Records[i].SchemaID == b.Records[start].SchemaID {
 			continue
 		}
-		run := b.Records[start:i]
 		token := b.Token
 		if start > 0 || i < len(b.Records) {
 			token = fmt.Sprintf("%s#%d", b.Token, start)
 		}
-		if err := w.loadRun(ctx, run, token, start); err != nil {
-			var te *sink.TableError
-			if errors.As(err, &te) {
-				te.Index = start // the runs before it were inserted
-			}
-			return err
-		}
+		recs, pos := b.Loadable(start, i)
+		out = append(out, run{recs: recs, token: token, start: start, pos: pos})
 		start = i
 	}
-	return nil
+	return out
 }
 
-// loadRun inserts recs, which start at index base of the batch.
-func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string, base int) error {
+// loadRun inserts recs under token.
+func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string) error {
 	tg, err := w.table(ctx, recs[0])
 	if err != nil {
 		return err
 	}
-	if err := w.insert(ctx, tg, recs, token, base); err != nil {
+	if err := w.insert(ctx, tg, recs, token); err != nil {
 		// The table may have been evolved by a newer shape meanwhile: read
 		// its columns again before the retry.
 		w.forget(recs[0].Source)
@@ -264,10 +302,10 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 	return nil
 }
 
-// insert appends recs, which start at index base of the batch, to one
-// insert into tg's table, column by column (see buildColumns), and sends
-// it.
-func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string, base int) error {
+// insert appends recs to one insert into tg's table, column by column
+// (see buildColumns), and sends it. A record that cannot be stored is
+// named by its index in recs.
+func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string) error {
 	fills, err := w.fillUnchanged(ctx, tg, recs)
 	if err != nil {
 		return err
@@ -283,7 +321,7 @@ func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, 
 		dst[p] = batch.Column(p)
 	}
 	if f := tg.appendColumns(dst, built, recs, first); f != nil {
-		return &sink.RecordError{Index: base + f.index, Err: f.err}
+		return &sink.RecordError{Index: f.index, Err: f.err}
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", len(recs), tg.table.QualifiedName(), err)

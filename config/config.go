@@ -147,6 +147,7 @@ type Erasure struct {
 	KeyFile         string        `yaml:"key_file" flag:"erasure-key-file" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
 	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
 	Refresh         time.Duration `yaml:"refresh" flag:"erasure-refresh" cmd:"sink"`
+	MaxAge          time.Duration `yaml:"max_age" flag:"erasure-max-age" cmd:"sink"`
 	CleanupInterval time.Duration `yaml:"cleanup_interval" flag:"cleanup-interval" cmd:"sink"`
 	CleanupMinAge   time.Duration `yaml:"cleanup_min_age" flag:"cleanup-min-age" cmd:"sink"`
 }

@@ -60,8 +60,11 @@ type Config struct {
 	Keys     Keys
 	// Settle is how long an erasure waits between recording the ledger
 	// entry and removing rows, so that every sink has read the entry
-	// (default 3 × DefaultRefresh). A record the sink loads in that time
-	// is removed with the rest.
+	// (default DefaultSettle). A sink loads only with a copy of the
+	// ledger younger than its max age (LedgerConfig.MaxAge), so an insert
+	// made without the entry began less than that max age after the entry
+	// was recorded: with Settle above the max age plus an insert's
+	// duration, what it loaded is removed with the rest.
 	Settle time.Duration
 	// Logger receives the audit entry (default slog.Default()).
 	Logger *slog.Logger
@@ -86,7 +89,7 @@ func NewEraser(cfg Config) (*Eraser, error) {
 		return nil, fmt.Errorf("erasure: %w", err)
 	}
 	if cfg.Settle == 0 {
-		cfg.Settle = 3 * DefaultRefresh
+		cfg.Settle = DefaultSettle
 	}
 	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure")}, nil

@@ -16,6 +16,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -32,18 +33,41 @@ var _ Conn = driver.Conn(nil)
 // DefaultRefresh is how often a Ledger reads the ledger table again.
 const DefaultRefresh = 5 * time.Second
 
+// DefaultMaxAge is how old, by default, the copy of the ledger a sink
+// loads with may be (LedgerConfig.MaxAge): two refresh intervals, so a
+// read that fails once, retried within a second, does not stop the loads.
+// An erasure waits DefaultSettle, more than this plus an insert, before
+// it removes rows.
+const DefaultMaxAge = 2 * DefaultRefresh
+
+// DefaultSettle is how long an erasure waits, by default, between
+// recording its ledger entry and removing rows (Config.Settle): the
+// sinks' DefaultMaxAge plus one refresh interval for an insert started
+// with an older copy to finish.
+const DefaultSettle = DefaultMaxAge + DefaultRefresh
+
+// ErrLedgerStale marks a copy of the ledger too old to load with: the
+// ledger could not be read for longer than LedgerConfig.MaxAge, and an
+// erasure recorded meanwhile would be missed. The sink waits, retrying,
+// until the ledger is read again.
+var ErrLedgerStale = errors.New("the erasure ledger could not be read for too long")
+
 // Ledger is the erasure ledger as a sink reads it: an in-memory copy of
 // the ledger table, read at start (Load) and then every refresh interval
-// (Run). Erased is safe for concurrent use and takes no lock.
+// (Run). Erased, Generation, Fresh and Age are safe for concurrent use
+// and take no lock.
 type Ledger struct {
 	conn     Conn
 	database string
 	keys     *Keys // nil: no key given; fine while the ledger is empty
 	refresh  time.Duration
+	maxAge   time.Duration
 	log      *slog.Logger
+	now      func() time.Time
 
-	snap   atomic.Pointer[snapshot]
-	hashes sync.Pool // of hash.Hash, keyed HMACs ready to Reset
+	snap    atomic.Pointer[snapshot]
+	lastErr atomic.Pointer[error] // the last read's error; nil after a read that worked
+	hashes  sync.Pool             // of hash.Hash, keyed HMACs ready to Reset
 }
 
 // LedgerConfig is what NewLedger needs; Conn and Database are required.
@@ -56,9 +80,15 @@ type LedgerConfig struct {
 	Keys *Keys
 	// Refresh is how often Run reads the ledger (default DefaultRefresh).
 	// An erasure waits for every sink to have read its entry before it
-	// removes anything (Request.Settle), so keep them in step.
+	// removes anything (Config.Settle), so keep them in step.
 	Refresh time.Duration
-	Logger  *slog.Logger
+	// MaxAge bounds how old the copy may be that the sink loads with
+	// (default 2 × Refresh, more than Refresh): past it Fresh fails and
+	// the sink waits until a read works again, so no record is loaded
+	// against a ledger that may lack an erasure. An erasure's settle
+	// time must exceed it (docs/erasure.md).
+	MaxAge time.Duration
+	Logger *slog.Logger
 }
 
 // NewLedger returns a Ledger; call Load before the sink starts.
@@ -66,7 +96,12 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	if cfg.Conn == nil || cfg.Database == "" {
 		return nil, errors.New("erasure ledger: a ClickHouse connection and a database are required")
 	}
-	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: cmp.Or(cfg.Refresh, DefaultRefresh),
+	refresh := cmp.Or(cfg.Refresh, DefaultRefresh)
+	maxAge := cmp.Or(cfg.MaxAge, 2*refresh)
+	if refresh < 0 || maxAge <= refresh {
+		return nil, fmt.Errorf("erasure ledger: refresh %v and max age %v: want a positive refresh and a max age above it (a copy is at least one refresh old before the next read)", refresh, maxAge)
+	}
+	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: refresh, maxAge: maxAge, now: time.Now,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure-ledger")}
 	if l.keys != nil {
 		k := l.keys.hashKey
@@ -80,6 +115,10 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 type snapshot struct {
 	tables  map[sourceKey][]columnEntries
 	entries int
+	// gen numbers the reads (1 for the first); readAt is when the read
+	// began, so the copy holds every entry recorded before it.
+	gen    uint64
+	readAt time.Time
 }
 
 type sourceKey struct{ schema, table string }
@@ -149,6 +188,48 @@ func columnIndex(cols []record.Column, name string) int {
 	return -1
 }
 
+// Generation numbers the copy Erased answers from: it grows with every
+// read, so a record checked at one generation need not be checked again
+// while the generation stays the same. 0 before the first read.
+func (l *Ledger) Generation() uint64 {
+	if s := l.snap.Load(); s != nil {
+		return s.gen
+	}
+	return 0
+}
+
+// Age returns how long ago the read began that the current copy comes
+// from (0 before the first read, which Load does before the sink starts).
+func (l *Ledger) Age() time.Duration {
+	if s := l.snap.Load(); s != nil {
+		return max(l.now().Sub(s.readAt), 0)
+	}
+	return 0
+}
+
+// MaxAge returns the bound on Age past which Fresh fails.
+func (l *Ledger) MaxAge() time.Duration { return l.maxAge }
+
+// Fresh returns nil while the copy is recent enough to load with, and an
+// error wrapping ErrLedgerStale once it is older than MaxAge (or was never
+// read): a record loaded then could be of a subject erased meanwhile.
+func (l *Ledger) Fresh() error {
+	s := l.snap.Load()
+	if s != nil {
+		if age := l.now().Sub(s.readAt); age <= l.maxAge {
+			return nil
+		}
+	}
+	why := "it was never read"
+	if s != nil {
+		why = fmt.Sprintf("the last read that worked began %s ago, more than the bound of %s (--erasure-max-age)", l.Age().Round(time.Millisecond), l.maxAge)
+	}
+	if p := l.lastErr.Load(); p != nil {
+		why += fmt.Sprintf("; the last read failed: %v", *p)
+	}
+	return fmt.Errorf("%w: %s. Loading waits, nothing is committed, until ClickHouse answers the read of %s.%s", ErrLedgerStale, why, l.database, LedgerTable)
+}
+
 // Entries returns the number of subjects and tables in the ledger as last
 // read.
 func (l *Ledger) Entries() int {
@@ -170,24 +251,39 @@ func (l *Ledger) Load(ctx context.Context) error {
 }
 
 // Run reads the ledger every refresh interval until ctx ends. A read that
-// fails is logged and the previous copy kept (ClickHouse being down stops
-// the loads anyway); a ledger the sink cannot use (no key, another key)
-// ends Run with an error.
+// fails is logged and retried sooner (a second, doubling up to the
+// interval); meanwhile the previous copy serves until it is older than
+// MaxAge, and then Fresh fails, which makes the sink wait. A ledger the
+// sink cannot use (no key, another key) ends Run with an error.
 func (l *Ledger) Run(ctx context.Context) error {
-	t := time.NewTicker(l.refresh)
-	defer t.Stop()
+	failures := 0
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+		wait := l.refresh
+		if failures > 0 {
+			wait = backoff.Exponential(min(time.Second, l.refresh), l.refresh, failures)
 		}
-		if err := l.read(ctx); err != nil {
-			if errors.Is(err, errUnusable) {
-				return err
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		stale := l.Fresh() != nil
+		err := l.read(ctx)
+		switch {
+		case err == nil:
+			if stale {
+				l.log.Info("erasure ledger read again; loading resumes", "failed_reads", failures)
 			}
-			if ctx.Err() == nil {
-				l.log.Warn("could not read the erasure ledger; keeping the last copy", "err", err)
+			failures = 0
+		case errors.Is(err, errUnusable):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			failures++
+			l.lastErr.Store(&err)
+			if fresh := l.Fresh(); fresh != nil {
+				l.log.Error("erasure ledger too old to load with; loading waits until it can be read", "err", fresh)
+			} else {
+				l.log.Warn("could not read the erasure ledger; keeping the last copy", "err", err, "age", l.Age().Round(time.Millisecond), "max_age", l.maxAge)
 			}
 		}
 	}
@@ -196,6 +292,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 var errUnusable = errors.New("the erasure ledger cannot be used")
 
 func (l *Ledger) read(ctx context.Context) error {
+	began := l.now()
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(
 		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), groupUniqArray(key_id) FROM %s.%s GROUP BY source_schema, source_table, column, subject_hash",
 		schema.QuoteIdent(l.database), schema.QuoteIdent(LedgerTable)))
@@ -203,7 +300,7 @@ func (l *Ledger) read(ctx context.Context) error {
 		return fmt.Errorf("read the erasure ledger: %w", err)
 	}
 	defer rows.Close()
-	s := &snapshot{tables: map[sourceKey][]columnEntries{}}
+	s := &snapshot{tables: map[sourceKey][]columnEntries{}, readAt: began}
 	for rows.Next() {
 		var (
 			sch, tbl, col, hx string
@@ -241,7 +338,14 @@ func (l *Ledger) read(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the erasure ledger: %w", err)
 	}
-	if old := l.snap.Swap(s); old == nil || old.entries != s.entries {
+	old := l.snap.Load()
+	if old != nil {
+		s.gen = old.gen
+	}
+	s.gen++
+	l.snap.Store(s) // Run alone reads after Load, so nothing swaps in between
+	l.lastErr.Store(nil)
+	if old == nil || old.entries != s.entries {
 		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
 	}
 	return nil

@@ -29,6 +29,8 @@
 //   - batch.go: row batches; truncate.go: truncate markers; trust.go: the
 //     checks of what Kafka says; watermark.go: load progress for freshness;
 //     layer2.go: eventId deduplication; erasure.go: records of erased
-//     data subjects dropped (the erasure ledger); deadletter.go: the dead
-//     letters' format; metrics.go: the sink's metrics.
+//     data subjects left out of a batch when it is built and before every
+//     insert attempt, and no insert while the erasure ledger is too old;
+//     deadletter.go: the dead letters' format; metrics.go: the sink's
+//     metrics.
 package sink

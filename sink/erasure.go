@@ -1,6 +1,9 @@
 package sink
 
 import (
+	"context"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -8,37 +11,126 @@ import (
 
 // Erasures is the erasure ledger as the sink reads it; erasure.Ledger
 // implements it. It must be cheap: the sink asks it about every record.
+//
+// The sink checks a batch's records when it builds the batch and again
+// before every insert attempt whenever the ledger was read since
+// (Generation), and makes no insert while the ledger's copy is too old
+// (Fresh). So an erasure recorded while a batch waits for ClickHouse is
+// applied to that batch before it lands, and a sink that cannot read the
+// ledger stops loading instead of loading what may have been erased:
+// its records wait in Kafka, uncommitted, until the ledger is read.
 type Erasures interface {
 	// Erased reports whether r is a record of an erased data subject
 	// committed at or before that subject's erasure: it must never be
 	// loaded, or a replay would bring the subject back.
 	Erased(r *record.Record) bool
+	// Generation numbers the copy of the ledger Erased answers from; it
+	// changes whenever the ledger is read again.
+	Generation() uint64
+	// Fresh returns nil while that copy is recent enough to load with,
+	// and otherwise why not; the sink then retries the insert, with
+	// backoff, until it returns nil.
+	Fresh() error
 }
 
-// dropErased removes the records of erased subjects from a segment's
-// decoded records and their origins (aligned), counting and logging them
-// without their values. It filters in place.
-func (s *Sink) dropErased(recs []*record.Record, origin []*kgo.Record) ([]*record.Record, []*kgo.Record) {
-	if s.cfg.Erasures == nil || len(recs) == 0 {
-		return recs, origin
-	}
-	n := 0
+// markErased marks in skip (aligned with recs and origin) the records of
+// erased subjects not marked yet, counting and logging them without their
+// values, and returns the ledger generation it checked against.
+func (s *Sink) markErased(recs []*record.Record, origin []*kgo.Record, skip []bool, when string) uint64 {
+	// Read before the checks: they answer from this copy or a newer one.
+	gen := s.cfg.Erasures.Generation()
+	dropped := 0
 	var first *kgo.Record
 	for i, r := range recs {
-		if s.cfg.Erasures.Erased(r) {
-			if first == nil {
-				first = origin[i]
-			}
+		if skip[i] || !s.cfg.Erasures.Erased(r) {
 			continue
 		}
-		recs[n], origin[n] = r, origin[i]
-		n++
+		skip[i] = true
+		dropped++
+		if first == nil {
+			first = origin[i]
+		}
 	}
-	if dropped := len(recs) - n; dropped > 0 {
+	if dropped > 0 {
 		table := recs[0].Source.Schema + "." + recs[0].Source.Table
 		s.m.erased.WithLabelValues(table).Add(float64(dropped))
-		s.log.Info("records of erased subjects dropped", "table", table, "records", dropped,
+		s.log.Info("records of erased subjects dropped", "table", table, "records", dropped, "when", when,
 			"topic", first.Topic, "partition", first.Partition, "first_offset", first.Offset)
 	}
-	return recs[:n], origin[:n]
+	return gen
+}
+
+// checkErased marks the records of a segment's batch that the ledger
+// erased, before Layer 2 sees them (an erased record never goes to the
+// dead letters with its values).
+func (s *Sink) checkErased(b *Batch, origin []*kgo.Record) {
+	if s.cfg.Erasures == nil || len(b.Records) == 0 {
+		return
+	}
+	b.Skip = make([]bool, len(b.Records))
+	b.erasures = s.markErased(b.Records, origin, b.Skip, "batch built")
+}
+
+// recheckErased readies b for an insert attempt: it fails while the
+// ledger's copy is too old, and marks the records of subjects erased
+// since b was last checked. The marks are written into b.Skip's array, so
+// the caller's batch (and every part of it) sees them.
+func (s *Sink) recheckErased(b *Batch, origin []*kgo.Record) error {
+	if s.cfg.Erasures == nil || b.Skip == nil {
+		return nil
+	}
+	if err := s.cfg.Erasures.Fresh(); err != nil {
+		return err
+	}
+	if s.cfg.Erasures.Generation() != b.erasures {
+		b.erasures = s.markErased(b.Records, origin, b.Skip, "before an insert attempt")
+	}
+	return nil
+}
+
+// filterLive runs Layer 2 (filter) over the records b.Skip does not mark
+// and keeps the marked ones where they are, so positions stay what the
+// erasure left them. It returns the origins and claim hashes aligned with
+// the new b.Records ("" for a marked record).
+func (s *Sink) filterLive(ctx context.Context, b *Batch, origin []*kgo.Record) ([]*kgo.Record, []string, error) {
+	if !slices.Contains(b.Skip, true) {
+		recs, origin, hashes, err := s.filter(ctx, b.Records, origin)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.Records = recs
+		if b.Skip != nil {
+			b.Skip = make([]bool, len(recs))
+		}
+		return origin, hashes, nil
+	}
+	live := make([]*record.Record, 0, len(b.Records))
+	liveOrigin := make([]*kgo.Record, 0, len(b.Records))
+	for i, r := range b.Records {
+		if !b.Skip[i] {
+			live = append(live, r)
+			liveOrigin = append(liveOrigin, origin[i])
+		}
+	}
+	keptR, keptO, keptH, err := s.filter(ctx, live, liveOrigin)
+	if err != nil {
+		return nil, nil, err
+	}
+	// filter keeps the records it keeps in order, as the same pointers.
+	recs := make([]*record.Record, 0, len(b.Records))
+	outO := make([]*kgo.Record, 0, len(b.Records))
+	hashes := make([]string, 0, len(b.Records))
+	skip := make([]bool, 0, len(b.Records))
+	k := 0
+	for i, r := range b.Records {
+		switch {
+		case b.Skip[i]:
+			recs, outO, hashes, skip = append(recs, r), append(outO, origin[i]), append(hashes, ""), append(skip, true)
+		case k < len(keptR) && keptR[k] == r:
+			recs, outO, hashes, skip = append(recs, r), append(outO, keptO[k]), append(hashes, keptH[k]), append(skip, false)
+			k++
+		}
+	}
+	b.Records, b.Skip = recs, skip
+	return outO, hashes, nil
 }

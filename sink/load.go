@@ -156,15 +156,15 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 		seen.saw(h.Source, h.At, h.LSN)
 		seen.partitions = max(seen.partitions, h.Partitions)
 	}
-	b.Records, origin = s.dropErased(b.Records, origin)
+	s.checkErased(&b, origin)
 	var hashes []string
-	if s.l2 != nil && len(b.Records) > 0 {
+	if s.l2 != nil && b.loadable() > 0 {
 		var err error
-		if b.Records, origin, hashes, err = s.filter(ctx, b.Records, origin); err != nil {
+		if origin, hashes, err = s.filterLive(ctx, &b, origin); err != nil {
 			return err
 		}
 	}
-	if len(b.Records) > 0 {
+	if b.loadable() > 0 {
 		s.cfg.Failpoints.At(failpoint.SinkDeduped)
 		aside := map[*kgo.Record]bool{}
 		if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
@@ -180,7 +180,9 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			var ids []*record.Record
 			var hs []string
 			for i, r := range b.Records {
-				if !aside[origin[i]] && hashes[i] != "" {
+				// b.Skip has the marks of every attempt (they share its
+				// array): a record erased meanwhile was not loaded.
+				if !aside[origin[i]] && hashes[i] != "" && (b.Skip == nil || !b.Skip[i]) {
 					ids = append(ids, r)
 					hs = append(hs, hashes[i])
 				}
@@ -200,12 +202,13 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 // Records set aside are added to aside.
 func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record, attempt int, aside map[*kgo.Record]bool) error {
 	start := time.Now()
-	err := s.loadWithRetry(ctx, b)
+	err := s.loadWithRetry(ctx, &b, origin)
 	if err == nil {
-		s.loaded.Add(int64(len(b.Records)))
+		n := b.loadable()
+		s.loaded.Add(int64(n))
 		s.batches.Add(1)
-		s.m.loaded.WithLabelValues(b.Source.Schema + "." + b.Source.Table).Add(float64(len(b.Records)))
-		s.m.batchSize.Observe(float64(len(b.Records)))
+		s.m.loaded.WithLabelValues(b.Source.Schema + "." + b.Source.Table).Add(float64(n))
+		s.m.batchSize.Observe(float64(n))
 		s.m.insertTime.Observe(time.Since(start).Seconds())
 		return nil
 	}
@@ -241,7 +244,10 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 		if p[0] >= p[1] {
 			continue
 		}
-		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1])}
+		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1]), erasures: b.erasures}
+		if b.Skip != nil {
+			sub.Skip = b.Skip[p[0]:p[1]] // the same array: marks made for the part reach the batch
+		}
 		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts, aside); err != nil {
 			var te *TableError
 			if errors.As(err, &te) {
@@ -305,10 +311,20 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 	return nil
 }
 
-func (s *Sink) loadWithRetry(ctx context.Context, b Batch) error {
+// loadWithRetry loads b, retrying transient errors. Before every attempt
+// it checks b against the erasure ledger again (recheckErased): an attempt
+// waits while the ledger is too old, and leaves out the records of
+// subjects erased since the last one.
+func (s *Sink) loadWithRetry(ctx context.Context, b *Batch, origin []*kgo.Record) error {
 	return s.retry(ctx, "load "+b.Source.Schema+"."+b.Source.Table, func() error {
+		if err := s.recheckErased(b, origin); err != nil {
+			return err
+		}
+		if b.loadable() == 0 {
+			return nil // every record was erased meanwhile
+		}
 		start := time.Now()
-		err := s.loader.Load(ctx, b)
+		err := s.loader.Load(ctx, *b)
 		if err == nil {
 			// Only an insert that happened can have its answer lost.
 			err = s.cfg.Failpoints.Err(failpoint.SinkInserted)

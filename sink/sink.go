@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,12 +24,52 @@ import (
 type Batch struct {
 	Source  record.Source
 	Records []*record.Record
+	// Skip, when not nil, has one entry per record: true for a record the
+	// loader must leave out, of a data subject erased (sink/erasure.go).
+	// Such a record keeps its place in Records, because a loader derives
+	// the names of its inserts from positions in Records (Loadable): a
+	// retry, or the same batch rebuilt after a crash, then names each
+	// insert as before and carries a subset of what it carried, so an
+	// insert of an earlier attempt that landed after all is dropped as a
+	// repeat, never loaded twice, and no other record is lost with it.
+	Skip []bool
 	// Token names the batch by its Kafka positions
 	// ("<topic>/<partition>/<first>-<last>"). The sink cuts batches so that
 	// a batch retried after a crash has exactly the same records and token;
 	// a loader passes it as ClickHouse's insert_deduplication_token so the
 	// retry is a no-op even before merges.
 	Token string
+
+	// erasures is the generation of the erasure ledger the batch was last
+	// checked against (Erasures.Generation).
+	erasures uint64
+}
+
+// Loadable returns the records of Records[from:to] that Skip does not
+// mark, and, when it marks any there, the position in Records of each
+// returned record (nil when none is left out: the i-th is at from+i).
+func (b Batch) Loadable(from, to int) (recs []*record.Record, positions []int) {
+	if b.Skip == nil || !slices.Contains(b.Skip[from:to], true) {
+		return b.Records[from:to], nil
+	}
+	for i := from; i < to; i++ {
+		if !b.Skip[i] {
+			recs = append(recs, b.Records[i])
+			positions = append(positions, i)
+		}
+	}
+	return recs, positions
+}
+
+// loadable counts the records the loader loads.
+func (b Batch) loadable() int {
+	n := len(b.Records)
+	for _, skip := range b.Skip {
+		if skip {
+			n--
+		}
+	}
+	return n
 }
 
 // Loader writes one batch of rows for one table, all or nothing.
@@ -191,8 +232,9 @@ type Config struct {
 	// belongs to (record.TopicName); without it nothing is checked.
 	TopicPrefix string
 	// Erasures, when set, is the erasure ledger: records of erased
-	// subjects committed before their erasure are dropped before loading
-	// (sink/erasure.go).
+	// subjects committed before their erasure are left out of the batch
+	// when it is built and again before every insert attempt, and no
+	// insert is made while the ledger's copy is too old (sink/erasure.go).
 	Erasures Erasures
 	// Failpoints are the named points where fault tests make the sink
 	// crash or fail (package failpoint); nil, the default, turns them off.

@@ -94,13 +94,30 @@ type fakeLoader struct {
 	failOn  string // a value text that fails permanently
 	stopOn  string // a table whose load fails for the whole table
 	stopAt  string // a value text from which on the table's load fails
+	// before, when set, runs before every load; an error it returns is
+	// the load's.
+	before func(b Batch) error
 }
 
 func (l *fakeLoader) Load(_ context.Context, b Batch) error {
+	if l.before != nil {
+		if err := l.before(b); err != nil {
+			return err
+		}
+	}
 	if b.Source.Table == l.stopOn {
 		return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it"}
 	}
-	for i, r := range b.Records {
+	// As the ClickHouse writer does: records Skip marks are left out, and
+	// errors name records by their positions in b.Records.
+	loadable, pos := b.Loadable(0, len(b.Records))
+	at := func(i int) int {
+		if pos != nil {
+			return pos[i]
+		}
+		return i
+	}
+	for i, r := range loadable {
 		if r.Values[1].Text == l.stopAt {
 			// As the ClickHouse writer does: the records before the
 			// incompatible one are loaded.
@@ -109,15 +126,15 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 				l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, i))
 				l.mu.Unlock()
 			}
-			return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it", Index: i}
+			return &TableError{Table: b.Source.Table, Err: errors.New("incompatible column"), Fix: "alter it", Index: at(i)}
 		}
 		if r.Values[1].Text == l.failOn {
-			return &RecordError{Index: i, Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, l.failOn)}
+			return &RecordError{Index: at(i), Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, l.failOn)}
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, len(b.Records)))
+	l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, len(loadable)))
 	return nil
 }
 

@@ -29,7 +29,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 	subj := registerSubject(fs, "ClickHouse tables to erase from")
 	var (
 		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
-		settle    = fs.Duration("settle", 3*erasure.DefaultRefresh, "wait between recording the ledger entry and removing rows, so every sink has read it; at least 2× the sinks' --erasure-refresh")
+		settle    = fs.Duration("settle", erasure.DefaultSettle, "wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
 		publicKey = fs.String("public-key", "", "with verify: the hex ed25519 key that signed the manifest (walhouse erase public-key prints it); default: derived from the erasure key")
 	)
 	keySrc := registerErasureKey(fs)

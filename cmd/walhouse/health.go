@@ -278,6 +278,16 @@ func (h *sinkHealth) checks(context.Context) []check {
 	return out
 }
 
+// ledgerCheck is the erasure ledger's part of the sink's readiness: not
+// ready while its copy is too old to load with, when the sink loads
+// nothing (erasure.Ledger.Fresh).
+func ledgerCheck(l interface{ Fresh() error }) check {
+	if err := l.Fresh(); err != nil {
+		return check{Name: "erasure ledger", Detail: cut(redact.Error(err).Error())}
+	}
+	return check{Name: "erasure ledger", OK: true}
+}
+
 // watch returns l reporting the outcome of every load to h; a loader that
 // applies TRUNCATEs still does.
 func (h *sinkHealth) watch(l sink.Loader) sink.Loader {

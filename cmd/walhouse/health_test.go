@@ -165,3 +165,19 @@ func TestCut(t *testing.T) {
 		t.Error("cut a short text")
 	}
 }
+
+type freshFunc func() error
+
+func (f freshFunc) Fresh() error { return f() }
+
+// The erasure ledger is a readiness check: not ready while its copy is too
+// old to load with, saying why.
+func TestLedgerCheck(t *testing.T) {
+	if c := ledgerCheck(freshFunc(func() error { return nil })); !c.OK || c.Name != "erasure ledger" {
+		t.Errorf("fresh ledger: %+v, want ok", c)
+	}
+	stale := errors.New("the erasure ledger could not be read for too long: the last read failed: connection refused")
+	if c := ledgerCheck(freshFunc(func() error { return stale })); c.OK || !strings.Contains(c.Detail, "connection refused") {
+		t.Errorf("stale ledger: %+v, want not ok with the reason", c)
+	}
+}

@@ -56,7 +56,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		histEvery    = fs.Duration("lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
 		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
 		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_AUDIT_KEY; default: derived from the cursor secret)")
-		eraseSettle  = fs.Duration("erasure-settle", 3*erasure.DefaultRefresh, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; at least 2× the sinks' --erasure-refresh")
+		eraseSettle  = fs.Duration("erasure-settle", erasure.DefaultSettle, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
 		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
 	var (

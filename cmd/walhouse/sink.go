@@ -49,6 +49,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
 		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
+		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	)
 	erasureKey := registerErasureKey(fs)
 	var dedupSec dedupSecurity
@@ -90,7 +91,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery)
+	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery, *eraseMaxAge)
 	if err != nil {
 		return err
 	}
@@ -105,6 +106,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	st.watermarks = w
 	st.health = newSinkHealth()
+	st.registry.MustRegister(ledgerMetrics(ledger)...)
 	if st.failpoints, err = failpoint.Parse(os.Getenv(failpointsEnv)); err != nil {
 		return fmt.Errorf("%s: %w", failpointsEnv, err)
 	}
@@ -129,7 +131,8 @@ func runSink(ctx context.Context, inv *invocation) error {
 	defer cl.CloseAllowingRebalance()
 	g, gctx := errgroup.WithContext(ctx)
 	if *metricsAddr != "" {
-		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, st.health.checks) })
+		ready := func(ctx context.Context) []check { return append(st.health.checks(ctx), ledgerCheck(ledger)) }
+		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, ready) })
 	}
 	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error { return ledger.Run(gctx) })
@@ -141,7 +144,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 
 // openLedger reads the erasure ledger of database, which the sink checks
 // every record against (erasure.Ledger).
-func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc *secretSource, refresh time.Duration) (*erasure.Ledger, error) {
+func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc *secretSource, refresh, maxAge time.Duration) (*erasure.Ledger, error) {
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return nil, err
@@ -149,11 +152,28 @@ func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc 
 	if refresh <= 0 {
 		return nil, fmt.Errorf("--erasure-refresh %v: want a positive duration, e.g. 5s", refresh)
 	}
-	l, err := erasure.NewLedger(erasure.LedgerConfig{Conn: conn, Database: database, Keys: keys, Refresh: refresh})
+	if maxAge < 0 || maxAge > 0 && maxAge <= refresh {
+		return nil, fmt.Errorf("--erasure-max-age %v: want a duration above --erasure-refresh %v (a copy is one refresh old before the next read), or 0 for twice it", maxAge, refresh)
+	}
+	l, err := erasure.NewLedger(erasure.LedgerConfig{Conn: conn, Database: database, Keys: keys, Refresh: refresh, MaxAge: maxAge})
 	if err != nil {
 		return nil, err
 	}
 	return l, l.Load(ctx)
+}
+
+// ledgerMetrics are the gauges of the erasure ledger's copy: its age and
+// the bound past which the sink stops loading (alert
+// WalhouseErasureLedgerStale).
+func ledgerMetrics(l *erasure.Ledger) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walhouse_sink_erasure_ledger_age_seconds",
+			Help: "Since the last read of the erasure ledger that worked began; past walhouse_sink_erasure_ledger_max_age_seconds the sink loads nothing."},
+			func() float64 { return l.Age().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walhouse_sink_erasure_ledger_max_age_seconds",
+			Help: "The sink's --erasure-max-age: the oldest copy of the erasure ledger it loads with."},
+			func() float64 { return l.MaxAge().Seconds() }),
+	}
 }
 
 // schemaReader returns a reader of the pipeline's schema registry and the

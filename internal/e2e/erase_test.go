@@ -224,3 +224,123 @@ func TestIntegrationErasure(t *testing.T) {
 		t.Errorf("the replaying sink dropped %.0f records of the erased customer, want at least %d", dropped, recognisable)
 	}
 }
+
+// waitOutput waits until proc has written want to its output, past the
+// first from bytes of it.
+func waitOutput(t *testing.T, proc *testenv.Proc, from int, want string) {
+	t.Helper()
+	err := testenv.Eventually(context.Background(), 2*time.Minute, func(context.Context) error {
+		if err := exited(proc); err != nil {
+			return err
+		}
+		if !strings.Contains(proc.Output()[from:], want) {
+			return fmt.Errorf("%s has not logged %q yet", proc.Name, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, proc.Output())
+	}
+}
+
+// TestIntegrationErasureOfABatchWhoseInsertIsRetried erases a customer
+// while the sink holds a batch with the customer's changes, built before
+// the ledger entry, whose insert ClickHouse refuses until after the
+// erasure finished: the sink checks the ledger again before the retry, so
+// the customer's changes never land, and every other row is exactly
+// PostgreSQL's.
+func TestIntegrationErasureOfABatchWhoseInsertIsRetried(t *testing.T) {
+	p := newPipeline(t)
+	tb := p.newErasureTable()
+	capture := p.startCapture(tb.name)
+	// Three partitions loading at once: each builds its batch as soon as
+	// the poll arrives, before the erasure.
+	sink := p.sink("--dedup-addr", "off", "--erasure-key-file", tb.keyFile, "--erasure-refresh", "1s",
+		"--insert-parallelism", "3", "--max-wait", "2s")
+
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, note)
+		SELECT t, g, CASE WHEN g %% 3 = 0 THEN 42 ELSE 7 END, 'order ' || g
+		FROM generate_series(1, 30) g, (VALUES ('acme'), ('globex')) AS v(t)`, tb.quoted))
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	// ClickHouse refuses every insert into the table from now on; changes
+	// of the customer and of others reach the sink, whose insert of them
+	// fails and is retried. The customer's deletion comes after the batch
+	// (in one batch with the deletes, an insert would fold the changes
+	// into the tombstones).
+	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` ADD CONSTRAINT refuse_inserts CHECK 1 = 0", p.database, tb.name), nil)
+	logged := len(sink.Output())
+	p.exec(fmt.Sprintf(`UPDATE %s SET note = note || ' changed' WHERE id %% 2 = 0`, tb.quoted))
+	p.exec(fmt.Sprintf(`INSERT INTO %s (tenant_id, id, customer_id, note) VALUES ('acme', 31, 7, 'new'), ('globex', 31, 42, 'new')`, tb.quoted))
+	waitOutput(t, sink, logged, "load public."+tb.name+" failed; retrying")
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE tenant_id = 'acme' AND customer_id = 42`, tb.quoted))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := walhouse(ctx, "erase", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database,
+		"--tenant", "acme", "--subject-column", "customer_id", "--subject", "42", "--erasure-key-file", tb.keyFile,
+		"--settle", "3s", "--out", filepath.Join(t.TempDir(), "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.versions(tb, "acme", 42); n != 0 {
+		t.Fatalf("%d versions of the erased customer are left right after the erasure", n)
+	}
+
+	// ClickHouse takes inserts again: the batch built before the erasure
+	// loads without the customer's changes.
+	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` DROP CONSTRAINT refuse_inserts", p.database, tb.name), nil)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if n := p.versions(tb, "acme", 42); n != 0 {
+		t.Errorf("the retried batch loaded %d versions of the erased customer after the erasure", n)
+	}
+	onlyKeys := fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE tenant_id = 'acme' AND id %% 3 = 0 AND (_is_deleted = 0 OR customer_id IS NOT NULL OR note IS NOT NULL)", p.database, tb.name)
+	if n := p.chInt(onlyKeys); n != 0 {
+		t.Errorf("%d versions of the erased customer's rows carry more than their key", n)
+	}
+	p.noRowTwice(tb.sinkTable)
+	if out := sink.Output(); !strings.Contains(out, `when="before an insert attempt"`) {
+		t.Errorf("the sink did not leave the customer's records out of a retry (its log has no such drop):\n%s", out)
+	}
+}
+
+// TestIntegrationSinkWaitsForTheErasureLedger makes the erasure ledger
+// unreadable: once its copy is older than --erasure-max-age the sink loads
+// nothing more and says so in /readyz, its records waiting in Kafka; once
+// the ledger can be read again it loads them, and ClickHouse is exactly
+// PostgreSQL.
+func TestIntegrationSinkWaitsForTheErasureLedger(t *testing.T) {
+	p, tb, capture := capturedSinkTable(t)
+	metrics := testenv.FreeAddr(t)
+	sink := p.sink("--dedup-addr", "off", "--erasure-refresh", "1s", "--metrics-addr", metrics) // --erasure-max-age 2s
+	p.change(tb, 0)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	wantHealth(t, metrics, "/readyz", 200, `"erasure ledger","ok":true`)
+
+	ledger := fmt.Sprintf("`%s`._walhouse_erasures", p.database)
+	p.chExec(fmt.Sprintf("RENAME TABLE %s TO `%s`._walhouse_erasures_away", ledger, p.database), nil)
+	waitHealth(t, sink, metrics, "/readyz", 503, "could not be read for too long")
+	if age, _ := scrapeUntil(metrics, "walhouse_sink_erasure_ledger_age_seconds", 10*time.Second, func(v float64) bool { return v > 2 }); age <= 2 {
+		t.Errorf("walhouse_sink_erasure_ledger_age_seconds = %v, want over the bound of 2 s", age)
+	}
+
+	ctx := context.Background()
+	before, err := chRows(ctx, p.ch, tb.chQuery, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := len(sink.Output())
+	p.change(tb, 1)
+	waitOutput(t, sink, logged, "load public."+tb.name+" failed; retrying") // the ledger is the only cause
+	after, err := chRows(ctx, p.ch, tb.chQuery, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(before, after); d != "" {
+		t.Fatalf("the sink loaded changes while it could not read the erasure ledger:\n%s", d)
+	}
+
+	p.chExec(fmt.Sprintf("RENAME TABLE `%s`._walhouse_erasures_away TO %s", p.database, ledger), nil)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	p.noRowTwice(tb)
+	waitHealth(t, sink, metrics, "/readyz", 200, `"erasure ledger","ok":true`)
+}
