@@ -148,6 +148,7 @@ type Erasure struct {
 	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
 	Refresh         time.Duration `yaml:"refresh" flag:"erasure-refresh" cmd:"sink"`
 	MaxAge          time.Duration `yaml:"max_age" flag:"erasure-max-age" cmd:"sink"`
+	Settle          time.Duration `yaml:"settle" flag:"erasure-settle" cmd:"serve"`
 	CleanupInterval time.Duration `yaml:"cleanup_interval" flag:"cleanup-interval" cmd:"sink"`
 	CleanupMinAge   time.Duration `yaml:"cleanup_min_age" flag:"cleanup-min-age" cmd:"sink"`
 }
@@ -160,8 +161,17 @@ type API struct {
 	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" env:"WALHOUSE_AUDIT_KEY"`
 	CaptureURLs      []string      `yaml:"capture_urls" flag:"capture-url" env:"WALHOUSE_CAPTURE_URL" cmd:"serve"`
+	CaptureTimeout   time.Duration `yaml:"capture_timeout" flag:"capture-timeout" cmd:"serve"`
+	LagHistory       LagHistory    `yaml:"lag_history"`
 	Limits           APILimits     `yaml:"limits"`
 	HTTP             APIHTTPLimits `yaml:"http"`
+}
+
+// LagHistory is the lag history serve samples for /v1/lag/history and
+// the status page's charts.
+type LagHistory struct {
+	Interval time.Duration `yaml:"interval" flag:"lag-history-interval" cmd:"serve"`
+	Span     time.Duration `yaml:"span" flag:"lag-history-span" cmd:"serve"`
 }
 
 // APILimits bound what one query or export may cost.

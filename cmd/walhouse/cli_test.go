@@ -161,6 +161,35 @@ func TestConfigKeysMatchFlags(t *testing.T) {
 	}
 }
 
+// TestServiceFlagsHaveKeys keeps the configuration file complete for the
+// commands that run as services, deployed with one file: every flag of
+// theirs is a key, or one of the flags below that only make sense on one
+// command line.
+func TestServiceFlagsHaveKeys(t *testing.T) {
+	oneShot := map[string]string{
+		"config":         "names the file itself",
+		"no-create-slot": "a choice for one start",
+		"resnapshot":     "a copy asked for once",
+		"audit-hash":     "a tool: prints and exits",
+		"hash-key":       "a tool: prints and exits",
+		"new-key":        "a tool: prints and exits",
+		"key-id":         "goes with --new-key",
+		"key-tenant":     "goes with --new-key",
+		"key-scopes":     "goes with --new-key",
+		"cursor-secret":  "a secret on the command line; the file takes cursor_secret_file",
+	}
+	for _, name := range []string{"capture", "sink", "serve"} {
+		flagsOf(name).VisitAll(func(f *flag.Flag) {
+			if _, ok := oneShot[f.Name]; ok {
+				return
+			}
+			if !slices.ContainsFunc(config.Schema(), func(s config.Setting) bool { return s.Flag == f.Name && s.AppliesTo(name) }) {
+				t.Errorf("walhouse %s --%s has no key in the configuration file (config.Config) and is not listed as one-shot here", name, f.Name)
+			}
+		})
+	}
+}
+
 var envInUsage = regexp.MustCompile(`env ([A-Z][A-Z0-9_]+)`)
 
 // TestConfigPrecedence checks flags > environment > file > defaults, that a
