@@ -92,10 +92,7 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 50) i`, ql))
 	losingPG, losingCH := p.threeColumns(losing, ql)
 	p.converge(losingPG, losingCH, capture, sink)
-	before, err := pgRows(context.Background(), p.pg, losingPG)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := p.pgNow(losingPG)
 
 	// What a PostgreSQL user may write: neither may stop capture.
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pgx.Identifier{p.pub}.Sanitize(), qn))
@@ -122,13 +119,7 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 		p.change(tb, r)
 	}
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	got, err := chRows(context.Background(), p.ch, losingCH, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diff(before, got); d != "" {
-		t.Errorf("ClickHouse holds other rows of %s than PostgreSQL had when it lost its key:\n%s", losing, d)
-	}
+	p.requireCH(losingCH, before, "the rows PostgreSQL had when the table lost its key")
 	for _, table := range []string{nokey, losing} {
 		if v := metric(t, metrics, refusedSeries(table, "no_primary_key")); v != 1 {
 			t.Errorf("after the restart %s = %v, want 1", refusedSeries(table, "no_primary_key"), v)
@@ -172,10 +163,7 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	p.change(tb, 0)
 	filteredPG, filteredCH := p.threeColumns(filtered, qf)
 	p.converge(filteredPG, filteredCH, capture, sink)
-	before, err := pgRows(context.Background(), p.pg, filteredPG)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := p.pgNow(filteredPG)
 
 	pub := pgx.Identifier{p.pub}.Sanitize()
 	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s WHERE (id > 20); COMMIT`, pub, qf, pub, qf))
@@ -192,13 +180,7 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	if reasons := refusedIn(captureStatus(t, metrics), filtered); !slices.Contains(reasons, "row_filter") {
 		t.Errorf("/status gives %q as why %s is left out, want row_filter", reasons, filtered)
 	}
-	got, err := chRows(context.Background(), p.ch, filteredCH, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diff(before, got); d != "" {
-		t.Errorf("ClickHouse holds other rows of %s than it had when the filter was added:\n%s", filtered, d)
-	}
+	p.requireCH(filteredCH, before, "the rows it had when the filter was added")
 
 	capture.Stop()
 	p.waitSlotReleased()
@@ -257,10 +239,7 @@ func TestIntegrationColumnListAddedWhileStreaming(t *testing.T) {
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 10) i`, ql))
 	listedPG, listedCH := p.threeColumns(listed, ql)
 	p.converge(listedPG, listedCH, capture, sink)
-	before, err := pgRows(context.Background(), p.pg, listedPG)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := p.pgNow(listedPG)
 
 	// A table that joins without a change is found by a poll only.
 	pub := pgx.Identifier{p.pub}.Sanitize()
@@ -272,12 +251,6 @@ func TestIntegrationColumnListAddedWhileStreaming(t *testing.T) {
 	waitMetric(t, metrics, refusedChangesSeries(listed), 10, capture)
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	got, err := chRows(context.Background(), p.ch, listedCH, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := diff(before, got); d != "" {
-		t.Errorf("ClickHouse holds other rows of %s than it had when the column list was added:\n%s", listed, d)
-	}
+	p.requireCH(listedCH, before, "the rows it had when the column list was added")
 	requireRunning(t, capture, sink)
 }
