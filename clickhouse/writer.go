@@ -280,8 +280,17 @@ func splitRuns(b sink.Batch) []run {
 		if start > 0 || i < len(b.Records) {
 			token = fmt.Sprintf("%s#%d", b.Token, start)
 		}
-		recs, pos := b.Loadable(start, i)
-		out = append(out, run{recs: recs, token: token, start: start, pos: pos})
+		// A part of the batch loads the piece of the run in its window:
+		// the run's own token when it holds the whole run, else one
+		// naming the piece.
+		from, to := max(start, b.From), min(i, b.End())
+		if from < to {
+			if from != start || to != i {
+				token = fmt.Sprintf("%s[%d:%d]", token, from, to)
+			}
+			recs, pos := b.Loadable(from, to)
+			out = append(out, run{recs: recs, token: token, start: from, pos: pos})
+		}
 		start = i
 	}
 	return out

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -83,54 +82,43 @@ func (s *Sink) recheckErased(b *Batch, origin []*kgo.Record) error {
 		return err
 	}
 	if s.cfg.Erasures.Generation() != b.erasures {
-		b.erasures = s.markErased(b.Records, origin, b.Skip, "before an insert attempt")
+		// Only the records b loads: a part's others may be loaded already.
+		from, to := b.From, b.End()
+		b.erasures = s.markErased(b.Records[from:to], origin[from:to], b.Skip[from:to], "before an insert attempt")
 	}
 	return nil
 }
 
 // filterLive runs Layer 2 (filter) over the records b.Skip does not mark
-// and keeps the marked ones where they are, so positions stay what the
-// erasure left them. It returns the origins and claim hashes aligned with
-// the new b.Records ("" for a marked record).
+// and marks in b.Skip those it drops (repeats, reused eventIds sent to
+// the dead letters): no record moves, so the batch's insert tokens name
+// the same records whatever Layer 2 answers on a rebuild. It returns the
+// claim hashes aligned with b.Records ("" for a marked record).
 func (s *Sink) filterLive(ctx context.Context, b *Batch, origin []*kgo.Record) ([]*kgo.Record, []string, error) {
-	if !slices.Contains(b.Skip, true) {
-		recs, origin, hashes, err := s.filter(ctx, b.Records, origin)
-		if err != nil {
-			return nil, nil, err
-		}
-		b.Records = recs
-		if b.Skip != nil {
-			b.Skip = make([]bool, len(recs))
-		}
-		return origin, hashes, nil
+	if b.Skip == nil {
+		b.Skip = make([]bool, len(b.Records))
 	}
 	live := make([]*record.Record, 0, len(b.Records))
 	liveOrigin := make([]*kgo.Record, 0, len(b.Records))
+	at := make([]int, 0, len(b.Records))
 	for i, r := range b.Records {
 		if !b.Skip[i] {
-			live = append(live, r)
-			liveOrigin = append(liveOrigin, origin[i])
+			live, liveOrigin, at = append(live, r), append(liveOrigin, origin[i]), append(at, i)
 		}
 	}
-	keptR, keptO, keptH, err := s.filter(ctx, live, liveOrigin)
+	keptR, _, keptH, err := s.filter(ctx, live, liveOrigin)
 	if err != nil {
 		return nil, nil, err
 	}
-	// filter keeps the records it keeps in order, as the same pointers.
-	recs := make([]*record.Record, 0, len(b.Records))
-	outO := make([]*kgo.Record, 0, len(b.Records))
-	hashes := make([]string, 0, len(b.Records))
-	skip := make([]bool, 0, len(b.Records))
+	hashes := make([]string, len(b.Records))
 	k := 0
-	for i, r := range b.Records {
-		switch {
-		case b.Skip[i]:
-			recs, outO, hashes, skip = append(recs, r), append(outO, origin[i]), append(hashes, ""), append(skip, true)
-		case k < len(keptR) && keptR[k] == r:
-			recs, outO, hashes, skip = append(recs, r), append(outO, keptO[k]), append(hashes, keptH[k]), append(skip, false)
+	for j, i := range at {
+		if k < len(keptR) && keptR[k] == live[j] {
+			hashes[i] = keptH[k]
 			k++
+			continue
 		}
+		b.Skip[i] = true
 	}
-	b.Records, b.Skip = recs, skip
-	return outO, hashes, nil
+	return origin, hashes, nil
 }

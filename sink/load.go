@@ -223,19 +223,19 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 		return s.loadIsolating(ctx, b, origin, attempt+1, aside)
 	}
 	var re *RecordError
-	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(b.Records) {
+	if errors.As(err, &re) && re.Index >= b.From && re.Index < b.End() {
 		aside[origin[re.Index]] = true
 		if err := s.deadLetter(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
 			return err
 		}
-		return s.loadParts(ctx, b, origin, [][2]int{{0, re.Index}, {re.Index + 1, len(b.Records)}}, aside)
+		return s.loadParts(ctx, b, origin, [][2]int{{b.From, re.Index}, {re.Index + 1, b.End()}}, aside)
 	}
-	if len(b.Records) == 1 {
-		aside[origin[0]] = true
-		return s.deadLetter(ctx, origin[0], b.Records[0], err, attempt)
+	if b.End()-b.From == 1 {
+		aside[origin[b.From]] = true
+		return s.deadLetter(ctx, origin[b.From], b.Records[b.From], err, attempt)
 	}
-	mid := len(b.Records) / 2
-	return s.loadParts(ctx, b, origin, [][2]int{{0, mid}, {mid, len(b.Records)}}, aside)
+	mid := b.From + (b.End()-b.From)/2
+	return s.loadParts(ctx, b, origin, [][2]int{{b.From, mid}, {mid, b.End()}}, aside)
 }
 
 // loadParts loads sub-ranges of b, each with its own derived token.
@@ -244,15 +244,9 @@ func (s *Sink) loadParts(ctx context.Context, b Batch, origin []*kgo.Record, par
 		if p[0] >= p[1] {
 			continue
 		}
-		sub := Batch{Source: b.Source, Records: b.Records[p[0]:p[1]], Token: fmt.Sprintf("%s[%d:%d]", b.Token, p[0], p[1]), erasures: b.erasures}
-		if b.Skip != nil {
-			sub.Skip = b.Skip[p[0]:p[1]] // the same array: marks made for the part reach the batch
-		}
-		if err := s.loadIsolating(ctx, sub, origin[p[0]:p[1]], s.cfg.PermanentAttempts, aside); err != nil {
-			var te *TableError
-			if errors.As(err, &te) {
-				te.Index += p[0] // the parts before it were loaded
-			}
+		sub := b
+		sub.From, sub.To = p[0], p[1]
+		if err := s.loadIsolating(ctx, sub, origin, s.cfg.PermanentAttempts, aside); err != nil {
 			return err
 		}
 	}

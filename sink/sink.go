@@ -25,8 +25,10 @@ type Batch struct {
 	Source  record.Source
 	Records []*record.Record
 	// Skip, when not nil, has one entry per record: true for a record the
-	// loader must leave out, of a data subject erased (sink/erasure.go).
-	// Such a record keeps its place in Records, because a loader derives
+	// loader must leave out: of a data subject erased (sink/erasure.go), or
+	// a repeat Layer 2 found (filterLive). Such a record keeps its place in
+	// Records, whatever the ledger or Layer 2 answer on a rebuild, because
+	// a loader derives
 	// the names of its inserts from positions in Records (Loadable): a
 	// retry, or the same batch rebuilt after a crash, then names each
 	// insert as before and carries a subset of what it carried, so an
@@ -39,6 +41,12 @@ type Batch struct {
 	// a loader passes it as ClickHouse's insert_deduplication_token so the
 	// retry is a no-op even before merges.
 	Token string
+	// From and To bound the records to load, positions in Records (To 0:
+	// all of them). A part of a batch (a faulty record set aside) keeps
+	// the batch's Records, Skip and Token and loads a window of them, so
+	// each of its inserts that covers a whole insert of the batch is named
+	// as that insert, and ClickHouse drops it when it landed before.
+	From, To int
 
 	// erasures is the generation of the erasure ledger the batch was last
 	// checked against (Erasures.Generation).
@@ -61,12 +69,23 @@ func (b Batch) Loadable(from, to int) (recs []*record.Record, positions []int) {
 	return recs, positions
 }
 
+// End returns the position after the last record to load (To, or
+// len(Records) when To is 0).
+func (b Batch) End() int {
+	if b.To == 0 {
+		return len(b.Records)
+	}
+	return b.To
+}
+
 // loadable counts the records the loader loads.
 func (b Batch) loadable() int {
-	n := len(b.Records)
-	for _, skip := range b.Skip {
-		if skip {
-			n--
+	n := b.End() - b.From
+	if b.Skip != nil {
+		for _, skip := range b.Skip[b.From:b.End()] {
+			if skip {
+				n--
+			}
 		}
 	}
 	return n

@@ -110,12 +110,12 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 	}
 	// As the ClickHouse writer does: records Skip marks are left out, and
 	// errors name records by their positions in b.Records.
-	loadable, pos := b.Loadable(0, len(b.Records))
+	loadable, pos := b.Loadable(b.From, b.End())
 	at := func(i int) int {
 		if pos != nil {
 			return pos[i]
 		}
-		return i
+		return b.From + i
 	}
 	for i, r := range loadable {
 		if r.Values[1].Text == l.stopAt {
@@ -134,7 +134,11 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.batches = append(l.batches, fmt.Sprintf("%s n=%d", b.Token, len(loadable)))
+	token := b.Token
+	if b.From != 0 || b.End() != len(b.Records) {
+		token = fmt.Sprintf("%s[%d:%d]", b.Token, b.From, b.End())
+	}
+	l.batches = append(l.batches, fmt.Sprintf("%s n=%d", token, len(loadable)))
 	return nil
 }
 

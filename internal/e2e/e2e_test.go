@@ -319,3 +319,27 @@ func TestIntegrationEndToEnd(t *testing.T) {
 		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
 	p.converge(pgQuery, chQuery, capture, sink)
 }
+
+// pgNow returns PostgreSQL's rows of q as they are now, for a later
+// requireCH.
+func (p *pipeline) pgNow(q string) []string {
+	p.t.Helper()
+	rows, err := pgRows(context.Background(), p.pg, q)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return rows
+}
+
+// requireCH fails the test unless ClickHouse's rows of q are want; what
+// says what want stands for ("PostgreSQL as it was before …").
+func (p *pipeline) requireCH(q string, want []string, what string) {
+	p.t.Helper()
+	got, err := chRows(context.Background(), p.ch, q, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if d := diff(want, got); d != "" {
+		p.t.Errorf("ClickHouse's rows (%s) are not %s:\n%s", q, what, d)
+	}
+}
