@@ -227,73 +227,23 @@ func (w *Writer) checkPlacement(ctx context.Context) error {
 // run's table is created or altered before its rows are inserted, so a
 // column added in PostgreSQL is present before the first row that has it.
 func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
-	for _, r := range splitRuns(b) {
-		if len(r.recs) == 0 {
-			continue // every record of the run was left out (erased)
+	for _, in := range b.Inserts() {
+		if len(in.Records) == 0 {
+			continue // every record of the run was left out
 		}
-		if err := w.loadRun(ctx, r.recs, r.token); err != nil {
+		if err := w.loadRun(ctx, in.Records, in.Token); err != nil {
 			var te *sink.TableError
 			if errors.As(err, &te) {
-				te.Index = r.start // the runs before it were inserted
+				te.Index = in.Start // the runs before it were inserted
 			}
 			var re *sink.RecordError
 			if errors.As(err, &re) {
-				re.Index = r.position(re.Index)
+				re.Index = in.Position(re.Index)
 			}
 			return err
 		}
 	}
 	return nil
-}
-
-// run is one insert of a batch: records of one source schema, the
-// deduplication token that names it, and where they are in the batch.
-type run struct {
-	recs  []*record.Record
-	token string
-	start int   // position in the batch of the run's first record
-	pos   []int // position of each of recs in the batch; nil: start+i
-}
-
-// position returns the position in the batch of recs[i].
-func (r run) position(i int) int {
-	if r.pos != nil {
-		return r.pos[i]
-	}
-	return r.start + i
-}
-
-// splitRuns cuts b into its inserts. Runs and tokens are derived from all
-// of b.Records, those b.Skip leaves out included, which are then left out
-// of their run: a retry of the batch with more records left out (a
-// subject erased meanwhile) names every insert as before and carries a
-// subset of it, so ClickHouse drops one that landed before as a repeat
-// and no other record goes with it.
-func splitRuns(b sink.Batch) []run {
-	var out []run
-	start := 0
-	for i := 1; i <= len(b.Records); i++ {
-		if i < len(b.Records) && b.Records[i].SchemaID == b.Records[start].SchemaID {
-			continue
-		}
-		token := b.Token
-		if start > 0 || i < len(b.Records) {
-			token = fmt.Sprintf("%s#%d", b.Token, start)
-		}
-		// A part of the batch loads the piece of the run in its window:
-		// the run's own token when it holds the whole run, else one
-		// naming the piece.
-		from, to := max(start, b.From), min(i, b.End())
-		if from < to {
-			if from != start || to != i {
-				token = fmt.Sprintf("%s[%d:%d]", token, from, to)
-			}
-			recs, pos := b.Loadable(from, to)
-			out = append(out, run{recs: recs, token: token, start: from, pos: pos})
-		}
-		start = i
-	}
-	return out
 }
 
 // loadRun inserts recs under token.

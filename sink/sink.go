@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,22 +50,6 @@ type Batch struct {
 	// erasures is the generation of the erasure ledger the batch was last
 	// checked against (Erasures.Generation).
 	erasures uint64
-}
-
-// Loadable returns the records of Records[from:to] that Skip does not
-// mark, and, when it marks any there, the position in Records of each
-// returned record (nil when none is left out: the i-th is at from+i).
-func (b Batch) Loadable(from, to int) (recs []*record.Record, positions []int) {
-	if b.Skip == nil || !slices.Contains(b.Skip[from:to], true) {
-		return b.Records[from:to], nil
-	}
-	for i := from; i < to; i++ {
-		if !b.Skip[i] {
-			recs = append(recs, b.Records[i])
-			positions = append(positions, i)
-		}
-	}
-	return recs, positions
 }
 
 // End returns the position after the last record to load (To, or

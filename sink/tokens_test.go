@@ -16,11 +16,9 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-// dedupLoader loads as the ClickHouse writer does (an insert per run of
-// one SchemaID, named <token>#<start> when the batch has several runs and
-// <run token>[from:to] for a piece of a run, Skip honoured) into a store
-// that drops an insert whose token it has seen, as ClickHouse's insert
-// deduplication does whatever the insert carries.
+// dedupLoader loads a batch's Inserts, as the ClickHouse writer does, into
+// a store that drops an insert whose token it has seen, as ClickHouse's
+// insert deduplication does whatever the insert carries.
 type dedupLoader struct {
 	mu      sync.Mutex
 	landed  map[string]bool
@@ -36,57 +34,29 @@ func newDedupLoader() *dedupLoader {
 }
 
 func (l *dedupLoader) Load(ctx context.Context, b Batch) error {
-	start := 0
-	for i := 1; i <= len(b.Records); i++ {
-		if i < len(b.Records) && b.Records[i].SchemaID == b.Records[start].SchemaID {
+	for _, in := range b.Inserts() {
+		if len(in.Records) == 0 {
 			continue
 		}
-		token := b.Token
-		if start > 0 || i < len(b.Records) {
-			token = fmt.Sprintf("%s#%d", b.Token, start)
-		}
-		from, to := max(start, b.From), min(i, b.End())
-		if from < to && (from != start || to != i) {
-			token = fmt.Sprintf("%s[%d:%d]", token, from, to)
-		}
-		start = i
-		if from >= to {
-			continue
-		}
-		if err := l.insert(ctx, b, token, from, to); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *dedupLoader) insert(ctx context.Context, b Batch, token string, from, to int) error {
-	recs, pos := b.Loadable(from, to)
-	if len(recs) == 0 {
-		return nil
-	}
-	for j, r := range recs {
-		if r.Values[1].Text == l.failOn {
-			at := from + j
-			if pos != nil {
-				at = pos[j]
+		for i, r := range in.Records {
+			if r.Values[1].Text == l.failOn {
+				return &RecordError{Index: in.Position(i), Err: fmt.Errorf("%w: cannot store", ErrPermanent)}
 			}
-			return &RecordError{Index: at, Err: fmt.Errorf("%w: cannot store", ErrPermanent)}
 		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.inserts++
-	if l.inserts == l.crashAt {
-		l.cancel()
-		return ctx.Err()
-	}
-	if l.landed[token] {
-		return nil
-	}
-	l.landed[token] = true
-	for _, r := range recs {
-		l.stored[r.Values[1].Text]++
+		l.mu.Lock()
+		l.inserts++
+		if l.inserts == l.crashAt {
+			l.mu.Unlock()
+			l.cancel()
+			return ctx.Err()
+		}
+		if !l.landed[in.Token] {
+			l.landed[in.Token] = true
+			for _, r := range in.Records {
+				l.stored[r.Values[1].Text]++
+			}
+		}
+		l.mu.Unlock()
 	}
 	return nil
 }
