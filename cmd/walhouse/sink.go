@@ -91,7 +91,14 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery, *eraseMaxAge)
+	// The ledger's reads have a pool of their own: in the writer's, they
+	// would queue behind the parallel inserts, and the copy would age.
+	ledgerConn, err := ep.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer ledgerConn.Close()
+	ledger, err := openLedger(ctx, ledgerConn, ep.database, erasureKey, *eraseEvery, *eraseMaxAge)
 	if err != nil {
 		return err
 	}
