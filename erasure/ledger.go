@@ -65,6 +65,8 @@ type Ledger struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error // backoff.Sleep; tests step a fake clock
+	reader   string                                     // the name recorded in ReadersTable ("": none)
+	recorded time.Time                                  // the read last recorded there; Load and Run alone use it
 
 	snap atomic.Pointer[snapshot]
 	// readDone is closed, and replaced, by every read that works: a
@@ -92,6 +94,10 @@ type LedgerConfig struct {
 	// against a ledger that may lack an erasure. An erasure's settle
 	// time must exceed it (docs/erasure.md).
 	MaxAge time.Duration
+	// Reader names this sink in ReadersTable, where the ledger records
+	// its MaxAge about once a minute so that an erasure can refuse a
+	// settle time not above it; "" records nothing.
+	Reader string
 	Logger *slog.Logger
 }
 
@@ -105,7 +111,7 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	if refresh < 0 || maxAge <= refresh {
 		return nil, fmt.Errorf("erasure ledger: refresh %v and max age %v: want a positive refresh and a max age above it (a copy is at least one refresh old before the next read)", refresh, maxAge)
 	}
-	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: refresh, maxAge: maxAge, now: time.Now, sleep: backoff.Sleep,
+	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: refresh, maxAge: maxAge, now: time.Now, sleep: backoff.Sleep, reader: cfg.Reader,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure-ledger")}
 	done := make(chan struct{})
 	l.readDone.Store(&done)
@@ -392,6 +398,7 @@ func (l *Ledger) read(ctx context.Context) error {
 	if old == nil || old.entries != s.entries {
 		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
 	}
+	l.recordReader(ctx, s)
 	return nil
 }
 
