@@ -279,7 +279,11 @@ func (l *Ledger) Load(ctx context.Context) error {
 	if err := ensureTables(ctx, l.conn, l.database); err != nil {
 		return err
 	}
-	return l.read(ctx)
+	if err := l.read(ctx); err != nil {
+		return err
+	}
+	l.recordReader(ctx)
+	return nil
 }
 
 // Run reads the ledger every refresh interval, counted from the start of
@@ -319,6 +323,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 				stalled = false
 				l.log.Info("erasure ledger read again; loading resumes", "took", took)
 			}
+			l.recordReader(ctx)
 		case errors.Is(err, errUnusable):
 			return err
 		case ctx.Err() != nil:
@@ -398,7 +403,6 @@ func (l *Ledger) read(ctx context.Context) error {
 	if old == nil || old.entries != s.entries {
 		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
 	}
-	l.recordReader(ctx, s)
 	return nil
 }
 

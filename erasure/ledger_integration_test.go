@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/schema"
@@ -18,19 +20,9 @@ import (
 // refresh interval later. (A server with parallel queries never makes the
 // copy stale here; the wait then ends at once.)
 func TestIntegrationLedgerResumesPromptlyAfterALongQuery(t *testing.T) {
-	env := testenv.Require(t, "clickhouse")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("ledger")
-	if err := conn.Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(db)); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+	conn, db := erasureDatabase(ctx, t)
 
 	const refresh = 2 * time.Second // max age 4s
 	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Refresh: refresh})
@@ -79,4 +71,24 @@ func TestIntegrationLedgerResumesPromptlyAfterALongQuery(t *testing.T) {
 	if late := fresh.Sub(queryEnd); late > time.Second {
 		t.Errorf("loading resumed %v after the long query ended, want within a second (the ledger is read again at once, not a refresh interval of %v later)", late.Round(time.Millisecond), refresh)
 	}
+}
+
+// erasureDatabase connects to the test ClickHouse and returns a new
+// database with the erasure tables, dropped when t ends.
+func erasureDatabase(ctx context.Context, t *testing.T) (driver.Conn, string) {
+	t.Helper()
+	env := testenv.Require(t, "clickhouse")
+	conn, err := clickhouse.Open(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.Name("erasure")
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+		conn.Close()
+	})
+	if err := ensureTables(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	return conn, db
 }

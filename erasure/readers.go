@@ -40,13 +40,17 @@ ORDER BY reader`, schema.QuoteIdent(database), schema.QuoteIdent(ReadersTable))
 }
 
 // recordReader records the Ledger's name and max age with the start of
-// the read s comes from, at most once every readerEvery. A failure is
+// the read of its copy, at most once every readerEvery. A failure is
 // logged, not returned: it affects the erasures' check, not what the sink
-// loads.
-func (l *Ledger) recordReader(ctx context.Context, s *snapshot) {
-	if l.reader == "" || (!l.recorded.IsZero() && s.readAt.Sub(l.recorded) < readerEvery) {
+// loads. It waits at most half a refresh interval (the insert may queue
+// behind other queries), so the next read stays on time.
+func (l *Ledger) recordReader(ctx context.Context) {
+	s := l.snap.Load()
+	if l.reader == "" || s == nil || (!l.recorded.IsZero() && s.readAt.Sub(l.recorded) < readerEvery) {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.refresh/2)
+	defer cancel()
 	stmt := fmt.Sprintf("INSERT INTO %s.%s (reader, max_age_ms, read_at) VALUES ({reader:String}, {max_age_ms:UInt64}, {read_at:DateTime64(3, 'UTC')})",
 		schema.QuoteIdent(l.database), schema.QuoteIdent(ReadersTable))
 	params := map[string]string{"reader": l.reader, "max_age_ms": strconv.FormatInt(l.maxAge.Milliseconds(), 10), "read_at": s.readAt.UTC().Format("2006-01-02 15:04:05.999")}

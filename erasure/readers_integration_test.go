@@ -5,10 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // A sink's ledger records its max age in ClickHouse, and an erasure whose
@@ -16,21 +12,11 @@ import (
 // refuses before it records anything; one with a longer settle time, or
 // in a database no sink reads, goes ahead.
 func TestIntegrationErasureRefusesASettleTimeBelowASinksMaxAge(t *testing.T) {
-	env := testenv.Require(t, "clickhouse")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("readers")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+	conn, db := erasureDatabase(ctx, t)
 
 	eraser := func(settle time.Duration) *Eraser { return &Eraser{conn: conn, database: db, settle: settle} }
-	if err := ensureTables(ctx, conn, db); err != nil {
-		t.Fatal(err)
-	}
 	if err := eraser(time.Millisecond).checkReaders(ctx); err != nil {
 		t.Errorf("no sink reads the ledger: %v, want nil", err)
 	}

@@ -76,6 +76,7 @@ func TestLedgerRecordsItsReader(t *testing.T) {
 				if err := l.read(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				l.recordReader(context.Background()) // as Load and Run do after a read
 				if got := conn.recorded > before; got != tc.want[i] {
 					t.Errorf("read at %v: recorded %v, want %v", at, got, tc.want[i])
 				}
