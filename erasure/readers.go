@@ -26,8 +26,8 @@ const (
 	readerSeen = 10 * readerEvery
 )
 
-// readersDDL creates the table. One row per sink: ReplacingMergeTree keeps
-// the latest heartbeat.
+// readersDDL creates the table. One row per sink process: ReplacingMergeTree
+// keeps its latest heartbeat, and the rows of sinks gone for a day expire.
 func readersDDL(database string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s
 (
@@ -36,7 +36,8 @@ func readersDDL(database string) string {
     read_at DateTime64(3, 'UTC')
 )
 ENGINE = ReplacingMergeTree(read_at)
-ORDER BY reader`, schema.QuoteIdent(database), schema.QuoteIdent(ReadersTable))
+ORDER BY reader
+TTL toDateTime(read_at) + INTERVAL 1 DAY`, schema.QuoteIdent(database), schema.QuoteIdent(ReadersTable))
 }
 
 // recordReader records the Ledger's name and max age with the start of
