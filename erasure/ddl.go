@@ -54,7 +54,7 @@ ORDER BY (tenant, finished_at, erasure_id)`, schema.QuoteIdent(database), schema
 func ensureTables(ctx context.Context, conn Conn, database string) error {
 	for _, ddl := range []string{
 		"CREATE DATABASE IF NOT EXISTS " + schema.QuoteIdent(database),
-		ledgerDDL(database), manifestDDL(database),
+		ledgerDDL(database), manifestDDL(database), readersDDL(database),
 	} {
 		if err := conn.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("create the erasure tables in %s: %w", database, err)

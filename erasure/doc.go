@@ -24,8 +24,8 @@
 // replay never brings them back, while a row the subject gets later (a
 // commit after the as-of LSN) loads as usual. The sink asks again before
 // every insert attempt once the ledger was read since (Ledger.Generation),
-// and inserts nothing while its copy is older than its max age
-// (Ledger.Fresh): an erasure's settle time exceeds that age, so whatever a
+// and inserts nothing while its copy is older than its max age: it waits
+// (Ledger.WaitFresh) until a read makes the copy fresh. An erasure's settle time exceeds that age, so whatever a
 // sink loaded without the entry is in ClickHouse before the removal.
 //
 // Data enters as a Request (from `walhouse erase` or POST /v1/erasures) and

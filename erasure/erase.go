@@ -155,6 +155,9 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 	if err != nil {
 		return m, err
 	}
+	if err := e.checkReaders(ctx); err != nil {
+		return m, err
+	}
 	asOf, err := e.check(ctx, req, targets)
 	if err != nil {
 		return m, err

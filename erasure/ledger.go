@@ -54,8 +54,8 @@ var ErrLedgerStale = errors.New("the erasure ledger could not be read for too lo
 
 // Ledger is the erasure ledger as a sink reads it: an in-memory copy of
 // the ledger table, read at start (Load) and then every refresh interval
-// (Run). Erased, Generation, Fresh and Age are safe for concurrent use
-// and take no lock.
+// (Run). Erased, Generation, Fresh, WaitFresh and Age are safe for
+// concurrent use; all but WaitFresh take no lock and never block.
 type Ledger struct {
 	conn     Conn
 	database string
@@ -64,10 +64,16 @@ type Ledger struct {
 	maxAge   time.Duration
 	log      *slog.Logger
 	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error // backoff.Sleep; tests step a fake clock
+	reader   string                                     // the name recorded in ReadersTable ("": none)
+	recorded time.Time                                  // the read last recorded there; Load and Run alone use it
 
-	snap    atomic.Pointer[snapshot]
-	lastErr atomic.Pointer[error] // the last read's error; nil after a read that worked
-	hashes  sync.Pool             // of hash.Hash, keyed HMACs ready to Reset
+	snap atomic.Pointer[snapshot]
+	// readDone is closed, and replaced, by every read that works: a
+	// WaitFresh wakes on it.
+	readDone atomic.Pointer[chan struct{}]
+	lastErr  atomic.Pointer[error] // the last read's error; nil after a read that worked
+	hashes   sync.Pool             // of hash.Hash, keyed HMACs ready to Reset
 }
 
 // LedgerConfig is what NewLedger needs; Conn and Database are required.
@@ -88,6 +94,10 @@ type LedgerConfig struct {
 	// against a ledger that may lack an erasure. An erasure's settle
 	// time must exceed it (docs/erasure.md).
 	MaxAge time.Duration
+	// Reader names this sink in ReadersTable, where the ledger records
+	// its MaxAge about once a minute so that an erasure can refuse a
+	// settle time not above it; "" records nothing.
+	Reader string
 	Logger *slog.Logger
 }
 
@@ -101,8 +111,10 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	if refresh < 0 || maxAge <= refresh {
 		return nil, fmt.Errorf("erasure ledger: refresh %v and max age %v: want a positive refresh and a max age above it (a copy is at least one refresh old before the next read)", refresh, maxAge)
 	}
-	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: refresh, maxAge: maxAge, now: time.Now,
+	l := &Ledger{conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, refresh: refresh, maxAge: maxAge, now: time.Now, sleep: backoff.Sleep, reader: cfg.Reader,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure-ledger")}
+	done := make(chan struct{})
+	l.readDone.Store(&done)
 	if l.keys != nil {
 		k := l.keys.hashKey
 		l.hashes.New = func() any { return hmac.New(sha256.New, k) }
@@ -230,6 +242,26 @@ func (l *Ledger) Fresh() error {
 	return fmt.Errorf("%w: %s. Loading waits, nothing is committed, until ClickHouse answers the read of %s.%s", ErrLedgerStale, why, l.database, LedgerTable)
 }
 
+// WaitFresh returns once the copy is fresh (Fresh returns nil), at once
+// if it is, or with ctx's error when ctx ends first. It wakes on every
+// read that works, so a caller resumes the moment the ledger is read
+// again, not at its next poll.
+func (l *Ledger) WaitFresh(ctx context.Context) error {
+	for {
+		// Taken before the check: a read that lands after it closes this
+		// channel.
+		done := *l.readDone.Load()
+		if l.Fresh() == nil {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Entries returns the number of subjects and tables in the ledger as last
 // read.
 func (l *Ledger) Entries() int {
@@ -247,41 +279,62 @@ func (l *Ledger) Load(ctx context.Context) error {
 	if err := ensureTables(ctx, l.conn, l.database); err != nil {
 		return err
 	}
-	return l.read(ctx)
+	if err := l.read(ctx); err != nil {
+		return err
+	}
+	l.recordReader(ctx)
+	return nil
 }
 
-// Run reads the ledger every refresh interval until ctx ends. A read that
-// fails is logged and retried sooner (a second, doubling up to the
-// interval); meanwhile the previous copy serves until it is older than
-// MaxAge, and then Fresh fails, which makes the sink wait. A ledger the
-// sink cannot use (no key, another key) ends Run with an error.
+// Run reads the ledger every refresh interval, counted from the start of
+// one read to the start of the next (the copy's age counts from a read's
+// start), until ctx ends. A read that works but took so long (queued
+// behind other queries) that the copy it made is already older than
+// MaxAge is followed by another at once. A read that fails is logged and
+// retried sooner (a second, doubling up to the interval); meanwhile the
+// previous copy serves until it is older than MaxAge, and then Fresh
+// fails, which makes the sink wait. A ledger the sink cannot use (no key,
+// another key) ends Run with an error.
 func (l *Ledger) Run(ctx context.Context) error {
 	failures := 0
+	stalled := false // the copy was stale since the last read that left it fresh
+	var next time.Time
+	if s := l.snap.Load(); s != nil {
+		next = s.readAt.Add(l.refresh)
+	}
 	for {
-		wait := l.refresh
-		if failures > 0 {
-			wait = backoff.Exponential(min(time.Second, l.refresh), l.refresh, failures)
-		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
+		if err := l.sleep(ctx, max(next.Sub(l.now()), 0)); err != nil {
 			return err
 		}
-		stale := l.Fresh() != nil
+		prev := l.snap.Load()
 		err := l.read(ctx)
+		// The copy the read replaces may have turned stale while it ran.
+		stalled = stalled || prev == nil || l.now().Sub(prev.readAt) > l.maxAge
 		switch {
 		case err == nil:
-			if stale {
-				l.log.Info("erasure ledger read again; loading resumes", "failed_reads", failures)
-			}
 			failures = 0
+			began := l.snap.Load().readAt
+			took := l.now().Sub(began).Round(time.Millisecond)
+			next = began.Add(l.refresh) // now or past when the read took that long
+			if l.Fresh() != nil {
+				stalled = true
+				l.log.Warn("erasure ledger read, but the read waited so long that the copy is already too old to load with; reading again at once", "took", took, "max_age", l.maxAge)
+			} else if stalled {
+				stalled = false
+				l.log.Info("erasure ledger read again; loading resumes", "took", took)
+			}
+			l.recordReader(ctx)
 		case errors.Is(err, errUnusable):
 			return err
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
 			failures++
+			next = l.now().Add(backoff.Exponential(min(time.Second, l.refresh), l.refresh, failures))
 			l.lastErr.Store(&err)
 			if fresh := l.Fresh(); fresh != nil {
-				l.log.Error("erasure ledger too old to load with; loading waits until it can be read", "err", fresh)
+				stalled = true
+				l.log.Error("erasure ledger too old to load with; loading waits until it can be read", "err", fresh, "failed_reads", failures)
 			} else {
 				l.log.Warn("could not read the erasure ledger; keeping the last copy", "err", err, "age", l.Age().Round(time.Millisecond), "max_age", l.maxAge)
 			}
@@ -345,6 +398,8 @@ func (l *Ledger) read(ctx context.Context) error {
 	s.gen++
 	l.snap.Store(s) // Run alone reads after Load, so nothing swaps in between
 	l.lastErr.Store(nil)
+	done := make(chan struct{})
+	close(*l.readDone.Swap(&done))
 	if old == nil || old.entries != s.entries {
 		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
 	}

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,8 +14,8 @@ import (
 //
 // The sink checks a batch's records when it builds the batch and again
 // before every insert attempt whenever the ledger was read since
-// (Generation), and makes no insert while the ledger's copy is too old
-// (Fresh). So an erasure recorded while a batch waits for ClickHouse is
+// (Generation), and makes no insert while the ledger's copy is too old:
+// the attempt waits (WaitFresh) without spending a retry. So an erasure recorded while a batch waits for ClickHouse is
 // applied to that batch before it lands, and a sink that cannot read the
 // ledger stops loading instead of loading what may have been erased:
 // its records wait in Kafka, uncommitted, until the ledger is read.
@@ -27,9 +28,11 @@ type Erasures interface {
 	// changes whenever the ledger is read again.
 	Generation() uint64
 	// Fresh returns nil while that copy is recent enough to load with,
-	// and otherwise why not; the sink then retries the insert, with
-	// backoff, until it returns nil.
+	// and otherwise why not.
 	Fresh() error
+	// WaitFresh returns once Fresh returns nil, as soon as a read makes
+	// the copy fresh, or with ctx's error when ctx ends first.
+	WaitFresh(ctx context.Context) error
 }
 
 // markErased marks in skip (aligned with recs and origin) the records of
@@ -70,16 +73,24 @@ func (s *Sink) checkErased(b *Batch, origin []*kgo.Record) {
 	b.erasures = s.markErased(b.Records, origin, b.Skip, "batch built")
 }
 
-// recheckErased readies b for an insert attempt: it fails while the
-// ledger's copy is too old, and marks the records of subjects erased
-// since b was last checked. The marks are written into b.Skip's array, so
-// the caller's batch (and every part of it) sees them.
-func (s *Sink) recheckErased(b *Batch, origin []*kgo.Record) error {
+// recheckErased readies b for an insert attempt: it waits while the
+// ledger's copy is too old (failing only when ctx ends), and marks the
+// records of subjects erased since b was last checked. The marks are
+// written into b.Skip's array, so the caller's batch (and every part of
+// it) sees them. The wait is not a failed attempt: the insert goes ahead
+// the moment the ledger is read, not after the retry's backoff.
+func (s *Sink) recheckErased(ctx context.Context, b *Batch, origin []*kgo.Record) error {
 	if s.cfg.Erasures == nil || b.Skip == nil {
 		return nil
 	}
-	if err := s.cfg.Erasures.Fresh(); err != nil {
-		return err
+	if stale := s.cfg.Erasures.Fresh(); stale != nil {
+		table := b.Source.Schema + "." + b.Source.Table
+		s.log.Warn("load "+table+" waits for the erasure ledger", "err", stale)
+		start := time.Now()
+		if err := s.cfg.Erasures.WaitFresh(ctx); err != nil {
+			return err
+		}
+		s.log.Info("load "+table+" resumes: the erasure ledger was read", "waited", time.Since(start).Round(time.Millisecond))
 	}
 	if s.cfg.Erasures.Generation() != b.erasures {
 		// Only the records b loads: a part's others may be loaded already.

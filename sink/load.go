@@ -311,7 +311,7 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 // subjects erased since the last one.
 func (s *Sink) loadWithRetry(ctx context.Context, b *Batch, origin []*kgo.Record) error {
 	return s.retry(ctx, "load "+b.Source.Schema+"."+b.Source.Table, func() error {
-		if err := s.recheckErased(b, origin); err != nil {
+		if err := s.recheckErased(ctx, b, origin); err != nil {
 			return err
 		}
 		if b.loadable() == 0 {

@@ -91,7 +91,18 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	ledger, err := openLedger(ctx, conn, ep.database, erasureKey, *eraseEvery, *eraseMaxAge)
+	// The ledger's reads have a pool of their own: in the writer's, they
+	// would queue behind the parallel inserts, and the copy would age.
+	ledgerConn, err := ep.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer ledgerConn.Close()
+	// The ledger records this sink's max age under this name, for the
+	// erasures' check of their settle time.
+	host, _ := os.Hostname()
+	reader := fmt.Sprintf("%s@%s/%d", *group, host, os.Getpid())
+	ledger, err := openLedger(ctx, erasureKey, erasure.LedgerConfig{Conn: ledgerConn, Database: ep.database, Refresh: *eraseEvery, MaxAge: *eraseMaxAge, Reader: reader})
 	if err != nil {
 		return err
 	}
@@ -142,20 +153,22 @@ func runSink(ctx context.Context, inv *invocation) error {
 	return g.Wait()
 }
 
-// openLedger reads the erasure ledger of database, which the sink checks
-// every record against (erasure.Ledger).
-func openLedger(ctx context.Context, conn erasure.Conn, database string, keySrc *secretSource, refresh, maxAge time.Duration) (*erasure.Ledger, error) {
+// openLedger reads the erasure ledger of cfg.Database, which the sink
+// checks every record against (erasure.Ledger), with the key of keySrc.
+func openLedger(ctx context.Context, keySrc *secretSource, cfg erasure.LedgerConfig) (*erasure.Ledger, error) {
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Keys = keys
+	refresh, maxAge := cfg.Refresh, cfg.MaxAge
 	if refresh <= 0 {
 		return nil, fmt.Errorf("--erasure-refresh %v: want a positive duration, e.g. 5s", refresh)
 	}
 	if maxAge < 0 || maxAge > 0 && maxAge <= refresh {
 		return nil, fmt.Errorf("--erasure-max-age %v: want a duration above --erasure-refresh %v (a copy is one refresh old before the next read), or 0 for twice it", maxAge, refresh)
 	}
-	l, err := erasure.NewLedger(erasure.LedgerConfig{Conn: conn, Database: database, Keys: keys, Refresh: refresh, MaxAge: maxAge})
+	l, err := erasure.NewLedger(cfg)
 	if err != nil {
 		return nil, err
 	}

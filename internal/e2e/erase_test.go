@@ -330,7 +330,7 @@ func TestIntegrationSinkWaitsForTheErasureLedger(t *testing.T) {
 	}
 	logged := len(sink.Output())
 	p.change(tb, 1)
-	waitOutput(t, sink, logged, "load public."+tb.name+" failed; retrying") // the ledger is the only cause
+	waitOutput(t, sink, logged, "load public."+tb.name+" waits for the erasure ledger")
 	after, err := chRows(ctx, p.ch, tb.chQuery, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -342,5 +342,6 @@ func TestIntegrationSinkWaitsForTheErasureLedger(t *testing.T) {
 	p.chExec(fmt.Sprintf("RENAME TABLE `%s`._walhouse_erasures_away TO %s", p.database, ledger), nil)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 	p.noRowTwice(tb)
+	waitOutput(t, sink, logged, "load public."+tb.name+" resumes: the erasure ledger was read")
 	waitHealth(t, sink, metrics, "/readyz", 200, `"erasure ledger","ok":true`)
 }

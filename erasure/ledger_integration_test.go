@@ -1,0 +1,94 @@
+package erasure
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// The embedded engine runs one query at a time, so a read of the ledger
+// queues behind a long query and its copy lands already too old to load
+// with: the ledger reads again at once, and a sink waiting for it
+// (WaitFresh) resumes within a moment of the long query's end, not a
+// refresh interval later. (A server with parallel queries never makes the
+// copy stale here; the wait then ends at once.)
+func TestIntegrationLedgerResumesPromptlyAfterALongQuery(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, db := erasureDatabase(ctx, t)
+
+	const refresh = 2 * time.Second // max age 4s
+	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Refresh: refresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := <-ran; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	}()
+
+	// 8 s in blocks of 2 s (the engine caps a block's sleep at 3 s): the
+	// read queued behind it began at most a refresh after it, so its copy
+	// is at least 6 s old when it lands.
+	ended := make(chan time.Time, 1)
+	go func() {
+		err := conn.Exec(ctx, "SELECT sleepEachRow(0.5) FROM numbers(16) FORMAT Null SETTINGS max_block_size = 4")
+		if err != nil {
+			t.Errorf("the long query: %v", err)
+		}
+		ended <- time.Now()
+	}()
+	stale := testenv.Eventually(ctx, 8*time.Second, func(context.Context) error {
+		if l.Fresh() == nil {
+			return errors.New("the copy is still fresh")
+		}
+		return nil
+	}) == nil
+	if err := l.WaitFresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh := time.Now()
+	queryEnd := <-ended
+	if !stale {
+		t.Logf("the ledger stayed fresh behind the long query (a server that runs queries in parallel)")
+		return
+	}
+	if late := fresh.Sub(queryEnd); late > time.Second {
+		t.Errorf("loading resumed %v after the long query ended, want within a second (the ledger is read again at once, not a refresh interval of %v later)", late.Round(time.Millisecond), refresh)
+	}
+}
+
+// erasureDatabase connects to the test ClickHouse and returns a new
+// database with the erasure tables, dropped when t ends.
+func erasureDatabase(ctx context.Context, t *testing.T) (driver.Conn, string) {
+	t.Helper()
+	env := testenv.Require(t, "clickhouse")
+	conn, err := clickhouse.Open(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.Name("erasure")
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+		conn.Close()
+	})
+	if err := ensureTables(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	return conn, db
+}
