@@ -64,11 +64,16 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 	m, err := s.cfg.Eraser.Erase(r.Context(), erasure.Request{Tenant: key.Tenant, Column: body.Subject.Column, Value: value, Tables: body.Tables, RequestedBy: key.ID})
 	var still *erasure.StillInSourceError
 	var bad *erasure.RequestError
+	var short *erasure.SettleTooShortError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, m)
 	case errors.As(err, &still):
 		s.writeError(w, r, &apiError{Status: http.StatusConflict, Code: "still_in_source", Message: still.Error()})
+	case errors.As(err, &short):
+		// serve's --erasure-settle is shorter than a sink's ledger bound:
+		// the operator's to fix, nothing was recorded.
+		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "settle_too_short", Message: short.Error()})
 	case errors.As(err, &bad):
 		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: bad.Error()})
 	case m.Signature != "":

@@ -3,8 +3,11 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/walhouse/walhouse/erasure"
 )
@@ -74,6 +77,10 @@ func TestErasureEndpoint(t *testing.T) {
 	still := serve(&fakeEraser{err: &erasure.StillInSourceError{Rows: map[string]int64{`"public"."orders"`: 3}}})
 	if resp, out := do(t, still, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 409 {
 		t.Errorf("subject still in PostgreSQL: %d %v, want 409", resp.StatusCode, out)
+	}
+	short := serve(&fakeEraser{err: &erasure.SettleTooShortError{Settle: 15 * time.Second, Reader: "g@host/1", MaxAge: 20 * time.Second}})
+	if resp, out := do(t, short, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 503 || !strings.Contains(fmt.Sprint(out), "settle_too_short") {
+		t.Errorf("settle time below a sink's ledger bound: %d %v, want 503 settle_too_short", resp.StatusCode, out)
 	}
 	none := serve(nil)
 	if resp, out := do(t, none, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 503 {
