@@ -120,7 +120,7 @@ type tableSet interface {
 	// described is called with every relation of a captured table built
 	// from a Relation message, before any of its records (its topic must
 	// exist by then); errTableRefused: the table was left out.
-	described(ctx context.Context, rel *relation) error
+	described(ctx context.Context, rel *relation, relID uint32) error
 	// leave takes a captured table that cannot be captured any more (why:
 	// its Relation message has no key or tenant to map) out of the stream.
 	leave(table string, why error)
@@ -289,7 +289,7 @@ func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMess
 		rel = t.refused(name)
 	} else if err != nil {
 		return err
-	} else if err := t.tables.described(ctx, rel); errors.Is(err, errTableRefused) {
+	} else if err := t.tables.described(ctx, rel, rm.RelationID); errors.Is(err, errTableRefused) {
 		rel = t.refused(name)
 	} else if err != nil {
 		return err

@@ -35,14 +35,16 @@ import (
 // Why a table is left out: the reason label of the metrics and of
 // RefusedTable.Reasons.
 const (
-	reasonNoKey      = "no_primary_key"
-	reasonIdentity   = "replica_identity" // NOTHING, or a key or tenant column outside it
-	reasonNoTenant   = "no_tenant_column"
-	reasonRowFilter  = "row_filter"
-	reasonColumnList = "column_list"
-	reasonGenerated  = "generated_columns"
-	reasonNameClash  = "name_clash"
-	reasonColumns    = "invalid_columns"
+	reasonNoKey       = "no_primary_key"
+	reasonIdentity    = "replica_identity" // NOTHING, or a key or tenant column outside it
+	reasonNoTenant    = "no_tenant_column"
+	reasonRowFilter   = "row_filter"
+	reasonColumnList  = "column_list"
+	reasonGenerated   = "generated_columns"
+	reasonNameClash   = "name_clash"
+	reasonColumns     = "invalid_columns"
+	reasonInvalidName = "invalid_name" // a schema name with a dot
+	reasonPublish     = "publish_actions"
 )
 
 // errUncapturable marks the reasons a table cannot be captured (no key, no

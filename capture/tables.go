@@ -33,9 +33,12 @@ func (s *stream) pollTables(ctx context.Context) error {
 		return nil
 	}
 	s.polledAt = time.Now()
-	published, err := publishedTables(ctx, s.cat.conn, s.c.cfg.publication)
+	published, invalid, err := publishedTables(ctx, s.cat.conn, s.c.cfg.publication)
 	if err != nil {
 		return err
+	}
+	for _, t := range slices.Sorted(maps.Keys(invalid)) {
+		_ = s.refuse(t, invalid[t])
 	}
 	var joining []string
 	for _, t := range published {
@@ -46,7 +49,7 @@ func (s *stream) pollTables(ctx context.Context) error {
 	if len(joining) > 0 {
 		// One query for all of them: tables left out are looked at
 		// again with every poll, and there may be many.
-		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining)
+		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining, true)
 		if err != nil {
 			return err
 		}
@@ -63,7 +66,7 @@ func (s *stream) pollTables(ctx context.Context) error {
 		s.c.log.Warn("table left the publication: its changes are no longer captured", "table", t, "publication", s.c.cfg.publication)
 		return true
 	})
-	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) })
+	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) || invalid[t] != nil })
 	if err := s.recheck(ctx); err != nil {
 		return err
 	}
@@ -80,7 +83,7 @@ func (s *stream) recheck(ctx context.Context) error {
 	if len(s.tables) == 0 {
 		return nil
 	}
-	refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, s.tables)
+	refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, s.tables, false)
 	if err != nil {
 		return err
 	}
@@ -186,27 +189,32 @@ func partitionLeaves(ctx context.Context, conn *pgx.Conn, tables []string) (map[
 	return out, nil
 }
 
-// publishedTables lists a publication's tables as "schema.table".
-func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, error) {
+// publishedTables lists a publication's tables as "schema.table", and,
+// by that name, why capture leaves out those whose schema name holds a
+// dot ("schema.table" would not say where the schema ends).
+func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, map[string]error, error) {
 	rows, err := conn.Query(ctx, `SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+		return nil, nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
 	}
 	var (
 		out           []string
+		invalid       = map[string]error{}
 		schema, table string
 	)
 	_, err = pgx.ForEachRow(rows, []any{&schema, &table}, func() error {
 		if strings.Contains(schema, ".") {
-			return fmt.Errorf("table %q.%q: schema names with dots are not supported; leave it out of publication %s or rename the schema", schema, table, pub)
+			invalid[schema+"."+table] = refusal(reasonInvalidName, "table %s: schema names with dots are not supported; rename the schema, or leave the table out of publication %s",
+				pgx.Identifier{schema, table}.Sanitize(), pub)
+			return nil
 		}
 		out = append(out, schema+"."+table)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+		return nil, nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
 	}
-	return out, nil
+	return out, invalid, nil
 }
 
 // addTable takes a table that joined the publication into the stream and
@@ -365,6 +373,7 @@ func (s *stream) refuse(table string, why error) error {
 func (s *stream) leave(table string, why error) {
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool { return t == table })
 	s.tr.leaveOut(table)
+	s.online.drop(table)
 	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s. Once fixed it joins the stream again, but %s", why, s.received, rejoinedFix))
 }
 

@@ -125,7 +125,7 @@ func (c *collector) join(_ context.Context, table string) error {
 	return nil
 }
 
-func (c *collector) described(_ context.Context, rel *relation) error {
+func (c *collector) described(_ context.Context, rel *relation, _ uint32) error {
 	c.log = append(c.log, "topic "+rel.topic)
 	return nil
 }
@@ -670,7 +670,7 @@ type discard struct{ tables []string }
 
 func (d discard) captured(table string) bool                                   { return slices.Contains(d.tables, table) }
 func (discard) join(context.Context, string) error                             { return nil }
-func (discard) described(context.Context, *relation) error                     { return nil }
+func (discard) described(context.Context, *relation, uint32) error             { return nil }
 func (discard) leave(string, error)                                            {}
 func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
 func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
