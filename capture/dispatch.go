@@ -123,7 +123,7 @@ type tableSet interface {
 	described(ctx context.Context, rel *relation, relID uint32) error
 	// leave takes a captured table that cannot be captured any more (why:
 	// its Relation message has no key or tenant to map) out of the stream.
-	leave(table string, why error)
+	leave(ctx context.Context, table string, why error) error
 	// refusedChanges counts the changes of a table left out.
 	refusedChanges(table string) prometheus.Counter
 	// fillUnchanged replaces the unchanged TOAST values of an update with
@@ -285,7 +285,9 @@ func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMess
 	name := rm.Namespace + "." + rm.RelationName
 	rel, err := buildRelation(ctx, t.cat, t.cfg, t.sourceID, rm)
 	if errors.Is(err, errUncapturable) {
-		t.tables.leave(name, err)
+		if err := t.tables.leave(ctx, name, err); err != nil {
+			return err
+		}
 		rel = t.refused(name)
 	} else if err != nil {
 		return err

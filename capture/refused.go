@@ -116,6 +116,7 @@ type refusedTables struct {
 	log     *slog.Logger
 	gauge   *prometheus.GaugeVec   // table, reason: 1 while left out
 	changes *prometheus.CounterVec // table: changes left out
+	inexact *prometheus.GaugeVec   // table: 1 from a leave-out until a --resnapshot
 	now     func() time.Time
 
 	mu     sync.Mutex
@@ -132,6 +133,10 @@ func newRefusedTables(log *slog.Logger) *refusedTables {
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_capture_refused_changes_total",
 			Help: "Changes (rows and TRUNCATEs) of tables left out (walhouse_capture_tables_refused) that capture read and did not produce, by table.",
+		}, []string{"table"}),
+		inexact: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walhouse_capture_tables_inexact",
+			Help: "Tables that were left out of the stream (or left the publication) since their last --resnapshot: 1 while their ClickHouse table may still hold rows changed or deleted meanwhile, which a copy cannot replace or remove.",
 		}, []string{"table"}),
 		now:    time.Now,
 		tables: map[string]RefusedTable{},
@@ -190,6 +195,15 @@ func (r *refusedTables) retain(keep func(table string) bool) {
 			delete(r.tables, t)
 			r.gauge.DeletePartialMatch(prometheus.Labels{"table": t})
 		}
+	}
+}
+
+// setInexact records whether table's ClickHouse table may be inexact.
+func (r *refusedTables) setInexact(table string, inexact bool) {
+	if inexact {
+		r.inexact.WithLabelValues(table).Set(1)
+	} else {
+		r.inexact.DeleteLabelValues(table)
 	}
 }
 

@@ -276,6 +276,10 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
 		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (p.attnames))`
 	}
+	actions := publishActions(ctx, conn, cfg.publication)
+	if actions != nil && !errors.Is(actions, errUncapturable) {
+		return nil, actions
+	}
 	rows, err := conn.Query(ctx, `
 		SELECT t.nsp, t.rel, c.oid IS NOT NULL,
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)),
@@ -323,6 +327,9 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		// deletes, and columns one of them never sends
 		// (docs/postgres-versions.md says how to filter instead).
 		errs = append(errs, entryRefusals(cfg, qt, filter, columns)...)
+		if actions != nil {
+			errs = append(errs, actions)
+		}
 		if generated && version.publishesGenerated() {
 			errs = append(errs, refusal(reasonGenerated, "publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
 				cfg.publication, qt, qp))
@@ -336,6 +343,34 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// publishActions refuses a publication that does not send every kind of
+// change (publish = 'insert, update, delete, truncate'): the changes it
+// leaves out would silently never reach ClickHouse.
+func publishActions(ctx context.Context, conn *pgx.Conn, pub string) error {
+	var ins, upd, del, trunc bool
+	err := conn.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&ins, &upd, &del, &trunc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // dropped: every table leaves it
+	}
+	if err != nil {
+		return fmt.Errorf("read what publication %s publishes: %w", pub, err)
+	}
+	var missing []string
+	for _, a := range []struct {
+		on   bool
+		name string
+	}{{ins, "insert"}, {upd, "update"}, {del, "delete"}, {trunc, "truncate"}} {
+		if !a.on {
+			missing = append(missing, a.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return refusal(reasonPublish, "publication %s does not publish %s, so those changes would never reach ClickHouse: run ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+		pub, strings.Join(missing, ", "), pgx.Identifier{pub}.Sanitize())
 }
 
 // entryRefusals are the refusals of a table qt published with a row filter

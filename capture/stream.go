@@ -142,7 +142,9 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 			refusedCopies := s.online.takeRefused()
 			for _, t := range slices.Sorted(maps.Keys(refusedCopies)) {
 				if s.captured(t) {
-					s.leave(t, refusedCopies[t])
+					if err := s.leave(ctx, t, refusedCopies[t]); err != nil {
+						return err
+					}
 				}
 			}
 			if err := s.pollTables(ctx); err != nil {
@@ -270,7 +272,9 @@ func (s *stream) refusedChanges(table string) prometheus.Counter { return s.c.re
 // nothing.
 func (s *stream) described(ctx context.Context, rel *relation, relID uint32) error {
 	if err := checkEntry(ctx, s.cat.conn, &s.c.cfg, s.version, relID, rel.source.Schema, rel.source.Table); errors.Is(err, errUncapturable) {
-		s.leave(rel.name, err)
+		if err := s.leave(ctx, rel.name, err); err != nil {
+			return err
+		}
 		return errTableRefused
 	} else if err != nil {
 		return err

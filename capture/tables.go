@@ -59,13 +59,21 @@ func (s *stream) pollTables(ctx context.Context) error {
 			}
 		}
 	}
+	var gone []string
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool {
 		if slices.Contains(published, t) {
 			return false
 		}
 		s.c.log.Warn("table left the publication: its changes are no longer captured", "table", t, "publication", s.c.cfg.publication)
+		gone = append(gone, t)
 		return true
 	})
+	for _, t := range gone {
+		s.online.drop(t)
+		if err := s.c.markLeftOut(ctx, t, s.received); err != nil {
+			return err
+		}
+	}
 	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) || invalid[t] != nil })
 	if err := s.recheck(ctx); err != nil {
 		return err
@@ -88,7 +96,9 @@ func (s *stream) recheck(ctx context.Context) error {
 		return err
 	}
 	for _, t := range slices.Sorted(maps.Keys(refused)) {
-		s.leave(t, refused[t])
+		if err := s.leave(ctx, t, refused[t]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -369,12 +379,14 @@ func (s *stream) refuse(table string, why error) error {
 
 // leave takes table, captured until now, out of the stream because of why
 // (see refused.go): its changes are no longer produced, its heartbeats
-// stop.
-func (s *stream) leave(table string, why error) {
+// stop, its copy, if one runs, stops, and its saved snapshot plan says
+// that it needs a copy when it is captured again (markLeftOut).
+func (s *stream) leave(ctx context.Context, table string, why error) error {
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool { return t == table })
 	s.tr.leaveOut(table)
 	s.online.drop(table)
 	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s. Once fixed it joins the stream again, but %s", why, s.received, rejoinedFix))
+	return s.c.markLeftOut(ctx, table, s.received)
 }
 
 // nameClash returns the first of tables ("schema.table") that table would
