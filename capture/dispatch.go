@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -328,6 +329,11 @@ func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, 
 		return nil, false, nil
 	}
 	name := rm.Namespace + "." + rm.RelationName
+	if strings.Contains(rm.Namespace, ".") {
+		// Never captured (publishedTables): the poll says why.
+		t.rels[id] = t.refused(name)
+		return t.rels[id], true, nil
+	}
 	if !t.tables.captured(name) {
 		err := t.tables.join(ctx, name)
 		if errors.Is(err, errTableRefused) {
