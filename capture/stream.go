@@ -35,6 +35,7 @@ type stream struct {
 	online   *onlineSnapshots
 	polledAt time.Time                  // when the publication's tables were last listed
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
+	entries  map[string]uint32          // the publication's pg_publication_rel oids by table, as last listed
 	version  serverVersion              // the server's, which decides what it offers
 	key      messageKey                 // signs heartbeats
 	site     *site                      // where heartbeats are written

@@ -40,6 +40,10 @@ func (s *stream) pollTables(ctx context.Context) error {
 	for _, t := range slices.Sorted(maps.Keys(invalid)) {
 		_ = s.refuse(t, invalid[t])
 	}
+	captured := make(map[string]bool, len(s.tables)) // before any joins: see followEntries
+	for _, t := range s.tables {
+		captured[t] = true
+	}
 	var joining []string
 	for _, t := range published {
 		if !s.c.cfg.excluded(t) && !slices.Contains(s.tables, t) {
@@ -78,7 +82,56 @@ func (s *stream) pollTables(ctx context.Context) error {
 	if err := s.recheck(ctx); err != nil {
 		return err
 	}
+	if err := s.followEntries(ctx, captured); err != nil {
+		return err
+	}
 	return s.followPartitions(ctx)
+}
+
+// followEntries copies again a captured table whose entry in the
+// publication (its pg_publication_rel row) is another than at the last
+// poll: it was dropped from the publication and added again between two
+// polls, maybe with a row filter or a column list in between, so changes
+// of it may be missing. The stream cannot tell (pgoutput says nothing of
+// it), so the table is treated as left out and joining again: copied, and
+// marked inexact (markLeftOut). The entries seen first are those of the
+// tables' saved snapshot plans (seedLeaves), which plan compared at start. Only tables captured since before
+// this poll are looked at: one that joined in it was copied for that.
+func (s *stream) followEntries(ctx context.Context, before map[string]bool) error {
+	rows, err := s.cat.conn.Query(ctx, `SELECT n.nspname || '.' || c.relname, r.oid
+		FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+		JOIN pg_catalog.pg_class c ON c.oid = r.prrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE p.pubname = $1`, s.c.cfg.publication)
+	if err != nil {
+		return fmt.Errorf("list the entries of publication %s: %w", s.c.cfg.publication, err)
+	}
+	now := map[string]uint32{}
+	var (
+		table string
+		oid   uint32
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&table, &oid}, func() error { now[table] = oid; return nil }); err != nil {
+		return fmt.Errorf("list the entries of publication %s: %w", s.c.cfg.publication, err)
+	}
+	seen := s.entries
+	s.entries = now
+	if seen == nil {
+		return nil
+	}
+	for _, t := range s.tables {
+		if was, ok := seen[t]; !before[t] || !ok || now[t] == 0 || now[t] == was {
+			continue
+		}
+		s.c.log.Warn("table was dropped from the publication and added again since the last look (maybe published with a row filter or a column list in between): "+rejoinedFix, "table", t, "publication", s.c.cfg.publication)
+		s.online.drop(t)
+		if err := s.c.markLeftOut(ctx, t, s.received); err != nil {
+			return err
+		}
+		if s.c.cfg.snapshot {
+			s.online.add(t, s.received, nil)
+		}
+	}
+	return nil
 }
 
 // recheck looks at the shape of every captured table again, in one catalog
@@ -321,7 +374,8 @@ func leafNames(parts []partPlan) []string {
 }
 
 // seedLeaves takes the leaves each captured table's saved snapshot plan
-// lists as the leaves known when streaming begins (see followPartitions).
+// lists as the leaves known when streaming begins (see followPartitions),
+// and its publication entry as the one last seen (see followEntries).
 func (s *stream) seedLeaves(ctx context.Context) error {
 	st := s.c.cfg.state
 	if st == nil {
@@ -338,6 +392,12 @@ func (s *stream) seedLeaves(ctx context.Context) error {
 		var p snapshotPlan
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
+		}
+		if p.Membership != 0 {
+			if s.entries == nil {
+				s.entries = map[string]uint32{}
+			}
+			s.entries[table] = p.Membership
 		}
 		if p.Leaves == nil {
 			continue
