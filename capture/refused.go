@@ -18,9 +18,15 @@ import (
 // no tenant column, published with a row filter or a column list, or under
 // a captured table's ClickHouse table or topic) is therefore left out of
 // the stream, like an excluded table, and the other tables go on: when it
-// joins the publication, when it becomes uncapturable while captured, and
-// at start once the slot exists (it pins WAL from then on). Only a first
-// start, which has no slot yet, refuses such a table, with the fix.
+// joins the publication, when it becomes uncapturable while captured, at
+// start once the slot exists (it pins WAL from then on), and when its copy
+// finds it so. A captured table's key, identity and tenant column are
+// judged by its Relation messages, at their place in the WAL; how the
+// publication sends it, only the catalog says (checkTables, checkEntry).
+// Only a first start, which has no slot yet, refuses such a table, with
+// the fix. A table left out is marked so in its saved snapshot plan
+// (markLeftOut): whenever it is captured again it is copied again, and it
+// counts as inexact until a --resnapshot.
 //
 // A table left out is never streamed in part: its changes are counted, not
 // produced, its heartbeats stop (so its lastSyncAt stops, truthfully) and
