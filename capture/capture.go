@@ -199,6 +199,12 @@ func (c *Capturer) run(ctx context.Context) error {
 	if err := c.ensureFailover(ctx, catConn, replConn.PgConn()); err != nil {
 		return err
 	}
+	for t := range src.refused {
+		// Captured before, and left out while capture was stopped.
+		if err := c.markLeftOut(ctx, t, start); err != nil {
+			return err
+		}
+	}
 	online := newOnlineSnapshots(c, src.id)
 	if c.cfg.snapshot {
 		if created {

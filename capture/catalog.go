@@ -191,16 +191,44 @@ func (cfg *config) relationTenant(schema, table string) string {
 	return cfg.tenantColumn
 }
 
+// relationKey returns the key columns of a relation as of its Relation
+// message's place in the WAL, which may be far behind the catalog. With
+// REPLICA IDENTITY DEFAULT or USING INDEX the message flags exactly the
+// columns of the primary key or the identity index then, so it says
+// itself; only REPLICA IDENTITY FULL, which flags every column, needs the
+// catalog's key (today's: the WAL does not record an earlier one).
+func relationKey(ctx context.Context, cat relationCatalog, m *pglogrepl.RelationMessage) (map[string]bool, error) {
+	name := m.Namespace + "." + m.RelationName
+	var key map[string]bool
+	switch m.ReplicaIdentity {
+	case replicaIdentityNothing:
+		return nil, refusal(reasonIdentity, "table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", name, name)
+	case replicaIdentityFull:
+		var err error
+		if key, err = cat.tableKey(ctx, m.RelationID); err != nil {
+			return nil, err
+		}
+	default:
+		key = make(map[string]bool, 4)
+		for _, col := range m.Columns {
+			if col.Flags&columnInIdentity != 0 {
+				key[col.Name] = true
+			}
+		}
+	}
+	if len(key) == 0 {
+		return nil, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY, or REPLICA IDENTITY USING INDEX on a unique index", name)
+	}
+	return key, nil
+}
+
 // buildRelation turns a Relation message into the cached relation, checking
 // everything that would otherwise fail row by row later.
 func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
 	name := m.Namespace + "." + m.RelationName
-	key, err := cat.tableKey(ctx, m.RelationID)
+	key, err := relationKey(ctx, cat, m)
 	if err != nil {
 		return nil, err
-	}
-	if len(key) == 0 {
-		return nil, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index)", name)
 	}
 	nums, err := cat.attnums(ctx, m.RelationID)
 	if err != nil {

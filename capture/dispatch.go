@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -120,10 +121,10 @@ type tableSet interface {
 	// described is called with every relation of a captured table built
 	// from a Relation message, before any of its records (its topic must
 	// exist by then); errTableRefused: the table was left out.
-	described(ctx context.Context, rel *relation) error
+	described(ctx context.Context, rel *relation, relID uint32) error
 	// leave takes a captured table that cannot be captured any more (why:
 	// its Relation message has no key or tenant to map) out of the stream.
-	leave(table string, why error)
+	leave(ctx context.Context, table string, why error) error
 	// refusedChanges counts the changes of a table left out.
 	refusedChanges(table string) prometheus.Counter
 	// fillUnchanged replaces the unchanged TOAST values of an update with
@@ -285,11 +286,13 @@ func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMess
 	name := rm.Namespace + "." + rm.RelationName
 	rel, err := buildRelation(ctx, t.cat, t.cfg, t.sourceID, rm)
 	if errors.Is(err, errUncapturable) {
-		t.tables.leave(name, err)
+		if err := t.tables.leave(ctx, name, err); err != nil {
+			return err
+		}
 		rel = t.refused(name)
 	} else if err != nil {
 		return err
-	} else if err := t.tables.described(ctx, rel); errors.Is(err, errTableRefused) {
+	} else if err := t.tables.described(ctx, rel, rm.RelationID); errors.Is(err, errTableRefused) {
 		rel = t.refused(name)
 	} else if err != nil {
 		return err
@@ -326,6 +329,11 @@ func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, 
 		return nil, false, nil
 	}
 	name := rm.Namespace + "." + rm.RelationName
+	if strings.Contains(rm.Namespace, ".") {
+		// Never captured (publishedTables): the poll says why.
+		t.rels[id] = t.refused(name)
+		return t.rels[id], true, nil
+	}
 	if !t.tables.captured(name) {
 		err := t.tables.join(ctx, name)
 		if errors.Is(err, errTableRefused) {

@@ -43,6 +43,7 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 		c.ignored.counter,
 		c.refused.gauge,
 		c.refused.changes,
+		c.refused.inexact,
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {

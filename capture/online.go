@@ -2,11 +2,14 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -49,6 +52,7 @@ type onlineSnapshots struct {
 	queue   []onlineJob
 	err     error
 	running *runningCopy                           // the copy in progress, if any
+	refused map[string]error                       // tables whose copy found them uncapturable, for the stream to leave out
 	copyFn  func(context.Context, onlineJob) error // o.copy; tests replace it
 	wake    chan struct{}
 	done    chan struct{} // closed when run returns
@@ -60,6 +64,7 @@ type runningCopy struct {
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed once it returned, its rows acknowledged
 	again   bool          // restart asked for a new copy
+	dropped bool          // drop asked it to stop for good
 }
 
 // onlineJob is one table to copy: planned already (at start) or to plan
@@ -71,7 +76,7 @@ type onlineJob struct {
 }
 
 func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
-	o := &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, refused: map[string]error{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	o.copyFn = o.copy
 	return o
 }
@@ -139,16 +144,36 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 		cancel()
 		o.mu.Lock()
 		o.running = nil
+		stop := false
 		switch {
+		case rc.dropped:
+			delete(o.active, job.table)
 		case rc.again:
 			// Copy the table anew, first: see restart.
 			o.queue = append([]onlineJob{{table: job.table, cp: job.cp}}, o.queue...)
+		case err != nil && ctx.Err() == nil && errors.Is(err, errUncapturable):
+			// What a user wrote since the table joined (its key
+			// dropped, say): the stream leaves it out (takeRefused).
+			delete(o.active, job.table)
+			o.refused[job.table] = err
+		case err != nil && ctx.Err() == nil && pgCode(err) == pgUndefinedColumn:
+			// A column renamed or dropped under the copy: copy the
+			// table anew, as it is now, after the others.
+			o.c.log.Warn("a column of the table changed while it was being copied: copying it again", "table", job.table, "err", err)
+			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp})
+		case err != nil && ctx.Err() == nil && pgCode(err) == pgUndefinedTable:
+			// Dropped or renamed: it leaves the publication, and the
+			// stream forgets it at its next poll.
+			o.c.log.Warn("the table went away while it was being copied: its copy stops", "table", job.table, "err", err)
+			delete(o.active, job.table)
 		case err != nil && ctx.Err() == nil:
 			o.err = err
-		case err == nil:
+			stop = true
+		case err != nil:
+			stop = true
+		default:
 			delete(o.active, job.table)
 		}
-		stop := err != nil && !rc.again
 		o.mu.Unlock()
 		close(rc.stopped)
 		if stop {
@@ -176,6 +201,59 @@ func (o *onlineSnapshots) restart(table string) {
 	rc.cancel()
 	o.mu.Unlock()
 	<-rc.stopped
+}
+
+// drop stops and forgets the copy of a table the stream leaves out, so
+// that the copy it gets when it joins again is a new one: rows inserted
+// while it was out into pages this copy already read would be missed.
+// It returns once a running copy stopped, its rows acknowledged.
+func (o *onlineSnapshots) drop(table string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.queue = slices.DeleteFunc(o.queue, func(j onlineJob) bool { return j.table == table })
+	rc := o.running
+	if rc == nil || rc.table != table {
+		delete(o.active, table)
+		o.mu.Unlock()
+		return
+	}
+	rc.dropped = true
+	rc.cancel()
+	o.mu.Unlock()
+	<-rc.stopped
+}
+
+// takeRefused returns, and forgets, the tables whose copy found them
+// uncapturable since the last call, with why.
+func (o *onlineSnapshots) takeRefused() map[string]error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.refused) == 0 {
+		return nil
+	}
+	out := o.refused
+	o.refused = map[string]error{}
+	return out
+}
+
+// SQLSTATEs of a copy whose table changed under it.
+const (
+	pgUndefinedColumn = "42703"
+	pgUndefinedTable  = "42P01"
+)
+
+// pgCode returns the SQLSTATE of a PostgreSQL error in err's chain, or "".
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {

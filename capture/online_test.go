@@ -3,8 +3,12 @@ package capture
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // fakeCopies stands in for the table copies of onlineSnapshots: each copy
@@ -119,5 +123,63 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestOnlineSnapshotsTableChangedUnderItsCopy: what a user does to a table
+// while it is copied never stops the copies: a table found uncapturable is
+// handed to the stream to leave out, one with a column gone is copied
+// again as it is now, one gone ends its copy; anything else stops them.
+func TestOnlineSnapshotsTableChangedUnderItsCopy(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.c = &Capturer{log: slog.New(slog.DiscardHandler)}
+	o.add("public.nokey", 1, &snapshotPlan{Table: "public.nokey"})
+	o.add("public.renamed", 2, &snapshotPlan{Table: "public.renamed"})
+	o.add("public.dropped", 3, nil)
+	f.next(t)
+	f.release <- fmt.Errorf("snapshot: %w", refusal(reasonNoKey, "no key"))
+	if job := f.next(t); job.table != "public.renamed" {
+		t.Fatalf("second copy %+v, want public.renamed", job)
+	}
+	f.release <- fmt.Errorf("chunk 3: %w", &pgconn.PgError{Code: pgUndefinedColumn})
+	if job := f.next(t); job.table != "public.dropped" {
+		t.Fatalf("third copy %+v, want public.dropped", job)
+	}
+	f.release <- fmt.Errorf("size: %w", &pgconn.PgError{Code: pgUndefinedTable})
+	if job := f.next(t); job.table != "public.renamed" || job.plan != nil || job.cp != 2 {
+		t.Fatalf("fourth copy %+v, want public.renamed again with a new plan at 2", job)
+	}
+	refused := o.takeRefused()
+	if len(refused) != 1 || !errors.Is(refused["public.nokey"], errUncapturable) {
+		t.Errorf("takeRefused() = %v, want public.nokey, uncapturable", refused)
+	}
+	if o.copying("public.nokey") || o.copying("public.dropped") || !o.copying("public.renamed") {
+		t.Error("only public.renamed should still count as being copied")
+	}
+	if err := o.failure(); err != nil {
+		t.Fatalf("failure() = %v", err)
+	}
+	f.release <- errors.New("kafka is down")
+	waitFor(t, func() bool { return o.failure() != nil })
+}
+
+// TestOnlineSnapshotsDrop: a table left out loses its queued or running
+// copy, so that joining again queues a new one.
+func TestOnlineSnapshotsDrop(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
+	o.add("public.b", 2, nil)
+	f.next(t)
+	o.drop("public.b") // queued
+	o.drop("public.a") // running: returns once it stopped
+	if o.copying("public.a") || o.copying("public.b") {
+		t.Fatal("dropped tables still count as being copied")
+	}
+	o.add("public.a", 5, nil)
+	if job := f.next(t); job.table != "public.a" || job.plan != nil || job.cp != 5 {
+		t.Fatalf("copy after the drop %+v, want a new one of public.a at 5", job)
+	}
+	if err := o.failure(); err != nil {
+		t.Fatalf("failure() = %v", err)
 	}
 }

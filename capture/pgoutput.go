@@ -41,11 +41,12 @@ const (
 )
 
 // replicaIdentityFull is a Relation message's replica identity setting for
-// REPLICA IDENTITY FULL; columnInIdentity the flag of a column that is part
-// of the replica identity.
+// REPLICA IDENTITY FULL (NOTHING: none); columnInIdentity the flag of a
+// column that is part of the replica identity.
 const (
-	replicaIdentityFull = 'f'
-	columnInIdentity    = 1
+	replicaIdentityFull    = 'f'
+	replicaIdentityNothing = 'n'
+	columnInIdentity       = 1
 )
 
 // tupleColumn is one column of a pgoutput TupleData. Data aliases the

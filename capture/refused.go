@@ -18,9 +18,15 @@ import (
 // no tenant column, published with a row filter or a column list, or under
 // a captured table's ClickHouse table or topic) is therefore left out of
 // the stream, like an excluded table, and the other tables go on: when it
-// joins the publication, when it becomes uncapturable while captured, and
-// at start once the slot exists (it pins WAL from then on). Only a first
-// start, which has no slot yet, refuses such a table, with the fix.
+// joins the publication, when it becomes uncapturable while captured, at
+// start once the slot exists (it pins WAL from then on), and when its copy
+// finds it so. A captured table's key, identity and tenant column are
+// judged by its Relation messages, at their place in the WAL; how the
+// publication sends it, only the catalog says (checkTables, checkEntry).
+// Only a first start, which has no slot yet, refuses such a table, with
+// the fix. A table left out is marked so in its saved snapshot plan
+// (markLeftOut): whenever it is captured again it is copied again, and it
+// counts as inexact until a --resnapshot.
 //
 // A table left out is never streamed in part: its changes are counted, not
 // produced, its heartbeats stop (so its lastSyncAt stops, truthfully) and
@@ -35,14 +41,16 @@ import (
 // Why a table is left out: the reason label of the metrics and of
 // RefusedTable.Reasons.
 const (
-	reasonNoKey      = "no_primary_key"
-	reasonIdentity   = "replica_identity" // NOTHING, or a key or tenant column outside it
-	reasonNoTenant   = "no_tenant_column"
-	reasonRowFilter  = "row_filter"
-	reasonColumnList = "column_list"
-	reasonGenerated  = "generated_columns"
-	reasonNameClash  = "name_clash"
-	reasonColumns    = "invalid_columns"
+	reasonNoKey       = "no_primary_key"
+	reasonIdentity    = "replica_identity" // NOTHING, or a key or tenant column outside it
+	reasonNoTenant    = "no_tenant_column"
+	reasonRowFilter   = "row_filter"
+	reasonColumnList  = "column_list"
+	reasonGenerated   = "generated_columns"
+	reasonNameClash   = "name_clash"
+	reasonColumns     = "invalid_columns"
+	reasonInvalidName = "invalid_name" // a schema name with a dot
+	reasonPublish     = "publish_actions"
 )
 
 // errUncapturable marks the reasons a table cannot be captured (no key, no
@@ -114,6 +122,7 @@ type refusedTables struct {
 	log     *slog.Logger
 	gauge   *prometheus.GaugeVec   // table, reason: 1 while left out
 	changes *prometheus.CounterVec // table: changes left out
+	inexact *prometheus.GaugeVec   // table: 1 from a leave-out until a --resnapshot
 	now     func() time.Time
 
 	mu     sync.Mutex
@@ -130,6 +139,10 @@ func newRefusedTables(log *slog.Logger) *refusedTables {
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_capture_refused_changes_total",
 			Help: "Changes (rows and TRUNCATEs) of tables left out (walhouse_capture_tables_refused) that capture read and did not produce, by table.",
+		}, []string{"table"}),
+		inexact: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walhouse_capture_tables_inexact",
+			Help: "Tables that were left out of the stream (or left the publication) since their last --resnapshot: 1 while their ClickHouse table may still hold rows changed or deleted meanwhile, which a copy cannot replace or remove.",
 		}, []string{"table"}),
 		now:    time.Now,
 		tables: map[string]RefusedTable{},
@@ -188,6 +201,15 @@ func (r *refusedTables) retain(keep func(table string) bool) {
 			delete(r.tables, t)
 			r.gauge.DeletePartialMatch(prometheus.Labels{"table": t})
 		}
+	}
+}
+
+// setInexact records whether table's ClickHouse table may be inexact.
+func (r *refusedTables) setInexact(table string, inexact bool) {
+	if inexact {
+		r.inexact.WithLabelValues(table).Set(1)
+	} else {
+		r.inexact.DeleteLabelValues(table)
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -122,6 +124,39 @@ func TestCapturedFirst(t *testing.T) {
 			got, err := capturedFirst(context.Background(), cfg, tables)
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("capturedFirst = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRelationKey: a Relation message says its table's key as of its place
+// in the WAL; the catalog (here, a key that came later) is asked only
+// under REPLICA IDENTITY FULL.
+func TestRelationKey(t *testing.T) {
+	later := scriptedCatalog{keys: map[uint32][]string{1: {"tenant_id", "id", "v"}}}
+	for _, tc := range []struct {
+		name   string
+		msg    *pglogrepl.RelationMessage
+		want   []string
+		reason string
+	}{
+		{"default: the flagged columns", relationMsg(1, "t", 'd', "tenant_id:text*", "id:int8*", "v:text"), []string{"id", "tenant_id"}, ""},
+		{"using index: the flagged columns", relationMsg(1, "t", 'i', "tenant_id:text*", "id:int8*", "v:text"), []string{"id", "tenant_id"}, ""},
+		{"full: the catalog's key", relationMsg(1, "t", replicaIdentityFull, "tenant_id:text*", "id:int8*", "v:text*"), []string{"id", "tenant_id", "v"}, ""},
+		{"full without a key", relationMsg(2, "t", replicaIdentityFull, "tenant_id:text*", "id:int8*"), nil, reasonNoKey},
+		{"default without a key then", relationMsg(1, "t", 'd', "tenant_id:text", "id:int8", "v:text"), nil, reasonNoKey},
+		{"nothing", relationMsg(1, "t", replicaIdentityNothing, "tenant_id:text", "id:int8"), nil, reasonIdentity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, err := relationKey(context.Background(), later, tc.msg)
+			if got := refusalReasons(err); tc.reason != "" && !slices.Equal(got, []string{tc.reason}) {
+				t.Fatalf("err = %v (reasons %v), want reason %s", err, got, tc.reason)
+			}
+			if tc.reason == "" && err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if got := slices.Sorted(maps.Keys(key)); !slices.Equal(got, tc.want) {
+				t.Errorf("key = %v, want %v", got, tc.want)
 			}
 		})
 	}

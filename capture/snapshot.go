@@ -60,8 +60,18 @@ type snapshotPlan struct {
 	// the publication and added again gets a new entry: its changes in
 	// between were never captured, so a start that finds another entry
 	// copies the table again.
-	Membership uint32     `json:"membership,omitempty"`
-	mu         sync.Mutex `json:"-"`
+	Membership uint32 `json:"membership,omitempty"`
+	// LeftOut is the stream position at which the table, captured under
+	// this plan, was left out of the stream or left the publication: its
+	// changes from there on were not captured, so whenever it is captured
+	// again, in this process or after a restart, it is copied again
+	// (plan), and the new plan clears the mark.
+	LeftOut string `json:"leftOut,omitempty"`
+	// Inexact says that the table was left out since its last
+	// --resnapshot: its copy again cannot replace rows ClickHouse holds
+	// nor remove rows deleted meanwhile (walhouse_capture_tables_inexact).
+	Inexact bool       `json:"inexact,omitempty"`
+	mu      sync.Mutex `json:"-"`
 }
 
 // partPlan is one leaf partition in a snapshot plan: it owns the plan's
@@ -301,38 +311,48 @@ func (s *snapshotter) progress(estimate int64, chunks int) (stop func()) {
 // needs no snapshot.
 func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, created, fresh bool) (*snapshotPlan, error) {
 	cfg := &s.c.cfg
-	again := cfg.resnapshot[table] || cfg.resnapshotAll || fresh
+	resnapshot := (cfg.resnapshot[table] || cfg.resnapshotAll) && !fresh
+	again := resnapshot || fresh
 	if cfg.state == nil && !created && !again {
 		// Without saved progress there is no telling whether an existing
 		// slot's tables were ever copied: only a new slot gets a snapshot.
 		return nil, nil
 	}
-	if cfg.state != nil && !created && !again {
-		raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, table))
+	var inexact bool // the new plan's Inexact
+	if cfg.state != nil && !created {
+		old, err := loadPlan(ctx, cfg, table)
 		if err != nil {
 			return nil, err
 		}
-		if raw != nil {
-			p := &snapshotPlan{}
-			if err := json.Unmarshal(raw, p); err != nil {
-				return nil, fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
-			}
+		if old != nil {
+			// A --resnapshot (of a table whose ClickHouse table was
+			// dropped first, as the fix says) ends the inexactness.
+			inexact = (old.Inexact || old.LeftOut != "") && !resnapshot
+		}
+		switch {
+		case again || old == nil:
+		case old.LeftOut != "":
+			s.log.Warn("table was left out of the stream at "+old.LeftOut+" and is captured again: "+rejoinedFix, "table", table, "publication", cfg.publication)
+		default:
 			now, err := membership(ctx, conn, cfg.publication, table)
 			if err != nil {
 				return nil, err
 			}
-			if p.Membership == 0 || now == 0 || now == p.Membership {
-				if !p.Complete {
-					s.log.Info("resuming", "table", table, "chunks_done", len(p.Done), "chunks", p.Chunks)
+			if old.Membership == 0 || now == 0 || now == old.Membership {
+				if !old.Complete {
+					s.log.Info("resuming", "table", table, "chunks_done", len(old.Done), "chunks", old.Chunks)
 				}
-				return p, nil
+				s.c.refused.setInexact(table, old.Inexact)
+				return old, nil
 			}
 			// Its changes while it was out of the publication were never
 			// sent. A new copy brings in the rows inserted meanwhile; the
 			// rows it copies again have version 0 and cannot replace what
 			// ClickHouse holds, nor remove rows deleted meanwhile.
+			inexact = !resnapshot
 			s.log.Warn("table left the publication and joined it again while capture was stopped: "+rejoinedFix, "table", table, "publication", cfg.publication)
-		} else {
+		}
+		if old == nil && !again {
 			// An existing slot with no copy saved under it (a slot made by
 			// hand, another --topic-prefix, --snapshot never before): the
 			// copy is harmless (its rows have version 0, below every
@@ -347,7 +367,8 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	if err != nil {
 		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
 	}
-	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages}
+	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact}
+	s.c.refused.setInexact(table, inexact)
 	p.Chunks = chunksOf(pages, cfg.chunkPages)
 	if p.Membership, err = membership(ctx, conn, cfg.publication, table); err != nil {
 		return nil, err
@@ -371,6 +392,45 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 		return nil, err
 	}
 	return p, nil
+}
+
+// loadPlan returns the saved snapshot plan of table, nil if none.
+func loadPlan(ctx context.Context, cfg *config, table string) (*snapshotPlan, error) {
+	raw, err := cfg.state.Load(ctx, stateKey(cfg.slot, table))
+	if err != nil {
+		return nil, fmt.Errorf("read the snapshot state of %s: %w", table, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	p := &snapshotPlan{}
+	if err := json.Unmarshal(raw, p); err != nil {
+		return nil, fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
+	}
+	return p, nil
+}
+
+// markLeftOut records in table's saved snapshot plan, if it has one, that
+// the stream stopped capturing it at at (see snapshotPlan.LeftOut), so
+// that it is copied again when it is captured again, even after a restart.
+func (c *Capturer) markLeftOut(ctx context.Context, table string, at record.LSN) error {
+	if c.cfg.state == nil {
+		return nil
+	}
+	p, err := loadPlan(ctx, &c.cfg, table)
+	if err != nil || p == nil || p.LeftOut != "" {
+		return err
+	}
+	p.LeftOut = at.String()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := c.cfg.state.Save(ctx, stateKey(c.cfg.slot, table), raw); err != nil {
+		return fmt.Errorf("save that table %s was left out of the stream: %w", table, err)
+	}
+	c.refused.setInexact(table, true)
+	return nil
 }
 
 // rejoinedFix says what a table that left the publication and joined it

@@ -75,7 +75,7 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 	if err := ensurePublication(ctx, conn, cfg); err != nil {
 		return source{}, err
 	}
-	published, err := publishedTables(ctx, conn, cfg.publication)
+	published, invalid, err := publishedTables(ctx, conn, cfg.publication)
 	if err != nil {
 		return source{}, err
 	}
@@ -84,21 +84,29 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 			src.tables = append(src.tables, t)
 		}
 	}
-	if len(src.tables) == 0 {
+	if len(src.tables) == 0 && len(invalid) == 0 {
 		if len(published) > 0 {
 			return source{}, fmt.Errorf("every table of publication %s is excluded by --exclude-tables: nothing to capture", cfg.publication)
 		}
 		return source{}, fmt.Errorf("publication %s has no tables: name them with --tables", cfg.publication)
 	}
-	refused, err := refusals(ctx, conn, cfg, version, src.tables)
+	var slotExists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)", cfg.slot).Scan(&slotExists); err != nil {
+		return source{}, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+	}
+	// Once the slot exists, the stream starts from WAL written before
+	// today's catalog: a table's key, identity and tenant column then are
+	// what its first Relation message says (checkTables).
+	refused, err := refusals(ctx, conn, cfg, version, src.tables, !slotExists)
 	if err != nil {
 		return source{}, err
 	}
-	if len(refused) > 0 {
-		var slotExists bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)", cfg.slot).Scan(&slotExists); err != nil {
-			return source{}, fmt.Errorf("look up replication slot %s: %w", cfg.slot, err)
+	for t, why := range invalid {
+		if !cfg.excluded(t) {
+			refused[t] = why
 		}
+	}
+	if len(refused) > 0 {
 		names := slices.Sorted(maps.Keys(refused))
 		if !slotExists {
 			// No slot pins WAL yet: a clear refusal harms nothing, and
@@ -133,8 +141,8 @@ func prepare(ctx context.Context, conn *pgx.Conn, cfg *config) (source, error) {
 // snapshot state (not captured before, as a table that joins the
 // publication under a captured table's name while streaming is refused),
 // else the later one.
-func refusals(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string) (map[string]error, error) {
-	refused, err := checkTables(ctx, conn, cfg, version, tables)
+func refusals(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string, shape bool) (map[string]error, error) {
+	refused, err := checkTables(ctx, conn, cfg, version, tables, shape)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +230,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) error {
 // checkTable refuses a table that capture could not map, before any row
 // flows (see checkTables).
 func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, qt string) error {
-	refused, err := checkTables(ctx, conn, cfg, version, []string{qt})
+	refused, err := checkTables(ctx, conn, cfg, version, []string{qt}, true)
 	if err != nil {
 		return err
 	}
@@ -237,7 +245,12 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // refused: it leaves the publication too. The error is for a failed query.
 // One query, so that capture can look at every captured table while it
 // streams (pollTables) without stalling the stream.
-func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string) (map[string]error, error) {
+//
+// With shape false it looks only at how the publication sends the tables:
+// a captured table's key, identity and tenant column are judged by its
+// Relation messages, at their place in the WAL (buildRelation), never by
+// today's catalog, which may be ahead of the stream.
+func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, tables []string, shape bool) (map[string]error, error) {
 	what := fmt.Sprintf("%d tables", len(tables))
 	if len(tables) == 1 {
 		what = "table " + tables[0]
@@ -262,6 +275,10 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
 		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (p.attnames))`
+	}
+	actions := publishActions(ctx, conn, cfg.publication)
+	if actions != nil && !errors.Is(actions, errUncapturable) {
+		return nil, actions
 	}
 	rows, err := conn.Query(ctx, `
 		SELECT t.nsp, t.rel, c.oid IS NOT NULL,
@@ -293,8 +310,11 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		}
 		qt := pgx.Identifier{schema, table}.Sanitize()
 		var errs []error
+		if !shape {
+			hasKey, identity, hasTenant = true, "", true
+		}
 		if !hasKey {
-			errs = append(errs, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY, or exclude the table from publication %s", name, cfg.publication))
+			errs = append(errs, refusal(reasonNoKey, "table %s has no primary key: walhouse needs one to identify rows in ClickHouse; add a PRIMARY KEY (or REPLICA IDENTITY USING INDEX on a unique index), or exclude the table from publication %s", name, cfg.publication))
 		}
 		if identity == "n" {
 			errs = append(errs, refusal(reasonIdentity, "table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", name, name))
@@ -306,13 +326,9 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		// ones, so ClickHouse would keep rows the stream never updates or
 		// deletes, and columns one of them never sends
 		// (docs/postgres-versions.md says how to filter instead).
-		if filter != nil {
-			errs = append(errs, refusal(reasonRowFilter, "publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
-				cfg.publication, qt, *filter, readd(qp, qt)))
-		}
-		if columns {
-			errs = append(errs, refusal(reasonColumnList, "publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
-				cfg.publication, qt, readd(qp, qt)))
+		errs = append(errs, entryRefusals(cfg, qt, filter, columns)...)
+		if actions != nil {
+			errs = append(errs, actions)
 		}
 		if generated && version.publishesGenerated() {
 			errs = append(errs, refusal(reasonGenerated, "publication %s publishes generated columns of %s, which walhouse does not copy: run ALTER PUBLICATION %s SET (publish_generated_columns = none), and name no generated column in a column list (compute them in ClickHouse instead)",
@@ -327,6 +343,78 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
 	return out, nil
+}
+
+// publishActions refuses a publication that does not send every kind of
+// change (publish = 'insert, update, delete, truncate'): the changes it
+// leaves out would silently never reach ClickHouse.
+func publishActions(ctx context.Context, conn *pgx.Conn, pub string) error {
+	var ins, upd, del, trunc bool
+	err := conn.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&ins, &upd, &del, &trunc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // dropped: every table leaves it
+	}
+	if err != nil {
+		return fmt.Errorf("read what publication %s publishes: %w", pub, err)
+	}
+	var missing []string
+	for _, a := range []struct {
+		on   bool
+		name string
+	}{{ins, "insert"}, {upd, "update"}, {del, "delete"}, {trunc, "truncate"}} {
+		if !a.on {
+			missing = append(missing, a.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return refusal(reasonPublish, "publication %s does not publish %s, so those changes would never reach ClickHouse: run ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+		pub, strings.Join(missing, ", "), pgx.Identifier{pub}.Sanitize())
+}
+
+// entryRefusals are the refusals of a table qt published with a row filter
+// (filter not nil) or a column list that leaves out a column the copy
+// reads.
+func entryRefusals(cfg *config, qt string, filter *string, columns bool) []error {
+	var errs []error
+	qp := pgx.Identifier{cfg.publication}.Sanitize()
+	if filter != nil {
+		errs = append(errs, refusal(reasonRowFilter, "publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
+			cfg.publication, qt, *filter, readd(qp, qt)))
+	}
+	if columns {
+		errs = append(errs, refusal(reasonColumnList, "publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
+			cfg.publication, qt, readd(qp, qt)))
+	}
+	return errs
+}
+
+// checkEntry looks at the publication's own entry of the relation relID
+// (its pg_publication_rel row, by oid: one index lookup, unlike
+// pg_publication_tables, which lists the whole publication) and refuses a
+// row filter or a column list. A Relation message follows every change of
+// the entry, so a column list is refused before any row of its shape.
+func checkEntry(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, relID uint32, schema, table string) error {
+	if !version.publicationFilters() {
+		return nil
+	}
+	var (
+		filter  *string
+		columns bool
+	)
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_get_expr(r.prqual, r.prrelid),
+		  r.prattrs IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+		   WHERE a.attrelid = r.prrelid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND NOT a.attnum = ANY (r.prattrs::int2[]))
+		FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+		WHERE p.pubname = $1 AND r.prrelid = $2`, cfg.publication, relID).Scan(&filter, &columns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // FOR ALL TABLES or TABLES IN SCHEMA: neither filters
+	}
+	if err != nil {
+		return fmt.Errorf("look up how publication %s publishes %s.%s: %w", cfg.publication, schema, table, err)
+	}
+	return errors.Join(entryRefusals(cfg, pgx.Identifier{schema, table}.Sanitize(), filter, columns)...)
 }
 
 // readd is the statement that publishes table qt of publication qp again

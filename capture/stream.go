@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type stream struct {
 	online   *onlineSnapshots
 	polledAt time.Time                  // when the publication's tables were last listed
 	leaves   map[string]map[string]bool // partitioned tables' leaves, as last listed
+	entries  map[string]uint32          // the publication's pg_publication_rel oids by table, as last listed
 	version  serverVersion              // the server's, which decides what it offers
 	key      messageKey                 // signs heartbeats
 	site     *site                      // where heartbeats are written
@@ -137,6 +139,14 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 			}
 			if err := s.online.failure(); err != nil {
 				return s.shutdown(err)
+			}
+			refusedCopies := s.online.takeRefused()
+			for _, t := range slices.Sorted(maps.Keys(refusedCopies)) {
+				if s.captured(t) {
+					if err := s.leave(ctx, t, refusedCopies[t]); err != nil {
+						return err
+					}
+				}
 			}
 			if err := s.pollTables(ctx); err != nil {
 				return err
@@ -254,15 +264,18 @@ func (s *stream) join(ctx context.Context, table string) error { return s.addTab
 func (s *stream) refusedChanges(table string) prometheus.Counter { return s.c.refused.counter(table) }
 
 // described makes sure a captured relation's topic exists, after looking
-// at the table's shape again: a Relation message follows every change of
-// its key, replica identity or columns and of its publication entry (a
-// column list sends fewer columns), so a table that became uncapturable is
-// left out before any change of its new shape is produced. Relation
-// messages are rare (one per table and session, and one after each such
-// change), so the catalog query costs the stream nothing.
-func (s *stream) described(ctx context.Context, rel *relation) error {
-	if err := checkTable(ctx, s.cat.conn, &s.c.cfg, s.version, rel.name); errors.Is(err, errUncapturable) {
-		s.leave(rel.name, err)
+// at the table's publication entry again: a Relation message follows every
+// change of it (a column list sends fewer columns), so a table published
+// in part is left out before any change of its new shape is produced. Its
+// key, identity and tenant column the message itself says (buildRelation).
+// Relation messages are rare (one per table and session, and one after
+// each such change), and the lookup is by oid, so it costs the stream
+// nothing.
+func (s *stream) described(ctx context.Context, rel *relation, relID uint32) error {
+	if err := checkEntry(ctx, s.cat.conn, &s.c.cfg, s.version, relID, rel.source.Schema, rel.source.Table); errors.Is(err, errUncapturable) {
+		if err := s.leave(ctx, rel.name, err); err != nil {
+			return err
+		}
 		return errTableRefused
 	} else if err != nil {
 		return err

@@ -33,9 +33,16 @@ func (s *stream) pollTables(ctx context.Context) error {
 		return nil
 	}
 	s.polledAt = time.Now()
-	published, err := publishedTables(ctx, s.cat.conn, s.c.cfg.publication)
+	published, invalid, err := publishedTables(ctx, s.cat.conn, s.c.cfg.publication)
 	if err != nil {
 		return err
+	}
+	for _, t := range slices.Sorted(maps.Keys(invalid)) {
+		_ = s.refuse(t, invalid[t])
+	}
+	captured := make(map[string]bool, len(s.tables)) // before any joins: see followEntries
+	for _, t := range s.tables {
+		captured[t] = true
 	}
 	var joining []string
 	for _, t := range published {
@@ -46,7 +53,7 @@ func (s *stream) pollTables(ctx context.Context) error {
 	if len(joining) > 0 {
 		// One query for all of them: tables left out are looked at
 		// again with every poll, and there may be many.
-		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining)
+		refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, joining, true)
 		if err != nil {
 			return err
 		}
@@ -56,18 +63,75 @@ func (s *stream) pollTables(ctx context.Context) error {
 			}
 		}
 	}
+	var gone []string
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool {
 		if slices.Contains(published, t) {
 			return false
 		}
 		s.c.log.Warn("table left the publication: its changes are no longer captured", "table", t, "publication", s.c.cfg.publication)
+		gone = append(gone, t)
 		return true
 	})
-	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) })
+	for _, t := range gone {
+		s.online.drop(t)
+		if err := s.c.markLeftOut(ctx, t, s.received); err != nil {
+			return err
+		}
+	}
+	s.c.refused.retain(func(t string) bool { return slices.Contains(published, t) || invalid[t] != nil })
 	if err := s.recheck(ctx); err != nil {
 		return err
 	}
+	if err := s.followEntries(ctx, captured); err != nil {
+		return err
+	}
 	return s.followPartitions(ctx)
+}
+
+// followEntries copies again a captured table whose entry in the
+// publication (its pg_publication_rel row) is another than at the last
+// poll: it was dropped from the publication and added again between two
+// polls, maybe with a row filter or a column list in between, so changes
+// of it may be missing. The stream cannot tell (pgoutput says nothing of
+// it), so the table is treated as left out and joining again: copied, and
+// marked inexact (markLeftOut). The entries seen first are those of the
+// tables' saved snapshot plans (seedLeaves), which plan compared at start. Only tables captured since before
+// this poll are looked at: one that joined in it was copied for that.
+func (s *stream) followEntries(ctx context.Context, before map[string]bool) error {
+	rows, err := s.cat.conn.Query(ctx, `SELECT n.nspname || '.' || c.relname, r.oid
+		FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+		JOIN pg_catalog.pg_class c ON c.oid = r.prrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE p.pubname = $1`, s.c.cfg.publication)
+	if err != nil {
+		return fmt.Errorf("list the entries of publication %s: %w", s.c.cfg.publication, err)
+	}
+	now := map[string]uint32{}
+	var (
+		table string
+		oid   uint32
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&table, &oid}, func() error { now[table] = oid; return nil }); err != nil {
+		return fmt.Errorf("list the entries of publication %s: %w", s.c.cfg.publication, err)
+	}
+	seen := s.entries
+	s.entries = now
+	if seen == nil {
+		return nil
+	}
+	for _, t := range s.tables {
+		if was, ok := seen[t]; !before[t] || !ok || now[t] == 0 || now[t] == was {
+			continue
+		}
+		s.c.log.Warn("table was dropped from the publication and added again since the last look (maybe published with a row filter or a column list in between): "+rejoinedFix, "table", t, "publication", s.c.cfg.publication)
+		s.online.drop(t)
+		if err := s.c.markLeftOut(ctx, t, s.received); err != nil {
+			return err
+		}
+		if s.c.cfg.snapshot {
+			s.online.add(t, s.received, nil)
+		}
+	}
+	return nil
 }
 
 // recheck looks at the shape of every captured table again, in one catalog
@@ -80,12 +144,14 @@ func (s *stream) recheck(ctx context.Context) error {
 	if len(s.tables) == 0 {
 		return nil
 	}
-	refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, s.tables)
+	refused, err := checkTables(ctx, s.cat.conn, &s.c.cfg, s.version, s.tables, false)
 	if err != nil {
 		return err
 	}
 	for _, t := range slices.Sorted(maps.Keys(refused)) {
-		s.leave(t, refused[t])
+		if err := s.leave(ctx, t, refused[t]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -186,27 +252,32 @@ func partitionLeaves(ctx context.Context, conn *pgx.Conn, tables []string) (map[
 	return out, nil
 }
 
-// publishedTables lists a publication's tables as "schema.table".
-func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, error) {
+// publishedTables lists a publication's tables as "schema.table", and,
+// by that name, why capture leaves out those whose schema name holds a
+// dot ("schema.table" would not say where the schema ends).
+func publishedTables(ctx context.Context, conn *pgx.Conn, pub string) ([]string, map[string]error, error) {
 	rows, err := conn.Query(ctx, `SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+		return nil, nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
 	}
 	var (
 		out           []string
+		invalid       = map[string]error{}
 		schema, table string
 	)
 	_, err = pgx.ForEachRow(rows, []any{&schema, &table}, func() error {
 		if strings.Contains(schema, ".") {
-			return fmt.Errorf("table %q.%q: schema names with dots are not supported; leave it out of publication %s or rename the schema", schema, table, pub)
+			invalid[schema+"."+table] = refusal(reasonInvalidName, "table %s: schema names with dots are not supported; rename the schema, or leave the table out of publication %s",
+				pgx.Identifier{schema, table}.Sanitize(), pub)
+			return nil
 		}
 		out = append(out, schema+"."+table)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
+		return nil, nil, fmt.Errorf("list the tables of publication %s: %w", pub, err)
 	}
-	return out, nil
+	return out, invalid, nil
 }
 
 // addTable takes a table that joined the publication into the stream and
@@ -303,7 +374,8 @@ func leafNames(parts []partPlan) []string {
 }
 
 // seedLeaves takes the leaves each captured table's saved snapshot plan
-// lists as the leaves known when streaming begins (see followPartitions).
+// lists as the leaves known when streaming begins (see followPartitions),
+// and its publication entry as the one last seen (see followEntries).
 func (s *stream) seedLeaves(ctx context.Context) error {
 	st := s.c.cfg.state
 	if st == nil {
@@ -320,6 +392,12 @@ func (s *stream) seedLeaves(ctx context.Context) error {
 		var p snapshotPlan
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return fmt.Errorf("snapshot state of %s is unreadable: %w; delete it from the state topic to snapshot the table again", table, err)
+		}
+		if p.Membership != 0 {
+			if s.entries == nil {
+				s.entries = map[string]uint32{}
+			}
+			s.entries[table] = p.Membership
 		}
 		if p.Leaves == nil {
 			continue
@@ -361,11 +439,14 @@ func (s *stream) refuse(table string, why error) error {
 
 // leave takes table, captured until now, out of the stream because of why
 // (see refused.go): its changes are no longer produced, its heartbeats
-// stop.
-func (s *stream) leave(table string, why error) {
+// stop, its copy, if one runs, stops, and its saved snapshot plan says
+// that it needs a copy when it is captured again (markLeftOut).
+func (s *stream) leave(ctx context.Context, table string, why error) error {
 	s.tables = slices.DeleteFunc(s.tables, func(t string) bool { return t == table })
 	s.tr.leaveOut(table)
+	s.online.drop(table)
 	s.c.refused.leave(table, s.c.cfg.publication, fmt.Errorf("%w; it was captured until %s. Once fixed it joins the stream again, but %s", why, s.received, rejoinedFix))
+	return s.c.markLeftOut(ctx, table, s.received)
 }
 
 // nameClash returns the first of tables ("schema.table") that table would

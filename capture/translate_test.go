@@ -125,14 +125,15 @@ func (c *collector) join(_ context.Context, table string) error {
 	return nil
 }
 
-func (c *collector) described(_ context.Context, rel *relation) error {
+func (c *collector) described(_ context.Context, rel *relation, _ uint32) error {
 	c.log = append(c.log, "topic "+rel.topic)
 	return nil
 }
 
-func (c *collector) leave(table string, why error) {
+func (c *collector) leave(_ context.Context, table string, why error) error {
 	c.log = append(c.log, fmt.Sprintf("leave %s %v", table, refusalReasons(why)))
 	c.tables = slices.DeleteFunc(c.tables, func(t string) bool { return t == table })
+	return nil
 }
 
 func (c *collector) refusedChanges(table string) prometheus.Counter {
@@ -670,8 +671,8 @@ type discard struct{ tables []string }
 
 func (d discard) captured(table string) bool                                   { return slices.Contains(d.tables, table) }
 func (discard) join(context.Context, string) error                             { return nil }
-func (discard) described(context.Context, *relation) error                     { return nil }
-func (discard) leave(string, error)                                            {}
+func (discard) described(context.Context, *relation, uint32) error             { return nil }
+func (discard) leave(context.Context, string, error) error                     { return nil }
 func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
 func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
 func (discard) begin()                                                         {}
