@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -67,55 +66,30 @@ func TestIntegrationKeyJudgedAtItsWALPosition(t *testing.T) {
 // documented recovery, which makes it exact and clears the gauge.
 func TestIntegrationLeftOutFixedWhileStopped(t *testing.T) {
 	p := newPipeline(t)
-	p.dropTopicsAtEnd()
-	tb := p.newSinkTable()
-	fixed, qf := p.table("fixed", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
-	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{tb.name, fixed}, "--metrics-addr", metrics))
-	sink := p.startSink()
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 20) i`, qf))
-	fixedPG, fixedCH := p.threeColumns(fixed, qf)
-	p.converge(fixedPG, fixedCH, capture, sink)
+	tb, side, metrics, capture, sink := p.leftOutSetup("fixed", 20)
 
-	p.exec(fmt.Sprintf(`ALTER TABLE %s RENAME COLUMN tenant_id TO tid`, qf))
-	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 100 WHERE id <= 5`, qf))
-	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id > 15`, qf))
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(21, 25) i`, qf))
-	waitMetric(t, metrics, refusedSeries(fixed, "no_tenant_column"), 1, capture)
-	waitMetric(t, metrics, inexactSeries(fixed), 1, capture)
+	p.exec(fmt.Sprintf(`ALTER TABLE %s RENAME COLUMN tenant_id TO tid`, side.quoted))
+	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 100 WHERE id <= 5`, side.quoted))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id > 15`, side.quoted))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(21, 25) i`, side.quoted))
+	waitMetric(t, metrics, refusedSeries(side.name, "no_tenant_column"), 1, capture)
+	waitMetric(t, metrics, inexactSeries(side.name), 1, capture)
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 	capture.Stop()
 	p.waitSlotReleased()
 
-	p.exec(fmt.Sprintf(`ALTER TABLE %s RENAME COLUMN tid TO tenant_id`, qf))
+	p.exec(fmt.Sprintf(`ALTER TABLE %s RENAME COLUMN tid TO tenant_id`, side.quoted))
 	metrics = testenv.FreeAddr(t)
-	capture = p.runCapture(p.captureArgs([]string{tb.name, fixed}, "--metrics-addr", metrics))
-	waitLog(t, capture, "left out of the stream at", "captured again", fixed, "--resnapshot")
-	if v := metric(t, metrics, inexactSeries(fixed)); v != 1 {
-		t.Errorf("%s = %v after the rejoin, want 1", inexactSeries(fixed), v)
+	capture = p.runCapture(p.captureArgs([]string{tb.name, side.name}, "--metrics-addr", metrics))
+	waitLog(t, capture, "left out of the stream at", "captured again", side.name, "--resnapshot")
+	if v := metric(t, metrics, inexactSeries(side.name)); v != 1 {
+		t.Errorf("%s = %v after the rejoin, want 1", inexactSeries(side.name), v)
 	}
-	inserted := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND id BETWEEN 21 AND 25", p.database, fixed)
-	if err := testenv.Eventually(t.Context(), 60*time.Second, func(ctx context.Context) error {
-		if n := p.chInt(inserted); n != 5 {
-			return fmt.Errorf("%d of the 5 rows inserted while the table was out are in ClickHouse", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	inserted := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND id BETWEEN 21 AND 25", p.database, side.name)
+	p.waitCount(inserted, 5, "inserted while the table was out")
 
-	// The recovery for an exact copy (README, Known limits).
-	capture.Stop()
-	sink.Stop()
-	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, fixed), nil)
-	metrics = testenv.FreeAddr(t)
-	capture = killAtEnd(t, p.runCapture(p.captureArgs([]string{tb.name, fixed}, "--metrics-addr", metrics, "--resnapshot", "public."+fixed)))
-	sink = killAtEnd(t, p.startSink())
-	p.converge(fixedPG, fixedCH, capture, sink)
-	if v, ok := scrapeUntil(metrics, inexactSeries(fixed), 20*time.Second, func(v float64) bool { return v == 0 }); !ok {
-		t.Errorf("%s = %v after the --resnapshot, want it gone", inexactSeries(fixed), v)
-	}
+	capture, sink = p.recoverExact(tb, side, capture, sink)
 	p.change(tb, 1)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 }
@@ -163,38 +137,23 @@ func TestIntegrationDottedSchemaLeftOut(t *testing.T) {
 // captured again, with a copy.
 func TestIntegrationPublishActionsNarrowed(t *testing.T) {
 	p := newPipeline(t)
-	p.dropTopicsAtEnd()
-	tb := p.newSinkTable()
-	narrowed, qn := p.table("narrowed", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
-	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{tb.name, narrowed}, "--metrics-addr", metrics))
-	sink := p.startSink()
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 20) i`, qn))
-	narrowedPG, narrowedCH := p.threeColumns(narrowed, qn)
-	p.converge(narrowedPG, narrowedCH, capture, sink)
-	before := p.pgNow(narrowedPG)
+	tb, side, metrics, capture, sink := p.leftOutSetup("narrowed", 20)
+	before := p.pgNow(side.pgQuery)
 
 	pub := pgx.Identifier{p.pub}.Sanitize()
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s SET (publish = 'insert, update, truncate')`, pub))
-	waitMetric(t, metrics, refusedSeries(narrowed, "publish_actions"), 1, capture)
+	waitMetric(t, metrics, refusedSeries(side.name, "publish_actions"), 1, capture)
 	waitLog(t, capture, "does not publish delete", "ALTER PUBLICATION")
-	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 5`, qn))
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(21, 25) i`, qn))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 5`, side.quoted))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(21, 25) i`, side.quoted))
 	time.Sleep(3 * time.Second)
-	p.requireCH(narrowedCH, before, "the rows it had when the publication stopped sending deletes")
+	p.requireCH(side.chQuery, before, "the rows it had when the publication stopped sending deletes")
 
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')`, pub))
-	waitLog(t, capture, "left out of the stream and is captured again", narrowed)
+	waitLog(t, capture, "left out of the stream and is captured again", side.name)
 	waitLog(t, capture, "left out of the stream and is captured again", tb.name)
-	inserted := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND id > 20", p.database, narrowed)
-	if err := testenv.Eventually(t.Context(), 60*time.Second, func(ctx context.Context) error {
-		if n := p.chInt(inserted); n != 5 {
-			return fmt.Errorf("%d of the 5 rows inserted meanwhile are in ClickHouse", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	inserted := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND id > 20", p.database, side.name)
+	p.waitCount(inserted, 5, "inserted meanwhile")
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 	requireRunning(t, capture, sink)
@@ -211,37 +170,18 @@ func TestIntegrationPublishActionsNarrowed(t *testing.T) {
 func TestIntegrationFilterBetweenTwoPolls(t *testing.T) {
 	p := newPipeline(t)
 	testenv.SkipBeforePG(t, p.pg, 15, "publication row filters")
-	p.dropTopicsAtEnd()
-	tb := p.newSinkTable()
-	window, qw := p.table("window", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
-	metrics := testenv.FreeAddr(t)
-	args := []string{"--metrics-addr", metrics, "--heartbeat-interval", "10s"}
-	capture := p.runCapture(p.captureArgs([]string{tb.name, window}, args...))
-	sink := p.startSink()
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 20) i`, qw))
-	windowPG, windowCH := p.threeColumns(window, qw)
-	p.converge(windowPG, windowCH, capture, sink)
+	tb, side, metrics, capture, sink := p.leftOutSetup("window", 20, "--heartbeat-interval", "10s")
 
 	pub := pgx.Identifier{p.pub}.Sanitize()
-	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s WHERE (id > 10); COMMIT`, pub, qw, pub, qw))
-	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 100`, qw))
-	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 3`, qw))
-	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT`, pub, qw, pub, qw))
-	waitMetric(t, metrics, inexactSeries(window), 1, capture)
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s WHERE (id > 10); COMMIT`, pub, side.quoted, pub, side.quoted))
+	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 100`, side.quoted))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 3`, side.quoted))
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT`, pub, side.quoted, pub, side.quoted))
+	waitMetric(t, metrics, inexactSeries(side.name), 1, capture)
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 
-	// The recovery for an exact copy (README, Known limits).
-	capture.Stop()
-	sink.Stop()
-	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, window), nil)
-	metrics = testenv.FreeAddr(t)
-	capture = killAtEnd(t, p.runCapture(p.captureArgs([]string{tb.name, window}, "--metrics-addr", metrics, "--resnapshot", "public."+window)))
-	sink = killAtEnd(t, p.startSink())
-	p.converge(windowPG, windowCH, capture, sink)
-	if v, ok := scrapeUntil(metrics, inexactSeries(window), 20*time.Second, func(v float64) bool { return v == 0 }); !ok {
-		t.Errorf("%s = %v after the --resnapshot, want it gone", inexactSeries(window), v)
-	}
+	p.recoverExact(tb, side, capture, sink)
 }
 
 // TestIntegrationColumnRenamedDuringCopy: a column of a table is renamed

@@ -66,6 +66,65 @@ func (p *pipeline) threeColumns(name, quoted string) (pgQuery, chQuery string) {
 		fmt.Sprintf("SELECT tenant_id, toString(id), toString(v) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, name)
 }
 
+// sideTable is a table (tenant_id, id, v) captured next to the usual sink
+// table, for the tests of tables left out.
+type sideTable struct {
+	name, quoted     string
+	pgQuery, chQuery string // threeColumns
+}
+
+// leftOutSetup starts what most tests of a table left out begin with: the
+// usual sink table and a side table named name holding rows 1..rows, both
+// captured (capture's metrics at the address returned, then extra flags)
+// and the side table loaded.
+func (p *pipeline) leftOutSetup(name string, rows int, extra ...string) (tb sinkTable, side sideTable, metrics string, capture, sink *testenv.Proc) {
+	p.t.Helper()
+	p.dropTopicsAtEnd()
+	tb = p.newSinkTable()
+	side.name, side.quoted = p.table(name, `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
+	side.pgQuery, side.chQuery = p.threeColumns(side.name, side.quoted)
+	metrics = testenv.FreeAddr(p.t)
+	capture = p.runCapture(p.captureArgs([]string{tb.name, side.name}, append([]string{"--metrics-addr", metrics}, extra...)...))
+	sink = p.startSink()
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, %d) i`, side.quoted, rows))
+	p.converge(side.pgQuery, side.chQuery, capture, sink)
+	return tb, side, metrics, capture, sink
+}
+
+// recoverExact runs the recovery that makes a side table left out exact
+// again (README, Known limits): capture and the sink stopped, its
+// ClickHouse table dropped, capture started with --resnapshot of it. It
+// returns the new capture and sink once ClickHouse equals PostgreSQL and
+// walhouse_capture_tables_inexact no longer names the table.
+func (p *pipeline) recoverExact(tb sinkTable, side sideTable, capture, sink *testenv.Proc) (*testenv.Proc, *testenv.Proc) {
+	p.t.Helper()
+	capture.Stop()
+	sink.Stop()
+	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, side.name), nil)
+	metrics := testenv.FreeAddr(p.t)
+	capture = killAtEnd(p.t, p.runCapture(p.captureArgs([]string{tb.name, side.name}, "--metrics-addr", metrics, "--resnapshot", "public."+side.name)))
+	sink = killAtEnd(p.t, p.startSink())
+	p.converge(side.pgQuery, side.chQuery, capture, sink)
+	if v, ok := scrapeUntil(metrics, inexactSeries(side.name), 20*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		p.t.Errorf("%s = %v after the --resnapshot, want it gone", inexactSeries(side.name), v)
+	}
+	return capture, sink
+}
+
+// waitCount waits until ClickHouse's count query q answers n; what says
+// what the rows are.
+func (p *pipeline) waitCount(q string, n int64, what string) {
+	p.t.Helper()
+	if err := testenv.Eventually(context.Background(), 60*time.Second, func(context.Context) error {
+		if got := p.chInt(q); got != n {
+			return fmt.Errorf("%d of the %d rows %s are in ClickHouse", got, n, what)
+		}
+		return nil
+	}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // TestIntegrationUncapturableTablesSurviveRestart: while capture streams,
 // a table without a primary key joins the publication, a captured table
 // loses its primary key and another gets REPLICA IDENTITY NOTHING. Each is
@@ -153,69 +212,48 @@ func TestIntegrationUncapturableTablesSurviveRestart(t *testing.T) {
 func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
 	testenv.SkipBeforePG(t, p.pg, 15, "publication row filters")
-	p.dropTopicsAtEnd()
-	tb := p.newSinkTable()
-	filtered, qf := p.table("filtered", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
-	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{tb.name, filtered}, "--metrics-addr", metrics))
-	sink := p.startSink()
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 40) i`, qf))
+	tb, side, metrics, capture, sink := p.leftOutSetup("filtered", 40)
 	p.change(tb, 0)
-	filteredPG, filteredCH := p.threeColumns(filtered, qf)
-	p.converge(filteredPG, filteredCH, capture, sink)
-	before := p.pgNow(filteredPG)
+	before := p.pgNow(side.pgQuery)
 
 	pub := pgx.Identifier{p.pub}.Sanitize()
-	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s WHERE (id > 20); COMMIT`, pub, qf, pub, qf))
-	waitMetric(t, metrics, refusedSeries(filtered, "row_filter"), 1, capture)
-	waitLog(t, capture, "row filter", filtered, "ALTER PUBLICATION")
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s WHERE (id > 20); COMMIT`, pub, side.quoted, pub, side.quoted))
+	waitMetric(t, metrics, refusedSeries(side.name, "row_filter"), 1, capture)
+	waitLog(t, capture, "row filter", side.name, "ALTER PUBLICATION")
 	// Both kinds of change: ones the filter hides, ones it lets through.
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(41, 60) i`, qf))
-	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 5`, qf))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(41, 60) i`, side.quoted))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id <= 5`, side.quoted))
 	for r := 1; r < 3; r++ {
 		p.change(tb, r)
 	}
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	waitMetric(t, metrics, refusedChangesSeries(filtered), 20, capture)
-	if reasons := refusedIn(captureStatus(t, metrics), filtered); !slices.Contains(reasons, "row_filter") {
-		t.Errorf("/status gives %q as why %s is left out, want row_filter", reasons, filtered)
+	waitMetric(t, metrics, refusedChangesSeries(side.name), 20, capture)
+	if reasons := refusedIn(captureStatus(t, metrics), side.name); !slices.Contains(reasons, "row_filter") {
+		t.Errorf("/status gives %q as why %s is left out, want row_filter", reasons, side.name)
 	}
-	p.requireCH(filteredCH, before, "the rows it had when the filter was added")
+	p.requireCH(side.chQuery, before, "the rows it had when the filter was added")
 
 	capture.Stop()
 	p.waitSlotReleased()
 	metrics = testenv.FreeAddr(t)
-	capture = p.runCapture(p.captureArgs([]string{tb.name, filtered}, "--metrics-addr", metrics))
+	capture = p.runCapture(p.captureArgs([]string{tb.name, side.name}, "--metrics-addr", metrics))
 	p.change(tb, 3)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if v := metric(t, metrics, refusedSeries(filtered, "row_filter")); v != 1 {
-		t.Errorf("after the restart %s = %v, want 1", refusedSeries(filtered, "row_filter"), v)
+	if v := metric(t, metrics, refusedSeries(side.name, "row_filter")); v != 1 {
+		t.Errorf("after the restart %s = %v, want 1", refusedSeries(side.name, "row_filter"), v)
 	}
 
 	// The fix the log names: the table joins again and is copied, which
 	// brings the rows inserted meanwhile but not the deletes.
-	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT`, pub, qf, pub, qf))
-	waitLog(t, capture, "left out of the stream and is captured again", filtered, "--resnapshot")
-	if v, ok := scrapeUntil(metrics, refusedSeries(filtered, "row_filter"), 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
-		t.Errorf("%s = %v once the table is published whole, want it gone", refusedSeries(filtered, "row_filter"), v)
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT`, pub, side.quoted, pub, side.quoted))
+	waitLog(t, capture, "left out of the stream and is captured again", side.name, "--resnapshot")
+	if v, ok := scrapeUntil(metrics, refusedSeries(side.name, "row_filter"), 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		t.Errorf("%s = %v once the table is published whole, want it gone", refusedSeries(side.name, "row_filter"), v)
 	}
-	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 1000 WHERE id > 55`, qf))
-	copied := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND v > 1055", p.database, filtered)
-	if err := testenv.Eventually(context.Background(), 60*time.Second, func(context.Context) error {
-		if n := p.chInt(copied); n != 5 {
-			return fmt.Errorf("%d of the 5 rows updated after the fix are in ClickHouse", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// The recovery for an exact copy (README, Known limits).
-	capture.Stop()
-	sink.Stop()
-	p.chExec(fmt.Sprintf("DROP TABLE `%s`.`%s`", p.database, filtered), nil)
-	capture = killAtEnd(t, p.runCapture(p.captureArgs([]string{tb.name, filtered}, "--resnapshot", "public."+filtered)))
-	sink = killAtEnd(t, p.startSink())
-	p.converge(filteredPG, filteredCH, capture, sink)
+	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 1000 WHERE id > 55`, side.quoted))
+	copied := fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND v > 1055", p.database, side.name)
+	p.waitCount(copied, 5, "updated after the fix")
+	capture, sink = p.recoverExact(tb, side, capture, sink)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 }
 
@@ -229,28 +267,20 @@ func TestIntegrationRowFilterAddedWhileStreaming(t *testing.T) {
 func TestIntegrationColumnListAddedWhileStreaming(t *testing.T) {
 	p := newPipeline(t)
 	testenv.SkipBeforePG(t, p.pg, 15, "publication column lists")
-	p.dropTopicsAtEnd()
-	tb := p.newSinkTable()
-	listed, ql := p.table("collist", `(tenant_id text, id int, v int, PRIMARY KEY (tenant_id, id))`)
 	marker, qm := p.table("marker", `(tenant_id text, id int, PRIMARY KEY (tenant_id, id))`)
-	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{tb.name, listed}, "--metrics-addr", metrics, "--heartbeat-interval", "10s"))
-	sink := p.startSink()
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(1, 10) i`, ql))
-	listedPG, listedCH := p.threeColumns(listed, ql)
-	p.converge(listedPG, listedCH, capture, sink)
-	before := p.pgNow(listedPG)
+	tb, side, metrics, capture, sink := p.leftOutSetup("collist", 10, "--heartbeat-interval", "10s")
+	before := p.pgNow(side.pgQuery)
 
 	// A table that joins without a change is found by a poll only.
 	pub := pgx.Identifier{p.pub}.Sanitize()
 	p.exec(fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s`, pub, qm))
 	waitLog(t, capture, "table joined the stream", marker)
-	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s (tenant_id, id); COMMIT`, pub, ql, pub, ql))
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(11, 20) i`, ql))
-	waitMetric(t, metrics, refusedSeries(listed, "column_list"), 1, capture)
-	waitMetric(t, metrics, refusedChangesSeries(listed), 10, capture)
+	p.exec(fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s (tenant_id, id); COMMIT`, pub, side.quoted, pub, side.quoted))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, i FROM generate_series(11, 20) i`, side.quoted))
+	waitMetric(t, metrics, refusedSeries(side.name, "column_list"), 1, capture)
+	waitMetric(t, metrics, refusedChangesSeries(side.name), 10, capture)
 	p.change(tb, 0)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	p.requireCH(listedCH, before, "the rows it had when the column list was added")
+	p.requireCH(side.chQuery, before, "the rows it had when the column list was added")
 	requireRunning(t, capture, sink)
 }
