@@ -366,6 +366,22 @@ func TestIntegrationKeyReusedForAnotherRequest(t *testing.T) {
 	if !errors.As(err, &mm) || !errors.Is(err, idempotency.ErrKeyReused) || mm.Key != key {
 		t.Fatalf("key reused for another request: %v; want a *MismatchError", err)
 	}
+	// A key bound to a principal replays only to it: another principal
+	// of the tenant with the same request is refused and learns nothing.
+	pkey, fp := idempotency.NewKey(), fingerprint(t, "insert", "c5")
+	alice := idempotency.Request{Tenant: f.tenant, Key: pkey, Fingerprint: fp, Principal: "alice"}
+	if _, err := keys.Do(ctx, alice, func(context.Context, pgx.Tx) ([]byte, error) { return []byte("alice's"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	mallory := alice
+	mallory.Principal = "mallory"
+	out, err := keys.Do(ctx, mallory, func(context.Context, pgx.Tx) ([]byte, error) { return []byte("mallory's"), nil })
+	if !errors.Is(err, idempotency.ErrKeyReused) || out.Result != nil {
+		t.Errorf("another principal with alice's key: %+v, %v; want ErrKeyReused and nothing replayed", out, err)
+	}
+	if out, err := keys.Do(ctx, alice, nil); err != nil || !out.Replayed || string(out.Result) != "alice's" {
+		t.Errorf("alice's retry: %+v, %v; want her result replayed", out, err)
+	}
 
 	in := idempotency.Insert{Table: f.orders, Tenant: f.tenant, Key: idempotency.NewKey(), Columns: []string{"customer", "amount"}, Values: []any{"c3", 3}}
 	if _, err := keys.Insert(ctx, in); err != nil {
