@@ -22,6 +22,8 @@ def problem(msg):
 
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|(^|_)KEY($|_)", re.I)
 INLINE_SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(password|secret|-key)=", re.I)
+# TLS that does not check the server: clickhouse-go's skip_verify, and the like.
+NO_VERIFY = re.compile(r"skip[_-]?verify=(true|1)|insecure[_-]?skip|sslmode=(allow|prefer|require|verify-ca)\b", re.I)
 
 
 def pg_sslmode(url):
@@ -54,6 +56,8 @@ def check_chart(path):
     for cm in kinds.get("ConfigMap", []):
         for k, v in (cm.get("data") or {}).items():
             config[k] = v
+            if NO_VERIFY.search(str(v)):
+                problem(f"chart: ConfigMap {cm['metadata']['name']} sets {k} to TLS that does not verify the server: {v}")
             if SECRET_NAME.search(k) and v:
                 problem(f"chart: ConfigMap {cm['metadata']['name']} holds {k}: secrets belong in a Secret")
 
@@ -98,6 +102,8 @@ def check_chart(path):
                     problem(f"chart: {name}/{c['name']} gets a secret from a ConfigMap")
             args = args_of(c)
             for a in args:
+                if NO_VERIFY.search(a):
+                    problem(f"chart: {name}/{c['name']} uses TLS that does not verify the server: {a}")
                 if INLINE_SECRET_FLAG.match(a) and not re.match(r"^--[a-z0-9-]*-file=", a):
                     problem(f"chart: {name}/{c['name']} passes a secret on its command line: {a.split('=')[0]}=…; use the --*-file flag")
             mounted = {v["name"]: v for v in tmpl["spec"].get("volumes", [])}
@@ -145,6 +151,8 @@ def check_compose(path):
                 problem(f"compose: {name} publishes {p} on every interface: bind 127.0.0.1")
         cmd = [str(a) for a in svc.get("command", []) or []] if isinstance(svc.get("command"), list) else []
         for a in cmd:
+            if NO_VERIFY.search(a) and not a.startswith("--pg="):
+                problem(f"compose: {name} uses TLS that does not verify the server: {a}")
             if INLINE_SECRET_FLAG.match(a) and not re.match(r"^--[a-z0-9-]*-file=", a):
                 problem(f"compose: {name} passes a secret on its command line: {a.split('=')[0]}=…")
             if a.startswith("--pg="):
