@@ -681,3 +681,47 @@ func firstWords(sql string) string {
 	w := strings.Fields(sql)
 	return strings.Join(w[:min(2, len(w))], " ")
 }
+
+// TestIntegrationMigrateReplacesTheOldRetentionPolicy brings a key table
+// of an older walhouse, whose retention policy any role could open with a
+// setting, up to date: the application's role, which may not change it,
+// is told to run Migrate as the owner rather than go on with the open
+// policy; the owner's Migrate replaces it, and the setting opens nothing.
+func TestIntegrationMigrateReplacesTheOldRetentionPolicy(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`DROP POLICY IF EXISTS walhouse_retention_read ON ` + idempotency.KeyTable,
+		`DROP POLICY walhouse_retention ON ` + idempotency.KeyTable,
+		`CREATE POLICY walhouse_retention ON ` + idempotency.KeyTable + `
+			USING (current_setting('walhouse.idempotency_prune', true) = 'on' AND created_at < now() - interval '1 day')
+			WITH CHECK (false)`,
+		`INSERT INTO ` + idempotency.KeyTable + ` (tenant_id, idempotency_key, fingerprint, result, created_at)
+			VALUES ('` + f.tenant + `victim', gen_random_uuid(), sha256('x'), 'secret', now() - interval '2 days')`,
+	} {
+		if _, err := f.admin.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := idempotency.Migrate(ctx, f.app); err == nil || !strings.Contains(err.Error(), "as the table's owner") {
+		t.Fatalf("Migrate as the application's role over the old policy: %v; want the error that asks for the owner", err)
+	}
+	if err := idempotency.Migrate(ctx, f.admin); err != nil {
+		t.Fatalf("Migrate as the owner: %v", err)
+	}
+	if err := idempotency.Migrate(ctx, f.app); err != nil {
+		t.Fatalf("Migrate as the application's role after the owner's: %v", err)
+	}
+	tx, err := f.app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT set_config('walhouse.idempotency_prune', 'on', true)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+idempotency.KeyTable).Scan(&n); err != nil || n != 0 {
+		t.Errorf("after the upgrade the prune setting shows the application's role %d keys (%v), want 0", n, err)
+	}
+}

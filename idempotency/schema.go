@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrateLock is the advisory lock that makes concurrent Migrate calls
@@ -99,6 +100,10 @@ func Migrate(ctx context.Context, db DB) error {
 	}
 	for _, s := range keyTableDDL() {
 		if _, err := tx.Exec(ctx, s); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+				return fmt.Errorf("idempotency: the key table %s is missing or out of date (a key table of an older walhouse lets any role that sets walhouse.idempotency_prune read every tenant's keys), and this role may not change it: run idempotency.Migrate once as the table's owner, with CREATEROLE or after CREATE ROLE %s NOLOGIN (%s): %w", KeyTable, PrunerRole, firstLine(s), err)
+			}
 			return fmt.Errorf("idempotency: create the key table (%s): %w", firstLine(s), err)
 		}
 	}
