@@ -175,7 +175,8 @@ bench-sink: $(START)
 bench-query: $(START)
 	$(WITHENV) $(GO) run ./bench/query $(BENCHFLAGS)
 
-# The whole pipeline as a user runs it, writing docs/benchmarks/e2e*.{csv,json,png}
-# (QUICK=1: a short run into docs/benchmarks/e2e-quick*).
+# The whole pipeline as a user runs it, writing bench/out/e2e*.{csv,json,png}
+# and bench/out/e2e-profiles/ (QUICK=1: bench/out/e2e-quick*), which git
+# ignores; docs/benchmarks.md is the committed summary.
 bench-e2e: $(START)
 	$(WITHENV) $(GO) run ./bench/e2e $(if $(QUICK),-quick) $(BENCHFLAGS)

@@ -6,7 +6,10 @@
 #        deploy/lint.sh all     rules, then: every YAML and JSON file parses, prometheus.yml is a
 #                               valid config, helm lint and helm template (rendered output parsed,
 #                               every object with apiVersion and kind), docker compose config, and
-#                               the Dockerfile's images pinned and user non-root (make lint-deploy)
+#                               the Dockerfile's images pinned and user non-root, and least privilege
+#                               (lint_privilege.py: NetworkPolicies, no Service or port beyond the
+#                               namespace or host, secrets from Secrets and generated files only,
+#                               PostgreSQL TLS verify-full, separate ClickHouse users; make lint-deploy)
 #
 # Installs what is missing, quietly: promtool from Debian's prometheus package, yamllint and
 # PyYAML from Debian, docker-compose (v1, which validates the file) from Debian when the docker
@@ -116,6 +119,7 @@ cmd_all() {
 	PY
 	grep -q 'WALHOUSE_CLICKHOUSE_CLUSTER: "analytics"' "$out/variant.yaml" || die "helm: config.clickhouseCluster does not reach WALHOUSE_CLICKHOUSE_CLUSTER"
 	log "helm: lint --strict and template pass"
+	python3 deploy/lint_privilege.py chart "$out/default.yaml"
 
 	if docker compose version >/dev/null 2>&1; then
 		docker compose -f deploy/compose.yaml config -q
@@ -125,6 +129,8 @@ cmd_all() {
 		docker-compose -f deploy/compose.yaml config -q
 		log "compose.yaml: docker-compose config passes (the docker client has no compose plugin)"
 	fi
+
+	python3 deploy/lint_privilege.py compose deploy/compose.yaml
 
 	local df=deploy/docker/Dockerfile
 	if grep -E '^FROM ' "$df" | grep -vE '^FROM [^ :]+:[^ ]+' | grep -q .; then

@@ -30,8 +30,11 @@
 // Idempotency-Key header (IETF httpapi draft "The Idempotency-Key HTTP
 // Header Field"): the response is stored with the key and replayed, 409
 // while an attempt is in flight, 422 for a reused key, 400 for a malformed
-// or missing one. Pruner deletes keys after their retention period
-// (default 30 days), daily; `walhouse keys prune` runs it by hand.
+// or missing one; WithPrincipal binds keys to the user or client within the
+// tenant. Pruner deletes keys after their retention period (default 30
+// days), daily, as a member of PrunerRole, the only role the retention
+// policies let see other tenants' expired keys; `walhouse keys prune` runs
+// it by hand.
 //
 // The package imports nothing of walhouse: applications use it on their own
 // database. walhouse's capture leaves the key table out of the pipeline

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -22,24 +23,45 @@ import (
 )
 
 // fixture is the key table, an orders table of the row pattern with
-// row-level security, and a login role that is neither a superuser nor
-// BYPASSRLS (both skip row-level security): app connects as it.
+// row-level security, a login role that is neither a superuser nor
+// BYPASSRLS (both skip row-level security), which app connects as, and a
+// login role of PrunerRole, which pruner connects as. Each test has a
+// database of its own: Migrate changes the key table's policies, which
+// tests of other versions sharing the server must not see.
 type fixture struct {
-	admin, app *pgxpool.Pool
-	orders     string // table name
-	tenant     string // a fresh tenant per test; tenant+"b" is another
+	admin, app, pruner *pgxpool.Pool
+	orders             string // table name
+	tenant             string // a fresh tenant per test; tenant+"b" is another
 }
 
 func setup(t *testing.T) fixture {
 	t.Helper()
 	env := testenv.Require(t, "pg")
 	ctx := context.Background()
-	admin := testenv.Layer1PG(t, env.PG)
-	role, orders := testenv.Name("l1_app"), testenv.Name("l1_orders")
+	server := testenv.PGPool(t, env.PG)
+	db, role, pruner := testenv.Name("l1_db"), testenv.Name("l1_app"), testenv.Name("l1_pruner")
+	if _, err := server.Exec(ctx, `CREATE DATABASE `+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range []string{`DROP DATABASE ` + db + ` WITH (FORCE)`, `DROP ROLE IF EXISTS ` + role, `DROP ROLE IF EXISTS ` + pruner} {
+			if _, err := server.Exec(context.Background(), s); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		}
+	})
+	u, err := url.Parse(env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + db
+	admin := testenv.Layer1PG(t, u.String())
+	orders := testenv.Name("l1_orders")
 	stmts := []string{
 		`CREATE ROLE ` + role + ` LOGIN NOSUPERUSER NOBYPASSRLS`,
 		`GRANT USAGE ON SCHEMA walhouse TO ` + role,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + idempotency.KeyTable + ` TO ` + role,
+		`CREATE ROLE ` + pruner + ` LOGIN NOSUPERUSER NOBYPASSRLS IN ROLE ` + idempotency.PrunerRole,
 		`CREATE TABLE ` + orders + ` (
 			tenant_id text NOT NULL,
 			id bigint GENERATED ALWAYS AS IDENTITY,
@@ -56,29 +78,26 @@ func setup(t *testing.T) fixture {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, s := range []string{`DROP TABLE ` + orders, `DROP OWNED BY ` + role, `DROP ROLE ` + role} {
-			if _, err := admin.Exec(context.Background(), s); err != nil {
-				t.Errorf("%s: %v", s, err)
-			}
+	connect := func(user string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(u.String())
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	cfg, err := pgxpool.ParseConfig(env.PG)
-	if err != nil {
-		t.Fatal(err)
+		cfg.ConnConfig.User = user
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
 	}
-	cfg.ConnConfig.User = role
-	app, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
+	app := connect(role)
 	// The application's role may call Migrate at every start: with the
 	// table there, it only looks.
 	if err := idempotency.Migrate(ctx, app); err != nil {
 		t.Fatalf("Migrate as the application's role: %v", err)
 	}
-	return fixture{admin: admin, app: app, orders: orders, tenant: testenv.Name("tenant")}
+	return fixture{admin: admin, app: app, pruner: connect(pruner), orders: orders, tenant: testenv.Name("tenant")}
 }
 
 // rows returns the orders of every tenant as "tenant:customer:amount",
@@ -347,6 +366,22 @@ func TestIntegrationKeyReusedForAnotherRequest(t *testing.T) {
 	if !errors.As(err, &mm) || !errors.Is(err, idempotency.ErrKeyReused) || mm.Key != key {
 		t.Fatalf("key reused for another request: %v; want a *MismatchError", err)
 	}
+	// A key bound to a principal replays only to it: another principal
+	// of the tenant with the same request is refused and learns nothing.
+	pkey, fp := idempotency.NewKey(), fingerprint(t, "insert", "c5")
+	alice := idempotency.Request{Tenant: f.tenant, Key: pkey, Fingerprint: fp, Principal: "alice"}
+	if _, err := keys.Do(ctx, alice, func(context.Context, pgx.Tx) ([]byte, error) { return []byte("alice's"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	mallory := alice
+	mallory.Principal = "mallory"
+	out, err := keys.Do(ctx, mallory, func(context.Context, pgx.Tx) ([]byte, error) { return []byte("mallory's"), nil })
+	if !errors.Is(err, idempotency.ErrKeyReused) || out.Result != nil {
+		t.Errorf("another principal with alice's key: %+v, %v; want ErrKeyReused and nothing replayed", out, err)
+	}
+	if out, err := keys.Do(ctx, alice, nil); err != nil || !out.Replayed || string(out.Result) != "alice's" {
+		t.Errorf("alice's retry: %+v, %v; want her result replayed", out, err)
+	}
 
 	in := idempotency.Insert{Table: f.orders, Tenant: f.tenant, Key: idempotency.NewKey(), Columns: []string{"customer", "amount"}, Values: []any{"c3", 3}}
 	if _, err := keys.Insert(ctx, in); err != nil {
@@ -457,8 +492,8 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 	}
 }
 
-// TestIntegrationPruneTwoAtOnce runs two pruners at once, as the
-// application's role, over thousands of expired keys of many tenants:
+// TestIntegrationPruneTwoAtOnce runs two pruners at once, as a role of
+// PrunerRole, over thousands of expired keys of many tenants:
 // together they delete each expired key once and keep every other.
 func TestIntegrationPruneTwoAtOnce(t *testing.T) {
 	f := setup(t)
@@ -480,7 +515,7 @@ func TestIntegrationPruneTwoAtOnce(t *testing.T) {
 		batches [2]int
 	)
 	for i := range 2 {
-		p, err := idempotency.NewPruner(f.app, idempotency.WithBatchSize(100), idempotency.WithRetentionDays(30))
+		p, err := idempotency.NewPruner(f.pruner, idempotency.WithBatchSize(100), idempotency.WithRetentionDays(30))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +559,7 @@ func TestIntegrationPrunerRunsDaily(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 24, 2, 59, 0, 0, time.UTC)
 	var waits []time.Duration
-	p, err := idempotency.NewPruner(f.app, idempotency.WithClock(func() time.Time { return now }, func(ctx context.Context, d time.Duration) error {
+	p, err := idempotency.NewPruner(f.pruner, idempotency.WithClock(func() time.Time { return now }, func(ctx context.Context, d time.Duration) error {
 		waits = append(waits, d)
 		if len(waits) == 2 {
 			cancel()
@@ -545,5 +580,148 @@ func TestIntegrationPrunerRunsDaily(t *testing.T) {
 	var left int
 	if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM `+idempotency.KeyTable+` WHERE tenant_id = $1`, f.tenant).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d of the tenant's expired keys left (%v), want 0", left, err)
+	}
+}
+
+// TestIntegrationRetentionIsThePrunersOnly checks that pruning is no door
+// into other tenants' keys: an ordinary role that sets the setting which
+// once opened the retention policy (walhouse.idempotency_prune) sees no
+// other tenant's key, response or fingerprint, and cannot prune; the
+// pruner's role sees only expired keys, and of them only tenant, key and
+// age, and can delete them but write nothing.
+func TestIntegrationRetentionIsThePrunersOnly(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	victim := f.tenant + "victim"
+	if _, err := f.admin.Exec(ctx, `INSERT INTO `+idempotency.KeyTable+` (tenant_id, idempotency_key, fingerprint, result, created_at)
+		SELECT $1, gen_random_uuid(), sha256(i::text::bytea), 'victim''s stored response', now() - (i || ' days')::interval
+		FROM generate_series(0, 40, 10) i`, victim); err != nil {
+		t.Fatal(err)
+	}
+	// read runs sql in a transaction of pool that sets the old prune
+	// setting and, if tenant is not empty, a tenant of its own.
+	read := func(pool *pgxpool.Pool, tenant, sql string) (int, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `SELECT set_config('walhouse.idempotency_prune', 'on', true)`); err != nil {
+			return 0, err
+		}
+		if tenant != "" {
+			if err := idempotency.SetTenant(ctx, tx, tenant); err != nil {
+				return 0, err
+			}
+		}
+		var n int
+		err = tx.QueryRow(ctx, sql, victim).Scan(&n)
+		return n, err
+	}
+	all := `SELECT count(*) FROM ` + idempotency.KeyTable + ` WHERE tenant_id = $1`
+	for _, tenant := range []string{"", f.tenant} {
+		if n, err := read(f.app, tenant, all); err != nil || n != 0 {
+			t.Errorf("the application's role with walhouse.idempotency_prune on and tenant %q sees %d of another tenant's keys (%v), want 0", tenant, n, err)
+		}
+		if n, err := read(f.app, tenant, `SELECT count(*) FROM `+idempotency.KeyTable+` WHERE tenant_id = $1 AND result <> ''`); err != nil || n != 0 {
+			t.Errorf("the application's role with walhouse.idempotency_prune on and tenant %q reads %d of another tenant's stored responses (%v), want 0", tenant, n, err)
+		}
+	}
+	// A clock that never sleeps: a Run that does not refuse returns at
+	// once instead of waiting for 03:00.
+	slept := errors.New("Run waited for its daily time")
+	p, err := idempotency.NewPruner(f.app, idempotency.WithRetentionDays(1), idempotency.WithClock(time.Now, func(context.Context, time.Duration) error { return slept }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Prune(ctx); !errors.Is(err, idempotency.ErrNotPruner) {
+		t.Errorf("Prune as the application's role: %v, want ErrNotPruner", err)
+	}
+	if err := p.Run(ctx); !errors.Is(err, idempotency.ErrNotPruner) {
+		t.Errorf("Run as the application's role: %v, want ErrNotPruner", err)
+	}
+
+	// The pruner's role sees the expired keys (older than a day) only,
+	// and nothing of them but their identity and age.
+	if n, err := read(f.pruner, "", all); err != nil || n != 4 {
+		t.Errorf("the pruner's role sees %d of the tenant's keys (%v), want the 4 expired ones", n, err)
+	}
+	for _, col := range []string{"result", "fingerprint"} {
+		if _, err := read(f.pruner, "", `SELECT count(`+col+`) FROM `+idempotency.KeyTable+` WHERE tenant_id = $1`); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("the pruner's role reading %s: %v, want permission denied", col, err)
+		}
+	}
+	for _, sql := range []string{
+		`UPDATE ` + idempotency.KeyTable + ` SET created_at = now() WHERE tenant_id = $1`,
+		`INSERT INTO ` + idempotency.KeyTable + ` (tenant_id, idempotency_key, fingerprint) VALUES ($1, gen_random_uuid(), sha256('x'))`,
+	} {
+		if _, err := f.pruner.Exec(ctx, sql, victim); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("the pruner's role: %s: %v, want permission denied", firstWords(sql), err)
+		}
+	}
+	p, err = idempotency.NewPruner(f.pruner, idempotency.WithRetentionDays(15))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog, err := p.Prune(ctx); err != nil || prog.Deleted != 3 {
+		t.Errorf("Prune as the pruner's role: %+v, %v; want the 3 keys older than 15 days deleted", prog, err)
+	}
+	var ages []int
+	rows, err := f.admin.Query(ctx, `SELECT extract(day FROM now() - created_at)::int FROM `+idempotency.KeyTable+` WHERE tenant_id = $1 ORDER BY 1`, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ages, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil || !slices.Equal(ages, []int{0, 10}) {
+		t.Errorf("keys left %v days old (%v), want [0 10]", ages, err)
+	}
+}
+
+// firstWords returns the first two words of sql, for messages.
+func firstWords(sql string) string {
+	w := strings.Fields(sql)
+	return strings.Join(w[:min(2, len(w))], " ")
+}
+
+// TestIntegrationMigrateReplacesTheOldRetentionPolicy brings a key table
+// of an older walhouse, whose retention policy any role could open with a
+// setting, up to date: the application's role, which may not change it,
+// is told to run Migrate as the owner rather than go on with the open
+// policy; the owner's Migrate replaces it, and the setting opens nothing.
+func TestIntegrationMigrateReplacesTheOldRetentionPolicy(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	for _, s := range []string{
+		`DROP POLICY IF EXISTS walhouse_retention_read ON ` + idempotency.KeyTable,
+		`DROP POLICY walhouse_retention ON ` + idempotency.KeyTable,
+		`CREATE POLICY walhouse_retention ON ` + idempotency.KeyTable + `
+			USING (current_setting('walhouse.idempotency_prune', true) = 'on' AND created_at < now() - interval '1 day')
+			WITH CHECK (false)`,
+		`INSERT INTO ` + idempotency.KeyTable + ` (tenant_id, idempotency_key, fingerprint, result, created_at)
+			VALUES ('` + f.tenant + `victim', gen_random_uuid(), sha256('x'), 'secret', now() - interval '2 days')`,
+	} {
+		if _, err := f.admin.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := idempotency.Migrate(ctx, f.app); err == nil || !strings.Contains(err.Error(), "as the table's owner") {
+		t.Fatalf("Migrate as the application's role over the old policy: %v; want the error that asks for the owner", err)
+	}
+	if err := idempotency.Migrate(ctx, f.admin); err != nil {
+		t.Fatalf("Migrate as the owner: %v", err)
+	}
+	if err := idempotency.Migrate(ctx, f.app); err != nil {
+		t.Fatalf("Migrate as the application's role after the owner's: %v", err)
+	}
+	tx, err := f.app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT set_config('walhouse.idempotency_prune', 'on', true)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+idempotency.KeyTable).Scan(&n); err != nil || n != 0 {
+		t.Errorf("after the upgrade the prune setting shows the application's role %d keys (%v), want 0", n, err)
 	}
 }

@@ -56,6 +56,17 @@ func WithKeptHeaders(names ...string) MiddlewareOption {
 	}
 }
 
+// WithPrincipal names the request's principal within its tenant (the
+// authenticated user or API client, from the request's authentication), so
+// that its keys are its own: a stored response is replayed only to the
+// principal whose request made it, and another principal sending the same
+// key gets 422 (Request.Principal). An empty principal means none. Use it
+// whenever the application has principals: without it, any caller of the
+// tenant who learns a key may replay its response.
+func WithPrincipal(principal func(*http.Request) string) MiddlewareOption {
+	return func(m *middleware) { m.principal = principal }
+}
+
 // WithProblemType sets the "type" of the problem+json responses.
 func WithProblemType(uri string) MiddlewareOption { return func(m *middleware) { m.problemType = uri } }
 
@@ -65,6 +76,7 @@ func WithMiddlewareLogger(l *slog.Logger) MiddlewareOption { return func(m *midd
 type middleware struct {
 	store        Store
 	tenant       func(*http.Request) (string, error)
+	principal    func(*http.Request) string
 	required     bool
 	maxBody      int64
 	inFlightWait time.Duration
@@ -88,8 +100,8 @@ type middleware struct {
 // an empty tenant is answered 401. Following the draft, errors are
 // problem+json: 400 for a malformed key (or a missing one under RequireKey),
 // 409 while another attempt with the key is in flight, 422 for the key
-// reused with another request (method, path and query, and the body, JSON
-// canonicalised), 413 for a body over WithMaxBody, 503 when the store
+// reused with another request (method, path and query, Content-Type and
+// the body, JSON canonicalised) or by another principal (WithPrincipal), 413 for a body over WithMaxBody, 503 when the store
 // fails (retry with the same key).
 func Middleware(store Store, tenant func(*http.Request) (string, error), opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	m := middleware{store: store, tenant: tenant, maxBody: 1 << 20, inFlightWait: 10 * time.Millisecond,
@@ -157,14 +169,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	a, err := m.store.Begin(r.Context(), Request{Tenant: tenant, Key: key, Fingerprint: requestFingerprint(r, body), InFlightWait: m.inFlightWait})
+	req := Request{Tenant: tenant, Key: key, Fingerprint: requestFingerprint(r, body), InFlightWait: m.inFlightWait}
+	if m.principal != nil {
+		req.Principal = m.principal(r)
+	}
+	a, err := m.store.Begin(r.Context(), req)
 	var mismatch *MismatchError
 	switch {
 	case errors.Is(err, ErrInFlight):
 		m.problem(w, http.StatusConflict, "A request is outstanding for this Idempotency-Key", "A request with the same Idempotency-Key is being processed. Retry later with the same key to get its response.")
 		return
 	case errors.As(err, &mismatch):
-		m.problem(w, http.StatusUnprocessableEntity, "Idempotency-Key is already used", "This Idempotency-Key was used for a different request (method, target or body). Use a new key for a new request.")
+		m.problem(w, http.StatusUnprocessableEntity, "Idempotency-Key is already used", "This Idempotency-Key was used for a different request (method, target, content type or body) or by another principal. Use a new key for a new request.")
 		return
 	case err != nil:
 		m.log.Error("idempotency: begin an attempt", "err", err, "key", key)
@@ -251,11 +267,20 @@ func (m *middleware) problem(w http.ResponseWriter, status int, title, detail st
 }
 
 // requestFingerprint hashes what makes two requests the same: method,
-// target (path and query) and body, JSON bodies canonicalised (RFC 8785) so
+// target (path and query), Content-Type (the same bytes as JSON and as a
+// form are two requests) and body, JSON bodies canonicalised (RFC 8785) so
 // that member order and spacing do not count.
 func requestFingerprint(r *http.Request, body []byte) Fingerprint {
-	op := r.Method + " " + r.URL.RequestURI()
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" || strings.HasSuffix(mt, "+json") {
+	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil {
+		// One spelling per media type: case and spacing do not count.
+		ct = mime.FormatMediaType(mt, params)
+	}
+	// The target cannot hold a newline (it is escaped), so the three
+	// parts cannot run into each other.
+	op := r.Method + " " + r.URL.RequestURI() + "\n" + ct
+	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
 		if fp, err := FingerprintJSON(op, body); err == nil {
 			return fp
 		}

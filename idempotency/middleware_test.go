@@ -44,11 +44,11 @@ func (s *fakeStore) Begin(_ context.Context, r Request) (Attempt, error) {
 	k, ok := s.keys[a.id]
 	switch {
 	case !ok:
-		s.keys[a.id] = &fakeKey{fp: r.Fingerprint, inFlight: true}
+		s.keys[a.id] = &fakeKey{fp: r.boundFingerprint(), inFlight: true}
 		return a, nil
 	case k.inFlight:
 		return nil, ErrInFlight
-	case k.fp != r.Fingerprint:
+	case k.fp != r.boundFingerprint():
 		return nil, &MismatchError{Tenant: r.Tenant, Key: r.Key, Detail: "fingerprint"}
 	}
 	a.replay = k.result
@@ -98,6 +98,9 @@ func TestMiddleware(t *testing.T) {
 	other := NewKey().Header()
 	type req struct {
 		key, method, target, body, tenant string
+		// ctype is the Content-Type (default application/json);
+		// principal the X-Principal header (WithPrincipal).
+		ctype, principal string
 		// status the handler answers with; 0: 201 with a body naming the call
 		status int
 		panics bool
@@ -134,6 +137,18 @@ func TestMiddleware(t *testing.T) {
 		{"another method is 422", nil,
 			[]req{post(key, `{"a":1}`), {key: key, method: "PATCH", target: "/orders", body: `{"a":1}`, tenant: "t1"}},
 			[]want{{status: 201}, {status: 422, problem: true}}, 1},
+		{"another content type is 422", nil,
+			[]req{post(key, `{"a":1}`), {key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", ctype: "text/plain"}},
+			[]want{{status: 201}, {status: 422, problem: true}}, 1},
+		{"a content type spelled otherwise is the same", nil,
+			[]req{{key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", ctype: "application/json; charset=utf-8"},
+				{key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", ctype: "Application/JSON;Charset=utf-8"}},
+			[]want{{status: 201}, {status: 201, replayed: true, bodyHas: "call 1"}}, 1},
+		{"another principal's key is 422, never its response", []MiddlewareOption{WithPrincipal(func(r *http.Request) string { return r.Header.Get("X-Principal") })},
+			[]req{{key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", principal: "alice"},
+				{key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", principal: "mallory"},
+				{key: key, method: "POST", target: "/orders", body: `{"a":1}`, tenant: "t1", principal: "alice"}},
+			[]want{{status: 201, bodyHas: "call 1"}, {status: 422, problem: true}, {status: 201, replayed: true, bodyHas: "call 1"}}, 1},
 		{"another tenant's key is its own", nil,
 			[]req{post(key, `{"a":1}`), {key: key, method: "POST", target: "/orders", body: `{"a":2}`, tenant: "t2"}},
 			[]want{{status: 201, bodyHas: "call 1"}, {status: 201, bodyHas: "call 2"}}, 2},
@@ -188,6 +203,12 @@ func TestMiddleware(t *testing.T) {
 				cur = rq
 				r := httptest.NewRequest(rq.method, rq.target, strings.NewReader(rq.body))
 				r.Header.Set("Content-Type", "application/json")
+				if rq.ctype != "" {
+					r.Header.Set("Content-Type", rq.ctype)
+				}
+				if rq.principal != "" {
+					r.Header.Set("X-Principal", rq.principal)
+				}
 				if rq.key != "" {
 					r.Header.Set(HeaderName, rq.key)
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrateLock is the advisory lock that makes concurrent Migrate calls
@@ -33,10 +34,17 @@ func RowLevelSecurity(table, tenantColumn string) []string {
 }
 
 // keyTableDDL creates the key table. result is the first attempt's result;
-// a row is only ever visible committed, with it. The retention policy lets
-// the pruner's transactions (pruneSetting on) see and delete keys older
-// than a day, of every tenant, and write nothing (WITH CHECK false).
+// a row is only ever visible committed, with it. Pruning crosses tenants,
+// which walhouse_tenant forbids: the retention policies let only members of
+// PrunerRole delete keys older than a day, of every tenant. Their read
+// policy exists because a DELETE whose WHERE names a column needs one; the
+// role's column grants keep that read to the key's identity and age, never
+// its fingerprint or stored response, and it may write nothing. (These
+// policies once turned on with a setting, walhouse.idempotency_prune, that
+// any role can SET: it exposed every tenant's keys and responses.)
 func keyTableDDL() []string {
+	role := pgx.Identifier{PrunerRole}.Sanitize()
+	expired := `created_at < now() - interval '1 day'`
 	stmts := []string{
 		`CREATE SCHEMA IF NOT EXISTS walhouse`,
 		`CREATE TABLE IF NOT EXISTS ` + KeyTable + ` (
@@ -48,13 +56,24 @@ func keyTableDDL() []string {
 			PRIMARY KEY (tenant_id, idempotency_key))`,
 		`CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON ` + KeyTable + ` (created_at)`,
 		`COMMENT ON TABLE ` + KeyTable + ` IS 'walhouse Layer 1: idempotency keys, their request fingerprints and results (idempotency package); pruned after the retention period; not captured unless asked'`,
+		// Roles are the cluster's, so two databases may race to create
+		// it: the loser finds it there.
+		`DO $$ BEGIN
+			IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '` + PrunerRole + `') THEN
+				CREATE ROLE ` + role + ` NOLOGIN;
+			END IF;
+		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+		END $$`,
 	}
 	stmts = append(stmts, RowLevelSecurity(KeyTable, "tenant_id")...)
 	return append(stmts,
+		`REVOKE ALL ON `+KeyTable+` FROM `+role,
+		`GRANT USAGE ON SCHEMA walhouse TO `+role,
+		`GRANT SELECT (tenant_id, idempotency_key, created_at), DELETE ON `+KeyTable+` TO `+role,
 		`DROP POLICY IF EXISTS walhouse_retention ON `+KeyTable,
-		`CREATE POLICY walhouse_retention ON `+KeyTable+`
-			USING (current_setting('`+pruneSetting+`', true) = 'on' AND created_at < now() - interval '1 day')
-			WITH CHECK (false)`)
+		`CREATE POLICY walhouse_retention ON `+KeyTable+` FOR DELETE TO `+role+` USING (`+expired+`)`,
+		`DROP POLICY IF EXISTS walhouse_retention_read ON `+KeyTable,
+		`CREATE POLICY walhouse_retention_read ON `+KeyTable+` FOR SELECT TO `+role+` USING (`+expired+`)`)
 }
 
 // Migrate creates the key table, its index and its row-level security
@@ -64,7 +83,9 @@ func keyTableDDL() []string {
 // traffic is not blocked. Creating them needs CREATE on the database (for
 // the walhouse schema) or on the schema; grant the application's role
 // USAGE on schema walhouse and SELECT, INSERT, UPDATE, DELETE on the table
-// when it is another role.
+// when it is another role. The first Migrate also creates the cluster's
+// role PrunerRole, which needs CREATEROLE; without it, have an
+// administrator run CREATE ROLE walhouse_idempotency_pruner NOLOGIN first.
 func Migrate(ctx context.Context, db DB) error {
 	if ok, err := migrated(ctx, db); err != nil || ok {
 		return err
@@ -79,6 +100,10 @@ func Migrate(ctx context.Context, db DB) error {
 	}
 	for _, s := range keyTableDDL() {
 		if _, err := tx.Exec(ctx, s); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+				return fmt.Errorf("idempotency: the key table %s is missing or out of date (a key table of an older walhouse lets any role that sets walhouse.idempotency_prune read every tenant's keys), and this role may not change it: run idempotency.Migrate once as the table's owner, with CREATEROLE or after CREATE ROLE %s NOLOGIN (%s): %w", KeyTable, PrunerRole, firstLine(s), err)
+			}
 			return fmt.Errorf("idempotency: create the key table (%s): %w", firstLine(s), err)
 		}
 	}
@@ -89,7 +114,9 @@ func Migrate(ctx context.Context, db DB) error {
 }
 
 // migrated reports whether the key table is there with row-level security
-// forced and both policies.
+// forced, the tenant policy and the retention policies of PrunerRole
+// (a key table of an older walhouse, whose retention policy turned on with
+// a setting, is brought up to date).
 func migrated(ctx context.Context, db DB) (bool, error) {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -98,8 +125,11 @@ func migrated(ctx context.Context, db DB) (bool, error) {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var ok bool
 	err = tx.QueryRow(ctx, `SELECT c.relrowsecurity AND c.relforcerowsecurity
-			AND (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid AND p.polname IN ('walhouse_tenant', 'walhouse_retention')) = 2
-		FROM pg_catalog.pg_class c WHERE c.oid = to_regclass($1)`, KeyTable).Scan(&ok)
+			AND (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid AND (
+				p.polname = 'walhouse_tenant'
+				OR (p.polname, p.polcmd) IN (('walhouse_retention', 'd'), ('walhouse_retention_read', 'r'))
+					AND p.polroles = ARRAY[(SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $2)]::oid[])) = 3
+		FROM pg_catalog.pg_class c WHERE c.oid = to_regclass($1)`, KeyTable, PrunerRole).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -21,9 +21,12 @@ const KeyTable = "walhouse.idempotency_keys"
 // tenant column with it; an unset or empty setting matches no row.
 const TenantSetting = "walhouse.tenant"
 
-// pruneSetting turns on the retention policy for the transaction that
-// deletes expired keys (see Pruner).
-const pruneSetting = "walhouse.idempotency_prune"
+// PrunerRole is the role whose members may prune the key table (Pruner):
+// they may delete keys older than a day, of every tenant, and read no more
+// of them than their tenant, key and age. Migrate creates it (NOLOGIN);
+// grant it to the login that prunes, and to no application role:
+// GRANT walhouse_idempotency_pruner TO walhouse_pruner.
+const PrunerRole = "walhouse_idempotency_pruner"
 
 // DB is what the package needs of PostgreSQL: a *pgxpool.Pool or a
 // *pgx.Conn (one attempt at a time).
@@ -42,6 +45,13 @@ type Request struct {
 	// Fingerprint is the hash of the canonical request (FingerprintOf): a
 	// retry must carry the same one.
 	Fingerprint Fingerprint
+	// Principal scopes the key within the tenant, when the application
+	// has one (the authenticated user or API client): it is bound into
+	// the stored fingerprint, so only the same principal gets the first
+	// attempt's result replayed, and another principal's use of the key
+	// is refused (*MismatchError) without running or showing anything.
+	// Optional; keys stay one per tenant in the key table either way.
+	Principal string
 	// InFlightWait bounds how long this attempt waits for another attempt
 	// with the same key that is still running: after it, Begin returns
 	// ErrInFlight. 0 waits as long as ctx allows, then replays what the
@@ -183,8 +193,8 @@ func claim(ctx context.Context, tx pgx.Tx, r Request) (*attempt, error) {
 		if err != nil {
 			return nil, fmt.Errorf("idempotency: read key %s: %w", r.Key, err)
 		}
-		if string(fp) != string(r.Fingerprint[:]) {
-			return nil, &MismatchError{Tenant: r.Tenant, Key: r.Key, Detail: "fingerprint " + Fingerprint(fp).String() + " then, " + r.Fingerprint.String() + " now"}
+		if want := r.boundFingerprint(); string(fp) != string(want[:]) {
+			return nil, &MismatchError{Tenant: r.Tenant, Key: r.Key, Detail: "fingerprint " + Fingerprint(fp).String() + " then, " + want.String() + " now (request and principal)"}
 		}
 		if result == nil {
 			result = []byte{}
@@ -195,9 +205,19 @@ func claim(ctx context.Context, tx pgx.Tx, r Request) (*attempt, error) {
 	return nil, fmt.Errorf("idempotency: key %s kept disappearing while claimed (pruned each time?)", r.Key)
 }
 
+// boundFingerprint is the fingerprint stored with the key: r.Fingerprint,
+// bound to r.Principal when there is one.
+func (r Request) boundFingerprint() Fingerprint {
+	if r.Principal == "" {
+		return r.Fingerprint
+	}
+	return FingerprintBytes("principal "+r.Principal, r.Fingerprint[:])
+}
+
 // insertKey inserts the key row, waiting for a concurrent attempt that
 // inserted it first; it reports whether this attempt's row went in.
 func insertKey(ctx context.Context, tx pgx.Tx, r Request) (bool, error) {
+	fp := r.boundFingerprint()
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('`+TenantSetting+`', $1, true)`, r.Tenant)
 	if r.InFlightWait > 0 {
@@ -208,7 +228,7 @@ func insertKey(ctx context.Context, tx pgx.Tx, r Request) (bool, error) {
 	}
 	insertAt := b.Len()
 	b.Queue(`INSERT INTO `+KeyTable+` (tenant_id, idempotency_key, fingerprint) VALUES ($1, $2, $3)
-		ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`, r.Tenant, r.Key, r.Fingerprint[:])
+		ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`, r.Tenant, r.Key, fp[:])
 	if r.InFlightWait > 0 {
 		b.Queue(`SELECT set_config('lock_timeout', current_setting('walhouse.saved_lock_timeout'), true)`)
 	}

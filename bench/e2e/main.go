@@ -65,6 +65,11 @@ func run() error {
 	return err
 }
 
+// defaultOut is where a run writes its raw outputs: a folder git ignores,
+// so that they are never committed by accident (docs/benchmarks.md is the
+// committed summary; its charts are copied next to it by hand).
+const defaultOut = "bench/out"
+
 // quickDefaults are the settings -quick changes, for a run of about three
 // minutes: smaller tables, fewer rates, shorter steps.
 func quickDefaults() map[string]string {
@@ -86,7 +91,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.step, "step", 30*time.Second, "how long each steady rate is offered")
 	fs.DurationVar(&o.drain, "drain", 60*time.Second, "longest wait after a step for its rows to be visible; the sweep stops after a step that does not drain")
 	fs.IntVar(&o.newTables, "new-tables", 3, "tables added to the publication while the pipeline runs, one after another (0: skip)")
-	fs.StringVar(&o.out, "out", "docs/benchmarks", "directory for the CSV, JSON and PNG files (empty: write none)")
+	fs.StringVar(&o.out, "out", defaultOut, "directory for the CSV, JSON and PNG files and the profiles (empty: write none); git ignores the default")
 	fs.StringVar(&o.name, "name", "e2e", "base name of the files written under -out")
 	fs.StringVar(&o.localDir, "local-dir", ".local", "directory of the local services (their pid files, for CPU and memory)")
 	fs.StringVar(&o.pgbench, "pgbench", "/usr/lib/postgresql/15/bin/pgbench", "path of PostgreSQL's pgbench")

@@ -55,6 +55,12 @@ volumes:
       secretName: {{ include "walhouse.secretName" . }}
       defaultMode: 0440
       optional: true
+{{- with .Values.tls.caSecret }}
+  - name: tls-ca
+    secret:
+      secretName: {{ . }}
+      defaultMode: 0444
+{{- end }}
 {{- with .Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
@@ -82,6 +88,11 @@ volumeMounts:
   - name: secrets
     mountPath: /etc/walhouse/secrets
     readOnly: true
+{{- if .Values.tls.caSecret }}
+  - name: tls-ca
+    mountPath: /etc/walhouse/tls
+    readOnly: true
+{{- end }}
 {{- end -}}
 
 {{/* Liveness on /healthz, readiness on /readyz, of the named port. */}}
