@@ -213,7 +213,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
 	}
 	srv := api.HTTPServer()
-	srv.Handler = withHealth(srv.Handler, clickhouseReady(conn))
+	srv.Handler = withHealth(srv.Handler, newClickhouseReadiness(conn, slog.Default()).checks)
 	// The lag history sampler runs as long as the server, and is waited for.
 	histCtx, stopHistory := context.WithCancel(ctx)
 	histDone := make(chan struct{})
