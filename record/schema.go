@@ -27,6 +27,23 @@ type Schema struct {
 // SchemaID).
 func (s Schema) ID() string { return SchemaID(s.TenantColumn, s.Columns) }
 
+// Same reports whether s and o are the same schema: equal in everything
+// their ID hashes, compared whole. An ID is 64 bits of SHA-256, so two
+// schemas with one ID are different schemas only by a collision, which a
+// registry reader must tell apart rather than trust the first.
+func (s Schema) Same(o Schema) bool {
+	return bytes.Equal(s.identity(), o.identity())
+}
+
+// identity is the text ID hashes.
+func (s Schema) identity() []byte {
+	b := appendTenantIdentity(nil, s.TenantColumn)
+	for _, c := range s.Columns {
+		b = appendColumnIdentity(b, c)
+	}
+	return b
+}
+
 // SchemaFormatVersion is the version of the registry entry format written by
 // AppendJSON.
 const SchemaFormatVersion = 1
