@@ -2,8 +2,8 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
