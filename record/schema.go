@@ -69,6 +69,12 @@ func (s Schema) AppendJSON(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+// ErrSchemaIDConflict is wrapped by a schema registry's error for a schema
+// whose id another schema holds: an id is 64 bits of SHA-256, so two
+// schemas share one only by a collision (or a forged one), and records of
+// neither may be decoded with the other's columns.
+var ErrSchemaIDConflict = errors.New("two different schemas have the same schemaId")
+
 // ErrUnknownSchema is wrapped by Decode's error when a version 2 record
 // refers to a schema its Schemas do not hold. Unlike ErrInvalid it does not
 // by itself make the record poison: the caller may read more of the

@@ -20,10 +20,10 @@ var ErrNoRegistry = errors.New("schema registry topic does not exist: capture ha
 	"or sink and capture use different --topic-prefix values; start capture (or give both the same --topic-prefix) and retry")
 
 // ErrSchemaIDConflict is wrapped by the error of Writer.Register when the
-// id of the schema it is given is already registered for another schema:
-// an id is 64 bits of SHA-256, so two schemas share one only by a
-// collision (or a forged one). Neither may stand for the other.
-var ErrSchemaIDConflict = errors.New("two different schemas have the same schemaId")
+// id of the schema it is given is already registered for another schema
+// (record.ErrSchemaIDConflict, which capture, not importing this package,
+// tells apart).
+var ErrSchemaIDConflict = record.ErrSchemaIDConflict
 
 // ConflictError is the error of Writer.Register for a schema whose id
 // another schema holds.
