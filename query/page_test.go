@@ -40,6 +40,27 @@ func TestWriteJSONString(t *testing.T) {
 	}
 }
 
+// TestWriteJSONValue: every value a row holds is written as encoding/json
+// writes it without HTML escaping, the scalars by their fast path.
+func TestWriteJSONValue(t *testing.T) {
+	for _, v := range []any{
+		nil, true, false, int8(-8), int16(-16), int32(-32), int64(-1 << 62), uint8(8), uint16(16), uint32(32), uint64(1 << 63),
+		1.5, "a<b", []string{"<", "&"}, map[string]any{"k>": []int64{1, 2}}, []byte("raw"),
+	} {
+		var b bytes.Buffer
+		if err := writeJSONValue(&b, v); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v)
+		if b.String() != strings.TrimSuffix(want.String(), "\n") {
+			t.Errorf("writeJSONValue(%#v) = %s, want %s", v, b.String(), want.String())
+		}
+	}
+}
+
 func FuzzWriteJSONString(f *testing.F) {
 	for _, s := range []string{"", "<a href='x'>&</a>", "\x00\u2028\xff", "ü🙂"} {
 		f.Add(s)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -132,8 +133,40 @@ type jsonWriter interface {
 // writeJSONValue writes v (from jsonValue): strings by writeJSONString,
 // anything else by encoding/json without HTML escaping.
 func writeJSONValue(w jsonWriter, v any) error {
-	if str, ok := v.(string); ok {
-		return writeJSONString(w, str)
+	var num [24]byte // the scalars most columns hold, without encoding/json's allocations
+	switch x := v.(type) {
+	case string:
+		return writeJSONString(w, x)
+	case nil:
+		_, err := w.WriteString("null")
+		return err
+	case bool:
+		_, err := w.Write(strconv.AppendBool(num[:0], x))
+		return err
+	case int64:
+		_, err := w.Write(strconv.AppendInt(num[:0], x, 10))
+		return err
+	case int32:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case int16:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case int8:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case uint64:
+		_, err := w.Write(strconv.AppendUint(num[:0], x, 10))
+		return err
+	case uint32:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
+	case uint16:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
+	case uint8:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

@@ -465,6 +465,9 @@ func (s *Server) failPage(w http.ResponseWriter, r *http.Request, page *pageWrit
 		s.fail(w, r, err)
 		return
 	}
+	if r.Context().Err() != nil {
+		return // the caller went away mid-page; nobody reads the rest
+	}
 	ae := s.classify(err)
 	s.log.Error("read failed mid-page: the response is cut off", "request_id", requestID(r.Context()), "route", r.Pattern, "code", ae.Code, "bytes_sent", page.n-int64(len(page.buf)), "err", clip(err.Error(), maxMessage))
 	out := *ae
