@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
@@ -283,6 +284,11 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		// must find the schema. Only a relation's first sight in this process
 		// waits for Kafka; later ones are answered from memory.
 		if err := cfg.schemas.Register(ctx, r.enc.Schema()); err != nil {
+			if errors.Is(err, record.ErrSchemaIDConflict) {
+				// A hash collision, maybe crafted by whoever may create
+				// tables: leave this table out rather than stop capture.
+				return nil, refusal(reasonColumns, "table %s: %w", name, err)
+			}
 			return nil, fmt.Errorf("table %s: publish its schema %s: %w", name, r.schemaID, err)
 		}
 	}

@@ -181,6 +181,7 @@ type APILimits struct {
 	MaxExecutionTime              time.Duration `yaml:"max_execution_time" flag:"max-execution-time" cmd:"serve"`
 	MaxResultRows                 int           `yaml:"max_result_rows" flag:"max-result-rows" cmd:"serve"`
 	MaxResultBytes                int64         `yaml:"max_result_bytes" flag:"max-result-bytes" env:"WALHOUSE_MAX_RESULT_BYTES" cmd:"serve"`
+	MaxPageBytes                  int64         `yaml:"max_page_bytes" flag:"max-page-bytes" env:"WALHOUSE_MAX_PAGE_BYTES" cmd:"serve"`
 	MaxConcurrent                 int           `yaml:"max_concurrent" flag:"max-concurrent" cmd:"serve"`
 	MaxInFlight                   int           `yaml:"max_in_flight" flag:"max-in-flight" env:"WALHOUSE_MAX_IN_FLIGHT" cmd:"serve"`
 	MaxMemoryUsage                int64         `yaml:"max_memory_usage" flag:"max-memory-usage" env:"WALHOUSE_MAX_MEMORY_USAGE" cmd:"serve"`

@@ -137,6 +137,7 @@ func (c *Config) validate() []Problem {
 	positive("api.limits.max_execution_time", l.MaxExecutionTime)
 	atLeast("api.limits.max_result_rows", int64(l.MaxResultRows), 0)
 	atLeast("api.limits.max_result_bytes", l.MaxResultBytes, 1)
+	atLeast("api.limits.max_page_bytes", l.MaxPageBytes, 1)
 	atLeast("api.limits.max_concurrent", int64(l.MaxConcurrent), 1)
 	atLeast("api.limits.max_in_flight", int64(l.MaxInFlight), 1)
 	atLeast("api.limits.max_memory_usage", l.MaxMemoryUsage, 1)

@@ -30,6 +30,10 @@ type Limits struct {
 	// wide rows is refused rather than buffered (default 64 MiB). Exports
 	// stream and are bounded by MaxExportBytes instead.
 	MaxResultBytes int64
+	// MaxPageBytes bounds the JSON of one page of a read: a page that
+	// would be larger is refused with over_limit (default 128 MiB). Pages
+	// are streamed, so this bounds the response, not serve's memory.
+	MaxPageBytes int64
 	// MaxMemoryUsage is ClickHouse's max_memory_usage for every read and
 	// export (default 1 GiB).
 	MaxMemoryUsage int64
@@ -73,6 +77,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxResultBytes <= 0 {
 		l.MaxResultBytes = 64 << 20
+	}
+	if l.MaxPageBytes <= 0 {
+		l.MaxPageBytes = 128 << 20
 	}
 	if l.MaxMemoryUsage <= 0 {
 		l.MaxMemoryUsage = 1 << 30

@@ -50,6 +50,12 @@ type Table struct {
 	TenantColumn string `json:"-"`
 	// SortingKey is the ORDER BY of the table (tenant column first).
 	SortingKey []string `json:"-"`
+
+	// inKey holds the columns system.columns flags is_in_sorting_key:
+	// by their exact names, to check the decoded SortingKey against. A
+	// Distributed table (cluster) flags none; its local table's key is
+	// then checked by name only.
+	inKey map[string]bool
 }
 
 // Column returns the named column, including the hidden _is_deleted.
@@ -284,19 +290,26 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
 	}
 
-	rows, err = c.conn.Query(qctx, "SELECT table, name, type FROM system.columns WHERE database = {db:String} ORDER BY table, position")
+	rows, err = c.conn.Query(qctx, "SELECT table, name, type, is_in_sorting_key FROM system.columns WHERE database = {db:String} ORDER BY table, position")
 	if err != nil {
 		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var table, name, typ string
-		if err := rows.Scan(&table, &name, &typ); err != nil {
+		var inKey uint8
+		if err := rows.Scan(&table, &name, &typ, &inKey); err != nil {
 			return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
 		}
 		t, ok := tables[table]
 		if !ok {
 			continue
+		}
+		if inKey == 1 {
+			if t.inKey == nil {
+				t.inKey = map[string]bool{}
+			}
+			t.inKey[name] = true
 		}
 		ct := parseColType(typ)
 		t.Columns = append(t.Columns, Column{Name: name, Type: typ, Filterable: ct.Kind != kindOther, typ: ct})
@@ -316,7 +329,9 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 
 // valid reports whether t has the shape walhouse creates: a sorting key
 // whose columns exist, starting with the tenant column, and the
-// _is_deleted column.
+// _is_deleted column. The key's names, decoded from sorting_key, must be
+// exactly the columns system.columns flags as in it (when it flags any):
+// system.columns has the names as they are, sorting_key only their order.
 func (t *Table) valid() bool {
 	if len(t.SortingKey) < 1 {
 		return false
@@ -325,6 +340,12 @@ func (t *Table) valid() bool {
 		if _, ok := t.Column(k); !ok {
 			return false
 		}
+		if t.inKey != nil && !t.inKey[k] {
+			return false
+		}
+	}
+	if t.inKey != nil && len(t.inKey) != len(t.SortingKey) {
+		return false
 	}
 	_, ok := t.Column(schema.DeletedColumn)
 	return ok

@@ -403,7 +403,7 @@ func (e *Exporter) stream(ctx context.Context, out *hashWriter, p *exportPlan, m
 				buf.WriteString(`{"table":`)
 				buf.Write(tableJSON)
 				buf.WriteString(`,"row":`)
-				sc.appendJSONObject(&buf)
+				_ = sc.writeJSONObject(&buf) // a bytes.Buffer takes everything
 				buf.WriteString("}\n")
 				_, err = out.Write(buf.Bytes())
 			}

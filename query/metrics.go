@@ -44,14 +44,18 @@ func (m *httpMetrics) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		// Deferred: a read cut off mid-page (http.ErrAbortHandler) is
+		// counted too.
+		defer func() {
+			route := r.Pattern
+			if route == "" || route == "/" {
+				route = "unmatched"
+			}
+			code := strconv.Itoa(rec.status)
+			m.requests.WithLabelValues(route, code).Inc()
+			m.latency.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
+		}()
 		h.ServeHTTP(rec, r)
-		route := r.Pattern
-		if route == "" || route == "/" {
-			route = "unmatched"
-		}
-		code := strconv.Itoa(rec.status)
-		m.requests.WithLabelValues(route, code).Inc()
-		m.latency.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
 	})
 }
 

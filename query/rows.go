@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -91,29 +94,160 @@ func finite(f float64) any {
 	return f
 }
 
-// appendJSONObject appends the scanned row as a JSON object whose keys are
-// the column names, in column order.
-func (s *rowScanner) appendJSONObject(buf *bytes.Buffer) {
-	buf.WriteByte('{')
+// writeJSONObject writes the scanned row as a JSON object whose keys are
+// the column names, in column order. Strings are written as they are
+// escaped, straight from the scanned value (no encoded copy of a large
+// text), and without HTML escaping: '<', '>' and '&' stay one byte each
+// (responses are JSON with nosniff, never HTML). It stops at w's first
+// error (a page over its byte limit).
+func (s *rowScanner) writeJSONObject(w jsonWriter) error {
+	if _, err := w.WriteString("{"); err != nil {
+		return err
+	}
 	for i, name := range s.names {
 		if i > 0 {
-			buf.WriteByte(',')
+			if _, err := w.WriteString(","); err != nil {
+				return err
+			}
 		}
-		k, _ := json.Marshal(name)
-		buf.Write(k)
-		buf.WriteByte(':')
-		appendJSONValue(buf, s.value(i))
+		if err := writeJSONString(w, name); err != nil {
+			return err
+		}
+		if _, err := w.WriteString(":"); err != nil {
+			return err
+		}
+		if err := writeJSONValue(w, s.value(i)); err != nil {
+			return err
+		}
 	}
-	buf.WriteByte('}')
+	_, err := w.WriteString("}")
+	return err
 }
 
-func appendJSONValue(buf *bytes.Buffer, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Nested values json cannot write (NaN inside an array): their text.
-		b, _ = json.Marshal(fmt.Sprint(v))
+// jsonWriter is where rows are written: a page, an export's row buffer.
+type jsonWriter interface {
+	io.Writer
+	io.StringWriter
+}
+
+// writeJSONValue writes v (from jsonValue): strings by writeJSONString,
+// anything else by encoding/json without HTML escaping.
+func writeJSONValue(w jsonWriter, v any) error {
+	var num [24]byte // the scalars most columns hold, without encoding/json's allocations
+	switch x := v.(type) {
+	case string:
+		return writeJSONString(w, x)
+	case nil:
+		_, err := w.WriteString("null")
+		return err
+	case bool:
+		_, err := w.Write(strconv.AppendBool(num[:0], x))
+		return err
+	case int64:
+		_, err := w.Write(strconv.AppendInt(num[:0], x, 10))
+		return err
+	case int32:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case int16:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case int8:
+		_, err := w.Write(strconv.AppendInt(num[:0], int64(x), 10))
+		return err
+	case uint64:
+		_, err := w.Write(strconv.AppendUint(num[:0], x, 10))
+		return err
+	case uint32:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
+	case uint16:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
+	case uint8:
+		_, err := w.Write(strconv.AppendUint(num[:0], uint64(x), 10))
+		return err
 	}
-	buf.Write(b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Nested values json cannot write (NaN inside an array): their text.
+		return writeJSONString(w, fmt.Sprint(v))
+	}
+	_, err := w.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	return err
+}
+
+// writeJSONString writes s as a JSON string exactly as encoding/json does
+// with SetEscapeHTML(false): quotes, backslashes and control characters
+// escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped (JavaScript
+// line terminators). Runs of plain bytes are written as slices of s.
+func writeJSONString(w io.StringWriter, s string) error {
+	const hex = "0123456789abcdef"
+	if _, err := w.WriteString(`"`); err != nil {
+		return err
+	}
+	start := 0
+	flushTo := func(i int, esc string) error {
+		if start < i {
+			if _, err := w.WriteString(s[start:i]); err != nil {
+				return err
+			}
+		}
+		_, err := w.WriteString(esc)
+		return err
+	}
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			var esc string
+			switch c {
+			case '"', '\\':
+				esc = string([]byte{'\\', c})
+			case '\b':
+				esc = `\b`
+			case '\f':
+				esc = `\f`
+			case '\n':
+				esc = `\n`
+			case '\r':
+				esc = `\r`
+			case '\t':
+				esc = `\t`
+			default:
+				esc = string([]byte{'\\', 'u', '0', '0', hex[c>>4], hex[c&0xF]})
+			}
+			if err := flushTo(i, esc); err != nil {
+				return err
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		var esc string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			esc = `\ufffd`
+		case r == '\u2028':
+			esc = `\u2028`
+		case r == '\u2029':
+			esc = `\u2029`
+		default:
+			i += size
+			continue
+		}
+		if err := flushTo(i, esc); err != nil {
+			return err
+		}
+		i += size
+		start = i
+	}
+	return flushTo(len(s), `"`)
 }
 
 // csvText returns column i of the scanned row as CSV field text: "" for
@@ -132,7 +266,7 @@ func fieldText(v any) string {
 		return fmt.Sprint(v)
 	default:
 		var buf bytes.Buffer
-		appendJSONValue(&buf, v)
+		_ = writeJSONValue(&buf, v) // a bytes.Buffer takes everything
 		return buf.String()
 	}
 }

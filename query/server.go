@@ -1,7 +1,6 @@
 package query
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/monitor"
@@ -398,32 +398,17 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		return
 	}
 	defer rows.Close()
-	var data bytes.Buffer
-	data.WriteString(`{"data":[`)
-	sc := newRowScanner(rows)
-	n, more := 0, false
-	for rows.Next() {
-		if n == st.PageSize {
-			more = true
-			break
+	consistency := cmp.Or(req.Consistency, Final)
+	page := newPageWriter(w, lim.MaxPageBytes, func(h http.Header) {
+		h.Set("Content-Type", "application/json")
+		if consistency == Approximate {
+			h.Set("X-Walhouse-Consistency", string(Approximate))
 		}
-		if err := sc.scan(rows); err != nil {
-			s.fail(w, r, fmt.Errorf("read a row of %s: %w", t.Name, err))
-			return
-		}
-		if n > 0 {
-			data.WriteByte(',')
-		}
-		sc.appendJSONObject(&data)
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		s.fail(w, r, fmt.Errorf("%w (sql: %s)", err, st.SQL))
+	})
+	n, more, err := writePageRows(page, rows, st.PageSize)
+	if err != nil {
+		s.failPage(w, r, page, fmt.Errorf("read %s: %w (sql: %s)", t.Name, err, st.SQL))
 		return
-	}
-	consistency := req.Consistency
-	if consistency == "" {
-		consistency = Final
 	}
 	meta := Meta{LastSyncAt: sync.LastSyncAt, LSN: sync.LSN, Consistency: consistency, Rows: n}
 	if sync.LastSyncAt == nil {
@@ -434,14 +419,61 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		meta.NextCursor = &c
 	}
 	mb, _ := json.Marshal(meta) // plain fields always marshal
-	data.WriteString(`],"meta":`)
-	data.Write(mb)
-	data.WriteString("}\n")
-	w.Header().Set("Content-Type", "application/json")
-	if consistency == Approximate {
-		w.Header().Set("X-Walhouse-Consistency", string(Approximate))
+	_, _ = page.WriteString(`],"meta":`)
+	_, _ = page.Write(mb)
+	_, _ = page.WriteString("}\n")
+	if err := page.finish(); err != nil {
+		s.failPage(w, r, page, fmt.Errorf("read %s: %w", t.Name, err))
 	}
-	_, _ = w.Write(data.Bytes())
+}
+
+// writePageRows writes `{"data":[` and up to pageSize rows to page, and
+// reports how many it wrote and whether the result had more.
+func writePageRows(page *pageWriter, rows driver.Rows, pageSize int) (n int, more bool, err error) {
+	if _, err := page.WriteString(`{"data":[`); err != nil {
+		return 0, false, err
+	}
+	sc := newRowScanner(rows)
+	for rows.Next() {
+		if n == pageSize {
+			return n, true, nil
+		}
+		if err := sc.scan(rows); err != nil {
+			return n, false, fmt.Errorf("scan row %d: %w", n, err)
+		}
+		if n > 0 {
+			if _, err := page.WriteString(","); err != nil {
+				return n, false, err
+			}
+		}
+		if err := sc.writeJSONObject(page); err != nil {
+			return n, false, err
+		}
+		n++
+	}
+	return n, false, rows.Err()
+}
+
+// failPage answers a read that failed: with the error's own status while
+// nothing of the page was sent, else by cutting the streamed page off
+// (pageWriter.abort). A page over its byte limit is over_limit either way.
+func (s *Server) failPage(w http.ResponseWriter, r *http.Request, page *pageWriter, err error) {
+	if errors.Is(err, errPageTooLarge) {
+		err = &apiError{Status: http.StatusBadRequest, Code: "over_limit", Message: fmt.Sprintf("the page's JSON is larger than %d bytes, the limit of a page; ask for fewer columns or page with a smaller limit", page.max)}
+	}
+	if !page.committed {
+		s.fail(w, r, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the caller went away mid-page; nobody reads the rest
+	}
+	ae := s.classify(err)
+	s.log.Error("read failed mid-page: the response is cut off", "request_id", requestID(r.Context()), "route", r.Pattern, "code", ae.Code, "bytes_sent", page.n-int64(len(page.buf)), "err", clip(err.Error(), maxMessage))
+	out := *ae
+	out.RequestID = requestID(r.Context())
+	out.Message = clip(out.Message, maxMessage)
+	page.abort(&out)
 }
 
 // statementContext carries a statement's parameters and settings to the

@@ -278,34 +278,44 @@ func (r *Record) ValidateRow() error {
 func SchemaID(tenantColumn string, cols []Column) string {
 	h := sha256.New()
 	b := make([]byte, 0, 128)
-	b = append(b, "tenant "...)
-	b = strconv.AppendQuote(b, tenantColumn)
-	b = append(b, '\n')
+	b = appendTenantIdentity(b, tenantColumn)
 	for _, c := range cols {
-		b = strconv.AppendQuote(b, c.Name)
-		b = append(b, ' ')
-		b = strconv.AppendQuote(b, c.Type)
-		b = append(b, ' ')
-		b = strconv.AppendBool(b, c.Enum)
-		b = append(b, ' ')
-		b = strconv.AppendBool(b, c.Array)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(c.TypMod), 10)
-		b = append(b, ' ')
-		b = strconv.AppendBool(b, c.Key)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(c.Attnum), 10)
-		if c.Missing != nil {
-			b = append(b, ' ')
-			b = strconv.AppendQuote(b, *c.Missing)
-		}
-		b = append(b, '\n')
+		b = appendColumnIdentity(b, c)
 		h.Write(b)
 		b = b[:0]
 	}
 	h.Write(b)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:8])
+}
+
+// appendTenantIdentity and appendColumnIdentity append the lines of the
+// text SchemaID hashes; Schema.Same compares that whole text.
+func appendTenantIdentity(b []byte, tenantColumn string) []byte {
+	b = append(b, "tenant "...)
+	b = strconv.AppendQuote(b, tenantColumn)
+	return append(b, '\n')
+}
+
+func appendColumnIdentity(b []byte, c Column) []byte {
+	b = strconv.AppendQuote(b, c.Name)
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, c.Type)
+	b = append(b, ' ')
+	b = strconv.AppendBool(b, c.Enum)
+	b = append(b, ' ')
+	b = strconv.AppendBool(b, c.Array)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(c.TypMod), 10)
+	b = append(b, ' ')
+	b = strconv.AppendBool(b, c.Key)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(c.Attnum), 10)
+	if c.Missing != nil {
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, *c.Missing)
+	}
+	return append(b, '\n')
 }
 
 // KeyColumns returns the names of the key columns of cols, in column order.

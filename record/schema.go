@@ -27,6 +27,23 @@ type Schema struct {
 // SchemaID).
 func (s Schema) ID() string { return SchemaID(s.TenantColumn, s.Columns) }
 
+// Same reports whether s and o are the same schema: equal in everything
+// their ID hashes, compared whole. An ID is 64 bits of SHA-256, so two
+// schemas with one ID are different schemas only by a collision, which a
+// registry reader must tell apart rather than trust the first.
+func (s Schema) Same(o Schema) bool {
+	return bytes.Equal(s.identity(), o.identity())
+}
+
+// identity is the text ID hashes.
+func (s Schema) identity() []byte {
+	b := appendTenantIdentity(nil, s.TenantColumn)
+	for _, c := range s.Columns {
+		b = appendColumnIdentity(b, c)
+	}
+	return b
+}
+
 // SchemaFormatVersion is the version of the registry entry format written by
 // AppendJSON.
 const SchemaFormatVersion = 1
@@ -51,6 +68,12 @@ func (s Schema) AppendJSON(dst []byte) []byte {
 	dst = appendTenantColumn(dst, s.TenantColumn)
 	return append(dst, '}')
 }
+
+// ErrSchemaIDConflict is wrapped by a schema registry's error for a schema
+// whose id another schema holds: an id is 64 bits of SHA-256, so two
+// schemas share one only by a collision (or a forged one), and records of
+// neither may be decoded with the other's columns.
+var ErrSchemaIDConflict = errors.New("two different schemas have the same schemaId")
 
 // ErrUnknownSchema is wrapped by Decode's error when a version 2 record
 // refers to a schema its Schemas do not hold. Unlike ErrInvalid it does not

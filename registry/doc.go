@@ -13,7 +13,11 @@
 // stays as small as the set of distinct schemas. Entries are checked on
 // read (record.DecodeSchema), so an altered or foreign entry is skipped, and
 // the records that refer to it fail to decode, rather than decoding against
-// the wrong columns.
+// the wrong columns. An id is 64 bits of the hash, so two schemas may share
+// one (a collision, which can be searched for): entries are compared whole
+// (record.Schema.Same), never first-entry-wins. A Writer refuses a second
+// schema for an id (ErrSchemaIDConflict); a Reader that meets two trusts
+// neither, and their records go to the dead letters.
 //
 // The package owns the registry's rules: its entry key (the schemaId), its
 // entry value (record.Schema's JSON, record.Schema.AppendJSON), when an

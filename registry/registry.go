@@ -19,13 +19,34 @@ import (
 var ErrNoRegistry = errors.New("schema registry topic does not exist: capture has not registered any schema yet, " +
 	"or sink and capture use different --topic-prefix values; start capture (or give both the same --topic-prefix) and retry")
 
+// ErrSchemaIDConflict is wrapped by the error of Writer.Register when the
+// id of the schema it is given is already registered for another schema
+// (record.ErrSchemaIDConflict, which capture, not importing this package,
+// tells apart).
+var ErrSchemaIDConflict = record.ErrSchemaIDConflict
+
+// ConflictError is the error of Writer.Register for a schema whose id
+// another schema holds.
+type ConflictError struct {
+	ID                string
+	Registered, Given record.Schema
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("schema %s: %v (tenant column %q, %d columns registered; tenant column %q, %d columns given): records of the second cannot refer to the registry by id; send them as version 1 records (--envelope-version 1) or change the table's columns",
+		e.ID, ErrSchemaIDConflict, e.Registered.TenantColumn, len(e.Registered.Columns), e.Given.TenantColumn, len(e.Given.Columns))
+}
+
+func (e *ConflictError) Unwrap() error { return ErrSchemaIDConflict }
+
 // Writer registers schemas: capture calls Register before producing the first
 // record of a schema. It is safe for concurrent use.
 type Writer struct {
-	out *kafka.Compacted
+	out  *kafka.Compacted
+	idOf func(record.Schema) string // record.Schema.ID; tests collide ids with it
 
 	mu         sync.Mutex
-	registered map[string]struct{}      // ids acknowledged by Kafka
+	registered map[string]record.Schema // ids acknowledged by Kafka, with their schemas
 	inflight   map[string]*registration // ids being registered now
 }
 
@@ -51,7 +72,8 @@ type registration struct {
 func NewWriter(cl *kgo.Client, topic string, replication int16) *Writer {
 	return &Writer{
 		out:        kafka.NewCompacted(cl, topic, replication),
-		registered: make(map[string]struct{}),
+		idOf:       record.Schema.ID,
+		registered: make(map[string]record.Schema),
 		inflight:   make(map[string]*registration),
 	}
 }
@@ -67,16 +89,20 @@ func NewWriter(cl *kgo.Client, topic string, replication int16) *Writer {
 // wait for that registration and share its result; a failure is not
 // remembered, so a later call tries again. Registering an entry twice (for
 // example after a restart) is harmless: the entry is the same and
-// compaction keeps one.
+// compaction keeps one. A schema whose id this Writer registered for
+// another schema is refused with a *ConflictError (ErrSchemaIDConflict).
 //
 // Register retries while the broker does not yet know a topic it has just
 // created, until ctx ends. It is safe for concurrent use.
 func (w *Writer) Register(ctx context.Context, s record.Schema) error {
-	id := s.ID()
+	id := w.idOf(s)
 	for {
 		w.mu.Lock()
-		if _, ok := w.registered[id]; ok {
+		if have, ok := w.registered[id]; ok {
 			w.mu.Unlock()
+			if !have.Same(s) {
+				return &ConflictError{ID: id, Registered: have, Given: s}
+			}
 			return nil
 		}
 		if r, ok := w.inflight[id]; ok {
@@ -86,8 +112,8 @@ func (w *Writer) Register(ctx context.Context, s record.Schema) error {
 			case <-ctx.Done():
 				return fmt.Errorf("register schema %s in %s: %w", id, w.out.Topic(), ctx.Err())
 			}
-			if r.abandoned && ctx.Err() == nil {
-				continue
+			if r.err == nil || r.abandoned && ctx.Err() == nil {
+				continue // registered: for this schema, or another with its id
 			}
 			return r.err
 		}
@@ -101,7 +127,7 @@ func (w *Writer) Register(ctx context.Context, s record.Schema) error {
 		w.mu.Lock()
 		delete(w.inflight, id)
 		if r.err == nil {
-			w.registered[id] = struct{}{}
+			w.registered[id] = s
 		}
 		w.mu.Unlock()
 		close(r.done)
@@ -127,8 +153,11 @@ func (w *Writer) register(ctx context.Context, id string, s record.Schema) error
 type Reader struct {
 	topic string
 	log   *slog.Logger
+	idOf  func(record.Schema) string // record.Schema.ID; tests collide ids with it
 
-	schemas record.SchemaSet
+	mu        sync.RWMutex
+	schemas   map[string]record.Schema
+	conflicts map[string]bool // ids with entries of different schemas: none is trusted
 
 	// refresh holds one token: the Refresh that has it owns in (a channel
 	// rather than a mutex, so a waiting Refresh can give up when its
@@ -154,17 +183,28 @@ func NewReader(cl *kgo.Client, topic string, log *slog.Logger) *Reader {
 	return &Reader{
 		topic:   topic,
 		log:     log.With("topic", topic),
+		idOf:    record.Schema.ID,
 		refresh: make(chan struct{}, 1),
 		in:      kafka.NewTail(cl, topic, log),
 	}
 }
 
 // Schema implements record.Schemas from what has been read so far. It never
-// waits for Kafka: a schema it does not know calls for a Refresh.
-func (r *Reader) Schema(id string) (record.Schema, bool) { return r.schemas.Schema(id) }
+// waits for Kafka: a schema it does not know calls for a Refresh. An id
+// with entries of two different schemas is unknown (see Refresh).
+func (r *Reader) Schema(id string) (record.Schema, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.schemas[id]
+	return s, ok && !r.conflicts[id]
+}
 
 // Len returns the number of schemas known.
-func (r *Reader) Len() int { return r.schemas.Len() }
+func (r *Reader) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.schemas) - len(r.conflicts)
+}
 
 // Refresh reads the registry up to its end as of the call, so every schema
 // whose Register returned before the call is known afterwards. When the
@@ -174,7 +214,11 @@ func (r *Reader) Len() int { return r.schemas.Len() }
 // An entry that is not a valid registry entry (record.DecodeSchema fails) or
 // whose key is not its schemaId is skipped with a warning, never fatal: the
 // records that refer to it then fail to decode, which names the problem where
-// it matters, while the rest of the registry stays usable.
+// it matters, while the rest of the registry stays usable. So is an id
+// whose entries hold two different schemas (compared whole, Schema.Same):
+// a 64-bit collision or a forgery, where trusting either entry could load
+// rows under another table's columns. The id is logged as an error and
+// stays unknown: its records go to the dead letters, loudly.
 func (r *Reader) Refresh(ctx context.Context) error {
 	select {
 	case r.refresh <- struct{}{}:
@@ -201,10 +245,27 @@ func (r *Reader) add(e kafka.Entry) {
 			"offset", e.Offset, "key", string(e.Key), "error", err)
 		return
 	}
-	if id := s.ID(); id != string(e.Key) {
+	id := r.idOf(s)
+	if id != string(e.Key) {
 		r.log.Warn("skipping schema registry entry stored under another key than its schemaId; records that refer to the key will fail to decode",
 			"offset", e.Offset, "key", string(e.Key), "schema_id", id)
 		return
 	}
-	r.schemas.Add(s)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	have, ok := r.schemas[id]
+	switch {
+	case !ok:
+		if r.schemas == nil {
+			r.schemas = map[string]record.Schema{}
+		}
+		r.schemas[id] = s
+	case !have.Same(s) && !r.conflicts[id]:
+		if r.conflicts == nil {
+			r.conflicts = map[string]bool{}
+		}
+		r.conflicts[id] = true
+		r.log.Error("two different schemas are registered under one schemaId (a hash collision or a forged entry): neither is trusted, and the records that refer to it go to the dead letters",
+			"offset", e.Offset, "schema_id", id, "first_columns", len(have.Columns), "other_columns", len(s.Columns))
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,42 +50,87 @@ func runDLQ(ctx context.Context, inv *invocation) error {
 	return dlqReplay(ctx, kc, *topic, *group, *prefix, limits)
 }
 
-// dlqEnd returns the end offset of each partition of topic, so list and
-// replay stop at what existed when they started.
-func dlqEnd(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("read the end of %s: %w", topic, err)
-	}
-	out := map[int32]int64{}
-	var lerr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			lerr = fmt.Errorf("read the end of %s: %w", topic, o.Err)
-		}
-		out[o.Partition] = o.Offset
-	})
-	return out, lerr
+// dlqSpan is what list and replay read of the dead-letter topic: each
+// partition from its first record not yet read (the log start, or the
+// replay group's committed offset beyond it) to the end it had when they
+// started.
+type dlqSpan struct {
+	from, end map[int32]int64
 }
 
-// readToEnd polls cl, which consumes topic, until every partition reached
-// the end offset it had when readToEnd started.
-func readToEnd(ctx context.Context, cl *kgo.Client, topic string, each func(*kgo.Record) error) error {
-	ends, err := dlqEnd(ctx, cl, topic)
-	if err != nil {
-		return err
+// readSpan returns the span of topic to read; group is the replay group
+// ("" for list).
+func readSpan(ctx context.Context, cl *kgo.Client, topic, group string) (dlqSpan, error) {
+	adm := kadm.NewClient(cl)
+	sp := dlqSpan{from: map[int32]int64{}, end: map[int32]int64{}}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
 	}
-	next := map[int32]int64{}
-	done := func() bool {
-		for p, e := range ends {
+	if err != nil {
+		return sp, fmt.Errorf("read the start of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return sp, fmt.Errorf("read the end of %s: %w", topic, err)
+	}
+	var committed kadm.OffsetResponses
+	if group != "" {
+		if committed, err = adm.FetchOffsets(ctx, group); err == nil {
+			err = committed.Error()
+		}
+		if err != nil {
+			return sp, fmt.Errorf("read the offsets replay group %s committed: %w", group, err)
+		}
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		sp.end[o.Partition] = o.Offset
+		from := int64(0)
+		if s, ok := starts.Lookup(topic, o.Partition); ok {
+			from = s.Offset
+		}
+		if c, ok := committed.Lookup(topic, o.Partition); ok && c.At > from {
+			from = c.At
+		}
+		sp.from[o.Partition] = from
+	})
+	return sp, nil
+}
+
+// fetchPoller is the part of *kgo.Client that readToEnd polls.
+type fetchPoller interface {
+	PollFetches(ctx context.Context) kgo.Fetches
+}
+
+// dlqPoll is how long readToEnd waits for one poll, and dlqMaxIdlePolls
+// how many polls in a row may bring nothing before it gives up: a group
+// still joining, a slow broker may answer a poll empty, which is no end.
+const (
+	dlqPoll         = 10 * time.Second
+	dlqMaxIdlePolls = 6
+)
+
+// readToEnd polls cl, which consumes topic, until every partition reached
+// the end of sp. It never ends on an empty poll alone: after
+// dlqMaxIdlePolls of them in a row it fails, naming the partitions not
+// read to their end.
+func readToEnd(ctx context.Context, cl fetchPoller, topic string, sp dlqSpan, pollTimeout time.Duration, each func(*kgo.Record) error) error {
+	next := maps.Clone(sp.from)
+	left := func() []string {
+		var out []string
+		for p, e := range sp.end {
 			if next[p] < e {
-				return false
+				out = append(out, fmt.Sprintf("partition %d at offset %d of %d", p, next[p], e))
 			}
 		}
-		return true
+		slices.Sort(out)
+		return out
 	}
-	for !done() {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	for idle := 0; len(left()) > 0; {
+		pctx, cancel := context.WithTimeout(ctx, pollTimeout)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -98,15 +145,18 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, each func(*kgo
 		if ferr != nil {
 			return ferr
 		}
+		if fs.NumRecords() == 0 {
+			if idle++; idle >= dlqMaxIdlePolls {
+				return fmt.Errorf("%s: nothing read for %d polls of %s, and not at its end (%s): check that this user may read it and that no other replay holds the group, then run again (it resumes)", topic, idle, pollTimeout, strings.Join(left(), ", "))
+			}
+			continue
+		}
+		idle = 0
 		for _, r := range fs.Records() {
 			if err := each(r); err != nil {
 				return err
 			}
 			next[r.Partition] = r.Offset + 1
-		}
-		if fs.NumRecords() == 0 {
-			// Nothing more to read (for example a group already past the end).
-			break
 		}
 	}
 	return nil
@@ -118,9 +168,13 @@ func dlqList(ctx context.Context, kc kafka.Config, topic string, limits []kgo.Op
 		return err
 	}
 	defer cl.Close()
+	sp, err := readSpan(ctx, cl, topic, "")
+	if err != nil {
+		return err
+	}
 	enc := json.NewEncoder(os.Stdout)
 	n := 0
-	err = readToEnd(ctx, cl, topic, func(r *kgo.Record) error {
+	err = readToEnd(ctx, cl, topic, sp, dlqPoll, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
 		if err != nil {
 			// Not written by walhouse: shown, not trusted, and no reason
@@ -160,6 +214,28 @@ func validJSON(b []byte) []byte {
 	return q
 }
 
+// replayTarget checks that topic is one replay may produce to: a table
+// topic of the pipeline of prefix. A name under the prefix that is also
+// another pipeline's own topic ("<prefix>.x-schemas" is the registry of
+// the pipeline "<prefix>.x"; so for -state and -dlq) is refused: a forged
+// dead letter must never write a registry or a state topic. A table
+// whose own name ends so cannot be replayed (copy it again instead).
+// Table topics of a nested pipeline stay possible targets; its sink
+// dead-letters records whose table is not their topic's.
+func replayTarget(prefix, topic string) error {
+	rest, ok := strings.CutPrefix(topic, prefix+".")
+	if !ok || rest == "" {
+		return fmt.Errorf("its topic %q is not a table topic of this pipeline (%s.*)", topic, prefix)
+	}
+	for _, own := range []func(string) string{kafka.SchemasTopic, kafka.StateTopic, kafka.DeadLetterTopic} {
+		suffix := own("")
+		if strings.HasSuffix(topic, suffix) {
+			return fmt.Errorf("its topic %q is named as the %s topic of the pipeline %q, which replay never writes; if it is a table's topic, copy the table again (capture --resnapshot)", topic, strings.TrimPrefix(suffix, "-"), strings.TrimSuffix(topic, suffix))
+		}
+	}
+	return nil
+}
+
 // dlqReplay produces the dead letters again to their table topics. A dead
 // letter naming any other topic (the registry, the state topic, another
 // pipeline's) is skipped: the dead-letter topic is read, not trusted.
@@ -170,11 +246,15 @@ func dlqReplay(ctx context.Context, kc kafka.Config, topic, group, prefix string
 		return err
 	}
 	defer cl.Close()
+	sp, err := readSpan(ctx, cl, topic, group)
+	if err != nil {
+		return err
+	}
 	n, skipped := 0, 0
-	err = readToEnd(ctx, cl, topic, func(r *kgo.Record) error {
+	err = readToEnd(ctx, cl, topic, sp, dlqPoll, func(r *kgo.Record) error {
 		l, err := sink.ParseDeadLetter(r)
-		if err == nil && !strings.HasPrefix(l.Topic, prefix+".") {
-			err = fmt.Errorf("its topic %q is not a table topic of this pipeline (%s.*)", l.Topic, prefix)
+		if err == nil {
+			err = replayTarget(prefix, l.Topic)
 		}
 		if err == nil && l.ValueDropped > 0 {
 			err = fmt.Errorf("its %d-byte value was too large for the dead-letter topic and is not in it (%s/%d@%d); copy the row again with capture --resnapshot", l.ValueDropped, l.Topic, l.Partition, l.Offset)

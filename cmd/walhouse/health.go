@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/redact"
@@ -83,14 +82,49 @@ func withHealth(next http.Handler, ready readiness) http.Handler {
 	return mux
 }
 
-// clickhouseReady is serve's readiness: ClickHouse answers.
-func clickhouseReady(conn driver.Conn) readiness {
-	return func(ctx context.Context) []check {
-		if err := conn.Ping(ctx); err != nil {
-			return []check{{Name: "clickhouse", Detail: "ClickHouse does not answer: " + cut(redact.Error(err).Error())}}
+// clickhousePingEvery is how long serve's readiness reuses a ClickHouse
+// ping: probes (of every replica, and of anyone who reaches /readyz, which
+// needs no key) never cost ClickHouse more than a ping this often.
+const clickhousePingEvery = 5 * time.Second
+
+// pinger is the part of driver.Conn that readiness uses.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// clickhouseReadiness is serve's readiness: ClickHouse answered a ping
+// within clickhousePingEvery. /readyz needs no key, so its answer says
+// only that ClickHouse does not answer; the error, which may name hosts
+// and users, goes to the log, once per ping. Safe for concurrent use.
+type clickhouseReadiness struct {
+	conn pinger
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu     sync.Mutex
+	at     time.Time // of the last ping
+	failed bool
+}
+
+func newClickhouseReadiness(conn pinger, log *slog.Logger) *clickhouseReadiness {
+	return &clickhouseReadiness{conn: conn, log: log, now: time.Now}
+}
+
+// checks is serve's readiness.
+func (cr *clickhouseReadiness) checks(ctx context.Context) []check {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if now := cr.now(); cr.at.IsZero() || now.Sub(cr.at) >= clickhousePingEvery {
+		err := cr.conn.Ping(ctx)
+		cr.at, cr.failed = now, err != nil
+		if err != nil {
+			cr.log.Warn("readiness: ClickHouse does not answer a ping", "err", cut(redact.Error(err).Error()))
 		}
-		return []check{{Name: "clickhouse", OK: true}}
 	}
+	if cr.failed {
+		return []check{{Name: "clickhouse", Detail: "ClickHouse does not answer; serve's log has the error"}}
+	}
+	return []check{{Name: "clickhouse", OK: true}}
 }
 
 // captureStallAfter is how long capture's confirmed position (and its

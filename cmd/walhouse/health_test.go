@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -179,5 +180,49 @@ func TestLedgerCheck(t *testing.T) {
 	stale := errors.New("the erasure ledger could not be read for too long: the last read failed: connection refused")
 	if c := ledgerCheck(freshFunc(func() error { return stale })); c.OK || !strings.Contains(c.Detail, "connection refused") {
 		t.Errorf("stale ledger: %+v, want not ok with the reason", c)
+	}
+}
+
+// pings is a ClickHouse that counts pings and fails them with err.
+type pings struct {
+	n   int
+	err error
+}
+
+func (p *pings) Ping(context.Context) error { p.n++; return p.err }
+
+// TestClickhouseReadiness: serve's /readyz pings ClickHouse at most once
+// per clickhousePingEvery, however often it is asked, and never shows the
+// driver's error (it needs no key; the error may name hosts and users).
+func TestClickhouseReadiness(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	ch := &pings{err: errors.New("dial tcp 10.1.2.3:9000: user walhouse_admin: connection refused")}
+	cr := newClickhouseReadiness(ch, slog.New(slog.DiscardHandler))
+	cr.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	handleHealth(mux, cr.checks)
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	for range 10 {
+		code, body := get()
+		if code != http.StatusServiceUnavailable || strings.Contains(body, "10.1.2.3") || strings.Contains(body, "walhouse_admin") || strings.Contains(body, "refused") {
+			t.Fatalf("/readyz with ClickHouse down: %d %s; want 503 without the error's text", code, body)
+		}
+	}
+	if ch.n != 1 {
+		t.Errorf("10 probes pinged ClickHouse %d times, want 1", ch.n)
+	}
+	ch.err = nil
+	now = start.Add(clickhousePingEvery - time.Millisecond)
+	if code, _ := get(); code != http.StatusServiceUnavailable || ch.n != 1 {
+		t.Errorf("within %s: %d after %d pings, want the cached answer", clickhousePingEvery, code, ch.n)
+	}
+	now = start.Add(clickhousePingEvery)
+	if code, _ := get(); code != http.StatusOK || ch.n != 2 {
+		t.Errorf("after %s: %d after %d pings, want a new ping and 200", clickhousePingEvery, code, ch.n)
 	}
 }

@@ -213,7 +213,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
 	}
 	srv := api.HTTPServer()
-	srv.Handler = withHealth(srv.Handler, clickhouseReady(conn))
+	srv.Handler = withHealth(srv.Handler, newClickhouseReadiness(conn, slog.Default()).checks)
 	// The lag history sampler runs as long as the server, and is waited for.
 	histCtx, stopHistory := context.WithCancel(ctx)
 	histDone := make(chan struct{})
@@ -442,6 +442,7 @@ func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFli
 	fs.Int64Var(&lim.MaxBytesBeforeExternalGroupBy, "max-bytes-before-external-group-by", 0, "ClickHouse max_bytes_before_external_group_by: a GROUP BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY)")
 	fs.Int64Var(&lim.MaxBytesBeforeExternalSort, "max-bytes-before-external-sort", 0, "ClickHouse max_bytes_before_external_sort: an ORDER BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT)")
 	fs.Int64Var(&lim.MaxResultBytes, "max-result-bytes", 64<<20, "ClickHouse max_result_bytes of a read: a larger page is refused (env WALHOUSE_MAX_RESULT_BYTES)")
+	fs.Int64Var(&lim.MaxPageBytes, "max-page-bytes", 128<<20, "largest JSON of a read's page, which is streamed: a larger page is refused with over_limit (env WALHOUSE_MAX_PAGE_BYTES)")
 	fs.IntVar(&lim.MaxThreads, "max-threads", 4, "ClickHouse max_threads of each read and export (env WALHOUSE_MAX_THREADS)")
 	fs.DurationVar(&lim.MaxExportTime, "export-max-time", 10*time.Minute, "longest an export may run (env WALHOUSE_EXPORT_MAX_TIME)")
 	fs.Int64Var(&lim.MaxExportRows, "export-max-rows", 10_000_000, "most rows one export may hold; beyond, it stops with an error in its manifest (env WALHOUSE_EXPORT_MAX_ROWS)")
@@ -452,7 +453,7 @@ func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFli
 	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead (env WALHOUSE_WRITE_TIMEOUT)")
 	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request (env WALHOUSE_IDLE_TIMEOUT)")
 	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431; env WALHOUSE_MAX_HEADER_BYTES)")
-	return []string{"max-memory-usage", "max-bytes-before-external-group-by", "max-bytes-before-external-sort", "max-result-bytes",
+	return []string{"max-memory-usage", "max-bytes-before-external-group-by", "max-bytes-before-external-sort", "max-result-bytes", "max-page-bytes",
 		"max-threads", "export-max-time", "export-max-rows", "export-max-bytes", "max-in-flight",
 		"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"}
 }
