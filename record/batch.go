@@ -55,11 +55,12 @@ func ParseRows(header string) (int, error) {
 
 // RowsOf returns the number of rows a Kafka record with the given
 // HeaderRows value carries: the count for a well-formed header, 1 for
-// anything else (a record is at least one row, and a bad count is found
-// when the value is decoded).
+// anything else, a count over MaxBatchRows included (a record is at least
+// one row, and a bad count is found by ParseRows or when the value is
+// decoded).
 func RowsOf(header string) int {
-	n, err := strconv.Atoi(header)
-	if err != nil || n < 1 {
+	n, err := ParseRows(header)
+	if err != nil {
 		return 1
 	}
 	return n

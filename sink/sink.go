@@ -268,6 +268,7 @@ type Sink struct {
 	// loading (a Decoder keeps its buffers between records but is not safe
 	// for concurrent use).
 	decoders chan *record.Decoder
+	anchors  anchors // each partition's newest position (sink/future.go)
 
 	mu      sync.Mutex
 	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
