@@ -15,7 +15,8 @@ import (
 // the sink checks that every record, heartbeat and truncate marker speaks of
 // the table its topic belongs to; what does not goes to the dead letters
 // with the reason. (The record decoder checks the rest: identity, version
-// against the change's WAL position, tenant against the tenant column.)
+// against the change's WAL position, tenant against the tenant column, and
+// its memory budget; future.go bounds positions and times.)
 
 // topicSource returns the source table of a heartbeat or truncate marker
 // whose table header is qualified ("schema.table") as read from topic. The
