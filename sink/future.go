@@ -117,17 +117,19 @@ func (s *Sink) checkPosition(k tp, what string, lsn record.LSN, at time.Time) er
 	return err
 }
 
-// checkRecordPosition checks record r, which kr carried: a streamed
-// change's commit position and time, a copied row's time.
+// checkRecordPosition checks record r, which kr carried: the time of any
+// record; the commit position (and version) of one whose version can win
+// over others. A copied row (version 0) never does, and its positions are
+// the copy's, not the stream's: it moves no anchor.
 func (s *Sink) checkRecordPosition(kr *kgo.Record, r *record.Record) error {
-	if r.Op == record.Read {
+	if r.Version == record.SnapshotVersion {
 		err := checkTime("copied row", r.OccurredAt, time.Now())
 		if err != nil {
 			s.m.future.WithLabelValues(kr.Topic, "record").Inc()
 		}
 		return err
 	}
-	return s.checkPosition(tp{kr.Topic, kr.Partition}, "record", r.CommitLSN, r.OccurredAt)
+	return s.checkPosition(tp{kr.Topic, kr.Partition}, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
 }
 
 // raise checks lsn at time at against k's anchor and moves the anchor to
