@@ -312,8 +312,11 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 	}
 	s.dead.Add(1)
 	s.m.dead.Inc()
-	s.log.Error("record set aside in the dead-letter topic", append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "reason", dl.Reason,
-		"err", textcut.Shorten(cause.Error(), maxLoggedError))...)
+	attrs := append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset)
+	if dl.Reason != "" {
+		attrs = append(attrs, "reason", dl.Reason)
+	}
+	s.log.Error("record set aside in the dead-letter topic", append(attrs, "err", textcut.Shorten(cause.Error(), maxLoggedError))...)
 	return nil
 }
 
