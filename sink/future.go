@@ -34,12 +34,13 @@ import (
 // position lies at most about lsnMargin + walRate × (maxClockSkew + 10 s)
 // (2.2 TiB of WAL) above the partition's real stream: it wins only until
 // PostgreSQL writes that much WAL, and climbing further takes one forged
-// record per step, each dead-lettered or counted. Copied rows (version 0)
+// item per step. Copied rows (version 0)
 // never win and are not bounded; their times are checked against the clock.
 //
 // Limits, in docs/security.md: the sink learns anchors from the stream, so
-// the first item of a partition after the sink starts is bounded by the
-// age of PostgreSQL's epoch only; and an anchor raised by a forged
+// the first item of a partition after the sink starts (or takes the
+// partition over) is bounded only by the WAL PostgreSQL can have written
+// since its epoch (about 2^61.6); and an anchor raised by a forged
 // position with a current time makes a backlog of more than lsnMargin
 // written while capture was stopped look forged.
 
