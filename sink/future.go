@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -34,15 +35,19 @@ import (
 // position lies at most about lsnMargin + walRate × (maxClockSkew + 10 s)
 // (2.2 TiB of WAL) above the partition's real stream: it wins only until
 // PostgreSQL writes that much WAL, and climbing further takes one forged
-// item per step. Copied rows (version 0)
-// never win and are not bounded; their times are checked against the clock.
+// item per step. Copied rows (version 0) never win and are not bounded;
+// their times are checked against the clock.
 //
-// Limits, in docs/security.md: the sink learns anchors from the stream, so
-// the first item of a partition after the sink starts (or takes the
-// partition over) is bounded only by the WAL PostgreSQL can have written
-// since its epoch (about 2^61.6); and an anchor raised by a forged
-// position with a current time makes a backlog of more than lsnMargin
-// written while capture was stopped look forged.
+// A partition's first anchor is the newest position a sink loaded from it
+// before (Config.Positions: the watermarks in ClickHouse), read when the
+// sink first meets the partition; a partition nothing was loaded from yet
+// starts from PostgreSQL's epoch.
+//
+// Limits, in docs/security.md: without Config.Positions, or for a
+// partition nothing was loaded from, the first item is bounded only by the
+// WAL PostgreSQL can have written since its epoch (about 2^61.6); and an
+// anchor raised by a forged position with a current time makes a backlog
+// of more than lsnMargin written while capture was stopped look forged.
 
 const (
 	// walRate bounds how fast PostgreSQL writes WAL, with room: 4 GiB/s,
@@ -67,10 +72,59 @@ type anchor struct {
 	at  time.Time
 }
 
+// Positions reads the newest position loaded from a partition of a
+// table's topic and the time the partition is loaded through (the
+// Watermark the sink recorded last; zero LSN: none). The sink reads it
+// once per partition, the first time it meets one, to start bounding
+// positions from there (sink/future.go). *clickhouse.Writer implements it.
+type Positions interface {
+	LoadedPosition(ctx context.Context, src record.Source, partition int32) (record.LSN, time.Time, error)
+}
+
 // anchors holds each partition's anchor; partitions load in parallel.
 type anchors struct {
 	mu sync.Mutex
 	m  map[tp]anchor
+}
+
+// has reports whether k has an anchor, or was looked up in Positions.
+func (as *anchors) has(k tp) bool {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	_, ok := as.m[k]
+	return ok
+}
+
+// seed gives k the anchor a unless it has one.
+func (as *anchors) seed(k tp, a anchor) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.m == nil {
+		as.m = map[tp]anchor{}
+	}
+	if _, ok := as.m[k]; !ok {
+		as.m[k] = a
+	}
+}
+
+// seedAnchor gives partition k of src's topic its first anchor from
+// Config.Positions, the first time the sink meets it. Reading is retried
+// as loads are: it fails only when ctx ends.
+func (s *Sink) seedAnchor(ctx context.Context, k tp, src record.Source) error {
+	if s.cfg.Positions == nil || s.anchors.has(k) {
+		return nil
+	}
+	var a anchor
+	err := s.retry(ctx, "read the loaded position of "+src.Schema+"."+src.Table, func() error {
+		var err error
+		a.lsn, a.at, err = s.cfg.Positions.LoadedPosition(ctx, src, k.partition)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.anchors.seed(k, a) // a zero anchor too: looked up, nothing loaded yet
+	return nil
 }
 
 // reach returns the largest WAL position an item can have at time at,
@@ -106,7 +160,10 @@ func checkTime(what string, at, now time.Time) error {
 // "heartbeat", "truncate marker") at WAL position lsn and time at that
 // PostgreSQL cannot have written yet (see above), and counts it; an item
 // that passes raises the partition's anchor.
-func (s *Sink) checkPosition(k tp, what string, lsn record.LSN, at time.Time) error {
+func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time) error {
+	if err := s.seedAnchor(ctx, k, src); err != nil {
+		return err
+	}
 	now := time.Now()
 	err := checkTime(what, at, now)
 	if err == nil {
@@ -122,7 +179,7 @@ func (s *Sink) checkPosition(k tp, what string, lsn record.LSN, at time.Time) er
 // record; the commit position (and version) of one whose version can win
 // over others. A copied row (version 0) never does, and its positions are
 // the copy's, not the stream's: it moves no anchor.
-func (s *Sink) checkRecordPosition(kr *kgo.Record, r *record.Record) error {
+func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *record.Record) error {
 	if r.Version == record.SnapshotVersion {
 		err := checkTime("copied row", r.OccurredAt, time.Now())
 		if err != nil {
@@ -130,7 +187,7 @@ func (s *Sink) checkRecordPosition(kr *kgo.Record, r *record.Record) error {
 		}
 		return err
 	}
-	return s.checkPosition(tp{kr.Topic, kr.Partition}, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
+	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
 }
 
 // raise checks lsn at time at against k's anchor and moves the anchor to

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -139,4 +140,45 @@ func TestSinkHoldsBatchesToTheirRowsHeader(t *testing.T) {
 		t.Fatalf("dead letters %+v, want the huge header (over_budget) and the miscounted batch", dead.got)
 	}
 	wantBatches(t, l.batches, "a/0/0-3 n=2")
+}
+
+// fakePositions answers LoadedPosition from a map by partition, after
+// failing fails times.
+type fakePositions struct {
+	at    map[int32]record.LSN
+	fails int
+	calls int
+}
+
+func (f *fakePositions) LoadedPosition(_ context.Context, _ record.Source, partition int32) (record.LSN, time.Time, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return 0, time.Time{}, errors.New("clickhouse is restarting")
+	}
+	return f.at[partition], time.Unix(1700000000, 0).UTC(), nil
+}
+
+// TestSinkSeedsAnchorsFromLoadedPositions: the first item of a partition
+// after the sink starts is bounded from the position loaded before it
+// (Config.Positions), read once per partition: a forged position at 2^61,
+// below what PostgreSQL's epoch alone bounds, is refused there, and
+// accepted on a partition nothing was loaded from.
+func TestSinkSeedsAnchorsFromLoadedPositions(t *testing.T) {
+	at := time.Unix(1700000000, 0).UTC()
+	forged := func(partition int32, offset int64) *kgo.Record {
+		r := recAt("a", offset, 1<<61, at)
+		r.Partition = partition
+		return r
+	}
+	poll := []*kgo.Record{forged(0, 0), rec("a", 0, 1), forged(1, 0), rec("a", 1, 1)}
+	pos := &fakePositions{at: map[int32]record.LSN{0: 1000}, fails: 1}
+	dead := &fakeDead{}
+	l := &fakeLoader{}
+	runScript(t, Config{DeadLetters: dead, Positions: pos}, nil, l, poll)
+	if len(dead.got) != 1 || dead.got[0].Partition != 0 || dead.got[0].Offset != 0 || dead.got[0].Reason != ReasonFuturePosition {
+		t.Errorf("dead letters %+v, want the forged record of partition 0 alone", dead.got)
+	}
+	if pos.calls != 3 {
+		t.Errorf("%d reads of loaded positions, want 3 (one failed, one per partition)", pos.calls)
+	}
 }

@@ -36,7 +36,7 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.
 		}
 		start = i + 1
 		if err == nil { // after the segment: its items may raise the anchor
-			err = s.checkPosition(tp{kr.Topic, kr.Partition}, "truncate marker", tr.LSN, tr.CommitTime)
+			err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, tr.Source, "truncate marker", tr.LSN, tr.CommitTime)
 		}
 		if err != nil {
 			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
@@ -108,7 +108,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 				err = s.checkHeartbeat(kr.Topic, &h)
 			}
 			if err == nil {
-				err = s.checkPosition(tp{kr.Topic, kr.Partition}, "heartbeat", h.LSN, h.At)
+				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, h.Source, "heartbeat", h.LSN, h.At)
 			}
 			if err != nil {
 				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
@@ -137,7 +137,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			err = s.checkTopic(kr.Topic, rows[0].Source)
 		}
 		if err == nil {
-			err = s.checkRecordPosition(kr, rows[len(rows)-1]) // a batch's rows share times and positions
+			err = s.checkRecordPosition(ctx, kr, rows[len(rows)-1]) // a batch's rows share times and positions
 		}
 		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
 			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
@@ -296,6 +296,9 @@ func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func
 // own (key and value of the single record capture would have sent), not as
 // the whole batch, whose other rows were loaded.
 func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // stopping (a check that ended with ctx): nothing is set aside
+	}
 	if s.cfg.DeadLetters == nil {
 		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
 	}

@@ -224,6 +224,11 @@ type Config struct {
 	Metrics *Metrics
 	// Watermarks records load progress for freshness reporting (optional).
 	Watermarks Watermarker
+	// Positions, when set, gives each partition's bound on positions from
+	// the future its start: the newest position loaded from it before
+	// (sink/future.go). Without it a partition's first item is bounded
+	// only by PostgreSQL's epoch.
+	Positions Positions
 	// Schemas resolves the schemaId of version 2 records (see package
 	// registry). Without it only version 1 records, which carry their
 	// columns, can be loaded; version 2 records stop the sink.

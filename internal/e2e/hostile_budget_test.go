@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -23,9 +22,13 @@ import (
 // narrow rows (once 893 MiB allocated for 8 MiB, and a 64 MiB one killed
 // the sink before it could set it aside, at every restart), a
 // version 1 record of 8 MiB of faulty columns (once one error per column,
-// a 21 MB log line), and a change and a TRUNCATE marker at a WAL position
-// near 2^64 (once winning over every later real change for good, and
-// deleting the table). The sink must dead-letter each with its reason
+// a 21 MB log line), and a change and a TRUNCATE marker at WAL position
+// 2^61 (once winning over every later real change for good, and deleting
+// the table), written while the sink is stopped, so that they may be the
+// first items the restarted sink meets on their partition: their bound
+// then starts where loading stopped (ClickHouse's _walhouse_sync), as 2^61
+// is below what PostgreSQL's epoch alone bounds. The sink must
+// dead-letter each with its reason
 // (over_budget, future_position), stay within the memory the Helm chart
 // gives it, and ClickHouse FINAL must equal PostgreSQL after later real
 // changes of the same rows.
@@ -35,13 +38,13 @@ func TestIntegrationHostileBudgetAndFuture(t *testing.T) {
 	ctx := context.Background()
 	table, qt := p.table("budget", `(tenant_id text NOT NULL, id bigint NOT NULL, note text, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (g %% 3), g, 'copied' FROM generate_series(1, 50) g`, qt))
-	metricsAddr := testenv.FreeAddr(t)
 	capt := p.startCapture(table)
-	snk := p.startSink("--metrics-addr", metricsAddr)
+	first := p.startSink()
 	p.exec(fmt.Sprintf(`UPDATE %s SET note = 'streamed' WHERE id <= 10`, qt))
 	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(note, '<null>') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(note, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
-	p.converge(pgQuery, chQuery, capt, snk)
+	p.converge(pgQuery, chQuery, capt, first)
+	first.Stop()
 
 	// Templates: a row batch of the copy and a streamed change.
 	topic := record.TopicName(p.prefix, "public", table)
@@ -90,7 +93,8 @@ func TestIntegrationHostileBudgetAndFuture(t *testing.T) {
 	v1 := string(record.AppendJSONVersion(nil, orig, 1))
 	wide := strings.Replace(v1, `"columns":[`, `"columns":[`+strings.Repeat(`{"name":"","type":""},`, 8<<20/22), 1)
 	forged := *orig
-	forged.LSN, forged.CommitLSN = math.MaxUint64-16, math.MaxUint64-16
+	const future = record.LSN(1 << 61)
+	forged.LSN, forged.CommitLSN = future, future
 	forged.Version = record.Version(forged.LSN)
 	forged.EventID = record.EventID(orig.Source.ID, forged.CommitLSN, 0, orig.OccurredAt) // a new change, not a reused eventId
 	for i, c := range forged.Columns {
@@ -101,7 +105,7 @@ func TestIntegrationHostileBudgetAndFuture(t *testing.T) {
 	}
 	marker := &kgo.Record{Topic: topic, Partition: change.Partition}
 	now := time.Now().UTC()
-	for _, h := range (record.Truncate{Source: record.Source{Schema: "public", Table: table}, LSN: math.MaxUint64 - 16, CommitTime: now, At: now}).Headers() {
+	for _, h := range (record.Truncate{Source: record.Source{Schema: "public", Table: table}, LSN: future, CommitTime: now, At: now}).Headers() {
 		marker.Headers = append(marker.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 	}
 	hostile := []*kgo.Record{
@@ -117,6 +121,8 @@ func TestIntegrationHostileBudgetAndFuture(t *testing.T) {
 			t.Fatalf("produce a forged record of %d bytes: %v", len(r.Value), err)
 		}
 	}
+	metricsAddr := testenv.FreeAddr(t)
+	snk := p.startSink("--metrics-addr", metricsAddr)
 	// Real changes of the forged row and the others after the forgeries.
 	p.exec(fmt.Sprintf(`UPDATE %s SET note = 'after the forgeries' WHERE id <= 20`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t1', 100, 'new')`, qt))
