@@ -131,7 +131,7 @@ func (s *Sink) seedAnchor(ctx context.Context, k tp, src record.Source) error {
 // given the anchor a (the zero anchor: none yet).
 func reach(a anchor, at time.Time) record.LSN {
 	from := a.at
-	if a.lsn == 0 {
+	if a.lsn == 0 || a.at.Before(pgEpoch) { // none, or a loaded position without its time
 		from = pgEpoch
 	}
 	d := at.Sub(from)
