@@ -20,18 +20,17 @@ import (
 // principal allowed to write there can forge against the sink itself: row
 // batches of 8 MiB and of nearly the whole 64 MiB record bound made of
 // narrow rows (once 893 MiB allocated for 8 MiB, and a 64 MiB one killed
-// the sink before it could set it aside, at every restart), a
-// version 1 record of 8 MiB of faulty columns (once one error per column,
-// a 21 MB log line), and a change and a TRUNCATE marker at WAL position
-// 2^61 (once winning over every later real change for good, and deleting
-// the table), written while the sink is stopped, so that they may be the
-// first items the restarted sink meets on their partition: their bound
-// then starts where loading stopped (ClickHouse's _walhouse_sync), as 2^61
-// is below what PostgreSQL's epoch alone bounds. The sink must
-// dead-letter each with its reason
-// (over_budget, future_position), stay within the memory the Helm chart
-// gives it, and ClickHouse FINAL must equal PostgreSQL after later real
-// changes of the same rows.
+// the sink before it could set it aside, at every restart), a version 1
+// record of 8 MiB of faulty columns (once one error per column, a 21 MB
+// log line), and a change and a TRUNCATE marker at WAL position 2^61
+// (once winning over every later real change for good, and deleting the
+// table). They are written while the sink is stopped, so that they may be
+// the first items the restarted sink meets on their partition: their
+// bound then starts where loading stopped (ClickHouse's _walhouse_sync),
+// as 2^61 is below what PostgreSQL's epoch alone bounds. The sink must
+// dead-letter each with its reason (over_budget, future_position), stay
+// within its memory, and ClickHouse FINAL must equal PostgreSQL after
+// later real changes of the same rows.
 func TestIntegrationHostileBudgetAndFuture(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
