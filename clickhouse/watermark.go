@@ -62,17 +62,8 @@ func syncTableStatements(p schema.Placement) []string {
 // does not know its topic's partition count keeps the one recorded for the
 // table (each row replaces the partition's previous one whole).
 func (w *Writer) MarkLoaded(ctx context.Context, marks []sink.Watermark) error {
-	w.mu.Lock()
-	ready := w.syncParts != nil
-	w.mu.Unlock()
-	if !ready {
-		parts, err := w.prepareSync(ctx)
-		if err != nil {
-			return err
-		}
-		w.mu.Lock()
-		w.syncParts = parts
-		w.mu.Unlock()
+	if err := w.syncReady(ctx); err != nil {
+		return err
 	}
 	batch, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s (source_table, partition, loaded_through, lsn, updated_at, partitions)", w.placement.Qualified(SyncTable)))
 	if err != nil {
@@ -86,6 +77,24 @@ func (w *Writer) MarkLoaded(ctx context.Context, marks []sink.Watermark) error {
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("insert watermarks: %w", err)
 	}
+	return nil
+}
+
+// syncReady makes SyncTable ready (prepareSync) once.
+func (w *Writer) syncReady(ctx context.Context) error {
+	w.mu.Lock()
+	ready := w.syncParts != nil
+	w.mu.Unlock()
+	if ready {
+		return nil
+	}
+	parts, err := w.prepareSync(ctx)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.syncParts = parts
+	w.mu.Unlock()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"strconv"
 )
 
@@ -9,13 +10,58 @@ import (
 // consumer can weigh a batch by it without decoding the value.
 const HeaderRows = "walhouse-rows"
 
+// Bounds on what one record may make a decoder allocate. A decoded row or
+// value costs far more memory than its text (a Record is about 270 bytes,
+// a value 24 more plus the decoder's 40 for its place in the text, against
+// 3 bytes for an empty value in JSON), so a record of the size Kafka
+// admits could otherwise make the sink allocate many times its size (an
+// 8 MiB batch of one-column rows took 893 MiB) and die before it can set
+// the record aside. Capture stays far below them: a row batch closes at
+// 128 KiB (each row at least 5 bytes, each value 3, so at most about
+// 26,000 rows and 44,000 values) or holds one row, and PostgreSQL tables
+// have at most 1,600 columns. Decoding stops with ErrInvalid (and
+// ErrOverBudget) as soon as a record passes one, before allocating for
+// it; at the bounds decoding a row batch allocates a few tens of MiB (53
+// MiB measured for 131,072 values in 6 columns).
+const (
+	// MaxColumns bounds the columns, payload and key members and unchanged
+	// names of one record, and the values of one row of a batch:
+	// PostgreSQL's MaxTupleAttributeNumber.
+	MaxColumns = 1664
+	// MaxBatchRows bounds the rows of one row batch (and its HeaderRows).
+	MaxBatchRows = 1 << 15
+	// MaxBatchCells bounds the values of all rows of one row batch.
+	MaxBatchCells = 1 << 17
+)
+
+// ErrOverBudget marks a record refused because decoding it would take more
+// memory than any record capture writes (MaxColumns, MaxBatchRows,
+// MaxBatchCells); errors wrapping it wrap ErrInvalid too.
+var ErrOverBudget = fmt.Errorf("%w: over the decoding budget", ErrInvalid)
+
+// ParseRows reads a HeaderRows value strictly, for a consumer that must
+// weigh a batch before decoding it: a count from 1 to MaxBatchRows, in
+// decimal. Errors wrap ErrInvalid (and ErrOverBudget for a count above the
+// bound).
+func ParseRows(header string) (int, error) {
+	n, err := strconv.Atoi(header)
+	switch {
+	case err != nil || n < 1:
+		return 0, fmt.Errorf("%w: header %s is %q, want a row count from 1", ErrInvalid, HeaderRows, header)
+	case n > MaxBatchRows:
+		return 0, fmt.Errorf("%w: header %s says %d rows, more than the %d a row batch may have", ErrOverBudget, HeaderRows, n, MaxBatchRows)
+	}
+	return n, nil
+}
+
 // RowsOf returns the number of rows a Kafka record with the given
 // HeaderRows value carries: the count for a well-formed header, 1 for
-// anything else (a record is at least one row, and a bad count is found
-// when the value is decoded).
+// anything else, a count over MaxBatchRows included (a record is at least
+// one row, and a bad count is found by ParseRows or when the value is
+// decoded).
 func RowsOf(header string) int {
-	n, err := strconv.Atoi(header)
-	if err != nil || n < 1 {
+	n, err := ParseRows(header)
+	if err != nil {
 		return 1
 	}
 	return n

@@ -174,6 +174,9 @@ func (d *decoder) readRows(s *scanner) (bool, error) {
 			break
 		}
 		row := len(d.rowEnds)
+		if row == MaxBatchRows {
+			return true, fmt.Errorf("%w: a row batch has more than %d rows", ErrOverBudget, MaxBatchRows)
+		}
 		if s.peek() != '[' {
 			return true, fmt.Errorf("%w: rows[%d] is %s, want an array", ErrInvalid, row, s.kind())
 		}
@@ -191,10 +194,17 @@ func (d *decoder) readRows(s *scanner) (bool, error) {
 
 // readRow reads the values of row, whose '[' has been read, into d.cells.
 func (d *decoder) readRow(s *scanner, row int) error {
+	rowStart := len(d.cells)
 	for first := true; ; first = false {
 		more, err := s.more(first, ']')
 		if err != nil || !more {
 			return err
+		}
+		switch {
+		case len(d.cells) == MaxBatchCells:
+			return fmt.Errorf("%w: a row batch has more than %d values", ErrOverBudget, MaxBatchCells)
+		case len(d.cells)-rowStart == MaxColumns:
+			return fmt.Errorf("%w: rows[%d] has more than %d values", ErrOverBudget, row, MaxColumns)
 		}
 		var m member
 		m.text.start = len(d.keep)

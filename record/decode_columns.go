@@ -1,5 +1,7 @@
 package record
 
+import "fmt"
+
 // This file holds what Decode reads of the envelope's nested objects: the
 // source and a version 1 record's column descriptions (the schema it
 // carries instead of naming one). decode.go reads the top-level fields and
@@ -71,6 +73,9 @@ func (d *decoder) readColumns(s *scanner) (bool, error) {
 		more, err := s.more(first, ']')
 		if err != nil || !more {
 			return true, err
+		}
+		if len(d.columns) == MaxColumns {
+			return true, fmt.Errorf("%w: columns has more than %d entries", ErrOverBudget, MaxColumns)
 		}
 		var c columnSpec
 		given, err := s.open('{', "columns[]", "an object")

@@ -22,6 +22,9 @@ func (d *decoder) readMembers(s *scanner, dst []member, field string) ([]member,
 		if err != nil || !more {
 			return dst, true, err
 		}
+		if len(dst) == MaxColumns {
+			return dst, true, fmt.Errorf("%w: %s has more than %d members", ErrOverBudget, field, MaxColumns)
+		}
 		var m member
 		m.name.start = len(d.names)
 		if d.names, err = s.appendName(d.names, field); err != nil {
@@ -49,6 +52,9 @@ func (d *decoder) readUnchanged(s *scanner) error {
 		more, err := s.more(first, ']')
 		if err != nil || !more {
 			return err
+		}
+		if len(d.unchanged) == MaxColumns {
+			return fmt.Errorf("%w: unchanged has more than %d names", ErrOverBudget, MaxColumns)
 		}
 		start := len(d.names)
 		var ok bool

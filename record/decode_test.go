@@ -94,6 +94,13 @@ func expectedDeviation(data []byte) string {
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return "data after the record"
 	}
+	var wide struct {
+		Columns, Unchanged []json.RawMessage
+		Key, Payload       map[string]json.RawMessage
+	}
+	if json.Unmarshal(first, &wide) == nil && max(len(wide.Columns), len(wide.Unchanged), len(wide.Key), len(wide.Payload)) > MaxColumns {
+		return "more members than MaxColumns"
+	}
 	inStruct, inMap := repeatedNames(first)
 	switch {
 	case inStruct:

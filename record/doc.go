@@ -92,6 +92,12 @@
 // meets a row batch must not take it for a single record: Decode rejects
 // one and points to DecodeBatch.
 //
+// A decoder refuses, with ErrOverBudget, a row batch of more than
+// MaxBatchRows rows or MaxBatchCells values, and any record of more than
+// MaxColumns columns or members, while it reads it: decoded rows cost
+// many times their text, and records come from Kafka (ParseRows checks a
+// HeaderRows value before decoding). A producer keeps its batches below.
+//
 // # Version 1
 //
 // Version 1 records carry the column list in a "columns" field after

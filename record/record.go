@@ -173,14 +173,37 @@ func (r *Record) Validate() error {
 	return r.ValidateRow()
 }
 
+// problems collects what a validation finds, keeping the first
+// maxProblems: a record with one fault per column must not make an error
+// (and a log line, and a dead-letter header) as large as itself.
+type problems struct {
+	errs []error
+	more int
+}
+
+const maxProblems = 8
+
+func (p *problems) add(format string, args ...any) {
+	if len(p.errs) == maxProblems {
+		p.more++
+		return
+	}
+	p.errs = append(p.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+}
+
+func (p *problems) err() error {
+	if p.more > 0 {
+		return errors.Join(append(p.errs, fmt.Errorf("and %d more problems", p.more))...)
+	}
+	return errors.Join(p.errs...)
+}
+
 // ValidateColumns checks a relation's shape: names and types present and
 // unique, a key column, the tenant column among them. A producer checks it
 // once per shape and calls ValidateRow per row.
 func ValidateColumns(tenantColumn string, cols []Column) error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
-	}
+	var errs problems
+	bad := errs.add
 	if len(cols) == 0 {
 		bad("columns are missing")
 	}
@@ -204,16 +227,14 @@ func ValidateColumns(tenantColumn string, cols []Column) error {
 	if keys == 0 {
 		bad("no key column: the source table needs a primary key or replica identity index")
 	}
-	return errors.Join(errs...)
+	return errs.err()
 }
 
 // ValidateRow checks what varies per row: identity, position, op, tenant
 // and values. It assumes the columns passed ValidateColumns.
 func (r *Record) ValidateRow() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
-	}
+	var errs problems
+	bad := errs.add
 	if _, err := ParseEventID(r.EventID); err != nil {
 		bad("eventId: %v", err)
 	}
@@ -264,7 +285,7 @@ func (r *Record) ValidateRow() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs.err()
 }
 
 // SchemaID returns a short, stable hash of cols: records whose columns are

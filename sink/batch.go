@@ -1,6 +1,9 @@
 package sink
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -55,6 +58,22 @@ func appendRowOrigins(origin []*kgo.Record, kr *kgo.Record, n int) []*kgo.Record
 		origin = append(origin, &rows[i])
 	}
 	return origin
+}
+
+// decodeBatch decodes row batch kr with dec once its record.HeaderRows
+// passed record.ParseRows, and holds the rows to that count: the sink
+// weighs batches by it before decoding them.
+func decodeBatch(ctx context.Context, s *Sink, kr *kgo.Record, dec *record.Decoder) ([]*record.Record, error) {
+	v, _ := batchHeader(kr)
+	n, err := record.ParseRows(v)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := decodeWith(ctx, s, kr, dec.DecodeBatch)
+	if err == nil && len(rows) != n {
+		return nil, fmt.Errorf("%w: header %s says %d rows, the batch has %d", record.ErrInvalid, record.HeaderRows, n, len(rows))
+	}
+	return rows, err
 }
 
 // isRowOrigin reports whether kr is a row's stand-in for its batch.

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -26,6 +27,32 @@ const (
 	HeaderValueDropped = "walhouse-value-dropped"
 	// A whole row batch set aside also keeps its record.HeaderRows.
 )
+
+// The sink's own reasons (DeadLetter.Reason, record.HeaderDLReason) for
+// what it refuses before loading; other dead letters of the sink have none.
+const (
+	// ReasonOverBudget: decoding the record would take more memory than
+	// any record capture writes (record.ErrOverBudget).
+	ReasonOverBudget = "over_budget"
+	// ReasonFuturePosition: a record, heartbeat or truncate marker at a
+	// WAL position or time PostgreSQL cannot have reached (sink/future.go).
+	ReasonFuturePosition = "future_position"
+)
+
+// maxLoggedError bounds the error text of a dead letter in the sink's log;
+// the dead-letter header has its own bound (kafka.DeadLetters).
+const maxLoggedError = 2 << 10
+
+// reasonOf returns the reason code of a cause, "" when it has none.
+func reasonOf(cause error) string {
+	switch {
+	case errors.Is(cause, record.ErrOverBudget):
+		return ReasonOverBudget
+	case errors.Is(cause, errFuturePosition):
+		return ReasonFuturePosition
+	}
+	return ""
+}
 
 // ParseDeadLetter reads the metadata of a record from the dead-letter topic.
 func ParseDeadLetter(r *kgo.Record) (DeadLetter, error) {

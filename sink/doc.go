@@ -26,11 +26,13 @@
 //     record. load.go: a chunk's segments between truncate markers, decoding,
 //     isolating a record that can never load, setting it aside. retry.go:
 //     retries with backoff.
-//   - batch.go: row batches; truncate.go: truncate markers; trust.go: the
-//     checks of what Kafka says; watermark.go: load progress for freshness;
+//   - batch.go: row batches (their rows header held to the decoding
+//     budget); truncate.go: truncate markers; trust.go: the checks of what
+//     Kafka says; future.go: positions and times bounded by what
+//     PostgreSQL can have written; watermark.go: load progress for freshness;
 //     layer2.go: eventId deduplication; erasure.go: records of erased
 //     data subjects left out of a batch when it is built and before every
 //     insert attempt, and no insert while the erasure ledger is too old;
-//     deadletter.go: the dead letters' format; metrics.go: the sink's
-//     metrics.
+//     deadletter.go: the dead letters' format and the sink's reasons;
+//     metrics.go: the sink's metrics.
 package sink

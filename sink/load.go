@@ -10,6 +10,7 @@ import (
 
 	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/internal/failpoint"
+	"github.com/walhouse/walhouse/internal/textcut"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -34,6 +35,9 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.
 			return err
 		}
 		start = i + 1
+		if err == nil { // after the segment: its items may raise the anchor
+			err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, tr.Source, "truncate marker", tr.LSN, tr.CommitTime)
+		}
 		if err != nil {
 			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 				return err
@@ -103,6 +107,9 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			if err == nil {
 				err = s.checkHeartbeat(kr.Topic, &h)
 			}
+			if err == nil {
+				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, h.Source, "heartbeat", h.LSN, h.At)
+			}
 			if err != nil {
 				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
 					return err
@@ -115,7 +122,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 		var rows []*record.Record
 		batch := isBatch(kr)
 		if batch {
-			rows, err = decodeWith(ctx, s, kr, dec.DecodeBatch)
+			rows, err = decodeBatch(ctx, s, kr, dec)
 		} else {
 			single[0], err = decodeWith(ctx, s, kr, dec.Decode)
 			rows = single[:]
@@ -128,6 +135,9 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 		}
 		if err == nil {
 			err = s.checkTopic(kr.Topic, rows[0].Source)
+		}
+		if err == nil {
+			err = s.checkRecordPosition(ctx, kr, rows[len(rows)-1]) // a batch's rows share times and positions
 		}
 		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
 			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
@@ -286,10 +296,14 @@ func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func
 // own (key and value of the single record capture would have sent), not as
 // the whole batch, whose other rows were loaded.
 func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // stopping (a check that ended with ctx): nothing is set aside
+	}
 	if s.cfg.DeadLetters == nil {
 		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
 	}
-	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts}
+	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts,
+		Reason: reasonOf(cause)}
 	switch {
 	case isRowOrigin(kr) && r != nil:
 		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)
@@ -301,7 +315,11 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 	}
 	s.dead.Add(1)
 	s.m.dead.Inc()
-	s.log.Error("record set aside in the dead-letter topic", append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "err", cause)...)
+	attrs := append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset)
+	if dl.Reason != "" {
+		attrs = append(attrs, "reason", dl.Reason)
+	}
+	s.log.Error("record set aside in the dead-letter topic", append(attrs, "err", textcut.Shorten(cause.Error(), maxLoggedError))...)
 	return nil
 }
 

@@ -20,6 +20,7 @@ type Metrics struct {
 	stopped    prometheus.Gauge
 	truncates  *prometheus.CounterVec
 	erased     *prometheus.CounterVec
+	future     *prometheus.CounterVec
 }
 
 // NewMetrics creates the sink metrics and registers them with reg (nil:
@@ -53,5 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walhouse_sink_truncates_applied_total", Help: "Truncate markers applied (one per partition of the table's topic per TRUNCATE), by table."}, []string{"table"}),
 		erased: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_erased_records_dropped_total", Help: "Records of erased data subjects, committed before their erasure, not loaded (see docs/erasure.md), by table."}, []string{"table"}),
+		future: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_future_positions_total", Help: "Records, heartbeats and truncate markers dead-lettered for a WAL position or time PostgreSQL cannot have reached (sink/future.go): forged, or a bug. By topic and kind."}, []string{"topic", "kind"}),
 	}
 }

@@ -224,6 +224,11 @@ type Config struct {
 	Metrics *Metrics
 	// Watermarks records load progress for freshness reporting (optional).
 	Watermarks Watermarker
+	// Positions, when set, gives each partition's bound on positions from
+	// the future its start: the newest position loaded from it before
+	// (sink/future.go). Without it a partition's first item is bounded
+	// only by PostgreSQL's epoch.
+	Positions Positions
 	// Schemas resolves the schemaId of version 2 records (see package
 	// registry). Without it only version 1 records, which carry their
 	// columns, can be loaded; version 2 records stop the sink.
@@ -268,6 +273,7 @@ type Sink struct {
 	// loading (a Decoder keeps its buffers between records but is not safe
 	// for concurrent use).
 	decoders chan *record.Decoder
+	anchors  anchors // each partition's newest position (sink/future.go)
 
 	mu      sync.Mutex
 	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed

@@ -283,6 +283,9 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if st.erasures != nil {
 		cfg.Erasures = st.erasures
 	}
+	if p, ok := st.watermarks.(sink.Positions); ok { // the ClickHouse writer: bounds start where loading stopped
+		cfg.Positions = p
+	}
 	if st.registry != nil {
 		cfg.Metrics = sink.NewMetrics(st.registry)
 	}

@@ -1,0 +1,218 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// A version is a WAL position, and in ClickHouse a row's largest version
+// wins for good (ReplacingMergeTree), as a truncate marker's position
+// deletes every row below it. The decoder checks a record against itself
+// (version equal to its position, no later than its commit), which says
+// nothing about a record forged at a position near 2^64: it would win over
+// every later real change of its row, and a marker there would delete
+// every row for good. So the sink bounds each streamed record's commit
+// position, each marker's and each heartbeat's by what PostgreSQL can have
+// written since the newest position the partition showed before (its
+// anchor), and dead-letters the rest (reason future_position, counted in
+// walhouse_sink_future_positions_total, alert WalhouseSinkFuturePosition).
+//
+// PostgreSQL writes WAL at most so fast, and a position is written after
+// its commit time is taken (a heartbeat's after its clock is read), so a
+// real item at time t has a position below the anchor's plus walRate × (t −
+// the anchor's time), plus lsnMargin for clock steps and the moment between
+// a commit's timestamp and its WAL record. That holds however long capture
+// was stopped or a table left out, since the times are PostgreSQL's. A
+// forged item can claim a time at most maxClockSkew ahead of the sink's
+// clock, and heartbeats reach every partition every 10 s, so a forged
+// position lies at most about lsnMargin + walRate × (maxClockSkew + 10 s)
+// (2.2 TiB of WAL) above the partition's real stream: it wins only until
+// PostgreSQL writes that much WAL, and climbing further takes one forged
+// item per step. Copied rows (version 0) never win and are not bounded;
+// their times are checked against the clock.
+//
+// A partition's first anchor is the newest position a sink loaded from it
+// before (Config.Positions: the watermarks in ClickHouse), read when the
+// sink first meets the partition; a partition nothing was loaded from yet
+// starts from PostgreSQL's epoch.
+//
+// Limits, in docs/security.md: without Config.Positions, or for a
+// partition nothing was loaded from, the first item is bounded only by the
+// WAL PostgreSQL can have written since its epoch (about 2^61.6); and an
+// anchor raised by a forged position with a current time makes a backlog
+// of more than lsnMargin written while capture was stopped look forged.
+
+const (
+	// walRate bounds how fast PostgreSQL writes WAL, with room: 4 GiB/s,
+	// several times what the fastest servers sustain.
+	walRate = 4 << 30
+	// lsnMargin is the jump allowed beyond walRate: 1 TiB, over four
+	// minutes of WAL at walRate.
+	lsnMargin = 1 << 40
+)
+
+// pgEpoch is PostgreSQL's epoch: no server wrote WAL before it.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// errFuturePosition marks an item refused for a position or time from the
+// future.
+var errFuturePosition = fmt.Errorf("%w: a position or time from the future", record.ErrInvalid)
+
+// anchor is the newest position a partition showed and its time (not
+// after the sink's clock when it was seen).
+type anchor struct {
+	lsn record.LSN
+	at  time.Time
+}
+
+// Positions reads the newest position loaded from a partition of a
+// table's topic and the time the partition is loaded through (the
+// Watermark the sink recorded last; zero LSN: none). The sink reads it
+// once per partition, the first time it meets one, to start bounding
+// positions from there (sink/future.go). *clickhouse.Writer implements it.
+type Positions interface {
+	LoadedPosition(ctx context.Context, src record.Source, partition int32) (record.LSN, time.Time, error)
+}
+
+// anchors holds each partition's anchor; partitions load in parallel.
+type anchors struct {
+	mu sync.Mutex
+	m  map[tp]anchor
+}
+
+// has reports whether k has an anchor, or was looked up in Positions.
+func (as *anchors) has(k tp) bool {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	_, ok := as.m[k]
+	return ok
+}
+
+// seed gives k the anchor a unless it has one.
+func (as *anchors) seed(k tp, a anchor) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.m == nil {
+		as.m = map[tp]anchor{}
+	}
+	if _, ok := as.m[k]; !ok {
+		as.m[k] = a
+	}
+}
+
+// seedAnchor gives partition k of src's topic its first anchor from
+// Config.Positions, the first time the sink meets it. Reading is retried
+// as loads are: it fails only when ctx ends.
+func (s *Sink) seedAnchor(ctx context.Context, k tp, src record.Source) error {
+	if s.cfg.Positions == nil || s.anchors.has(k) {
+		return nil
+	}
+	var a anchor
+	err := s.retry(ctx, "read the loaded position of "+src.Schema+"."+src.Table, func() error {
+		var err error
+		a.lsn, a.at, err = s.cfg.Positions.LoadedPosition(ctx, src, k.partition)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.anchors.seed(k, a) // a zero anchor too: looked up, nothing loaded yet
+	return nil
+}
+
+// reach returns the largest WAL position an item can have at time at,
+// given the anchor a (the zero anchor: none yet).
+func reach(a anchor, at time.Time) record.LSN {
+	from := a.at
+	if a.lsn == 0 || a.at.Before(pgEpoch) { // none, or a loaded position without its time
+		from = pgEpoch
+	}
+	d := at.Sub(from)
+	if d < 0 {
+		d = 0
+	}
+	// In whole seconds, rounded up: walRate × nanoseconds overflows.
+	secs := uint64((d + time.Second - 1) / time.Second)
+	room := ^uint64(0) - uint64(a.lsn) - lsnMargin
+	if secs > room/walRate {
+		return record.LSN(^uint64(0)) // nothing is beyond reach
+	}
+	return a.lsn + lsnMargin + record.LSN(secs*walRate)
+}
+
+// checkTime reports an item that claims a time more than maxClockSkew
+// after the sink's clock: beyond clock skew, it could only be forged.
+func checkTime(what string, at, now time.Time) error {
+	if at.After(now.Add(maxClockSkew)) {
+		return fmt.Errorf("%w: %s claims %s, more than %v after the sink's clock", errFuturePosition, what, at.Format(time.RFC3339), maxClockSkew)
+	}
+	return nil
+}
+
+// checkPosition reports an item of partition k (what: "record",
+// "heartbeat", "truncate marker") at WAL position lsn and time at that
+// PostgreSQL cannot have written yet (see above), and counts it; an item
+// that passes raises the partition's anchor.
+func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time) error {
+	if err := s.seedAnchor(ctx, k, src); err != nil {
+		return err
+	}
+	now := time.Now()
+	err := checkTime(what, at, now)
+	if err == nil {
+		err = s.anchors.raise(k, what, lsn, at, now)
+	}
+	if errors.Is(err, errFuturePosition) {
+		s.m.future.WithLabelValues(k.topic, what).Inc()
+	}
+	return err
+}
+
+// checkRecordPosition checks record r, which kr carried: the time of any
+// record; the commit position (and version) of one whose version can win
+// over others. A copied row (version 0) never does, and its positions are
+// the copy's, not the stream's: it moves no anchor.
+func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *record.Record) error {
+	if r.Version == record.SnapshotVersion {
+		err := checkTime("copied row", r.OccurredAt, time.Now())
+		if err != nil {
+			s.m.future.WithLabelValues(kr.Topic, "record").Inc()
+		}
+		return err
+	}
+	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
+}
+
+// raise checks lsn at time at against k's anchor and moves the anchor to
+// it when it is newer.
+func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) error {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	a := as.m[k]
+	if limit := reach(a, at); lsn > limit {
+		return fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
+			errFuturePosition, what, lsn, limit, at.Format(time.RFC3339), a.lsn, walRate>>30, lsnMargin>>30)
+	}
+	if lsn > a.lsn {
+		if as.m == nil {
+			as.m = map[tp]anchor{}
+		}
+		as.m[k] = anchor{lsn: lsn, at: earlier(at, now)}
+	}
+	return nil
+}
+
+// earlier returns the earlier of two times.
+func earlier(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
+}

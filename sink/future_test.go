@@ -1,0 +1,184 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// TestAnchorsBoundPositions walks a partition's items through its anchor:
+// what PostgreSQL can have written by an item's time passes, however long
+// after the anchor; a position beyond it, or a time beyond the clock, does
+// not, and moves nothing.
+func TestAnchorsBoundPositions(t *testing.T) {
+	now := time.Now()
+	t0 := now.Add(-2 * time.Hour)
+	const base = record.LSN(0x5A_0000_0000) // 360 GiB
+	k := tp{"t", 0}
+	var as anchors
+	for i, step := range []struct {
+		name string
+		lsn  record.LSN
+		at   time.Time
+		ok   bool
+	}{
+		{"near 2^64 before any anchor", math.MaxUint64 - 16, t0, false},
+		{"the first real item", base, t0, true},
+		{"10 GiB 10 s later", base + 10<<30, t0.Add(10 * time.Second), true},
+		{"3 TiB 10 s later", base + 3<<40, t0.Add(20 * time.Second), false},
+		{"an older position", 1, t0, true},
+		{"3 TiB after an hour (a backlog after capture stopped)", base + 3<<40, t0.Add(time.Hour), true},
+		{"near 2^64 after the anchor", math.MaxUint64 - 16, now, false},
+		{"2^63", 1 << 63, now, false},
+		{"a time from the future", base + 3<<40 + 1, now.Add(10 * time.Minute), false},
+		{"the next real item", base + 3<<40 + 1<<20, t0.Add(time.Hour + time.Second), true},
+	} {
+		err := checkTime("item", step.at, now)
+		if err == nil {
+			err = as.raise(k, "item", step.lsn, step.at, now)
+		}
+		if (err == nil) != step.ok || err != nil && !errors.Is(err, errFuturePosition) {
+			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
+		}
+	}
+	if a := as.m[k]; a.lsn != base+3<<40+1<<20 {
+		t.Errorf("anchor at %s, want the last real item's position", a.lsn)
+	}
+}
+
+// recAt is rec with its position and commit time given.
+func recAt(topic string, offset int64, lsn record.LSN, at time.Time) *kgo.Record {
+	cols := recColumns
+	r := &record.Record{
+		OccurredAt: at, IngestedAt: at, TenantID: "t", TenantColumn: "tenant_id",
+		Source: record.Source{ID: "s", Schema: "public", Table: topic},
+		LSN:    lsn, CommitLSN: lsn, Op: record.Update, Version: record.Version(lsn),
+		Columns: cols, SchemaID: record.SchemaID("tenant_id", cols),
+		Values: []record.Value{{Text: "t"}, {Text: fmt.Sprint(offset)}},
+	}
+	r.EventID = record.EventID("s", r.CommitLSN, 0, r.OccurredAt)
+	return &kgo.Record{Topic: topic, Offset: offset, Value: record.AppendJSON(nil, r)}
+}
+
+// TestSinkRefusesFuturePositions: a record, truncate marker or heartbeat
+// forged at a WAL position near 2^64 (it would win over every later real
+// change for good), and records from the future, go to the dead letters
+// with reason future_position and are counted; the real records around
+// them load.
+func TestSinkRefusesFuturePositions(t *testing.T) {
+	const topic = "a"
+	now := time.Now().UTC()
+	future := now.Add(time.Hour)
+	copied := rowBatch(topic, 0, 6, 7)
+	copied.Value = []byte(strings.Replace(string(copied.Value), `"occurredAt":"2023-11-14T22:13:20Z"`, `"occurredAt":"`+future.Format(time.RFC3339)+`"`, 1))
+	beat := heartbeatRec(topic, topic, 3, now)
+	beat.Headers[1].Value = []byte("FFFFFFFF/0")
+	poll := []*kgo.Record{
+		rec(topic, 0, 0),
+		recAt(topic, 1, math.MaxUint64-16, now),
+		marker(topic, 0, 2, 1<<63),
+		beat,
+		recAt(topic, 4, 2000, future),
+		rec(topic, 0, 5),
+		copied,
+		rec(topic, 0, 7),
+	}
+	l := &truncatingLoader{fakeLoader: &fakeLoader{}}
+	dead := &fakeDead{}
+	m := NewMetrics(nil)
+	runScriptWith(t, Config{DeadLetters: dead, Metrics: m}, nil, l, poll)
+	var got []string
+	for _, d := range dead.got {
+		if d.Reason != ReasonFuturePosition || !errors.Is(d.Err, record.ErrInvalid) {
+			t.Errorf("dead letter at %d: reason %q, %v; want %s and ErrInvalid", d.Offset, d.Reason, d.Err, ReasonFuturePosition)
+		}
+		got = append(got, fmt.Sprint(d.Offset))
+	}
+	if fmt.Sprint(got) != "[1 2 3 4 6]" {
+		t.Errorf("dead letters at %v, want [1 2 3 4 6]: %+v", got, dead.got)
+	}
+	wantBatches(t, l.batches, "a/0/0-1 n=1", "a/0/3-7 n=2")
+	var n float64
+	for _, kind := range []string{"record", "heartbeat", "truncate marker"} {
+		c, err := m.future.GetMetricWithLabelValues(topic, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got dto.Metric
+		if err := c.Write(&got); err != nil {
+			t.Fatal(err)
+		}
+		n += got.GetCounter().GetValue()
+	}
+	if n != 5 {
+		t.Errorf("walhouse_sink_future_positions_total = %v, want 5", n)
+	}
+}
+
+// TestSinkHoldsBatchesToTheirRowsHeader: a row batch whose rows header is
+// over the bound goes to the dead letters undecoded (reason over_budget),
+// and one whose header does not count its rows as invalid; the sink weighs
+// batches by that header.
+func TestSinkHoldsBatchesToTheirRowsHeader(t *testing.T) {
+	huge := rowBatch("a", 0, 1, 101)
+	huge.Headers[0].Value = []byte(fmt.Sprint(record.MaxBatchRows + 1))
+	miscounted := rowBatch("a", 0, 2, 102, 103)
+	miscounted.Headers[0].Value = []byte("3")
+	l := &fakeLoader{}
+	dead := &fakeDead{}
+	runScript(t, Config{DeadLetters: dead}, nil, l, []*kgo.Record{rowBatch("a", 0, 0, 100), huge, miscounted, rec("a", 0, 3)})
+	if len(dead.got) != 2 || dead.got[0].Reason != ReasonOverBudget || dead.got[1].Reason != "" || !errors.Is(dead.got[1].Err, record.ErrInvalid) {
+		t.Fatalf("dead letters %+v, want the huge header (over_budget) and the miscounted batch", dead.got)
+	}
+	wantBatches(t, l.batches, "a/0/0-3 n=2")
+}
+
+// fakePositions answers LoadedPosition from a map by partition, after
+// failing fails times.
+type fakePositions struct {
+	at    map[int32]record.LSN
+	fails int
+	calls int
+}
+
+func (f *fakePositions) LoadedPosition(_ context.Context, _ record.Source, partition int32) (record.LSN, time.Time, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return 0, time.Time{}, errors.New("clickhouse is restarting")
+	}
+	return f.at[partition], time.Unix(1700000000, 0).UTC(), nil
+}
+
+// TestSinkSeedsAnchorsFromLoadedPositions: the first item of a partition
+// after the sink starts is bounded from the position loaded before it
+// (Config.Positions), read once per partition: a forged position at 2^61,
+// below what PostgreSQL's epoch alone bounds, is refused there, and
+// accepted on a partition nothing was loaded from.
+func TestSinkSeedsAnchorsFromLoadedPositions(t *testing.T) {
+	at := time.Unix(1700000000, 0).UTC()
+	forged := func(partition int32, offset int64) *kgo.Record {
+		r := recAt("a", offset, 1<<61, at)
+		r.Partition = partition
+		return r
+	}
+	poll := []*kgo.Record{forged(0, 0), rec("a", 0, 1), forged(1, 0), rec("a", 1, 1)}
+	pos := &fakePositions{at: map[int32]record.LSN{0: 1000}, fails: 1}
+	dead := &fakeDead{}
+	l := &fakeLoader{}
+	runScript(t, Config{DeadLetters: dead, Positions: pos}, nil, l, poll)
+	if len(dead.got) != 1 || dead.got[0].Partition != 0 || dead.got[0].Offset != 0 || dead.got[0].Reason != ReasonFuturePosition {
+		t.Errorf("dead letters %+v, want the forged record of partition 0 alone", dead.got)
+	}
+	if pos.calls != 3 {
+		t.Errorf("%d reads of loaded positions, want 3 (one failed, one per partition)", pos.calls)
+	}
+}
