@@ -131,9 +131,15 @@ type target struct {
 	// value, which records carry and the ledger hashes.
 	tenantText, valueText string
 	// keys are the primary keys (toString of each column but the tenant)
-	// of the rows with a version of the subject, read before the ledger
-	// entry is recorded.
+	// of the rows with a version of the subject that PostgreSQL no longer
+	// holds, read in the check's snapshot: the ledger records them and
+	// the removal takes all their versions.
 	keys [][]string
+	// live counts the rows with a version of the subject that PostgreSQL
+	// still holds: only their versions carrying the subject are removed.
+	live uint64
+	// check is the source check the table had (a Check constant).
+	check string
 }
 
 // Erase erases req's subject: the check in PostgreSQL, the ledger entry,
@@ -178,7 +184,7 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 		if err != nil {
 			return m, err
 		}
-		if res.Removed > 0 || res.Left > 0 || len(req.Tables) > 0 {
+		if res.Removed > 0 || res.Left > 0 || res.LiveRowsKept > 0 || len(req.Tables) > 0 {
 			m.Tables = append(m.Tables, res) // tables the tenant had nothing in stay unnamed
 		}
 		m.Verified = m.Verified && res.Left == 0
@@ -279,7 +285,15 @@ func (e *Eraser) tenantType(ctx context.Context, t *target) error {
 
 // check counts the subject's rows in every source table, in one snapshot
 // whose first statement reads the as-of LSN, and reads the PostgreSQL
-// text of tenant and value, which records carry.
+// text of tenant and value, which records carry. In the same snapshot it
+// looks up every row the removal would take by its key (the rows with a
+// version of the subject in ClickHouse): a row PostgreSQL still holds (it
+// once carried the subject; it was reassigned, its e-mail changed) keeps
+// its key out of the ledger and the removal, which then takes only its
+// versions that carry the subject — merge-safe, as its newest version,
+// which FINAL and the next change's unchanged TOAST values read, does not.
+// A live row whose newest version still carries the subject (its change
+// not loaded yet) refuses the erasure with *LiveRowsError.
 func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (record.LSN, error) {
 	tx, err := e.pg.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -295,38 +309,38 @@ func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (rec
 		return 0, err
 	}
 	left := map[string]int64{}
-	for _, t := range targets {
-		types := map[string]string{}
-		rows, err := tx.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND NOT a.attisdropped`, t.owner, []string{t.tenantCol, req.Column})
-		if err != nil {
-			return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
-		}
-		for rows.Next() {
-			var name, typ string
-			if err := rows.Scan(&name, &typ); err != nil {
-				rows.Close()
-				return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
-			}
-			types[name] = typ
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, fmt.Errorf("read the columns of %s: %w", t.owner, err)
-		}
+	types := make([]map[string]string, len(targets))
+	for i, t := range targets {
 		t.tenantText, t.valueText = req.Tenant, req.Value
-		ctype, ok := types[req.Column]
-		if !ok {
-			continue // the table or column is gone from PostgreSQL: no row of it can come back
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.owner).Scan(&exists); err != nil {
+			return 0, fmt.Errorf("look up %s: %w", t.owner, err)
 		}
-		where := fmt.Sprintf("%s = CAST($2::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
-		args := []any{req.Tenant, req.Value}
-		if ttype, ok := types[t.tenantCol]; ok {
-			where += fmt.Sprintf(" AND %s = CAST($1::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
+		if !exists {
+			t.check = CheckTableGone // no row of it can come back
+			continue
+		}
+		if types[i], err = columnTypes(ctx, tx, t.owner, append([]string{t.tenantCol, req.Column}, t.keyCols[1:]...)); err != nil {
+			return 0, err
+		}
+		if ttype, ok := types[i][t.tenantCol]; ok {
 			if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ttype), req.Tenant).Scan(&t.tenantText); err != nil {
 				return 0, &RequestError{fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
 			}
 		} // else the table maps to a configured default tenant: every row is the tenant's
+		ctype, ok := types[i][req.Column]
+		if !ok {
+			// Dropped or renamed: its rows cannot be counted by it, but
+			// every row the removal would take is looked up by key below.
+			t.check = CheckKeysOnly
+			continue
+		}
+		t.check = CheckSubjectAndKeys
+		where := fmt.Sprintf("%s = CAST($2::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
+		args := []any{req.Tenant, req.Value}
+		if ttype, ok := types[i][t.tenantCol]; ok {
+			where += fmt.Sprintf(" AND %s = CAST($1::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
+		}
 		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ctype), req.Value).Scan(&t.valueText); err != nil {
 			return 0, &RequestError{fmt.Sprintf("subject value is not a value of %s.%s (%s): %v", t.owner, req.Column, ctype, err)}
 		}
@@ -341,13 +355,64 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND 
 	if len(left) > 0 {
 		return 0, &StillInSourceError{Rows: left}
 	}
+	unsafe := map[string]int{}
+	for i, t := range targets {
+		cands, err := e.candidates(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		live := map[int]bool{}
+		if t.check != CheckTableGone && len(cands) > 0 {
+			if live, err = liveKeys(ctx, tx, t, types[i], cands); err != nil {
+				return 0, err
+			}
+		}
+		t.keys = nil
+		for j, c := range cands {
+			switch {
+			case !live[j]:
+				t.keys = append(t.keys, c.key)
+			case c.newestUnsafe:
+				unsafe[t.name]++
+			default:
+				t.live++
+			}
+		}
+	}
+	if len(unsafe) > 0 {
+		return 0, &LiveRowsError{Rows: unsafe}
+	}
 	return asOf, nil
 }
 
+// columnTypes returns the PostgreSQL types of those of names that table
+// (quoted, "schema"."table") has.
+func columnTypes(ctx context.Context, tx pgx.Tx, table string, names []string) (map[string]string, error) {
+	types := map[string]string{}
+	rows, err := tx.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND NOT a.attisdropped`, table, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+		}
+		types[name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	return types, nil
+}
+
 // record writes the ledger entries: per table, one for the subject and
-// one for each of the subject's rows by its key (rowKeys). Every value is
-// a name or a hex hash, written as a quoted literal: a subject with many
-// rows would make too many query parameters.
+// one for each row the removal takes whole, by its key (target.keys, the
+// rows PostgreSQL no longer holds). Every value is a name or a hex hash,
+// written as a quoted literal: a subject with many rows would make too
+// many query parameters.
 func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*target, asOf record.LSN) error {
 	var values []string
 	add := func(t *target, column, value string) {
@@ -358,10 +423,6 @@ func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*
 	}
 	for _, t := range targets {
 		add(t, req.Column, t.valueText)
-		var err error
-		if t.keys, err = e.rowKeys(ctx, t); err != nil {
-			return err
-		}
 		for _, k := range t.keys {
 			add(t, RowKey, KeyValue(k))
 		}
@@ -372,37 +433,6 @@ func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*
 		return fmt.Errorf("record the erasure in the ledger (nothing was removed): %w", err)
 	}
 	return nil
-}
-
-// rowKeys returns the primary key of every row of t that has a version of
-// the subject, as ClickHouse writes the key's values (toString). For integer, text and uuid keys that is PostgreSQL's text,
-// which records carry; keys of other types are not recognised (see
-// docs/erasure.md).
-func (e *Eraser) rowKeys(ctx context.Context, t *target) ([][]string, error) {
-	cols := make([]string, 0, len(t.keyCols)-1)
-	for _, k := range t.keyCols[1:] {
-		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
-	}
-	q := fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s WHERE %s = {tenant:%s} AND %s = {subject:%s}", strings.Join(cols, ", "),
-		schema.QuoteIdent(e.database), schema.QuoteIdent(t.name), schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(t.column), t.subjectType)
-	rows, err := e.conn.Query(chParams(ctx, map[string]string{"tenant": t.tenantText, "subject": t.valueText}), q)
-	if err != nil {
-		return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
-	}
-	defer rows.Close()
-	var out [][]string
-	for rows.Next() {
-		texts := make([]string, len(cols))
-		dest := make([]any, len(cols))
-		for i := range texts {
-			dest[i] = &texts[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)
-		}
-		out = append(out, texts)
-	}
-	return out, rows.Err()
 }
 
 // keysPerMutation bounds the row keys one mutation names, and so the size
@@ -423,14 +453,11 @@ const removalRounds = 3
 // part by part, and a subquery run for a later part would no longer find
 // the rows removed from an earlier one.
 func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
-	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table}
+	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table, SourceCheck: t.check, LiveRowsKept: t.live}
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
 	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
 	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
-	cols := make([]string, 0, len(t.keyCols)-1)
-	for _, k := range t.keyCols[1:] {
-		cols = append(cols, "toString("+schema.QuoteIdent(k)+")")
-	}
+	cols := keyExprs(t)
 	var parts []string // one condition per mutation
 	for start := 0; start < len(t.keys) || start == 0; start += keysPerMutation {
 		chunk := t.keys[start:min(start+keysPerMutation, len(t.keys))]

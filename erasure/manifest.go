@@ -25,6 +25,15 @@ type TableResult struct {
 	// Left is the number counted after the removal, without FINAL: 0 for
 	// a verified erasure.
 	Left uint64 `json:"versionsLeft"`
+	// SourceCheck says what was checked in PostgreSQL for this table
+	// before anything was removed: CheckSubjectAndKeys, CheckKeysOnly
+	// (the subject column is gone from the source table) or
+	// CheckTableGone.
+	SourceCheck string `json:"sourceCheck"`
+	// LiveRowsKept counts the rows with a version of the subject that
+	// PostgreSQL still holds under another value: kept, only their
+	// versions carrying the subject removed (their newest does not).
+	LiveRowsKept uint64 `json:"liveRowsKept"`
 }
 
 // Manifest is the signed record of one erasure. It names the subject only

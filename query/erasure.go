@@ -65,11 +65,16 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 	var still *erasure.StillInSourceError
 	var bad *erasure.RequestError
 	var short *erasure.SettleTooShortError
+	var live *erasure.LiveRowsError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, m)
 	case errors.As(err, &still):
 		s.writeError(w, r, &apiError{Status: http.StatusConflict, Code: "still_in_source", Message: still.Error()})
+	case errors.As(err, &live):
+		// Rows PostgreSQL holds whose change is not loaded yet: retry
+		// once the sinks caught up; nothing was recorded.
+		s.writeError(w, r, &apiError{Status: http.StatusConflict, Code: "live_rows_not_loaded", Message: live.Error()})
 	case errors.As(err, &short):
 		// serve's --erasure-settle is shorter than a sink's ledger bound:
 		// the operator's to fix, nothing was recorded.
