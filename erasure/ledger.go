@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +129,8 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 type snapshot struct {
 	tables  map[sourceKey][]columnEntries
 	entries int
+	// unusable counts the entries left out: made under another key.
+	unusable int
 	// gen numbers the reads (1 for the first); readAt is when the read
 	// began, so the copy holds every entry recorded before it.
 	gen    uint64
@@ -271,10 +275,10 @@ func (l *Ledger) Entries() int {
 	return 0
 }
 
-// Load reads the ledger (creating its tables if missing). It fails when
-// the ledger has entries and the Ledger no key, or entries made under
-// another key: the sink could not recognise those subjects and would load
-// them again.
+// Load reads the ledger (creating its tables if missing). Entries the
+// Ledger cannot use (made under another key, or it has none) do not make
+// it fail: they are left out, counted (Unusable) and logged, so one row
+// written into the ledger cannot stop every sink.
 func (l *Ledger) Load(ctx context.Context) error {
 	if err := ensureTables(ctx, l.conn, l.database); err != nil {
 		return err
@@ -293,8 +297,7 @@ func (l *Ledger) Load(ctx context.Context) error {
 // MaxAge is followed by another at once. A read that fails is logged and
 // retried sooner (a second, doubling up to the interval); meanwhile the
 // previous copy serves until it is older than MaxAge, and then Fresh
-// fails, which makes the sink wait. A ledger the sink cannot use (no key,
-// another key) ends Run with an error.
+// fails, which makes the sink wait.
 func (l *Ledger) Run(ctx context.Context) error {
 	failures := 0
 	stalled := false // the copy was stale since the last read that left it fresh
@@ -324,8 +327,6 @@ func (l *Ledger) Run(ctx context.Context) error {
 				l.log.Info("erasure ledger read again; loading resumes", "took", took)
 			}
 			l.recordReader(ctx)
-		case errors.Is(err, errUnusable):
-			return err
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
@@ -342,38 +343,38 @@ func (l *Ledger) Run(ctx context.Context) error {
 	}
 }
 
-var errUnusable = errors.New("the erasure ledger cannot be used")
-
 func (l *Ledger) read(ctx context.Context) error {
 	began := l.now()
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(
-		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), groupUniqArray(key_id) FROM %s.%s GROUP BY source_schema, source_table, column, subject_hash",
+		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), key_id FROM %s.%s GROUP BY source_schema, source_table, column, subject_hash, key_id",
 		schema.QuoteIdent(l.database), schema.QuoteIdent(LedgerTable)))
 	if err != nil {
 		return fmt.Errorf("read the erasure ledger: %w", err)
 	}
 	defer rows.Close()
 	s := &snapshot{tables: map[sourceKey][]columnEntries{}, readAt: began}
+	foreign := map[string]bool{}
 	for rows.Next() {
 		var (
-			sch, tbl, col, hx string
-			asOf              uint64
-			keyIDs            []string
+			sch, tbl, col, hx, keyID string
+			asOf                     uint64
 		)
-		if err := rows.Scan(&sch, &tbl, &col, &hx, &asOf, &keyIDs); err != nil {
+		if err := rows.Scan(&sch, &tbl, &col, &hx, &asOf, &keyID); err != nil {
 			return fmt.Errorf("read the erasure ledger: %w", err)
 		}
-		if l.keys == nil {
-			return fmt.Errorf("%w: it has entries, and this process was given no erasure key; give it the key the erasures were made with (--erasure-key-file or WALHOUSE_ERASURE_KEY)", errUnusable)
-		}
-		for _, id := range keyIDs {
-			if id != l.keys.KeyID() {
-				return fmt.Errorf("%w: it has entries made under erasure key %s, and this process holds key %s; give every sink and eraser the same key", errUnusable, id, l.keys.KeyID())
-			}
+		if l.keys == nil || keyID != l.keys.KeyID() {
+			// Hashed under a key this sink does not hold: it cannot
+			// recognise the subject. Counted and alerted, never fatal: a
+			// row anyone wrote into the ledger must not stop every sink.
+			s.unusable++
+			foreign[keyID] = true
+			continue
 		}
 		h, err := ParseHash(hx)
 		if err != nil {
-			return fmt.Errorf("read the erasure ledger: %w", err)
+			s.unusable++ // not a hash walhouse wrote; as above
+			foreign[keyID] = true
+			continue
 		}
 		k := sourceKey{sch, tbl}
 		cols := s.tables[k]
@@ -385,7 +386,9 @@ func (l *Ledger) read(ctx context.Context) error {
 			cols = append(cols, columnEntries{column: col, subjects: map[Hash]record.LSN{}})
 			s.tables[k] = cols
 		}
-		cols[i].subjects[h] = record.LSN(asOf)
+		if asOf > uint64(cols[i].subjects[h]) {
+			cols[i].subjects[h] = record.LSN(asOf)
+		}
 		s.entries++
 	}
 	if err := rows.Err(); err != nil {
@@ -403,7 +406,27 @@ func (l *Ledger) read(ctx context.Context) error {
 	if old == nil || old.entries != s.entries {
 		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
 	}
+	if s.unusable > 0 && (old == nil || old.unusable != s.unusable) {
+		held := "none"
+		if l.keys != nil {
+			held = l.keys.KeyID()
+		}
+		l.log.Error("the erasure ledger has entries this sink cannot use: their subjects' records load again if replayed; give every sink the erasure key the erasures were made with (--erasure-key-file or WALHOUSE_ERASURE_KEY), or remove rows that walhouse did not write",
+			"unusable_entries", s.unusable, "their_key_ids", slices.Sorted(maps.Keys(foreign)), "key_id_held", held)
+	}
 	return nil
+}
+
+// Unusable returns the number of ledger entries, as last read, that this
+// sink cannot use: made under an erasure key it does not hold (or it holds
+// none), or not a hash walhouse writes. It loads on; the subjects of those
+// entries are not recognised (walhouse_sink_erasure_ledger_unusable_entries,
+// alert WalhouseErasureLedgerUnusable).
+func (l *Ledger) Unusable() int {
+	if s := l.snap.Load(); s != nil {
+		return s.unusable
+	}
+	return 0
 }
 
 // chParams returns ctx carrying ClickHouse query parameters.
