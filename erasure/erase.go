@@ -96,9 +96,21 @@ func NewEraser(cfg Config) (*Eraser, error) {
 }
 
 // RequestError is a request that cannot be carried out as asked.
-type RequestError struct{ Msg string }
+type RequestError struct {
+	// Msg says what is wrong without naming any table or type the caller
+	// did not name: the API answers with it.
+	Msg string
+	// Detail names the tables and types concerned, for the log and the
+	// command line ("" when Msg says it all).
+	Detail string
+}
 
-func (e *RequestError) Error() string { return e.Msg }
+func (e *RequestError) Error() string {
+	if e.Detail == "" {
+		return e.Msg
+	}
+	return e.Msg + " (" + e.Detail + ")"
+}
 
 // StillInSourceError refuses an erasure whose subject still has rows in
 // PostgreSQL: walhouse erases only what the source no longer holds (the
@@ -140,6 +152,8 @@ type target struct {
 	live uint64
 	// check is the source check the table had (a Check constant).
 	check string
+	// hasRows: ClickHouse holds rows of the tenant in the table.
+	hasRows bool
 }
 
 // Erase erases req's subject: the check in PostgreSQL, the ledger entry,
@@ -152,7 +166,7 @@ type target struct {
 func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 	m := Manifest{ID: newID(), Tenant: req.Tenant, Column: req.Column, RequestedBy: req.RequestedBy, StartedAt: time.Now().UTC(), Tables: []TableResult{}}
 	if req.Column == "" || req.Value == "" {
-		return m, &RequestError{"the subject column and value are required"}
+		return m, &RequestError{Msg: "the subject column and value are required"}
 	}
 	if err := ensureTables(ctx, e.conn, e.database); err != nil {
 		return m, err
@@ -164,7 +178,7 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 	if err := e.checkReaders(ctx); err != nil {
 		return m, err
 	}
-	asOf, err := e.check(ctx, req, targets)
+	asOf, targets, err := e.check(ctx, req, targets)
 	if err != nil {
 		return m, err
 	}
@@ -244,7 +258,7 @@ ORDER BY t.name`)
 				// The same answer whether the table does not exist or
 				// lacks the column: a caller learns nothing of tables that
 				// are not its own.
-				return nil, &RequestError{fmt.Sprintf("table %q has no column %q (or is not a table walhouse loads)", n, req.Column)}
+				return nil, notATarget(n, req.Column)
 			}
 			if !slices.Contains(out, t) {
 				out = append(out, t)
@@ -252,14 +266,54 @@ ORDER BY t.name`)
 		}
 	}
 	if len(out) == 0 {
-		return nil, &RequestError{fmt.Sprintf("no table has a column %q", req.Column)}
+		return nil, noTarget(req.Column)
 	}
 	for _, t := range out {
 		if err := e.tenantType(ctx, t); err != nil {
 			return nil, err
 		}
+		if err := e.tenantRows(ctx, t, req.Tenant); err != nil {
+			return nil, err
+		}
+		if len(req.Tables) > 0 && !t.hasRows {
+			// Another tenant's table answers as one that does not exist:
+			// a caller learns nothing of tables that are not its own.
+			return nil, notATarget(t.name, req.Column)
+		}
 	}
 	return out, nil
+}
+
+// notATarget is the answer for a listed table that is not one the erasure
+// can cover: the same whether it does not exist, lacks the column or is
+// another tenant's.
+func notATarget(table, column string) error {
+	return &RequestError{Msg: fmt.Sprintf("table %q has no column %q (or is not a table walhouse loads for this tenant)", table, column)}
+}
+
+func noTarget(column string) error {
+	return &RequestError{Msg: fmt.Sprintf("no table of this tenant has a column %q", column)}
+}
+
+// tenantRows sets t.hasRows: whether ClickHouse holds any row of tenant in
+// t, what makes it one of the tenant's tables (as the query API lists
+// them).
+func (e *Eraser) tenantRows(ctx context.Context, t *target, tenant string) error {
+	q := fmt.Sprintf("SELECT count() FROM (SELECT 1 FROM %s.%s WHERE toString(%s) = {tenant:String} LIMIT 1)",
+		schema.QuoteIdent(e.database), schema.QuoteIdent(t.name), schema.QuoteIdent(t.tenantCol))
+	rows, err := e.conn.Query(chParams(ctx, map[string]string{"tenant": tenant}), q)
+	if err != nil {
+		return fmt.Errorf("look for the tenant's rows in %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	var n uint64
+	for rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return fmt.Errorf("look for the tenant's rows in %s: %w", t.name, err)
+		}
+	}
+	t.hasRows = n > 0
+	return rows.Err()
 }
 
 func (e *Eraser) tenantType(ctx context.Context, t *target) error {
@@ -294,38 +348,55 @@ func (e *Eraser) tenantType(ctx context.Context, t *target) error {
 // which FINAL and the next change's unchanged TOAST values read, does not.
 // A live row whose newest version still carries the subject (its change
 // not loaded yet) refuses the erasure with *LiveRowsError.
-func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (record.LSN, error) {
+//
+// It returns the targets that are the tenant's: a table whose PostgreSQL
+// table has no tenant column (mapped to a configured default tenant) is
+// the tenant's only when ClickHouse holds rows of the tenant in it; any
+// other would be counted without a tenant filter, and a refusal would
+// tell the caller whether another tenant's table holds the value.
+func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.LSN, []*target, error) {
 	tx, err := e.pg.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return 0, fmt.Errorf("check the subject in PostgreSQL: %w", err)
+		return 0, nil, fmt.Errorf("check the subject in PostgreSQL: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
 	var lsnText string
 	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText); err != nil {
-		return 0, fmt.Errorf("read the current WAL position (connect to the primary): %w", err)
+		return 0, nil, fmt.Errorf("read the current WAL position (connect to the primary): %w", err)
 	}
 	asOf, err := record.ParseLSN(lsnText)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	left := map[string]int64{}
-	types := make([]map[string]string, len(targets))
-	for i, t := range targets {
+	var (
+		targets []*target
+		types   []map[string]string
+	)
+	for _, t := range all {
 		t.tenantText, t.valueText = req.Tenant, req.Value
 		var exists bool
 		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.owner).Scan(&exists); err != nil {
-			return 0, fmt.Errorf("look up %s: %w", t.owner, err)
+			return 0, nil, fmt.Errorf("look up %s: %w", t.owner, err)
 		}
 		if !exists {
 			t.check = CheckTableGone // no row of it can come back
+			targets, types = append(targets, t), append(types, nil)
 			continue
 		}
-		if types[i], err = columnTypes(ctx, tx, t.owner, append([]string{t.tenantCol, req.Column}, t.keyCols[1:]...)); err != nil {
-			return 0, err
+		ty, err := columnTypes(ctx, tx, t.owner, append([]string{t.tenantCol, req.Column}, t.keyCols[1:]...))
+		if err != nil {
+			return 0, nil, err
 		}
+		if _, ok := ty[t.tenantCol]; !ok && !t.hasRows {
+			continue // another tenant's default table, or one with nothing of the tenant
+		}
+		targets, types = append(targets, t), append(types, ty)
+		i := len(targets) - 1
 		if ttype, ok := types[i][t.tenantCol]; ok {
 			if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ttype), req.Tenant).Scan(&t.tenantText); err != nil {
-				return 0, &RequestError{fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
+				return 0, nil, &RequestError{Msg: "the tenant is not a value of the tables' tenant column",
+					Detail: fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
 			}
 		} // else the table maps to a configured default tenant: every row is the tenant's
 		ctype, ok := types[i][req.Column]
@@ -336,35 +407,40 @@ func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (rec
 			continue
 		}
 		t.check = CheckSubjectAndKeys
-		where := fmt.Sprintf("%s = CAST($2::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
-		args := []any{req.Tenant, req.Value}
+		where := fmt.Sprintf("%s = CAST($1::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
+		args := []any{req.Value}
 		if ttype, ok := types[i][t.tenantCol]; ok {
-			where += fmt.Sprintf(" AND %s = CAST($1::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
+			where += fmt.Sprintf(" AND %s = CAST($2::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
+			args = append(args, req.Tenant)
 		}
 		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ctype), req.Value).Scan(&t.valueText); err != nil {
-			return 0, &RequestError{fmt.Sprintf("subject value is not a value of %s.%s (%s): %v", t.owner, req.Column, ctype, err)}
+			return 0, nil, &RequestError{Msg: fmt.Sprintf("the subject value is not a value of the type of column %q", req.Column),
+				Detail: fmt.Sprintf("%s.%s is %s: %v", t.owner, req.Column, ctype, err)}
 		}
 		var n int64
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+t.owner+" WHERE "+where, args...).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count the subject's rows in %s: %w", t.owner, err)
+			return 0, nil, fmt.Errorf("count the subject's rows in %s: %w", t.owner, err)
 		}
 		if n > 0 {
 			left[t.owner] = n
 		}
 	}
+	if len(targets) == 0 {
+		return 0, nil, noTarget(req.Column)
+	}
 	if len(left) > 0 {
-		return 0, &StillInSourceError{Rows: left}
+		return 0, nil, &StillInSourceError{Rows: left}
 	}
 	unsafe := map[string]int{}
 	for i, t := range targets {
 		cands, err := e.candidates(ctx, t)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		live := map[int]bool{}
 		if t.check != CheckTableGone && len(cands) > 0 {
 			if live, err = liveKeys(ctx, tx, t, types[i], cands); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 		}
 		t.keys = nil
@@ -380,9 +456,9 @@ func (e *Eraser) check(ctx context.Context, req Request, targets []*target) (rec
 		}
 	}
 	if len(unsafe) > 0 {
-		return 0, &LiveRowsError{Rows: unsafe}
+		return 0, nil, &LiveRowsError{Rows: unsafe}
 	}
-	return asOf, nil
+	return asOf, targets, nil
 }
 
 // columnTypes returns the PostgreSQL types of those of names that table

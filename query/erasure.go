@@ -80,7 +80,10 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 		// the operator's to fix, nothing was recorded.
 		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "settle_too_short", Message: short.Error()})
 	case errors.As(err, &bad):
-		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: bad.Error()})
+		// Msg names nothing the caller did not; the detail (other tables,
+		// their column types) goes to the log only.
+		s.log.Info("erasure refused", "request_id", requestID(r.Context()), "err", bad.Error())
+		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: bad.Msg})
 	case m.Signature != "":
 		// Signed but not verified: the manifest says what is left.
 		s.log.Error("erasure left versions behind", "request_id", requestID(r.Context()), "erasure_id", m.ID, "err", err)

@@ -82,6 +82,12 @@ func TestErasureEndpoint(t *testing.T) {
 	if resp, out := do(t, short, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 503 || !strings.Contains(fmt.Sprint(out), "settle_too_short") {
 		t.Errorf("settle time below a sink's ledger bound: %d %v, want 503 settle_too_short", resp.StatusCode, out)
 	}
+	// A refusal's detail (another table, its column types) stays in the
+	// log: the answer says only what the caller named.
+	bad := serve(&fakeEraser{err: &erasure.RequestError{Msg: "the subject value is not a value of the type of column \"customer_id\"", Detail: `"public"."globex_invoices".customer_id is bigint`}})
+	if resp, out := do(t, bad, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 400 || strings.Contains(fmt.Sprint(out), "globex") || strings.Contains(fmt.Sprint(out), "bigint") {
+		t.Errorf("a refused value: %d %v, want 400 naming no table or type", resp.StatusCode, out)
+	}
 	none := serve(nil)
 	if resp, out := do(t, none, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 503 {
 		t.Errorf("no eraser: %d %v, want 503", resp.StatusCode, out)
