@@ -37,6 +37,10 @@ type Request struct {
 	Tables []string
 	// RequestedBy names who asked (an API key id, or "cli").
 	RequestedBy string
+	// MaxRows overrides Config.MaxRows for this request (0: keep it):
+	// `walhouse erase --max-rows` forces a broad erasure; the API never
+	// sets it.
+	MaxRows int
 }
 
 // Eraser erases data subjects. It is safe for concurrent use; erasures of
@@ -48,6 +52,7 @@ type Eraser struct {
 	database string
 	keys     Keys
 	settle   time.Duration
+	maxRows  int
 	log      *slog.Logger
 }
 
@@ -66,8 +71,28 @@ type Config struct {
 	// was recorded: with Settle above the max age plus an insert's
 	// duration, what it loaded is removed with the rest.
 	Settle time.Duration
+	// MaxRows caps the rows one erasure may remove or record by key
+	// (default DefaultMaxRows): a broad value (a status, a country) would
+	// make one huge statement and ledger the sinks re-read. Past it the
+	// erasure refuses with *TooBroadError before it records anything.
+	MaxRows int
 	// Logger receives the audit entry (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// DefaultMaxRows is the default Config.MaxRows.
+const DefaultMaxRows = 10000
+
+// TooBroadError refuses an erasure whose subject has more rows in
+// ClickHouse than the cap (Config.MaxRows, or Request.MaxRows): likely
+// not a data subject but a common value. Nothing was recorded or removed.
+type TooBroadError struct {
+	// Max is the cap; the subject has more rows than it.
+	Max int
+}
+
+func (e *TooBroadError) Error() string {
+	return fmt.Sprintf("the subject has more than %d rows in ClickHouse: is the column a data subject's (a customer id, an e-mail address), not a common value? Nothing was recorded or removed; walhouse erase --max-rows raises the cap", e.Max)
 }
 
 // NewEraser returns an Eraser.
@@ -82,6 +107,9 @@ func NewEraser(cfg Config) (*Eraser, error) {
 	if cfg.Keys.sign == nil {
 		errs = append(errs, errors.New("the erasure key is required (NewKeys)"))
 	}
+	if cfg.MaxRows < 0 {
+		errs = append(errs, fmt.Errorf("max rows %d: must not be negative", cfg.MaxRows))
+	}
 	if cfg.Settle < 0 {
 		errs = append(errs, fmt.Errorf("settle %v: must not be negative", cfg.Settle))
 	}
@@ -91,7 +119,7 @@ func NewEraser(cfg Config) (*Eraser, error) {
 	if cfg.Settle == 0 {
 		cfg.Settle = DefaultSettle
 	}
-	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle,
+	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle, maxRows: cmp.Or(cfg.MaxRows, DefaultMaxRows),
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure")}, nil
 }
 
@@ -240,6 +268,10 @@ ORDER BY t.name`)
 		keyCols := schema.SplitSortingKey(key)
 		if !ok || !okSrc || len(keyCols) < 2 {
 			continue // not a walhouse table (or one that predates the comment; the sink writes it at its next load)
+		}
+		if keyCols[0] == req.Column {
+			// Every row of the tenant: not a data subject.
+			return nil, &RequestError{Msg: fmt.Sprintf("column %q is a tenant column: an erasure removes one data subject, not a tenant", req.Column)}
 		}
 		t := &target{name: name, column: req.Column, owner: owner, src: src, tenantCol: keyCols[0], keyCols: keyCols, subjectType: typ}
 		byName[name] = t
@@ -431,12 +463,21 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 	if len(left) > 0 {
 		return 0, nil, &StillInSourceError{Rows: left}
 	}
-	unsafe := map[string]int{}
+	maxRows := cmp.Or(req.MaxRows, e.maxRows)
+	all2 := make([][]candidate, len(targets))
+	total := 0
 	for i, t := range targets {
-		cands, err := e.candidates(ctx, t)
-		if err != nil {
+		// Read no more than the cap allows, plus one to know it is passed.
+		if all2[i], err = e.candidates(ctx, t, maxRows-total+1); err != nil {
 			return 0, nil, err
 		}
+		if total += len(all2[i]); total > maxRows {
+			return 0, nil, &TooBroadError{Max: maxRows}
+		}
+	}
+	unsafe := map[string]int{}
+	for i, t := range targets {
+		cands := all2[i]
 		live := map[int]bool{}
 		if t.check != CheckTableGone && len(cands) > 0 {
 			if live, err = liveKeys(ctx, tx, t, types[i], cands); err != nil {
@@ -484,6 +525,10 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2) AND a.attnum > 0 AND 
 	return types, nil
 }
 
+// ledgerRowsPerInsert bounds the ledger rows one INSERT carries (each
+// about 250 bytes of statement), below max_query_size.
+const ledgerRowsPerInsert = 500
+
 // record writes the ledger entries: per table, one for the subject and
 // one for each row the removal takes whole, by its key (target.keys, the
 // rows PostgreSQL no longer holds). Every value is a name or a hex hash,
@@ -503,77 +548,82 @@ func (e *Eraser) record(ctx context.Context, id string, req Request, targets []*
 			add(t, RowKey, KeyValue(k))
 		}
 	}
-	stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES %s",
-		schema.QuoteIdent(e.database), schema.QuoteIdent(LedgerTable), strings.Join(values, ", "))
-	if err := e.conn.Exec(ctx, stmt); err != nil {
-		return fmt.Errorf("record the erasure in the ledger (nothing was removed): %w", err)
+	// In chunks, each a statement of bounded size; a failure part-way
+	// leaves some entries recorded, which is safe: running the erasure
+	// again records them all (a repeated entry changes nothing).
+	for start := 0; start < len(values); start += ledgerRowsPerInsert {
+		chunk := values[start:min(start+ledgerRowsPerInsert, len(values))]
+		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES %s",
+			schema.QuoteIdent(e.database), schema.QuoteIdent(LedgerTable), strings.Join(chunk, ", "))
+		if err := e.conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("record the erasure in the ledger (nothing was removed; run it again): %w", err)
+		}
 	}
 	return nil
 }
 
-// keysPerMutation bounds the row keys one mutation names, and so the size
-// of its statement (ClickHouse parses at most max_query_size, 256 KiB by
-// default, of it).
-const keysPerMutation = 2000
-
-// removalRounds is how often remove runs its mutations while versions are
+// removalRounds is how often remove runs its mutation while versions are
 // left.
 const removalRounds = 3
 
-// remove deletes every version of the subject's rows of t, waiting for the
-// mutations, and counts them before and after, without FINAL. A version
-// is the subject's when its subject column holds the value, or when it
-// has the key of a row that does (t.keys): a tombstone carries only the
-// key (a PostgreSQL delete sends no more), so it is found by its row's
-// other versions. The keys are literals, not a subquery: a mutation runs
-// part by part, and a subquery run for a later part would no longer find
-// the rows removed from an earlier one.
+// defaultMaxQuerySize is ClickHouse's default max_query_size: a longer
+// statement (a removal naming many keys) raises it for itself.
+const defaultMaxQuerySize = 256 << 10
+
+// remove deletes every version of the subject's rows of t with one
+// mutation, waiting for it, and counts them before and after, without
+// FINAL. A version is the subject's when its subject column holds the
+// value, or when it has the key of a row that did and that PostgreSQL no
+// longer holds (t.keys): a tombstone carries only the key (a PostgreSQL
+// delete sends no more), so it is found by its row's other versions. The
+// keys are one literal set, not a subquery: a mutation runs part by part,
+// and a subquery run for a later part would no longer find the rows
+// removed from an earlier one. One mutation per table, whatever the
+// number of keys (capped by Config.MaxRows): each mutation rewrites every
+// part it touches.
 func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
 	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table, SourceCheck: t.check, LiveRowsKept: t.live}
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
 	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
 	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
-	cols := keyExprs(t)
-	var parts []string // one condition per mutation
-	for start := 0; start < len(t.keys) || start == 0; start += keysPerMutation {
-		chunk := t.keys[start:min(start+keysPerMutation, len(t.keys))]
-		cond := subject
-		if len(chunk) > 0 {
-			tuples := make([]string, len(chunk))
-			for i, k := range chunk {
-				q := make([]string, len(k))
-				for j, v := range k {
-					q[j] = schema.QuoteString(v)
-				}
-				tuples[i] = "(" + strings.Join(q, ", ") + ")"
+	where := tenant + " AND " + subject
+	if len(t.keys) > 0 {
+		var b strings.Builder
+		for i, k := range t.keys {
+			if i > 0 {
+				b.WriteString(", ")
 			}
-			key := "(" + strings.Join(cols, ", ") + ")" // a one-column key is no tuple: ('3') is the string '3'
-			cond = fmt.Sprintf("(%s OR %s IN (%s))", subject, key, strings.Join(tuples, ", "))
+			b.WriteByte('(')
+			for j, v := range k {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(schema.QuoteString(v))
+			}
+			b.WriteByte(')')
 		}
-		parts = append(parts, tenant+" AND "+cond)
+		key := "(" + strings.Join(keyExprs(t), ", ") + ")" // a one-column key is no tuple: ('3') is the string '3'
+		where = fmt.Sprintf("%s AND (%s OR %s IN (%s))", tenant, subject, key, b.String())
+	}
+	settings := ch.Settings{}
+	if n := len(where) + 4096; n > defaultMaxQuerySize {
+		settings["max_query_size"] = n
 	}
 	params := map[string]string{"tenant": t.tenantText, "subject": t.valueText}
+	qctx := ch.Context(ctx, ch.WithParameters(toParams(params)), ch.WithSettings(settings))
 	count := func() (uint64, error) {
-		var total uint64
-		for _, where := range parts {
-			rows, err := e.conn.Query(chParams(ctx, params), "SELECT count() FROM "+qname+" WHERE "+where)
-			if err != nil {
+		rows, err := e.conn.Query(qctx, "SELECT count() FROM "+qname+" WHERE "+where)
+		if err != nil {
+			return 0, fmt.Errorf("count the subject's versions in %s: %w", t.name, err)
+		}
+		defer rows.Close()
+		var n uint64
+		for rows.Next() {
+			if err := rows.Scan(&n); err != nil {
 				return 0, fmt.Errorf("count the subject's versions in %s: %w", t.name, err)
 			}
-			var n uint64
-			for rows.Next() {
-				if err := rows.Scan(&n); err != nil {
-					rows.Close()
-					return 0, err
-				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return 0, err
-			}
-			total += n
 		}
-		return total, nil
+		return n, rows.Err()
 	}
 	before, err := count()
 	if err != nil {
@@ -583,15 +633,15 @@ func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
 	if before == 0 {
 		return res, nil
 	}
-	mctx := ch.Context(ctx, ch.WithParameters(toParams(params)), ch.WithSettings(ch.Settings{"mutations_sync": 2}))
+	msettings := maps.Clone(settings)
+	msettings["mutations_sync"] = 2
+	mctx := ch.Context(ctx, ch.WithParameters(toParams(params)), ch.WithSettings(msettings))
 	// A sink that had read an older record before it read the ledger
 	// entry and loaded it only now (a batch retried for longer than the
 	// settle time) leaves a version behind: removed by the next round.
 	for round := 0; round < removalRounds && res.Left > 0; round++ {
-		for _, where := range parts {
-			if err := e.conn.Exec(mctx, "ALTER TABLE "+qname+" DELETE WHERE "+where); err != nil {
-				return res, fmt.Errorf("remove the subject's versions from %s: %w", t.name, err)
-			}
+		if err := e.conn.Exec(mctx, "ALTER TABLE "+qname+" DELETE WHERE "+where); err != nil {
+			return res, fmt.Errorf("remove the subject's versions from %s: %w", t.name, err)
 		}
 		if res.Left, err = count(); err != nil {
 			return res, err

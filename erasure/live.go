@@ -63,16 +63,17 @@ func (e *LiveRowsError) Error() string {
 // whether the newest version of each carries it (or is a tombstone). It
 // runs inside the PostgreSQL check's snapshot, so that the keys it finds
 // are looked up in that snapshot.
-func (e *Eraser) candidates(ctx context.Context, t *target) ([]candidate, error) {
+// It reads at most limit rows.
+func (e *Eraser) candidates(ctx context.Context, t *target, limit int) ([]candidate, error) {
 	cols := keyExprs(t)
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
 	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
 	subject := fmt.Sprintf("ifNull(%s = {subject:%s}, 0)", schema.QuoteIdent(t.column), t.subjectType)
 	key := strings.Join(cols, ", ")
 	q := fmt.Sprintf(`SELECT %s, toUInt8(argMax(%s OR %s = 1, %s))
-FROM %s WHERE %s AND (%s) IN (SELECT %s FROM %s WHERE %s AND %s)
+FROM %s WHERE %s AND (%s) IN (SELECT DISTINCT %s FROM %s WHERE %s AND %s LIMIT %d)
 GROUP BY %s`, key, subject, schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.VersionColumn),
-		qname, tenant, key, key, qname, tenant, subject, key)
+		qname, tenant, key, key, qname, tenant, subject, max(limit, 0), key)
 	rows, err := e.conn.Query(chParams(ctx, map[string]string{"tenant": t.tenantText, "subject": t.valueText}), q)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys of the subject's rows in %s: %w", t.name, err)

@@ -66,6 +66,7 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 	var bad *erasure.RequestError
 	var short *erasure.SettleTooShortError
 	var live *erasure.LiveRowsError
+	var broad *erasure.TooBroadError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, m)
@@ -75,6 +76,9 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 		// Rows PostgreSQL holds whose change is not loaded yet: retry
 		// once the sinks caught up; nothing was recorded.
 		s.writeError(w, r, &apiError{Status: http.StatusConflict, Code: "live_rows_not_loaded", Message: live.Error()})
+	case errors.As(err, &broad):
+		// A common value, not a data subject: the CLI can force it.
+		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "too_broad", Message: broad.Error()})
 	case errors.As(err, &short):
 		// serve's --erasure-settle is shorter than a sink's ledger bound:
 		// the operator's to fix, nothing was recorded.
