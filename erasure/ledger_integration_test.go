@@ -143,3 +143,49 @@ func TestIntegrationLedgerUnknownKeyIsNotFatal(t *testing.T) {
 		stop()
 	}
 }
+
+// Between whole reads (every fullReadEvery) the ledger reads only the
+// entries recorded since the newest it saw, less ledgerOverlap: a new
+// erasure is seen at the next read, and the sinks do not re-read the
+// whole ledger every refresh. An entry stamped long before the newest
+// (here written by hand) waits for the next whole read.
+func TestIntegrationLedgerReadsIncrementally(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, db := erasureDatabase(ctx, t)
+	keys, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
+	insert := func(value, recordedAt string) Hash {
+		t.Helper()
+		h := keys.Hash(Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: value})
+		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id, recorded_at) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test', %s)",
+			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), h, keys.KeyID(), recordedAt)
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	insert("1", "now64(6)")
+	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: &keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert("2", "now64(6)")
+	insert("3", "now64(6) - INTERVAL 1 HOUR") // older than the overlap
+	if err := l.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Entries(); n != 2 {
+		t.Errorf("after an incremental read: %d entries, want 2 (the new one, not the one stamped an hour ago)", n)
+	}
+	later := l.now().Add(fullReadEvery + time.Second)
+	l.now = func() time.Time { return later }
+	if err := l.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Entries(); n != 3 {
+		t.Errorf("after a whole read: %d entries, want 3", n)
+	}
+}
