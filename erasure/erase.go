@@ -190,29 +190,97 @@ type target struct {
 // when the subject still has rows in PostgreSQL, and with *RequestError
 // for a request it cannot carry out. An erasure that fails after its
 // ledger entry was recorded keeps the subject out of new loads; run it
-// again to finish the removal.
+// again to finish the removal. Erase is Plan, Start and Run in a row.
 func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
-	m := Manifest{ID: newID(), Tenant: req.Tenant, Column: req.Column, RequestedBy: req.RequestedBy, StartedAt: time.Now().UTC(), Tables: []TableResult{}}
+	p, err := e.Plan(ctx, req)
+	if err != nil {
+		return p.Manifest(), err
+	}
+	if err := e.Start(ctx, p); err != nil {
+		return p.Manifest(), err
+	}
+	return e.Run(ctx, p)
+}
+
+// Plan is an erasure checked and ready to run: Eraser.Plan made it,
+// Eraser.Start records its start, Eraser.Run carries it out.
+type Plan struct {
+	m       Manifest
+	req     Request
+	targets []*target
+}
+
+// ID returns the erasure's id, the manifest's.
+func (p *Plan) ID() string { return p.m.ID }
+
+// Manifest returns the manifest as far as the plan knows it (unsigned).
+func (p *Plan) Manifest() Manifest { return p.m }
+
+// Plan checks req without recording or removing anything: the tables, the
+// sinks' settle bound, PostgreSQL (the subject's rows, and every row the
+// removal would take, in one snapshot) and the cap of rows. It returns
+// the refusals Erase does; the plan it returns (also with an error, for
+// its id) is to be started and run at once, as its check is one instant.
+func (e *Eraser) Plan(ctx context.Context, req Request) (*Plan, error) {
+	p := &Plan{req: req, m: Manifest{ID: newID(), Tenant: req.Tenant, Column: req.Column, RequestedBy: req.RequestedBy, StartedAt: time.Now().UTC(), Tables: []TableResult{}}}
 	if req.Column == "" || req.Value == "" {
-		return m, &RequestError{Msg: "the subject column and value are required"}
+		return p, &RequestError{Msg: "the subject column and value are required"}
 	}
 	if err := ensureTables(ctx, e.conn, e.database); err != nil {
-		return m, err
+		return p, err
 	}
 	targets, err := e.targets(ctx, req)
 	if err != nil {
-		return m, err
+		return p, err
 	}
 	if err := e.checkReaders(ctx); err != nil {
-		return m, err
+		return p, err
 	}
 	asOf, targets, err := e.check(ctx, req, targets)
 	if err != nil {
-		return m, err
+		return p, err
 	}
-	m.AsOfLSN = asOf
-	m.SubjectHMAC = e.keys.Hash(Subject{Tenant: req.Tenant, Column: req.Column, Value: req.Value}).String()
-	if err := e.record(ctx, m.ID, req, targets, asOf); err != nil {
+	p.targets = targets
+	p.m.AsOfLSN = asOf
+	p.m.SubjectHMAC = e.keys.Hash(Subject{Tenant: req.Tenant, Column: req.Column, Value: req.Value}).String()
+	return p, nil
+}
+
+// Start records that p begins, before anything else is: the audit line
+// `audit: subject erasure started` and a row of state "started" in
+// ManifestTable, which Status reads. An erasure whose run is cut short
+// (a crash, a deadline) is still on record.
+func (e *Eraser) Start(ctx context.Context, p *Plan) error {
+	tables := make([]string, len(p.targets))
+	for i, t := range p.targets {
+		tables[i] = t.name
+	}
+	e.log.Info("audit: subject erasure started", "erasure_id", p.m.ID, "requested_by", p.m.RequestedBy, "tenant", p.m.Tenant,
+		"subject_column", p.m.Column, "subject_hmac", p.m.SubjectHMAC, "tables", tables, "as_of_lsn", p.m.AsOfLSN)
+	return e.store(ctx, p.m, StateStarted, p.m.StartedAt, "")
+}
+
+// Run carries out a started plan: the ledger entry, the settle wait, the
+// removal, its verification, and the signed manifest, stored and audited.
+// A run that fails stores state "failed" with its error when it can.
+func (e *Eraser) Run(ctx context.Context, p *Plan) (Manifest, error) {
+	m, err := e.run(ctx, p)
+	if err != nil && m.Signature == "" {
+		// Best effort, past ctx's end too: Status then says why.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if serr := e.store(sctx, m, StateFailed, time.Now().UTC(), err.Error()); serr != nil {
+			e.log.Error("could not record the erasure's failure", "erasure_id", m.ID, "err", serr)
+		}
+		e.log.Error("audit: subject erasure failed", "erasure_id", m.ID, "requested_by", m.RequestedBy, "tenant", m.Tenant, "err", err)
+	}
+	return m, err
+}
+
+func (e *Eraser) run(ctx context.Context, p *Plan) (Manifest, error) {
+	m := p.m
+	m.Tables = []TableResult{}
+	if err := e.record(ctx, m.ID, p.req, p.targets, m.AsOfLSN); err != nil {
 		return m, err
 	}
 	// Every sink must know the entry before the rows go, or one that is
@@ -221,12 +289,12 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Manifest, error) {
 		return m, err
 	}
 	m.Verified = true
-	for _, t := range targets {
+	for _, t := range p.targets {
 		res, err := e.remove(ctx, t)
 		if err != nil {
 			return m, err
 		}
-		if res.Removed > 0 || res.Left > 0 || res.LiveRowsKept > 0 || len(req.Tables) > 0 {
+		if res.Removed > 0 || res.Left > 0 || res.LiveRowsKept > 0 || len(p.req.Tables) > 0 {
 			m.Tables = append(m.Tables, res) // tables the tenant had nothing in stay unnamed
 		}
 		m.Verified = m.Verified && res.Left == 0
@@ -653,18 +721,7 @@ func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
 
 // audit stores the manifest and logs the audit entry.
 func (e *Eraser) audit(ctx context.Context, m Manifest) error {
-	body, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	verified := "0"
-	if m.Verified {
-		verified = "1"
-	}
-	stmt := fmt.Sprintf("INSERT INTO %s.%s (erasure_id, tenant, verified, finished_at, manifest) VALUES ({id:String}, {tenant:String}, %s, {at:DateTime64(6, 'UTC')}, {m:String})",
-		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable), verified)
-	params := map[string]string{"id": m.ID, "tenant": m.Tenant, "at": m.FinishedAt.Format("2006-01-02 15:04:05.999999"), "m": string(body)}
-	if err := e.conn.Exec(chParams(ctx, params), stmt); err != nil {
+	if err := e.store(ctx, m, StateFinished, m.FinishedAt, ""); err != nil {
 		return fmt.Errorf("store the erasure's manifest (the rows are removed; keep the manifest printed): %w", err)
 	}
 	var removed uint64
@@ -677,4 +734,39 @@ func (e *Eraser) audit(ctx context.Context, m Manifest) error {
 		"subject_column", m.Column, "subject_hmac", m.SubjectHMAC, "tables", tables, "versions_removed", removed,
 		"as_of_lsn", m.AsOfLSN, "verified", m.Verified)
 	return nil
+}
+
+// store writes one row of m's erasure to ManifestTable: its start, its
+// end (the signed manifest) or its failure (errText).
+func (e *Eraser) store(ctx context.Context, m Manifest, state string, at time.Time, errText string) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	verified := "0"
+	if m.Verified && state == StateFinished {
+		verified = "1"
+	}
+	stmt := fmt.Sprintf("INSERT INTO %s.%s (erasure_id, tenant, verified, finished_at, manifest, state, error) VALUES ({id:String}, {tenant:String}, %s, {at:DateTime64(6, 'UTC')}, {m:String}, {state:String}, {err:String})",
+		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable), verified)
+	params := map[string]string{"id": m.ID, "tenant": m.Tenant, "at": at.UTC().Format("2006-01-02 15:04:05.999999"), "m": string(body), "state": state, "err": errText}
+	if err := e.conn.Exec(chParams(ctx, params), stmt); err != nil {
+		return fmt.Errorf("record the erasure's %s in %s: %w", state, ManifestTable, err)
+	}
+	return nil
+}
+
+// Begin plans req and records its start (Plan, Start), and returns the
+// erasure's id and the function that runs it (Run): the API answers with
+// the id once the start is on record, and runs the rest detached, with a
+// deadline of its own.
+func (e *Eraser) Begin(ctx context.Context, req Request) (string, func(context.Context) (Manifest, error), error) {
+	p, err := e.Plan(ctx, req)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := e.Start(ctx, p); err != nil {
+		return "", nil, err
+	}
+	return p.ID(), func(ctx context.Context) (Manifest, error) { return e.Run(ctx, p) }, nil
 }
