@@ -229,10 +229,11 @@ func (e *Eraser) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := ensureTables(ctx, e.conn, e.database); err != nil {
 		return p, err
 	}
-	targets, err := e.targets(ctx, req)
+	targets, skipped, err := e.targets(ctx, req)
 	if err != nil {
 		return p, err
 	}
+	p.m.TablesSkipped = skipped
 	if err := e.checkReaders(ctx); err != nil {
 		return p, err
 	}
@@ -299,12 +300,16 @@ func (e *Eraser) run(ctx context.Context, p *Plan) (Manifest, error) {
 		}
 		m.Verified = m.Verified && res.Left == 0
 	}
+	m.Verified = m.Verified && len(m.TablesSkipped) == 0
 	m.FinishedAt = time.Now().UTC()
 	if err := e.keys.Sign(&m); err != nil {
 		return m, err
 	}
 	if err := e.audit(ctx, m); err != nil {
 		return m, err
+	}
+	if len(m.TablesSkipped) > 0 {
+		return m, fmt.Errorf("tables with versions of the subject were skipped, without walhouse's comment naming their source table: %s (see the manifest's tablesSkipped); the sink writes it at its next load of each: erase again after it", strings.Join(m.TablesSkipped, ", "))
 	}
 	if !m.Verified {
 		return m, errors.New("versions of the subject are still in ClickHouse after the removal (see the manifest's versionsLeft); run the erasure again")
@@ -314,39 +319,65 @@ func (e *Eraser) run(ctx context.Context, p *Plan) (Manifest, error) {
 
 // targets lists the ClickHouse tables of the erasure with their source
 // tables and column types.
-func (e *Eraser) targets(ctx context.Context, req Request) ([]*target, error) {
+//
+// It also returns the tables it cannot cover that hold versions of the
+// subject of the tenant: tables with the column but without walhouse's
+// comment naming their source table (made before the comment; the sink
+// writes it at its next load). It refuses with ErrCluster on a cluster.
+func (e *Eraser) targets(ctx context.Context, req Request) ([]*target, []string, error) {
 	qctx := chParams(ctx, map[string]string{"db": e.database, "col": req.Column})
-	rows, err := e.conn.Query(qctx, `SELECT t.name, t.comment, t.sorting_key, c.type
+	rows, err := e.conn.Query(qctx, `SELECT t.name, t.engine, t.comment, t.sorting_key, c.type
 FROM system.tables AS t INNER JOIN system.columns AS c ON c.database = t.database AND c.table = t.name
-WHERE t.database = {db:String} AND t.engine LIKE '%ReplacingMergeTree' AND NOT startsWith(t.name, '_walhouse') AND c.name = {col:String}
+WHERE t.database = {db:String} AND (t.engine LIKE '%ReplacingMergeTree' OR t.engine = 'Distributed') AND NOT startsWith(t.name, '_walhouse') AND c.name = {col:String}
 ORDER BY t.name`)
 	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+		return nil, nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
 	}
 	defer rows.Close()
 	byName := map[string]*target{}
 	var all []*target
+	var uncommented [][2]string // table, its first sorting-key column
 	for rows.Next() {
-		var name, comment, key, typ string
-		if err := rows.Scan(&name, &comment, &key, &typ); err != nil {
-			return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+		var name, engine, comment, key, typ string
+		if err := rows.Scan(&name, &engine, &comment, &key, &typ); err != nil {
+			return nil, nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+		}
+		if engine == "Distributed" {
+			return nil, nil, ErrCluster
 		}
 		owner, ok := schema.CommentOwner(comment)
 		src, okSrc := parseOwner(owner)
 		keyCols := schema.SplitSortingKey(key)
 		if !ok || !okSrc || len(keyCols) < 2 {
-			continue // not a walhouse table (or one that predates the comment; the sink writes it at its next load)
+			if len(keyCols) > 0 && keyCols[0] != req.Column {
+				uncommented = append(uncommented, [2]string{name, keyCols[0]})
+			}
+			continue
 		}
 		if keyCols[0] == req.Column {
 			// Every row of the tenant: not a data subject.
-			return nil, &RequestError{Msg: fmt.Sprintf("column %q is a tenant column: an erasure removes one data subject, not a tenant", req.Column)}
+			return nil, nil, &RequestError{Msg: fmt.Sprintf("column %q is a tenant column: an erasure removes one data subject, not a tenant", req.Column)}
 		}
 		t := &target{name: name, column: req.Column, owner: owner, src: src, tenantCol: keyCols[0], keyCols: keyCols, subjectType: typ}
 		byName[name] = t
 		all = append(all, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+		return nil, nil, fmt.Errorf("list the tables of %s: %w", e.database, err)
+	}
+	var skipped []string
+	for _, u := range uncommented {
+		// Named only when the tenant has versions of the subject there:
+		// another tenant's table stays unnamed.
+		q := fmt.Sprintf("SELECT count() FROM (SELECT 1 FROM %s.%s WHERE toString(%s) = {tenant:String} AND toString(%s) = {subject:String} LIMIT 1)",
+			schema.QuoteIdent(e.database), schema.QuoteIdent(u[0]), schema.QuoteIdent(u[1]), schema.QuoteIdent(req.Column))
+		var n uint64
+		if err := queryOne(chParams(ctx, map[string]string{"tenant": req.Tenant, "subject": req.Value}), e.conn, q, &n); err != nil {
+			return nil, nil, fmt.Errorf("look for the subject in %s: %w", u[0], err)
+		}
+		if n > 0 && (len(req.Tables) == 0 || slices.Contains(req.Tables, u[0])) {
+			skipped = append(skipped, u[0])
+		}
 	}
 	var out []*target
 	if len(req.Tables) == 0 {
@@ -358,30 +389,56 @@ ORDER BY t.name`)
 				// The same answer whether the table does not exist or
 				// lacks the column: a caller learns nothing of tables that
 				// are not its own.
-				return nil, notATarget(n, req.Column)
+				if slices.Contains(skipped, n) {
+					continue // named in the manifest
+				}
+				return nil, nil, notATarget(n, req.Column)
 			}
 			if !slices.Contains(out, t) {
 				out = append(out, t)
 			}
 		}
 	}
+	if len(out) == 0 && len(skipped) > 0 {
+		return nil, nil, &RequestError{Msg: fmt.Sprintf("the tables with versions of the subject lack walhouse's comment naming their source table: %s; nothing was recorded. The sink writes the comment at its next load of each table: erase again after it", strings.Join(skipped, ", "))}
+	}
 	if len(out) == 0 {
-		return nil, noTarget(req.Column)
+		return nil, nil, noTarget(req.Column)
 	}
 	for _, t := range out {
 		if err := e.tenantType(ctx, t); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := e.tenantRows(ctx, t, req.Tenant); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(req.Tables) > 0 && !t.hasRows {
 			// Another tenant's table answers as one that does not exist:
 			// a caller learns nothing of tables that are not its own.
-			return nil, notATarget(t.name, req.Column)
+			return nil, nil, notATarget(t.name, req.Column)
 		}
 	}
-	return out, nil
+	return out, skipped, nil
+}
+
+// ErrCluster refuses an erasure on a ClickHouse cluster: its ledger and
+// mutations are those of one server, and the sinks of other hosts would
+// not see its entries.
+var ErrCluster = errors.New("the tables are Distributed tables of a ClickHouse cluster, and erasure does not support clusters yet (its ledger and removal are those of one server; sinks on other hosts would not see its entries): nothing was recorded. Erase on a single-server deployment, or remove the subject's rows by hand on every shard (docs/erasure.md, Clusters)")
+
+// queryOne runs q and scans its one row into dest.
+func queryOne(ctx context.Context, conn Conn, q string, dest ...any) error {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // notATarget is the answer for a listed table that is not one the erasure

@@ -148,6 +148,8 @@ func (s *Server) erasureRefused(w http.ResponseWriter, r *http.Request, err erro
 	case errors.As(err, &broad):
 		// A common value, not a data subject: the CLI can force it.
 		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "too_broad", Message: broad.Error()})
+	case errors.Is(err, erasure.ErrCluster):
+		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "erasure_unsupported", Message: err.Error()})
 	case errors.As(err, &short):
 		// serve's --erasure-settle is shorter than a sink's ledger bound:
 		// the operator's to fix, nothing was recorded.
