@@ -1,7 +1,8 @@
 // Package erasure erases a data subject (GDPR Art. 17) from the ClickHouse
 // side of walhouse and keeps it erased.
 //
-// An erasure (Eraser.Erase) runs four steps:
+// An erasure (Eraser.Erase; the API runs Eraser.Begin, which records the
+// start, and the rest detached) runs four steps:
 //
 //  1. it checks PostgreSQL: the subject's rows must be gone from every
 //     source table concerned (walhouse never deletes source rows), every

@@ -589,20 +589,20 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		return 0, nil, &StillInSourceError{Rows: left}
 	}
 	maxRows := cmp.Or(req.MaxRows, e.maxRows)
-	all2 := make([][]candidate, len(targets))
+	found := make([][]candidate, len(targets))
 	total := 0
 	for i, t := range targets {
 		// Read no more than the cap allows, plus one to know it is passed.
-		if all2[i], err = e.candidates(ctx, t, maxRows-total+1); err != nil {
+		if found[i], err = e.candidates(ctx, t, maxRows-total+1); err != nil {
 			return 0, nil, err
 		}
-		if total += len(all2[i]); total > maxRows {
+		if total += len(found[i]); total > maxRows {
 			return 0, nil, &TooBroadError{Max: maxRows}
 		}
 	}
 	unsafe := map[string]int{}
 	for i, t := range targets {
-		cands := all2[i]
+		cands := found[i]
 		live := map[int]bool{}
 		if t.check != CheckTableGone && len(cands) > 0 {
 			if live, err = liveKeys(ctx, tx, t, types[i], cands); err != nil {
