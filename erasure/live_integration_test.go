@@ -22,7 +22,8 @@ import (
 // would take, in the snapshot of the subject check. A live row whose
 // newest stored version still carries the value (its change not loaded
 // yet) refuses the erasure, recording nothing; a table whose subject
-// column was dropped in PostgreSQL is checked by key and named.
+// column was dropped in PostgreSQL is checked by key and named, also when
+// it held nothing of the subject.
 func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
 	env := testenv.Require(t, "pg", "clickhouse")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -75,6 +76,9 @@ func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
 	}
 	tickets, ticketsSrc := newTable("tickets", "", "('acme', 1, 'bob@example.com'), ('acme', 3, 'carol@example.com'), ('acme', 4, 'bob@example.com'), ('acme', 5, 'dave@example.com')")
 	notes, notesSrc := newTable("notes", "ALTER TABLE %s DROP COLUMN owner_email", "('acme', 7, NULL)")
+	// memos: its owner_email column was dropped too; acme has rows there,
+	// none of the subject. Named, as its check was by key only.
+	memos, memosSrc := newTable("memos", "ALTER TABLE %s DROP COLUMN owner_email", "('acme', 9, NULL)")
 	insert := func(tbl *schema.Table, values string) {
 		t.Helper()
 		q := "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, owner_email, _version, _is_deleted, _commit_ts) VALUES " + values
@@ -86,6 +90,7 @@ func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
 	insert(tickets, "('acme', 1, 'bob@example.com', 20, 0, now64()), ('acme', 2, NULL, 21, 1, now64()), ('acme', 4, 'bob@example.com', 23, 0, now64())")
 	insert(notes, "('acme', 7, 'alice@example.com', 10, 0, now64()), ('acme', 8, 'alice@example.com', 11, 0, now64())")
 	insert(notes, "('acme', 7, NULL, 20, 0, now64())")
+	insert(memos, "('acme', 9, 'zed@example.com', 10, 0, now64())")
 	stored := func(tbl *schema.Table) string {
 		t.Helper()
 		rows, err := conn.Query(ctx, "SELECT concat(tenant_id, '/', toString(id), '/', toString(_version)) FROM "+tbl.QualifiedName()+" ORDER BY _version")
@@ -141,6 +146,7 @@ func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
 	want := map[string]TableResult{
 		tickets.Name: {Table: tickets.Name, Source: "public." + ticketsSrc.Table, Removed: 5, SourceCheck: CheckSubjectAndKeys, LiveRowsKept: 3},
 		notes.Name:   {Table: notes.Name, Source: "public." + notesSrc.Table, Removed: 2, SourceCheck: CheckKeysOnly, LiveRowsKept: 1},
+		memos.Name:   {Table: memos.Name, Source: "public." + memosSrc.Table, SourceCheck: CheckKeysOnly},
 	}
 	if len(m.Tables) != len(want) || !m.Verified {
 		t.Errorf("manifest tables %+v verified %v; want %+v", m.Tables, m.Verified, want)
