@@ -34,26 +34,57 @@ const maxErasuresRunning = 4
 // zero value is ready.
 type erasureRuns struct {
 	mu      sync.Mutex
-	running map[string]bool // by tenant
+	running map[string]context.CancelFunc // by tenant: cancels its run
+	wg      sync.WaitGroup
 }
 
-// acquire takes tenant's turn, or reports false when the tenant already
-// runs one or the server runs its maximum.
-func (e *erasureRuns) acquire(tenant string) (release func(), ok bool) {
+// acquire takes tenant's turn for a run that cancel cuts short, or
+// reports false when the tenant already runs one or the server runs its
+// maximum.
+func (e *erasureRuns) acquire(tenant string, cancel context.CancelFunc) (release func(), ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running[tenant] || len(e.running) >= maxErasuresRunning {
+	if e.running[tenant] != nil || len(e.running) >= maxErasuresRunning {
 		return nil, false
 	}
 	if e.running == nil {
-		e.running = map[string]bool{}
+		e.running = map[string]context.CancelFunc{}
 	}
-	e.running[tenant] = true
+	e.running[tenant] = cancel
+	e.wg.Add(1)
 	return func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		delete(e.running, tenant)
+		e.wg.Done()
 	}, true
+}
+
+// WaitErasures waits, when the server stops, for the erasures it runs
+// detached to end, until ctx ends; it then cuts short those still
+// running, which record their failure (GET /v1/erasures/{id} says to
+// erase again; the ledger entry, if recorded, already keeps the subject
+// out of new loads), and waits for that. Call it after the HTTP server's
+// Shutdown and before the ClickHouse connection is closed.
+func (s *Server) WaitErasures(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.erasing.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	s.erasing.mu.Lock()
+	n := len(s.erasing.running)
+	for _, cancel := range s.erasing.running {
+		cancel()
+	}
+	s.erasing.mu.Unlock()
+	s.log.Warn("the server stops: erasures still running were cut short and record their failure; erase again", "erasures", n)
+	<-done
 }
 
 // erasureBody is the body of POST /v1/erasures.
@@ -103,8 +134,13 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 		s.fail(w, r, reqErr("subject", "column and value (a string or a number) are required"))
 		return
 	}
-	release, ok := s.erasing.acquire(key.Tenant)
+	// Detached: its own deadline, not the request's (a disconnect, the
+	// write timeout), so the ledger entry it records always gets its
+	// removal, manifest and audit line.
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), erasure.DefaultRunTimeout)
+	release, ok := s.erasing.acquire(key.Tenant, cancel)
 	if !ok {
+		cancel()
 		w.Header().Set("Retry-After", strconv.Itoa(int(erasure.DefaultSettle.Seconds())))
 		s.writeError(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "erasure_running",
 			Message: "an erasure of this tenant is running (or the server runs as many as it may): retry when it has ended (GET /v1/erasures/{id})"})
@@ -113,18 +149,15 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 	id, run, err := s.cfg.Eraser.Begin(r.Context(), erasure.Request{Tenant: key.Tenant, Column: body.Subject.Column, Value: value, Tables: body.Tables, RequestedBy: key.ID})
 	if err != nil {
 		release()
+		cancel()
 		s.erasureRefused(w, r, err)
 		return
 	}
-	// Detached: its own deadline, not the request's (a disconnect, the
-	// write timeout), so the ledger entry it records always gets its
-	// removal, manifest and audit line.
 	go func() {
 		defer release()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), erasure.DefaultRunTimeout)
 		defer cancel()
-		if _, err := run(ctx); err != nil {
-			s.log.Error("erasure failed", "request_id", requestID(ctx), "erasure_id", id, "err", err)
+		if _, err := run(runCtx); err != nil {
+			s.log.Error("erasure failed", "request_id", requestID(runCtx), "erasure_id", id, "err", err)
 		}
 	}()
 	w.Header().Set("Location", "/v1/erasures/"+id)

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +23,8 @@ type fakeEraser struct {
 	err     error
 	release chan struct{}
 	ran     chan runSeen
+	// untilCut makes a run wait for its context to end.
+	untilCut bool
 }
 
 // runSeen is what a fakeEraser's run saw of its context while it ran.
@@ -41,6 +44,9 @@ func (f *fakeEraser) Begin(_ context.Context, req erasure.Request) (string, func
 	return id, func(ctx context.Context) (erasure.Manifest, error) {
 		if f.release != nil {
 			<-f.release
+		}
+		if f.untilCut {
+			<-ctx.Done()
 		}
 		if f.ran != nil {
 			_, ok := ctx.Deadline()
@@ -179,5 +185,38 @@ func TestErasureRunsDetached(t *testing.T) {
 	}
 	if resp, out := do(t, srv, "GET", "/v1/erasures/era_1", keyGlobex, ""); resp.StatusCode != 404 {
 		t.Errorf("another tenant's erasure: %d %v, want 404", resp.StatusCode, out)
+	}
+}
+
+// When the server stops, an erasure still running is cut short once the
+// wait's context ends, and WaitErasures returns only after its run has
+// ended (it records its failure then).
+func TestErasureCutShortAtShutdown(t *testing.T) {
+	const keyErase = "wh_erase_acme"
+	b, _ := json.Marshal([]Key{{ID: "acme-erase", Hash: HashKey(keyErase), Tenant: "acme", Scopes: []Scope{ScopeErase}}})
+	keys, err := ParseKeys(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeEraser{untilCut: true, ran: make(chan runSeen, 1)}
+	s, err := NewServer(Config{Conn: failingConn{err: errConnRefused}, Database: "walhouse", Keys: keys, CursorSecret: []byte("0123456789abcdef"), Eraser: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	if resp, out := do(t, srv, "POST", "/v1/erasures", keyErase, `{"subject": {"column": "customer_id", "value": 42}}`); resp.StatusCode != 202 {
+		t.Fatalf("erase: %d %v", resp.StatusCode, out)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // no more time to wait
+	s.WaitErasures(ended)
+	select {
+	case seen := <-fake.ran:
+		if !errors.Is(seen.err, context.Canceled) {
+			t.Errorf("the run ended with %v, want it cut short", seen.err)
+		}
+	default:
+		t.Error("WaitErasures returned while the erasure still ran")
 	}
 }
