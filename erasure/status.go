@@ -45,6 +45,9 @@ type Status struct {
 // Status returns where erasure id of tenant stands, from ManifestTable,
 // so any serve replica answers for an erasure another one runs.
 func (e *Eraser) Status(ctx context.Context, tenant, id string) (Status, error) {
+	if err := ensureTables(ctx, e.conn, e.database); err != nil { // none yet: a server that never erased
+		return Status{}, err
+	}
 	q := fmt.Sprintf("SELECT state, error, finished_at, manifest FROM %s.%s WHERE erasure_id = {id:String} AND tenant = {tenant:String}",
 		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable))
 	rows, err := e.conn.Query(chParams(ctx, map[string]string{"id": id, "tenant": tenant}), q)
