@@ -53,6 +53,7 @@ type Eraser struct {
 	keys     Keys
 	settle   time.Duration
 	maxRows  int
+	starts   int // per tenant and minute, Begin
 	log      *slog.Logger
 }
 
@@ -76,12 +77,29 @@ type Config struct {
 	// make one huge statement and ledger the sinks re-read. Past it the
 	// erasure refuses with *TooBroadError before it records anything.
 	MaxRows int
+	// StartsPerMinute caps the erasures Begin (the API) starts per tenant
+	// in any minute, across every serve (default DefaultStartsPerMinute):
+	// each is a ledger entry every sink holds and a mutation. Past it
+	// Begin refuses with *RateError. Erase (the command line) is not
+	// capped.
+	StartsPerMinute int
 	// Logger receives the audit entry (default slog.Default()).
 	Logger *slog.Logger
 }
 
 // DefaultMaxRows is the default Config.MaxRows.
 const DefaultMaxRows = 10000
+
+// DefaultStartsPerMinute is the default Config.StartsPerMinute.
+const DefaultStartsPerMinute = 10
+
+// RateError refuses an erasure of a tenant that started StartsPerMinute
+// erasures in the last minute already. Nothing was recorded.
+type RateError struct{ Max int }
+
+func (e *RateError) Error() string {
+	return fmt.Sprintf("the tenant started %d erasures in the last minute, the most it may: nothing was recorded; retry in a minute", e.Max)
+}
 
 // TooBroadError refuses an erasure whose subject has more rows in
 // ClickHouse than the cap (Config.MaxRows, or Request.MaxRows): likely
@@ -107,6 +125,9 @@ func NewEraser(cfg Config) (*Eraser, error) {
 	if cfg.Keys.sign == nil {
 		errs = append(errs, errors.New("the erasure key is required (NewKeys)"))
 	}
+	if cfg.StartsPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("starts per minute %d: must not be negative", cfg.StartsPerMinute))
+	}
 	if cfg.MaxRows < 0 {
 		errs = append(errs, fmt.Errorf("max rows %d: must not be negative", cfg.MaxRows))
 	}
@@ -119,7 +140,7 @@ func NewEraser(cfg Config) (*Eraser, error) {
 	if cfg.Settle == 0 {
 		cfg.Settle = DefaultSettle
 	}
-	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle, maxRows: cmp.Or(cfg.MaxRows, DefaultMaxRows),
+	return &Eraser{pg: cfg.PG, conn: cfg.Conn, database: cfg.Database, keys: cfg.Keys, settle: cfg.Settle, maxRows: cmp.Or(cfg.MaxRows, DefaultMaxRows), starts: cmp.Or(cfg.StartsPerMinute, DefaultStartsPerMinute),
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "erasure")}, nil
 }
 
@@ -819,7 +840,22 @@ func (e *Eraser) store(ctx context.Context, m Manifest, state string, at time.Ti
 // erasure's id and the function that runs it (Run): the API answers with
 // the id once the start is on record, and runs the rest detached, with a
 // deadline of its own.
+//
+// Begin refuses with *RateError a tenant that started StartsPerMinute
+// erasures in the last minute, counted in ManifestTable (every serve's).
 func (e *Eraser) Begin(ctx context.Context, req Request) (string, func(context.Context) (Manifest, error), error) {
+	if err := ensureTables(ctx, e.conn, e.database); err != nil {
+		return "", nil, err
+	}
+	var n uint64
+	q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE tenant = {tenant:String} AND state = 'started' AND finished_at > now64(6) - INTERVAL 1 MINUTE",
+		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable))
+	if err := queryOne(chParams(ctx, map[string]string{"tenant": req.Tenant}), e.conn, q, &n); err != nil {
+		return "", nil, fmt.Errorf("count the tenant's recent erasures: %w", err)
+	}
+	if n >= uint64(e.starts) {
+		return "", nil, &RateError{Max: e.starts}
+	}
 	p, err := e.Plan(ctx, req)
 	if err != nil {
 		return "", nil, err

@@ -17,7 +17,8 @@ import (
 
 // An erasure's start is on record before its ledger entry, and its end —
 // the signed manifest, or why it failed — after: Status answers for the
-// tenant's erasures only.
+// tenant's erasures only. Begin starts at most StartsPerMinute erasures
+// of a tenant in a minute.
 func TestIntegrationEraseStatus(t *testing.T) {
 	env := testenv.Require(t, "pg", "clickhouse")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -51,7 +52,7 @@ func TestIntegrationEraseStatus(t *testing.T) {
 		}
 	}
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
-	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond})
+	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond, StartsPerMinute: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +98,14 @@ func TestIntegrationEraseStatus(t *testing.T) {
 	}
 	if st, err := er.Status(ctx, "acme", id); err != nil || st.State != StateFailed || st.Error == "" {
 		t.Errorf("a failed run: status %+v (%v), want failed with its error", st, err)
+	}
+
+	// Two started within the minute, the most acme may: a third waits;
+	// another tenant does not.
+	if _, _, err := er.Begin(ctx, Request{Tenant: "acme", Column: "customer_id", Value: "44"}); !errors.As(err, new(*RateError)) {
+		t.Errorf("a third erasure within a minute: %v, want *RateError", err)
+	}
+	if _, _, err := er.Begin(ctx, Request{Tenant: "globex", Column: "customer_id", Value: "44"}); errors.As(err, new(*RateError)) {
+		t.Errorf("another tenant's erasure: %v, want no rate refusal", err)
 	}
 }

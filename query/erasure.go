@@ -171,6 +171,7 @@ func (s *Server) erasureRefused(w http.ResponseWriter, r *http.Request, err erro
 	var short *erasure.SettleTooShortError
 	var live *erasure.LiveRowsError
 	var broad *erasure.TooBroadError
+	var rate *erasure.RateError
 	switch {
 	case errors.As(err, &still):
 		s.writeError(w, r, &apiError{Status: http.StatusConflict, Code: "still_in_source", Message: still.Error()})
@@ -181,6 +182,9 @@ func (s *Server) erasureRefused(w http.ResponseWriter, r *http.Request, err erro
 	case errors.As(err, &broad):
 		// A common value, not a data subject: the CLI can force it.
 		s.writeError(w, r, &apiError{Status: http.StatusBadRequest, Code: "too_broad", Message: broad.Error()})
+	case errors.As(err, &rate):
+		w.Header().Set("Retry-After", "60")
+		s.writeError(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "erasure_rate", Message: rate.Error()})
 	case errors.Is(err, erasure.ErrCluster):
 		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "erasure_unsupported", Message: err.Error()})
 	case errors.As(err, &short):

@@ -128,6 +128,10 @@ func TestErasureEndpoint(t *testing.T) {
 	if resp, out := do(t, bad, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 400 || strings.Contains(fmt.Sprint(out), "globex") || strings.Contains(fmt.Sprint(out), "bigint") {
 		t.Errorf("a refused value: %d %v, want 400 naming no table or type", resp.StatusCode, out)
 	}
+	rated := serve(&fakeEraser{err: &erasure.RateError{Max: 10}})
+	if resp, out := do(t, rated, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("past the tenant's erasures per minute: %d %v, want 429 with Retry-After", resp.StatusCode, out)
+	}
 	none := serve(nil)
 	if resp, out := do(t, none, "POST", "/v1/erasures", keyErase, body); resp.StatusCode != 503 {
 		t.Errorf("no eraser: %d %v, want 503", resp.StatusCode, out)
