@@ -13,8 +13,8 @@ import (
 const (
 	// LedgerTable holds one row per erased subject and table.
 	LedgerTable = "_walhouse_erasures"
-	// ManifestTable holds the signed manifest of every erasure: the
-	// durable audit record.
+	// ManifestTable holds the signed manifest of every erasure, and a row
+	// for its start (and failure): the durable audit record.
 	ManifestTable = "_walhouse_erasure_manifests"
 )
 
@@ -44,7 +44,9 @@ func manifestDDL(database string) string {
     tenant String,
     verified UInt8,
     finished_at DateTime64(6, 'UTC'),
-    manifest String
+    manifest String,
+    state String DEFAULT 'finished',
+    error String DEFAULT ''
 )
 ENGINE = MergeTree
 ORDER BY (tenant, finished_at, erasure_id)`, schema.QuoteIdent(database), schema.QuoteIdent(ManifestTable))
@@ -55,6 +57,10 @@ func ensureTables(ctx context.Context, conn Conn, database string) error {
 	for _, ddl := range []string{
 		"CREATE DATABASE IF NOT EXISTS " + schema.QuoteIdent(database),
 		ledgerDDL(database), manifestDDL(database), readersDDL(database),
+		// Tables made before erasures ran detached (every row then a
+		// finished erasure's manifest).
+		fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS state String DEFAULT 'finished', ADD COLUMN IF NOT EXISTS error String DEFAULT ''",
+			schema.QuoteIdent(database), schema.QuoteIdent(ManifestTable)),
 	} {
 		if err := conn.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("create the erasure tables in %s: %w", database, err)

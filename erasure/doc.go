@@ -1,11 +1,15 @@
 // Package erasure erases a data subject (GDPR Art. 17) from the ClickHouse
 // side of walhouse and keeps it erased.
 //
-// An erasure (Eraser.Erase) runs four steps:
+// An erasure (Eraser.Erase; the API runs Eraser.Begin, which records the
+// start, and the rest detached) runs four steps:
 //
 //  1. it checks PostgreSQL: the subject's rows must be gone from every
-//     source table concerned (walhouse never deletes source rows), and it
-//     reads the as-of LSN, pg_current_wal_lsn() at that check;
+//     source table concerned (walhouse never deletes source rows), every
+//     row the removal would take is looked up by key in the same snapshot
+//     (a row PostgreSQL still holds loses only its versions that carried
+//     the subject, never its key), and it reads the as-of LSN,
+//     pg_current_wal_lsn() at that check;
 //  2. it records the erasure in the ledger, the ClickHouse table
 //     _walhouse_erasures, before it removes anything: keyed hashes
 //     (HMAC-SHA256 under a key walhouse holds) of tenant, table, column and

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +130,16 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 type snapshot struct {
 	tables  map[sourceKey][]columnEntries
 	entries int
+	// unusable holds the entries left out (made under another key), by
+	// table, column, hash and key id.
+	unusable map[string]bool
+	// fullAt is when the last whole read began; maxRecorded the newest
+	// recorded_at seen, where the next incremental read starts (less
+	// ledgerOverlap).
+	fullAt      time.Time
+	maxRecorded time.Time
+	// shared: tables and unusable are the previous snapshot's (own).
+	shared bool
 	// gen numbers the reads (1 for the first); readAt is when the read
 	// began, so the copy holds every entry recorded before it.
 	gen    uint64
@@ -271,10 +284,10 @@ func (l *Ledger) Entries() int {
 	return 0
 }
 
-// Load reads the ledger (creating its tables if missing). It fails when
-// the ledger has entries and the Ledger no key, or entries made under
-// another key: the sink could not recognise those subjects and would load
-// them again.
+// Load reads the ledger (creating its tables if missing). Entries the
+// Ledger cannot use (made under another key, or it has none) do not make
+// it fail: they are left out, counted (Unusable) and logged, so one row
+// written into the ledger cannot stop every sink.
 func (l *Ledger) Load(ctx context.Context) error {
 	if err := ensureTables(ctx, l.conn, l.database); err != nil {
 		return err
@@ -293,8 +306,7 @@ func (l *Ledger) Load(ctx context.Context) error {
 // MaxAge is followed by another at once. A read that fails is logged and
 // retried sooner (a second, doubling up to the interval); meanwhile the
 // previous copy serves until it is older than MaxAge, and then Fresh
-// fails, which makes the sink wait. A ledger the sink cannot use (no key,
-// another key) ends Run with an error.
+// fails, which makes the sink wait.
 func (l *Ledger) Run(ctx context.Context) error {
 	failures := 0
 	stalled := false // the copy was stale since the last read that left it fresh
@@ -324,8 +336,6 @@ func (l *Ledger) Run(ctx context.Context) error {
 				l.log.Info("erasure ledger read again; loading resumes", "took", took)
 			}
 			l.recordReader(ctx)
-		case errors.Is(err, errUnusable):
-			return err
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
@@ -342,56 +352,70 @@ func (l *Ledger) Run(ctx context.Context) error {
 	}
 }
 
-var errUnusable = errors.New("the erasure ledger cannot be used")
+// fullReadEvery is how often the ledger is read whole; the reads in
+// between take only the entries recorded since the newest one seen, less
+// ledgerOverlap.
+const fullReadEvery = 10 * time.Minute
+
+// ledgerOverlap is how far back from the newest entry seen an incremental
+// read starts: an entry stamped (recorded_at, when its insert began)
+// before a newer one but visible only after it — an insert slower than
+// this — waits for the next full read.
+const ledgerOverlap = time.Minute
 
 func (l *Ledger) read(ctx context.Context) error {
 	began := l.now()
+	old := l.snap.Load()
+	full := old == nil || began.Sub(old.fullAt) >= fullReadEvery
+	where := ""
+	if !full && !old.maxRecorded.IsZero() {
+		where = fmt.Sprintf(" WHERE recorded_at >= fromUnixTimestamp64Micro(CAST(%d AS Int64), 'UTC')", old.maxRecorded.Add(-ledgerOverlap).UnixMicro())
+	}
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(
-		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), groupUniqArray(key_id) FROM %s.%s GROUP BY source_schema, source_table, column, subject_hash",
-		schema.QuoteIdent(l.database), schema.QuoteIdent(LedgerTable)))
+		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), key_id, max(recorded_at) FROM %s.%s%s GROUP BY source_schema, source_table, column, subject_hash, key_id",
+		schema.QuoteIdent(l.database), schema.QuoteIdent(LedgerTable), where))
 	if err != nil {
 		return fmt.Errorf("read the erasure ledger: %w", err)
 	}
 	defer rows.Close()
-	s := &snapshot{tables: map[sourceKey][]columnEntries{}, readAt: began}
+	var s *snapshot
+	if full {
+		s = &snapshot{tables: map[sourceKey][]columnEntries{}, unusable: map[string]bool{}, fullAt: began}
+	} else {
+		s = old.next() // shares old's maps until an entry changes them
+	}
+	s.readAt = began
+	foreign := map[string]bool{}
 	for rows.Next() {
 		var (
-			sch, tbl, col, hx string
-			asOf              uint64
-			keyIDs            []string
+			sch, tbl, col, hx, keyID string
+			asOf                     uint64
+			recorded                 time.Time
 		)
-		if err := rows.Scan(&sch, &tbl, &col, &hx, &asOf, &keyIDs); err != nil {
+		if err := rows.Scan(&sch, &tbl, &col, &hx, &asOf, &keyID, &recorded); err != nil {
 			return fmt.Errorf("read the erasure ledger: %w", err)
 		}
-		if l.keys == nil {
-			return fmt.Errorf("%w: it has entries, and this process was given no erasure key; give it the key the erasures were made with (--erasure-key-file or WALHOUSE_ERASURE_KEY)", errUnusable)
-		}
-		for _, id := range keyIDs {
-			if id != l.keys.KeyID() {
-				return fmt.Errorf("%w: it has entries made under erasure key %s, and this process holds key %s; give every sink and eraser the same key", errUnusable, id, l.keys.KeyID())
-			}
+		if recorded.After(s.maxRecorded) {
+			s.maxRecorded = recorded
 		}
 		h, err := ParseHash(hx)
-		if err != nil {
-			return fmt.Errorf("read the erasure ledger: %w", err)
+		if l.keys == nil || keyID != l.keys.KeyID() || err != nil {
+			// Hashed under a key this sink does not hold (or not a hash
+			// walhouse writes): it cannot recognise the subject. Counted
+			// and alerted, never fatal: a row anyone wrote into the
+			// ledger must not stop every sink.
+			foreign[keyID] = true
+			if id := strings.Join([]string{sch, tbl, col, hx, keyID}, "\x00"); !s.unusable[id] {
+				s.own()
+				s.unusable[id] = true
+			}
+			continue
 		}
-		k := sourceKey{sch, tbl}
-		cols := s.tables[k]
-		i := 0
-		for i < len(cols) && cols[i].column != col {
-			i++
-		}
-		if i == len(cols) {
-			cols = append(cols, columnEntries{column: col, subjects: map[Hash]record.LSN{}})
-			s.tables[k] = cols
-		}
-		cols[i].subjects[h] = record.LSN(asOf)
-		s.entries++
+		s.add(sourceKey{sch, tbl}, col, h, record.LSN(asOf))
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the erasure ledger: %w", err)
 	}
-	old := l.snap.Load()
 	if old != nil {
 		s.gen = old.gen
 	}
@@ -401,9 +425,79 @@ func (l *Ledger) read(ctx context.Context) error {
 	done := make(chan struct{})
 	close(*l.readDone.Swap(&done))
 	if old == nil || old.entries != s.entries {
-		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables))
+		l.log.Info("erasure ledger read", "entries", s.entries, "tables", len(s.tables), "whole", full)
+	}
+	if n := len(s.unusable); n > 0 && (old == nil || len(old.unusable) != n) {
+		held := "none"
+		if l.keys != nil {
+			held = l.keys.KeyID()
+		}
+		l.log.Error("the erasure ledger has entries this sink cannot use: their subjects' records load again if replayed; give every sink the erasure key the erasures were made with (--erasure-key-file or WALHOUSE_ERASURE_KEY), or remove rows that walhouse did not write",
+			"unusable_entries", n, "their_key_ids", slices.Sorted(maps.Keys(foreign)), "key_id_held", held)
 	}
 	return nil
+}
+
+// next returns the snapshot an incremental read starts from: s's entries,
+// shared with s until own copies them.
+func (s *snapshot) next() *snapshot {
+	return &snapshot{tables: s.tables, entries: s.entries, unusable: s.unusable, fullAt: s.fullAt, maxRecorded: s.maxRecorded, shared: true}
+}
+
+// own gives s maps of its own before it changes them: the previous
+// snapshot is read concurrently (Erased) and never changes.
+func (s *snapshot) own() {
+	if !s.shared {
+		return
+	}
+	s.shared = false
+	tables := make(map[sourceKey][]columnEntries, len(s.tables))
+	for k, cols := range s.tables {
+		cp := make([]columnEntries, len(cols))
+		for i, ce := range cols {
+			cp[i] = columnEntries{column: ce.column, subjects: maps.Clone(ce.subjects)}
+		}
+		tables[k] = cp
+	}
+	s.tables = tables
+	s.unusable = maps.Clone(s.unusable)
+}
+
+// add records the subject h of column col of table k with its as-of LSN,
+// keeping the highest LSN of a subject erased more than once.
+func (s *snapshot) add(k sourceKey, col string, h Hash, asOf record.LSN) {
+	cols := s.tables[k]
+	i := 0
+	for i < len(cols) && cols[i].column != col {
+		i++
+	}
+	if i < len(cols) {
+		if prev, ok := cols[i].subjects[h]; ok && prev >= asOf {
+			return // known already: nothing to copy
+		}
+	}
+	s.own()
+	cols = s.tables[k]
+	if i == len(cols) {
+		cols = append(cols, columnEntries{column: col, subjects: map[Hash]record.LSN{}})
+		s.tables[k] = cols
+	}
+	if _, ok := cols[i].subjects[h]; !ok {
+		s.entries++
+	}
+	cols[i].subjects[h] = asOf
+}
+
+// Unusable returns the number of ledger entries, as last read, that this
+// sink cannot use: made under an erasure key it does not hold (or it holds
+// none), or not a hash walhouse writes. It loads on; the subjects of those
+// entries are not recognised (walhouse_sink_erasure_ledger_unusable_entries,
+// alert WalhouseErasureLedgerUnusable).
+func (l *Ledger) Unusable() int {
+	if s := l.snap.Load(); s != nil {
+		return len(s.unusable)
+	}
+	return 0
 }
 
 // chParams returns ctx carrying ClickHouse query parameters.

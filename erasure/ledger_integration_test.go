@@ -3,6 +3,7 @@ package erasure
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -91,4 +93,99 @@ func erasureDatabase(ctx context.Context, t *testing.T) (driver.Conn, string) {
 		t.Fatal(err)
 	}
 	return conn, db
+}
+
+// A ledger row made under another erasure key (or any key, for a sink
+// given none) is left out and counted, never fatal: a row written into the
+// ledger must not stop every sink. The entries under the sink's own key
+// still work.
+func TestIntegrationLedgerUnknownKeyIsNotFatal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, db := erasureDatabase(ctx, t)
+	ours, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
+	theirs, _ := NewKeys([]byte("another erasure key, also 32 bytes"))
+	subj := Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: "42"}
+	for _, k := range []Keys{ours, theirs} {
+		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test')",
+			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), k.Hash(subj), k.KeyID())
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &record.Record{TenantID: "acme", Source: record.Source{Schema: "public", Table: "orders"}, CommitLSN: 50,
+		Columns: []record.Column{{Name: "id", Key: true}, {Name: "customer_id"}}, Values: []record.Value{{Text: "1"}, {Text: "42"}}}
+	for _, tc := range []struct {
+		name         string
+		keys         *Keys
+		entries, bad int
+		erased       bool
+	}{
+		{"our key", &ours, 1, 1, true},
+		{"no key", nil, 0, 2, false},
+	} {
+		l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: tc.keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Load(ctx); err != nil {
+			t.Errorf("%s: Load = %v, want the sink to start", tc.name, err)
+			continue
+		}
+		if l.Entries() != tc.entries || l.Unusable() != tc.bad || l.Erased(rec) != tc.erased {
+			t.Errorf("%s: entries %d unusable %d erased %v, want %d %d %v", tc.name, l.Entries(), l.Unusable(), l.Erased(rec), tc.entries, tc.bad, tc.erased)
+		}
+		// Run reads again and keeps going.
+		rctx, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		if err := l.Run(rctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Run = %v, want it to run until its context ends", tc.name, err)
+		}
+		stop()
+	}
+}
+
+// Between whole reads (every fullReadEvery) the ledger reads only the
+// entries recorded since the newest it saw, less ledgerOverlap: a new
+// erasure is seen at the next read, and the sinks do not re-read the
+// whole ledger every refresh. An entry stamped long before the newest
+// (here written by hand) waits for the next whole read.
+func TestIntegrationLedgerReadsIncrementally(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, db := erasureDatabase(ctx, t)
+	keys, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
+	insert := func(value, recordedAt string) Hash {
+		t.Helper()
+		h := keys.Hash(Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: value})
+		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id, recorded_at) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test', %s)",
+			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), h, keys.KeyID(), recordedAt)
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	insert("1", "now64(6)")
+	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: &keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert("2", "now64(6)")
+	insert("3", "now64(6) - INTERVAL 1 HOUR") // older than the overlap
+	if err := l.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Entries(); n != 2 {
+		t.Errorf("after an incremental read: %d entries, want 2 (the new one, not the one stamped an hour ago)", n)
+	}
+	later := l.now().Add(fullReadEvery + time.Second)
+	l.now = func() time.Time { return later }
+	if err := l.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Entries(); n != 3 {
+		t.Errorf("after a whole read: %d entries, want 3", n)
+	}
 }

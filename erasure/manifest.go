@@ -25,6 +25,15 @@ type TableResult struct {
 	// Left is the number counted after the removal, without FINAL: 0 for
 	// a verified erasure.
 	Left uint64 `json:"versionsLeft"`
+	// SourceCheck says what was checked in PostgreSQL for this table
+	// before anything was removed: CheckSubjectAndKeys, CheckKeysOnly
+	// (the subject column is gone from the source table) or
+	// CheckTableGone.
+	SourceCheck string `json:"sourceCheck,omitempty"`
+	// LiveRowsKept counts the rows with a version of the subject that
+	// PostgreSQL still holds under another value: kept, only their
+	// versions carrying the subject removed (their newest does not).
+	LiveRowsKept uint64 `json:"liveRowsKept,omitempty"`
 }
 
 // Manifest is the signed record of one erasure. It names the subject only
@@ -35,6 +44,12 @@ type Manifest struct {
 	Column      string        `json:"subjectColumn"`
 	SubjectHMAC string        `json:"subjectHmac"`
 	Tables      []TableResult `json:"tables"`
+	// TablesSkipped are tables with the subject column and versions of the
+	// subject that the erasure could not cover (no walhouse comment naming
+	// their source table): a manifest naming any is not verified. Empty
+	// fields are left out, so manifests signed before a field existed
+	// still verify.
+	TablesSkipped []string `json:"tablesSkipped,omitempty"`
 	// AsOfLSN is pg_current_wal_lsn() when PostgreSQL was checked: records
 	// of the subject committed at or before it are never loaded again.
 	AsOfLSN     record.LSN `json:"asOfLsn"`

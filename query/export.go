@@ -571,7 +571,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, l
 	sw := newStreamWriter(w, s.cfg.HTTP.WriteTimeout)
 	m, err := s.exporter.run(ctx, sw, p, id)
 	sw.finish()
-	s.manifest.put(m)
+	s.manifest.put(keptManifest(m, s.cfg.AuditKey))
 	h.Set(trailerRows, fmt.Sprint(m.Rows))
 	h.Set(trailerSHA256, m.SHA256)
 	if err != nil {

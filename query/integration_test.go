@@ -432,6 +432,11 @@ func TestIntegrationExport(t *testing.T) {
 	if r := f.call(t, "GET", resp.Header.Get("X-Walhouse-Manifest"), keyGlobex, nil, nil); r.StatusCode != 404 {
 		t.Errorf("another tenant read the manifest: %d", r.StatusCode)
 	}
+	// The kept manifest outlives the subject's erasure: it holds the
+	// value only as its keyed hash.
+	if m.Subject.Column != "customer_id" || m.Subject.Value == "cus_1" || !strings.HasPrefix(fmt.Sprint(m.Subject.Value), "hmac-sha256:") {
+		t.Errorf("the kept manifest's subject %+v, want the value only as its keyed hash", m.Subject)
+	}
 
 	// A subject that exists only in another tenant: zero rows.
 	resp, body := sendRead(t, "POST", f.srv.URL+"/v1/exports", keyAcme, strings.NewReader(`{"subject":{"column":"customer_id","value":"cus_globex_only"},"format":"csv"}`))

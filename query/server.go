@@ -81,7 +81,8 @@ type Config struct {
 //	POST /v1/tables/{table}/query      read    structured read, FINAL by default
 //	POST /v1/exports                   export  GDPR subject export, streamed
 //	GET  /v1/exports/{id}/manifest     export  manifest of a finished export
-//	POST /v1/erasures                  erase   GDPR subject erasure, signed manifest
+//	POST /v1/erasures                  erase   GDPR subject erasure, started detached (202)
+//	GET  /v1/erasures/{id}             erase   its state, its signed manifest once finished
 //	GET  /v1/lag                       admin   per-table and per-partition freshness, pipeline lag
 //	GET  /v1/lag/history               admin   lag samples of the last hour (see Run)
 //	GET  /metrics                      admin   Prometheus metrics
@@ -99,6 +100,7 @@ type Server struct {
 	history  *monitor.History
 	log      *slog.Logger
 	handler  http.Handler
+	erasing  erasureRuns // POST /v1/erasures running detached
 }
 
 // NewServer validates cfg and returns the API handler.
@@ -178,6 +180,7 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /v1/exports", s.requireScope(ScopeExport, s.inSlot(s.handleExport)))
 	mux.HandleFunc("GET /v1/exports/{id}/manifest", s.requireScope(ScopeExport, s.handleManifest))
 	mux.HandleFunc("POST /v1/erasures", s.requireScope(ScopeErase, s.inSlot(s.handleErasure)))
+	mux.HandleFunc("GET /v1/erasures/{id}", s.requireScope(ScopeErase, s.handleErasureStatus))
 	mux.HandleFunc("GET /v1/lag", s.requireScope(ScopeAdmin, s.handleLag))
 	mux.HandleFunc("GET /v1/lag/history", s.requireScope(ScopeAdmin, s.handleLagHistory))
 	mux.HandleFunc("GET /metrics", s.requireScope(ScopeAdmin, s.handleMetrics))

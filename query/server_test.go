@@ -306,7 +306,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	routes := map[string]string{
 		"/v1/tables": "get", "/v1/tables/{table}/query": "post", "/v1/exports": "post",
-		"/v1/exports/{id}/manifest": "get", "/v1/erasures": "post", "/v1/lag": "get", "/v1/lag/history": "get", "/metrics": "get", "/status": "get", "/openapi.json": "get",
+		"/v1/exports/{id}/manifest": "get", "/v1/erasures": "post", "/v1/erasures/{id}": "get", "/v1/lag": "get", "/v1/lag/history": "get", "/metrics": "get", "/status": "get", "/openapi.json": "get",
 	}
 	if len(doc.Paths) != len(routes) {
 		t.Errorf("openapi.json has %d paths, the server %d", len(doc.Paths), len(routes))

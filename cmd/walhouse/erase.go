@@ -30,6 +30,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 	var (
 		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
 		settle    = fs.Duration("settle", erasure.DefaultSettle, "wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
+		maxRows   = fs.Int("max-rows", erasure.DefaultMaxRows, "refuse a subject with more rows than this in ClickHouse (a common value, not a data subject); raise it to force a broad erasure")
 		publicKey = fs.String("public-key", "", "with verify: the hex ed25519 key that signed the manifest (walhouse erase public-key prints it); default: derived from the erasure key")
 	)
 	keySrc := registerErasureKey(fs)
@@ -70,6 +71,9 @@ func runErase(ctx context.Context, inv *invocation) error {
 	if len(missing) > 0 {
 		return usageErrorf("missing %s", strings.Join(missing, ", "))
 	}
+	if *maxRows < 1 {
+		return usageErrorf("--max-rows %d: want a positive number", *maxRows)
+	}
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return err
@@ -87,7 +91,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	er, err := erasure.NewEraser(erasure.Config{PG: pg, Conn: conn, Database: ep.database, Keys: *keys, Settle: *settle})
+	er, err := erasure.NewEraser(erasure.Config{PG: pg, Conn: conn, Database: ep.database, Keys: *keys, Settle: *settle, MaxRows: *maxRows})
 	if err != nil {
 		return err
 	}

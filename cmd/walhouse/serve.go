@@ -237,6 +237,9 @@ func runServe(ctx context.Context, inv *invocation) error {
 	defer cancel()
 	err = srv.Shutdown(sctx)
 	<-errc
+	// Erasures run detached from their requests: they get a while more,
+	// then record their failure, before the connections close.
+	api.WaitErasures(sctx)
 	if err != nil {
 		return fmt.Errorf("shut down the HTTP server: %w", err)
 	}

@@ -177,7 +177,8 @@ func openLedger(ctx context.Context, keySrc *secretSource, cfg erasure.LedgerCon
 
 // ledgerMetrics are the gauges of the erasure ledger's copy: its age and
 // the bound past which the sink stops loading (alert
-// WalhouseErasureLedgerStale).
+// WalhouseErasureLedgerStale), and the entries it cannot use (alert
+// WalhouseErasureLedgerUnusable).
 func ledgerMetrics(l *erasure.Ledger) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walhouse_sink_erasure_ledger_age_seconds",
@@ -186,6 +187,9 @@ func ledgerMetrics(l *erasure.Ledger) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walhouse_sink_erasure_ledger_max_age_seconds",
 			Help: "The sink's --erasure-max-age: the oldest copy of the erasure ledger it loads with."},
 			func() float64 { return l.MaxAge().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walhouse_sink_erasure_ledger_unusable_entries",
+			Help: "Entries of the erasure ledger made under an erasure key the sink does not hold (or it holds none): the sink loads on, and does not recognise their subjects."},
+			func() float64 { return float64(l.Unusable()) }),
 	}
 }
 

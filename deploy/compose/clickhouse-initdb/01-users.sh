@@ -14,5 +14,5 @@ CREATE USER IF NOT EXISTS walhouse_serve IDENTIFIED WITH sha256_password BY '$se
 GRANT SELECT ON walhouse.* TO walhouse_serve;
 GRANT ALTER DELETE ON walhouse.* TO walhouse_serve;
 GRANT CREATE TABLE, INSERT ON walhouse._walhouse_erasures TO walhouse_serve;
-GRANT CREATE TABLE, INSERT ON walhouse._walhouse_erasure_manifests TO walhouse_serve;
+GRANT CREATE TABLE, INSERT, ALTER ADD COLUMN ON walhouse._walhouse_erasure_manifests TO walhouse_serve;
 SQL
