@@ -130,6 +130,9 @@ type tableSet interface {
 	// fillUnchanged replaces the unchanged TOAST values of an update with
 	// the source's when the table's online copy runs (see online.go).
 	fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error
+	// rewritten copies a captured table again after DDL rewrote its rows
+	// without row changes (rewrite.go).
+	rewritten(ctx context.Context, rw rewrite) error
 }
 
 // output takes what the translator produces, in stream order.
@@ -262,6 +265,8 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 			return nil
 		}
 		return t.out.heartbeat(ctx, lsn, at)
+	case rewritePrefix:
+		return t.rewrite(ctx, lsn, m)
 	case ddlPrefix:
 		content, ok := t.key.verify(m.Content)
 		if !ok {

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -155,6 +156,11 @@ func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []rec
 			values[i] = record.Value{Text: "from source"}
 		}
 	}
+	return nil
+}
+
+func (c *collector) rewritten(_ context.Context, rw rewrite) error {
+	c.log = append(c.log, fmt.Sprintf("rewritten %s at %s", rw.table, rw.at))
 	return nil
 }
 
@@ -578,6 +584,33 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			// Captured as itself, as its partition root, or not at all.
+			name: "a signed rewrite notice copies the captured table it names",
+			steps: []step{
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x21, true, rewritePrefix, captureKey.sign(rewriteOf("public", "docs_2026", "public", "docs"))),
+				logical(0x22, true, rewritePrefix, captureKey.sign(rewriteOf("public", "secret", "public", "secret"))),
+				logical(0x23, true, rewritePrefix, captureKey.sign(rewriteOf("public", "unknown", "public", "unknown"))),
+				commit(0x100, 0x108),
+			},
+			want: []string{"begin", "rewritten public.orders at 0/20", "rewritten public.docs at 0/21", "commit 0/108 at 05:06:07"},
+		},
+		{
+			name: "forged, misplaced and malformed rewrite notices are skipped",
+			steps: []step{
+				logical(0x10, true, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))), // outside a transaction
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, forgerKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x21, false, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x22, true, rewritePrefix, rewriteOf("public", "orders", "public", "orders")),
+				logical(0x23, true, rewritePrefix, captureKey.sign([]byte(`{"oid":1}`))),
+				commit(0x100, 0x108),
+			},
+			want:    []string{"begin", "commit 0/108 at 05:06:07"},
+			ignored: 5,
+		},
+		{
 			name: "forged, misplaced and malformed walhouse messages are skipped",
 			steps: []step{
 				logical(0x10, false, heartbeatPrefix, forgerKey.heartbeatContent(beatAt)),
@@ -619,6 +652,16 @@ func TestTranslator(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rewriteOf returns the content of a rewrite notice of schema.table, a
+// partition of root (or itself).
+func rewriteOf(schema, table, rootSchema, root string) []byte {
+	b, err := json.Marshal(rewriteNotice{OID: 42, Table: []string{schema, table}, Root: []string{rootSchema, root}, Reason: 4})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // total sums a counter over its labels.
@@ -675,6 +718,7 @@ func (discard) described(context.Context, *relation, uint32) error             {
 func (discard) leave(context.Context, string, error) error                     { return nil }
 func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
 func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
+func (discard) rewritten(context.Context, rewrite) error                       { return nil }
 func (discard) begin()                                                         {}
 func (discard) commit(record.LSN, time.Time)                                   {}
 func (discard) record(*relation, *record.Record, []byte, []byte) error         { return nil }
