@@ -183,3 +183,43 @@ func TestOnlineSnapshotsDrop(t *testing.T) {
 		t.Fatalf("failure() = %v", err)
 	}
 }
+
+// TestOnlineSnapshotsRewriteReplacesCopies holds a rewrite to what it asks
+// of the copies: a running copy of the table stops and the rewrite's copy
+// (at its position, rewrite set) runs next, first; a queued one is replaced
+// in its place; a table not being copied is queued; a TRUNCATE's restart
+// of a rewrite's copy keeps it a rewrite's copy.
+func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
+	o.add("public.b", 2, nil)
+	if job := f.next(t); job.table != "public.a" || job.rewrite {
+		t.Fatalf("first copy %+v, want public.a's plain copy", job)
+	}
+	stopped := o.rewrite("public.a", 10)
+	if stopped == nil {
+		t.Fatal("rewrite of the table being copied returned no channel to wait on")
+	}
+	<-stopped
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
+		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan, before public.b", job)
+	}
+	if stopped := o.rewrite("public.b", 11); stopped != nil {
+		t.Fatal("rewrite of a queued table must not wait")
+	}
+	o.restart("public.a")
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 {
+		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 10 again", job)
+	}
+	f.release <- nil
+	if job := f.next(t); job.table != "public.b" || !job.rewrite || job.cp != 11 {
+		t.Fatalf("queued copy %+v, want public.b replaced by its rewrite copy at 11", job)
+	}
+	f.release <- nil
+	o.rewrite("public.c", 12)
+	if job := f.next(t); job.table != "public.c" || !job.rewrite || job.cp != 12 || !o.copying("public.c") {
+		t.Fatalf("copy %+v, want public.c's rewrite copy at 12, counted as copying", job)
+	}
+	f.release <- nil
+	waitFor(t, func() bool { return !o.copying("public.c") })
+}
