@@ -66,6 +66,9 @@ type runningCopy struct {
 	again   bool          // restart asked for a new copy
 	dropped bool          // drop asked it to stop for good
 	next    *onlineJob    // a rewrite asked for this copy instead (rewrite.go)
+	// superseded: a rewrite stopped it and queues its own copy
+	// (rewrite.go); the table still counts as being copied.
+	superseded bool
 }
 
 // onlineJob is one table to copy: planned already (at start) or to plan
@@ -152,6 +155,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 		switch {
 		case rc.dropped:
 			delete(o.active, job.table)
+		case rc.superseded:
 		case rc.next != nil:
 			// A rewrite's copy replaces this one, first: see rewrite.
 			o.queue = append([]onlineJob{*rc.next}, o.queue...)

@@ -185,10 +185,10 @@ func TestOnlineSnapshotsDrop(t *testing.T) {
 }
 
 // TestOnlineSnapshotsRewriteReplacesCopies holds a rewrite to what it asks
-// of the copies: a running copy of the table stops and the rewrite's copy
-// (at its position, rewrite set) runs next, first; a queued one is replaced
-// in its place; a table not being copied is queued; a TRUNCATE's restart
-// of a rewrite's copy keeps it a rewrite's copy.
+// of the copies: supersede stops a running copy of the table, which still
+// counts as being copied; a rewrite's copy (at its position, rewrite set)
+// replaces a queued one in its place, stops a running one and runs next,
+// or is queued; a TRUNCATE's restart of a rewrite's copy keeps it one.
 func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	o, f := newFakeOnline(t)
 	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
@@ -196,20 +196,34 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	if job := f.next(t); job.table != "public.a" || job.rewrite {
 		t.Fatalf("first copy %+v, want public.a's plain copy", job)
 	}
-	stopped := o.rewrite("public.a", 10)
+	stopped := o.supersede("public.a")
 	if stopped == nil {
-		t.Fatal("rewrite of the table being copied returned no channel to wait on")
+		t.Fatal("supersede of the table being copied returned no channel to wait on")
 	}
 	<-stopped
+	if !o.copying("public.a") {
+		t.Fatal("a superseded table must still count as being copied")
+	}
+	if o.supersede("public.c") != nil {
+		t.Fatal("supersede of a table not being copied must not wait")
+	}
+	o.rewrite("public.a", 10)
+	if job := f.next(t); job.table != "public.b" || job.rewrite {
+		t.Fatalf("copy %+v, want public.b's plain copy, queued before", job)
+	}
+	f.release <- nil
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
-		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan, before public.b", job)
+		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan", job)
 	}
-	if stopped := o.rewrite("public.b", 11); stopped != nil {
-		t.Fatal("rewrite of a queued table must not wait")
+	o.rewrite("public.a", 13) // while its copy runs: that one stops, this one runs next
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 {
+		t.Fatalf("after a second rewrite %+v, want public.a's rewrite copy at 13", job)
 	}
+	o.add("public.b", 2, nil)
+	o.rewrite("public.b", 11)
 	o.restart("public.a")
-	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 {
-		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 10 again", job)
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 {
+		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 13 again", job)
 	}
 	f.release <- nil
 	if job := f.next(t); job.table != "public.b" || !job.rewrite || job.cp != 11 {

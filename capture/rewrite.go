@@ -117,12 +117,17 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	}
 	s.c.log.Warn("DDL rewrote the table without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the rewrite's position, so that ClickHouse converges",
 		"table", rw.table, "at", rw.at, "reason", rw.reason)
-	// A copy of the table that runs stops first: its last chunk could
-	// otherwise save its own plan over the pending one.
-	if stopped := s.online.rewrite(rw.table, rw.at); stopped != nil {
+	// A copy of the table that runs stops first (its last chunk could
+	// save its own plan over the pending one), and the rewrite's copy is
+	// queued once the pending plan is saved (it saves its own plan).
+	if stopped := s.online.supersede(rw.table); stopped != nil {
 		<-stopped
 	}
-	return s.c.saveRewritePending(ctx, rw)
+	if err := s.c.saveRewritePending(ctx, rw); err != nil {
+		return err
+	}
+	s.online.rewrite(rw.table, rw.at)
+	return nil
 }
 
 // saveRewritePending saves a plan that copies the whole table at the
@@ -183,25 +188,40 @@ func (c *Capturer) savePlan(ctx context.Context, p *snapshotPlan) error {
 	return nil
 }
 
-// rewrite queues a copy of table at version RewriteCopyVersion(at). It
-// replaces a copy of the table that is queued, and stops one that runs
-// (run queues the new one first), returning a channel closed once that
-// one returned: rows copied before this rewrite have lower versions, so
-// whatever of them arrives is replaced, and rows they read after it carry
-// its values anyway.
-func (o *onlineSnapshots) rewrite(table string, at record.LSN) (stopped <-chan struct{}) {
+// supersede stops the running copy of table, if any, for a rewrite's copy
+// that replaces it, and returns a channel closed once it returned (nil
+// when none runs). The table still counts as being copied.
+func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rc := o.running
+	if rc == nil || rc.table != table || rc.dropped {
+		return nil
+	}
+	rc.superseded = true
+	rc.cancel()
+	return rc.stopped
+}
+
+// rewrite queues a copy of table at version RewriteCopyVersion(at), in
+// place of a copy of the table that is queued; one that runs (supersede
+// was not called, or a queued one started since) stops, and run queues
+// the new one first. Rows copied before the rewrite have lower versions,
+// so whatever of them arrives is replaced, and rows they read after it
+// carry its values anyway.
+func (o *onlineSnapshots) rewrite(table string, at record.LSN) {
 	job := onlineJob{table: table, cp: at, rewrite: true}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if rc := o.running; rc != nil && rc.table == table && !rc.dropped {
 		rc.next = &job
 		rc.cancel()
-		return rc.stopped
+		return
 	}
 	for i := range o.queue {
 		if o.queue[i].table == table {
 			o.queue[i] = job
-			return nil
+			return
 		}
 	}
 	o.active[table] = true
@@ -210,7 +230,6 @@ func (o *onlineSnapshots) rewrite(table string, at record.LSN) (stopped <-chan s
 	case o.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // errRewriteTooLarge is a rewritten table over WithRewriteCopyMaxRows.
