@@ -33,7 +33,7 @@ func (p *pipeline) newRewriteTable(prefix, typ string, n int, value string) rewr
 		// ClickHouse prints a Decimal.
 		pgQuery: fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(v::text, '<null>'),
 			coalesce(CASE WHEN pg_typeof(d) = 'numeric'::regtype THEN trim_scale(d::text::numeric)::text ELSE d::text END, '<null>')
-			FROM %s ORDER BY 1, 2::int`, quoted),
+			FROM %s AS t ORDER BY t.tenant_id, t.id`, quoted),
 		chQuery: fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(v), '<null>'), ifNull(toString(d), '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, name),
 	}
 }
