@@ -143,7 +143,7 @@ func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnI
 	}
 	// The value older rows read for a column added with a default, as the
 	// event trigger reports it (ddl.go).
-	rows, err := c.conn.Query(ctx, `SELECT attname, attnum, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END
+	rows, err := c.conn.Query(ctx, `SELECT attname, attnum, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END, atthasdef
 		FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relID)
 	if err != nil {
 		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
@@ -153,9 +153,10 @@ func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnI
 		name    string
 		num     int16
 		missing *string
+		hasDef  bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&name, &num, &missing}, func() error {
-		out[name] = columnInfo{attnum: num, missing: missing}
+	_, err = pgx.ForEachRow(rows, []any{&name, &num, &missing, &hasDef}, func() error {
+		out[name] = columnInfo{attnum: num, missing: missing, hasDefault: hasDef}
 		return nil
 	})
 	if err != nil {

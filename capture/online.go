@@ -275,7 +275,7 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	plans := []*snapshotPlan{job.plan}
 	var estimate int64
 	if job.rewrite && job.plan == nil || job.plan != nil && job.plan.Rewrite && len(job.plan.Done) == 0 {
-		if err := o.checkRewriteSize(ctx, job.table); errors.Is(err, errRewriteTooLarge) {
+		if err := o.beforeRewriteCopy(ctx, job.table); errors.Is(err, errRewriteTooLarge) {
 			return o.c.rewriteNotCopied(ctx, rewrite{table: job.table, at: job.cp}, err.Error())
 		} else if err != nil {
 			return err

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
@@ -103,8 +106,11 @@ func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m logicalMessa
 // rewrite is a table rewritten by DDL at a WAL position.
 type rewrite struct {
 	table  string
-	at     record.LSN // the rewrite notice's position: the copy's version
+	at     record.LSN // the copy's version: the rewrite notice's position (or see rewrittenByCatalog)
 	reason int        // PostgreSQL's AT_REWRITE_* bits
+	// catalog says why a Relation message showed a rewrite no notice
+	// reported (rewrittenByCatalog); empty for a notice.
+	catalog string
 }
 
 // rewritten copies a captured table again after a rewrite, or marks it
@@ -115,8 +121,13 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	if !s.c.cfg.rewriteCopy {
 		return s.c.rewriteNotCopied(ctx, rw, "--rewrite-copy is off")
 	}
-	s.c.log.Warn("DDL rewrote the table without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the rewrite's position, so that ClickHouse converges",
-		"table", rw.table, "at", rw.at, "reason", rw.reason)
+	if rw.catalog != "" {
+		s.c.log.Warn("DDL may have rewritten the table without row changes, and no event trigger notice said so ("+rw.catalog+"): copying it again next to the stream, at the position of its first change after the DDL, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at)
+	} else {
+		s.c.log.Warn("DDL rewrote the table without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the rewrite's position, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at, "reason", rw.reason)
+	}
 	// A copy of the table that runs stops first (its last chunk could
 	// save its own plan over the pending one), and the rewrite's copy is
 	// queued once the pending plan is saved (it saves its own plan).
@@ -235,19 +246,23 @@ func (o *onlineSnapshots) rewrite(table string, at record.LSN) {
 // errRewriteTooLarge is a rewritten table over WithRewriteCopyMaxRows.
 var errRewriteTooLarge = errors.New("the table has more rows than --rewrite-copy-max-rows")
 
-// checkRewriteSize returns errRewriteTooLarge for a table with more rows
-// than the configured limit. It counts at most limit+1 rows, so the check
-// costs no more than a copy the limit allows.
-func (o *onlineSnapshots) checkRewriteSize(ctx context.Context, table string) error {
-	limit := o.c.cfg.rewriteCopyMaxRows
-	if limit <= 0 {
-		return nil
-	}
+// beforeRewriteCopy runs before a rewrite's copy starts: it waits for the
+// table's writers (waitForWriters) and returns errRewriteTooLarge for a
+// table with more rows than the configured limit, counting at most
+// limit+1 rows, so the check costs no more than a copy the limit allows.
+func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string) error {
 	conn, err := connect(ctx, o.c.cfg.connString, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := waitForWriters(ctx, conn, table, o.c.log); err != nil {
+		return err
+	}
+	limit := o.c.cfg.rewriteCopyMaxRows
+	if limit <= 0 {
+		return nil
+	}
 	var n int64
 	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT $1) s", quoteTable(table)), limit+1).Scan(&n); err != nil {
 		return fmt.Errorf("count the rows of %s against --rewrite-copy-max-rows: %w", table, err)
@@ -264,4 +279,172 @@ func newRewritesCounter() *prometheus.CounterVec {
 		Name: "walhouse_capture_table_rewrites_total",
 		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default): each copies the table again, or marks it inexact.",
 	}, []string{"table"})
+}
+
+// Without the event trigger (capture not a superuser, a trigger disabled,
+// PostgreSQL 13, whose pgoutput streams no logical messages) no notice
+// says that DDL rewrote a table. The next Relation message of the table
+// shows what may have: a column whose type changed other than
+// binary-coercibly, or a new column that older rows do not read as a
+// stored "missing" value although it has a default (a volatile one). Such
+// a table is copied again at version lsn-1, lsn being the Relation
+// message's position, that of the first change of the table after the
+// DDL in commit order: every change before the DDL is below it. A change
+// after the DDL can be below it too, written by a transaction that
+// commits later; such a transaction still holds its lock on the table
+// when the copy starts, and the copy waits for it (waitForWriters), so
+// the copy reads its effect. A table whose description changed while a
+// notice was seen is left to the notices: the trigger ran.
+
+// rewrittenByCatalog copies a table again when its new relation shows DDL
+// that may have rewritten it.
+func (t *translator) rewrittenByCatalog(ctx context.Context, lsn record.LSN, relID uint32, prev, rel *relation) error {
+	why := retyped(prev.columns, rel.columns)
+	if why == "" {
+		added := addedColumns(prev.columns, rel.columns)
+		if len(added) > 0 {
+			infos, err := t.cat.attnums(ctx, relID)
+			if err != nil {
+				return err
+			}
+			for _, c := range added {
+				if info, ok := infos[c.Name]; ok && info.hasDefault && c.Missing == nil {
+					why = "column " + c.Name + " was added with a default that older rows do not read (a volatile one)"
+					break
+				}
+			}
+		}
+	}
+	if why == "" || lsn == 0 {
+		return nil
+	}
+	return t.tables.rewritten(ctx, rewrite{table: rel.name, at: lsn - 1, catalog: why})
+}
+
+// retyped says which column of prev changed its type in cols other than
+// binary-coercibly (so PostgreSQL rewrote the table), or "" for none.
+func retyped(prev, cols []record.Column) string {
+	for _, c := range cols {
+		for _, p := range prev {
+			if !sameColumn(p, c) {
+				continue
+			}
+			if valueChangingRetype(p, c) {
+				return fmt.Sprintf("column %s changed type from %s to %s", c.Name, typeString(p), typeString(c))
+			}
+		}
+	}
+	return ""
+}
+
+// addedColumns returns the columns of cols that prev does not have.
+func addedColumns(prev, cols []record.Column) []record.Column {
+	var out []record.Column
+	for _, c := range cols {
+		if !slices.ContainsFunc(prev, func(p record.Column) bool { return sameColumn(p, c) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// sameColumn reports whether a and b are one column: the same attnum when
+// both are known, the same name otherwise.
+func sameColumn(a, b record.Column) bool {
+	if a.Attnum > 0 && b.Attnum > 0 {
+		return a.Attnum == b.Attnum
+	}
+	return a.Name == b.Name
+}
+
+// typeString writes a column's type for the log.
+func typeString(c record.Column) string {
+	s := c.Type
+	if c.TypMod >= 0 {
+		s += fmt.Sprintf("(typmod %d)", c.TypMod)
+	}
+	if c.Array {
+		s += "[]"
+	}
+	return s
+}
+
+// valueChangingRetype reports whether PostgreSQL may have rewritten the
+// values of a column whose type went from p to c: false only for the
+// changes it makes without a rewrite (binary-coercible), which
+// docs/schema-changes.md lists; anything else counts as a rewrite, since a
+// copy too many costs time and one too few leaves stale values.
+func valueChangingRetype(p, c record.Column) bool {
+	switch {
+	case p.Type == c.Type && p.Array == c.Array && p.TypMod == c.TypMod:
+		return false
+	case p.Array != c.Array:
+		return true
+	case p.Type == c.Type:
+		return !widerTypmod(p.Type, p.TypMod, c.TypMod)
+	case p.Type == "varchar" && c.Type == "text", p.Type == "text" && c.Type == "varchar" && c.TypMod < 0:
+		return false
+	}
+	return true
+}
+
+// widerTypmod reports whether a type modifier change of typ from from to
+// to keeps every value's bytes: a longer (or unbounded) varchar or bit
+// varying, a numeric of more precision at the same scale (or unbounded).
+func widerTypmod(typ string, from, to int32) bool {
+	switch typ {
+	case "varchar", "varbit":
+		return to < 0 || from >= 0 && to >= from
+	case "numeric":
+		if to < 0 {
+			return true
+		}
+		if from < 0 {
+			return false
+		}
+		// typmod = (precision << 16 | scale) + 4
+		fp, fs := (from-4)>>16, (from-4)&0xffff
+		tp, ts := (to-4)>>16, (to-4)&0xffff
+		return ts == fs && tp >= fp
+	}
+	return false
+}
+
+// writersPoll is how long waitForWriters waits between looks.
+const writersPoll = 100 * time.Millisecond
+
+// waitForWriters waits until every transaction that holds a write lock on
+// table (or a partition of it) when it is called has ended, so that a
+// copy started afterwards sees all changes those transactions made (see
+// the comment above rewrittenByCatalog).
+func waitForWriters(ctx context.Context, conn *pgx.Conn, table string, log *slog.Logger) error {
+	var vxids []string
+	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT l.virtualtransaction), '{}') FROM pg_catalog.pg_locks l
+		WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()
+		AND l.relation IN (SELECT relid FROM pg_partition_tree($1::regclass))`, quoteTable(table)).Scan(&vxids)
+	if err != nil {
+		return fmt.Errorf("list the transactions writing to %s before copying it after a rewrite: %w", table, err)
+	}
+	logged := false
+	start := time.Now()
+	for len(vxids) > 0 {
+		var open int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, vxids).Scan(&open)
+		if err != nil {
+			return fmt.Errorf("wait for the transactions writing to %s: %w", table, err)
+		}
+		if open == 0 {
+			return nil
+		}
+		if !logged && time.Since(start) > 10*time.Second {
+			log.Warn("the copy after a rewrite waits for transactions that write to the table to end", "table", table, "transactions", open)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(writersPoll):
+		}
+	}
+	return nil
 }

@@ -264,6 +264,10 @@ func commit(lsn, end record.LSN) step {
 
 func describe(m *pglogrepl.RelationMessage) step { return step{msg: m} }
 
+// describeAt is a Relation message received at lsn (with the first change
+// after it).
+func describeAt(lsn record.LSN, m *pglogrepl.RelationMessage) step { return step{lsn: lsn, msg: m} }
+
 func insert(lsn record.LSN, rel uint32, row ...tupleColumn) step {
 	return step{lsn: lsn, msg: &rowChange{Kind: msgInsert, RelationID: rel, New: row}}
 }
@@ -296,7 +300,7 @@ func feed(ctx context.Context, tr *translator, s step) error {
 	case *pglogrepl.CommitMessage:
 		return tr.commit(s.lsn, m)
 	case *pglogrepl.RelationMessage:
-		return tr.describe(ctx, m)
+		return tr.describe(ctx, s.lsn, m)
 	case *rowChange:
 		return tr.rowChange(ctx, s.lsn, m)
 	case logicalMessage:
@@ -597,6 +601,38 @@ func TestTranslator(t *testing.T) {
 			want: []string{"begin", "rewritten public.orders at 0/20", "rewritten public.docs at 0/21", "commit 0/108 at 05:06:07"},
 		},
 		{
+			// No notice: the Relation message shows a type change that
+			// PostgreSQL makes by rewriting, so the table is copied at
+			// the position just below its first change after it.
+			name: "without a notice, a Relation message with a retyped column copies the table",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				describeAt(0x30, relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				insert(0x30, relOrders, txt("acme"), txt("1"), txt("7")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin", "topic wh.public.orders", "rewritten public.orders at 0/2F",
+				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`, "commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			// The trigger ran (its DDL notice came), and wrote no
+			// rewrite notice: no rewrite, whatever the types say.
+			name: "after a DDL notice, a Relation message with a retyped column copies nothing",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				logical(0x20, true, ddlPrefix, captureKey.sign([]byte(`{"oid": 1, "columns": [[1, "tenant_id", null], [2, "id", null], [3, "body", null]]}`))),
+				describeAt(0x30, relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				commit(0x100, 0x108),
+				describeAt(0x40, ordersRel), // the notice counts once
+			},
+			want: []string{
+				"topic wh.public.orders", "begin", "columns of relation 1: body=3 id=2 tenant_id=1", "topic wh.public.orders", "commit 0/108 at 05:06:07",
+				"topic wh.public.orders", "rewritten public.orders at 0/3F",
+			},
+		},
+		{
 			name: "forged, misplaced and malformed rewrite notices are skipped",
 			steps: []step{
 				logical(0x10, true, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))), // outside a transaction
@@ -651,6 +687,39 @@ func TestTranslator(t *testing.T) {
 				t.Errorf("%v changes of tables left out counted, want %v", refused, tt.refused)
 			}
 		})
+	}
+}
+
+// TestValueChangingRetype holds the catalog's view of a type change to
+// PostgreSQL's: only binary-coercible changes keep the values' bytes.
+func TestValueChangingRetype(t *testing.T) {
+	col := func(typ string, typmod int32) record.Column { return record.Column{Name: "c", Type: typ, TypMod: typmod} }
+	numeric := func(p, s int32) int32 { return (p<<16 | s) + 4 }
+	tests := []struct {
+		from, to record.Column
+		rewrite  bool
+	}{
+		{col("text", -1), col("text", -1), false},
+		{col("varchar", 24), col("text", -1), false},
+		{col("varchar", 24), col("varchar", 34), false},
+		{col("varchar", 24), col("varchar", -1), false},
+		{col("text", -1), col("varchar", -1), false},
+		{col("numeric", numeric(10, 2)), col("numeric", numeric(14, 2)), false},
+		{col("numeric", numeric(10, 2)), col("numeric", -1), false},
+		{col("varchar", 24), col("varchar", 9), true},
+		{col("text", -1), col("varchar", 9), true},
+		{col("text", -1), col("int4", -1), true},
+		{col("int4", -1), col("int8", -1), true},
+		{col("numeric", numeric(12, 2)), col("numeric", numeric(10, 0)), true},
+		{col("numeric", numeric(10, 2)), col("numeric", numeric(14, 3)), true},
+		{col("numeric", -1), col("numeric", numeric(10, 2)), true},
+		{col("bool", -1), col("text", -1), true},
+		{col("text", -1), record.Column{Name: "c", Type: "text", TypMod: -1, Array: true}, true},
+	}
+	for _, tt := range tests {
+		if got := valueChangingRetype(tt.from, tt.to); got != tt.rewrite {
+			t.Errorf("%s -> %s: rewrite = %v, want %v", typeString(tt.from), typeString(tt.to), got, tt.rewrite)
+		}
 	}
 }
 
@@ -733,7 +802,7 @@ func BenchmarkTranslatorInsert(b *testing.B) {
 	d := discard{tables: []string{"public.orders"}}
 	tr.tables, tr.out, tr.now = d, d, time.Now
 	ctx := context.Background()
-	if err := tr.describe(ctx, ordersRel); err != nil {
+	if err := tr.describe(ctx, 0, ordersRel); err != nil {
 		b.Fatal(err)
 	}
 	tr.begin(&pglogrepl.BeginMessage{FinalLSN: 1 << 40, CommitTime: commitTime})
