@@ -693,7 +693,9 @@ func TestTranslator(t *testing.T) {
 // TestValueChangingRetype holds the catalog's view of a type change to
 // PostgreSQL's: only binary-coercible changes keep the values' bytes.
 func TestValueChangingRetype(t *testing.T) {
-	col := func(typ string, typmod int32) record.Column { return record.Column{Name: "c", Type: typ, TypMod: typmod} }
+	col := func(typ string, typmod int32) record.Column {
+		return record.Column{Name: "c", Type: typ, TypMod: typmod}
+	}
 	numeric := func(p, s int32) int32 { return (p<<16 | s) + 4 }
 	tests := []struct {
 		from, to record.Column
