@@ -143,7 +143,7 @@ func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnI
 	}
 	// The value older rows read for a column added with a default, as the
 	// event trigger reports it (ddl.go).
-	rows, err := c.conn.Query(ctx, `SELECT attname, attnum, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END, atthasdef
+	rows, err := c.conn.Query(ctx, `SELECT attname, attnum, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END
 		FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relID)
 	if err != nil {
 		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
@@ -153,14 +153,35 @@ func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnI
 		name    string
 		num     int16
 		missing *string
-		hasDef  bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&name, &num, &missing, &hasDef}, func() error {
-		out[name] = columnInfo{attnum: num, missing: missing, hasDefault: hasDef}
+	_, err = pgx.ForEachRow(rows, []any{&name, &num, &missing}, func() error {
+		out[name] = columnInfo{attnum: num, missing: missing}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the column numbers of relation %d: %w", relID, err)
+	}
+	return out, nil
+}
+
+// volatileDefaults returns the columns of a relation that have a default
+// but no stored value for older rows: added with a volatile default, which
+// PostgreSQL wrote into every row by rewriting the table (or given a
+// default after they were added). It reads the catalog as it is now, not
+// the cache: see rewrittenByCatalog.
+func (c *catalog) volatileDefaults(ctx context.Context, relID uint32) (map[string]bool, error) {
+	rows, err := c.conn.Query(ctx, `SELECT attname FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND atthasdef AND NOT atthasmissing`, relID)
+	if err != nil {
+		return nil, fmt.Errorf("read the column defaults of relation %d: %w", relID, err)
+	}
+	out := map[string]bool{}
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+		out[name] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the column defaults of relation %d: %w", relID, err)
 	}
 	return out, nil
 }

@@ -152,9 +152,6 @@ type ddlNotice struct {
 type columnInfo struct {
 	attnum  int16
 	missing *string // value of rows older than the column
-	// hasDefault: the column has a default (only the catalog says; see
-	// rewrittenByCatalog).
-	hasDefault bool
 }
 
 // parseDDLNotice returns the relation and its columns by name.

@@ -87,6 +87,10 @@ type translator struct {
 	// since their last Relation message: the trigger runs, so a rewrite
 	// without a notice is no rewrite (see rewrittenByCatalog).
 	noticed map[uint32]bool
+	// retyped holds, by relation, why its last Relation message shows a
+	// rewrite no notice reported, until its first change says where
+	// (rewrittenByCatalog).
+	retyped map[uint32]string
 	// unjoined holds descriptions of relations that are not captured
 	// tables (yet): see describe.
 	unjoined map[uint32]*pglogrepl.RelationMessage
@@ -113,6 +117,9 @@ type relationCatalog interface {
 	// setColumns records a relation's columns as a DDL message in the
 	// stream numbered them (see ddl.go).
 	setColumns(relID uint32, cols map[string]columnInfo)
+	// volatileDefaults returns the relation's columns with a default and
+	// no stored value for older rows (see rewrittenByCatalog).
+	volatileDefaults(ctx context.Context, relID uint32) (map[string]bool, error)
 }
 
 // tableSet is what the translator asks of the stream about the tables.
@@ -317,7 +324,7 @@ func (t *translator) setRelation(ctx context.Context, lsn record.LSN, rm *pglogr
 	if prev == nil || prev.skip || rel.skip || noticed {
 		return nil
 	}
-	return t.rewrittenByCatalog(ctx, lsn, rm.RelationID, prev, rel)
+	return t.rewrittenByCatalog(ctx, rm.RelationID, prev, rel)
 }
 
 // refused returns the relation of a table left out: its changes are
@@ -340,6 +347,11 @@ func (t *translator) leaveOut(table string) {
 // (a table added to the publication while capture runs).
 func (t *translator) relation(ctx context.Context, lsn record.LSN, id uint32) (*relation, bool, error) {
 	if rel, ok := t.rels[id]; ok {
+		if len(t.retyped) > 0 {
+			if err := t.retypedChange(ctx, lsn, id); err != nil {
+				return nil, false, err
+			}
+		}
 		return rel, true, nil
 	}
 	rm, ok := t.unjoined[id]

@@ -287,35 +287,52 @@ func newRewritesCounter() *prometheus.CounterVec {
 // shows what may have: a column whose type changed other than
 // binary-coercibly, or a new column that older rows do not read as a
 // stored "missing" value although it has a default (a volatile one). Such
-// a table is copied again at version lsn-1, lsn being the Relation
-// message's position, that of the first change of the table after the
-// DDL in commit order: every change before the DDL is below it. A change
+// a table is copied again at version lsn-1, lsn being the position of the
+// first change after the Relation message (which itself comes without
+// one), the first change of the table after the DDL in commit order:
+// every change before the DDL is below it. A change
 // after the DDL can be below it too, written by a transaction that
 // commits later; such a transaction still holds its lock on the table
 // when the copy starts, and the copy waits for it (waitForWriters), so
 // the copy reads its effect. A table whose description changed while a
 // notice was seen is left to the notices: the trigger ran.
 
-// rewrittenByCatalog copies a table again when its new relation shows DDL
-// that may have rewritten it.
-func (t *translator) rewrittenByCatalog(ctx context.Context, lsn record.LSN, relID uint32, prev, rel *relation) error {
+// rewrittenByCatalog notes a table for a copy when its new relation shows
+// DDL that may have rewritten it: its next change (retypedChange) says at
+// which position.
+func (t *translator) rewrittenByCatalog(ctx context.Context, relID uint32, prev, rel *relation) error {
 	why := retyped(prev.columns, rel.columns)
 	if why == "" {
 		added := addedColumns(prev.columns, rel.columns)
 		if len(added) > 0 {
-			infos, err := t.cat.attnums(ctx, relID)
+			volatile, err := t.cat.volatileDefaults(ctx, relID)
 			if err != nil {
 				return err
 			}
 			for _, c := range added {
-				if info, ok := infos[c.Name]; ok && info.hasDefault && c.Missing == nil {
-					why = "column " + c.Name + " was added with a default that older rows do not read (a volatile one)"
+				if volatile[c.Name] && c.Missing == nil {
+					why = "column " + c.Name + " was added with a default that older rows do not read as a stored value (a volatile one)"
 					break
 				}
 			}
 		}
 	}
-	if why == "" || lsn == 0 {
+	if why != "" {
+		t.retyped[relID] = why
+	}
+	return nil
+}
+
+// retypedChange copies a table noted by rewrittenByCatalog at its first
+// change, at lsn.
+func (t *translator) retypedChange(ctx context.Context, lsn record.LSN, relID uint32) error {
+	why, ok := t.retyped[relID]
+	if !ok {
+		return nil
+	}
+	delete(t.retyped, relID)
+	rel := t.rels[relID]
+	if rel.skip || lsn == 0 {
 		return nil
 	}
 	return t.tables.rewritten(ctx, rewrite{table: rel.name, at: lsn - 1, catalog: why})

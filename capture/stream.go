@@ -97,6 +97,7 @@ func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tab
 		rels:     map[uint32]*relation{},
 		unjoined: map[uint32]*pglogrepl.RelationMessage{},
 		noticed:  map[uint32]bool{},
+		retyped:  map[uint32]string{},
 	}
 }
 

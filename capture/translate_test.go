@@ -65,8 +65,9 @@ var (
 // scriptedCatalog answers a relation's lookups from maps, as the catalog
 // would for the scripted tables.
 type scriptedCatalog struct {
-	keys map[uint32][]string
-	log  *[]string
+	keys     map[uint32][]string
+	log      *[]string
+	volatile map[string]bool // columns with a volatile default
 }
 
 func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error) {
@@ -89,6 +90,10 @@ func (c scriptedCatalog) tableKey(_ context.Context, relID uint32) (map[string]b
 
 func (c scriptedCatalog) attnums(context.Context, uint32) (map[string]columnInfo, error) {
 	return nil, nil
+}
+
+func (c scriptedCatalog) volatileDefaults(context.Context, uint32) (map[string]bool, error) {
+	return c.volatile, nil
 }
 
 func (c scriptedCatalog) setColumns(relID uint32, cols map[string]columnInfo) {
@@ -264,10 +269,6 @@ func commit(lsn, end record.LSN) step {
 
 func describe(m *pglogrepl.RelationMessage) step { return step{msg: m} }
 
-// describeAt is a Relation message received at lsn (with the first change
-// after it).
-func describeAt(lsn record.LSN, m *pglogrepl.RelationMessage) step { return step{lsn: lsn, msg: m} }
-
 func insert(lsn record.LSN, rel uint32, row ...tupleColumn) step {
 	return step{lsn: lsn, msg: &rowChange{Kind: msgInsert, RelationID: rel, New: row}}
 }
@@ -332,7 +333,7 @@ func newTestTranslator(t testing.TB, opts ...Option) (*translator, *collector, *
 		now: time.Date(2026, 3, 4, 5, 6, 8, 0, time.UTC), committed: commitTime}
 	cat := scriptedCatalog{keys: map[uint32][]string{
 		relOrders: {"tenant_id", "id"}, relDocs: {"id"}, relPlain: {"id"}, relExcluded: {"tenant_id", "id"}, relLater: {"tenant_id", "id"},
-	}, log: &col.log}
+	}, log: &col.log, volatile: map[string]bool{"stamp": true}}
 	ignored := newIgnoredMessages(slog.New(slog.DiscardHandler))
 	tr := newTranslator(&cfg, "src", cat, col, col, captureKey, ignored)
 	tr.now = func() time.Time { return col.now }
@@ -607,13 +608,35 @@ func TestTranslator(t *testing.T) {
 			name: "without a notice, a Relation message with a retyped column copies the table",
 			steps: []step{
 				describe(ordersRel), begin(0x100),
-				describeAt(0x30, relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				describe(relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
 				insert(0x30, relOrders, txt("acme"), txt("1"), txt("7")),
+				insert(0x38, relOrders, txt("acme"), txt("2"), txt("8")),
 				commit(0x100, 0x108),
 			},
 			want: []string{
 				"topic wh.public.orders", "begin", "topic wh.public.orders", "rewritten public.orders at 0/2F",
-				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`, "commit 0/108 at 05:06:07",
+				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`,
+				`insert public.orders lsn 0/38 #1 tenant "acme" ('acme', '2', '8')`, "commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			// A column added with a volatile default; one added without
+			// (or with a default older rows read as stored) is no rewrite.
+			name: "without a notice, a Relation message with a column with a volatile default copies the table",
+			steps: []step{
+				describe(plainRel), begin(0x100),
+				describe(relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text", "note:text")),
+				insert(0x30, relPlain, txt("1"), txt("a"), null),
+				describe(relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text", "note:text", "stamp:text")),
+				insert(0x40, relPlain, txt("2"), txt("b"), null, txt("now")),
+				commit(0x100, 0x108),
+			},
+			opts: []Option{WithDefaultTenant("solo")},
+			want: []string{
+				"topic wh.public.plain", "begin", "topic wh.public.plain",
+				`insert public.plain lsn 0/30 #0 tenant "solo" ('1', 'a', NULL)`,
+				"topic wh.public.plain", "rewritten public.plain at 0/3F",
+				`insert public.plain lsn 0/40 #1 tenant "solo" ('2', 'b', NULL, 'now')`, "commit 0/108 at 05:06:07",
 			},
 		},
 		{
@@ -623,13 +646,19 @@ func TestTranslator(t *testing.T) {
 			steps: []step{
 				describe(ordersRel), begin(0x100),
 				logical(0x20, true, ddlPrefix, captureKey.sign([]byte(`{"oid": 1, "columns": [[1, "tenant_id", null], [2, "id", null], [3, "body", null]]}`))),
-				describeAt(0x30, relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				describe(relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				insert(0x30, relOrders, txt("acme"), txt("1"), txt("7")),
 				commit(0x100, 0x108),
-				describeAt(0x40, ordersRel), // the notice counts once
+				begin(0x200),
+				describe(ordersRel), // the notice counts once
+				insert(0x140, relOrders, txt("acme"), txt("1"), txt("x")),
+				commit(0x200, 0x208),
 			},
 			want: []string{
-				"topic wh.public.orders", "begin", "columns of relation 1: body=3 id=2 tenant_id=1", "topic wh.public.orders", "commit 0/108 at 05:06:07",
-				"topic wh.public.orders", "rewritten public.orders at 0/3F",
+				"topic wh.public.orders", "begin", "columns of relation 1: body=3 id=2 tenant_id=1", "topic wh.public.orders",
+				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`, "commit 0/108 at 05:06:07",
+				"begin", "topic wh.public.orders", "rewritten public.orders at 0/13F",
+				`insert public.orders lsn 0/140 #0 tenant "acme" ('acme', '1', 'x')`, "commit 0/208 at 05:06:07",
 			},
 		},
 		{

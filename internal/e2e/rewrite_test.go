@@ -166,3 +166,48 @@ func TestIntegrationRewriteNotCopiedIsInexact(t *testing.T) {
 	p.waitCount(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 AND id = 1000", p.database, small.name), 1, "inserted after the rewrite")
 	requireRunning(t, capture, sink)
 }
+
+// TestIntegrationRewriteWithoutTrigger: the same rewrites with the event
+// triggers silent (session_replication_role = replica keeps event
+// triggers from firing in that session only, as if capture were no
+// superuser): capture sees them in the table's next Relation message and
+// copies the table again, and ClickHouse FINAL ends equal to PostgreSQL.
+func TestIntegrationRewriteWithoutTrigger(t *testing.T) {
+	p := newPipeline(t)
+	p.dropTopicsAtEnd()
+	const n = 60
+	using := p.newRewriteTable("rw_nt_using", "text", n, `lpad(i::text, 5, '0')`)
+	volatile := p.newRewriteTable("rw_nt_volatile", "int", n, `i`)
+	plain := p.newRewriteTable("rw_nt_plain", "varchar(20)", n, `'c' || i`)
+	tables := []rewriteTable{using, volatile, plain}
+	metrics := testenv.FreeAddr(t)
+	capture := p.runCapture(p.captureArgs([]string{using.name, volatile.name, plain.name}, "--metrics-addr", metrics))
+	sink := p.startSink()
+	for _, tb := range tables {
+		p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+		p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 1000`, tb.quoted))
+	}
+	stops := []func(){p.writeWhile(using, n, "00042"), p.writeWhile(volatile, n, "42"), p.writeWhile(plain, n, "c42")}
+	silently := func(ddl string) {
+		p.exec("BEGIN; SET LOCAL session_replication_role = replica; " + ddl + "; COMMIT")
+	}
+	silently(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN d TYPE integer USING d::integer`, using.quoted))
+	silently(fmt.Sprintf(`ALTER TABLE %s ADD COLUMN u uuid DEFAULT gen_random_uuid()`, volatile.quoted))
+	silently(fmt.Sprintf(`ALTER TABLE %s ADD COLUMN w int`, plain.quoted))
+	for _, tb := range []rewriteTable{using, volatile} {
+		waitMetric(t, metrics, rewriteSeries(tb.name), 1, capture)
+	}
+	waitLog(t, capture, "no event trigger notice said so", using.name)
+	for _, stop := range stops {
+		stop()
+	}
+	volatile.pgQuery = strings.Replace(volatile.pgQuery, "'<null>')\n", "'<null>'), coalesce(u::text, '<null>')\n", 1)
+	volatile.chQuery = strings.Replace(volatile.chQuery, "'<null>') FROM", "'<null>'), ifNull(toString(u), '<null>') FROM", 1)
+	for _, tb := range tables {
+		p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	}
+	if v := metric(t, metrics, rewriteSeries(plain.name)); v != 0 {
+		t.Errorf("%s = %v: a column added without a default rewrote nothing and must copy nothing", rewriteSeries(plain.name), v)
+	}
+	requireRunning(t, capture, sink)
+}
