@@ -80,6 +80,9 @@ type onlineJob struct {
 	// rewrite makes the copy's rows carry the version of cp, the
 	// position of a DDL that rewrote the table (rewrite.go).
 	rewrite bool
+	// waitWriters makes a rewrite's copy wait for the transactions that
+	// write to the table first (waitForWriters).
+	waitWriters bool
 }
 
 func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
@@ -161,7 +164,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			o.queue = append([]onlineJob{*rc.next}, o.queue...)
 		case rc.again:
 			// Copy the table anew, first: see restart.
-			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite}}, o.queue...)
+			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters}}, o.queue...)
 
 		case err != nil && ctx.Err() == nil && errors.Is(err, errUncapturable):
 			// What a user wrote since the table joined (its key
@@ -172,7 +175,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			// A column renamed or dropped under the copy: copy the
 			// table anew, as it is now, after the others.
 			o.c.log.Warn("a column of the table changed while it was being copied: copying it again", "table", job.table, "err", err)
-			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp, rewrite: job.rewrite})
+			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters})
 		case err != nil && ctx.Err() == nil && pgCode(err) == pgUndefinedTable:
 			// Dropped or renamed: it leaves the publication, and the
 			// stream forgets it at its next poll.
@@ -275,7 +278,10 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	plans := []*snapshotPlan{job.plan}
 	var estimate int64
 	if job.rewrite && job.plan == nil || job.plan != nil && job.plan.Rewrite && len(job.plan.Done) == 0 {
-		if err := o.beforeRewriteCopy(ctx, job.table); errors.Is(err, errRewriteTooLarge) {
+		// A plan saved before its copy started (a restart) does not say
+		// whether the rewrite needs the wait: it waits.
+		wait := job.waitWriters || job.plan != nil
+		if err := o.beforeRewriteCopy(ctx, job.table, wait); errors.Is(err, errRewriteTooLarge) {
 			return o.c.rewriteNotCopied(ctx, rewrite{table: job.table, at: job.cp}, err.Error())
 		} else if err != nil {
 			return err

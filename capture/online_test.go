@@ -207,7 +207,7 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	if o.supersede("public.c") != nil {
 		t.Fatal("supersede of a table not being copied must not wait")
 	}
-	o.rewrite("public.a", 10)
+	o.rewrite("public.a", 10, false)
 	if job := f.next(t); job.table != "public.b" || job.rewrite {
 		t.Fatalf("copy %+v, want public.b's plain copy, queued before", job)
 	}
@@ -215,22 +215,22 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
 		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan", job)
 	}
-	o.rewrite("public.a", 13) // while its copy runs: that one stops, this one runs next
-	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 {
-		t.Fatalf("after a second rewrite %+v, want public.a's rewrite copy at 13", job)
+	o.rewrite("public.a", 13, true) // while its copy runs: that one stops, this one runs next
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
+		t.Fatalf("after a second rewrite %+v, want public.a's rewrite copy at 13, waiting for writers", job)
 	}
 	o.add("public.b", 2, nil)
-	o.rewrite("public.b", 11)
+	o.rewrite("public.b", 11, false)
 	o.restart("public.a")
-	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 {
-		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 13 again", job)
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
+		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 13 again, waiting for writers", job)
 	}
 	f.release <- nil
 	if job := f.next(t); job.table != "public.b" || !job.rewrite || job.cp != 11 {
 		t.Fatalf("queued copy %+v, want public.b replaced by its rewrite copy at 11", job)
 	}
 	f.release <- nil
-	o.rewrite("public.c", 12)
+	o.rewrite("public.c", 12, false)
 	if job := f.next(t); job.table != "public.c" || !job.rewrite || job.cp != 12 || !o.copying("public.c") {
 		t.Fatalf("copy %+v, want public.c's rewrite copy at 12, counted as copying", job)
 	}

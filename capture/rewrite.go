@@ -137,7 +137,7 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	if err := s.c.saveRewritePending(ctx, rw); err != nil {
 		return err
 	}
-	s.online.rewrite(rw.table, rw.at)
+	s.online.rewrite(rw.table, rw.at, rw.catalog != "")
 	return nil
 }
 
@@ -220,8 +220,12 @@ func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
 // the new one first. Rows copied before the rewrite have lower versions,
 // so whatever of them arrives is replaced, and rows they read after it
 // carry its values anyway.
-func (o *onlineSnapshots) rewrite(table string, at record.LSN) {
-	job := onlineJob{table: table, cp: at, rewrite: true}
+//
+// waitWriters makes the copy wait for the table's writers first (see
+// waitForWriters): a rewrite found by the catalog needs it, one a notice
+// reported does not.
+func (o *onlineSnapshots) rewrite(table string, at record.LSN, waitWriters bool) {
+	job := onlineJob{table: table, cp: at, rewrite: true, waitWriters: waitWriters}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if rc := o.running; rc != nil && rc.table == table && !rc.dropped {
@@ -247,19 +251,25 @@ func (o *onlineSnapshots) rewrite(table string, at record.LSN) {
 var errRewriteTooLarge = errors.New("the table has more rows than --rewrite-copy-max-rows")
 
 // beforeRewriteCopy runs before a rewrite's copy starts: it waits for the
-// table's writers (waitForWriters) and returns errRewriteTooLarge for a
-// table with more rows than the configured limit, counting at most
-// limit+1 rows, so the check costs no more than a copy the limit allows.
-func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string) error {
+// table's writers if asked (waitForWriters) and returns
+// errRewriteTooLarge for a table with more rows than the configured limit,
+// counting at most limit+1 rows, so the check costs no more than a copy
+// the limit allows.
+func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string, waitWriters bool) error {
+	limit := o.c.cfg.rewriteCopyMaxRows
+	if !waitWriters && limit <= 0 {
+		return nil
+	}
 	conn, err := connect(ctx, o.c.cfg.connString, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := waitForWriters(ctx, conn, table, o.c.log); err != nil {
-		return err
+	if waitWriters {
+		if err := waitForWriters(ctx, conn, table, o.c.log); err != nil {
+			return err
+		}
 	}
-	limit := o.c.cfg.rewriteCopyMaxRows
 	if limit <= 0 {
 		return nil
 	}
