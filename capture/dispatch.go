@@ -291,7 +291,9 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 			return nil
 		}
 		t.cat.setColumns(oid, cols)
-		t.noticed[oid] = true
+		if _, known := t.rels[oid]; known { // only those can be compared
+			t.noticed[oid] = true
+		}
 	}
 	return nil
 }
