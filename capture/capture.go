@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -43,6 +44,7 @@ type Capturer struct {
 	dlq       *deadLetters
 	ignored   *ignoredMessages
 	refused   *refusedTables
+	rewrites  *prometheus.CounterVec // table rewrites noticed (rewrite.go)
 }
 
 // New validates the configuration and returns a Capturer that reads from
@@ -60,7 +62,7 @@ func New(connString string, p Producer, opts ...Option) (*Capturer, error) {
 		return nil, fmt.Errorf("capture configuration: %w", err)
 	}
 	log := slog.Default().With("component", "capture")
-	return &Capturer{cfg: cfg, producer: p, log: log, dlq: newDeadLetters(cfg.dlqTopic, log), ignored: newIgnoredMessages(log), refused: newRefusedTables(log)}, nil
+	return &Capturer{cfg: cfg, producer: p, log: log, dlq: newDeadLetters(cfg.dlqTopic, log), ignored: newIgnoredMessages(log), refused: newRefusedTables(log), rewrites: newRewritesCounter()}, nil
 }
 
 // Stats is a snapshot of a Capturer's progress.

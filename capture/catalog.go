@@ -165,6 +165,28 @@ func (c *catalog) attnums(ctx context.Context, relID uint32) (map[string]columnI
 	return out, nil
 }
 
+// volatileDefaults returns the columns of a relation that have a default
+// but no stored value for older rows: added with a volatile default, which
+// PostgreSQL wrote into every row by rewriting the table (or given a
+// default after they were added). It reads the catalog as it is now, not
+// the cache: see rewrittenByCatalog.
+func (c *catalog) volatileDefaults(ctx context.Context, relID uint32) (map[string]bool, error) {
+	rows, err := c.conn.Query(ctx, `SELECT attname FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND atthasdef AND NOT atthasmissing`, relID)
+	if err != nil {
+		return nil, fmt.Errorf("read the column defaults of relation %d: %w", relID, err)
+	}
+	out := map[string]bool{}
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+		out[name] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the column defaults of relation %d: %w", relID, err)
+	}
+	return out, nil
+}
+
 // bootstrap records the current column numbers of the captured tables.
 // Right after the slot was created they are exact for the stream's start;
 // after a restart they are the catalog's current ones, which DDL messages

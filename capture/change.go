@@ -15,7 +15,7 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 	if !t.inTx {
 		return fmt.Errorf("pgoutput: %c message outside a transaction at %s", ch.Kind, lsn)
 	}
-	rel, ok, err := t.relation(ctx, ch.RelationID)
+	rel, ok, err := t.relation(ctx, lsn, ch.RelationID)
 	if err != nil {
 		return err
 	}

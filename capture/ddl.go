@@ -62,6 +62,35 @@ $fn$`,
 	`REVOKE ALL ON FUNCTION walhouse.ddl_notice() FROM PUBLIC`,
 	`DROP EVENT TRIGGER IF EXISTS walhouse_ddl`,
 	`CREATE EVENT TRIGGER walhouse_ddl ON ddl_command_end WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION walhouse.ddl_notice()`,
+	// A rewrite changes stored values without row changes (see
+	// rewrite.go); PostgreSQL fires table_rewrite, under the command's
+	// ACCESS EXCLUSIVE lock, for every table ALTER TABLE or ALTER TYPE
+	// rewrites, a partition included (named with its root, which is what
+	// publish_via_partition_root captures).
+	`CREATE OR REPLACE FUNCTION walhouse.rewrite_notice() RETURNS event_trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  k bytea;
+  rel oid := pg_event_trigger_table_rewrite_oid();
+  root oid := coalesce(pg_partition_root(pg_event_trigger_table_rewrite_oid()), pg_event_trigger_table_rewrite_oid());
+  content bytea;
+BEGIN
+  SELECT key INTO k FROM walhouse.message_key;
+  IF k IS NULL THEN
+    RETURN;
+  END IF;
+  content := convert_to(json_build_object(
+    'oid', rel::bigint,
+    'table', (SELECT json_build_array(n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = rel),
+    'root', (SELECT json_build_array(n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = root),
+    'reason', pg_event_trigger_table_rewrite_reason())::text, 'UTF8');
+  PERFORM pg_logical_emit_message(true, '` + rewritePrefix + `',
+    convert_to(encode(sha256(k || sha256(content)), 'hex') || ' ', 'UTF8') || content);
+END
+$fn$`,
+	`REVOKE ALL ON FUNCTION walhouse.rewrite_notice() FROM PUBLIC`,
+	`DROP EVENT TRIGGER IF EXISTS walhouse_rewrite`,
+	`CREATE EVENT TRIGGER walhouse_rewrite ON table_rewrite EXECUTE FUNCTION walhouse.rewrite_notice()`,
 }
 
 // installDDLTrigger installs the event trigger and the message key if the

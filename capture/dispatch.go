@@ -83,6 +83,14 @@ type translator struct {
 	now      func() time.Time
 
 	rels map[uint32]*relation
+	// noticed holds the relations that an event trigger notice described
+	// since their last Relation message: the trigger runs, so a rewrite
+	// without a notice is no rewrite (see rewrittenByCatalog).
+	noticed map[uint32]bool
+	// retyped holds, by relation, why its last Relation message shows a
+	// rewrite no notice reported, until its first change says where
+	// (rewrittenByCatalog).
+	retyped map[uint32]string
 	// unjoined holds descriptions of relations that are not captured
 	// tables (yet): see describe.
 	unjoined map[uint32]*pglogrepl.RelationMessage
@@ -109,6 +117,9 @@ type relationCatalog interface {
 	// setColumns records a relation's columns as a DDL message in the
 	// stream numbered them (see ddl.go).
 	setColumns(relID uint32, cols map[string]columnInfo)
+	// volatileDefaults returns the relation's columns with a default and
+	// no stored value for older rows (see rewrittenByCatalog).
+	volatileDefaults(ctx context.Context, relID uint32) (map[string]bool, error)
 }
 
 // tableSet is what the translator asks of the stream about the tables.
@@ -130,6 +141,9 @@ type tableSet interface {
 	// fillUnchanged replaces the unchanged TOAST values of an update with
 	// the source's when the table's online copy runs (see online.go).
 	fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error
+	// rewritten copies a captured table again after DDL rewrote its rows
+	// without row changes (rewrite.go).
+	rewritten(ctx context.Context, rw rewrite) error
 }
 
 // output takes what the translator produces, in stream order.
@@ -181,7 +195,7 @@ func (t *translator) handle(ctx context.Context, lsn record.LSN, msg []byte) err
 		if err != nil {
 			return fmt.Errorf("pgoutput relation at %s: %w", lsn, err)
 		}
-		return t.describe(ctx, m.(*pglogrepl.RelationMessage))
+		return t.describe(ctx, lsn, m.(*pglogrepl.RelationMessage))
 	case msgTruncate:
 		if !t.inTx {
 			return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
@@ -224,9 +238,10 @@ func (t *translator) commit(lsn record.LSN, m *pglogrepl.CommitMessage) error {
 	return nil
 }
 
-// describe takes a Relation message. A captured table's relation is built
-// (and replaces the one cached); an excluded table's is marked skipped.
-func (t *translator) describe(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+// describe takes a Relation message, received at lsn. A captured table's
+// relation is built (and replaces the one cached); an excluded table's is
+// marked skipped.
+func (t *translator) describe(ctx context.Context, lsn record.LSN, rm *pglogrepl.RelationMessage) error {
 	name := rm.Namespace + "." + rm.RelationName
 	if t.cfg.excluded(name) {
 		t.rels[rm.RelationID] = &relation{name: name, skip: true}
@@ -242,7 +257,7 @@ func (t *translator) describe(ctx context.Context, rm *pglogrepl.RelationMessage
 		t.unjoined[rm.RelationID] = rm
 		return nil
 	}
-	return t.setRelation(ctx, rm)
+	return t.setRelation(ctx, lsn, rm)
 }
 
 // logical acts on walhouse's own logical messages, which it trusts only
@@ -262,6 +277,8 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 			return nil
 		}
 		return t.out.heartbeat(ctx, lsn, at)
+	case rewritePrefix:
+		return t.rewrite(ctx, lsn, m)
 	case ddlPrefix:
 		content, ok := t.key.verify(m.Content)
 		if !ok {
@@ -274,6 +291,9 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 			return nil
 		}
 		t.cat.setColumns(oid, cols)
+		if _, known := t.rels[oid]; known { // only those can be compared
+			t.noticed[oid] = true
+		}
 	}
 	return nil
 }
@@ -281,9 +301,13 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 // setRelation builds the relation of a captured table from its
 // description. A table that can no longer be mapped (its key, replica
 // identity or tenant column changed while captured) is left out, and the
-// other tables go on (refused.go).
-func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMessage) error {
+// other tables go on (refused.go). A table whose new description shows
+// DDL that may have rewritten it, with no event trigger notice, is copied
+// again (rewrittenByCatalog).
+func (t *translator) setRelation(ctx context.Context, lsn record.LSN, rm *pglogrepl.RelationMessage) error {
 	name := rm.Namespace + "." + rm.RelationName
+	prev, noticed := t.rels[rm.RelationID], t.noticed[rm.RelationID]
+	delete(t.noticed, rm.RelationID)
 	rel, err := buildRelation(ctx, t.cat, t.cfg, t.sourceID, rm)
 	if errors.Is(err, errUncapturable) {
 		if err := t.tables.leave(ctx, name, err); err != nil {
@@ -299,7 +323,10 @@ func (t *translator) setRelation(ctx context.Context, rm *pglogrepl.RelationMess
 	}
 	delete(t.unjoined, rm.RelationID)
 	t.rels[rm.RelationID] = rel
-	return nil
+	if prev == nil || prev.skip || rel.skip || noticed {
+		return nil
+	}
+	return t.rewrittenByCatalog(ctx, rm.RelationID, prev, rel)
 }
 
 // refused returns the relation of a table left out: its changes are
@@ -320,8 +347,13 @@ func (t *translator) leaveOut(table string) {
 // relation returns the relation a change refers to. A described relation
 // that is not a captured table joins the stream here, at its first change
 // (a table added to the publication while capture runs).
-func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, error) {
+func (t *translator) relation(ctx context.Context, lsn record.LSN, id uint32) (*relation, bool, error) {
 	if rel, ok := t.rels[id]; ok {
+		if len(t.retyped) > 0 {
+			if err := t.retypedChange(ctx, lsn, id); err != nil {
+				return nil, false, err
+			}
+		}
 		return rel, true, nil
 	}
 	rm, ok := t.unjoined[id]
@@ -344,7 +376,7 @@ func (t *translator) relation(ctx context.Context, id uint32) (*relation, bool, 
 			return nil, false, err
 		}
 	}
-	if err := t.setRelation(ctx, rm); err != nil {
+	if err := t.setRelation(ctx, lsn, rm); err != nil {
 		return nil, false, err
 	}
 	return t.rels[id], true, nil

@@ -44,6 +44,7 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 		c.refused.gauge,
 		c.refused.changes,
 		c.refused.inexact,
+		c.rewrites,
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {

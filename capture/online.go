@@ -65,6 +65,10 @@ type runningCopy struct {
 	stopped chan struct{} // closed once it returned, its rows acknowledged
 	again   bool          // restart asked for a new copy
 	dropped bool          // drop asked it to stop for good
+	next    *onlineJob    // a rewrite asked for this copy instead (rewrite.go)
+	// superseded: a rewrite stopped it and queues its own copy
+	// (rewrite.go); the table still counts as being copied.
+	superseded bool
 }
 
 // onlineJob is one table to copy: planned already (at start) or to plan
@@ -73,6 +77,12 @@ type onlineJob struct {
 	table string
 	cp    record.LSN
 	plan  *snapshotPlan
+	// rewrite makes the copy's rows carry the version of cp, the
+	// position of a DDL that rewrote the table (rewrite.go).
+	rewrite bool
+	// waitWriters makes a rewrite's copy wait for the transactions that
+	// write to the table first (waitForWriters).
+	waitWriters bool
 }
 
 func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
@@ -148,9 +158,14 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 		switch {
 		case rc.dropped:
 			delete(o.active, job.table)
+		case rc.superseded:
+		case rc.next != nil:
+			// A rewrite's copy replaces this one, first: see rewrite.
+			o.queue = append([]onlineJob{*rc.next}, o.queue...)
 		case rc.again:
 			// Copy the table anew, first: see restart.
-			o.queue = append([]onlineJob{{table: job.table, cp: job.cp}}, o.queue...)
+			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters}}, o.queue...)
+
 		case err != nil && ctx.Err() == nil && errors.Is(err, errUncapturable):
 			// What a user wrote since the table joined (its key
 			// dropped, say): the stream leaves it out (takeRefused).
@@ -160,7 +175,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			// A column renamed or dropped under the copy: copy the
 			// table anew, as it is now, after the others.
 			o.c.log.Warn("a column of the table changed while it was being copied: copying it again", "table", job.table, "err", err)
-			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp})
+			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters})
 		case err != nil && ctx.Err() == nil && pgCode(err) == pgUndefinedTable:
 			// Dropped or renamed: it leaves the publication, and the
 			// stream forgets it at its next poll.
@@ -259,8 +274,19 @@ func pgCode(err error) string {
 func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	s := o.c.newSnapshotter(o.sourceID, job.cp, "")
 	s.log = s.log.With("online", true)
+	s.rewrite = job.rewrite
 	plans := []*snapshotPlan{job.plan}
 	var estimate int64
+	if job.rewrite && job.plan == nil || job.plan != nil && job.plan.Rewrite && len(job.plan.Done) == 0 {
+		// A plan saved before its copy started (a restart) does not say
+		// whether the rewrite needs the wait: it waits.
+		wait := job.waitWriters || job.plan != nil
+		if err := o.beforeRewriteCopy(ctx, job.table, wait); errors.Is(err, errRewriteTooLarge) {
+			return o.c.rewriteNotCopied(ctx, rewrite{table: job.table, at: job.cp}, err.Error())
+		} else if err != nil {
+			return err
+		}
+	}
 	if job.plan == nil {
 		var err error
 		if plans, estimate, err = s.planAll(ctx, []string{job.table}, false, true); err != nil {

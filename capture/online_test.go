@@ -183,3 +183,57 @@ func TestOnlineSnapshotsDrop(t *testing.T) {
 		t.Fatalf("failure() = %v", err)
 	}
 }
+
+// TestOnlineSnapshotsRewriteReplacesCopies holds a rewrite to what it asks
+// of the copies: supersede stops a running copy of the table, which still
+// counts as being copied; a rewrite's copy (at its position, rewrite set)
+// replaces a queued one in its place, stops a running one and runs next,
+// or is queued; a TRUNCATE's restart of a rewrite's copy keeps it one.
+func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
+	o.add("public.b", 2, nil)
+	if job := f.next(t); job.table != "public.a" || job.rewrite {
+		t.Fatalf("first copy %+v, want public.a's plain copy", job)
+	}
+	stopped := o.supersede("public.a")
+	if stopped == nil {
+		t.Fatal("supersede of the table being copied returned no channel to wait on")
+	}
+	<-stopped
+	if !o.copying("public.a") {
+		t.Fatal("a superseded table must still count as being copied")
+	}
+	if o.supersede("public.c") != nil {
+		t.Fatal("supersede of a table not being copied must not wait")
+	}
+	o.rewrite("public.a", 10, false)
+	if job := f.next(t); job.table != "public.b" || job.rewrite {
+		t.Fatalf("copy %+v, want public.b's plain copy, queued before", job)
+	}
+	f.release <- nil
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
+		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan", job)
+	}
+	o.rewrite("public.a", 13, true) // while its copy runs: that one stops, this one runs next
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
+		t.Fatalf("after a second rewrite %+v, want public.a's rewrite copy at 13, waiting for writers", job)
+	}
+	o.add("public.b", 2, nil)
+	o.rewrite("public.b", 11, false)
+	o.restart("public.a")
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
+		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 13 again, waiting for writers", job)
+	}
+	f.release <- nil
+	if job := f.next(t); job.table != "public.b" || !job.rewrite || job.cp != 11 {
+		t.Fatalf("queued copy %+v, want public.b replaced by its rewrite copy at 11", job)
+	}
+	f.release <- nil
+	o.rewrite("public.c", 12, false)
+	if job := f.next(t); job.table != "public.c" || !job.rewrite || job.cp != 12 || !o.copying("public.c") {
+		t.Fatalf("copy %+v, want public.c's rewrite copy at 12, counted as copying", job)
+	}
+	f.release <- nil
+	waitFor(t, func() bool { return !o.copying("public.c") })
+}

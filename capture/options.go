@@ -56,6 +56,10 @@ type config struct {
 	failover          bool          // create the slot with failover = true (failover.go)
 	reconnect         time.Duration // how long Run reconnects after losing PostgreSQL (failover.go)
 	failpoints        *failpoint.Set
+	// rewriteCopy copies a table again after DDL rewrote it (rewrite.go);
+	// rewriteCopyMaxRows (0: no limit) marks larger tables inexact instead.
+	rewriteCopy        bool
+	rewriteCopyMaxRows int64
 }
 
 func defaults() config {
@@ -80,6 +84,7 @@ func defaults() config {
 		envelope:        record.EnvelopeVersion,
 
 		snapshotBatchRows: 1000,
+		rewriteCopy:       true,
 	}
 }
 
@@ -252,6 +257,18 @@ func WithSnapshotBatchRows(n int) Option { return func(c *config) { c.snapshotBa
 // acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
 func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
 
+// WithoutRewriteCopy turns off the copy of a table that DDL rewrote
+// without row changes (ALTER COLUMN … TYPE with a conversion, ADD COLUMN
+// with a volatile default; on by default): such a table is marked inexact
+// instead (walhouse_capture_tables_inexact), its ClickHouse rows keeping
+// the values they had before the DDL until a --resnapshot.
+func WithoutRewriteCopy() Option { return func(c *config) { c.rewriteCopy = false } }
+
+// WithRewriteCopyMaxRows marks a rewritten table with more than n rows
+// inexact instead of copying it again (default 0: copy any table). Capture
+// counts at most n+1 rows to decide.
+func WithRewriteCopyMaxRows(n int64) Option { return func(c *config) { c.rewriteCopyMaxRows = n } }
+
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 func (c *config) validate() error {
@@ -294,6 +311,9 @@ func (c *config) validate() error {
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))
+	}
+	if c.rewriteCopyMaxRows < 0 {
+		errs = append(errs, fmt.Errorf("rewrite copy max rows %d: want 0 (no limit) or positive", c.rewriteCopyMaxRows))
 	}
 	if c.envelope != 1 && c.envelope != 2 {
 		errs = append(errs, fmt.Errorf("envelope version %d: want 1 or 2", c.envelope))

@@ -70,8 +70,20 @@ type snapshotPlan struct {
 	// Inexact says that the table was left out since its last
 	// --resnapshot: its copy again cannot replace rows ClickHouse holds
 	// nor remove rows deleted meanwhile (walhouse_capture_tables_inexact).
-	Inexact bool       `json:"inexact,omitempty"`
+	Inexact bool `json:"inexact,omitempty"`
+	// Rewrite says that the plan copies the table again after a DDL
+	// rewrote it at CP: its rows carry record.RewriteCopyVersion(CP)
+	// instead of version 0 (rewrite.go).
+	Rewrite bool       `json:"rewrite,omitempty"`
 	mu      sync.Mutex `json:"-"`
+}
+
+// version returns the version of the plan's rows, copied at cp.
+func (p *snapshotPlan) version(cp record.LSN) uint64 {
+	if p.Rewrite {
+		return record.RewriteCopyVersion(cp)
+	}
+	return record.SnapshotVersion
 }
 
 // partPlan is one leaf partition in a snapshot plan: it owns the plan's
@@ -150,6 +162,7 @@ type snapshotter struct {
 	sourceID string
 	cp       record.LSN
 	name     string // exported snapshot, empty for fresh snapshots
+	rewrite  bool   // new plans copy after a rewrite at cp (snapshotPlan.Rewrite)
 	log      *slog.Logger
 	rows     atomic.Int64
 	chunks   atomic.Int64 // chunks finished by this run
@@ -367,7 +380,7 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	if err != nil {
 		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
 	}
-	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact}
+	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact, Rewrite: s.rewrite}
 	s.c.refused.setInexact(table, inexact)
 	p.Chunks = chunksOf(pages, cfg.chunkPages)
 	if p.Membership, err = membership(ctx, conn, cfg.publication, table); err != nil {

@@ -69,7 +69,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	)
 	shared := record.Record{
 		OccurredAt: p.At, TenantID: s.c.cfg.defaultTenant, TenantColumn: rel.tenantColumn, Source: rel.source,
-		LSN: cp, CommitLSN: cp, Version: record.SnapshotVersion, Op: record.Read, Columns: rel.columns, SchemaID: rel.schemaID,
+		LSN: cp, CommitLSN: cp, Version: p.version(cp), Op: record.Read, Columns: rel.columns, SchemaID: rel.schemaID,
 	}
 	if parts > 0 {
 		batches = newBatchProducer(ctx, s.c.producer, rel.topic, parts, s.c.cfg.snapshotBatchRows, s.c.cfg.maxRecordBytes)

@@ -96,6 +96,8 @@ func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tab
 		now:      time.Now,
 		rels:     map[uint32]*relation{},
 		unjoined: map[uint32]*pglogrepl.RelationMessage{},
+		noticed:  map[uint32]bool{},
+		retyped:  map[uint32]string{},
 	}
 }
 

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -64,8 +65,9 @@ var (
 // scriptedCatalog answers a relation's lookups from maps, as the catalog
 // would for the scripted tables.
 type scriptedCatalog struct {
-	keys map[uint32][]string
-	log  *[]string
+	keys     map[uint32][]string
+	log      *[]string
+	volatile map[string]bool // columns with a volatile default
 }
 
 func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error) {
@@ -88,6 +90,10 @@ func (c scriptedCatalog) tableKey(_ context.Context, relID uint32) (map[string]b
 
 func (c scriptedCatalog) attnums(context.Context, uint32) (map[string]columnInfo, error) {
 	return nil, nil
+}
+
+func (c scriptedCatalog) volatileDefaults(context.Context, uint32) (map[string]bool, error) {
+	return c.volatile, nil
 }
 
 func (c scriptedCatalog) setColumns(relID uint32, cols map[string]columnInfo) {
@@ -155,6 +161,11 @@ func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []rec
 			values[i] = record.Value{Text: "from source"}
 		}
 	}
+	return nil
+}
+
+func (c *collector) rewritten(_ context.Context, rw rewrite) error {
+	c.log = append(c.log, fmt.Sprintf("rewritten %s at %s", rw.table, rw.at))
 	return nil
 }
 
@@ -290,7 +301,7 @@ func feed(ctx context.Context, tr *translator, s step) error {
 	case *pglogrepl.CommitMessage:
 		return tr.commit(s.lsn, m)
 	case *pglogrepl.RelationMessage:
-		return tr.describe(ctx, m)
+		return tr.describe(ctx, s.lsn, m)
 	case *rowChange:
 		return tr.rowChange(ctx, s.lsn, m)
 	case logicalMessage:
@@ -322,7 +333,7 @@ func newTestTranslator(t testing.TB, opts ...Option) (*translator, *collector, *
 		now: time.Date(2026, 3, 4, 5, 6, 8, 0, time.UTC), committed: commitTime}
 	cat := scriptedCatalog{keys: map[uint32][]string{
 		relOrders: {"tenant_id", "id"}, relDocs: {"id"}, relPlain: {"id"}, relExcluded: {"tenant_id", "id"}, relLater: {"tenant_id", "id"},
-	}, log: &col.log}
+	}, log: &col.log, volatile: map[string]bool{"stamp": true}}
 	ignored := newIgnoredMessages(slog.New(slog.DiscardHandler))
 	tr := newTranslator(&cfg, "src", cat, col, col, captureKey, ignored)
 	tr.now = func() time.Time { return col.now }
@@ -578,6 +589,93 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			// Captured as itself, as its partition root, or not at all.
+			name: "a signed rewrite notice copies the captured table it names",
+			steps: []step{
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x21, true, rewritePrefix, captureKey.sign(rewriteOf("public", "docs_2026", "public", "docs"))),
+				logical(0x22, true, rewritePrefix, captureKey.sign(rewriteOf("public", "secret", "public", "secret"))),
+				logical(0x23, true, rewritePrefix, captureKey.sign(rewriteOf("public", "unknown", "public", "unknown"))),
+				commit(0x100, 0x108),
+			},
+			want: []string{"begin", "rewritten public.orders at 0/20", "rewritten public.docs at 0/21", "commit 0/108 at 05:06:07"},
+		},
+		{
+			// No notice: the Relation message shows a type change that
+			// PostgreSQL makes by rewriting, so the table is copied at
+			// the position just below its first change after it.
+			name: "without a notice, a Relation message with a retyped column copies the table",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				describe(relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				insert(0x30, relOrders, txt("acme"), txt("1"), txt("7")),
+				insert(0x38, relOrders, txt("acme"), txt("2"), txt("8")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin", "topic wh.public.orders", "rewritten public.orders at 0/2F",
+				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`,
+				`insert public.orders lsn 0/38 #1 tenant "acme" ('acme', '2', '8')`, "commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			// A column added with a volatile default; one added without
+			// (or with a default older rows read as stored) is no rewrite.
+			name: "without a notice, a Relation message with a column with a volatile default copies the table",
+			steps: []step{
+				describe(plainRel), begin(0x100),
+				describe(relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text", "note:text")),
+				insert(0x30, relPlain, txt("1"), txt("a"), null),
+				describe(relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text", "note:text", "stamp:text")),
+				insert(0x40, relPlain, txt("2"), txt("b"), null, txt("now")),
+				commit(0x100, 0x108),
+			},
+			opts: []Option{WithDefaultTenant("solo")},
+			want: []string{
+				"topic wh.public.plain", "begin", "topic wh.public.plain",
+				`insert public.plain lsn 0/30 #0 tenant "solo" ('1', 'a', NULL)`,
+				"topic wh.public.plain", "rewritten public.plain at 0/3F",
+				`insert public.plain lsn 0/40 #1 tenant "solo" ('2', 'b', NULL, 'now')`, "commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			// The trigger ran (its DDL notice came), and wrote no
+			// rewrite notice: no rewrite, whatever the types say.
+			name: "after a DDL notice, a Relation message with a retyped column copies nothing",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				logical(0x20, true, ddlPrefix, captureKey.sign([]byte(`{"oid": 1, "columns": [[1, "tenant_id", null], [2, "id", null], [3, "body", null]]}`))),
+				describe(relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:int8")),
+				insert(0x30, relOrders, txt("acme"), txt("1"), txt("7")),
+				commit(0x100, 0x108),
+				begin(0x200),
+				describe(ordersRel), // the notice counts once
+				insert(0x140, relOrders, txt("acme"), txt("1"), txt("x")),
+				commit(0x200, 0x208),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin", "columns of relation 1: body=3 id=2 tenant_id=1", "topic wh.public.orders",
+				`insert public.orders lsn 0/30 #0 tenant "acme" ('acme', '1', '7')`, "commit 0/108 at 05:06:07",
+				"begin", "topic wh.public.orders", "rewritten public.orders at 0/13F",
+				`insert public.orders lsn 0/140 #0 tenant "acme" ('acme', '1', 'x')`, "commit 0/208 at 05:06:07",
+			},
+		},
+		{
+			name: "forged, misplaced and malformed rewrite notices are skipped",
+			steps: []step{
+				logical(0x10, true, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))), // outside a transaction
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, forgerKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x21, false, rewritePrefix, captureKey.sign(rewriteOf("public", "orders", "public", "orders"))),
+				logical(0x22, true, rewritePrefix, rewriteOf("public", "orders", "public", "orders")),
+				logical(0x23, true, rewritePrefix, captureKey.sign([]byte(`{"oid":1}`))),
+				commit(0x100, 0x108),
+			},
+			want:    []string{"begin", "commit 0/108 at 05:06:07"},
+			ignored: 5,
+		},
+		{
 			name: "forged, misplaced and malformed walhouse messages are skipped",
 			steps: []step{
 				logical(0x10, false, heartbeatPrefix, forgerKey.heartbeatContent(beatAt)),
@@ -619,6 +717,51 @@ func TestTranslator(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestValueChangingRetype holds the catalog's view of a type change to
+// PostgreSQL's: only binary-coercible changes keep the values' bytes.
+func TestValueChangingRetype(t *testing.T) {
+	col := func(typ string, typmod int32) record.Column {
+		return record.Column{Name: "c", Type: typ, TypMod: typmod}
+	}
+	numeric := func(p, s int32) int32 { return (p<<16 | s) + 4 }
+	tests := []struct {
+		from, to record.Column
+		rewrite  bool
+	}{
+		{col("text", -1), col("text", -1), false},
+		{col("varchar", 24), col("text", -1), false},
+		{col("varchar", 24), col("varchar", 34), false},
+		{col("varchar", 24), col("varchar", -1), false},
+		{col("text", -1), col("varchar", -1), false},
+		{col("numeric", numeric(10, 2)), col("numeric", numeric(14, 2)), false},
+		{col("numeric", numeric(10, 2)), col("numeric", -1), false},
+		{col("varchar", 24), col("varchar", 9), true},
+		{col("text", -1), col("varchar", 9), true},
+		{col("text", -1), col("int4", -1), true},
+		{col("int4", -1), col("int8", -1), true},
+		{col("numeric", numeric(12, 2)), col("numeric", numeric(10, 0)), true},
+		{col("numeric", numeric(10, 2)), col("numeric", numeric(14, 3)), true},
+		{col("numeric", -1), col("numeric", numeric(10, 2)), true},
+		{col("bool", -1), col("text", -1), true},
+		{col("text", -1), record.Column{Name: "c", Type: "text", TypMod: -1, Array: true}, true},
+	}
+	for _, tt := range tests {
+		if got := valueChangingRetype(tt.from, tt.to); got != tt.rewrite {
+			t.Errorf("%s -> %s: rewrite = %v, want %v", typeString(tt.from), typeString(tt.to), got, tt.rewrite)
+		}
+	}
+}
+
+// rewriteOf returns the content of a rewrite notice of schema.table, a
+// partition of root (or itself).
+func rewriteOf(schema, table, rootSchema, root string) []byte {
+	b, err := json.Marshal(rewriteNotice{OID: 42, Table: []string{schema, table}, Root: []string{rootSchema, root}, Reason: 4})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // total sums a counter over its labels.
@@ -675,6 +818,7 @@ func (discard) described(context.Context, *relation, uint32) error             {
 func (discard) leave(context.Context, string, error) error                     { return nil }
 func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
 func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
+func (discard) rewritten(context.Context, rewrite) error                       { return nil }
 func (discard) begin()                                                         {}
 func (discard) commit(record.LSN, time.Time)                                   {}
 func (discard) record(*relation, *record.Record, []byte, []byte) error         { return nil }
@@ -689,7 +833,7 @@ func BenchmarkTranslatorInsert(b *testing.B) {
 	d := discard{tables: []string{"public.orders"}}
 	tr.tables, tr.out, tr.now = d, d, time.Now
 	ctx := context.Background()
-	if err := tr.describe(ctx, ordersRel); err != nil {
+	if err := tr.describe(ctx, 0, ordersRel); err != nil {
 		b.Fatal(err)
 	}
 	tr.begin(&pglogrepl.BeginMessage{FinalLSN: 1 << 40, CommitTime: commitTime})

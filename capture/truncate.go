@@ -81,7 +81,7 @@ func (t *translator) truncate(ctx context.Context, lsn record.LSN, m truncateMes
 	for _, id := range m.relations {
 		// pgoutput sends a Relation message for each table before the
 		// Truncate that names it.
-		rel, ok, err := t.relation(ctx, id)
+		rel, ok, err := t.relation(ctx, lsn, id)
 		if err != nil {
 			return err
 		}

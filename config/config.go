@@ -71,6 +71,8 @@ type Capture struct {
 	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
 	EnvelopeVersion    int           `yaml:"envelope_version" flag:"envelope-version"`
 	MetricsAddr        string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_CAPTURE_METRICS_ADDR" cmd:"capture"`
+	RewriteCopy        string        `yaml:"rewrite_copy" flag:"rewrite-copy" env:"WALHOUSE_REWRITE_COPY" cmd:"capture"`
+	RewriteCopyMaxRows int64         `yaml:"rewrite_copy_max_rows" flag:"rewrite-copy-max-rows" cmd:"capture"`
 }
 
 // Kafka is how to reach the brokers.

@@ -69,6 +69,8 @@ func (c *Config) validate() []Problem {
 		bad("capture.heartbeat_interval", "%s is negative; want a duration, or 0 for no heartbeats", cp.HeartbeatInterval)
 	}
 	oneOf("capture.on_bad_row", cp.OnBadRow, "dead-letter", "stop")
+	oneOf("capture.rewrite_copy", cp.RewriteCopy, "on", "off")
+	atLeast("capture.rewrite_copy_max_rows", cp.RewriteCopyMaxRows, 0)
 	if cp.EnvelopeVersion != 1 && cp.EnvelopeVersion != 2 {
 		bad("capture.envelope_version", "%d is not an envelope version; want 2 (the default) or 1", cp.EnvelopeVersion)
 	}

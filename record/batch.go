@@ -79,8 +79,9 @@ type RowBatch struct {
 // StartBatch makes b a new row batch of e's relation, written into dst
 // (from its length on; dst is b's memory until Finish). The fields all its
 // rows share are taken from r: OccurredAt, IngestedAt, LSN, CommitLSN and,
-// for a relation without a tenant column, TenantID. Only snapshot rows
-// (op Read, version SnapshotVersion) travel in batches: their eventIds can
+// for a relation without a tenant column, TenantID, and Version. Only
+// copied rows (op Read, version SnapshotVersion or RewriteCopyVersion)
+// travel in batches: their eventIds can
 // be derived from the rows (see SnapshotEventID). A batch is always in
 // envelope version 2.
 func (e *Encoder) StartBatch(b *RowBatch, dst []byte, r *Record) {
@@ -102,7 +103,9 @@ func (e *Encoder) StartBatch(b *RowBatch, dst []byte, r *Record) {
 	dst = appendLSN(dst, r.LSN)
 	dst = append(dst, `","commitLsn":"`...)
 	dst = appendLSN(dst, r.CommitLSN)
-	dst = append(dst, `","ordinal":0,"version":0,"op":"r"`...)
+	dst = append(dst, `","ordinal":0,"version":`...)
+	dst = strconv.AppendUint(dst, r.Version, 10)
+	dst = append(dst, `,"op":"r"`...)
 	dst = append(dst, e.schemaRef...)
 	dst = append(dst, `,"rows":[`...)
 	b.buf, b.rows = dst, 0

@@ -15,6 +15,9 @@ func snapshotRows(rng *rand.Rand, n int) []*Record {
 	proto := validRandRecord(rng)
 	proto.Op, proto.Version, proto.Ordinal, proto.OldKey = Read, SnapshotVersion, 0, nil
 	proto.LSN = proto.CommitLSN
+	if rng.IntN(3) == 0 { // a copy after a table rewrite
+		proto.Version = RewriteCopyVersion(proto.LSN)
+	}
 	if proto.TenantColumn == "" && rng.IntN(2) == 0 {
 		proto.TenantID = "tenant \"x\"\t" + proto.TenantID
 	}

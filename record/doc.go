@@ -74,6 +74,9 @@
 //	 "source":{…},"lsn":…,"commitLsn":…,"ordinal":0,"version":0,"op":"r",
 //	 "schemaId":…,"rows":[["v1","v2",null,…],…]}
 //
+// (a copy after a table rewrite has "version" equal to its lsn instead of
+// 0: RewriteCopyVersion)
+//
 // Each row is an array of its values in the schema's column order, text or
 // null. What a single record carries per row is derived from it, by
 // DecodeBatch, exactly as capture derives it for a single record:

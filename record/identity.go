@@ -91,6 +91,18 @@ func hexDigit(c byte) (byte, bool) {
 // after the snapshot always replaces the snapshot's row.
 const SnapshotVersion uint64 = 0
 
+// RewriteCopyVersion is the version of rows copied again after a DDL that
+// rewrote their table's stored values without row changes (ALTER COLUMN
+// TYPE with a conversion, ADD COLUMN with a volatile default): the WAL
+// position at of the rewrite. Such a DDL holds an ACCESS EXCLUSIVE lock
+// from before at until its commit, so every change of the table written
+// before the rewrite has a smaller version and every change after it a
+// larger one: the copy replaces the rows' stale values and never a newer
+// change. A version-0 copy would lose to every change streamed before the
+// DDL. The record's LSN and CommitLSN are at, so the rule that a version
+// is its record's WAL position holds.
+func RewriteCopyVersion(at LSN) uint64 { return Version(at) }
+
 // Version returns the ReplacingMergeTree version of a change whose own WAL
 // position is lsn.
 //

@@ -23,8 +23,9 @@ const (
 	Insert Op = iota + 1
 	Update
 	Delete
-	// Read is a row read by an initial snapshot; a consumer applies it like
-	// an insert. Its version is SnapshotVersion.
+	// Read is a row read by a copy (a snapshot); a consumer applies it like
+	// an insert. Its version is SnapshotVersion, or, for a copy after a
+	// table rewrite, Version of its LSN (see RewriteCopyVersion).
 	Read
 )
 
@@ -241,8 +242,8 @@ func (r *Record) ValidateRow() error {
 	if r.Op < Insert || r.Op > Read {
 		bad("op %v is not insert, update, delete or read", r.Op)
 	}
-	if r.Op == Read && r.Version != SnapshotVersion {
-		bad("snapshot row has version %d, want %d", r.Version, SnapshotVersion)
+	if r.Op == Read && r.Version != SnapshotVersion && r.Version != Version(r.LSN) {
+		bad("copied row has version %d, want %d (a copy) or its lsn %s (%d, a copy after a rewrite)", r.Version, SnapshotVersion, r.LSN, Version(r.LSN))
 	}
 	if r.Source.ID == "" || r.Source.Schema == "" || r.Source.Table == "" {
 		bad("source %+v must name id, schema and table", r.Source)

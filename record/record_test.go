@@ -224,7 +224,9 @@ func TestValidate(t *testing.T) {
 		{"null tenant", func(r *Record) { r.TenantID, r.Values[0] = "", Value{Null: true} }, "does not match tenant column"},
 		{"change after its commit", func(r *Record) { r.LSN, r.Version = r.CommitLSN+1, Version(r.CommitLSN+1) }, "after commitLsn"},
 		{"version not the change's position", func(r *Record) { r.Version++ }, "not the change's WAL position"},
-		{"snapshot row with a version", func(r *Record) { r.Op, r.Version = Read, 7 }, "snapshot row has version"},
+		{"snapshot row with a version", func(r *Record) { r.Op, r.Version = Read, 7 }, "copied row has version"},
+		{"rewrite copy row at its lsn", func(r *Record) { r.Op, r.LSN = Read, r.CommitLSN; r.Version = RewriteCopyVersion(r.LSN) }, ""},
+		{"rewrite copy row at another lsn", func(r *Record) { r.Op, r.LSN = Read, r.CommitLSN; r.Version = RewriteCopyVersion(r.LSN) + 1 }, "copied row has version"},
 		{"snapshot row", func(r *Record) { r.Op, r.Version, r.LSN = Read, SnapshotVersion, r.CommitLSN }, ""},
 		{"bad op", func(r *Record) { r.Op = 9 }, "op"},
 		{"no key column", func(r *Record) {

@@ -48,6 +48,8 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
 		onBadRow    = fs.String("on-bad-row", envOr("WALHOUSE_ON_BAD_ROW", "dead-letter"), "a change that cannot become a record (NULL tenant, over the size bound): dead-letter sends it to the dead-letter topic and goes on; stop stops capture (env WALHOUSE_ON_BAD_ROW)")
 		dlqTopic    = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic of the changes capture sets aside (default <prefix>-dlq, the sink's; env WALHOUSE_DLQ_TOPIC)")
+		rewriteCopy = fs.String("rewrite-copy", envOr("WALHOUSE_REWRITE_COPY", "on"), "on: copy a table again, next to the stream, after DDL rewrote its rows without row changes (ALTER COLUMN ... TYPE with a conversion, ADD COLUMN with a volatile default; docs/schema-changes.md); off: mark such a table inexact instead (env WALHOUSE_REWRITE_COPY)")
+		rewriteMax  = fs.Int64("rewrite-copy-max-rows", 0, "mark a rewritten table with more rows than this inexact instead of copying it again (0: no limit)")
 		tables      listFlag
 		exclude     listFlag
 		tenantFor   listFlag
@@ -110,6 +112,14 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if *captureKeys {
 		opts = append(opts, capture.WithIdempotencyKeys())
 	}
+	switch *rewriteCopy {
+	case "on":
+	case "off":
+		opts = append(opts, capture.WithoutRewriteCopy())
+	default:
+		return fmt.Errorf("--rewrite-copy %q: want on or off", *rewriteCopy)
+	}
+	opts = append(opts, capture.WithRewriteCopyMaxRows(*rewriteMax))
 	switch *snapshot {
 	case "initial":
 	case "never":

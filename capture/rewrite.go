@@ -1,0 +1,477 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Some DDL rewrites every row of a table without a row change in the WAL:
+// ALTER COLUMN … TYPE with a conversion that is not binary-coercible (or a
+// USING expression), ADD COLUMN with a volatile default
+// (clock_timestamp(), gen_random_uuid()), SET LOGGED. pgoutput sends
+// nothing for the rows, so ClickHouse would keep their old values. The
+// event trigger walhouse_rewrite (ddl.go) writes a notice into the WAL from
+// PostgreSQL's table_rewrite event, inside the DDL's transaction and under
+// its ACCESS EXCLUSIVE lock, and capture copies the table again, online,
+// with every copied row at version record.RewriteCopyVersion(at), at being
+// the notice's position. Every change of the table before the DDL has a
+// smaller version, every change after its commit a larger one: the copy
+// replaces the stale rows and nothing newer, whatever the order in which
+// Kafka delivers copy and stream. Rows changed after the DDL carry the new
+// values in their own changes already; a row the copy reads after such a
+// change carries the same values under a lower version.
+//
+// Where the copy cannot run (WithoutRewriteCopy, or a table over
+// WithRewriteCopyMaxRows) the table is marked inexact
+// (walhouse_capture_tables_inexact, alert WalhouseTableInexact), in its
+// saved snapshot plan so that the mark survives a restart, until a
+// --resnapshot into a new ClickHouse table.
+
+// rewritePrefix marks walhouse's rewrite notices in the WAL.
+const rewritePrefix = "walhouse_rewrite"
+
+// rewriteNotice is the content of a rewrite notice: the table PostgreSQL
+// rewrites, its partition root (itself when it is no partition) and
+// PostgreSQL's reason bits (AT_REWRITE_*), kept for the log.
+type rewriteNotice struct {
+	OID    uint32   `json:"oid"`
+	Table  []string `json:"table"`
+	Root   []string `json:"root"`
+	Reason int      `json:"reason"`
+}
+
+// parseRewriteNotice decodes a rewrite notice.
+func parseRewriteNotice(content []byte) (rewriteNotice, error) {
+	var n rewriteNotice
+	if err := json.Unmarshal(content, &n); err != nil {
+		return n, fmt.Errorf("rewrite message: %w", err)
+	}
+	if len(n.Table) != 2 || len(n.Root) != 2 {
+		return n, errors.New("rewrite message: table and root must be [schema, name]")
+	}
+	return n, nil
+}
+
+// tables returns the names ("schema.table") under which the rewritten
+// table may be captured: itself (a plain table, or a partition published
+// on its own), then its partition root.
+func (n rewriteNotice) tables() []string {
+	own := n.Table[0] + "." + n.Table[1]
+	root := n.Root[0] + "." + n.Root[1]
+	if root == own {
+		return []string{own}
+	}
+	return []string{own, root}
+}
+
+// rewrite acts on a rewrite notice decoded at lsn: the captured table it
+// names is copied again (tableSet.rewritten).
+func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+	content, ok := t.key.verify(m.Content)
+	if !ok {
+		t.ignored.note(m.Prefix, lsn, errUnauthenticated)
+		return nil
+	}
+	if !m.Transactional || !t.inTx {
+		t.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: the event trigger writes rewrite notices in the DDL's transaction", errMisplaced))
+		return nil
+	}
+	n, err := parseRewriteNotice(content)
+	if err != nil {
+		t.ignored.note(m.Prefix, lsn, fmt.Errorf("%w: %w", errMalformed, err))
+		return nil
+	}
+	at := lsn
+	if m.LSN != 0 {
+		at = record.LSN(m.LSN)
+	}
+	for _, table := range n.tables() {
+		if !t.cfg.excluded(table) && t.tables.captured(table) {
+			return t.tables.rewritten(ctx, rewrite{table: table, at: at, reason: n.Reason})
+		}
+	}
+	return nil
+}
+
+// rewrite is a table rewritten by DDL at a WAL position.
+type rewrite struct {
+	table  string
+	at     record.LSN // the copy's version: the rewrite notice's position (or see rewrittenByCatalog)
+	reason int        // PostgreSQL's AT_REWRITE_* bits
+	// catalog says why a Relation message showed a rewrite no notice
+	// reported (rewrittenByCatalog); empty for a notice.
+	catalog string
+}
+
+// rewritten copies a captured table again after a rewrite, or marks it
+// inexact when it must not be copied. The copy's progress is saved at
+// once, so a restart after the slot confirmed the notice still makes it.
+func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
+	s.c.rewrites.WithLabelValues(rw.table).Inc()
+	if !s.c.cfg.rewriteCopy {
+		return s.c.rewriteNotCopied(ctx, rw, "--rewrite-copy is off")
+	}
+	if rw.catalog != "" {
+		s.c.log.Warn("DDL may have rewritten the table without row changes, and no event trigger notice said so ("+rw.catalog+"): copying it again next to the stream, at the position of its first change after the DDL, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at)
+	} else {
+		s.c.log.Warn("DDL rewrote the table without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the rewrite's position, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at, "reason", rw.reason)
+	}
+	// A copy of the table that runs stops first (its last chunk could
+	// save its own plan over the pending one), and the rewrite's copy is
+	// queued once the pending plan is saved (it saves its own plan).
+	if stopped := s.online.supersede(rw.table); stopped != nil {
+		<-stopped
+	}
+	if err := s.c.saveRewritePending(ctx, rw); err != nil {
+		return err
+	}
+	s.online.rewrite(rw.table, rw.at, rw.catalog != "")
+	return nil
+}
+
+// saveRewritePending saves a plan that copies the whole table at the
+// rewrite's position, for a restart before the copy planned its chunks (a
+// copy that starts plans them and saves that plan in its place).
+func (c *Capturer) saveRewritePending(ctx context.Context, rw rewrite) error {
+	if c.cfg.state == nil {
+		return nil
+	}
+	old, err := loadPlan(ctx, &c.cfg, rw.table)
+	if err != nil {
+		return err
+	}
+	p := &snapshotPlan{Table: rw.table, CP: rw.at.String(), At: time.Now().UTC(), ChunkPages: c.cfg.chunkPages, Chunks: 1, Rewrite: true}
+	if old != nil {
+		p.Membership, p.Leaves, p.Inexact = old.Membership, old.Leaves, old.Inexact || old.LeftOut != ""
+	}
+	return c.savePlan(ctx, p)
+}
+
+// rewriteNotCopied marks a rewritten table inexact, saved in its snapshot
+// plan (a complete one if it had none, so that no copy follows from it),
+// and says why and what to do.
+func (c *Capturer) rewriteNotCopied(ctx context.Context, rw rewrite, why string) error {
+	c.log.Error("DDL rewrote the table without row changes, and it is not copied again ("+why+"): ClickHouse keeps values older than the rewrite and the table is marked inexact (walhouse_capture_tables_inexact). "+
+		"For an exact table: once the sink has caught up, stop it, drop the table's ClickHouse table and run capture once with --resnapshot <table>",
+		"table", rw.table, "at", rw.at, "reason", rw.reason)
+	c.refused.setInexact(rw.table, true)
+	if c.cfg.state == nil {
+		return nil
+	}
+	p, err := loadPlan(ctx, &c.cfg, rw.table)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		p = &snapshotPlan{Table: rw.table, CP: rw.at.String(), At: time.Now().UTC(), ChunkPages: c.cfg.chunkPages, Complete: true}
+	}
+	if p.Inexact && (p.Complete || !p.Rewrite) {
+		return nil
+	}
+	p.Inexact = true
+	if p.Rewrite {
+		p.Complete = true // the copy of the rewrite is given up, also after a restart
+	}
+	return c.savePlan(ctx, p)
+}
+
+// savePlan saves p as its table's snapshot plan.
+func (c *Capturer) savePlan(ctx context.Context, p *snapshotPlan) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := c.cfg.state.Save(ctx, stateKey(c.cfg.slot, p.Table), raw); err != nil {
+		return fmt.Errorf("save the snapshot state of %s: %w", p.Table, err)
+	}
+	return nil
+}
+
+// supersede stops the running copy of table, if any, for a rewrite's copy
+// that replaces it, and returns a channel closed once it returned (nil
+// when none runs). The table still counts as being copied.
+func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rc := o.running
+	if rc == nil || rc.table != table || rc.dropped {
+		return nil
+	}
+	rc.superseded = true
+	rc.cancel()
+	return rc.stopped
+}
+
+// rewrite queues a copy of table at version RewriteCopyVersion(at), in
+// place of a copy of the table that is queued; one that runs (supersede
+// was not called, or a queued one started since) stops, and run queues
+// the new one first. Rows copied before the rewrite have lower versions,
+// so whatever of them arrives is replaced, and rows they read after it
+// carry its values anyway.
+//
+// waitWriters makes the copy wait for the table's writers first (see
+// waitForWriters): a rewrite found by the catalog needs it, one a notice
+// reported does not.
+func (o *onlineSnapshots) rewrite(table string, at record.LSN, waitWriters bool) {
+	job := onlineJob{table: table, cp: at, rewrite: true, waitWriters: waitWriters}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if rc := o.running; rc != nil && rc.table == table && !rc.dropped {
+		rc.next = &job
+		rc.cancel()
+		return
+	}
+	for i := range o.queue {
+		if o.queue[i].table == table {
+			o.queue[i] = job
+			return
+		}
+	}
+	o.active[table] = true
+	o.queue = append(o.queue, job)
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// errRewriteTooLarge is a rewritten table over WithRewriteCopyMaxRows.
+var errRewriteTooLarge = errors.New("the table has more rows than --rewrite-copy-max-rows")
+
+// beforeRewriteCopy runs before a rewrite's copy starts: it waits for the
+// table's writers if asked (waitForWriters) and returns
+// errRewriteTooLarge for a table with more rows than the configured limit,
+// counting at most limit+1 rows, so the check costs no more than a copy
+// the limit allows.
+func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string, waitWriters bool) error {
+	limit := o.c.cfg.rewriteCopyMaxRows
+	if !waitWriters && limit <= 0 {
+		return nil
+	}
+	conn, err := connect(ctx, o.c.cfg.connString, false)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if waitWriters {
+		if err := waitForWriters(ctx, conn, table, o.c.log); err != nil {
+			return err
+		}
+	}
+	if limit <= 0 {
+		return nil
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT $1) s", quoteTable(table)), limit+1).Scan(&n); err != nil {
+		return fmt.Errorf("count the rows of %s against --rewrite-copy-max-rows: %w", table, err)
+	}
+	if n > limit {
+		return fmt.Errorf("%w (%d)", errRewriteTooLarge, limit)
+	}
+	return nil
+}
+
+// newRewritesCounter returns the counter of rewrites noticed, by table.
+func newRewritesCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "walhouse_capture_table_rewrites_total",
+		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default): each copies the table again, or marks it inexact.",
+	}, []string{"table"})
+}
+
+// Without the event trigger (capture not a superuser, a trigger disabled,
+// PostgreSQL 13, whose pgoutput streams no logical messages) no notice
+// says that DDL rewrote a table. The next Relation message of the table
+// shows what may have: a column whose type changed other than
+// binary-coercibly, or a new column that older rows do not read as a
+// stored "missing" value although it has a default (a volatile one). Such
+// a table is copied again at version lsn-1, lsn being the position of the
+// first change after the Relation message (which itself comes without
+// one), the first change of the table after the DDL in commit order:
+// every change before the DDL is below it. A change
+// after the DDL can be below it too, written by a transaction that
+// commits later; such a transaction still holds its lock on the table
+// when the copy starts, and the copy waits for it (waitForWriters), so
+// the copy reads its effect. A table whose description changed while a
+// notice was seen is left to the notices: the trigger ran.
+
+// rewrittenByCatalog notes a table for a copy when its new relation shows
+// DDL that may have rewritten it: its next change (retypedChange) says at
+// which position.
+func (t *translator) rewrittenByCatalog(ctx context.Context, relID uint32, prev, rel *relation) error {
+	why := retyped(prev.columns, rel.columns)
+	if why == "" {
+		added := addedColumns(prev.columns, rel.columns)
+		if len(added) > 0 {
+			volatile, err := t.cat.volatileDefaults(ctx, relID)
+			if err != nil {
+				return err
+			}
+			for _, c := range added {
+				if volatile[c.Name] && c.Missing == nil {
+					why = "column " + c.Name + " was added with a default that older rows do not read as a stored value (a volatile one)"
+					break
+				}
+			}
+		}
+	}
+	if why != "" {
+		t.retyped[relID] = why
+	}
+	return nil
+}
+
+// retypedChange copies a table noted by rewrittenByCatalog at its first
+// change, at lsn.
+func (t *translator) retypedChange(ctx context.Context, lsn record.LSN, relID uint32) error {
+	why, ok := t.retyped[relID]
+	if !ok {
+		return nil
+	}
+	delete(t.retyped, relID)
+	rel := t.rels[relID]
+	if rel.skip || lsn == 0 {
+		return nil
+	}
+	return t.tables.rewritten(ctx, rewrite{table: rel.name, at: lsn - 1, catalog: why})
+}
+
+// retyped says which column of prev changed its type in cols other than
+// binary-coercibly (so PostgreSQL rewrote the table), or "" for none.
+func retyped(prev, cols []record.Column) string {
+	for _, c := range cols {
+		for _, p := range prev {
+			if !sameColumn(p, c) {
+				continue
+			}
+			if valueChangingRetype(p, c) {
+				return fmt.Sprintf("column %s changed type from %s to %s", c.Name, typeString(p), typeString(c))
+			}
+		}
+	}
+	return ""
+}
+
+// addedColumns returns the columns of cols that prev does not have.
+func addedColumns(prev, cols []record.Column) []record.Column {
+	var out []record.Column
+	for _, c := range cols {
+		if !slices.ContainsFunc(prev, func(p record.Column) bool { return sameColumn(p, c) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// sameColumn reports whether a and b are one column: the same attnum when
+// both are known, the same name otherwise.
+func sameColumn(a, b record.Column) bool {
+	if a.Attnum > 0 && b.Attnum > 0 {
+		return a.Attnum == b.Attnum
+	}
+	return a.Name == b.Name
+}
+
+// typeString writes a column's type for the log.
+func typeString(c record.Column) string {
+	s := c.Type
+	if c.TypMod >= 0 {
+		s += fmt.Sprintf("(typmod %d)", c.TypMod)
+	}
+	if c.Array {
+		s += "[]"
+	}
+	return s
+}
+
+// valueChangingRetype reports whether PostgreSQL may have rewritten the
+// values of a column whose type went from p to c: false only for the
+// changes it makes without a rewrite (binary-coercible), which
+// docs/schema-changes.md lists; anything else counts as a rewrite, since a
+// copy too many costs time and one too few leaves stale values.
+func valueChangingRetype(p, c record.Column) bool {
+	switch {
+	case p.Type == c.Type && p.Array == c.Array && p.TypMod == c.TypMod:
+		return false
+	case p.Array != c.Array:
+		return true
+	case p.Type == c.Type:
+		return !widerTypmod(p.Type, p.TypMod, c.TypMod)
+	case p.Type == "varchar" && c.Type == "text", p.Type == "text" && c.Type == "varchar" && c.TypMod < 0:
+		return false
+	}
+	return true
+}
+
+// widerTypmod reports whether a type modifier change of typ from from to
+// to keeps every value's bytes: a longer (or unbounded) varchar or bit
+// varying, a numeric of more precision at the same scale (or unbounded).
+func widerTypmod(typ string, from, to int32) bool {
+	switch typ {
+	case "varchar", "varbit":
+		return to < 0 || from >= 0 && to >= from
+	case "numeric":
+		if to < 0 {
+			return true
+		}
+		if from < 0 {
+			return false
+		}
+		// typmod = (precision << 16 | scale) + 4
+		fp, fs := (from-4)>>16, (from-4)&0xffff
+		tp, ts := (to-4)>>16, (to-4)&0xffff
+		return ts == fs && tp >= fp
+	}
+	return false
+}
+
+// writersPoll is how long waitForWriters waits between looks.
+const writersPoll = 100 * time.Millisecond
+
+// waitForWriters waits until every transaction that holds a write lock on
+// table (or a partition of it) when it is called has ended, so that a
+// copy started afterwards sees all changes those transactions made (see
+// the comment above rewrittenByCatalog).
+func waitForWriters(ctx context.Context, conn *pgx.Conn, table string, log *slog.Logger) error {
+	var vxids []string
+	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT l.virtualtransaction), '{}') FROM pg_catalog.pg_locks l
+		WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()
+		AND l.relation IN (SELECT relid FROM pg_partition_tree($1::regclass))`, quoteTable(table)).Scan(&vxids)
+	if err != nil {
+		return fmt.Errorf("list the transactions writing to %s before copying it after a rewrite: %w", table, err)
+	}
+	logged := false
+	start := time.Now()
+	for len(vxids) > 0 {
+		var open int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, vxids).Scan(&open)
+		if err != nil {
+			return fmt.Errorf("wait for the transactions writing to %s: %w", table, err)
+		}
+		if open == 0 {
+			return nil
+		}
+		if !logged && time.Since(start) > 10*time.Second {
+			log.Warn("the copy after a rewrite waits for transactions that write to the table to end", "table", table, "transactions", open)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(writersPoll):
+		}
+	}
+	return nil
+}
