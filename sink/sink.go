@@ -243,6 +243,12 @@ type Config struct {
 	// when it is built and again before every insert attempt, and no
 	// insert is made while the ledger's copy is too old (sink/erasure.go).
 	Erasures Erasures
+	// AcceptGap, when set, says which partitions may load on after a gap
+	// (records Kafka deleted before the sink read them: see Gap), for an
+	// operator who copied their table again; the gap is logged and counted
+	// all the same. Without it, or when it answers false, loading of the
+	// partition stops at the gap.
+	AcceptGap func(topic string, partition int32) bool
 	// Failpoints are the named points where fault tests make the sink
 	// crash or fail (package failpoint); nil, the default, turns them off.
 	Failpoints *failpoint.Set
@@ -282,6 +288,11 @@ type Sink struct {
 	topicOf map[record.Source]string
 	stopped map[tp]error // partition → why its table stopped there
 	revoked map[tp]bool  // partitions revoked since the last poll
+	// next is the offset each partition's next record must have: the
+	// committed one after an assignment, then the one after the last
+	// record read (see gap.go).
+	next map[tp]int64
+	gaps map[tp]Gap // partitions stopped at a gap
 }
 
 type tp struct {
@@ -345,6 +356,8 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 		marks:   map[tp]Watermark{},
 		topicOf: map[record.Source]string{},
 		stopped: map[tp]error{},
+		next:    map[tp]int64{},
+		gaps:    map[tp]Gap{},
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
@@ -372,6 +385,7 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 		for _, p := range ps {
 			delete(s.checked, tp{t, p})
 			delete(s.intents, tp{t, p})
+			delete(s.next, tp{t, p})
 			if s.revoked == nil {
 				s.revoked = map[tp]bool{}
 			}
@@ -440,16 +454,28 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			}
 		})
 		p = s.dropRevoked(p)
+		fresh := map[tp][]*kgo.Record{}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if s.stopped[tp{r.Topic, r.Partition}] == nil { // a stopped table's records are read again after a restart
-				p.add(r)
+			// A stopped table's records are read again after a restart, as
+			// are those after a gap.
+			if k := (tp{r.Topic, r.Partition}); s.stopped[k] == nil && !s.gapped(k) {
+				fresh[k] = append(fresh[k], r)
 			}
 		})
-		p.polls++
-		if p.count > 0 {
-			if err := s.readIntents(ctx, p.recs); err != nil {
+		if len(fresh) > 0 {
+			// The committed offsets of partitions new to this member come
+			// with their intents; they are the offsets expected first.
+			if err := s.readIntents(ctx, fresh); err != nil {
 				return err
 			}
+			for _, rs := range s.checkGaps(fresh) {
+				for _, r := range rs {
+					p.add(r)
+				}
+			}
+		}
+		p.polls++
+		if p.count > 0 {
 			held := s.holdBack(p.recs, p.polls)
 			ready := map[tp][]*kgo.Record{}
 			var rest pending

@@ -1,0 +1,164 @@
+package sink
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// Records that Kafka deleted before the sink read them (retention, or
+// DeleteRecords) are a loss walhouse cannot undo, so it must never pass
+// unnoticed. franz-go moves a consumer whose committed offset is below the
+// log start to the log start without a word (kgo.ConsumeResetOffset), and
+// does the same when retention overtakes a partition while it is read; so
+// the sink checks what arrives instead: the first record after an
+// assignment must be at the committed offset, and each record at the one
+// after the record before. Capture's producer is not transactional and a
+// table's topic is not compacted (capture creates it with the delete
+// policy), so on a table's topic any jump is a gap.
+//
+// A gap stops loading its partition before the first record after it (what
+// came before is loaded and committed, so the committed offset stays at the
+// gap and a restart finds it again), and says so: an error in the log with
+// the offsets, the table and the recovery, walhouse_sink_offsets_lost_total
+// and walhouse_sink_partitions_records_lost (alert WalhouseRecordsLost), and
+// the sink's /readyz (Gaps). The table's lastSyncAt stays where the
+// partition stopped: the query API never claims the lost changes loaded.
+// Config.AcceptGap lets an operator who re-copied the table load on from
+// the log start.
+
+// Gap is a run of a partition's offsets that Kafka no longer has and the
+// sink never loaded.
+type Gap struct {
+	Topic     string
+	Partition int32
+	// From is the first offset lost (the committed offset, or the one after
+	// the last record read); To is the first offset Kafka still had, the
+	// record after the gap.
+	From, To int64
+	// Table is the table of the topic ("schema.table"), empty when the
+	// topic's name does not say it (a hashed name, see record.TopicName).
+	Table string
+	// Accepted is true when Config.AcceptGap let the sink load on.
+	Accepted bool
+}
+
+// Lost returns the number of offsets lost.
+func (g Gap) Lost() int64 { return g.To - g.From }
+
+// Error describes the gap and what to do, for the log and /readyz.
+func (g Gap) Error() string {
+	table := g.Table
+	if table == "" {
+		table = "of topic " + g.Topic
+	}
+	return fmt.Sprintf("records lost: offsets %d to %d (%d) of %s partition %d were deleted by Kafka (retention.ms or retention.bytes, or DeleteRecords) before the sink read them; table %s misses their changes", g.From, g.To-1, g.Lost(), g.Topic, g.Partition, table)
+}
+
+// Fix says how to make the table exact again and let the sink go on.
+func (g Gap) Fix() string {
+	table := g.Table
+	if table == "" {
+		table = "<schema.table of topic " + g.Topic + ">"
+	}
+	return fmt.Sprintf("stop the sinks; DROP TABLE the table %s in ClickHouse; run `walhouse capture --resnapshot %s` once; start one sink once with `--accept-lost-records %s/%d` (later starts without it); and keep the sink within the topic's retention (docs/operations.md#records-lost)",
+		table, table, g.Topic, g.Partition)
+}
+
+// findGap returns the first gap among recs, one partition's records in
+// offset order, given the offset the first should have (next; -1: not
+// known, as before a first commit). at is the position in recs of the
+// first record after the gap, or -1 when there is none.
+func findGap(next int64, recs []*kgo.Record) (from, to int64, at int) {
+	for i, r := range recs {
+		if next >= 0 && r.Offset > next {
+			return next, r.Offset, i
+		}
+		next = r.Offset + 1
+	}
+	return 0, 0, -1
+}
+
+// tableOfTopic returns "schema.table" of a table's topic named in full by
+// record.TopicName, or "" when its name is hashed or not the prefix's.
+func tableOfTopic(prefix, topic string) string {
+	rest, ok := strings.CutPrefix(topic, prefix+".")
+	if prefix == "" || !ok {
+		return ""
+	}
+	schema, table, ok := strings.Cut(rest, ".")
+	if !ok || record.TopicName(prefix, schema, table) != topic {
+		return ""
+	}
+	return schema + "." + table
+}
+
+// checkGaps checks the records of one poll, by partition, against the
+// offsets expected, and returns them without the records from each gap on
+// (all of a partition already stopped on one). It runs on Run's goroutine.
+func (s *Sink) checkGaps(fresh map[tp][]*kgo.Record) map[tp][]*kgo.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, rs := range fresh {
+		next, ok := s.next[k]
+		if !ok {
+			next = -1
+		}
+		from, to, at := findGap(next, rs)
+		s.next[k] = rs[len(rs)-1].Offset + 1
+		if at < 0 {
+			continue
+		}
+		g := Gap{Topic: k.topic, Partition: k.partition, From: from, To: to, Table: tableOfTopic(s.cfg.TopicPrefix, k.topic)}
+		p := strconv.Itoa(int(k.partition))
+		s.m.offsetsLost.WithLabelValues(k.topic, p).Add(float64(g.Lost()))
+		if s.cfg.AcceptGap != nil && s.cfg.AcceptGap(k.topic, k.partition) {
+			g.Accepted = true
+			s.log.Warn("records lost, accepted as told (--accept-lost-records): loading goes on after the gap", "topic", k.topic, "partition", k.partition,
+				"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error())
+			continue
+		}
+		s.gaps[k] = g
+		s.m.partitionsLost.WithLabelValues(k.topic, p).Set(1)
+		s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+		s.log.Error("records lost: stopped loading this partition at the gap; its table's lastSyncAt stays before it", "topic", k.topic, "partition", k.partition,
+			"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error(), "resolve", g.Fix())
+		if at == 0 {
+			delete(fresh, k)
+		} else {
+			fresh[k] = rs[:at]
+		}
+	}
+	return fresh
+}
+
+// gapped reports whether loading k stopped at a gap. Run's goroutine alone
+// writes gaps, so it reads without the lock.
+func (s *Sink) gapped(k tp) bool {
+	_, ok := s.gaps[k]
+	return ok
+}
+
+// Gaps returns the gaps at which loading stopped, by topic and partition
+// (accepted ones are not among them). Safe for concurrent use, for
+// readiness probes.
+func (s *Sink) Gaps() []Gap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Gap, 0, len(s.gaps))
+	for _, g := range s.gaps {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b Gap) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
