@@ -1,11 +1,13 @@
 package sink
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
@@ -18,9 +20,10 @@ import (
 // does the same when retention overtakes a partition while it is read; so
 // the sink checks what arrives instead: the first record after an
 // assignment must be at the committed offset, and each record at the one
-// after the record before. Capture's producer is not transactional and a
-// table's topic is not compacted (capture creates it with the delete
-// policy), so on a table's topic any jump is a gap.
+// after the record before. Capture's producer is not transactional and
+// capture creates a table's topic with the delete policy, so any jump is a
+// gap, except in a topic an administrator made compacted, where a jump at
+// or past the log start is compaction's work (Config.Admin, lost).
 //
 // A gap stops loading its partition before the first record after it (what
 // came before is loaded and committed, so the committed offset stays at the
@@ -101,9 +104,14 @@ func tableOfTopic(prefix, topic string) string {
 // checkGaps checks the records of one poll, by partition, against the
 // offsets expected, and returns them without the records from each gap on
 // (all of a partition already stopped on one). It runs on Run's goroutine.
-func (s *Sink) checkGaps(fresh map[tp][]*kgo.Record) map[tp][]*kgo.Record {
+func (s *Sink) checkGaps(ctx context.Context, fresh map[tp][]*kgo.Record) (map[tp][]*kgo.Record, error) {
+	type found struct {
+		k  tp
+		g  Gap
+		at int
+	}
+	var gaps []found
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for k, rs := range fresh {
 		next, ok := s.next[k]
 		if !ok {
@@ -111,10 +119,20 @@ func (s *Sink) checkGaps(fresh map[tp][]*kgo.Record) map[tp][]*kgo.Record {
 		}
 		from, to, at := findGap(next, rs)
 		s.next[k] = rs[len(rs)-1].Offset + 1
-		if at < 0 {
+		if at >= 0 {
+			gaps = append(gaps, found{k, Gap{Topic: k.topic, Partition: k.partition, From: from, To: to, Table: tableOfTopic(s.cfg.TopicPrefix, k.topic)}, at})
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range gaps {
+		k, g := f.k, f.g
+		lost, err := s.lost(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		if !lost {
 			continue
 		}
-		g := Gap{Topic: k.topic, Partition: k.partition, From: from, To: to, Table: tableOfTopic(s.cfg.TopicPrefix, k.topic)}
 		p := strconv.Itoa(int(k.partition))
 		s.m.offsetsLost.WithLabelValues(k.topic, p).Add(float64(g.Lost()))
 		if s.cfg.AcceptGap != nil && s.cfg.AcceptGap(k.topic, k.partition) {
@@ -123,18 +141,85 @@ func (s *Sink) checkGaps(fresh map[tp][]*kgo.Record) map[tp][]*kgo.Record {
 				"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error())
 			continue
 		}
+		s.mu.Lock()
 		s.gaps[k] = g
+		s.mu.Unlock()
 		s.m.partitionsLost.WithLabelValues(k.topic, p).Set(1)
 		s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
 		s.log.Error("records lost: stopped loading this partition at the gap; its table's lastSyncAt stays before it", "topic", k.topic, "partition", k.partition,
 			"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error(), "resolve", g.Fix())
-		if at == 0 {
+		if f.at == 0 {
 			delete(fresh, k)
 		} else {
-			fresh[k] = rs[:at]
+			fresh[k] = fresh[k][:f.at]
 		}
 	}
-	return fresh
+	return fresh, nil
+}
+
+// TopicAdmin is what the sink asks Kafka about a topic where offsets jump;
+// *kadm.Client satisfies it.
+type TopicAdmin interface {
+	DescribeTopicConfigs(ctx context.Context, topics ...string) (kadm.ResourceConfigs, error)
+	ListStartOffsets(ctx context.Context, topics ...string) (kadm.ListedOffsets, error)
+}
+
+// lost reports whether the offsets of g are records Kafka deleted, rather
+// than ones compaction removed from a topic an administrator made
+// compacted (capture's are not). Compaction never moves a partition's log
+// start: a jump at or past it, in a compacted topic, lost nothing that
+// matters (compaction keeps each key's newest record). Without
+// Config.Admin every jump is a loss.
+func (s *Sink) lost(ctx context.Context, g Gap) (bool, error) {
+	if s.cfg.Admin == nil {
+		return true, nil
+	}
+	compacted, ok := s.compacted[g.Topic]
+	if !ok {
+		err := s.retry(ctx, "read the cleanup.policy of "+g.Topic, func() error {
+			rcs, err := s.cfg.Admin.DescribeTopicConfigs(ctx, g.Topic)
+			if err != nil {
+				return err
+			}
+			rc, err := rcs.On(g.Topic, nil)
+			if err == nil {
+				err = rc.Err
+			}
+			if err != nil {
+				return err
+			}
+			for _, c := range rc.Configs {
+				if c.Key == "cleanup.policy" {
+					compacted = strings.Contains(c.MaybeValue(), "compact")
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		s.compacted[g.Topic] = compacted
+	}
+	if !compacted {
+		return true, nil
+	}
+	var start int64
+	err := s.retry(ctx, "read the log start of "+g.Topic, func() error {
+		starts, err := s.cfg.Admin.ListStartOffsets(ctx, g.Topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return err
+		}
+		o, _ := starts.Lookup(g.Topic, g.Partition)
+		start = o.Offset
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return g.From < start, nil
 }
 
 // gapped reports whether loading k stopped at a gap. Run's goroutine alone

@@ -178,3 +178,42 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return got.GetCounter().GetValue() + got.GetGauge().GetValue()
 }
+
+// fakeAdmin answers a topic's cleanup.policy and its partitions' log
+// start.
+type fakeAdmin struct {
+	policy string
+	start  int64
+}
+
+func (f fakeAdmin) DescribeTopicConfigs(_ context.Context, topics ...string) (kadm.ResourceConfigs, error) {
+	v := f.policy
+	return kadm.ResourceConfigs{{Name: topics[0], Configs: []kadm.Config{{Key: "cleanup.policy", Value: &v}}}}, nil
+}
+
+func (f fakeAdmin) ListStartOffsets(_ context.Context, topics ...string) (kadm.ListedOffsets, error) {
+	return kadm.ListedOffsets{topics[0]: {0: {Topic: topics[0], Partition: 0, Offset: f.start}}}, nil
+}
+
+// In a topic an administrator made compacted, a jump at or past the log
+// start is compaction's work: everything loads. One below the log start
+// is records retention deleted, compacted or not.
+func TestSinkTellsCompactionFromLoss(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		admin fakeAdmin
+		lost  bool
+	}{
+		{"compacted, log start at 0", fakeAdmin{policy: "compact", start: 0}, false},
+		{"compacted and deleted past the gap", fakeAdmin{policy: "compact,delete", start: 9}, true},
+		{"not compacted", fakeAdmin{policy: "delete", start: 0}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := &fakeLoader{}
+			s, _ := runGapScript(t, Config{Admin: c.admin}, committedAt("a", 0, 0), l, append(recs("a", 0, 0, 2), recs("a", 0, 9, 10)...))
+			if got := len(s.Gaps()) > 0; got != c.lost {
+				t.Errorf("gap found %v, want %v (batches %v)", got, c.lost, l.batches)
+			}
+		})
+	}
+}

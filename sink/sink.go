@@ -249,6 +249,10 @@ type Config struct {
 	// all the same. Without it, or when it answers false, loading of the
 	// partition stops at the gap.
 	AcceptGap func(topic string, partition int32) bool
+	// Admin, when set, tells a jump in a topic an administrator made
+	// compacted (compaction's, not a loss) from records Kafka deleted (see
+	// gap.go); without it every jump is a loss.
+	Admin TopicAdmin
 	// Failpoints are the named points where fault tests make the sink
 	// crash or fail (package failpoint); nil, the default, turns them off.
 	Failpoints *failpoint.Set
@@ -293,6 +297,9 @@ type Sink struct {
 	// record read (see gap.go).
 	next map[tp]int64
 	gaps map[tp]Gap // partitions stopped at a gap
+	// compacted caches whether a topic's cleanup.policy compacts (Run's
+	// goroutine alone uses it).
+	compacted map[string]bool
 }
 
 type tp struct {
@@ -350,14 +357,15 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	s := &Sink{
 		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
-		log:     cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
-		intents: map[tp][]int64{},
-		checked: map[tp]bool{},
-		marks:   map[tp]Watermark{},
-		topicOf: map[record.Source]string{},
-		stopped: map[tp]error{},
-		next:    map[tp]int64{},
-		gaps:    map[tp]Gap{},
+		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
+		intents:   map[tp][]int64{},
+		checked:   map[tp]bool{},
+		marks:     map[tp]Watermark{},
+		topicOf:   map[record.Source]string{},
+		stopped:   map[tp]error{},
+		next:      map[tp]int64{},
+		gaps:      map[tp]Gap{},
+		compacted: map[string]bool{},
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
@@ -468,7 +476,11 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			if err := s.readIntents(ctx, fresh); err != nil {
 				return err
 			}
-			for _, rs := range s.checkGaps(fresh) {
+			fresh, err := s.checkGaps(ctx, fresh)
+			if err != nil {
+				return err
+			}
+			for _, rs := range fresh {
 				for _, r := range rs {
 					p.add(r)
 				}

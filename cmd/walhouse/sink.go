@@ -311,6 +311,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		}
 		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
+	cfg.Admin = kadm.NewClient(cl)
 	snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg)
 	if err != nil {
 		cl.Close()
