@@ -18,9 +18,10 @@ import (
 // unnoticed. franz-go moves a consumer whose committed offset is below the
 // log start to the log start without a word (kgo.ConsumeResetOffset), and
 // does the same when retention overtakes a partition while it is read; so
-// the sink checks what arrives instead: the first record after an
-// assignment must be at the committed offset, and each record at the one
-// after the record before. Capture's producer is not transactional and
+// the sink checks itself: at an assignment, the committed offset must not
+// be below the partition's log start (checkAssigned), the first record
+// after it must be at the committed offset, and each record at the one
+// after the record before (checkGaps). Capture's producer is not transactional and
 // capture creates a table's topic with the delete policy, so any jump is a
 // gap, except in a topic an administrator made compacted, where a jump at
 // or past the log start is compaction's work (Config.Admin, lost).
@@ -125,36 +126,98 @@ func (s *Sink) checkGaps(ctx context.Context, fresh map[tp][]*kgo.Record) (map[t
 	}
 	s.mu.Unlock()
 	for _, f := range gaps {
-		k, g := f.k, f.g
-		lost, err := s.lost(ctx, g)
+		stopped, err := s.onGap(ctx, f.g)
 		if err != nil {
 			return nil, err
 		}
-		if !lost {
+		if !stopped {
 			continue
 		}
-		p := strconv.Itoa(int(k.partition))
-		s.m.offsetsLost.WithLabelValues(k.topic, p).Add(float64(g.Lost()))
-		if s.cfg.AcceptGap != nil && s.cfg.AcceptGap(k.topic, k.partition) {
-			g.Accepted = true
-			s.log.Warn("records lost, accepted as told (--accept-lost-records): loading goes on after the gap", "topic", k.topic, "partition", k.partition,
-				"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error())
-			continue
-		}
-		s.mu.Lock()
-		s.gaps[k] = g
-		s.mu.Unlock()
-		s.m.partitionsLost.WithLabelValues(k.topic, p).Set(1)
-		s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
-		s.log.Error("records lost: stopped loading this partition at the gap; its table's lastSyncAt stays before it", "topic", k.topic, "partition", k.partition,
-			"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error(), "resolve", g.Fix())
 		if f.at == 0 {
-			delete(fresh, k)
+			delete(fresh, f.k)
 		} else {
-			fresh[k] = fresh[k][:f.at]
+			fresh[f.k] = fresh[f.k][:f.at]
 		}
 	}
 	return fresh, nil
+}
+
+// onGap handles a gap found: unless it is compaction's (lost), it is
+// counted, and then accepted (Config.AcceptGap) or its partition stopped;
+// stopped reports the latter.
+func (s *Sink) onGap(ctx context.Context, g Gap) (stopped bool, err error) {
+	lost, err := s.lost(ctx, g)
+	if err != nil || !lost {
+		return false, err
+	}
+	k := tp{g.Topic, g.Partition}
+	p := strconv.Itoa(int(k.partition))
+	s.m.offsetsLost.WithLabelValues(k.topic, p).Add(float64(g.Lost()))
+	if s.cfg.AcceptGap != nil && s.cfg.AcceptGap(k.topic, k.partition) {
+		g.Accepted = true
+		s.log.Warn("records lost, accepted as told (--accept-lost-records): loading goes on after the gap", "topic", k.topic, "partition", k.partition,
+			"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error())
+		return false, nil
+	}
+	s.mu.Lock()
+	s.gaps[k] = g
+	s.mu.Unlock()
+	s.m.partitionsLost.WithLabelValues(k.topic, p).Set(1)
+	s.consumer.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	s.log.Error("records lost: stopped loading this partition at the gap; its table's lastSyncAt stays before it", "topic", k.topic, "partition", k.partition,
+		"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error(), "resolve", g.Fix())
+	return true, nil
+}
+
+// checkAssigned compares the committed offset of each partition assigned
+// since the last poll with its log start (Config.Admin): a commit below it
+// is a gap even when no record follows it yet (capture down, nothing
+// written since). Without Config.Admin it does nothing; the records'
+// check (checkGaps) finds the gap at the first record after it.
+func (s *Sink) checkAssigned(ctx context.Context) error {
+	s.mu.Lock()
+	assigned := s.assigned
+	s.assigned = nil
+	s.mu.Unlock()
+	if len(assigned) == 0 || s.cfg.Admin == nil {
+		return nil
+	}
+	var topics []string
+	for k := range assigned {
+		if !slices.Contains(topics, k.topic) {
+			topics = append(topics, k.topic)
+		}
+	}
+	var committed kadm.OffsetResponses
+	var starts kadm.ListedOffsets
+	err := s.retry(ctx, "compare committed offsets with the log starts", func() error {
+		var err error
+		if committed, err = s.offsets.FetchOffsets(ctx, s.cfg.Group); err != nil {
+			return err
+		}
+		starts, err = s.cfg.Admin.ListStartOffsets(ctx, topics...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for k := range assigned {
+		c, ok := committed.Lookup(k.topic, k.partition)
+		st, sok := starts.Lookup(k.topic, k.partition)
+		if !ok || c.Err != nil || c.At < 0 || !sok || st.Err != nil || st.Offset <= c.At || s.gapped(k) {
+			continue
+		}
+		g := Gap{Topic: k.topic, Partition: k.partition, From: c.At, To: st.Offset, Table: tableOfTopic(s.cfg.TopicPrefix, k.topic)}
+		if _, err := s.onGap(ctx, g); err != nil {
+			return err
+		}
+		// Found here, the gap is not found again at the first record
+		// after it: that one must be at the log start.
+		s.mu.Lock()
+		s.next[k] = st.Offset
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // TopicAdmin is what the sink asks Kafka about a topic where offsets jump;

@@ -217,3 +217,42 @@ func TestSinkTellsCompactionFromLoss(t *testing.T) {
 		})
 	}
 }
+
+// runAssigned runs a sink as runGapScript does, with partition a/0
+// assigned before the first poll.
+func runAssigned(t *testing.T, cfg Config, offsets kadm.OffsetResponses, l Loader, polls ...[]*kgo.Record) *Sink {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := &fakeConsumer{polls: polls, cancel: cancel}
+	cfg.Group = "g"
+	cfg.Schemas = testSchemas()
+	s, err := New(fc, fakeOffsets{offsets}, l, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.OnAssigned(ctx, nil, map[string][]int32{"a": {0}})
+	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	return s
+}
+
+// A partition whose committed offset is below its log start is a gap at
+// its assignment, before any record follows it (capture down, nothing
+// written since), and it is counted once when records follow.
+func TestSinkFindsAGapAtAssignment(t *testing.T) {
+	m := NewMetrics(nil)
+	s := runAssigned(t, Config{Metrics: m, Admin: fakeAdmin{policy: "delete", start: 15}}, committedAt("a", 0, 10), &fakeLoader{}, recs("b", 0, 0, 1))
+	if g := s.Gaps(); len(g) != 1 || g[0].Topic != "a" || g[0].From != 10 || g[0].To != 15 {
+		t.Fatalf("Gaps = %+v, want a/0 10-15 with no record of a/0 read", g)
+	}
+	m = NewMetrics(nil)
+	l := &fakeLoader{}
+	accept := func(string, int32) bool { return true }
+	s = runAssigned(t, Config{Metrics: m, Admin: fakeAdmin{policy: "delete", start: 15}, AcceptGap: accept}, committedAt("a", 0, 10), l, recs("a", 0, 15, 16))
+	wantBatches(t, l.batches, "a/0/15-16 n=2")
+	if v := value(t, m.offsetsLost.WithLabelValues("a", "0")); v != 5 || len(s.Gaps()) != 0 {
+		t.Errorf("offsets lost %v, gaps %+v; want 5 counted once and the gap accepted", v, s.Gaps())
+	}
+}

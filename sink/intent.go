@@ -126,8 +126,8 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 		}
 		s.checked[k] = true
 		o, ok := resp.Lookup(k.topic, k.partition)
-		if ok && o.Err == nil && o.At >= 0 {
-			s.next[k] = o.At
+		if _, known := s.next[k]; !known && ok && o.Err == nil && o.At >= 0 {
+			s.next[k] = o.At // unless checkAssigned found a gap there
 		}
 		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
 			continue

@@ -297,6 +297,9 @@ type Sink struct {
 	// record read (see gap.go).
 	next map[tp]int64
 	gaps map[tp]Gap // partitions stopped at a gap
+	// assigned are partitions assigned since the last poll, whose
+	// committed offsets checkAssigned compares with their log starts.
+	assigned map[tp]bool
 	// compacted caches whether a topic's cleanup.policy compacts (Run's
 	// goroutine alone uses it).
 	compacted map[string]bool
@@ -309,7 +312,8 @@ type tp struct {
 
 // New returns a Sink. The consumer's client must use manual commits
 // (kgo.DisableAutoCommit) and kgo.BlockRebalanceOnPoll, and call the sink's
-// OnRevoked from kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
+// OnRevoked from kgo.OnPartitionsRevoked and kgo.OnPartitionsLost, and its
+// OnAssigned from kgo.OnPartitionsAssigned.
 func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error) {
 	if c == nil || offsets == nil || l == nil {
 		return nil, errors.New("sink: a consumer, an offset fetcher and a loader are required")
@@ -383,6 +387,22 @@ func (s *Sink) Loaded() int64 { return s.loaded.Load() }
 // DeadLettered returns the number of records sent to the dead letters.
 func (s *Sink) DeadLettered() int64 { return s.dead.Load() }
 
+// OnAssigned notes partitions the group assigned, whose committed offsets
+// the sink compares with their log starts before it loads them (gap.go);
+// wire it to kgo.OnPartitionsAssigned.
+func (s *Sink) OnAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			if s.assigned == nil {
+				s.assigned = map[tp]bool{}
+			}
+			s.assigned[tp{t, p}] = true
+		}
+	}
+}
+
 // OnRevoked forgets what the sink knew about partitions it no longer owns;
 // wire it to kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
 func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
@@ -394,6 +414,7 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 			delete(s.checked, tp{t, p})
 			delete(s.intents, tp{t, p})
 			delete(s.next, tp{t, p})
+			delete(s.assigned, tp{t, p})
 			if s.revoked == nil {
 				s.revoked = map[tp]bool{}
 			}
@@ -462,6 +483,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			}
 		})
 		p = s.dropRevoked(p)
+		if err := s.checkAssigned(ctx); err != nil {
+			return err
+		}
 		fresh := map[tp][]*kgo.Record{}
 		fetches.EachRecord(func(r *kgo.Record) {
 			// A stopped table's records are read again after a restart, as

@@ -268,7 +268,12 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		}
 		st.health.revoke(m)
 	}
-	onAssigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) { st.health.assign(m) }
+	onAssigned := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnAssigned(ctx, cl, m)
+		}
+		st.health.assign(m)
+	}
 	if st.health != nil {
 		l = st.health.watch(l)
 	}
