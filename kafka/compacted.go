@@ -23,6 +23,13 @@ import (
 // exist.
 var ErrNoTopic = errors.New("topic does not exist")
 
+// ErrEntriesLost is wrapped by Tail.ReadNew's error when Kafka deleted
+// entries of the topic: compaction never moves a topic's log start, so a
+// log start past 0 means retention (a cleanup.policy with delete) or
+// DeleteRecords removed entries, and the keys written only there are gone.
+// The next ReadNew goes on with what remains, for a reader that can.
+var ErrEntriesLost = errors.New("entries of a compacted topic lost")
+
 // Compacted writes to a compacted topic of one partition. It is safe for
 // concurrent use.
 type Compacted struct {
@@ -100,6 +107,8 @@ type Tail struct {
 
 	consuming bool  // partition 0 was added to cl
 	next      int64 // offset after the last entry read
+	// startChecked is set once the log start was checked (ErrEntriesLost).
+	startChecked bool
 }
 
 // NewTail returns a Tail of topic through cl. cl must be created without
@@ -135,6 +144,14 @@ func (t *Tail) ReadNew(ctx context.Context, each func(Entry)) error {
 	if t.next >= end {
 		return nil
 	}
+	if t.next == 0 && !t.startChecked {
+		t.startChecked = true
+		if start, err := t.startOffset(ctx); err != nil {
+			return err
+		} else if start > 0 {
+			return fmt.Errorf("%w: %s starts at offset %d: Kafka deleted the entries before it (retention: its cleanup.policy is not compact alone; or DeleteRecords); set cleanup.policy=compact on it", ErrEntriesLost, t.topic, start)
+		}
+	}
 	if !t.consuming {
 		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.topic: {0: kgo.NewOffset().AtStart()}})
 		t.consuming = true
@@ -166,7 +183,7 @@ func (t *Tail) ReadNew(ctx context.Context, each func(Entry)) error {
 				// kgo goes on from where the broker now is; what was lost
 				// is reported here and, for the entries that need it, by
 				// their absence.
-				t.log.Warn("partition lost data", "error", err)
+				t.log.Error("the topic lost entries while they were read: the keys written only there are gone", "error", err)
 				return
 			}
 			if fatal == nil && !kerr.IsRetriable(err) {
@@ -180,6 +197,19 @@ func (t *Tail) ReadNew(ctx context.Context, each func(Entry)) error {
 	return nil
 }
 
+// startOffset returns the log start of the topic's partition 0.
+func (t *Tail) startOffset(ctx context.Context) (int64, error) {
+	starts, err := t.adm.ListStartOffsets(ctx, t.topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the start of %s: %w", t.topic, err)
+	}
+	start, _ := starts.Lookup(t.topic, 0)
+	return start.Offset, nil
+}
+
 // restart forgets the client's state of the topic (cached metadata,
 // consumption), as kgo documents for a topic that was deleted or recreated,
 // so the next read starts afresh from offset 0.
@@ -187,6 +217,7 @@ func (t *Tail) restart() {
 	t.cl.PurgeTopicsFromClient(t.topic)
 	t.consuming = false
 	t.next = 0
+	t.startChecked = false
 }
 
 // endOffset returns the end offset of the topic's partition 0.

@@ -14,8 +14,9 @@
 //     DeadLetterTopic; a table's topic is record.TopicName, part of the
 //     records' contract), their creation and checking (Ensure, Topics);
 //   - compacted topics as key-value stores (Compacted writes one, Tail
-//     reads one), behind capture's state store (State) and the schema
-//     registry (registry.Writer, registry.Reader);
+//     reads one and reports entries Kafka deleted, ErrEntriesLost),
+//     behind capture's state store (State) and the schema registry
+//     (registry.Writer, registry.Reader);
 //   - the adapters the sink takes: Consumer (a group client with the
 //     sink's commit metadata) and DeadLetters (the dead-letter producer).
 //

@@ -88,6 +88,12 @@ func (k *State) readAll(ctx context.Context) (map[string][]byte, error) {
 		if err == nil {
 			return values, nil
 		}
+		if errors.Is(err, ErrEntriesLost) {
+			// Starting without them would copy tables again or forget
+			// tables left out, silently: capture stops instead.
+			return nil, fmt.Errorf("read state topic: %w; capture's snapshot progress and the marks of tables left out or inexact saved there may be gone. "+
+				"To start again: stop capture, delete the topic %s (capture recreates it), DROP the ClickHouse tables and start capture once with --resnapshot '*'", err, k.out.Topic())
+		}
 		if !errors.Is(err, ErrNoTopic) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("read state topic: %w", err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +67,51 @@ func TestIntegrationKafkaStateOverTLS(t *testing.T) {
 		if string(got) != v {
 			t.Errorf("load %s = %q, want %q", k, got, v)
 		}
+	}
+}
+
+// A state topic whose first entries Kafka deleted (retention under a
+// cleanup.policy with delete, or DeleteRecords) makes capture's state fail
+// to load, saying so, instead of starting as if those keys were never
+// written.
+func TestIntegrationKafkaStateLostEntries(t *testing.T) {
+	env := testenv.Require(t, "kafka")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := testenv.Name("state_lost")
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
+	// Made by an administrator with retention as well as compaction (Kafka
+	// refuses DeleteRecords on a topic compacted only).
+	policy := "compact,delete"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &policy}, topic); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := kafka.NewState(ctx, cl, topic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"snapshot/a", "snapshot/b", "snapshot/c"} {
+		if err := saved.Save(ctx, k, []byte(`{"done":[1]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 2})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
+	}
+	restarted, err := kafka.NewState(ctx, cl, topic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = restarted.Load(ctx, "snapshot/c")
+	if !errors.Is(err, kafka.ErrEntriesLost) || !strings.Contains(err.Error(), "starts at offset 2") {
+		t.Fatalf("Load after entries were deleted = %v, want ErrEntriesLost naming offset 2", err)
 	}
 }

@@ -6,7 +6,8 @@
 //
 // What it owns: the Probe over those sources (Config says which; a part
 // that cannot be read is named in PipelineLag.Errors and never fails the
-// rest), the reading of capture's status document (capture.Status, which
+// rest), with the records retention deleted before the sink's group read
+// them or is about to (retention.go), the reading of capture's status document (capture.Status, which
 // capture writes; CaptureStatusURL normalises serve's --capture-url), the
 // Prometheus collector of the probed figures (NewCollector), and the lag
 // History, a bounded ring of samples kept in memory. What it does not own:

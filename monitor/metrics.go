@@ -19,6 +19,10 @@ var (
 		"Always 1, labelled with the slot's wal_status (reserved, extended, unreserved, lost): unreserved is about to be invalidated, lost is invalidated.", []string{"slot", "wal_status"}, nil)
 	consumerLagDesc = prometheus.NewDesc("walhouse_consumer_lag_records",
 		"Records the sink has not consumed yet, per topic and partition.", []string{"topic", "partition"}, nil)
+	recordsLostDesc = prometheus.NewDesc("walhouse_consumer_records_lost",
+		"Offsets Kafka deleted (retention, DeleteRecords) before the sink's group read them: log start − committed offset, per topic and partition (docs/operations.md#records-lost).", []string{"topic", "partition"}, nil)
+	nearRetentionDesc = prometheus.NewDesc("walhouse_consumer_records_near_retention",
+		"Records the sink has not consumed that are older than half their topic's retention.ms, per topic and partition: Kafka deletes them, unread, when they reach it.", []string{"topic", "partition"}, nil)
 	dlqDepthDesc = prometheus.NewDesc("walhouse_dlq_depth_records",
 		"Records in the dead-letter topic.", nil, nil)
 	producerBacklogDesc = prometheus.NewDesc("walhouse_producer_backlog_bytes",
@@ -28,7 +32,8 @@ var (
 )
 
 // NewCollector reports, on every scrape, the figures probe reads (usually
-// (*Probe).Probe): slot lag, consumer lag, dead-letter depth, and each
+// (*Probe).Probe): slot lag, consumer lag, records lost to or near
+// retention, dead-letter depth, and each
 // capture's producer backlog and whether it answered. A scrape probes
 // for at most 5 s.
 func NewCollector(probe func(context.Context) PipelineLag) prometheus.Collector {
@@ -46,6 +51,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slotActiveDesc
 	ch <- slotWALStatusDesc
 	ch <- consumerLagDesc
+	ch <- recordsLostDesc
+	ch <- nearRetentionDesc
 	ch <- dlqDepthDesc
 	ch <- producerBacklogDesc
 	ch <- captureUpDesc
@@ -73,6 +80,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for topic, parts := range pl.ConsumerLag {
 		for p, l := range parts {
 			ch <- prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(l), topic, strconv.Itoa(int(p)))
+		}
+	}
+	for topic, parts := range pl.RecordsLost {
+		for p, n := range parts {
+			ch <- prometheus.MustNewConstMetric(recordsLostDesc, prometheus.GaugeValue, float64(n), topic, strconv.Itoa(int(p)))
+		}
+	}
+	for topic, parts := range pl.NearRetention {
+		for p, n := range parts {
+			ch <- prometheus.MustNewConstMetric(nearRetentionDesc, prometheus.GaugeValue, float64(n), topic, strconv.Itoa(int(p)))
 		}
 	}
 	if pl.DLQDepth != nil {

@@ -24,6 +24,16 @@ type PipelineLag struct {
 	// ConsumerLag holds, per topic and partition, the records the sink has
 	// not consumed yet (end offset − committed offset).
 	ConsumerLag map[string]map[int32]int64 `json:"consumerLag,omitempty"`
+	// RecordsLost holds, per topic and partition, the offsets Kafka
+	// deleted (retention, DeleteRecords) before the sink's group read
+	// them: log start − committed offset, for partitions committed below
+	// their log start. The sink stops loading such a partition
+	// (docs/operations.md#records-lost).
+	RecordsLost map[string]map[int32]int64 `json:"recordsLost,omitempty"`
+	// NearRetention holds, per topic and partition with consumer lag, the
+	// records the sink has not consumed that are older than half their
+	// topic's retention.ms: Kafka deletes them, unread, when they reach it.
+	NearRetention map[string]map[int32]int64 `json:"nearRetention,omitempty"`
 	// DLQDepth is the number of records in the dead-letter topic.
 	DLQDepth *int64 `json:"dlqDepth,omitempty"`
 	// ProducerBacklogBytes is the sum of PendingBytes over the capture
@@ -132,7 +142,14 @@ func (p *Probe) Probe(ctx context.Context) PipelineLag {
 		out.Slot, _ = probePart(ctx, "replication slot", p.slot, fail)
 	}
 	if p.cfg.Kafka != nil && p.cfg.Group != "" {
-		out.ConsumerLag, _ = probePart(ctx, "consumer lag", p.consumerLag, fail)
+		if g, ok := probePart(ctx, "consumer lag", p.consumerLag, fail); ok {
+			out.ConsumerLag, out.RecordsLost = g.lag, g.lost
+			if len(g.unread) > 0 {
+				out.NearRetention, _ = probePart(ctx, "retention", func(ctx context.Context) (map[string]map[int32]int64, error) {
+					return p.nearRetention(ctx, g.unread, time.Now())
+				}, fail)
+			}
+		}
 	}
 	if p.cfg.Kafka != nil && p.cfg.DLQTopic != "" {
 		if d, ok := probePart(ctx, "dead-letter topic", p.dlqDepth, fail); ok {
@@ -192,26 +209,51 @@ func (p *Probe) slot(ctx context.Context) (*SlotLag, error) {
 	return s, nil
 }
 
-func (p *Probe) consumerLag(ctx context.Context) (map[string]map[int32]int64, error) {
+// groupOffsets is what consumerLag read of the sink's group.
+type groupOffsets struct {
+	lag, lost map[string]map[int32]int64
+	// unread is the first offset not consumed of each partition with lag.
+	unread map[string]map[int32]int64
+}
+
+func (p *Probe) consumerLag(ctx context.Context) (groupOffsets, error) {
 	lags, err := p.cfg.Kafka.Lag(ctx, p.cfg.Group)
 	if err != nil {
-		return nil, err
+		return groupOffsets{}, err
 	}
 	gl, ok := lags[p.cfg.Group]
 	if !ok {
-		return nil, fmt.Errorf("group %s not found", p.cfg.Group)
+		return groupOffsets{}, fmt.Errorf("group %s not found", p.cfg.Group)
 	}
 	if gl.Error() != nil {
-		return nil, gl.Error()
+		return groupOffsets{}, gl.Error()
 	}
-	out := map[string]map[int32]int64{}
+	out := groupOffsets{lag: map[string]map[int32]int64{}, unread: map[string]map[int32]int64{}}
 	for topic, parts := range gl.Lag {
 		if p.cfg.Prefix != "" && !strings.HasPrefix(topic, p.cfg.Prefix+".") {
 			continue
 		}
-		out[topic] = map[int32]int64{}
+		out.lag[topic] = map[int32]int64{}
 		for part, l := range parts {
-			out[topic][part] = l.Lag
+			out.lag[topic][part] = l.Lag
+			if l.Start.Err != nil {
+				continue
+			}
+			if n := lostOffsets(l.Commit.At, l.Start.Offset); n > 0 {
+				if out.lost == nil {
+					out.lost = map[string]map[int32]int64{}
+				}
+				if out.lost[topic] == nil {
+					out.lost[topic] = map[int32]int64{}
+				}
+				out.lost[topic][part] = n
+			}
+			if l.Lag > 0 {
+				if out.unread[topic] == nil {
+					out.unread[topic] = map[int32]int64{}
+				}
+				out.unread[topic][part] = max(l.Commit.At, l.Start.Offset)
+			}
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,16 +29,30 @@ func TestIntegrationProbe(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topic, dlq := prefix+".public.orders", prefix+"-dlq"
+	// An hour's retention: records 2 to 5 below are older than half of it.
+	hour := "3600000"
 	for _, tp := range []string{topic, dlq} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, tp); err != nil {
+		if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": &hour}, tp); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, dlq) })
-	for i := 0; i < 5; i++ {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+	old := time.Now().Add(-40 * time.Minute)
+	for i := 0; i < 8; i++ {
+		r := &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}
+		if i < 6 {
+			r.Timestamp = old
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Retention (here DeleteRecords) removes offsets 0 to 3; the group
+	// committed 2, so 2 and 3 are lost.
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 4})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
 	}
 	for i := 0; i < 2; i++ {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: dlq, Value: []byte("poison")}).FirstErr(); err != nil {
@@ -58,8 +73,14 @@ func TestIntegrationProbe(t *testing.T) {
 	if pl.Slot == nil || pl.Slot.Name != slot || pl.Slot.Active || pl.Slot.LagBytes < 0 || pl.Slot.ConfirmedLSN == 0 {
 		t.Errorf("slot %+v", pl.Slot)
 	}
-	if got := pl.ConsumerLag[topic][0]; got != 3 {
-		t.Errorf("consumer lag %d, want 3 (5 produced, 2 committed); all %v", got, pl.ConsumerLag)
+	if got := pl.ConsumerLag[topic][0]; got != 6 {
+		t.Errorf("consumer lag %d, want 6 (8 produced, 2 committed; the 2 lost count); all %v", got, pl.ConsumerLag)
+	}
+	if got := pl.RecordsLost[topic][0]; got != 2 || len(pl.RecordsLost) != 1 {
+		t.Errorf("records lost %v, want 2 of %s/0 (committed 2, log start 4)", pl.RecordsLost, topic)
+	}
+	if got := pl.NearRetention[topic][0]; got != 2 {
+		t.Errorf("records near retention %v, want 2 of %s/0 (4 and 5, 40 minutes old of an hour's retention)", pl.NearRetention, topic)
 	}
 	if pl.DLQDepth == nil || *pl.DLQDepth != 2 {
 		t.Errorf("dead-letter depth %v, want 2", pl.DLQDepth)

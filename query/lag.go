@@ -29,6 +29,13 @@ type LagTable struct {
 	// ConsumerLag is, per Kafka partition of the table's topic, the records
 	// the sink has not consumed yet (with a PipelineProbe only).
 	ConsumerLag map[int32]int64 `json:"consumerLag,omitempty"`
+	// RecordsLost is, per partition, the offsets Kafka deleted before the
+	// sink read them (monitor.PipelineLag.RecordsLost): the table misses
+	// those changes until it is copied again.
+	RecordsLost map[int32]int64 `json:"recordsLost,omitempty"`
+	// NearRetention is, per partition, the unread records older than half
+	// the topic's retention.ms (monitor.PipelineLag.NearRetention).
+	NearRetention map[int32]int64 `json:"nearRetention,omitempty"`
 }
 
 // LagReport is the body of GET /v1/lag.
@@ -76,12 +83,15 @@ func lagReport(ctx context.Context, conn Conn, cat *Catalog, database string, pr
 		rep.Pipeline = &pl
 		for i := range rep.Tables {
 			rep.Tables[i].ConsumerLag = topicLagOf(pl.ConsumerLag, rep.Tables[i].Table)
+			rep.Tables[i].RecordsLost = topicLagOf(pl.RecordsLost, rep.Tables[i].Table)
+			rep.Tables[i].NearRetention = topicLagOf(pl.NearRetention, rep.Tables[i].Table)
 		}
 	}
 	return rep, nil
 }
 
-// topicLagOf finds the consumer lag of a ClickHouse table's topic
+// topicLagOf finds the consumer lag (or another per-partition figure) of a
+// ClickHouse table's topic
 // (<prefix>.<schema>.<table>, named as schema.TableName names tables).
 func topicLagOf(lag map[string]map[int32]int64, table string) map[int32]int64 {
 	for topic, parts := range lag {

@@ -228,6 +228,13 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	defer func() { <-r.refresh }()
 
 	err := r.in.ReadNew(ctx, r.add)
+	if errors.Is(err, kafka.ErrEntriesLost) {
+		// Loud, but the rest of the registry stays usable: records that
+		// refer to a lost schema fail to decode and go to the dead letters
+		// with the reason.
+		r.log.Error("schema registry entries lost: records that refer to them cannot be decoded and go to the dead letters; capture registers the schemas it meets again at each start", "err", err)
+		err = r.in.ReadNew(ctx, r.add)
+	}
 	if errors.Is(err, kafka.ErrNoTopic) {
 		return fmt.Errorf("read schema registry %s: %w", r.topic, ErrNoRegistry)
 	}

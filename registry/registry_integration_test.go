@@ -384,3 +384,34 @@ func TestIntegrationRegisterRejectsTopicWithManyPartitions(t *testing.T) {
 		t.Fatalf("Register into a 3-partition topic: %v, want an error about its partitions", err)
 	}
 }
+
+// A registry topic whose first entries Kafka deleted (retention under a
+// cleanup.policy with delete): the reader says so at error level and goes
+// on with the entries that remain.
+func TestIntegrationReaderAfterEntriesLost(t *testing.T) {
+	env, ctx, topic := setup(t)
+	adm := kadm.NewClient(newClient(t, env))
+	policy := "compact,delete" // as an administrator might make it
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &policy}, topic); err != nil {
+		t.Fatal(err)
+	}
+	w := registry.NewWriter(producer(t, env), topic, -1)
+	for n := range 3 {
+		if err := w.Register(ctx, schema(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 2})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
+	}
+	var logs bytes.Buffer
+	r := refreshed(t, env, topic, slog.New(slog.NewTextHandler(&logs, nil)))
+	if _, ok := r.Schema(schema(2).ID()); !ok || r.Len() != 1 {
+		t.Errorf("after the loss: Len %d, schema 2 found %v; want the one entry left", r.Len(), ok)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "entries lost") {
+		t.Errorf("no error logged about the lost entries:\n%s", out)
+	}
+}

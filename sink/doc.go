@@ -29,7 +29,9 @@
 //   - batch.go: row batches (their rows header held to the decoding
 //     budget); truncate.go: truncate markers; trust.go: the checks of what
 //     Kafka says; future.go: positions and times bounded by what
-//     PostgreSQL can have written; watermark.go: load progress for freshness;
+//     PostgreSQL can have written; gap.go: records Kafka deleted before the
+//     sink read them, which stop their partition; watermark.go: load
+//     progress for freshness;
 //     layer2.go: eventId deduplication; erasure.go: records of erased
 //     data subjects left out of a batch when it is built and before every
 //     insert attempt, and no insert while the erasure ledger is too old;

@@ -95,7 +95,8 @@ func (e *stopAt) Error() string { return e.te.Error() }
 func (e *stopAt) Unwrap() error { return e.te }
 
 // readIntents learns, for partitions seen for the first time since their
-// assignment, where the batch in flight at the last crash ended.
+// assignment, where the batch in flight at the last crash ended, and the
+// committed offset, which their first record must have (gap.go).
 func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error {
 	s.mu.Lock()
 	need := false
@@ -125,6 +126,9 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 		}
 		s.checked[k] = true
 		o, ok := resp.Lookup(k.topic, k.partition)
+		if _, known := s.next[k]; !known && ok && o.Err == nil && o.At >= 0 {
+			s.next[k] = o.At // unless checkAssigned found a gap there
+		}
 		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
 			continue
 		}

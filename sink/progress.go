@@ -31,9 +31,13 @@ func (p *progressLog) maybe(s *Sink) {
 		most = max(most, l)
 	}
 	stopped := len(s.stopped) // Run's goroutine alone touches it
-	s.log.Info("progress", "records", loaded, "records_per_s", float64(loaded-p.loaded)/time.Since(p.last).Seconds(),
-		"batches", batches-p.batch, "dead_letters", s.dead.Load(), "consumer_lag", total, "max_partition_lag", most,
-		"partitions", len(p.lag), "stopped_partitions", stopped)
+	attrs := []any{"records", loaded, "records_per_s", float64(loaded-p.loaded) / time.Since(p.last).Seconds(),
+		"batches", batches - p.batch, "dead_letters", s.dead.Load(), "consumer_lag", total, "max_partition_lag", most,
+		"partitions", len(p.lag), "stopped_partitions", stopped}
+	if n := len(s.gaps); n > 0 { // Run's goroutine alone writes it
+		attrs = append(attrs, "records_lost_partitions", n)
+	}
+	s.log.Info("progress", attrs...)
 	p.last, p.loaded, p.batch = time.Now(), loaded, batches
 }
 

@@ -243,6 +243,16 @@ type Config struct {
 	// when it is built and again before every insert attempt, and no
 	// insert is made while the ledger's copy is too old (sink/erasure.go).
 	Erasures Erasures
+	// AcceptGap, when set, says which partitions may load on after a gap
+	// (records Kafka deleted before the sink read them: see Gap), for an
+	// operator who copied their table again; the gap is logged and counted
+	// all the same. Without it, or when it answers false, loading of the
+	// partition stops at the gap.
+	AcceptGap func(topic string, partition int32) bool
+	// Admin, when set, tells a jump in a topic an administrator made
+	// compacted (compaction's, not a loss) from records Kafka deleted (see
+	// gap.go); without it every jump is a loss.
+	Admin TopicAdmin
 	// Failpoints are the named points where fault tests make the sink
 	// crash or fail (package failpoint); nil, the default, turns them off.
 	Failpoints *failpoint.Set
@@ -282,6 +292,17 @@ type Sink struct {
 	topicOf map[record.Source]string
 	stopped map[tp]error // partition → why its table stopped there
 	revoked map[tp]bool  // partitions revoked since the last poll
+	// next is the offset each partition's next record must have: the
+	// committed one after an assignment, then the one after the last
+	// record read (see gap.go).
+	next map[tp]int64
+	gaps map[tp]Gap // partitions stopped at a gap
+	// assigned are partitions assigned since the last poll, whose
+	// committed offsets checkAssigned compares with their log starts.
+	assigned map[tp]bool
+	// compacted caches whether a topic's cleanup.policy compacts (Run's
+	// goroutine alone uses it).
+	compacted map[string]bool
 }
 
 type tp struct {
@@ -291,7 +312,8 @@ type tp struct {
 
 // New returns a Sink. The consumer's client must use manual commits
 // (kgo.DisableAutoCommit) and kgo.BlockRebalanceOnPoll, and call the sink's
-// OnRevoked from kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
+// OnRevoked from kgo.OnPartitionsRevoked and kgo.OnPartitionsLost, and its
+// OnAssigned from kgo.OnPartitionsAssigned.
 func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error) {
 	if c == nil || offsets == nil || l == nil {
 		return nil, errors.New("sink: a consumer, an offset fetcher and a loader are required")
@@ -339,12 +361,15 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	s := &Sink{
 		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
-		log:     cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
-		intents: map[tp][]int64{},
-		checked: map[tp]bool{},
-		marks:   map[tp]Watermark{},
-		topicOf: map[record.Source]string{},
-		stopped: map[tp]error{},
+		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
+		intents:   map[tp][]int64{},
+		checked:   map[tp]bool{},
+		marks:     map[tp]Watermark{},
+		topicOf:   map[record.Source]string{},
+		stopped:   map[tp]error{},
+		next:      map[tp]int64{},
+		gaps:      map[tp]Gap{},
+		compacted: map[string]bool{},
 	}
 	if cfg.Dedup != nil {
 		s.l2 = &layer2{store: cfg.Dedup, mode: cfg.Mismatch, m: m}
@@ -362,6 +387,22 @@ func (s *Sink) Loaded() int64 { return s.loaded.Load() }
 // DeadLettered returns the number of records sent to the dead letters.
 func (s *Sink) DeadLettered() int64 { return s.dead.Load() }
 
+// OnAssigned notes partitions the group assigned, whose committed offsets
+// the sink compares with their log starts before it loads them (gap.go);
+// wire it to kgo.OnPartitionsAssigned.
+func (s *Sink) OnAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			if s.assigned == nil {
+				s.assigned = map[tp]bool{}
+			}
+			s.assigned[tp{t, p}] = true
+		}
+	}
+}
+
 // OnRevoked forgets what the sink knew about partitions it no longer owns;
 // wire it to kgo.OnPartitionsRevoked and kgo.OnPartitionsLost.
 func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
@@ -372,6 +413,8 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 		for _, p := range ps {
 			delete(s.checked, tp{t, p})
 			delete(s.intents, tp{t, p})
+			delete(s.next, tp{t, p})
+			delete(s.assigned, tp{t, p})
 			if s.revoked == nil {
 				s.revoked = map[tp]bool{}
 			}
@@ -440,16 +483,35 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			}
 		})
 		p = s.dropRevoked(p)
+		if err := s.checkAssigned(ctx); err != nil {
+			return err
+		}
+		fresh := map[tp][]*kgo.Record{}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if s.stopped[tp{r.Topic, r.Partition}] == nil { // a stopped table's records are read again after a restart
-				p.add(r)
+			// A stopped table's records are read again after a restart, as
+			// are those after a gap.
+			if k := (tp{r.Topic, r.Partition}); s.stopped[k] == nil && !s.gapped(k) {
+				fresh[k] = append(fresh[k], r)
 			}
 		})
-		p.polls++
-		if p.count > 0 {
-			if err := s.readIntents(ctx, p.recs); err != nil {
+		if len(fresh) > 0 {
+			// The committed offsets of partitions new to this member come
+			// with their intents; they are the offsets expected first.
+			if err := s.readIntents(ctx, fresh); err != nil {
 				return err
 			}
+			fresh, err := s.checkGaps(ctx, fresh)
+			if err != nil {
+				return err
+			}
+			for _, rs := range fresh {
+				for _, r := range rs {
+					p.add(r)
+				}
+			}
+		}
+		p.polls++
+		if p.count > 0 {
 			held := s.holdBack(p.recs, p.polls)
 			ready := map[tp][]*kgo.Record{}
 			var rest pending

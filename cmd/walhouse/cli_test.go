@@ -167,16 +167,17 @@ func TestConfigKeysMatchFlags(t *testing.T) {
 // command line.
 func TestServiceFlagsHaveKeys(t *testing.T) {
 	oneShot := map[string]string{
-		"config":         "names the file itself",
-		"no-create-slot": "a choice for one start",
-		"resnapshot":     "a copy asked for once",
-		"audit-hash":     "a tool: prints and exits",
-		"hash-key":       "a tool: prints and exits",
-		"new-key":        "a tool: prints and exits",
-		"key-id":         "goes with --new-key",
-		"key-tenant":     "goes with --new-key",
-		"key-scopes":     "goes with --new-key",
-		"cursor-secret":  "a secret on the command line; the file takes cursor_secret_file",
+		"config":              "names the file itself",
+		"no-create-slot":      "a choice for one start",
+		"resnapshot":          "a copy asked for once",
+		"accept-lost-records": "a loss accepted once, after a copy",
+		"audit-hash":          "a tool: prints and exits",
+		"hash-key":            "a tool: prints and exits",
+		"new-key":             "a tool: prints and exits",
+		"key-id":              "goes with --new-key",
+		"key-tenant":          "goes with --new-key",
+		"key-scopes":          "goes with --new-key",
+		"cursor-secret":       "a secret on the command line; the file takes cursor_secret_file",
 	}
 	for _, name := range []string{"capture", "sink", "serve"} {
 		flagsOf(name).VisitAll(func(f *flag.Flag) {

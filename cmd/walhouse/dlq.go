@@ -56,6 +56,10 @@ func runDLQ(ctx context.Context, inv *invocation) error {
 // started.
 type dlqSpan struct {
 	from, end map[int32]int64
+	// lost holds, per partition, the offsets [from, to) the replay group
+	// committed below the log start: dead letters Kafka deleted before
+	// they were replayed.
+	lost map[int32][2]int64
 }
 
 // readSpan returns the span of topic to read; group is the replay group
@@ -92,7 +96,12 @@ func readSpan(ctx context.Context, cl *kgo.Client, topic, group string) (dlqSpan
 		if s, ok := starts.Lookup(topic, o.Partition); ok {
 			from = s.Offset
 		}
-		if c, ok := committed.Lookup(topic, o.Partition); ok && c.At > from {
+		if c, ok := committed.Lookup(topic, o.Partition); ok && c.At >= 0 && c.At < from {
+			if sp.lost == nil {
+				sp.lost = map[int32][2]int64{}
+			}
+			sp.lost[o.Partition] = [2]int64{c.At, from}
+		} else if ok && c.At > from {
 			from = c.At
 		}
 		sp.from[o.Partition] = from
@@ -251,7 +260,19 @@ func dlqReplay(ctx context.Context, kc kafka.Config, topic, group, prefix string
 		return err
 	}
 	n, skipped := 0, 0
+	// Dead letters Kafka deleted (retention) before they were replayed are
+	// changes missing from ClickHouse: replay stops at such a gap, as the
+	// sink does, instead of going on from the log start without a word.
+	if len(sp.lost) > 0 {
+		p := slices.Min(slices.Collect(maps.Keys(sp.lost)))
+		return dlqLost(topic, group, p, sp.lost[p][0], sp.lost[p][1])
+	}
+	next := maps.Clone(sp.from)
 	err = readToEnd(ctx, cl, topic, sp, dlqPoll, func(r *kgo.Record) error {
+		if want, ok := next[r.Partition]; ok && r.Offset > want {
+			return dlqLost(topic, group, r.Partition, want, r.Offset)
+		}
+		next[r.Partition] = r.Offset + 1
 		l, err := sink.ParseDeadLetter(r)
 		if err == nil {
 			err = replayTarget(prefix, l.Topic)
@@ -282,4 +303,12 @@ func dlqReplay(ctx context.Context, kc kafka.Config, topic, group, prefix string
 	})
 	fmt.Fprintf(os.Stderr, "replayed %d records from %s, skipped %d\n", n, topic, skipped)
 	return err
+}
+
+// dlqLost is the error of a replay that found dead letters [from, to) of
+// partition deleted before its group replayed them.
+func dlqLost(topic, group string, partition int32, from, to int64) error {
+	return fmt.Errorf("dead letters lost: offsets %d to %d of %s partition %d were deleted by Kafka (retention) before replay group %s replayed them; their changes are missing from ClickHouse. "+
+		"Copy the tables they belonged to again (walhouse capture --resnapshot; the sink's log named each dead letter's table when it set it aside), then replay the rest under a new --replay-group",
+		from, to-1, topic, partition, group)
 }

@@ -322,6 +322,21 @@ func ledgerCheck(l interface{ Fresh() error }) check {
 	return check{Name: "erasure ledger", OK: true}
 }
 
+// gapCheck is the sink's readiness on records Kafka deleted before it read
+// them: not ready while loading of a partition stopped at such a gap, which
+// waits for an operator (sink.Gap.Fix).
+func gapCheck(s interface{ Gaps() []sink.Gap }) check {
+	gaps := s.Gaps()
+	if len(gaps) == 0 {
+		return check{Name: "records lost", OK: true}
+	}
+	parts := make([]string, 0, len(gaps))
+	for _, g := range gaps {
+		parts = append(parts, fmt.Sprintf("%s/%d offsets %d to %d", g.Topic, g.Partition, g.From, g.To-1))
+	}
+	return check{Name: "records lost", Detail: cut("loading stopped where Kafka deleted records before the sink read them (the log says how to recover): " + strings.Join(parts, ", "))}
+}
+
 // watch returns l reporting the outcome of every load to h; a loader that
 // applies TRUNCATEs still does.
 func (h *sinkHealth) watch(l sink.Loader) sink.Loader {

@@ -226,3 +226,38 @@ func TestClickhouseReadiness(t *testing.T) {
 		t.Errorf("after %s: %d after %d pings, want a new ping and 200", clickhousePingEvery, code, ch.n)
 	}
 }
+
+type gapsFunc func() []sink.Gap
+
+func (f gapsFunc) Gaps() []sink.Gap { return f() }
+
+// A partition stopped at records Kafka deleted makes the sink not ready,
+// naming the partition and the offsets.
+func TestGapCheck(t *testing.T) {
+	if c := gapCheck(gapsFunc(func() []sink.Gap { return nil })); !c.OK || c.Name != "records lost" {
+		t.Errorf("no gap: %+v, want ok", c)
+	}
+	gap := sink.Gap{Topic: "wh.public.orders", Partition: 2, From: 10, To: 15}
+	if c := gapCheck(gapsFunc(func() []sink.Gap { return []sink.Gap{gap} })); c.OK || !strings.Contains(c.Detail, "wh.public.orders/2 offsets 10 to 14") {
+		t.Errorf("a gap: %+v, want not ok naming it", c)
+	}
+}
+
+func TestParseAcceptLost(t *testing.T) {
+	accept, err := parseAcceptLost([]string{"wh.public.a/2", "wh.public.b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		topic     string
+		partition int32
+		want      bool
+	}{{"wh.public.a", 2, true}, {"wh.public.a", 1, false}, {"wh.public.b", 7, true}, {"wh.public.c", 0, false}} {
+		if got := accept(c.topic, c.partition); got != c.want {
+			t.Errorf("accept(%s, %d) = %v, want %v", c.topic, c.partition, got, c.want)
+		}
+	}
+	if _, err := parseAcceptLost([]string{"wh.public.a/x"}); err == nil {
+		t.Error("a partition that is no number was accepted")
+	}
+}

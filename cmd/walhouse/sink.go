@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,8 @@ func runSink(ctx context.Context, inv *invocation) error {
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
 		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	)
+	var acceptLost listFlag
+	fs.Var(&acceptLost, "accept-lost-records", "topic/partition (or topic: all its partitions) whose records Kafka deleted before the sink read them, to load on after the gap once its table was copied again (docs/operations.md#records-lost); for one start")
 	erasureKey := registerErasureKey(fs)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
@@ -106,7 +109,11 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	accept, err := parseAcceptLost(acceptLost)
+	if err != nil {
+		return err
+	}
+	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -142,7 +149,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 	defer cl.CloseAllowingRebalance()
 	g, gctx := errgroup.WithContext(ctx)
 	if *metricsAddr != "" {
-		ready := func(ctx context.Context) []check { return append(st.health.checks(ctx), ledgerCheck(ledger)) }
+		ready := func(ctx context.Context) []check {
+			return append(st.health.checks(ctx), ledgerCheck(ledger), gapCheck(s))
+		}
 		g.Go(func() error { return serveMetrics(gctx, *metricsAddr, st.registry, ready) })
 	}
 	g.Go(func() error { return s.Run(gctx) })
@@ -246,6 +255,8 @@ type sinkSettings struct {
 	health *sinkHealth
 	// failpoints are the fault tests' crash and error points (nil: off).
 	failpoints *failpoint.Set
+	// acceptGap is --accept-lost-records (nil: none).
+	acceptGap func(topic string, partition int32) bool
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -261,7 +272,12 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		}
 		st.health.revoke(m)
 	}
-	onAssigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) { st.health.assign(m) }
+	onAssigned := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+		if snk != nil {
+			snk.OnAssigned(ctx, cl, m)
+		}
+		st.health.assign(m)
+	}
 	if st.health != nil {
 		l = st.health.watch(l)
 	}
@@ -283,7 +299,7 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, InsertParallelism: st.parallel, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas, Failpoints: st.failpoints}
+	cfg := sink.Config{Group: st.group, TopicPrefix: st.prefix, ProgressInterval: cmp.Or(st.progress, -1), MaxBatchRecords: st.maxBatch, InsertParallelism: st.parallel, Dedup: st.dedup, Mismatch: st.mismatch, Watermarks: st.watermarks, Schemas: st.schemas, Failpoints: st.failpoints, AcceptGap: st.acceptGap}
 	if st.erasures != nil {
 		cfg.Erasures = st.erasures
 	}
@@ -304,10 +320,37 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		}
 		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
+	cfg.Admin = kadm.NewClient(cl)
 	snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg)
 	if err != nil {
 		cl.Close()
 		return nil, nil, err
 	}
 	return snk, cl, nil
+}
+
+// parseAcceptLost reads --accept-lost-records: "topic/partition" or
+// "topic" (every partition of it) entries.
+func parseAcceptLost(entries []string) (func(topic string, partition int32) bool, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	topics := map[string]bool{}
+	parts := map[string]map[int32]bool{}
+	for _, e := range entries {
+		i := strings.LastIndexByte(e, '/')
+		if i < 0 {
+			topics[e] = true
+			continue
+		}
+		p, err := strconv.ParseInt(e[i+1:], 10, 32)
+		if err != nil || p < 0 || i == 0 {
+			return nil, usageErrorf("--accept-lost-records %q: want topic/partition (a partition number) or a topic", e)
+		}
+		if parts[e[:i]] == nil {
+			parts[e[:i]] = map[int32]bool{}
+		}
+		parts[e[:i]][int32(p)] = true
+	}
+	return func(topic string, partition int32) bool { return topics[topic] || parts[topic][partition] }, nil
 }
