@@ -110,7 +110,7 @@ func (c *Capturer) Topics(tables []string) []string {
 // and returns the names of the captured tables ("schema.table"). Run calls
 // it; it is exported so that tools can prepare a source without streaming.
 func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
-	conn, err := connect(ctx, c.cfg.connString, false)
+	conn, err := connect(ctx, c.cfg.connString, connOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 
 // run is one session: connect, prepare, stream until an error.
 func (c *Capturer) run(ctx context.Context) error {
-	catConn, err := connect(ctx, c.cfg.connString, false)
+	catConn, err := connect(ctx, c.cfg.connString, connOptions{})
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (c *Capturer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replConn, err := connect(ctx, c.cfg.connString, true)
+	replConn, err := connect(ctx, c.cfg.connString, connOptions{replication: true, maxCopyData: c.cfg.maxRecordBytes + receiveSlack})
 	if err != nil {
 		return err
 	}

@@ -177,7 +177,7 @@ func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []strin
 // was saved about them is out of date.
 func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fresh bool) ([]*snapshotPlan, int64, error) {
 	c := s.c
-	conn, err := connect(ctx, c.cfg.connString, false)
+	conn, err := connect(ctx, c.cfg.connString, connOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -244,7 +244,7 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 	})
 	for w := 0; w < c.cfg.workers; w++ {
 		g.Go(func() error {
-			wc, err := connect(gctx, c.cfg.connString, false)
+			wc, err := connect(gctx, c.cfg.connString, connOptions{})
 			if err != nil {
 				return err
 			}
