@@ -71,11 +71,11 @@ func logicalPrefix(head []byte) string {
 	return string(p) + "…"
 }
 
-// oversizedMessages counts the messages over the replication connection's
-// bound that capture dropped unread: logical messages (skipped) and row
-// changes (dead-lettered as too_large, counted there as well).
+// oversizedMessages counts the messages over the read bound that capture
+// dropped unread: logical messages (skipped), row changes and copied rows
+// (dead-lettered as too_large, counted there as well).
 type oversizedMessages struct {
-	counter *quietCounter // by kind ("logical_message", "change") and reason
+	counter *quietCounter // by kind ("logical_message", "change", "copied_row") and reason
 	log     *slog.Logger
 }
 
@@ -83,7 +83,7 @@ func newOversizedMessages(log *slog.Logger) *oversizedMessages {
 	return &oversizedMessages{
 		counter: newQuietCounter(prometheus.CounterOpts{
 			Name: "walhouse_capture_oversized_messages_total",
-			Help: "Replication messages over --max-record-bytes + 1 MiB that capture dropped unread, by kind: logical messages (pg_logical_emit_message) are skipped, row changes go to the dead letters as too_large.",
+			Help: "Messages from PostgreSQL over --max-record-bytes + 1 MiB that capture dropped unread, by kind: logical messages (pg_logical_emit_message) are skipped, row changes and copied rows go to the dead letters as too_large.",
 		}, "kind"),
 		log: log,
 	}
@@ -102,4 +102,10 @@ func (o *oversizedMessages) message(lsn record.LSN, prefix string, size, bound i
 // rest.
 func (o *oversizedMessages) change() {
 	o.counter.WithLabelValues("change", record.ReasonTooLarge).Inc()
+}
+
+// copiedRow counts a row of a copy dropped unread; its dead letter says
+// the rest.
+func (o *oversizedMessages) copiedRow() {
+	o.counter.WithLabelValues("copied_row", record.ReasonTooLarge).Inc()
 }

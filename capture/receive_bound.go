@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/binary"
 	"io"
+	"sync/atomic"
 )
 
 // The replication connection reads each protocol message whole: pgproto3
@@ -20,6 +21,11 @@ import (
 // logical message and dead-letters such a change as too large (see
 // translator.oversized): a change whose message is over the bound has a
 // record over it too, its values being in both, at least once.
+//
+// The connections that copy tables read rows with a query, each row a
+// DataRow message: there a DataRow over the bound is replaced by one of as
+// many NULL values, and the reader counts it (takeCut), so that the copy
+// dead-letters that row as too large instead of reading its stand-in.
 
 const (
 	// receiveSlack is what a change's message may take beyond its values:
@@ -48,6 +54,9 @@ const (
 type boundedReader struct {
 	r     io.Reader
 	limit int
+	rows  bool // also bound DataRow messages
+
+	cut atomic.Int64 // DataRows replaced, not yet taken
 
 	hdr  [5]byte // the header of the next message, nhdr bytes read
 	nhdr int
@@ -56,6 +65,7 @@ type boundedReader struct {
 
 	// an oversized message being read: its size, its first bytes (want of
 	// them) and how much of the rest is still to drop
+	kind             byte
 	size, want, drop int
 	head             []byte
 	piece            []byte
@@ -64,6 +74,17 @@ type boundedReader struct {
 func newBoundedReader(r io.Reader, limit int) *boundedReader {
 	return &boundedReader{r: r, limit: limit}
 }
+
+// newRowBoundedReader returns a boundedReader that also replaces DataRow
+// messages over limit.
+func newRowBoundedReader(r io.Reader, limit int) *boundedReader {
+	return &boundedReader{r: r, limit: limit, rows: true}
+}
+
+// takeCut reports whether a DataRow was replaced since the last call. The
+// reader reads no further than the message the driver asks for, so after
+// a row was received, true means that row is a stand-in.
+func (b *boundedReader) takeCut() bool { return b.cut.Swap(0) > 0 }
 
 // Read implements io.Reader.
 func (b *boundedReader) Read(p []byte) (int, error) {
@@ -90,8 +111,11 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 		default:
 			b.nhdr = 0
 			bodyLen := int(binary.BigEndian.Uint32(b.hdr[1:])) - 4
-			if b.hdr[0] == 'd' && bodyLen > b.limit {
-				b.size, b.want = bodyLen, min(bodyLen, xLogDataHeader+oversizedKeep)
+			if (b.hdr[0] == 'd' || b.rows && b.hdr[0] == 'D') && bodyLen > b.limit {
+				b.kind, b.size, b.want = b.hdr[0], bodyLen, min(bodyLen, xLogDataHeader+oversizedKeep)
+				if b.kind == 'D' {
+					b.want = min(bodyLen, 2) // the field count
+				}
 				b.drop = bodyLen - b.want
 				b.head = b.head[:0]
 				continue
@@ -125,9 +149,31 @@ func (b *boundedReader) readOversized() error {
 			return err
 		}
 	}
-	b.out = standIn(b.head, b.size)
+	if b.kind == 'D' {
+		b.out = nullRow(b.head)
+		b.cut.Add(1)
+	} else {
+		b.out = standIn(b.head, b.size)
+	}
 	b.want = 0
 	return nil
+}
+
+// nullRow returns a DataRow of as many NULL values as the one whose first
+// bytes (its field count) are head.
+func nullRow(head []byte) []byte {
+	var n uint16
+	if len(head) == 2 {
+		n = binary.BigEndian.Uint16(head)
+	}
+	msg := make([]byte, 0, 5+2+4*int(n))
+	msg = append(msg, 'D')
+	msg = binary.BigEndian.AppendUint32(msg, uint32(4+2+4*int(n)))
+	msg = binary.BigEndian.AppendUint16(msg, n)
+	for range n {
+		msg = binary.BigEndian.AppendUint32(msg, 0xFFFFFFFF) // -1: NULL
+	}
+	return msg
 }
 
 // standIn returns the CopyData message that replaces an oversized one of

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -158,5 +161,61 @@ func TestBoundedReaderMemory(t *testing.T) {
 	}
 	if !bytes.Contains(last, []byte("after")) {
 		t.Errorf("the message after the dropped one arrived as %q", last)
+	}
+}
+
+// dataRow returns a DataRow message of the given text values.
+func dataRow(vals ...[]byte) []byte {
+	body := binary.BigEndian.AppendUint16(nil, uint16(len(vals)))
+	for _, v := range vals {
+		body = binary.BigEndian.AppendUint32(body, uint32(len(v)))
+		body = append(body, v...)
+	}
+	return wireMessage('D', body)
+}
+
+// TestBoundedReaderRows: on a copy's connection a DataRow over the bound
+// arrives as a row of as many NULLs, and takeCut says so right after that
+// row, not before nor after; a CopyData over it is still a stand-in.
+func TestBoundedReaderRows(t *testing.T) {
+	const limit = 1000
+	stream := bytes.Join([][]byte{
+		dataRow([]byte("t0"), []byte("1"), []byte("small")),
+		dataRow([]byte("t0"), []byte("2"), bytes.Repeat([]byte{1}, 5000)),
+		dataRow([]byte("t0"), []byte("3"), []byte("after")),
+	}, nil)
+	for _, tc := range []struct {
+		name string
+		r    func() io.Reader
+	}{
+		{"whole reads", func() io.Reader { return bytes.NewReader(stream) }},
+		{"a byte at a time, with timeouts", func() io.Reader { return &stingyReader{r: bytes.NewReader(stream)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := newRowBoundedReader(tc.r(), limit)
+			fe := pgproto3.NewFrontend(br, io.Discard)
+			var got []string
+			for {
+				msg, err := fe.Receive()
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue
+				}
+				if err != nil {
+					break
+				}
+				row := msg.(*pgproto3.DataRow)
+				line := fmt.Sprintf("%q cut %v", row.Values, br.takeCut())
+				got = append(got, line)
+			}
+			want := []string{
+				`["t0" "1" "small"] cut false`,
+				`["" "" ""] cut true`,
+				`["t0" "3" "after"] cut false`,
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+			}
+		})
 	}
 }

@@ -244,13 +244,18 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 	})
 	for w := 0; w < c.cfg.workers; w++ {
 		g.Go(func() error {
-			wc, err := connect(gctx, c.cfg.connString, connOptions{})
+			// Rows over the bound are replaced before they are read
+			// (receive_bound.go); readChunk asks bound which.
+			var bound *boundedReader
+			wc, err := connect(gctx, c.cfg.connString, connOptions{
+				maxRow: c.cfg.maxRecordBytes + receiveSlack, bounded: func(b *boundedReader) { bound = b },
+			})
 			if err != nil {
 				return err
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
 			for t := range tasks {
-				if err := s.readChunk(gctx, wc, t.plan, t.chunk); err != nil {
+				if err := s.readChunk(gctx, wc, bound, t.plan, t.chunk); err != nil {
 					return err
 				}
 				if err := s.finishChunk(gctx, t.plan, t.chunk); err != nil {

@@ -29,6 +29,10 @@ type connOptions struct {
 	// than it by a stand-in before it is read into memory
 	// (receive_bound.go).
 	maxCopyData int
+	// maxRow, when above 0, replaces every DataRow larger than it (and
+	// every CopyData) by one of NULLs; the reader is handed to bounded.
+	maxRow  int
+	bounded func(*boundedReader)
 }
 
 // connect opens a connection with the session settings that make
@@ -48,9 +52,16 @@ func connect(ctx context.Context, connString string, opts connOptions) (*pgx.Con
 	} {
 		cfg.RuntimeParams[k] = v
 	}
-	if n := opts.maxCopyData; n > 0 {
+	switch {
+	case opts.maxRow > 0:
 		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-			return pgproto3.NewFrontend(newBoundedReader(r, n), w)
+			br := newRowBoundedReader(r, opts.maxRow)
+			opts.bounded(br)
+			return pgproto3.NewFrontend(br, w)
+		}
+	case opts.maxCopyData > 0:
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(newBoundedReader(r, opts.maxCopyData), w)
 		}
 	}
 	if opts.replication {

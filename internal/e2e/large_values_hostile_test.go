@@ -14,10 +14,11 @@ import (
 // TestIntegrationLargeValuesHostile writes what a PostgreSQL user can
 // write to make capture run out of memory, with the default record bound
 // (64 MiB): a 48 MiB text of control characters (chr(1), escaped to six
-// bytes each in JSON), copied by the snapshot and streamed; an 80 MiB text,
-// whose change message alone is over the bound; and pg_logical_emit_message
+// bytes each in JSON), copied by the snapshot and streamed; 80 MiB texts,
+// copied and streamed, whose row and change messages alone are over the
+// bound; and pg_logical_emit_message
 // of 256 MiB (outside a transaction) and 72 MiB (inside one, with
-// walhouse's DDL prefix). Capture must go on, dead-letter the three rows as
+// walhouse's DDL prefix). Capture must go on, dead-letter the four rows as
 // too_large, skip and count the two messages, load every other row exactly,
 // and peak under twice the bound plus its baseline. Before, it encoded the
 // whole record first (about 1.2 GB for the 48 MiB row) and read every
@@ -32,6 +33,7 @@ func TestIntegrationLargeValuesHostile(t *testing.T) {
 	}
 	p.exec(small(1, 100))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t0', 1000, %s)`, qt, controls))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t1', 1003, repeat('x', 80 << 20))`, qt))
 
 	metricsAddr := testenv.FreeAddr(t)
 	capt := p.runCapture(p.captureArgs([]string{table}, "--metrics-addr", metricsAddr))
@@ -46,7 +48,7 @@ func TestIntegrationLargeValuesHostile(t *testing.T) {
 	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(t, '') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
 	p.convergeWithin(5*time.Minute, pgQuery, chQuery, capt, sink)
 
-	ls := p.waitDeadLetters(p.prefix+"-dlq", 3, capt, sink)
+	ls := p.waitDeadLetters(p.prefix+"-dlq", 4, capt, sink)
 	var keys []string
 	for _, l := range ls {
 		if l.Origin != "capture" || l.Reason != record.ReasonTooLarge || l.Table != "public."+table || !strings.Contains(l.Error, "--max-record-bytes") {
@@ -55,8 +57,8 @@ func TestIntegrationLargeValuesHostile(t *testing.T) {
 		keys = append(keys, string(l.PrimaryKey))
 	}
 	sort.Strings(keys)
-	if want := []string{`null`, `{"id":"1000","tenant_id":"t0"}`, `{"id":"1001","tenant_id":"t1"}`}; fmt.Sprint(keys) != fmt.Sprint(want) {
-		t.Errorf("dead letters' keys %q, want %q (the change over the read bound has none)", keys, want)
+	if want := []string{`null`, `null`, `{"id":"1000","tenant_id":"t0"}`, `{"id":"1001","tenant_id":"t1"}`}; fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Errorf("dead letters' keys %q, want %q (the row and the change over the read bound have none)", keys, want)
 	}
 	messages := 2.0
 	if p.serverMajor() < 14 {
@@ -65,6 +67,7 @@ func TestIntegrationLargeValuesHostile(t *testing.T) {
 	for series, want := range map[string]float64{
 		`walhouse_capture_oversized_messages_total{kind="logical_message",reason="too_large"}`: messages,
 		`walhouse_capture_oversized_messages_total{kind="change",reason="too_large"}`:          1,
+		`walhouse_capture_oversized_messages_total{kind="copied_row",reason="too_large"}`:      1,
 		`walhouse_capture_ignored_messages_total{prefix="walhouse_ddl",reason="malformed"}`:    0,
 	} {
 		if v, _ := scrape(t.Context(), metricsAddr, series); v != want {
