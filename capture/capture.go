@@ -138,7 +138,12 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 
 // run is one session: connect, prepare, stream until an error.
 func (c *Capturer) run(ctx context.Context) error {
-	catConn, err := connect(ctx, c.cfg.connString, connOptions{})
+	// Unchanged TOAST values read during an online copy come over this
+	// connection: a row over the bound is replaced unread (online.go).
+	var catBound *boundedReader
+	catConn, err := connect(ctx, c.cfg.connString, connOptions{
+		maxRow: c.cfg.maxRecordBytes + receiveSlack, bounded: func(b *boundedReader) { catBound = b },
+	})
 	if err != nil {
 		return err
 	}
@@ -231,6 +236,7 @@ func (c *Capturer) run(ctx context.Context) error {
 	defer func() { stopSnapshots(); <-online.done }()
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id, "server_version", version)
 	cat := newCatalog(catConn)
+	cat.bound = catBound
 	cat.notices = notices
 	if err := cat.bootstrap(ctx, src.tables); err != nil {
 		return err

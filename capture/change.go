@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -82,7 +83,12 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 	}
 	t.values = toValues(t.values[:0], tuple, fill)
 	if op == record.Update && hasUnchanged(t.values) {
-		if err := t.tables.fillUnchanged(ctx, rel, t.values); err != nil {
+		if err := t.tables.fillUnchanged(ctx, rel, t.values); errors.Is(err, ErrRowTooLarge) {
+			t.ordinal++
+			b := t.bad(rel, nil, record.ReasonTooLarge, err)
+			b.key = primaryKeyJSON(rel.columns, rel.keyIdx, t.values)
+			return t.out.badRow(b)
+		} else if err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -61,5 +62,34 @@ func TestTranslatorOversized(t *testing.T) {
 	// A kind PostgreSQL never sends that large stops capture.
 	if err := tr.handle(ctx, 0x300, standInOf(append([]byte{msgRelation}, big...))); err == nil || !strings.Contains(err.Error(), "--max-record-bytes") {
 		t.Errorf("an oversized Relation message: %v, want an error naming --max-record-bytes", err)
+	}
+}
+
+// TestTranslatorFillTooLarge: an update of a table being copied whose
+// unchanged TOAST values, read from the source, are over the read bound is
+// a too_large dead letter with its key, and the stream goes on.
+func TestTranslatorFillTooLarge(t *testing.T) {
+	tr, col, _ := newTestTranslator(t)
+	col.copying = map[string]bool{"public.orders": true}
+	col.fillErr = fmt.Errorf("%w: over the read bound", ErrRowTooLarge)
+	ctx := context.Background()
+	for _, s := range []step{
+		describe(ordersRel), begin(0x100),
+		update(0x10, relOrders, 0, nil, txt("acme"), txt("1"), toast),
+		insert(0x20, relOrders, txt("acme"), txt("2"), txt("b")),
+		commit(0x100, 0x108),
+	} {
+		if err := feed(ctx, tr, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		"topic wh.public.orders", "begin",
+		`dead letter public.orders too_large commit 0/100 key {"id":"1","tenant_id":"acme"}`,
+		`insert public.orders lsn 0/20 #1 tenant "acme" ('acme', '2', 'b')`,
+		"commit 0/108 at 05:06:07",
+	}
+	if !slices.Equal(col.log, want) {
+		t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(col.log, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }
