@@ -47,10 +47,11 @@ const (
 )
 
 // boundedReader passes the protocol messages read from r, replacing each
-// CopyData message whose body is larger than limit by a stand-in (see
-// above). It keeps its place across errors, so a read that times out can
-// be repeated, as pgconn does. Only the replication connection's reader
-// goroutine uses it.
+// CopyData message (and, made by newRowBoundedReader, each DataRow) whose
+// body is larger than limit by a stand-in (see above). It keeps its place
+// across errors, so a read that times out can be repeated, as pgconn does.
+// Only the goroutine that reads its connection calls Read; takeCut may be
+// called from any.
 type boundedReader struct {
 	r     io.Reader
 	limit int
