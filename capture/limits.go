@@ -55,11 +55,13 @@ func preflight(enc *record.Encoder, r *record.Record, bound int) (int, error) {
 
 // rawSize returns the bytes of r's texts, unescaped.
 func rawSize(r *record.Record) int {
-	n := len(r.TenantID)
-	for _, v := range r.Values {
-		n += len(v.Text)
-	}
-	for _, v := range r.OldKey {
+	return len(r.TenantID) + textBytes(r.Values) + textBytes(r.OldKey)
+}
+
+// textBytes returns the bytes of vals' texts, unescaped.
+func textBytes(vals []record.Value) int {
+	n := 0
+	for _, v := range vals {
 		n += len(v.Text)
 	}
 	return n

@@ -105,7 +105,7 @@ func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record
 		shared.IngestedAt = o.buf.at
 		enc.StartBatch(&o.batch, o.buf.data[:0], shared)
 	}
-	if rawRowSize(vals) > p.maxRecord/exactSizeAbove {
+	if textBytes(vals) > p.maxRecord/exactSizeAbove {
 		// Sized before it is written: a row over the bound is never
 		// encoded, one under it grows the batch's memory once.
 		exact := record.RowSize(vals)
@@ -149,15 +149,6 @@ func rowSize(vals []record.Value) int {
 	n := 2
 	for _, v := range vals {
 		n += len(v.Text) + 5
-	}
-	return n
-}
-
-// rawRowSize returns the bytes of vals' texts, unescaped.
-func rawRowSize(vals []record.Value) int {
-	n := 0
-	for _, v := range vals {
-		n += len(v.Text)
 	}
 	return n
 }
