@@ -128,7 +128,7 @@ test-pg-matrix:
 # The hostile-input suites (docs/security.md), also part of make test: a
 # workload that mixes every kind of bad input with ordinary changes, then
 # the per-point tests.
-HOSTILE := Hostile|WithinBudget|FuturePositions|RowsHeader|Anchors|LoadedPosition|LargeValues|Collid|OddTableNames|ClickHouseLimits|TablesOnlyTenants|ExportCaps|FailedConnectHidesPassword|DedupAuthTLS|KafkaStateOverTLS
+HOSTILE := Hostile|WithinBudget|FuturePositions|RowsHeader|Anchors|LoadedPosition|LargeValues|BoundedReader|Oversized|SizedBeforeEncoding|KeyValueSize|Collid|OddTableNames|ClickHouseLimits|TablesOnlyTenants|ExportCaps|FailedConnectHidesPassword|DedupAuthTLS|KafkaStateOverTLS
 hostile: $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
 

@@ -112,7 +112,7 @@ func (c *Capturer) Topics(tables []string) []string {
 // and returns the names of the captured tables ("schema.table"). Run calls
 // it; it is exported so that tools can prepare a source without streaming.
 func (c *Capturer) Setup(ctx context.Context) ([]string, error) {
-	conn, err := connect(ctx, c.cfg.connString, false)
+	conn, err := connect(ctx, c.cfg.connString, connOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,12 @@ func (c *Capturer) Run(ctx context.Context) (err error) {
 
 // run is one session: connect, prepare, stream until an error.
 func (c *Capturer) run(ctx context.Context) error {
-	catConn, err := connect(ctx, c.cfg.connString, false)
+	// Unchanged TOAST values read during an online copy come over this
+	// connection: a row over the bound is replaced unread (online.go).
+	var catBound *boundedReader
+	catConn, err := connect(ctx, c.cfg.connString, connOptions{
+		maxRow: c.cfg.maxRecordBytes + receiveSlack, bounded: func(b *boundedReader) { catBound = b },
+	})
 	if err != nil {
 		return err
 	}
@@ -186,7 +191,7 @@ func (c *Capturer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replConn, err := connect(ctx, c.cfg.connString, true)
+	replConn, err := connect(ctx, c.cfg.connString, connOptions{replication: true, maxCopyData: c.cfg.maxRecordBytes + receiveSlack})
 	if err != nil {
 		return err
 	}
@@ -233,6 +238,7 @@ func (c *Capturer) run(ctx context.Context) error {
 	defer func() { stopSnapshots(); <-online.done }()
 	c.log.Info("streaming", "slot", c.cfg.slot, "publication", c.cfg.publication, "start_lsn", start, "tables", len(src.tables), "source_id", src.id, "server_version", version)
 	cat := newCatalog(catConn)
+	cat.bound = catBound
 	cat.notices = notices
 	if err := cat.bootstrap(ctx, src.tables); err != nil {
 		return err

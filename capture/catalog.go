@@ -51,7 +51,10 @@ func (r *relation) skipped() {
 // catalog answers questions about relations and types over a regular
 // (non-replication) connection, and caches the answers.
 type catalog struct {
-	conn  *pgx.Conn
+	conn *pgx.Conn
+	// bound replaces the rows of conn over the read bound
+	// (receive_bound.go), or is nil.
+	bound *boundedReader
 	types map[uint32]typeInfo
 	// columns holds, per relation, the attnums by name as of the newest
 	// DDL message seen in the stream: exact, unlike the catalog, which may

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -82,7 +83,12 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 	}
 	t.values = toValues(t.values[:0], tuple, fill)
 	if op == record.Update && hasUnchanged(t.values) {
-		if err := t.tables.fillUnchanged(ctx, rel, t.values); err != nil {
+		if err := t.tables.fillUnchanged(ctx, rel, t.values); errors.Is(err, ErrRowTooLarge) {
+			t.ordinal++
+			b := t.bad(rel, nil, record.ReasonTooLarge, err)
+			b.key = primaryKeyJSON(rel.columns, rel.keyIdx, t.values)
+			return t.out.badRow(b)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -119,15 +125,27 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 	if err := r.ValidateRow(); err != nil { // the columns were checked once, in buildRelation
 		return t.out.badRow(t.bad(rel, r, record.ReasonInvalid, fmt.Errorf("the change does not form a valid record: %w", err)))
 	}
+	// A large record's size is known before it is encoded: one over the
+	// bound is never written, one under it gets a buffer of its size.
+	exact, err := preflight(rel.enc, r, t.cfg.maxRecordBytes)
+	if err != nil {
+		return t.out.badRow(t.bad(rel, r, record.ReasonTooLarge, err))
+	}
 	// Key and value share one buffer, sized from the table's last record so
 	// it rarely grows; the relation's encoder copies the parts that depend
 	// only on the table.
-	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, rel.lastSize+rel.lastSize/8), r)
+	capacity := rel.lastSize + rel.lastSize/8
+	if exact > 0 {
+		capacity = exact
+	}
+	_, key, value := rel.enc.AppendKeyValue(make([]byte, 0, capacity), r)
 	size := len(value) + len(key)
 	if err := checkRecordSize(size, t.cfg.maxRecordBytes); err != nil {
 		return t.out.badRow(t.bad(rel, r, record.ReasonTooLarge, err))
 	}
-	rel.lastSize = max(size, 256)
+	if exact == 0 { // a large record says nothing about the table's next one
+		rel.lastSize = max(size, 256)
+	}
 	return t.out.record(rel, r, key, value)
 }
 

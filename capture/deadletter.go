@@ -108,12 +108,12 @@ func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
 	var key, value []byte
 	if b.rec != nil {
 		key = b.rec.AppendPartitionKey(nil)
-		if b.reason != record.ReasonTooLarge {
+		// The size is checked before encoding: a value of control
+		// characters escapes to six times its size.
+		if b.reason != record.ReasonTooLarge && (maxValue <= 0 || record.JSONSize(b.rec, 1) <= maxValue) {
 			value = record.AppendJSONVersion(nil, b.rec, 1)
-			if maxValue > 0 && len(value) > maxValue {
-				value = nil // the headers still say which row it was
-			}
-		}
+		} // else the headers still say which row it was
+
 	}
 	h := []kgo.RecordHeader{
 		{Key: record.HeaderDLTopic, Value: []byte(b.topic)},

@@ -212,6 +212,8 @@ func (t *translator) handle(ctx context.Context, lsn record.LSN, msg []byte) err
 			return nil
 		}
 		return t.logical(ctx, lsn, m)
+	case msgOversized:
+		return t.oversized(ctx, lsn, msg)
 	case msgType, msgOrigin:
 		return nil // types are looked up in the catalog; origins are not replicated
 	default:

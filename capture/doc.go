@@ -20,8 +20,9 @@
 //
 //   - capture.go: the API (Producer, ErrSlotInvalidated, Capturer, New,
 //     Stats, Setup) and Run, which wires a session together; options.go
-//     and limits.go its options; topics.go and state.go the interfaces it
-//     needs of Kafka; deadletter.go: changes that cannot become records.
+//     and limits.go its options (limits.go also sizes a record before it
+//     is encoded); topics.go and state.go the interfaces it needs of
+//     Kafka; deadletter.go: changes that cannot become records.
 //   - source.go: connecting, checking the database and its tables, the
 //     publication (walhouse's own tables, Layer 1's key table unless
 //     WithIdempotencyKeys, are left out as if excluded); pgversion.go: what
@@ -30,7 +31,9 @@
 //     the DDL event trigger and the key that signs walhouse's WAL messages.
 //   - stream.go: one replication session (the receive loop, status updates
 //     to the slot, shutdown) and the producing side of the translator's
-//     output; ack.go: which positions Kafka has acknowledged.
+//     output; ack.go: which positions Kafka has acknowledged;
+//     receive_bound.go: the replication connection's bound on a message,
+//     and oversized.go: what the translator does with one over it.
 //   - dispatch.go: CopyData dispatch, and the translator, which turns
 //     decoded pgoutput messages into records, dead letters, truncate
 //     markers and heartbeats with no database, Kafka or clock of its own

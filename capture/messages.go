@@ -111,10 +111,14 @@ var (
 type ignoredMessages struct {
 	counter *quietCounter // by prefix and reason
 	log     *slog.Logger
+	// oversized counts the messages of any prefix, and the changes, that
+	// were over the replication connection's bound (oversized.go).
+	oversized *oversizedMessages
 }
 
 func newIgnoredMessages(log *slog.Logger) *ignoredMessages {
 	return &ignoredMessages{
+		oversized: newOversizedMessages(log),
 		counter: newQuietCounter(prometheus.CounterOpts{
 			Name: "walhouse_capture_ignored_messages_total",
 			Help: "Logical messages with walhouse's prefixes that capture skipped because they were not authenticated, malformed or misplaced (written by a role other than walhouse's), by prefix and reason.",

@@ -41,6 +41,7 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 			func() float64 { return float64(c.Stats().Confirmed) }),
 		c.dlq.counter,
 		c.ignored.counter,
+		c.ignored.oversized.counter,
 		c.refused.gauge,
 		c.refused.changes,
 		c.refused.inexact,

@@ -329,6 +329,10 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE %s", strings.Join(cols, ", "), rel.quoted, strings.Join(where, " AND "))
 	// The text result format gives each value's output function, as
 	// pgoutput does.
+	bound := s.cat.bound
+	if bound != nil {
+		bound.takeCut() // forget rows of other queries
+	}
 	rows, err := s.cat.conn.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
 		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
@@ -339,6 +343,10 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 			return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
 		}
 		return nil // deleted since: its deletion is further on in the stream
+	}
+	if bound != nil && bound.takeCut() {
+		return fmt.Errorf("%w: its unchanged TOAST values, read from the source while the table is copied, take more than the %d bytes capture reads (--max-record-bytes + 1 MiB), so its record would be over the bound too; raise --max-record-bytes and change or re-copy the row to load it",
+			ErrRowTooLarge, s.c.cfg.maxRecordBytes+receiveSlack)
 	}
 	raw := rows.RawValues()
 	dest := make([]*string, len(raw))

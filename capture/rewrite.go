@@ -260,7 +260,7 @@ func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string, w
 	if !waitWriters && limit <= 0 {
 		return nil
 	}
-	conn, err := connect(ctx, o.c.cfg.connString, false)
+	conn, err := connect(ctx, o.c.cfg.connString, connOptions{})
 	if err != nil {
 		return err
 	}

@@ -190,7 +190,7 @@ func (c *Capturer) snapshot(ctx context.Context, sourceID string, tables []strin
 // was saved about them is out of date.
 func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fresh bool) ([]*snapshotPlan, int64, error) {
 	c := s.c
-	conn, err := connect(ctx, c.cfg.connString, false)
+	conn, err := connect(ctx, c.cfg.connString, connOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -257,13 +257,18 @@ func (s *snapshotter) read(ctx context.Context, plans []*snapshotPlan, estimate 
 	})
 	for w := 0; w < c.cfg.workers; w++ {
 		g.Go(func() error {
-			wc, err := connect(gctx, c.cfg.connString, false)
+			// Rows over the bound are replaced before they are read
+			// (receive_bound.go); readChunk asks bound which.
+			var bound *boundedReader
+			wc, err := connect(gctx, c.cfg.connString, connOptions{
+				maxRow: c.cfg.maxRecordBytes + receiveSlack, bounded: func(b *boundedReader) { bound = b },
+			})
 			if err != nil {
 				return err
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
 			for t := range tasks {
-				if err := s.readChunk(gctx, wc, t.plan, t.chunk); err != nil {
+				if err := s.readChunk(gctx, wc, bound, t.plan, t.chunk); err != nil {
 					return err
 				}
 				if err := s.finishChunk(gctx, t.plan, t.chunk); err != nil {

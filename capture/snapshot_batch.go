@@ -105,6 +105,22 @@ func (p *batchProducer) add(enc *record.Encoder, part int, shared *record.Record
 		shared.IngestedAt = o.buf.at
 		enc.StartBatch(&o.batch, o.buf.data[:0], shared)
 	}
+	if textBytes(vals) > p.maxRecord/exactSizeAbove {
+		// Sized before it is written: a row over the bound is never
+		// encoded, one under it grows the batch's memory once.
+		exact := record.RowSize(vals)
+		if o.batch.Rows() > 0 {
+			exact++ // the separator
+		}
+		if err := checkRecordSize(o.batch.Size()+exact+2, p.maxRecord); err != nil { // Finish adds "]}"
+			if o.batch.Rows() == 0 {
+				p.reuse(o.buf)
+				p.open[part] = openBatch{}
+			}
+			return err // the batch before it stays open: the row was not added
+		}
+		o.batch.Grow(exact + 2)
+	}
 	enc.AddRow(&o.batch, vals)
 	if err := checkRecordSize(o.batch.Size()+2, p.maxRecord); err != nil { // Finish adds "]}"
 		// The row is alone in its batch: one larger than batchBytes

@@ -17,8 +17,9 @@ import (
 )
 
 // readChunk reads one chunk in its own repeatable-read transaction and
-// produces its rows, returning once Kafka acknowledged all of them.
-func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshotPlan, chunk int) error {
+// produces its rows, returning once Kafka acknowledged all of them. bound
+// is conn's reader, which replaces rows over the bound (or nil).
+func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, bound *boundedReader, p *snapshotPlan, chunk int) error {
 	rel, err := snapshotRelation(ctx, conn, s.c, s.sourceID, p.Table)
 	if err != nil {
 		return err
@@ -104,6 +105,19 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, p *snapshot
 	}
 	n := int64(0)
 	for rows.Next() {
+		if bound != nil && bound.takeCut() {
+			// Its values were dropped unread: neither its key nor its
+			// eventId is known.
+			s.c.ignored.oversized.copiedRow()
+			err := dead.send(ctx, badRow{table: p.Table, topic: rel.topic, commit: cp, reason: record.ReasonTooLarge, err: fmt.Errorf(
+				"%w: PostgreSQL sent the copied row as a message over the %d bytes capture reads (--max-record-bytes + 1 MiB), so its record would be over the bound too; capture dropped it unread, so its key is not known; raise --max-record-bytes and change or re-copy the row to load it",
+				ErrRowTooLarge, s.c.cfg.maxRecordBytes+receiveSlack)})
+			if err != nil {
+				_ = wait(true)
+				return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
+			}
+			continue
+		}
 		raw := rows.RawValues()
 		for i, b := range raw {
 			if b == nil {

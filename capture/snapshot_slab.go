@@ -68,6 +68,10 @@ func newSlabProducer(ctx context.Context, p Producer, maxRecord int) *slabProduc
 // ErrRowTooLarge for a record over the record bound, which is not
 // produced.
 func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Record) error {
+	exact, err := preflight(enc, r, p.maxRecord)
+	if err != nil {
+		return err // before a slab is taken or anything encoded
+	}
 	s := p.cur
 	if s != nil && cap(s.buf)-len(s.buf) < 2*p.last {
 		p.retire(s) // full: the next record would probably not fit
@@ -83,7 +87,11 @@ func (p *slabProducer) produce(enc *record.Encoder, topic string, r *record.Reco
 	// Appending to an empty slice at the slab's end: a record that does not
 	// fit after all is copied to memory of its own, not the whole slab.
 	free := s.buf[start:start]
-	out, key, value := enc.AppendKeyValue(free, r)
+	dst := free
+	if exact > cap(free) {
+		dst = make([]byte, 0, exact) // sized once
+	}
+	out, key, value := enc.AppendKeyValue(dst, r)
 	if err := checkRecordSize(len(key)+len(value), p.maxRecord); err != nil {
 		p.cur = s // nothing of the slab was used
 		return err

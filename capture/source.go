@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // source is what prepare learned about the database.
@@ -19,9 +21,23 @@ type source struct {
 	version serverVersion
 }
 
+// connOptions says what kind of connection connect opens.
+type connOptions struct {
+	// replication opens a replication connection (replication=database).
+	replication bool
+	// maxCopyData, when above 0, replaces every CopyData message larger
+	// than it by a stand-in before it is read into memory
+	// (receive_bound.go).
+	maxCopyData int
+	// maxRow, when above 0, replaces every DataRow larger than it (and
+	// every CopyData) by one of NULLs; the reader is handed to bounded.
+	maxRow  int
+	bounded func(*boundedReader)
+}
+
 // connect opens a connection with the session settings that make
 // PostgreSQL's text output of values stable and lossless.
-func connect(ctx context.Context, connString string, replication bool) (*pgx.Conn, error) {
+func connect(ctx context.Context, connString string, opts connOptions) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL connection string: %w", err)
@@ -36,7 +52,19 @@ func connect(ctx context.Context, connString string, replication bool) (*pgx.Con
 	} {
 		cfg.RuntimeParams[k] = v
 	}
-	if replication {
+	switch {
+	case opts.maxRow > 0:
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			br := newRowBoundedReader(r, opts.maxRow)
+			opts.bounded(br)
+			return pgproto3.NewFrontend(br, w)
+		}
+	case opts.maxCopyData > 0:
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(newBoundedReader(r, opts.maxCopyData), w)
+		}
+	}
+	if opts.replication {
 		cfg.RuntimeParams["replication"] = "database"
 		// The replication protocol speaks only the simple query protocol.
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol

@@ -107,7 +107,7 @@ func (c *Capturer) openSite(ctx context.Context, cat *pgx.Conn) (*site, error) {
 // connectPrimary opens the connection to the primary and checks that it is
 // the primary of this standby.
 func (st *site) connectPrimary(ctx context.Context) error {
-	conn, err := connect(ctx, st.url, false)
+	conn, err := connect(ctx, st.url, connOptions{})
 	if err != nil {
 		return fmt.Errorf("--primary-url: %w", err)
 	}

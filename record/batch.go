@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -132,6 +133,10 @@ func (e *Encoder) AddRow(b *RowBatch, vals []Value) {
 	b.buf = append(dst, ']')
 	b.rows++
 }
+
+// Grow makes room in b's memory for n more bytes, so that adding a row of
+// that size (see RowSize) allocates at most once.
+func (b *RowBatch) Grow(n int) { b.buf = slices.Grow(b.buf, n) }
 
 // Rows returns the number of rows added to b.
 func (b *RowBatch) Rows() int { return b.rows }

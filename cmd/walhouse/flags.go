@@ -183,5 +183,5 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // produce or read the tables' topics must agree on it.
 func maxRecordBytesFlag(fs *flag.FlagSet) *int {
 	return fs.Int("max-record-bytes", envInt("WALHOUSE_MAX_RECORD_BYTES", record.DefaultMaxBytes),
-		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows, and the topics walhouse creates or finds get a max.message.bytes that holds it (env WALHOUSE_MAX_RECORD_BYTES)")
+		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it (env WALHOUSE_MAX_RECORD_BYTES)")
 }
