@@ -35,8 +35,14 @@ import (
 // position lies at most about lsnMargin + walRate × (maxClockSkew + 10 s)
 // (2.2 TiB of WAL) above the partition's real stream: it wins only until
 // PostgreSQL writes that much WAL, and climbing further takes one forged
-// item per step. Copied rows (version 0) never win and are not bounded;
-// their times are checked against the clock.
+// item per step. Copied rows (version 0) never win and are not bounded.
+//
+// Only a heartbeat is refused for a time more than maxClockSkew ahead of
+// the sink's clock (it would claim freshness not yet reached). A record's
+// or marker's time is only clamped there for the bound: a PostgreSQL clock
+// running ahead must not send every change, copied row and TRUNCATE to the
+// dead letters (its heartbeats are refused, and alert), and a forged time
+// gains nothing beyond the clamp.
 //
 // A partition's first anchor is the newest position a sink loaded from it
 // before (Config.Positions: the watermarks in ClickHouse), read when the
@@ -147,8 +153,9 @@ func reach(a anchor, at time.Time) record.LSN {
 	return a.lsn + lsnMargin + record.LSN(secs*walRate)
 }
 
-// checkTime reports an item that claims a time more than maxClockSkew
-// after the sink's clock: beyond clock skew, it could only be forged.
+// checkTime reports a heartbeat that claims a time more than maxClockSkew
+// after the sink's clock: beyond clock skew, it was forged or its clock is
+// off, and it would claim freshness not yet reached.
 func checkTime(what string, at, now time.Time) error {
 	if at.After(now.Add(maxClockSkew)) {
 		return fmt.Errorf("%w: %s claims %s, more than %v after the sink's clock", errFuturePosition, what, at.Format(time.RFC3339), maxClockSkew)
@@ -165,7 +172,12 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 		return err
 	}
 	now := time.Now()
-	err := checkTime(what, at, now)
+	var err error
+	if what == "heartbeat" {
+		err = checkTime(what, at, now)
+	} else if limit := now.Add(maxClockSkew); at.After(limit) {
+		at = limit // see above: clamped, not refused
+	}
 	if err == nil {
 		err = s.anchors.raise(k, what, lsn, at, now)
 	}
@@ -175,17 +187,13 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 	return err
 }
 
-// checkRecordPosition checks record r, which kr carried: the time of any
-// record; the commit position (and version) of one whose version can win
-// over others. A copied row (version 0) never does, and its positions are
-// the copy's, not the stream's: it moves no anchor.
+// checkRecordPosition checks the commit position (and version) of record
+// r, which kr carried, when its version can win over others. A copied row
+// (version 0) never does, and its positions are the copy's, not the
+// stream's: it is not checked and moves no anchor.
 func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *record.Record) error {
 	if r.Version == record.SnapshotVersion {
-		err := checkTime("copied row", r.OccurredAt, time.Now())
-		if err != nil {
-			s.m.future.WithLabelValues(kr.Topic, "record").Inc()
-		}
-		return err
+		return nil
 	}
 	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
 }

@@ -71,15 +71,14 @@ func recAt(topic string, offset int64, lsn record.LSN, at time.Time) *kgo.Record
 
 // TestSinkRefusesFuturePositions: a record, truncate marker or heartbeat
 // forged at a WAL position near 2^64 (it would win over every later real
-// change for good), and records from the future, go to the dead letters
+// change for good), a heartbeat from the future, and a record at a
+// position the clamped future time does not reach, go to the dead letters
 // with reason future_position and are counted; the real records around
 // them load.
 func TestSinkRefusesFuturePositions(t *testing.T) {
 	const topic = "a"
 	now := time.Now().UTC()
-	future := now.Add(time.Hour)
-	copied := rowBatch(topic, 0, 6, 7)
-	copied.Value = []byte(strings.Replace(string(copied.Value), `"occurredAt":"2023-11-14T22:13:20Z"`, `"occurredAt":"`+future.Format(time.RFC3339)+`"`, 1))
+	future := now.Add(24 * time.Hour) // clamped to now + maxClockSkew: no more WAL than that
 	beat := heartbeatRec(topic, topic, 3, now)
 	beat.Headers[1].Value = []byte("FFFFFFFF/0")
 	poll := []*kgo.Record{
@@ -87,9 +86,9 @@ func TestSinkRefusesFuturePositions(t *testing.T) {
 		recAt(topic, 1, math.MaxUint64-16, now),
 		marker(topic, 0, 2, 1<<63),
 		beat,
-		recAt(topic, 4, 2000, future),
+		recAt(topic, 4, 1<<62, future),
 		rec(topic, 0, 5),
-		copied,
+		heartbeatRec(topic, topic, 6, future),
 		rec(topic, 0, 7),
 	}
 	l := &truncatingLoader{fakeLoader: &fakeLoader{}}
@@ -181,4 +180,39 @@ func TestSinkSeedsAnchorsFromLoadedPositions(t *testing.T) {
 	if pos.calls != 3 {
 		t.Errorf("%d reads of loaded positions, want 3 (one failed, one per partition)", pos.calls)
 	}
+}
+
+// TestSinkLoadsFromAClockAhead: a PostgreSQL clock running more than
+// maxClockSkew ahead of the sink's refuses its heartbeats (they would
+// claim freshness not reached, and alert), but its changes, copied rows
+// and TRUNCATE markers are real: they load and apply, their positions
+// bounded as of the sink's clock plus maxClockSkew.
+func TestSinkLoadsFromAClockAhead(t *testing.T) {
+	const topic = "a"
+	ahead := time.Now().UTC().Add(time.Hour)
+	copied := rowBatch(topic, 0, 2, 7)
+	copied.Value = []byte(strings.Replace(string(copied.Value), `"occurredAt":"2023-11-14T22:13:20Z"`, `"occurredAt":"`+ahead.Format(time.RFC3339)+`"`, 1))
+	tr := record.Truncate{Source: record.Source{Schema: "public", Table: topic}, LSN: 3000, CommitTime: ahead, At: ahead.Add(-time.Second)}
+	mark := &kgo.Record{Topic: topic, Offset: 3}
+	for _, h := range tr.Headers() {
+		mark.Headers = append(mark.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
+	}
+	poll := []*kgo.Record{
+		recAt(topic, 0, 1000, ahead),
+		heartbeatRec(topic, topic, 1, ahead),
+		copied,
+		mark,
+		recAt(topic, 4, 4000, ahead),
+	}
+	l := &truncatingLoader{fakeLoader: &fakeLoader{}}
+	dead := &fakeDead{}
+	runScriptWith(t, Config{DeadLetters: dead, Metrics: NewMetrics(nil)}, nil, l, poll)
+	var got []string
+	for _, d := range dead.got {
+		got = append(got, fmt.Sprintf("%d %s: %v", d.Offset, d.Reason, d.Err))
+	}
+	if len(dead.got) != 1 || dead.got[0].Offset != 1 || dead.got[0].Reason != ReasonFuturePosition {
+		t.Errorf("dead letters %q, want the heartbeat at offset 1 alone", got)
+	}
+	wantBatches(t, l.batches, "a/0/0-2 n=2", "truncate public.a<0/BB8 a/0/3/truncate", "a/0/4-4 n=1")
 }
