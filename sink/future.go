@@ -47,10 +47,11 @@ import (
 // A partition's first anchor is the newest position a sink loaded from it
 // before (Config.Positions: the watermarks in ClickHouse), read when the
 // sink first meets the partition; a partition nothing was loaded from yet
-// starts from PostgreSQL's epoch.
+// is bounded by the other partitions of its topic (fromSiblings), and
+// when none has an anchor either, from PostgreSQL's epoch.
 //
-// Limits, in docs/security.md: without Config.Positions, or for a
-// partition nothing was loaded from, the first item is bounded only by the
+// Limits, in docs/security.md: without Config.Positions, or for a table
+// nothing was loaded from, the first item is bounded only by the
 // WAL PostgreSQL can have written since its epoch (about 2^61.6); and an
 // anchor raised by a forged position with a current time makes a backlog
 // of more than lsnMargin written while capture was stopped look forged.
@@ -204,7 +205,11 @@ func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) e
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[k]
-	if limit := reach(a, at); lsn > limit {
+	limit := reach(a, at)
+	if a.lsn == 0 {
+		limit = as.fromSiblings(k, at, limit)
+	}
+	if lsn > limit {
 		return fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
 			errFuturePosition, what, lsn, limit, at.Format(time.RFC3339), a.lsn, walRate>>30, lsnMargin>>30)
 	}
@@ -215,6 +220,28 @@ func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) e
 		as.m[k] = anchor{lsn: lsn, at: earlier(at, now)}
 	}
 	return nil
+}
+
+// fromSiblings returns the bound at time at for partition k, which has
+// no anchor yet (a partition added to the topic, or nothing loaded from it
+// yet): the loosest of the reaches of the other partitions of its topic
+// that have one, when that is below limit (PostgreSQL's epoch's). One
+// topic is one table of one capture, and WAL positions are the server's,
+// not a partition's: what bounds a real item of one partition bounds those
+// of the others, so a forged first item of a new partition gets no more
+// room than the topic's loosest partition. The loosest, not the tightest:
+// one partition's anchor moved by a forged item must not bound the others.
+func (as *anchors) fromSiblings(k tp, at time.Time, limit record.LSN) record.LSN {
+	var best record.LSN
+	for q, a := range as.m {
+		if q.topic == k.topic && q != k && a.lsn > 0 {
+			best = max(best, reach(a, at))
+		}
+	}
+	if best > 0 && best < limit {
+		return best
+	}
+	return limit
 }
 
 // earlier returns the earlier of two times.

@@ -161,15 +161,15 @@ func (f *fakePositions) LoadedPosition(_ context.Context, _ record.Source, parti
 // after the sink starts is bounded from the position loaded before it
 // (Config.Positions), read once per partition: a forged position at 2^61,
 // below what PostgreSQL's epoch alone bounds, is refused there, and
-// accepted on a partition nothing was loaded from.
+// accepted on a table nothing was loaded from.
 func TestSinkSeedsAnchorsFromLoadedPositions(t *testing.T) {
 	at := time.Unix(1700000000, 0).UTC()
-	forged := func(partition int32, offset int64) *kgo.Record {
-		r := recAt("a", offset, 1<<61, at)
+	forged := func(topic string, partition int32, offset int64) *kgo.Record {
+		r := recAt(topic, offset, 1<<61, at)
 		r.Partition = partition
 		return r
 	}
-	poll := []*kgo.Record{forged(0, 0), rec("a", 0, 1), forged(1, 0), rec("a", 1, 1)}
+	poll := []*kgo.Record{forged("a", 0, 0), rec("a", 0, 1), forged("b", 1, 0), rec("b", 1, 1)}
 	pos := &fakePositions{at: map[int32]record.LSN{0: 1000}, fails: 1}
 	dead := &fakeDead{}
 	l := &fakeLoader{}
@@ -178,7 +178,7 @@ func TestSinkSeedsAnchorsFromLoadedPositions(t *testing.T) {
 		t.Errorf("dead letters %+v, want the forged record of partition 0 alone", dead.got)
 	}
 	if pos.calls != 3 {
-		t.Errorf("%d reads of loaded positions, want 3 (one failed, one per partition)", pos.calls)
+		t.Errorf("%d reads of loaded positions, want 3 (one failed, one per table and partition)", pos.calls)
 	}
 }
 
@@ -215,4 +215,33 @@ func TestSinkLoadsFromAClockAhead(t *testing.T) {
 		t.Errorf("dead letters %q, want the heartbeat at offset 1 alone", got)
 	}
 	wantBatches(t, l.batches, "a/0/0-2 n=2", "truncate public.a<0/BB8 a/0/3/truncate", "a/0/4-4 n=1")
+}
+
+// TestAnchorsBoundNewPartitionsBySiblings: a partition without an anchor
+// (added to its topic, or nothing loaded from it yet) is bounded by the
+// loosest anchor of its topic's other partitions, not by PostgreSQL's
+// epoch: WAL positions are the server's. A real backlog passes; a
+// partition of another topic (another table) still starts from the epoch.
+func TestAnchorsBoundNewPartitionsBySiblings(t *testing.T) {
+	now := time.Now()
+	t0 := now.Add(-2 * time.Hour)
+	const base = record.LSN(0x5A_0000_0000)
+	var as anchors
+	for i, step := range []struct {
+		name string
+		k    tp
+		lsn  record.LSN
+		at   time.Time
+		ok   bool
+	}{
+		{"partition 0's first item", tp{"t", 0}, base, t0, true},
+		{"partition 3, 1 TiB on", tp{"t", 3}, base + 1<<40, now, true},
+		{"a new partition's forged first item at 2^61", tp{"t", 1}, 1 << 61, now, false},
+		{"a new partition's real backlog, by partition 0's rate", tp{"t", 2}, base + 20<<40, now, true},
+		{"another topic's first item at 2^61", tp{"u", 0}, 1 << 61, now, true},
+	} {
+		if err := as.raise(step.k, "item", step.lsn, step.at, now); (err == nil) != step.ok {
+			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
+		}
+	}
 }
