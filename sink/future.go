@@ -35,7 +35,9 @@ import (
 // position lies at most about lsnMargin + walRate × (maxClockSkew + 10 s)
 // (2.2 TiB of WAL) above the partition's real stream: it wins only until
 // PostgreSQL writes that much WAL, and climbing further takes one forged
-// item per step. Copied rows (version 0) never win and are not bounded.
+// item per step. Copied rows (version 0) never win and are not bounded;
+// rows copied again after a rewrite are bounded but move no anchor
+// (checkRecordPosition).
 //
 // Only a heartbeat is refused for a time more than maxClockSkew ahead of
 // the sink's clock (it would claim freshness not yet reached). A record's
@@ -167,8 +169,8 @@ func checkTime(what string, at, now time.Time) error {
 // checkPosition reports an item of partition k (what: "record",
 // "heartbeat", "truncate marker") at WAL position lsn and time at that
 // PostgreSQL cannot have written yet (see above), and counts it; an item
-// that passes raises the partition's anchor.
-func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time) error {
+// that passes raises the partition's anchor if move.
+func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time, move bool) error {
 	if err := s.seedAnchor(ctx, k, src); err != nil {
 		return err
 	}
@@ -180,7 +182,7 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 		at = limit // see above: clamped, not refused
 	}
 	if err == nil {
-		err = s.anchors.raise(k, what, lsn, at, now)
+		err = s.anchors.raise(k, what, lsn, at, now, move)
 	}
 	if errors.Is(err, errFuturePosition) {
 		s.m.future.WithLabelValues(k.topic, what).Inc()
@@ -190,18 +192,22 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 
 // checkRecordPosition checks the commit position (and version) of record
 // r, which kr carried, when its version can win over others. A copied row
-// (version 0) never does, and its positions are the copy's, not the
-// stream's: it is not checked and moves no anchor.
+// at version 0 never does: it is not checked. One copied after a rewrite
+// (at the rewrite's position, record.RewriteCopyVersion) is checked, but
+// moves no anchor: its time is when capture planned the copy, maybe long
+// after the rewrite's position was written (capture catching up), and an
+// anchor at that position with that time would make the real changes
+// after it, up to the time, look forged beyond lsnMargin.
 func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *record.Record) error {
 	if r.Version == record.SnapshotVersion {
 		return nil
 	}
-	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
+	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt, r.Op != record.Read)
 }
 
-// raise checks lsn at time at against k's anchor and moves the anchor to
-// it when it is newer.
-func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) error {
+// raise checks lsn at time at against k's anchor and, if move, moves the
+// anchor to it when it is newer.
+func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, move bool) error {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[k]
@@ -213,7 +219,7 @@ func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) e
 		return fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
 			errFuturePosition, what, lsn, limit, at.Format(time.RFC3339), a.lsn, walRate>>30, lsnMargin>>30)
 	}
-	if lsn > a.lsn {
+	if move && lsn > a.lsn {
 		if as.m == nil {
 			as.m = map[tp]anchor{}
 		}

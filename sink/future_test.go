@@ -44,7 +44,7 @@ func TestAnchorsBoundPositions(t *testing.T) {
 	} {
 		err := checkTime("item", step.at, now)
 		if err == nil {
-			err = as.raise(k, "item", step.lsn, step.at, now)
+			err = as.raise(k, "item", step.lsn, step.at, now, true)
 		}
 		if (err == nil) != step.ok || err != nil && !errors.Is(err, errFuturePosition) {
 			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
@@ -240,8 +240,49 @@ func TestAnchorsBoundNewPartitionsBySiblings(t *testing.T) {
 		{"a new partition's real backlog, by partition 0's rate", tp{"t", 2}, base + 20<<40, now, true},
 		{"another topic's first item at 2^61", tp{"u", 0}, 1 << 61, now, true},
 	} {
-		if err := as.raise(step.k, "item", step.lsn, step.at, now); (err == nil) != step.ok {
+		if err := as.raise(step.k, "item", step.lsn, step.at, now, true); (err == nil) != step.ok {
 			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
 		}
+	}
+}
+
+// TestSinkRewriteCopyMovesNoAnchor: a row copied again after a rewrite
+// carries the rewrite's position as its version and, as its time, when
+// capture planned the copy, maybe long after (capture catching up). It is
+// bounded, but moves no anchor: the real changes of the backlog after the
+// rewrite, whose times are before the copy's, load, however much WAL
+// lies between.
+func TestSinkRewriteCopyMovesNoAnchor(t *testing.T) {
+	const topic = "a"
+	now := time.Now().UTC()
+	t0 := now.Add(-3 * time.Hour)
+	const base = record.LSN(0x5A_0000_0000)
+	copied := func(offset int64, lsn record.LSN, at time.Time) *kgo.Record {
+		r := &record.Record{
+			OccurredAt: at, IngestedAt: at, TenantID: "t", TenantColumn: "tenant_id",
+			Source: record.Source{ID: "s", Schema: "public", Table: topic},
+			LSN:    lsn, CommitLSN: lsn, Op: record.Read, Version: record.RewriteCopyVersion(lsn),
+			Columns: recColumns, SchemaID: record.SchemaID("tenant_id", recColumns),
+			Values: []record.Value{{Text: "t"}, {Text: fmt.Sprint(offset)}},
+		}
+		r.EventID = record.SnapshotEventID("s", r.CommitLSN, "public."+topic, []string{"t", fmt.Sprint(offset)}, r.OccurredAt)
+		return &kgo.Record{Topic: topic, Offset: offset, Value: record.AppendJSON(nil, r)}
+	}
+	poll := []*kgo.Record{
+		recAt(topic, 0, base, t0),                                  // the stream, three hours behind
+		copied(1, base+1<<30, now),                                 // the rewrite's copy, planned now
+		recAt(topic, 2, base+2<<40, t0.Add(time.Hour)),             // the backlog after the rewrite
+		copied(3, math.MaxUint64-16, now),                          // a forged copy still is refused
+		recAt(topic, 4, base+3<<40, t0.Add(time.Hour+time.Second)), // and moves nothing either
+	}
+	l := &fakeLoader{}
+	dead := &fakeDead{}
+	runScriptWith(t, Config{DeadLetters: dead, Metrics: NewMetrics(nil)}, nil, l, poll)
+	var got []string
+	for _, d := range dead.got {
+		got = append(got, fmt.Sprintf("%d %s: %v", d.Offset, d.Reason, d.Err))
+	}
+	if len(dead.got) != 1 || dead.got[0].Offset != 3 || dead.got[0].Reason != ReasonFuturePosition {
+		t.Errorf("dead letters %q, want the forged copy at offset 3 alone", got)
 	}
 }
