@@ -2,6 +2,7 @@ package query
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -110,4 +111,24 @@ func TestPageWriter(t *testing.T) {
 	if _, err := pw.WriteString("x"); !errors.Is(err, errPageTooLarge) {
 		t.Errorf("a write after the refusal: %v, want errPageTooLarge again", err)
 	}
+}
+
+// TestFailPageCutsOffWhenTheCallerSeemsGone: a read that fails mid-page
+// once its request's context ended (a caller that hung up, or only
+// half-closed, which net/http takes the same way) is cut off
+// (http.ErrAbortHandler), never ended as a well-formed chunked body that a
+// caller still reading could take for the whole page.
+func TestFailPageCutsOffWhenTheCallerSeemsGone(t *testing.T) {
+	rec := httptest.NewRecorder()
+	pw := newPageWriter(rec, 1<<20, func(http.Header) {})
+	_, _ = pw.WriteString(`{"data":[` + strings.Repeat("a", pageCommitBytes))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequest(http.MethodPost, "/v1/query", nil).WithContext(ctx)
+	defer func() {
+		if p := recover(); p != http.ErrAbortHandler {
+			t.Errorf("failPage after the caller's context ended: recovered %v, want http.ErrAbortHandler", p)
+		}
+	}()
+	(&Server{}).failPage(rec, r, pw, context.Canceled)
 }

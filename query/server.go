@@ -469,7 +469,10 @@ func (s *Server) failPage(w http.ResponseWriter, r *http.Request, page *pageWrit
 		return
 	}
 	if r.Context().Err() != nil {
-		return // the caller went away mid-page; nobody reads the rest
+		// The caller went away mid-page, or seems to (net/http ends the
+		// context of one that half-closes): no log, but the body is
+		// still cut off, never ended as if whole.
+		panic(http.ErrAbortHandler)
 	}
 	ae := s.classify(err)
 	s.log.Error("read failed mid-page: the response is cut off", "request_id", requestID(r.Context()), "route", r.Pattern, "code", ae.Code, "bytes_sent", page.n-int64(len(page.buf)), "err", clip(err.Error(), maxMessage))

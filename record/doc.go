@@ -99,7 +99,9 @@
 // MaxBatchRows rows or MaxBatchCells values, and any record of more than
 // MaxColumns columns or members, while it reads it: decoded rows cost
 // many times their text, and records come from Kafka (ParseRows checks a
-// HeaderRows value before decoding). A producer keeps its batches below.
+// HeaderRows value before decoding). DecodeSchema refuses a registry
+// entry of more than MaxColumns columns, which would size the decoding of
+// every record naming it. A producer keeps its batches below.
 //
 // # Version 1
 //

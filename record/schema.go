@@ -84,7 +84,8 @@ var ErrUnknownSchema = errors.New("unknown schemaId")
 // DecodeSchema parses a registry entry written by Schema.AppendJSON and
 // checks it: a known format, valid columns and a schemaId that is the hash
 // of its content, so an entry can never be mistaken for another schema's.
-// Errors wrap ErrInvalid.
+// Errors wrap ErrInvalid, and ErrOverBudget for more than MaxColumns
+// columns.
 func DecodeSchema(data []byte) (Schema, error) {
 	var w schemaWire
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -94,6 +95,11 @@ func DecodeSchema(data []byte) (Schema, error) {
 	}
 	if w.Format != SchemaFormatVersion {
 		return Schema{}, fmt.Errorf("%w: schema registry entry format %d is not supported (this build reads %d)", ErrInvalid, w.Format, SchemaFormatVersion)
+	}
+	if len(w.Columns) > MaxColumns {
+		// Every record naming the id would be decoded into one value per
+		// column: a forged entry must not size that.
+		return Schema{}, fmt.Errorf("%w: schema registry entry %s has %d columns, more than the %d a table may have", ErrOverBudget, w.SchemaID, len(w.Columns), MaxColumns)
 	}
 	s := Schema{TenantColumn: w.TenantColumn, Columns: w.Columns}
 	if err := ValidateColumns(s.TenantColumn, s.Columns); err != nil {

@@ -36,15 +36,24 @@ import (
 // (2.2 TiB of WAL) above the partition's real stream: it wins only until
 // PostgreSQL writes that much WAL, and climbing further takes one forged
 // item per step. Copied rows (version 0) never win and are not bounded;
-// their times are checked against the clock.
+// rows copied again after a rewrite are bounded but move no anchor
+// (checkRecordPosition).
+//
+// Only a heartbeat is refused for a time more than maxClockSkew ahead of
+// the sink's clock (it would claim freshness not yet reached). A record's
+// or marker's time is only clamped there for the bound: a PostgreSQL clock
+// running ahead must not send every change, copied row and TRUNCATE to the
+// dead letters (its heartbeats are refused, and alert), and a forged time
+// gains nothing beyond the clamp.
 //
 // A partition's first anchor is the newest position a sink loaded from it
 // before (Config.Positions: the watermarks in ClickHouse), read when the
 // sink first meets the partition; a partition nothing was loaded from yet
-// starts from PostgreSQL's epoch.
+// is bounded by the other partitions of its topic (fromSiblings), and
+// when none has an anchor either, from PostgreSQL's epoch.
 //
-// Limits, in docs/security.md: without Config.Positions, or for a
-// partition nothing was loaded from, the first item is bounded only by the
+// Limits, in docs/security.md: without Config.Positions, or for a table
+// nothing was loaded from, the first item is bounded only by the
 // WAL PostgreSQL can have written since its epoch (about 2^61.6); and an
 // anchor raised by a forged position with a current time makes a backlog
 // of more than lsnMargin written while capture was stopped look forged.
@@ -147,8 +156,9 @@ func reach(a anchor, at time.Time) record.LSN {
 	return a.lsn + lsnMargin + record.LSN(secs*walRate)
 }
 
-// checkTime reports an item that claims a time more than maxClockSkew
-// after the sink's clock: beyond clock skew, it could only be forged.
+// checkTime reports a heartbeat that claims a time more than maxClockSkew
+// after the sink's clock: beyond clock skew, it was forged or its clock is
+// off, and it would claim freshness not yet reached.
 func checkTime(what string, at, now time.Time) error {
 	if at.After(now.Add(maxClockSkew)) {
 		return fmt.Errorf("%w: %s claims %s, more than %v after the sink's clock", errFuturePosition, what, at.Format(time.RFC3339), maxClockSkew)
@@ -159,15 +169,20 @@ func checkTime(what string, at, now time.Time) error {
 // checkPosition reports an item of partition k (what: "record",
 // "heartbeat", "truncate marker") at WAL position lsn and time at that
 // PostgreSQL cannot have written yet (see above), and counts it; an item
-// that passes raises the partition's anchor.
-func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time) error {
+// that passes raises the partition's anchor if move.
+func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what string, lsn record.LSN, at time.Time, move bool) error {
 	if err := s.seedAnchor(ctx, k, src); err != nil {
 		return err
 	}
 	now := time.Now()
-	err := checkTime(what, at, now)
+	var err error
+	if what == "heartbeat" {
+		err = checkTime(what, at, now)
+	} else if limit := now.Add(maxClockSkew); at.After(limit) {
+		at = limit // see above: clamped, not refused
+	}
 	if err == nil {
-		err = s.anchors.raise(k, what, lsn, at, now)
+		err = s.anchors.raise(k, what, lsn, at, now, move)
 	}
 	if errors.Is(err, errFuturePosition) {
 		s.m.future.WithLabelValues(k.topic, what).Inc()
@@ -175,38 +190,64 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 	return err
 }
 
-// checkRecordPosition checks record r, which kr carried: the time of any
-// record; the commit position (and version) of one whose version can win
-// over others. A copied row (version 0) never does, and its positions are
-// the copy's, not the stream's: it moves no anchor.
+// checkRecordPosition checks the commit position (and version) of record
+// r, which kr carried, when its version can win over others. A copied row
+// at version 0 never does: it is not checked. One copied after a rewrite
+// (at the rewrite's position, record.RewriteCopyVersion) is checked, but
+// moves no anchor: its time is when capture planned the copy, maybe long
+// after the rewrite's position was written (capture catching up), and an
+// anchor at that position with that time would make the real changes
+// after it, up to the time, look forged beyond lsnMargin.
 func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *record.Record) error {
 	if r.Version == record.SnapshotVersion {
-		err := checkTime("copied row", r.OccurredAt, time.Now())
-		if err != nil {
-			s.m.future.WithLabelValues(kr.Topic, "record").Inc()
-		}
-		return err
+		return nil
 	}
-	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt)
+	return s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, r.Source, "record", max(r.CommitLSN, record.LSN(r.Version)), r.OccurredAt, r.Op != record.Read)
 }
 
-// raise checks lsn at time at against k's anchor and moves the anchor to
-// it when it is newer.
-func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time) error {
+// raise checks lsn at time at against k's anchor and, if move, moves the
+// anchor to it when it is newer.
+func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, move bool) error {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[k]
-	if limit := reach(a, at); lsn > limit {
+	limit := reach(a, at)
+	if a.lsn == 0 {
+		limit = as.fromSiblings(k, at, limit)
+	}
+	if lsn > limit {
 		return fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
 			errFuturePosition, what, lsn, limit, at.Format(time.RFC3339), a.lsn, walRate>>30, lsnMargin>>30)
 	}
-	if lsn > a.lsn {
+	if move && lsn > a.lsn {
 		if as.m == nil {
 			as.m = map[tp]anchor{}
 		}
 		as.m[k] = anchor{lsn: lsn, at: earlier(at, now)}
 	}
 	return nil
+}
+
+// fromSiblings returns the bound at time at for partition k, which has
+// no anchor yet (a partition added to the topic, or nothing loaded from it
+// yet): the loosest of the reaches of the other partitions of its topic
+// that have one, when that is below limit (PostgreSQL's epoch's). One
+// topic is one table of one capture, and WAL positions are the server's,
+// not a partition's: what bounds a real item of one partition bounds those
+// of the others, so a forged first item of a new partition gets no more
+// room than the topic's loosest partition. The loosest, not the tightest:
+// one partition's anchor moved by a forged item must not bound the others.
+func (as *anchors) fromSiblings(k tp, at time.Time, limit record.LSN) record.LSN {
+	var best record.LSN
+	for q, a := range as.m {
+		if q.topic == k.topic && q != k && a.lsn > 0 {
+			best = max(best, reach(a, at))
+		}
+	}
+	if best > 0 && best < limit {
+		return best
+	}
+	return limit
 }
 
 // earlier returns the earlier of two times.

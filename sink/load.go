@@ -36,7 +36,7 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.
 		}
 		start = i + 1
 		if err == nil { // after the segment: its items may raise the anchor
-			err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, tr.Source, "truncate marker", tr.LSN, tr.CommitTime)
+			err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, tr.Source, "truncate marker", tr.LSN, tr.CommitTime, true)
 		}
 		if err != nil {
 			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
@@ -108,7 +108,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 				err = s.checkHeartbeat(kr.Topic, &h)
 			}
 			if err == nil {
-				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, h.Source, "heartbeat", h.LSN, h.At)
+				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, h.Source, "heartbeat", h.LSN, h.At, true)
 			}
 			if err != nil {
 				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {

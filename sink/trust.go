@@ -55,9 +55,9 @@ func (s *Sink) checkTopic(topic string, src record.Source) error {
 	return nil
 }
 
-// maxClockSkew is how far in the sink's future a heartbeat, record or
-// truncate marker may claim to be before it is refused: beyond clock skew,
-// it could only be forged (checkTime).
+// maxClockSkew is how far in the sink's future a heartbeat may claim to
+// be before it is refused (checkTime), and the latest time a record's or
+// truncate marker's position is bounded for (sink/future.go).
 const maxClockSkew = 5 * time.Minute
 
 // checkHeartbeat reports a heartbeat that is not well-formed for its topic.

@@ -115,7 +115,12 @@ func (cr *clickhouseReadiness) checks(ctx context.Context) []check {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if now := cr.now(); cr.at.IsZero() || now.Sub(cr.at) >= clickhousePingEvery {
-		err := cr.conn.Ping(ctx)
+		// Not ended by the caller: one who hangs up (anyone may ask, with
+		// no key) would fail the ping, and every probe after it for
+		// clickhousePingEvery.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
+		err := cr.conn.Ping(pctx)
+		cancel()
 		cr.at, cr.failed = now, err != nil
 		if err != nil {
 			cr.log.Warn("readiness: ClickHouse does not answer a ping", "err", cut(redact.Error(err).Error()))

@@ -189,7 +189,13 @@ type pings struct {
 	err error
 }
 
-func (p *pings) Ping(context.Context) error { p.n++; return p.err }
+func (p *pings) Ping(ctx context.Context) error {
+	p.n++
+	if ctx.Err() != nil {
+		return ctx.Err() // as the driver does
+	}
+	return p.err
+}
 
 // TestClickhouseReadiness: serve's /readyz pings ClickHouse at most once
 // per clickhousePingEvery, however often it is asked, and never shows the
@@ -259,5 +265,19 @@ func TestParseAcceptLost(t *testing.T) {
 	}
 	if _, err := parseAcceptLost([]string{"wh.public.a/x"}); err == nil {
 		t.Error("a partition that is no number was accepted")
+	}
+}
+
+// TestClickhouseReadinessIgnoresCallersGone: a caller of /readyz that
+// hangs up (anyone may, with no key) does not fail the cached ping, which
+// would answer every probe 503 for clickhousePingEvery with ClickHouse up.
+func TestClickhouseReadinessIgnoresCallersGone(t *testing.T) {
+	ch := &pings{}
+	cr := newClickhouseReadiness(ch, slog.New(slog.DiscardHandler))
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	cr.checks(gone)
+	if c := cr.checks(context.Background()); len(c) != 1 || !c[0].OK || ch.n != 1 {
+		t.Errorf("after a caller that hung up: %+v after %d pings, want ready on the one ping", c, ch.n)
 	}
 }
