@@ -14,6 +14,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
@@ -571,15 +572,43 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		if _, ok := ty[t.tenantCol]; !ok && !t.hasRows {
 			continue // another tenant's default table, or one with nothing of the tenant
 		}
-		targets, types = append(targets, t), append(types, ty)
-		i := len(targets) - 1
-		if ttype, ok := types[i][t.tenantCol]; ok {
-			if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ttype), req.Tenant).Scan(&t.tenantText); err != nil {
-				return 0, nil, &RequestError{Msg: "the tenant is not a value of the tables' tenant column",
-					Detail: fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
+		if ttype, ok := ty[t.tenantCol]; ok {
+			text, bad, err := castText(ctx, tx, ttype, req.Tenant)
+			if err != nil {
+				return 0, nil, fmt.Errorf("check the tenant in %s: %w", t.owner, err)
 			}
+			if bad != nil && !t.hasRows {
+				// Its tenant column cannot hold the tenant: another
+				// tenant's table, with no row of this one. Left out, not
+				// refused: a refusal would stop the tenant's erasures and
+				// tell the caller that such a table exists.
+				continue
+			}
+			if bad != nil {
+				return 0, nil, &RequestError{Msg: "the tenant is not a value of the tables' tenant column",
+					Detail: fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s): %v", req.Tenant, t.owner, ttype, bad)}
+			}
+			t.tenantText = text
 		} // else the table maps to a configured default tenant: every row is the tenant's
-		ctype, ok := types[i][req.Column]
+		ctype, ok := ty[req.Column]
+		if ok {
+			text, bad, err := castText(ctx, tx, ctype, req.Value)
+			if err != nil {
+				return 0, nil, fmt.Errorf("check the subject value in %s: %w", t.owner, err)
+			}
+			if bad != nil && !t.hasRows {
+				// Its subject column cannot hold the value, and ClickHouse
+				// holds no row of the tenant: nothing of the subject is
+				// there. Left out, as above.
+				continue
+			}
+			if bad != nil {
+				return 0, nil, &RequestError{Msg: fmt.Sprintf("the subject value is not a value of the type of column %q", req.Column),
+					Detail: fmt.Sprintf("%s.%s is %s: %v", t.owner, req.Column, ctype, bad)}
+			}
+			t.valueText = text
+		}
+		targets, types = append(targets, t), append(types, ty)
 		if !ok {
 			// Dropped or renamed: its rows cannot be counted by it, but
 			// every row the removal would take is looked up by key below.
@@ -589,13 +618,9 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		t.check = CheckSubjectAndKeys
 		where := fmt.Sprintf("%s = CAST($1::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
 		args := []any{req.Value}
-		if ttype, ok := types[i][t.tenantCol]; ok {
+		if ttype, ok := ty[t.tenantCol]; ok {
 			where += fmt.Sprintf(" AND %s = CAST($2::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
 			args = append(args, req.Tenant)
-		}
-		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ctype), req.Value).Scan(&t.valueText); err != nil {
-			return 0, nil, &RequestError{Msg: fmt.Sprintf("the subject value is not a value of the type of column %q", req.Column),
-				Detail: fmt.Sprintf("%s.%s is %s: %v", t.owner, req.Column, ctype, err)}
 		}
 		var n int64
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+t.owner+" WHERE "+where, args...).Scan(&n); err != nil {
@@ -648,6 +673,30 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		return 0, nil, &LiveRowsError{Rows: unsafe}
 	}
 	return asOf, targets, nil
+}
+
+// castText returns v cast to PostgreSQL type typ, in PostgreSQL's text
+// form. When v is not a value of typ it returns the cast's error as bad,
+// and tx stays usable (the cast runs under a savepoint); err is any other
+// failure.
+func castText(ctx context.Context, tx pgx.Tx, typ, v string) (text string, bad error, err error) {
+	sp, err := tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return "", nil, err
+	}
+	defer sp.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // released by Commit below when the cast worked
+	err = sp.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", typ), v).Scan(&text)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
+		// Class 22, data exception: invalid text, out of range.
+		if err := sp.Rollback(ctx); err != nil {
+			return "", nil, err
+		}
+		return "", err, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return text, nil, sp.Commit(ctx)
 }
 
 // columnTypes returns the PostgreSQL types of those of names that table
