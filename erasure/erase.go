@@ -313,7 +313,7 @@ func (e *Eraser) run(ctx context.Context, p *Plan) (Manifest, error) {
 	}
 	m.Verified = true
 	for _, t := range p.targets {
-		res, err := e.remove(ctx, t)
+		res, err := e.remove(ctx, t, m.AsOfLSN)
 		if err != nil {
 			return m, err
 		}
@@ -542,7 +542,11 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
 	var lsnText string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText); err != nil {
+	// The insert position, not pg_current_wal_lsn (the write position):
+	// under synchronous_commit = off the write position lags the commits
+	// the snapshot already sees, whose changes would then pass the
+	// ledger's as-of bound and escape the removal.
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsnText); err != nil {
 		return 0, nil, fmt.Errorf("read the current WAL position (connect to the primary): %w", err)
 	}
 	asOf, err := record.ParseLSN(lsnText)
@@ -778,10 +782,14 @@ const defaultMaxQuerySize = 256 << 10
 // removed from an earlier one. One mutation per table, whatever the
 // number of keys (capped by Config.MaxRows): each mutation rewrites every
 // part it touches.
-func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
+func (e *Eraser) remove(ctx context.Context, t *target, asOf record.LSN) (TableResult, error) {
 	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table, SourceCheck: t.check, LiveRowsKept: t.live}
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
-	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
+	// Only versions of changes made before the check (a snapshot read's
+	// version is 0): a row PostgreSQL got after it — the subject back, a
+	// deleted key used again — is not what the check cleared, and its
+	// newer changes load (the ledger holds back only those up to asOf).
+	tenant := fmt.Sprintf("%s = {tenant:%s} AND %s <= %d", schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(schema.VersionColumn), record.Version(asOf))
 	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
 	where := tenant + " AND " + subject
 	if len(t.keys) > 0 {
