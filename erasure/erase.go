@@ -550,6 +550,16 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		return 0, nil, fmt.Errorf("check the subject in PostgreSQL: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	// The text of values as records carry it, whatever the connection's
+	// defaults: capture's session settings (capture/source.go). The ledger
+	// hashes the subject's text, and the keys read from ClickHouse
+	// (timestamps in UTC) are cast back by them. SET takes no snapshot:
+	// the as-of LSN below is still the snapshot's first read.
+	for _, set := range [...]string{"TimeZone = 'UTC'", "DateStyle = 'ISO, YMD'", "IntervalStyle = 'postgres'", "extra_float_digits = 3", "bytea_output = 'hex'"} {
+		if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+			return 0, nil, fmt.Errorf("check the subject in PostgreSQL: %s: %w", set, err)
+		}
+	}
 	var lsnText string
 	// The insert position, not pg_current_wal_lsn (the write position):
 	// under synchronous_commit = off the write position lags the commits
