@@ -9,7 +9,7 @@
 //     row the removal would take is looked up by key in the same snapshot
 //     (a row PostgreSQL still holds loses only its versions that carried
 //     the subject, never its key), and it reads the as-of LSN,
-//     pg_current_wal_lsn() at that check;
+//     pg_current_wal_insert_lsn() at that check;
 //  2. it records the erasure in the ledger, the ClickHouse table
 //     _walhouse_erasures, before it removes anything: keyed hashes
 //     (HMAC-SHA256 under a key walhouse holds) of tenant, table, column and

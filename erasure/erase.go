@@ -14,6 +14,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
@@ -166,13 +167,22 @@ func (e *RequestError) Error() string {
 // application deletes the rows first), or the next change would bring
 // them back.
 type StillInSourceError struct {
-	// Rows is the number of the subject's rows per source table.
+	// Rows is the number of the subject's rows per source table, counted
+	// up to maxStillInSource+1 (more than maxStillInSource).
 	Rows map[string]int64
 }
+
+// maxStillInSource bounds the subject's rows counted per source table for
+// a StillInSourceError.
+const maxStillInSource = 1000
 
 func (e *StillInSourceError) Error() string {
 	var parts []string
 	for _, t := range slices.Sorted(maps.Keys(e.Rows)) {
+		if e.Rows[t] > maxStillInSource {
+			parts = append(parts, fmt.Sprintf("%s (more than %d rows)", t, maxStillInSource))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s (%d rows)", t, e.Rows[t]))
 	}
 	return "the subject still has rows in PostgreSQL: " + strings.Join(parts, ", ") + "; delete them there first, then erase again"
@@ -312,7 +322,7 @@ func (e *Eraser) run(ctx context.Context, p *Plan) (Manifest, error) {
 	}
 	m.Verified = true
 	for _, t := range p.targets {
-		res, err := e.remove(ctx, t)
+		res, err := e.remove(ctx, t, m.AsOfLSN)
 		if err != nil {
 			return m, err
 		}
@@ -540,8 +550,22 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		return 0, nil, fmt.Errorf("check the subject in PostgreSQL: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	// The text of values as records carry it, whatever the connection's
+	// defaults: capture's session settings (capture/source.go). The ledger
+	// hashes the subject's text, and the keys read from ClickHouse
+	// (timestamps in UTC) are cast back by them. SET takes no snapshot:
+	// the as-of LSN below is still the snapshot's first read.
+	for _, set := range [...]string{"TimeZone = 'UTC'", "DateStyle = 'ISO, YMD'", "IntervalStyle = 'postgres'", "extra_float_digits = 3", "bytea_output = 'hex'"} {
+		if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+			return 0, nil, fmt.Errorf("check the subject in PostgreSQL: %s: %w", set, err)
+		}
+	}
 	var lsnText string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText); err != nil {
+	// The insert position, not pg_current_wal_lsn (the write position):
+	// under synchronous_commit = off the write position lags the commits
+	// the snapshot already sees, whose changes would then pass the
+	// ledger's as-of bound and escape the removal.
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsnText); err != nil {
 		return 0, nil, fmt.Errorf("read the current WAL position (connect to the primary): %w", err)
 	}
 	asOf, err := record.ParseLSN(lsnText)
@@ -571,15 +595,43 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		if _, ok := ty[t.tenantCol]; !ok && !t.hasRows {
 			continue // another tenant's default table, or one with nothing of the tenant
 		}
-		targets, types = append(targets, t), append(types, ty)
-		i := len(targets) - 1
-		if ttype, ok := types[i][t.tenantCol]; ok {
-			if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ttype), req.Tenant).Scan(&t.tenantText); err != nil {
-				return 0, nil, &RequestError{Msg: "the tenant is not a value of the tables' tenant column",
-					Detail: fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s)", req.Tenant, t.owner, ttype)}
+		if ttype, ok := ty[t.tenantCol]; ok {
+			text, bad, err := castText(ctx, tx, ttype, req.Tenant)
+			if err != nil {
+				return 0, nil, fmt.Errorf("check the tenant in %s: %w", t.owner, err)
 			}
+			if bad != nil && !t.hasRows {
+				// Its tenant column cannot hold the tenant: another
+				// tenant's table, with no row of this one. Left out, not
+				// refused: a refusal would stop the tenant's erasures and
+				// tell the caller that such a table exists.
+				continue
+			}
+			if bad != nil {
+				return 0, nil, &RequestError{Msg: "the tenant is not a value of the tables' tenant column",
+					Detail: fmt.Sprintf("tenant %q is not a value of %s's tenant column (%s): %v", req.Tenant, t.owner, ttype, bad)}
+			}
+			t.tenantText = text
 		} // else the table maps to a configured default tenant: every row is the tenant's
-		ctype, ok := types[i][req.Column]
+		ctype, ok := ty[req.Column]
+		if ok {
+			text, bad, err := castText(ctx, tx, ctype, req.Value)
+			if err != nil {
+				return 0, nil, fmt.Errorf("check the subject value in %s: %w", t.owner, err)
+			}
+			if bad != nil && !t.hasRows {
+				// Its subject column cannot hold the value, and ClickHouse
+				// holds no row of the tenant: nothing of the subject is
+				// there. Left out, as above.
+				continue
+			}
+			if bad != nil {
+				return 0, nil, &RequestError{Msg: fmt.Sprintf("the subject value is not a value of the type of column %q", req.Column),
+					Detail: fmt.Sprintf("%s.%s is %s: %v", t.owner, req.Column, ctype, bad)}
+			}
+			t.valueText = text
+		}
+		targets, types = append(targets, t), append(types, ty)
 		if !ok {
 			// Dropped or renamed: its rows cannot be counted by it, but
 			// every row the removal would take is looked up by key below.
@@ -589,16 +641,14 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		t.check = CheckSubjectAndKeys
 		where := fmt.Sprintf("%s = CAST($1::text AS %s)", pgx.Identifier{req.Column}.Sanitize(), ctype)
 		args := []any{req.Value}
-		if ttype, ok := types[i][t.tenantCol]; ok {
+		if ttype, ok := ty[t.tenantCol]; ok {
 			where += fmt.Sprintf(" AND %s = CAST($2::text AS %s)", pgx.Identifier{t.tenantCol}.Sanitize(), ttype)
 			args = append(args, req.Tenant)
 		}
-		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", ctype), req.Value).Scan(&t.valueText); err != nil {
-			return 0, nil, &RequestError{Msg: fmt.Sprintf("the subject value is not a value of the type of column %q", req.Column),
-				Detail: fmt.Sprintf("%s.%s is %s: %v", t.owner, req.Column, ctype, err)}
-		}
+		// Counted up to a bound: a broad value (a status) must not make
+		// the primary count millions of rows for a refusal.
 		var n int64
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+t.owner+" WHERE "+where, args...).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s LIMIT %d) AS s", t.owner, where, maxStillInSource+1), args...).Scan(&n); err != nil {
 			return 0, nil, fmt.Errorf("count the subject's rows in %s: %w", t.owner, err)
 		}
 		if n > 0 {
@@ -648,6 +698,30 @@ func (e *Eraser) check(ctx context.Context, req Request, all []*target) (record.
 		return 0, nil, &LiveRowsError{Rows: unsafe}
 	}
 	return asOf, targets, nil
+}
+
+// castText returns v cast to PostgreSQL type typ, in PostgreSQL's text
+// form. When v is not a value of typ it returns the cast's error as bad,
+// and tx stays usable (the cast runs under a savepoint); err is any other
+// failure.
+func castText(ctx context.Context, tx pgx.Tx, typ, v string) (text string, bad error, err error) {
+	sp, err := tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return "", nil, err
+	}
+	defer sp.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // released by Commit below when the cast worked
+	err = sp.QueryRow(ctx, fmt.Sprintf("SELECT CAST($1::text AS %s)::text", typ), v).Scan(&text)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
+		// Class 22, data exception: invalid text, out of range.
+		if err := sp.Rollback(ctx); err != nil {
+			return "", nil, err
+		}
+		return "", err, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return text, nil, sp.Commit(ctx)
 }
 
 // columnTypes returns the PostgreSQL types of those of names that table
@@ -729,10 +803,14 @@ const defaultMaxQuerySize = 256 << 10
 // removed from an earlier one. One mutation per table, whatever the
 // number of keys (capped by Config.MaxRows): each mutation rewrites every
 // part it touches.
-func (e *Eraser) remove(ctx context.Context, t *target) (TableResult, error) {
+func (e *Eraser) remove(ctx context.Context, t *target, asOf record.LSN) (TableResult, error) {
 	res := TableResult{Table: t.name, Source: t.src.schema + "." + t.src.table, SourceCheck: t.check, LiveRowsKept: t.live}
 	qname := schema.QuoteIdent(e.database) + "." + schema.QuoteIdent(t.name)
-	tenant := fmt.Sprintf("%s = {tenant:%s}", schema.QuoteIdent(t.tenantCol), t.tenantType)
+	// Only versions of changes made before the check (a snapshot read's
+	// version is 0): a row PostgreSQL got after it — the subject back, a
+	// deleted key used again — is not what the check cleared, and its
+	// newer changes load (the ledger holds back only those up to asOf).
+	tenant := fmt.Sprintf("%s = {tenant:%s} AND %s <= %d", schema.QuoteIdent(t.tenantCol), t.tenantType, schema.QuoteIdent(schema.VersionColumn), record.Version(asOf))
 	subject := fmt.Sprintf("%s = {subject:%s}", schema.QuoteIdent(t.column), t.subjectType)
 	where := tenant + " AND " + subject
 	if len(t.keys) > 0 {

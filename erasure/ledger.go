@@ -369,7 +369,12 @@ func (l *Ledger) read(ctx context.Context) error {
 	full := old == nil || began.Sub(old.fullAt) >= fullReadEvery
 	where := ""
 	if !full && !old.maxRecorded.IsZero() {
-		where = fmt.Sprintf(" WHERE recorded_at >= fromUnixTimestamp64Micro(CAST(%d AS Int64), 'UTC')", old.maxRecorded.Add(-ledgerOverlap).UnixMicro())
+		// No later than ClickHouse's clock less the overlap either: an
+		// entry stamped in the future (a clock stepped back, a row written
+		// by hand) must not hide the erasures recorded after it until the
+		// next whole read, past their settle time.
+		where = fmt.Sprintf(" WHERE recorded_at >= least(fromUnixTimestamp64Micro(CAST(%d AS Int64), 'UTC'), now64(6, 'UTC') - toIntervalMicrosecond(%d))",
+			old.maxRecorded.Add(-ledgerOverlap).UnixMicro(), ledgerOverlap.Microseconds())
 	}
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(
 		"SELECT source_schema, source_table, column, subject_hash, max(as_of_lsn), key_id, max(recorded_at) FROM %s.%s%s GROUP BY source_schema, source_table, column, subject_hash, key_id",

@@ -189,3 +189,40 @@ func TestIntegrationLedgerReadsIncrementally(t *testing.T) {
 		t.Errorf("after a whole read: %d entries, want 3", n)
 	}
 }
+
+// A ledger row stamped in the future (a ClickHouse clock stepped back, a
+// row written by hand) does not blind the incremental reads until the next
+// whole read: an erasure recorded after it is seen at the next read, as
+// its settle time counts on.
+func TestIntegrationLedgerFutureStampDoesNotHideNewEntries(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, db := erasureDatabase(ctx, t)
+	keys, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
+	insert := func(value, recordedAt string) {
+		t.Helper()
+		h := keys.Hash(Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: value})
+		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id, recorded_at) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test', %s)",
+			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), h, keys.KeyID(), recordedAt)
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("1", "now64(6) + INTERVAL 1 DAY")
+	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: &keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert("2", "now64(6)") // an erasure recorded now
+	if err := l.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := &record.Record{TenantID: "acme", Source: record.Source{Schema: "public", Table: "orders"}, CommitLSN: 50,
+		Columns: []record.Column{{Name: "id", Key: true}, {Name: "customer_id"}}, Values: []record.Value{{Text: "1"}, {Text: "2"}}}
+	if n := l.Entries(); n != 2 || !l.Erased(rec) {
+		t.Errorf("after the next read: %d entries, the new subject erased: %v; want 2, true (an entry stamped a day ahead must not hide it)", n, l.Erased(rec))
+	}
+}

@@ -50,8 +50,9 @@ type Manifest struct {
 	// fields are left out, so manifests signed before a field existed
 	// still verify.
 	TablesSkipped []string `json:"tablesSkipped,omitempty"`
-	// AsOfLSN is pg_current_wal_lsn() when PostgreSQL was checked: records
-	// of the subject committed at or before it are never loaded again.
+	// AsOfLSN is pg_current_wal_insert_lsn() when PostgreSQL was checked:
+	// records of the subject committed at or before it are never loaded
+	// again, and only versions of changes at or before it are removed.
 	AsOfLSN     record.LSN `json:"asOfLsn"`
 	Verified    bool       `json:"verified"`
 	RequestedBy string     `json:"requestedBy"`

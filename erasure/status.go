@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -27,6 +29,13 @@ const (
 // no end recorded is StateAbandoned.
 const DefaultRunTimeout = 30 * time.Minute
 
+// ClickHouse's codes for a missing table, database and column.
+const (
+	chUnknownIdentifier = 47
+	chUnknownTable      = 60
+	chUnknownDatabase   = 81
+)
+
 // ErrNoErasure is Status's answer for an id that is not an erasure of the
 // tenant (the same for another tenant's).
 var ErrNoErasure = errors.New("no such erasure")
@@ -43,14 +52,18 @@ type Status struct {
 }
 
 // Status returns where erasure id of tenant stands, from ManifestTable,
-// so any serve replica answers for an erasure another one runs.
+// so any serve replica answers for an erasure another one runs. It only
+// reads: a client polls it, and each poll must not be DDL on a table every
+// serve shares (nor need the privileges for it).
 func (e *Eraser) Status(ctx context.Context, tenant, id string) (Status, error) {
-	if err := ensureTables(ctx, e.conn, e.database); err != nil { // none yet: a server that never erased
-		return Status{}, err
-	}
 	q := fmt.Sprintf("SELECT state, error, finished_at, manifest FROM %s.%s WHERE erasure_id = {id:String} AND tenant = {tenant:String}",
 		schema.QuoteIdent(e.database), schema.QuoteIdent(ManifestTable))
 	rows, err := e.conn.Query(chParams(ctx, map[string]string{"id": id, "tenant": tenant}), q)
+	if ex, ok := errors.AsType[*ch.Exception](err); ok && (ex.Code == chUnknownTable || ex.Code == chUnknownDatabase || ex.Code == chUnknownIdentifier) {
+		// No erasure tables yet (or one made before erasures ran
+		// detached, without state): no erasure this version started.
+		return Status{}, ErrNoErasure
+	}
 	if err != nil {
 		return Status{}, fmt.Errorf("read the erasure's state: %w", err)
 	}

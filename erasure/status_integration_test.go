@@ -109,3 +109,56 @@ func TestIntegrationEraseStatus(t *testing.T) {
 		t.Errorf("another tenant's erasure: %v, want no rate refusal", err)
 	}
 }
+
+// execCounter is a Conn that counts the statements it executes.
+type execCounter struct {
+	Conn
+	execs []string
+}
+
+func (c *execCounter) Exec(ctx context.Context, query string, args ...any) error {
+	c.execs = append(c.execs, query)
+	return c.Conn.Exec(ctx, query, args...)
+}
+
+// Status only reads: a client polling GET /v1/erasures/{id} runs no DDL on
+// the tables every serve shares, and an id in a database where nothing was
+// ever erased is simply no erasure.
+func TestIntegrationEraseStatusOnlyReads(t *testing.T) {
+	env := testenv.Require(t, "pg", "clickhouse")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	conn, err := clickhouse.Open(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	db := testenv.Name("erasure")
+	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+	counting := &execCounter{Conn: conn}
+	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
+	er, err := NewEraser(Config{PG: pg, Conn: counting, Database: db, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing erased yet: no database, no tables.
+	if _, err := er.Status(ctx, "acme", "era_0123"); !errors.Is(err, ErrNoErasure) {
+		t.Errorf("status in a database never erased in: %v, want ErrNoErasure", err)
+	}
+	if err := ensureTables(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := er.Status(ctx, "acme", "era_0123"); !errors.Is(err, ErrNoErasure) {
+			t.Errorf("status of an unknown id: %v, want ErrNoErasure", err)
+		}
+	}
+	if len(counting.execs) != 0 {
+		t.Errorf("Status executed %d statements (%q), want none: it only reads", len(counting.execs), counting.execs)
+	}
+}

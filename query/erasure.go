@@ -36,16 +36,23 @@ type erasureRuns struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // by tenant: cancels its run
 	wg      sync.WaitGroup
+	// stopping: WaitErasures began; no run starts any more (one started
+	// now would outlive the connections and its wait).
+	stopping bool
 }
 
 // acquire takes tenant's turn for a run that cancel cuts short, or
-// reports false when the tenant already runs one or the server runs its
-// maximum.
-func (e *erasureRuns) acquire(tenant string, cancel context.CancelFunc) (release func(), ok bool) {
+// answers why not: the tenant already runs one or the server runs its
+// maximum (429), or the server stops (503).
+func (e *erasureRuns) acquire(tenant string, cancel context.CancelFunc) (release func(), refused *apiError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stopping {
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "stopping", Message: "the server is stopping: start the erasure again on another replica or once it is back; nothing was recorded"}
+	}
 	if e.running[tenant] != nil || len(e.running) >= maxErasuresRunning {
-		return nil, false
+		return nil, &apiError{Status: http.StatusTooManyRequests, Code: "erasure_running",
+			Message: "an erasure of this tenant is running (or the server runs as many as it may): retry when it has ended (GET /v1/erasures/{id})"}
 	}
 	if e.running == nil {
 		e.running = map[string]context.CancelFunc{}
@@ -57,7 +64,7 @@ func (e *erasureRuns) acquire(tenant string, cancel context.CancelFunc) (release
 		defer e.mu.Unlock()
 		delete(e.running, tenant)
 		e.wg.Done()
-	}, true
+	}, nil
 }
 
 // WaitErasures waits, when the server stops, for the erasures it runs
@@ -67,6 +74,11 @@ func (e *erasureRuns) acquire(tenant string, cancel context.CancelFunc) (release
 // out of new loads), and waits for that. Call it after the HTTP server's
 // Shutdown and before the ClickHouse connection is closed.
 func (s *Server) WaitErasures(ctx context.Context) {
+	// A request still being served (Shutdown's wait ended first) starts
+	// no run now: WaitGroup.Add racing the Wait below would be misuse.
+	s.erasing.mu.Lock()
+	s.erasing.stopping = true
+	s.erasing.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.erasing.wg.Wait()
@@ -138,12 +150,13 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, key Key, 
 	// write timeout), so the ledger entry it records always gets its
 	// removal, manifest and audit line.
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), erasure.DefaultRunTimeout)
-	release, ok := s.erasing.acquire(key.Tenant, cancel)
-	if !ok {
+	release, refused := s.erasing.acquire(key.Tenant, cancel)
+	if refused != nil {
 		cancel()
-		w.Header().Set("Retry-After", strconv.Itoa(int(erasure.DefaultSettle.Seconds())))
-		s.writeError(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "erasure_running",
-			Message: "an erasure of this tenant is running (or the server runs as many as it may): retry when it has ended (GET /v1/erasures/{id})"})
+		if refused.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(int(erasure.DefaultSettle.Seconds())))
+		}
+		s.writeError(w, r, refused)
 		return
 	}
 	id, run, err := s.cfg.Eraser.Begin(r.Context(), erasure.Request{Tenant: key.Tenant, Column: body.Subject.Column, Value: value, Tables: body.Tables, RequestedBy: key.ID})

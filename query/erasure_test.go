@@ -224,3 +224,31 @@ func TestErasureCutShortAtShutdown(t *testing.T) {
 		t.Error("WaitErasures returned while the erasure still ran")
 	}
 }
+
+// Once the server stops (WaitErasures began), a request still being served
+// starts no erasure: its run would outlive the wait and the connections.
+// It is refused with 503 before anything is recorded.
+func TestErasureRefusedWhileStopping(t *testing.T) {
+	const keyErase = "wh_erase_acme"
+	b, _ := json.Marshal([]Key{{ID: "acme-erase", Hash: HashKey(keyErase), Tenant: "acme", Scopes: []Scope{ScopeErase}}})
+	keys, err := ParseKeys(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeEraser{}
+	s, err := NewServer(Config{Conn: failingConn{err: errConnRefused}, Database: "walhouse", Keys: keys, CursorSecret: []byte("0123456789abcdef"), Eraser: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	s.WaitErasures(context.Background()) // nothing runs: returns at once
+	if resp, out := do(t, srv, "POST", "/v1/erasures", keyErase, `{"subject": {"column": "customer_id", "value": 42}}`); resp.StatusCode != 503 {
+		t.Errorf("erase while the server stops: %d %v, want 503", resp.StatusCode, out)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.got) != 0 {
+		t.Errorf("erase while the server stops began %d erasures, want none", len(fake.got))
+	}
+}
