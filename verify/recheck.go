@@ -1,0 +1,144 @@
+package verify
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// recheck reads each suspect again, in a new snapshot once the table is
+// loaded past it, and reports those that differ exactly as before: the
+// same PostgreSQL row, the same ClickHouse version and values. A snapshot's
+// WAL position and what it sees are not the same order (a transaction is
+// durable, and so may be loaded, a moment before a new snapshot sees it;
+// a long transaction's changes precede positions it commits after), so a
+// first difference may be such a transaction; by the second check it is
+// visible, and the row no longer differs the same way.
+func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, res *TableResult) error {
+	snap, err := v.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer snap.close(context.Background())
+	if err := v.waitLoaded(ctx, t.chName, snap.lsn); err != nil {
+		return err
+	}
+	for _, s := range suspects {
+		p, c, err := v.lookup(ctx, t, snap, s.keys)
+		if err != nil {
+			return err
+		}
+		switch {
+		case same(p, c):
+			res.ChangedSince++ // it agrees now: a change was on its way
+			continue
+		case !sameRow(s.pg, p) || !sameCH(s.ch, c) || c != nil && c.version > uint64(snap.lsn):
+			res.ChangedSince++
+			continue
+		}
+		res.Mismatches = append(res.Mismatches, t.mismatch(s.keys, p, c))
+	}
+	return nil
+}
+
+// lookup reads one key on both sides, with readable values.
+func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys []string) (p, c *row, err error) {
+	pw, pargs, cw, params := t.keyWhere(keys)
+	ps, err := t.pgRows(ctx, snap.tx.Conn().PgConn(), pw, pargs, 1, true, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := v.chRows(ctx, t, cw, params, 1, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ps) > 0 {
+		p = &ps[0]
+	}
+	if len(cs) > 0 {
+		c = &cs[0]
+	}
+	return p, c, nil
+}
+
+// sameRow reports whether two reads of a PostgreSQL row agree.
+func sameRow(a, b *row) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.hash == b.hash
+}
+
+// sameCH reports whether two reads of a ClickHouse row are the same
+// version with the same values.
+func sameCH(a, b *row) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.version == b.version && a.deleted == b.deleted && a.hash == b.hash
+}
+
+// mismatch describes a confirmed difference.
+func (t *table) mismatch(keys []string, p, c *row) Mismatch {
+	m := Mismatch{keys: keys}
+	kc := t.keyColumns()
+	for i, col := range kc {
+		if i == 0 && !t.synthetic {
+			m.Tenant = keys[0]
+			continue
+		}
+		m.Key = append(m.Key, KeyValue{Column: col.pg, Value: keys[i]})
+	}
+	if c != nil {
+		m.Version = c.version
+	}
+	switch {
+	case p != nil && c == nil:
+		m.Kind = MissingInClickHouse
+	case p != nil && c.deleted:
+		m.Kind = DeletedInClickHouse
+	case p == nil:
+		m.Kind = OnlyInClickHouse
+	default:
+		m.Kind = ValuesDiffer
+		for i, col := range t.cols {
+			if p.cells[i] != c.cells[i] {
+				m.Columns = append(m.Columns, ColumnDiff{Column: col.pg, PostgreSQL: p.display[len(kc)+i], ClickHouse: c.display[len(kc)+i]})
+			}
+		}
+	}
+	return m
+}
+
+// newScan returns a pointer the ClickHouse client scans a column into.
+func newScan(ct driver.ColumnType) any { return reflect.New(ct.ScanType()).Interface() }
+
+// pacer keeps the PostgreSQL rows read per second under a limit.
+type pacer struct {
+	limit int
+	start time.Time
+}
+
+func newPacer(limit int) *pacer { return &pacer{limit: limit, start: time.Now()} }
+
+// wait sleeps until rows read since the start are within the limit.
+func (p *pacer) wait(ctx context.Context, rows int64) error {
+	if p.limit <= 0 {
+		return nil
+	}
+	due := p.start.Add(time.Duration(float64(rows) / float64(p.limit) * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
