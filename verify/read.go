@@ -231,10 +231,16 @@ func (t *table) chSelect() string {
 	return strings.Join(append(names, schema.VersionColumn, schema.DeletedColumn), ", ")
 }
 
-// chRows reads the rows of the table FINAL matching where, tombstones
-// included, as canonical rows.
-func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display bool) ([]row, error) {
+// chRows reads the rows of the table FINAL matching where, as canonical
+// rows. FINAL leaves out the keys whose latest version is a tombstone;
+// latest reads one key's latest version whatever it is (a tombstone
+// included) instead, the newest _version first.
+func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool) ([]row, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where)
+	if latest {
+		q = fmt.Sprintf("SELECT %s FROM %s.%s WHERE %s ORDER BY %s DESC, %s DESC", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where,
+			schema.VersionColumn, schema.DeletedColumn)
+	}
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
@@ -249,16 +255,21 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 	defer rows.Close()
 	kc := t.keyColumns()
 	n := len(kc) + len(t.cols)
-	types := rows.ColumnTypes()
-	dest := make([]any, n+2)
-	for i := range n {
-		dest[i] = reflect.New(types[i].ScanType()).Interface()
-	}
-	var version uint64
-	var deleted uint8
-	dest[n], dest[n+1] = &version, &deleted
-	var out []row
+	var (
+		dest    []any
+		version uint64
+		deleted uint8
+		out     []row
+	)
 	for rows.Next() {
+		if dest == nil { // an empty result may have no column types over HTTP
+			types := rows.ColumnTypes()
+			dest = make([]any, n+2)
+			for i := range n {
+				dest[i] = reflect.New(types[i].ScanType()).Interface()
+			}
+			dest[n], dest[n+1] = &version, &deleted
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
 		}

@@ -8,15 +8,53 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// recheck reads each suspect again, in a new snapshot once the table is
-// loaded past it, and reports those that differ exactly as before: the
-// same PostgreSQL row, the same ClickHouse version and values. A snapshot's
-// WAL position and what it sees are not the same order (a transaction is
+// recheck reads each suspect again, twice, each time in a new snapshot
+// once the table is loaded past it, and reports those that differ exactly
+// alike both times: the same PostgreSQL row, the same latest ClickHouse
+// version (a tombstone included) with the same values. A snapshot's WAL
+// position and what it sees are not the same order (a transaction is
 // durable, and so may be loaded, a moment before a new snapshot sees it;
-// a long transaction's changes precede positions it commits after), so a
-// first difference may be such a transaction; by the second check it is
-// visible, and the row no longer differs the same way.
+// a long transaction's changes precede positions it commits after), so one
+// difference may be such a transaction; by the next check it is visible,
+// and the row no longer differs the same way. The scan's FINAL hides
+// tombstones, which is why its own reading is not one of the two.
 func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, res *TableResult) error {
+	first := make([]suspect, 0, len(suspects))
+	err := v.inSnapshot(ctx, t, func(snap *snapshot) error {
+		for _, s := range suspects {
+			p, c, err := v.lookup(ctx, t, snap, s.keys)
+			if err != nil {
+				return err
+			}
+			if same(p, c) || c != nil && c.version > uint64(snap.lsn) {
+				res.ChangedSince++ // it agrees now, or changed since: a change was on its way
+				continue
+			}
+			first = append(first, suspect{keys: s.keys, pg: p, ch: c})
+		}
+		return nil
+	})
+	if err != nil || len(first) == 0 {
+		return err
+	}
+	return v.inSnapshot(ctx, t, func(snap *snapshot) error {
+		for _, s := range first {
+			p, c, err := v.lookup(ctx, t, snap, s.keys)
+			if err != nil {
+				return err
+			}
+			if same(p, c) || !sameRow(s.pg, p) || !sameCH(s.ch, c) || c != nil && c.version > uint64(snap.lsn) {
+				res.ChangedSince++
+				continue
+			}
+			res.Mismatches = append(res.Mismatches, t.mismatch(s.keys, p, c))
+		}
+		return nil
+	})
+}
+
+// inSnapshot runs f in a new snapshot once the table is loaded past it.
+func (v *Verifier) inSnapshot(ctx context.Context, t *table, f func(*snapshot) error) error {
 	snap, err := v.open(ctx)
 	if err != nil {
 		return err
@@ -25,22 +63,7 @@ func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, re
 	if err := v.waitLoaded(ctx, t.chName, snap.lsn); err != nil {
 		return err
 	}
-	for _, s := range suspects {
-		p, c, err := v.lookup(ctx, t, snap, s.keys)
-		if err != nil {
-			return err
-		}
-		switch {
-		case same(p, c):
-			res.ChangedSince++ // it agrees now: a change was on its way
-			continue
-		case !sameRow(s.pg, p) || !sameCH(s.ch, c) || c != nil && c.version > uint64(snap.lsn):
-			res.ChangedSince++
-			continue
-		}
-		res.Mismatches = append(res.Mismatches, t.mismatch(s.keys, p, c))
-	}
-	return nil
+	return f(snap)
 }
 
 // lookup reads one key on both sides, with readable values.
@@ -50,7 +73,7 @@ func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys []
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := v.chRows(ctx, t, cw, params, 1, true)
+	cs, err := v.chRows(ctx, t, cw, params, 1, true, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -304,12 +304,12 @@ func (v *Verifier) bucket(ctx context.Context, t *table, snap *snapshot, b bound
 		return nil, err
 	}
 	cw, params := t.chWhere(b)
-	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false)
+	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false, false)
 	if err != nil {
 		return nil, err
 	}
 	if len(pgRows) > v.cfg.maxBucketRows || len(chRows) > v.cfg.maxBucketRows {
-		return nil, fmt.Errorf("%s: a bucket holds more than %d rows (PostgreSQL %d, ClickHouse %d with tombstones); its key is not an integer, or ClickHouse holds many rows PostgreSQL has not: raise --max-bucket-rows",
+		return nil, fmt.Errorf("%s: a bucket holds more than %d rows (PostgreSQL %d, ClickHouse %d); its key is not an integer, or ClickHouse holds many rows PostgreSQL has not: raise --max-bucket-rows",
 			t.pgRelation(), v.cfg.maxBucketRows, len(pgRows), len(chRows))
 	}
 	res.RowsChecked += int64(len(pgRows))
