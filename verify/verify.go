@@ -42,22 +42,9 @@ func (s *snapshot) close(ctx context.Context) {
 // snapshot sees committed before it: on a primary the insert position, on
 // a standby the replay position.
 func (v *Verifier) open(ctx context.Context) (*snapshot, error) {
-	cfg, err := pgx.ParseConfig(v.pgURL)
+	conn, err := v.connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("parse PostgreSQL connection string: %w", err)
-	}
-	for k, val := range map[string]string{
-		// capture's session (capture/source.go): the lossless text forms
-		// record/doc.go describes.
-		"DateStyle": "ISO, YMD", "TimeZone": "UTC", "IntervalStyle": "postgres",
-		"extra_float_digits": "3", "bytea_output": "hex", "application_name": "walhouse verify",
-		"statement_timeout": strconv.FormatInt(v.cfg.pgTimeout.Milliseconds(), 10),
-	} {
-		cfg.RuntimeParams[k] = val
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, err
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -76,6 +63,29 @@ func (v *Verifier) open(ctx context.Context) (*snapshot, error) {
 		return nil, fmt.Errorf("read the snapshot's WAL position: %w", err)
 	}
 	return s, nil
+}
+
+// connect opens a PostgreSQL connection with capture's session settings
+// (capture/source.go: the lossless text forms record/doc.go describes),
+// so values read are the text pgoutput sends, and verify's statement
+// timeout.
+func (v *Verifier) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(v.pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL connection string: %w", err)
+	}
+	for k, val := range map[string]string{
+		"DateStyle": "ISO, YMD", "TimeZone": "UTC", "IntervalStyle": "postgres",
+		"extra_float_digits": "3", "bytea_output": "hex", "application_name": "walhouse verify",
+		"statement_timeout": strconv.FormatInt(v.cfg.pgTimeout.Milliseconds(), 10),
+	} {
+		cfg.RuntimeParams[k] = val
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return conn, nil
 }
 
 // loadedLSN returns the table's load watermark: the least lsn over its

@@ -151,7 +151,7 @@ func TestIntegrationVerify(t *testing.T) {
 		"c/5000 only_in_clickhouse ",
 	}
 	for round := range 4 {
-		res := vt.run(t, v)
+		res = vt.run(t, v)
 		if got := found(res); !slices.Equal(got, want) {
 			t.Fatalf("round %d under load: verify found\n%s\nwant\n%s", round, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
@@ -171,5 +171,24 @@ func TestIntegrationVerify(t *testing.T) {
 			}
 		}
 	}
+
+	// --repair, still under the load: every key repaired and checked
+	// again, then nothing differs, also by an independent comparison.
+	if err := v.Repair(context.Background(), record.Source{Schema: "public", Table: vt.name}, &res); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	for _, m := range res.Mismatches {
+		if !m.Repaired {
+			t.Errorf("%s/%s (%s) not repaired", m.Tenant, m.Key[0].Value, m.Kind)
+		}
+	}
+	if got := found(vt.run(t, v)); len(got) != 0 {
+		t.Fatalf("after the repair, under load, verify still finds\n%s", strings.Join(got, "\n"))
+	}
 	stop()
+	p.converge(fmt.Sprintf("SELECT tenant_id, id::text, coalesce(txt, '<null>'), coalesce(trim_scale(n)::text, '<null>') FROM %s AS t ORDER BY 1, t.id", vt.qt),
+		fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(txt, '<null>'), ifNull(toString(n), '<null>') FROM %s FINAL ORDER BY 1, id", q))
+	if got := found(vt.run(t, v)); len(got) != 0 {
+		t.Fatalf("after the repair verify finds\n%s", strings.Join(got, "\n"))
+	}
 }
