@@ -146,7 +146,9 @@ func (t *table) pgSelect() string {
 	return strings.Join(names, ", ")
 }
 
-func (t *table) pgRelation() string { return pgx.Identifier{t.source.Schema, t.source.Table}.Sanitize() }
+func (t *table) pgRelation() string {
+	return pgx.Identifier{t.source.Schema, t.source.Table}.Sanitize()
+}
 
 // pgQuery runs sql with text parameters and text results (the output
 // functions' text, what pgoutput sends) and calls each for every row.

@@ -76,11 +76,11 @@ type Mismatch struct {
 
 // TableResult is the outcome of verifying one table.
 type TableResult struct {
-	Table      string    `json:"table"`
-	ClickHouse string    `json:"clickhouseTable"`
+	Table      string     `json:"table"`
+	ClickHouse string     `json:"clickhouseTable"`
 	Snapshot   record.LSN `json:"snapshotLsn"`
-	VerifiedAt time.Time `json:"verifiedAt"`
-	Standby    bool      `json:"standby"`
+	VerifiedAt time.Time  `json:"verifiedAt"`
+	Standby    bool       `json:"standby"`
 	// RowsChecked counts PostgreSQL rows compared; Buckets the buckets
 	// and SplitBuckets those whose digests differed.
 	RowsChecked  int64 `json:"rowsChecked"`
