@@ -128,7 +128,11 @@ func (t *table) mismatch(keys []string, p, c *row) Mismatch {
 		m.Kind = ValuesDiffer
 		for i, col := range t.cols {
 			if p.cells[i] != c.cells[i] {
-				m.Columns = append(m.Columns, ColumnDiff{Column: col.pg, PostgreSQL: p.display[len(kc)+i], ClickHouse: c.display[len(kc)+i]})
+				d := ColumnDiff{Column: col.pg}
+				if p.display != nil && c.display != nil { // rows read for a report
+					d.PostgreSQL, d.ClickHouse = p.display[len(kc)+i], c.display[len(kc)+i]
+				}
+				m.Columns = append(m.Columns, d)
 			}
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
@@ -115,6 +117,13 @@ func TestIntegrationVerify(t *testing.T) {
 		return fmt.Sprintf(`UPDATE %s SET n = n + 1, txt = 'load %d', ts = now() WHERE tenant_id = '%s' AND id = %d`, vt.qt, k, tenant, id)
 	})
 	defer stop()
+	// Long transactions: a change written before a snapshot's WAL position
+	// and committed after it, which ClickHouse can hold with a version
+	// below the snapshot while the snapshot does not see it.
+	stopSlow := longTransactions(t, p, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET txt = 'slow %d' WHERE tenant_id = '%s' AND id = %d`, vt.qt, k, []string{"a", "b", "c"}[k%3], 250+k%40)
+	})
+	defer stopSlow()
 
 	// A tombstone that gets lost: the row deleted in PostgreSQL, then its
 	// tombstone removed from ClickHouse, which brings the old row back.
@@ -186,9 +195,42 @@ func TestIntegrationVerify(t *testing.T) {
 		t.Fatalf("after the repair, under load, verify still finds\n%s", strings.Join(got, "\n"))
 	}
 	stop()
+	stopSlow()
 	p.converge(fmt.Sprintf("SELECT tenant_id, id::text, coalesce(txt, '<null>'), coalesce(trim_scale(n)::text, '<null>') FROM %s AS t ORDER BY 1, t.id", vt.qt),
 		fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(txt, '<null>'), ifNull(toString(n), '<null>') FROM %s FINAL ORDER BY 1, id", q))
 	if got := found(vt.run(t, v)); len(got) != 0 {
 		t.Fatalf("after the repair verify finds\n%s", strings.Join(got, "\n"))
 	}
+}
+
+// longTransactions runs statement(k) for k = 0, 1, … each in a
+// transaction that stays open 200 ms after it, on a connection of its own,
+// until the returned stop is called or the test ends.
+func longTransactions(t *testing.T, p *pipeline, statement func(k int) string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn, err := pgx.Connect(ctx, p.env.PG)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for k := 0; ctx.Err() == nil; k++ {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				return
+			}
+			_, _ = tx.Exec(ctx, statement(k))
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			_ = tx.Commit(context.Background())
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(cancel); <-done }
+	t.Cleanup(stop)
+	return stop
 }
