@@ -51,7 +51,8 @@ func (c *chaos) divergence() {
 		"verify/4 deleted_in_clickhouse ",
 	}
 
-	w := c.startWorkload(c.cfg.each, false)
+	// Paced, so that every round runs while a share of the workload writes.
+	w := c.startWorkload(c.cfg.each, true)
 	v, err := verify.New(c.env.PG, c.ch, verify.WithDatabase(c.database), verify.WithBucketRows(500), verify.WithLoadWait(3*time.Minute))
 	if err != nil {
 		c.t.Fatal(err)
@@ -63,6 +64,7 @@ func (c *chaos) divergence() {
 	}
 	var res verify.TableResult
 	for round := range rounds {
+		w.allow(c.cfg.each / int64(rounds))
 		if res, err = v.Verify(context.Background(), src); err != nil {
 			c.t.Fatalf("verify round %d: %v", round, err)
 		}
@@ -85,11 +87,15 @@ func (c *chaos) divergence() {
 	}
 }
 
-// waitCH waits until query's single number is want.
+// waitCH waits until query's count is want.
 func (c *chaos) waitCH(query string, want int64) {
 	c.t.Helper()
-	err := testenv.Eventually(context.Background(), 2*time.Minute, func(context.Context) error {
-		if n := c.chInt(query); n != want {
+	err := testenv.Eventually(context.Background(), 2*time.Minute, func(ctx context.Context) error {
+		var n uint64
+		if err := c.ch.QueryRow(ctx, query).Scan(&n); err != nil {
+			return err // the sink may not have created the table yet
+		}
+		if int64(n) != want {
 			return fmt.Errorf("%s: %d, want %d", query, n, want)
 		}
 		return nil
