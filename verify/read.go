@@ -63,10 +63,22 @@ const unloadable = "\x01unloadable: "
 
 // keyColumns lists the tenant (unless synthetic) and the key columns.
 func (t *table) keyColumns() []column {
-	if t.synthetic {
-		return t.keys
+	n := len(t.keys)
+	if !t.synthetic {
+		n++
 	}
-	return append([]column{t.tenant}, t.keys...)
+	return t.all()[:n:n] // capped: appending never writes into all()
+}
+
+// all lists the columns of a read: keyColumns, then the other columns.
+func (t *table) all() []column {
+	if t.columns == nil {
+		if !t.synthetic {
+			t.columns = append(t.columns, t.tenant)
+		}
+		t.columns = append(append(t.columns, t.keys...), t.cols...)
+	}
+	return t.columns
 }
 
 // bounds are a bucket's key range over the first key column, exclusive
@@ -140,7 +152,7 @@ func (t *table) keyWhere(keys []string) (pgCond string, pgArgs []string, chCond 
 // pgSelect is the select list of a PostgreSQL read: tenant, keys, columns.
 func (t *table) pgSelect() string {
 	var names []string
-	for _, c := range append(t.keyColumns(), t.cols...) {
+	for _, c := range t.all() {
 		names = append(names, pgx.Identifier{c.pg}.Sanitize())
 	}
 	return strings.Join(names, ", ")
@@ -217,17 +229,14 @@ func (t *table) pgRows(ctx context.Context, conn *pgconn.PgConn, where string, a
 // column returns the i-th column of a read (keys first) and whether it is
 // a value rather than a key.
 func (t *table) column(i int) (column, bool) {
-	kc := t.keyColumns()
-	if i < len(kc) {
-		return kc[i], false
-	}
-	return t.cols[i-len(kc)], true
+	all := t.all()
+	return all[i], i >= len(all)-len(t.cols)
 }
 
 // chSelect is the select list of a ClickHouse read.
 func (t *table) chSelect() string {
 	var names []string
-	for _, c := range append(t.keyColumns(), t.cols...) {
+	for _, c := range t.all() {
 		names = append(names, schema.QuoteIdent(c.ch))
 	}
 	return strings.Join(append(names, schema.VersionColumn, schema.DeletedColumn), ", ")

@@ -59,7 +59,7 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 		}
 	}
 	q := make([]string, 0)
-	for _, c := range append(t.keyColumns(), t.cols...) {
+	for _, c := range t.all() {
 		q = append(q, schema.QuoteIdent(c.ch))
 	}
 	q = append(q, schema.VersionColumn, schema.DeletedColumn, schema.CommitColumn)
@@ -109,7 +109,7 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 // repairValues converts a key's PostgreSQL row (none: a tombstone of the
 // key) as the sink does, for the insert's columns before walhouse's own.
 func (t *table) repairValues(keys []string, rows []row) ([]any, error) {
-	cols := append(t.keyColumns(), t.cols...)
+	cols := t.all()
 	out := make([]any, len(cols))
 	for i, c := range cols {
 		var text *string

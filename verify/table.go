@@ -38,6 +38,8 @@ type table struct {
 	// tenantLeads: the tenant is the primary key's first column, so its
 	// distinct values are found by walking the key's index.
 	tenantLeads bool
+	// columns caches all().
+	columns []column
 }
 
 // ErrNotReplicated is returned for a table that has no ClickHouse table

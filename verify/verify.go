@@ -10,6 +10,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
@@ -308,14 +309,22 @@ func (v *Verifier) bucket(ctx context.Context, t *table, snap *snapshot, b bound
 	if !t.ranged {
 		limit = v.cfg.maxBucketRows + 1
 	}
-	where, args := t.pgWhere(b)
-	pgRows, err := t.pgRows(ctx, snap.tx.Conn().PgConn(), where, args, limit, false, res.Lossy)
-	if err != nil {
-		return nil, err
-	}
-	cw, params := t.chWhere(b)
-	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false, false)
-	if err != nil {
+	// Both sides at once: their reads and conversions overlap.
+	var pgRows, chRows []row
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		where, args := t.pgWhere(b)
+		var err error
+		pgRows, err = t.pgRows(gctx, snap.tx.Conn().PgConn(), where, args, limit, false, res.Lossy)
+		return err
+	})
+	g.Go(func() error {
+		cw, params := t.chWhere(b)
+		var err error
+		chRows, err = v.chRows(gctx, t, cw, params, v.cfg.maxBucketRows+1, false, false)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if len(pgRows) > v.cfg.maxBucketRows || len(chRows) > v.cfg.maxBucketRows {

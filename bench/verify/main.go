@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -34,6 +36,7 @@ func run() error {
 	flag.IntVar(&o.repair, "repair", 1000, "scattered rows changed in ClickHouse, then found and repaired")
 	flag.StringVar(&o.localDir, "local-dir", ".local", "directory of the local services (for their pid files, to account their CPU)")
 	flag.DurationVar(&o.timeout, "timeout", time.Hour, "give up after this long")
+	cpuProfile := flag.String("cpuprofile", "", "write the CPU profile of the first verify (nothing different) to this file")
 	flag.Parse()
 	env := testenv.Load()
 	if env.PG == "" || env.ClickHouse == "" {
@@ -61,7 +64,18 @@ func run() error {
 		return err
 	}
 	src := record.Source{Schema: "public", Table: b.table}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	res, m, err := b.measure(func() (verify.TableResult, error) { return v.Verify(ctx, src) })
+	pprof.StopCPUProfile()
 	if err != nil {
 		return err
 	}
