@@ -46,6 +46,18 @@ func (k Kind) String() string {
 // MarshalText writes the kind's name.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads a name MarshalText wrote, so a report can be read
+// back.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for c := ValuesDiffer; c <= OnlyInClickHouse; c++ {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown kind of difference %q", b)
+}
+
 // ColumnDiff is one column of a row whose values differ: PostgreSQL's text
 // output and ClickHouse's value (nil for NULL).
 type ColumnDiff struct {

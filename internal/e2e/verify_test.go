@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -165,6 +168,9 @@ func TestIntegrationVerify(t *testing.T) {
 			t.Fatalf("round %d under load: verify found\n%s\nwant\n%s", round, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 		t.Logf("round %d: %d rows, %d buckets (%d split), %d changed since, %s", round, res.RowsChecked, res.Buckets, res.SplitBuckets, res.ChangedSince, res.Duration)
+		if round == 1 {
+			vt.command(t, want)
+		}
 		if round == 0 {
 			path := filepath.Join(t.TempDir(), "report.json")
 			if err := verify.WriteReport(path, verify.Report{Tables: []verify.TableResult{res}}); err != nil {
@@ -233,4 +239,34 @@ func longTransactions(t *testing.T, p *pipeline, statement func(k int) string) (
 	stop = func() { once.Do(cancel); <-done }
 	t.Cleanup(stop)
 	return stop
+}
+
+// command runs `walhouse verify` on the table: it must exit 1, write a
+// report of mode 0600 with want, and log no value.
+func (vt *verifyTable) command(t *testing.T, want []string) {
+	t.Helper()
+	p := vt.p
+	path := filepath.Join(t.TempDir(), "verify.json")
+	cmd := exec.Command(walhouseBin, "verify", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database,
+		"--tables", "public."+vt.name, "--report", path, "--bucket-rows", "40", "--load-wait", "90s")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("walhouse verify with rows that differ: %v, want exit status 1\n%s", err, out)
+	}
+	if strings.Contains(string(out), "tampered") || strings.Contains(string(out), "lost delete") {
+		t.Errorf("walhouse verify logged a value:\n%s", out)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := os.ReadFile(path)
+	var rep verify.Report
+	if err := json.Unmarshal(body, &rep); err != nil || len(rep.Tables) != 1 {
+		t.Fatalf("report: %v\n%s", err, body)
+	}
+	if got := found(rep.Tables[0]); st.Mode().Perm() != 0o600 || !slices.Equal(got, want) {
+		t.Errorf("walhouse verify: report mode %v (want 0600), found\n%s\nwant\n%s", st.Mode().Perm(), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
