@@ -149,6 +149,41 @@ func (t *table) keyWhere(keys []string) (pgCond string, pgArgs []string, chCond 
 	return strings.Join(pc, " AND "), pgArgs, strings.Join(cc, " AND "), params
 }
 
+// keysWhere returns the predicates of a batch of keys on both sides: a
+// list of key tuples, each value cast to its column's type (PostgreSQL's
+// type name, ClickHouse's column type) so that the key's index serves it.
+func (t *table) keysWhere(keys [][]string) (pgCond string, pgArgs []string, chCond string, params ch.Parameters) {
+	kc := t.keyColumns()
+	params = ch.Parameters{}
+	var pcols, ccols, ptuples, ctuples []string
+	for _, c := range kc {
+		pcols = append(pcols, pgx.Identifier{c.pg}.Sanitize())
+		ccols = append(ccols, schema.QuoteIdent(c.ch))
+	}
+	for i, k := range keys {
+		var pv, cv []string
+		for j, c := range kc {
+			pgArgs = append(pgArgs, k[j])
+			pv = append(pv, fmt.Sprintf("$%d::%s", len(pgArgs), pgx.Identifier{c.src.Type}.Sanitize()))
+			name := fmt.Sprintf("k%d_%d", i, j)
+			params[name] = schema.EscapeParam(k[j])
+			cv = append(cv, fmt.Sprintf("CAST({%s:String} AS %s)", name, c.chType))
+		}
+		ptuples = append(ptuples, "("+strings.Join(pv, ", ")+")")
+		if len(cv) == 1 {
+			ctuples = append(ctuples, cv[0])
+		} else {
+			ctuples = append(ctuples, "tuple("+strings.Join(cv, ", ")+")")
+		}
+	}
+	pgCond = fmt.Sprintf("(%s) IN (VALUES %s)", strings.Join(pcols, ", "), strings.Join(ptuples, ", "))
+	chCond = fmt.Sprintf("(%s) IN (%s)", strings.Join(ccols, ", "), strings.Join(ctuples, ", "))
+	if len(ccols) == 1 {
+		chCond = fmt.Sprintf("%s IN (%s)", ccols[0], strings.Join(ctuples, ", "))
+	}
+	return pgCond, pgArgs, chCond, params
+}
+
 // pgSelect is the select list of a PostgreSQL read: tenant, keys, columns.
 func (t *table) pgSelect() string {
 	var names []string
@@ -244,13 +279,17 @@ func (t *table) chSelect() string {
 
 // chRows reads the rows of the table FINAL matching where, as canonical
 // rows. FINAL leaves out the keys whose latest version is a tombstone;
-// latest reads one key's latest version whatever it is (a tombstone
-// included) instead, the newest _version first.
+// latest reads each key's latest version whatever it is (a tombstone
+// included) instead.
 func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool) ([]row, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where)
 	if latest {
-		q = fmt.Sprintf("SELECT %s FROM %s.%s WHERE %s ORDER BY %s DESC, %s DESC", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where,
-			schema.VersionColumn, schema.DeletedColumn)
+		var keys []string
+		for _, c := range t.keyColumns() {
+			keys = append(keys, schema.QuoteIdent(c.ch))
+		}
+		q = fmt.Sprintf("SELECT %s FROM %s.%s WHERE %s ORDER BY %s DESC, %s DESC LIMIT 1 BY %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where,
+			schema.VersionColumn, schema.DeletedColumn, strings.Join(keys, ", "))
 	}
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)

@@ -21,11 +21,12 @@ import (
 func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, res *TableResult) error {
 	first := make([]suspect, 0, len(suspects))
 	err := v.inSnapshot(ctx, t, func(snap *snapshot) error {
-		for _, s := range suspects {
-			p, c, err := v.lookup(ctx, t, snap, s.keys)
-			if err != nil {
-				return err
-			}
+		pgs, chs, err := v.lookup(ctx, t, snap, keysOf(suspects))
+		if err != nil {
+			return err
+		}
+		for i, s := range suspects {
+			p, c := pgs[i], chs[i]
 			if same(p, c) || c != nil && c.version > uint64(snap.lsn) {
 				res.ChangedSince++ // it agrees now, or changed since: a change was on its way
 				continue
@@ -38,11 +39,12 @@ func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, re
 		return err
 	}
 	return v.inSnapshot(ctx, t, func(snap *snapshot) error {
-		for _, s := range first {
-			p, c, err := v.lookup(ctx, t, snap, s.keys)
-			if err != nil {
-				return err
-			}
+		pgs, chs, err := v.lookup(ctx, t, snap, keysOf(first))
+		if err != nil {
+			return err
+		}
+		for i, s := range first {
+			p, c := pgs[i], chs[i]
 			if same(p, c) || !sameRow(s.pg, p) || !sameCH(s.ch, c) || c != nil && c.version > uint64(snap.lsn) {
 				res.ChangedSince++
 				continue
@@ -51,6 +53,15 @@ func (v *Verifier) recheck(ctx context.Context, t *table, suspects []suspect, re
 		}
 		return nil
 	})
+}
+
+// keysOf lists the suspects' keys.
+func keysOf(ss []suspect) [][]string {
+	out := make([][]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.keys
+	}
+	return out
 }
 
 // inSnapshot runs f in a new snapshot once the table is loaded past it.
@@ -66,24 +77,41 @@ func (v *Verifier) inSnapshot(ctx context.Context, t *table, f func(*snapshot) e
 	return f(snap)
 }
 
-// lookup reads one key on both sides, with readable values.
-func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys []string) (p, c *row, err error) {
-	pw, pargs, cw, params := t.keyWhere(keys)
-	ps, err := t.pgRows(ctx, snap.tx.Conn().PgConn(), pw, pargs, 1, true, nil)
-	if err != nil {
-		return nil, nil, err
+// lookupBatch is how many keys one lookup query reads.
+const lookupBatch = 200
+
+// lookup reads keys on both sides, with readable values, a batch of keys
+// per query; pg[i] and ch[i] are keys[i]'s rows (nil: none). ClickHouse's
+// is its latest version, a tombstone included.
+func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys [][]string) (pg, ch []*row, err error) {
+	pg, ch = make([]*row, len(keys)), make([]*row, len(keys))
+	for from := 0; from < len(keys); from += lookupBatch {
+		batch := keys[from:min(from+lookupBatch, len(keys))]
+		pw, pargs, cw, params := t.keysWhere(batch)
+		ps, err := t.pgRows(ctx, snap.tx.Conn().PgConn(), pw, pargs, 0, true, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, err := v.chRows(ctx, t, cw, params, 0, true, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		at := make(map[string]int, len(batch))
+		for i, k := range batch {
+			at[keyOf(k)] = from + i
+		}
+		for i := range ps {
+			if j, ok := at[keyOf(ps[i].keys)]; ok {
+				pg[j] = &ps[i]
+			}
+		}
+		for i := range cs {
+			if j, ok := at[keyOf(cs[i].keys)]; ok && ch[j] == nil { // the newest version comes first
+				ch[j] = &cs[i]
+			}
+		}
 	}
-	cs, err := v.chRows(ctx, t, cw, params, 1, true, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(ps) > 0 {
-		p = &ps[0]
-	}
-	if len(cs) > 0 {
-		c = &cs[0]
-	}
-	return p, c, nil
+	return pg, ch, nil
 }
 
 // sameRow reports whether two reads of a PostgreSQL row agree.

@@ -95,12 +95,16 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	}
 	v.cfg.log.Info("repaired rows written", "table", res.Table, "rows", len(res.Mismatches), "version", version)
 	return v.inSnapshot(ctx, t, func(snap *snapshot) error {
+		keys := make([][]string, len(res.Mismatches))
+		for i, m := range res.Mismatches {
+			keys[i] = m.keys
+		}
+		pgs, chs, err := v.lookup(ctx, t, snap, keys)
+		if err != nil {
+			return err
+		}
 		for i := range res.Mismatches {
-			p, c, err := v.lookup(ctx, t, snap, res.Mismatches[i].keys)
-			if err != nil {
-				return err
-			}
-			res.Mismatches[i].Repaired = same(p, c)
+			res.Mismatches[i].Repaired = same(pgs[i], chs[i])
 		}
 		return nil
 	})
