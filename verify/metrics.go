@@ -21,7 +21,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "walhouse_verify_rows_checked_total",
 			Help: "PostgreSQL rows compared with ClickHouse FINAL by walhouse verify."}, []string{"table"}),
 		mismatched: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "walhouse_verify_mismatched_rows",
-			Help: "Rows that differ between PostgreSQL and ClickHouse FINAL in the table's last verified round, confirmed in two snapshots (after --repair: those the repair did not fix)."}, []string{"table"}),
+			Help: "Rows that differ between PostgreSQL and ClickHouse FINAL in the table's last verified round, confirmed in two snapshots (after --repair: those the repair did not fix). Suspects beyond --max-mismatches are not counted: they are unconfirmed."}, []string{"table"}),
 		changed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "walhouse_verify_changed_since_rows",
 			Help: "Rows that differed in the table's last round but changed since its snapshot: checked again next round, never reported."}, []string{"table"}),
 		lsn: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "walhouse_verify_last_verified_lsn",
@@ -47,7 +47,7 @@ func (m *Metrics) Observe(res TableResult) {
 		}
 	}
 	m.rows.WithLabelValues(res.Table).Add(float64(res.RowsChecked))
-	m.mismatched.WithLabelValues(res.Table).Set(float64(left) + float64(res.NotExamined))
+	m.mismatched.WithLabelValues(res.Table).Set(float64(left))
 	m.changed.WithLabelValues(res.Table).Set(float64(res.ChangedSince))
 	m.lsn.WithLabelValues(res.Table).Set(float64(res.Snapshot))
 	m.at.WithLabelValues(res.Table).Set(float64(res.VerifiedAt.Unix()))

@@ -106,7 +106,8 @@ type TableResult struct {
 	// lossy mapping (clamped dates, flattened arrays, numeric NaN).
 	Lossy map[string]int64 `json:"lossy,omitempty"`
 	// Mismatches are the confirmed differing rows; NotExamined counts
-	// those beyond the bound (WithMaxMismatches).
+	// the suspects beyond the bound (WithMaxMismatches), neither confirmed
+	// nor reported: the next round examines them if they still differ.
 	Mismatches  []Mismatch `json:"mismatches"`
 	NotExamined int64      `json:"notExamined"`
 	Duration    string     `json:"duration"`
