@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 func mkRow(key, val string, version uint64) row {
@@ -60,5 +61,37 @@ func TestFirstSortColumn(t *testing.T) {
 		if got := firstSortColumn(in); got != want {
 			t.Errorf("firstSortColumn(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestPredicates checks the SQL of a bucket and of a batch of keys on
+// both sides: bound parameters, casts to the columns' types.
+func TestPredicates(t *testing.T) {
+	typ, _ := schema.LoadedType(record.Column{Type: "int8"}, "Int64")
+	txt, _ := schema.LoadedType(record.Column{Type: "text"}, "String")
+	tb := &table{
+		source: record.Source{Schema: "public", Table: "orders"},
+		tenant: column{pg: "tenant_id", ch: "tenant_id", typ: txt, chType: "String", src: record.Column{Type: "text"}},
+		keys:   []column{{pg: "id", ch: "id", typ: typ, chType: "Int64", src: record.Column{Type: "int8"}}},
+		cols:   []column{{pg: "Note", ch: "Note", typ: txt, chType: "String"}},
+	}
+	lo, hi, tenant := "10", "20", "acme"
+	pw, pargs := tb.pgWhere(bounds{tenant: &tenant, lo: &lo, hi: &hi})
+	cw, params := tb.chWhere(bounds{tenant: &tenant, lo: &lo, hi: &hi})
+	if pw != `"tenant_id" = $1 AND "id" > $2 AND "id" <= $3` || !slices.Equal(pargs, []string{"acme", "10", "20"}) {
+		t.Errorf("pgWhere: %s %v", pw, pargs)
+	}
+	if cw != "`tenant_id` = CAST({t:String} AS String) AND `id` > CAST({lo:String} AS Int64) AND `id` <= CAST({hi:String} AS Int64)" || len(params) != 3 {
+		t.Errorf("chWhere: %s %v", cw, params)
+	}
+	pw, pargs, cw, params = tb.keysWhere([][]string{{"acme", "1"}, {"b'c", "2"}})
+	if pw != `("tenant_id", "id") IN (VALUES ($1::"text", $2::"int8"), ($3::"text", $4::"int8"))` || !slices.Equal(pargs, []string{"acme", "1", "b'c", "2"}) {
+		t.Errorf("keysWhere PostgreSQL: %s %v", pw, pargs)
+	}
+	if cw != "(`tenant_id`, `id`) IN (tuple(CAST({k0_0:String} AS String), CAST({k0_1:String} AS Int64)), tuple(CAST({k1_0:String} AS String), CAST({k1_1:String} AS Int64)))" || len(params) != 4 {
+		t.Errorf("keysWhere ClickHouse: %s %v", cw, params)
+	}
+	if got := tb.pgSelect(); got != `"tenant_id", "id", "Note"` {
+		t.Errorf("pgSelect: %s", got)
 	}
 }
