@@ -71,14 +71,17 @@ func (t *table) keyColumns() []column {
 }
 
 // all lists the columns of a read: keyColumns, then the other columns.
-func (t *table) all() []column {
-	if t.columns == nil {
-		if !t.synthetic {
-			t.columns = append(t.columns, t.tenant)
-		}
-		t.columns = append(append(t.columns, t.keys...), t.cols...)
+func (t *table) all() []column { return t.columns }
+
+// finish lists the table's columns once (all), before any goroutine reads
+// them.
+func (t *table) finish() *table {
+	t.columns = nil
+	if !t.synthetic {
+		t.columns = append(t.columns, t.tenant)
 	}
-	return t.columns
+	t.columns = append(append(t.columns, t.keys...), t.cols...)
+	return t
 }
 
 // bounds are a bucket's key range over the first key column, exclusive

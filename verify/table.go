@@ -38,7 +38,7 @@ type table struct {
 	// tenantLeads: the tenant is the primary key's first column, so its
 	// distinct values are found by walking the key's index.
 	tenantLeads bool
-	// columns caches all().
+	// columns lists all(), set by finish.
 	columns []column
 }
 
@@ -145,7 +145,7 @@ func (v *Verifier) describe(ctx context.Context, conn *pgx.Conn, src record.Sour
 		return nil, fmt.Errorf("%s.%s: no key column besides the tenant %s in ClickHouse table %s", src.Schema, src.Table, t.tenant.pg, t.chName)
 	}
 	t.ranged = t.keys[0].typ.Integer()
-	return t, nil
+	return t.finish(), nil
 }
 
 // firstSortColumn returns the first column of a ClickHouse sorting_key

@@ -75,6 +75,7 @@ func TestPredicates(t *testing.T) {
 		keys:   []column{{pg: "id", ch: "id", typ: typ, chType: "Int64", src: record.Column{Type: "int8"}}},
 		cols:   []column{{pg: "Note", ch: "Note", typ: txt, chType: "String"}},
 	}
+	tb.finish()
 	lo, hi, tenant := "10", "20", "acme"
 	pw, pargs := tb.pgWhere(bounds{tenant: &tenant, lo: &lo, hi: &hi})
 	cw, params := tb.chWhere(bounds{tenant: &tenant, lo: &lo, hi: &hi})
