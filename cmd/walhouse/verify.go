@@ -34,7 +34,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	metricsAddr := fs.String("metrics-addr", envOr("WALHOUSE_VERIFY_METRICS_ADDR", ""), "serve Prometheus /metrics on this address; empty: off (env WALHOUSE_VERIFY_METRICS_ADDR)")
 	bucketRows := fs.Int("bucket-rows", 10_000, "PostgreSQL rows per bucket of a table whose key is an integer")
 	maxBucketRows := fs.Int("max-bucket-rows", 1_000_000, "most rows of one bucket (one tenant of a table whose key is not an integer); more is an error, not unbounded memory")
-	maxMismatches := fs.Int("max-mismatches", 10_000, "differing rows examined and reported per table and round; more are counted")
+	maxMismatches := fs.Int("max-mismatches", 10_000, "differing rows examined and reported per table and round; suspects beyond it are counted (notExamined), not confirmed")
 	rowsPerSecond := fs.Int("rows-per-second", 0, "PostgreSQL rows read per second at most; 0: no limit")
 	stmtTimeout := fs.Duration("statement-timeout", time.Minute, "PostgreSQL statement_timeout of verify's queries")
 	loadWait := fs.Duration("load-wait", 5*time.Minute, "how long to wait for the sink to load a table past a snapshot's WAL position")
