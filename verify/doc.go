@@ -18,7 +18,8 @@
 // Data enters from a PostgreSQL connection (a primary or a standby), read
 // in text form with the session settings capture uses, and from a
 // ClickHouse connection (clickhouse.Open); results leave as TableResult
-// values, a Report file and, with --repair, rows written to ClickHouse
-// through clickhouse.Writer at a version that never beats a newer change
+// values, a Report file (WriteReport), Prometheus metrics (Metrics) and,
+// with Repair, rows inserted into the table, converted by schema as the
+// sink converts them, at a version that never beats a newer change
 // (repair.go). docs/verify.md describes the design and its limits.
 package verify
