@@ -80,7 +80,7 @@ func (v *Verifier) describe(ctx context.Context, conn *pgx.Conn, src record.Sour
 		}
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s.%s has no primary key: walhouse does not capture it, so there is nothing to verify", src.Schema, src.Table)
+		return nil, fmt.Errorf("%s.%s has no primary key nor replica identity index: walhouse does not capture it, so there is nothing to verify", src.Schema, src.Table)
 	}
 	keyCol := map[int16]int{}
 	for _, k := range keys {
@@ -204,14 +204,19 @@ func (v *Verifier) chColumns(ctx context.Context, name string) ([]chColumn, stri
 
 // pgColumns reads a table's live columns with their types resolved as
 // capture resolves them (domains to their base type, arrays to their
-// element type) and their place in the primary key.
+// element type) and their place in the key capture uses (the primary key,
+// or the replica identity index).
 func pgColumns(ctx context.Context, conn *pgx.Conn, src record.Source) ([]pgColumn, error) {
 	rel := pgx.Identifier{src.Schema, src.Table}.Sanitize()
 	rows, err := conn.Query(ctx, `
 		SELECT a.attnum, a.attname, a.atttypid, a.atttypmod,
 		       coalesce(array_position(i.indkey::int2[], a.attnum), 0)
 		FROM pg_catalog.pg_attribute a
-		LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+		LEFT JOIN LATERAL (
+		  -- capture's key: the primary key or, without one, the replica identity index
+		  SELECT indkey FROM pg_catalog.pg_index
+		  WHERE indrelid = a.attrelid AND (indisprimary OR indisreplident)
+		  ORDER BY indisprimary DESC LIMIT 1) i ON true
 		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, rel)
 	if err != nil {
