@@ -162,6 +162,7 @@ func TestIntegrationVerify(t *testing.T) {
 		"c/40 deleted_in_clickhouse ",
 		"c/5000 only_in_clickhouse ",
 	}
+	var every *everyVerify
 	for round := range 4 {
 		res = vt.run(t, v)
 		if got := found(res); !slices.Equal(got, want) {
@@ -170,6 +171,7 @@ func TestIntegrationVerify(t *testing.T) {
 		t.Logf("round %d: %d rows, %d buckets (%d split), %d changed since, %s", round, res.RowsChecked, res.Buckets, res.SplitBuckets, res.ChangedSince, res.Duration)
 		if round == 1 {
 			vt.command(t, want)
+			every = vt.every(t)
 		}
 		if round == 0 {
 			path := filepath.Join(t.TempDir(), "report.json")
@@ -200,6 +202,7 @@ func TestIntegrationVerify(t *testing.T) {
 	if got := found(vt.run(t, v)); len(got) != 0 {
 		t.Fatalf("after the repair, under load, verify still finds\n%s", strings.Join(got, "\n"))
 	}
+	every.waitRepaired(t)
 	stop()
 	stopSlow()
 	p.converge(fmt.Sprintf("SELECT tenant_id, id::text, coalesce(txt, '<null>'), coalesce(trim_scale(n)::text, '<null>') FROM %s AS t ORDER BY 1, t.id", vt.qt),
@@ -268,5 +271,48 @@ func (vt *verifyTable) command(t *testing.T, want []string) {
 	}
 	if got := found(rep.Tables[0]); st.Mode().Perm() != 0o600 || !slices.Equal(got, want) {
 		t.Errorf("walhouse verify: report mode %v (want 0600), found\n%s\nwant\n%s", st.Mode().Perm(), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// everyVerify is a long-running `walhouse verify --every` and its metrics
+// address.
+type everyVerify struct {
+	proc   *testenv.Proc
+	addr   string
+	series string
+}
+
+// every starts `walhouse verify --every 1s` on the table, with the 5
+// differences in place, and waits until its metrics report them.
+func (vt *verifyTable) every(t *testing.T) *everyVerify {
+	t.Helper()
+	p := vt.p
+	e := &everyVerify{addr: testenv.FreeAddr(t), series: fmt.Sprintf(`walhouse_verify_mismatched_rows{table="public.%s"}`, vt.name)}
+	e.proc = testenv.Start(t, "verify", walhouseBin, "verify", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database,
+		"--tables", "public."+vt.name, "--every", "1s", "--metrics-addr", e.addr, "--bucket-rows", "40", "--load-wait", "90s")
+	waitMetric(t, e.addr, e.series, 5, e.proc)
+	waitMetric(t, e.addr, fmt.Sprintf(`walhouse_verify_rows_checked_total{table="public.%s"}`, vt.name), 900, e.proc)
+	return e
+}
+
+// waitRepaired waits until a round after the repair reports no
+// difference, and checks that the process logged no value.
+func (e *everyVerify) waitRepaired(t *testing.T) {
+	t.Helper()
+	err := testenv.Eventually(context.Background(), 90*time.Second, func(ctx context.Context) error {
+		if err := exited(e.proc); err != nil {
+			return err
+		}
+		v, err := scrape(ctx, e.addr, e.series)
+		if err == nil && v != 0 {
+			err = fmt.Errorf("%s is %v", e.series, v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := e.proc.Output(); strings.Contains(out, "tampered") || strings.Contains(out, "lost delete") {
+		t.Errorf("walhouse verify --every logged a value:\n%s", out)
 	}
 }
