@@ -102,6 +102,9 @@ func (t Type) Canonical(v any) (string, error) {
 
 // canonicalScalar is the canonical form of one value of kind k.
 func canonicalScalar(k kind, v any) (string, error) {
+	if s, ok := canonicalFast(k, v); ok {
+		return s, nil
+	}
 	rv := reflect.ValueOf(v)
 	for rv.IsValid() && rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
@@ -178,6 +181,68 @@ func canonicalScalar(k kind, v any) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("canonical form of %s: unexpected %T", scalars[k].ch, v)
+}
+
+// canonicalFast is canonicalScalar for the values the client scans and
+// Convert returns most often, without reflection (a verify of a large
+// table converts every value of both sides); ok is false for the rest.
+func canonicalFast(k kind, v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return canonicalNull, true
+	case string:
+		if k == kString || k == kBytes {
+			return x, true
+		}
+	case *string:
+		if x == nil {
+			return canonicalNull, true
+		}
+		if k == kString || k == kBytes {
+			return *x, true
+		}
+	case int64:
+		if k == kInt64 {
+			return strconv.FormatInt(x, 10), true
+		}
+	case *int64:
+		if x == nil {
+			return canonicalNull, true
+		}
+		if k == kInt64 {
+			return strconv.FormatInt(*x, 10), true
+		}
+	case int32:
+		if k == kInt32 {
+			return strconv.FormatInt(int64(x), 10), true
+		}
+	case *int32:
+		if x == nil {
+			return canonicalNull, true
+		}
+		if k == kInt32 {
+			return strconv.FormatInt(int64(*x), 10), true
+		}
+	case time.Time:
+		if k == kDateTime {
+			return x.UTC().Format("2006-01-02 15:04:05.000000"), true
+		}
+	case *time.Time:
+		if x == nil {
+			return canonicalNull, true
+		}
+		if k == kDateTime {
+			return x.UTC().Format("2006-01-02 15:04:05.000000"), true
+		}
+	case *decimal.Decimal:
+		if x == nil {
+			return canonicalNull, true
+		}
+		if k == kDecimal {
+			return x.String(), true
+		}
+	}
+	return "", false
 }
 
 // Lossy reports whether PostgreSQL's text output of a value of t is stored
