@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e chaos chaos-quick test-pg-matrix
+.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix
 
 all: build
 
@@ -174,6 +174,11 @@ bench-sink: $(START)
 
 bench-query: $(START)
 	$(WITHENV) $(GO) run ./bench/query $(BENCHFLAGS)
+
+# walhouse verify on a 10M-row table with nothing different, then the
+# repair of 1,000 scattered rows (BENCHFLAGS='-rows 1000000' for less).
+bench-verify: $(START)
+	$(WITHENV) $(GO) run ./bench/verify $(BENCHFLAGS)
 
 # The whole pipeline as a user runs it, writing bench/out/e2e*.{csv,json,png}
 # and bench/out/e2e-profiles/ (QUICK=1: bench/out/e2e-quick*), which git

@@ -27,6 +27,8 @@ type Config struct {
 	Log        Log        `yaml:"log"`
 	// Idempotency is Layer 1's key table, as walhouse keys prune keeps it.
 	Idempotency Idempotency `yaml:"idempotency"`
+	// Verify is walhouse verify's reconciliation (docs/verify.md).
+	Verify Verify `yaml:"verify"`
 
 	// set holds the keys the file gives, with their lines.
 	set map[string]int
@@ -153,6 +155,24 @@ type Erasure struct {
 	Settle          time.Duration `yaml:"settle" flag:"erasure-settle" cmd:"serve"`
 	CleanupInterval time.Duration `yaml:"cleanup_interval" flag:"cleanup-interval" cmd:"sink"`
 	CleanupMinAge   time.Duration `yaml:"cleanup_min_age" flag:"cleanup-min-age" cmd:"sink"`
+}
+
+// Verify is walhouse verify: which tables, how often, and what a round
+// may cost PostgreSQL and ClickHouse (docs/verify.md).
+type Verify struct {
+	Tables           []string      `yaml:"tables" flag:"tables" cmd:"verify"`
+	Every            time.Duration `yaml:"every" flag:"every" cmd:"verify"`
+	Report           string        `yaml:"report" flag:"report" cmd:"verify"`
+	Repair           bool          `yaml:"repair" flag:"repair" cmd:"verify"`
+	MetricsAddr      string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_VERIFY_METRICS_ADDR" cmd:"verify"`
+	BucketRows       int           `yaml:"bucket_rows" flag:"bucket-rows" cmd:"verify"`
+	MaxBucketRows    int           `yaml:"max_bucket_rows" flag:"max-bucket-rows" cmd:"verify"`
+	MaxMismatches    int           `yaml:"max_mismatches" flag:"max-mismatches" cmd:"verify"`
+	RowsPerSecond    int           `yaml:"rows_per_second" flag:"rows-per-second" cmd:"verify"`
+	StatementTimeout time.Duration `yaml:"statement_timeout" flag:"statement-timeout" cmd:"verify"`
+	LoadWait         time.Duration `yaml:"load_wait" flag:"load-wait" cmd:"verify"`
+	MaxExecutionTime time.Duration `yaml:"max_execution_time" flag:"max-execution-time" cmd:"verify"`
+	MaxMemoryUsage   int64         `yaml:"max_memory_usage" flag:"max-memory-usage" cmd:"verify"`
 }
 
 // API is the query API of walhouse serve.

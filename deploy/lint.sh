@@ -120,6 +120,9 @@ cmd_all() {
 	grep -q 'WALHOUSE_CLICKHOUSE_CLUSTER: "analytics"' "$out/variant.yaml" || die "helm: config.clickhouseCluster does not reach WALHOUSE_CLICKHOUSE_CLUSTER"
 	log "helm: lint --strict and template pass"
 	python3 deploy/lint_privilege.py chart "$out/default.yaml"
+	# The optional verify Deployment must be as closed as the others.
+	"$helm" template walhouse deploy/helm/walhouse --set verify.enabled=true --set 'verify.tables={public.orders}' >"$out/verify.yaml"
+	python3 deploy/lint_privilege.py chart "$out/verify.yaml"
 
 	if docker compose version >/dev/null 2>&1; then
 		docker compose -f deploy/compose.yaml config -q

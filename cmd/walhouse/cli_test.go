@@ -179,7 +179,7 @@ func TestServiceFlagsHaveKeys(t *testing.T) {
 		"key-scopes":          "goes with --new-key",
 		"cursor-secret":       "a secret on the command line; the file takes cursor_secret_file",
 	}
-	for _, name := range []string{"capture", "sink", "serve"} {
+	for _, name := range []string{"capture", "sink", "serve", "verify"} {
 		flagsOf(name).VisitAll(func(f *flag.Flag) {
 			if _, ok := oneShot[f.Name]; ok {
 				return

@@ -30,3 +30,31 @@ func TestBinaryLinksNoTestPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyImports keeps package verify on the README's import rules: a
+// stage that builds on record and schema only, never on capture, the sink,
+// ClickHouse's loader or the query API.
+func TestVerifyImports(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("find the go command: %v", err)
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "../../verify").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./verify: %v", err)
+	}
+	allowed := []string{"record", "schema", "verify"}
+	for _, pkg := range strings.Fields(string(out)) {
+		rest, ours := strings.CutPrefix(pkg, "github.com/walhouse/walhouse/")
+		if !ours || strings.HasPrefix(rest, "internal/") && rest != "internal/testenv" && rest != "internal/e2e" {
+			continue
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || rest == a
+		}
+		if !ok {
+			t.Errorf("package verify depends on %s; the README allows it record and schema", pkg)
+		}
+	}
+}

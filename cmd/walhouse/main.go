@@ -101,6 +101,15 @@ func commands() map[string]command {
 			},
 			run: runCleanup,
 		},
+		"verify": {
+			summary: "compare PostgreSQL with ClickHouse FINAL row by row, report (and with --repair reload) the rows that differ", usage: "--tables T [--every D] [--report FILE] [--repair] [flags]",
+			examples: []string{
+				"walhouse verify --pg postgres://walhouse@standby/app --clickhouse clickhouse://ch:9000 --tables public.orders --report verify.json",
+				"walhouse verify --pg postgres://walhouse@db/app --tables public.orders --repair --report verify.json",
+				"walhouse --config walhouse.yaml verify --every 1h --metrics-addr :9466",
+			},
+			required: []string{"pg"}, run: runVerify,
+		},
 		"demo": {
 			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
 			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},

@@ -116,6 +116,7 @@ func chaosScenarios() []chaosScenario {
 		{name: "ClickHouse outage", layers: "token", seed: "issue 17", noDoubles: true, run: outage("clickhouse", 20*time.Second)},
 		{name: "Kafka broker restart", layers: "3, 2", seed: "issue 17", noDoubles: true, run: outage("kafka", 10*time.Second)},
 		{name: "PostgreSQL restart", layers: "3, 2", seed: "issue 17", noDoubles: true, run: outage("postgres", 5*time.Second)},
+		{name: "walhouse verify: divergence behind walhouse's back, repaired", layers: "verify", seed: "issue 24 part 5", run: (*chaos).divergence},
 		{name: "randomized kill -9 of capture and sinks", layers: "2, 3, token", seed: "issue 17", noDoubles: true, run: (*chaos).randomKills},
 	}
 }

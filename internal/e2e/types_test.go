@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
+	"github.com/walhouse/walhouse/verify"
 )
 
 // compareAs says how a column is turned into the same text on both sides.
@@ -233,6 +235,20 @@ func TestIntegrationTypes(t *testing.T) {
 	change("snap")
 	change("stream")
 	convergeColumns(t, p, header, pgQuery, chQuery, capture, sink)
+
+	// walhouse verify's canonical forms agree: every type, every edge
+	// value, nothing reported.
+	v, err := verify.New(p.env.PG, p.ch, verify.WithDatabase(p.database), verify.WithBucketRows(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := v.Verify(context.Background(), record.Source{Schema: "public", Table: table})
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if len(res.Mismatches) != 0 || res.RowsChecked == 0 {
+		t.Errorf("verify of the type matrix: %d rows checked, differences %+v", res.RowsChecked, res.Mismatches)
+	}
 }
 
 // convergeColumns waits until ClickHouse's rows equal PostgreSQL's, like

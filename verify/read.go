@@ -1,0 +1,376 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// row is one row of one side, in canonical form.
+type row struct {
+	// keys are the canonical tenant (unless synthetic) and key values.
+	keys []string
+	// cells are the canonical values of the table's other columns.
+	cells []string
+	// display holds readable values of every column (tenant, keys, cells)
+	// for the report; only rows read for a report have it.
+	display []*string
+	hash    uint64
+	// version and deleted are ClickHouse's _version and _is_deleted.
+	version uint64
+	deleted bool
+}
+
+// keyOf is the map key of a row: its key values, each length-prefixed.
+func keyOf(keys []string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// hashCells hashes a row's key and values; a bucket's digest is the sum of
+// its rows' hashes, so the order rows arrive in does not matter.
+func hashCells(keys, cells []string) uint64 {
+	d := xxhash.New()
+	for _, part := range [][]string{keys, cells} {
+		for _, c := range part {
+			_, _ = d.WriteString(strconv.Itoa(len(c)))
+			_, _ = d.WriteString(":")
+			_, _ = d.WriteString(c)
+		}
+		_, _ = d.WriteString("|")
+	}
+	return d.Sum64()
+}
+
+// unloadable marks the canonical form of a PostgreSQL value the sink's
+// conversion refuses (such a row goes to the dead letters): it equals no
+// ClickHouse value.
+const unloadable = "\x01unloadable: "
+
+// keyColumns lists the tenant (unless synthetic) and the key columns.
+func (t *table) keyColumns() []column {
+	n := len(t.keys)
+	if !t.synthetic {
+		n++
+	}
+	return t.all()[:n:n] // capped: appending never writes into all()
+}
+
+// all lists the columns of a read: keyColumns, then the other columns.
+func (t *table) all() []column { return t.columns }
+
+// finish lists the table's columns once (all), before any goroutine reads
+// them.
+func (t *table) finish() *table {
+	t.columns = nil
+	if !t.synthetic {
+		t.columns = append(t.columns, t.tenant)
+	}
+	t.columns = append(append(t.columns, t.keys...), t.cols...)
+	return t
+}
+
+// bounds are a bucket's key range over the first key column, exclusive
+// below and inclusive above; nil is unbounded.
+type bounds struct {
+	tenant *string
+	lo, hi *string
+}
+
+// pgWhere returns the predicate of a bucket and its parameters, numbered
+// from $1.
+func (t *table) pgWhere(b bounds) (string, []string) {
+	var conds, args []string
+	if b.tenant != nil && !t.synthetic {
+		args = append(args, *b.tenant)
+		conds = append(conds, fmt.Sprintf("%s = $%d", pgx.Identifier{t.tenant.pg}.Sanitize(), len(args)))
+	}
+	k := pgx.Identifier{t.keys[0].pg}.Sanitize()
+	if b.lo != nil {
+		args = append(args, *b.lo)
+		conds = append(conds, fmt.Sprintf("%s > $%d", k, len(args)))
+	}
+	if b.hi != nil {
+		args = append(args, *b.hi)
+		conds = append(conds, fmt.Sprintf("%s <= $%d", k, len(args)))
+	}
+	if len(conds) == 0 {
+		return "true", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// chWhere is pgWhere for ClickHouse, with named parameters cast to the
+// columns' types so that the sort key's index serves the predicate.
+func (t *table) chWhere(b bounds) (string, ch.Parameters) {
+	var conds []string
+	params := ch.Parameters{}
+	if b.tenant != nil && !t.synthetic {
+		params["t"] = schema.EscapeParam(*b.tenant)
+		conds = append(conds, fmt.Sprintf("%s = CAST({t:String} AS %s)", schema.QuoteIdent(t.tenant.ch), t.tenant.chType))
+	}
+	k := schema.QuoteIdent(t.keys[0].ch)
+	if b.lo != nil {
+		params["lo"] = schema.EscapeParam(*b.lo)
+		conds = append(conds, fmt.Sprintf("%s > CAST({lo:String} AS %s)", k, t.keys[0].chType))
+	}
+	if b.hi != nil {
+		params["hi"] = schema.EscapeParam(*b.hi)
+		conds = append(conds, fmt.Sprintf("%s <= CAST({hi:String} AS %s)", k, t.keys[0].chType))
+	}
+	if len(conds) == 0 {
+		return "1", params
+	}
+	return strings.Join(conds, " AND "), params
+}
+
+// keyWhere returns the predicates of one key on both sides.
+func (t *table) keyWhere(keys []string) (pgCond string, pgArgs []string, chCond string, params ch.Parameters) {
+	params = ch.Parameters{}
+	var pc, cc []string
+	for i, c := range t.keyColumns() {
+		pgArgs = append(pgArgs, keys[i])
+		pc = append(pc, fmt.Sprintf("%s = $%d", pgx.Identifier{c.pg}.Sanitize(), i+1))
+		name := "k" + strconv.Itoa(i)
+		params[name] = schema.EscapeParam(keys[i])
+		cc = append(cc, fmt.Sprintf("%s = CAST({%s:String} AS %s)", schema.QuoteIdent(c.ch), name, c.chType))
+	}
+	return strings.Join(pc, " AND "), pgArgs, strings.Join(cc, " AND "), params
+}
+
+// keysWhere returns the predicates of a batch of keys on both sides: a
+// list of key tuples, each value cast to its column's type (PostgreSQL's
+// type name, ClickHouse's column type) so that the key's index serves it.
+func (t *table) keysWhere(keys [][]string) (pgCond string, pgArgs []string, chCond string, params ch.Parameters) {
+	kc := t.keyColumns()
+	params = ch.Parameters{}
+	var pcols, ccols, ptuples, ctuples []string
+	for _, c := range kc {
+		pcols = append(pcols, pgx.Identifier{c.pg}.Sanitize())
+		ccols = append(ccols, schema.QuoteIdent(c.ch))
+	}
+	for i, k := range keys {
+		var pv, cv []string
+		for j, c := range kc {
+			pgArgs = append(pgArgs, k[j])
+			pv = append(pv, fmt.Sprintf("$%d::%s", len(pgArgs), pgx.Identifier{c.src.Type}.Sanitize()))
+			name := fmt.Sprintf("k%d_%d", i, j)
+			params[name] = schema.EscapeParam(k[j])
+			cv = append(cv, fmt.Sprintf("CAST({%s:String} AS %s)", name, c.chType))
+		}
+		ptuples = append(ptuples, "("+strings.Join(pv, ", ")+")")
+		if len(cv) == 1 {
+			ctuples = append(ctuples, cv[0])
+		} else {
+			ctuples = append(ctuples, "tuple("+strings.Join(cv, ", ")+")")
+		}
+	}
+	pgCond = fmt.Sprintf("(%s) IN (VALUES %s)", strings.Join(pcols, ", "), strings.Join(ptuples, ", "))
+	chCond = fmt.Sprintf("(%s) IN (%s)", strings.Join(ccols, ", "), strings.Join(ctuples, ", "))
+	if len(ccols) == 1 {
+		chCond = fmt.Sprintf("%s IN (%s)", ccols[0], strings.Join(ctuples, ", "))
+	}
+	return pgCond, pgArgs, chCond, params
+}
+
+// pgSelect is the select list of a PostgreSQL read: tenant, keys, columns.
+func (t *table) pgSelect() string {
+	var names []string
+	for _, c := range t.all() {
+		names = append(names, pgx.Identifier{c.pg}.Sanitize())
+	}
+	return strings.Join(names, ", ")
+}
+
+func (t *table) pgRelation() string {
+	return pgx.Identifier{t.source.Schema, t.source.Table}.Sanitize()
+}
+
+// pgQuery runs sql with text parameters and text results (the output
+// functions' text, what pgoutput sends) and calls each for every row.
+func pgQuery(ctx context.Context, conn *pgconn.PgConn, sql string, args []string, each func(vals [][]byte) error) error {
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		params[i] = []byte(a)
+	}
+	rr := conn.ExecParams(ctx, sql, params, nil, nil, nil)
+	for rr.NextRow() {
+		if err := each(rr.Values()); err != nil {
+			_, _ = rr.Close()
+			return err
+		}
+	}
+	_, err := rr.Close()
+	return err
+}
+
+// pgRows reads rows of the table matching where, as canonical rows.
+// lossy counts values equal only through a lossy mapping, per column.
+func (t *table) pgRows(ctx context.Context, conn *pgconn.PgConn, where string, args []string, limit int, display bool, lossy map[string]int64) ([]row, error) {
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", t.pgSelect(), t.pgRelation(), where)
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
+	kc := t.keyColumns()
+	var out []row
+	err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
+		r := row{keys: make([]string, len(kc)), cells: make([]string, len(t.cols))}
+		if display {
+			r.display = make([]*string, len(vals))
+		}
+		for i, v := range vals {
+			var text *string
+			if v != nil {
+				s := string(v)
+				text = &s
+			}
+			if display {
+				r.display[i] = text
+			}
+			c, cell := t.column(i)
+			canon, err := c.typ.CanonicalText(text)
+			if err != nil {
+				canon = unloadable + err.Error()
+			} else if text != nil && lossy != nil && c.typ.Lossy(*text) {
+				lossy[c.pg]++
+			}
+			if cell {
+				r.cells[i-len(kc)] = canon
+			} else {
+				r.keys[i] = canon
+			}
+		}
+		r.hash = hashCells(r.keys, r.cells)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s from PostgreSQL: %w", t.pgRelation(), err)
+	}
+	return out, nil
+}
+
+// column returns the i-th column of a read (keys first) and whether it is
+// a value rather than a key.
+func (t *table) column(i int) (column, bool) {
+	all := t.all()
+	return all[i], i >= len(all)-len(t.cols)
+}
+
+// chSelect is the select list of a ClickHouse read.
+func (t *table) chSelect() string {
+	var names []string
+	for _, c := range t.all() {
+		names = append(names, schema.QuoteIdent(c.ch))
+	}
+	return strings.Join(append(names, schema.VersionColumn, schema.DeletedColumn), ", ")
+}
+
+// chRows reads the rows of the table FINAL matching where, as canonical
+// rows. FINAL leaves out the keys whose latest version is a tombstone;
+// latest reads each key's latest version whatever it is (a tombstone
+// included) instead.
+func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool) ([]row, error) {
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where)
+	if latest {
+		var keys []string
+		for _, c := range t.keyColumns() {
+			keys = append(keys, schema.QuoteIdent(c.ch))
+		}
+		q = fmt.Sprintf("SELECT %s FROM %s.%s WHERE %s ORDER BY %s DESC, %s DESC LIMIT 1 BY %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where,
+			schema.VersionColumn, schema.DeletedColumn, strings.Join(keys, ", "))
+	}
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
+	qctx := ch.Context(ctx, ch.WithParameters(params), ch.WithSettings(ch.Settings{
+		"max_execution_time": v.cfg.chMaxSeconds,
+		"max_memory_usage":   v.cfg.chMaxMemory,
+	}))
+	rows, err := v.ch.Query(qctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
+	}
+	defer rows.Close()
+	kc := t.keyColumns()
+	n := len(kc) + len(t.cols)
+	var (
+		dest    []any
+		version uint64
+		deleted uint8
+		out     []row
+	)
+	for rows.Next() {
+		if dest == nil { // an empty result may have no column types over HTTP
+			types := rows.ColumnTypes()
+			dest = make([]any, n+2)
+			for i := range n {
+				dest[i] = reflect.New(types[i].ScanType()).Interface()
+			}
+			dest[n], dest[n+1] = &version, &deleted
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
+		}
+		r := row{keys: make([]string, len(kc)), cells: make([]string, len(t.cols)), version: version, deleted: deleted != 0}
+		if display {
+			r.display = make([]*string, n)
+		}
+		for i := range n {
+			val := reflect.ValueOf(dest[i]).Elem().Interface()
+			c, cell := t.column(i)
+			canon, err := c.typ.Canonical(val)
+			if err != nil {
+				return nil, fmt.Errorf("ClickHouse table %s, column %s: %w", t.chName, c.ch, err)
+			}
+			if display && canon != "\x00" {
+				s := fmt.Sprint(deref(val))
+				r.display[i] = &s
+			}
+			if cell {
+				r.cells[i-len(kc)] = canon
+			} else {
+				r.keys[i] = canon
+			}
+		}
+		r.hash = hashCells(r.keys, r.cells)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
+	}
+	return out, nil
+}
+
+// deref follows pointers, for printing.
+func deref(v any) any {
+	rv := reflect.ValueOf(v)
+	for rv.IsValid() && rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return nil
+	}
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Pointer {
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = fmt.Sprint(deref(rv.Index(i).Interface()))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return rv.Interface()
+}
