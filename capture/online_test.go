@@ -268,3 +268,35 @@ func TestOnlineSnapshotsRewriteWaitsBehindOthers(t *testing.T) {
 	f.release <- nil
 	waitFor(t, func() bool { return !o.copying("public.a") })
 }
+
+// TestOnlineSnapshotsSupersedeHoldsQueuedCopy: between supersede and the
+// rewrite's copy being queued (the stream saves the pending plan
+// meanwhile), a copy of the table that was queued does not start: it
+// would save its own plan over the pending one.
+func TestOnlineSnapshotsSupersedeHoldsQueuedCopy(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.add("public.b", 2, &snapshotPlan{Table: "public.b"})
+	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
+	if job := f.next(t); job.table != "public.b" {
+		t.Fatalf("first copy %+v, want public.b", job)
+	}
+	if o.supersede("public.a") != nil {
+		t.Fatal("supersede of a table whose copy is only queued must not wait")
+	}
+	f.release <- nil // public.b done: public.a's queued copy must not start now
+	waitFor(t, func() bool { return !o.copying("public.b") })
+	if !o.copying("public.a") {
+		t.Fatal("a superseded table must still count as being copied")
+	}
+	o.rewrite("public.a", 10, false)
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
+		t.Fatalf("copy %+v, want public.a's rewrite copy at 10 only", job)
+	}
+	f.release <- nil
+	waitFor(t, func() bool { return !o.copying("public.a") })
+	select {
+	case job := <-f.started:
+		t.Fatalf("unexpected copy %+v after the rewrite's", job)
+	default:
+	}
+}

@@ -200,10 +200,13 @@ func (c *Capturer) savePlan(ctx context.Context, p *snapshotPlan) error {
 
 // supersede stops the running copy of table, if any, for a rewrite's copy
 // that replaces it, and returns a channel closed once it returned (nil
-// when none runs). The table still counts as being copied.
+// when none runs). A queued copy of the table leaves the queue, so that it
+// cannot start and save its plan over the rewrite's pending one before
+// rewrite queues the latter. The table still counts as being copied.
 func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.queue = slices.DeleteFunc(o.queue, func(j onlineJob) bool { return j.table == table })
 	rc := o.running
 	if rc == nil || rc.table != table || rc.dropped {
 		return nil
