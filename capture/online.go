@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,8 +55,11 @@ type onlineSnapshots struct {
 	running *runningCopy                           // the copy in progress, if any
 	refused map[string]error                       // tables whose copy found them uncapturable, for the stream to leave out
 	copyFn  func(context.Context, onlineJob) error // o.copy; tests replace it
-	wake    chan struct{}
-	done    chan struct{} // closed when run returns
+	// writersTurn bounds one turn of a rewrite copy's wait for writers
+	// (writersOpenError); tests shorten it.
+	writersTurn time.Duration
+	wake        chan struct{}
+	done        chan struct{} // closed when run returns
 }
 
 // runningCopy is the copy in progress, which restart can interrupt.
@@ -83,10 +87,13 @@ type onlineJob struct {
 	// waitWriters makes a rewrite's copy wait for the transactions that
 	// write to the table first (waitForWriters).
 	waitWriters bool
+	// writers, once listed, are the transactions a rewrite's copy still
+	// waits for after an earlier turn (writersOpenError).
+	writers []string
 }
 
 func newOnlineSnapshots(c *Capturer, sourceID string) *onlineSnapshots {
-	o := &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, refused: map[string]error{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &onlineSnapshots{c: c, sourceID: sourceID, active: map[string]bool{}, refused: map[string]error{}, wake: make(chan struct{}, 1), done: make(chan struct{}), writersTurn: writersTurn}
 	o.copyFn = o.copy
 	return o
 }
@@ -155,6 +162,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 		o.mu.Lock()
 		o.running = nil
 		stop := false
+		var open *writersOpenError
 		switch {
 		case rc.dropped:
 			delete(o.active, job.table)
@@ -166,6 +174,12 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			// Copy the table anew, first: see restart.
 			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters}}, o.queue...)
 
+		case err != nil && ctx.Err() == nil && errors.As(err, &open):
+			// Writers it waits for are still open: the other copies go
+			// first, and it waits for the same writers at its next turn.
+			o.c.log.Warn("the copy after a rewrite waits for transactions that write to the table to end; the other copies go first", "table", job.table, "transactions", len(open.remaining), "err", err)
+			job.writers = open.remaining
+			o.queue = append(o.queue, job)
 		case err != nil && ctx.Err() == nil && errors.Is(err, errUncapturable):
 			// What a user wrote since the table joined (its key
 			// dropped, say): the stream leaves it out (takeRefused).
@@ -281,7 +295,7 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 		// A plan saved before its copy started (a restart) does not say
 		// whether the rewrite needs the wait: it waits.
 		wait := job.waitWriters || job.plan != nil
-		if err := o.beforeRewriteCopy(ctx, job.table, wait); errors.Is(err, errRewriteTooLarge) {
+		if err := o.beforeRewriteCopy(ctx, job, wait); errors.Is(err, errRewriteTooLarge) {
 			return o.c.rewriteNotCopied(ctx, rewrite{table: job.table, at: job.cp}, err.Error())
 		} else if err != nil {
 			return err

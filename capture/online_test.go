@@ -237,3 +237,66 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	f.release <- nil
 	waitFor(t, func() bool { return !o.copying("public.c") })
 }
+
+// TestOnlineSnapshotsRewriteWaitsBehindOthers: a rewrite's copy whose
+// table's writers are still open after its turn (a transaction left idle)
+// goes to the back of the queue instead of holding up the other tables'
+// copies, and waits for the same writers at its next turn.
+func TestOnlineSnapshotsRewriteWaitsBehindOthers(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.c = &Capturer{log: slog.New(slog.DiscardHandler)}
+	o.rewrite("public.a", 10, true)
+	o.add("public.b", 2, nil)
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.writers != nil {
+		t.Fatalf("first copy %+v, want public.a's rewrite copy, its writers not listed yet", job)
+	}
+	f.release <- &writersOpenError{table: "public.a", remaining: []string{"3/17"}}
+	if job := f.next(t); job.table != "public.b" {
+		t.Fatalf("copy %+v, want public.b's, queued behind public.a's, to go first", job)
+	}
+	f.release <- nil
+	job := f.next(t)
+	if job.table != "public.a" || !job.rewrite || job.cp != 10 || !job.waitWriters || len(job.writers) != 1 || job.writers[0] != "3/17" {
+		t.Fatalf("copy %+v, want public.a's rewrite copy at 10 again, waiting for transaction 3/17 only", job)
+	}
+	if !o.copying("public.a") || o.copying("public.b") {
+		t.Error("public.a must still count as being copied, public.b no longer")
+	}
+	if err := o.failure(); err != nil {
+		t.Fatalf("failure() = %v, want none: open writers are no failure", err)
+	}
+	f.release <- nil
+	waitFor(t, func() bool { return !o.copying("public.a") })
+}
+
+// TestOnlineSnapshotsSupersedeHoldsQueuedCopy: between supersede and the
+// rewrite's copy being queued (the stream saves the pending plan
+// meanwhile), a copy of the table that was queued does not start: it
+// would save its own plan over the pending one.
+func TestOnlineSnapshotsSupersedeHoldsQueuedCopy(t *testing.T) {
+	o, f := newFakeOnline(t)
+	o.add("public.b", 2, &snapshotPlan{Table: "public.b"})
+	o.add("public.a", 1, &snapshotPlan{Table: "public.a"})
+	if job := f.next(t); job.table != "public.b" {
+		t.Fatalf("first copy %+v, want public.b", job)
+	}
+	if o.supersede("public.a") != nil {
+		t.Fatal("supersede of a table whose copy is only queued must not wait")
+	}
+	f.release <- nil // public.b done: public.a's queued copy must not start now
+	waitFor(t, func() bool { return !o.copying("public.b") })
+	if !o.copying("public.a") {
+		t.Fatal("a superseded table must still count as being copied")
+	}
+	o.rewrite("public.a", 10, false)
+	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
+		t.Fatalf("copy %+v, want public.a's rewrite copy at 10 only", job)
+	}
+	f.release <- nil
+	waitFor(t, func() bool { return !o.copying("public.a") })
+	select {
+	case job := <-f.started:
+		t.Fatalf("unexpected copy %+v after the rewrite's", job)
+	default:
+	}
+}

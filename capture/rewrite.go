@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -201,10 +200,13 @@ func (c *Capturer) savePlan(ctx context.Context, p *snapshotPlan) error {
 
 // supersede stops the running copy of table, if any, for a rewrite's copy
 // that replaces it, and returns a channel closed once it returned (nil
-// when none runs). The table still counts as being copied.
+// when none runs). A queued copy of the table leaves the queue, so that it
+// cannot start and save its plan over the rewrite's pending one before
+// rewrite queues the latter. The table still counts as being copied.
 func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.queue = slices.DeleteFunc(o.queue, func(j onlineJob) bool { return j.table == table })
 	rc := o.running
 	if rc == nil || rc.table != table || rc.dropped {
 		return nil
@@ -250,12 +252,31 @@ func (o *onlineSnapshots) rewrite(table string, at record.LSN, waitWriters bool)
 // errRewriteTooLarge is a rewritten table over WithRewriteCopyMaxRows.
 var errRewriteTooLarge = errors.New("the table has more rows than --rewrite-copy-max-rows")
 
+// writersTurn is how long a rewrite's copy waits for the table's writers
+// before the other queued copies get their turn (writersOpenError).
+const writersTurn = time.Minute
+
+// writersOpenError says that transactions a rewrite's copy waits for
+// (waitForWriters) were still open after its turn: one transaction left
+// open (idle in transaction, say) must not hold up every other table's
+// copy, so the copy goes to the back of the queue and waits for the same
+// transactions, and no others, at its next turn.
+type writersOpenError struct {
+	table     string
+	remaining []string // virtual transaction ids still open
+}
+
+func (e *writersOpenError) Error() string {
+	return fmt.Sprintf("the copy of %s after a rewrite waits for %d transactions that wrote to it to end (see pg_locks, pg_stat_activity): the other copies go first", e.table, len(e.remaining))
+}
+
 // beforeRewriteCopy runs before a rewrite's copy starts: it waits for the
-// table's writers if asked (waitForWriters) and returns
-// errRewriteTooLarge for a table with more rows than the configured limit,
-// counting at most limit+1 rows, so the check costs no more than a copy
-// the limit allows.
-func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string, waitWriters bool) error {
+// table's writers if asked (waitForWriters; job.writers, when listed at an
+// earlier turn, are the ones left) and returns errRewriteTooLarge for a
+// table with more rows than the configured limit, counting at most
+// limit+1 rows, so the check costs no more than a copy the limit allows.
+func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, job onlineJob, waitWriters bool) error {
+	table := job.table
 	limit := o.c.cfg.rewriteCopyMaxRows
 	if !waitWriters && limit <= 0 {
 		return nil
@@ -266,7 +287,7 @@ func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, table string, w
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if waitWriters {
-		if err := waitForWriters(ctx, conn, table, o.c.log); err != nil {
+		if err := waitForWriters(ctx, conn, table, job.writers, o.writersTurn); err != nil {
 			return err
 		}
 	}
@@ -441,31 +462,35 @@ func widerTypmod(typ string, from, to int32) bool {
 const writersPoll = 100 * time.Millisecond
 
 // waitForWriters waits until every transaction that holds a write lock on
-// table (or a partition of it) when it is called has ended, so that a
-// copy started afterwards sees all changes those transactions made (see
-// the comment above rewrittenByCatalog).
-func waitForWriters(ctx context.Context, conn *pgx.Conn, table string, log *slog.Logger) error {
-	var vxids []string
-	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT l.virtualtransaction), '{}') FROM pg_catalog.pg_locks l
+// table (or a partition of it: pg_partition_tree lists no plain table, so
+// the table itself is named too) when it is first called has ended, so that
+// a copy started afterwards sees all changes those transactions made (see
+// the comment above rewrittenByCatalog). listed, when not nil, are those
+// transactions still open at an earlier turn: only they are waited for.
+// After turn it returns a *writersOpenError with the ones still open.
+func waitForWriters(ctx context.Context, conn *pgx.Conn, table string, listed []string, turn time.Duration) error {
+	vxids := listed
+	if vxids == nil {
+		err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT l.virtualtransaction), '{}') FROM pg_catalog.pg_locks l
 		WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()
-		AND l.relation IN (SELECT relid FROM pg_partition_tree($1::regclass))`, quoteTable(table)).Scan(&vxids)
-	if err != nil {
-		return fmt.Errorf("list the transactions writing to %s before copying it after a rewrite: %w", table, err)
+		AND l.relation IN (SELECT $1::regclass UNION SELECT relid FROM pg_partition_tree($1::regclass))`, quoteTable(table)).Scan(&vxids)
+		if err != nil {
+			return fmt.Errorf("list the transactions writing to %s before copying it after a rewrite: %w", table, err)
+		}
 	}
-	logged := false
-	start := time.Now()
+	deadline := time.Now().Add(turn)
 	for len(vxids) > 0 {
-		var open int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, vxids).Scan(&open)
+		var open []string
+		err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT virtualxid), '{}') FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, vxids).Scan(&open)
 		if err != nil {
 			return fmt.Errorf("wait for the transactions writing to %s: %w", table, err)
 		}
-		if open == 0 {
+		if len(open) == 0 {
 			return nil
 		}
-		if !logged && time.Since(start) > 10*time.Second {
-			log.Warn("the copy after a rewrite waits for transactions that write to the table to end", "table", table, "transactions", open)
-			logged = true
+		vxids = open
+		if time.Now().After(deadline) {
+			return &writersOpenError{table: table, remaining: open}
 		}
 		select {
 		case <-ctx.Done():
