@@ -1,17 +1,13 @@
 package erasure
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // A row PostgreSQL got after the erasure's check — the subject back (a
@@ -21,42 +17,16 @@ import (
 // load, and removing it would leave ClickHouse without a row PostgreSQL
 // holds, silently. The versions from before the check go.
 func TestIntegrationEraseKeepsRowsMadeAfterTheCheck(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	name := testenv.Name("orders")
-	qn := pgx.Identifier{name}.Sanitize()
-	if _, err := pg.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id))`, qn)); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+qn) //nolint:errcheck
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "customer_id", Type: "int8", TypMod: -1}}
-	tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	tbl := f.table("orders", "tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id)", keyedColumns("customer_id", "int8"))
+	qn := pgx.Identifier{tbl.Source.Table}.Sanitize()
 	// Customer 42's order 5 was deleted in PostgreSQL: its insert and its
 	// tombstone are in ClickHouse.
 	// (Two inserts: one would keep only the newest version of the key.)
-	ins := "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, customer_id, _version, _is_deleted, _commit_ts) VALUES "
-	for _, q := range []string{"CREATE DATABASE " + schema.QuoteIdent(db), tbl.CreateDDL(1),
-		ins + "('acme', 5, 42, 10, 0, now64())", ins + "('acme', 5, NULL, 11, 1, now64())"} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	f.insert(tbl, "('acme', 5, 42, 10, 0, now64())")
+	f.insert(tbl, "('acme', 5, NULL, 11, 1, now64())")
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond})
 	if err != nil {
@@ -79,9 +49,7 @@ func TestIntegrationEraseKeepsRowsMadeAfterTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.Exec(ctx, fmt.Sprintf("%s ('acme', 6, 42, %d, 0, now64()), ('acme', 5, 7, %d, 0, now64())", ins, record.Version(after), record.Version(after))); err != nil {
-		t.Fatal(err)
-	}
+	f.insert(tbl, fmt.Sprintf("('acme', 6, 42, %d, 0, now64()), ('acme', 5, 7, %d, 0, now64())", record.Version(after), record.Version(after)))
 	m, err := run(ctx)
 	if err != nil {
 		t.Fatalf("run: %v", err)

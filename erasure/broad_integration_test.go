@@ -1,18 +1,12 @@
 package erasure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -21,40 +15,14 @@ import (
 // ledger rows in chunks and removes with one mutation per table. The
 // tenant column is never a subject.
 func TestIntegrationEraseBroadSubject(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	name := testenv.Name("orders")
-	if _, err := pg.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, status text, PRIMARY KEY (tenant_id, id))`, pgx.Identifier{name}.Sanitize())); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{name}.Sanitize()) //nolint:errcheck
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "status", Type: "text", TypMod: -1}}
-	tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	tbl := f.table("orders", "tenant_id text, id bigint, status text, PRIMARY KEY (tenant_id, id)", keyedColumns("status", "text"))
 	// 1200 rows of the value, deleted in PostgreSQL: more than one
 	// ledger insert's worth (ledgerRowsPerInsert).
 	const rows = 1200
-	for _, q := range []string{"CREATE DATABASE " + schema.QuoteIdent(db), tbl.CreateDDL(1),
-		fmt.Sprintf("INSERT INTO %s (tenant_id, id, status, _version, _is_deleted, _commit_ts) SELECT 'acme', number, 'cancelled', number + 1, 0, now64() FROM numbers(%d)", tbl.QualifiedName(), rows)} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	f.exec(fmt.Sprintf("INSERT INTO %s (tenant_id, id, status, _version, _is_deleted, _commit_ts) SELECT 'acme', number, 'cancelled', number + 1, 0, now64() FROM numbers(%d)", tbl.QualifiedName(), rows))
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond, MaxRows: 100})
 	if err != nil {

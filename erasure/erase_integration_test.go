@@ -1,7 +1,6 @@
 package erasure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,10 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // An erasure removes every stored version of the subject's rows of its
@@ -21,47 +17,18 @@ import (
 // keys so that their replayed deletes are recognised, and signs a manifest
 // that verifies.
 func TestIntegrationEraseRemovesTombstonesByKey(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-
-	name := testenv.Name("accounts")
-	if _, err := pg.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, email text, PRIMARY KEY (tenant_id, id))`, pgx.Identifier{name}.Sanitize())); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{name}.Sanitize()) //nolint:errcheck
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	src := record.Source{Schema: "public", Table: name}
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "email", Type: "text", TypMod: -1}}
-	tbl, err := schema.NewTable(src, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		"CREATE DATABASE " + schema.QuoteIdent(db),
-		tbl.CreateDDL(1),
-		// Two versions and a key-only tombstone of rows 1 and 2 (the
-		// subject), row 3 of another subject, row 1 of another tenant with
-		// the same e-mail address; each insert a part of its own.
-		"INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, email, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 'ann@example.com', 10, 0, now64()), ('acme', 2, 'ann@example.com', 11, 0, now64()), ('acme', 3, 'bob@example.com', 12, 0, now64()), ('globex', 1, 'ann@example.com', 13, 0, now64())",
-		"INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, email, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 'ann@example.com', 20, 0, now64())",
-		"INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, email, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, NULL, 30, 1, now64()), ('acme', 2, NULL, 31, 1, now64())",
-	} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	cols := keyedColumns("email", "text")
+	tbl := f.table("accounts", "tenant_id text, id bigint, email text, PRIMARY KEY (tenant_id, id)", cols)
+	name, src := tbl.Source.Table, tbl.Source
+	// Two versions and a key-only tombstone of rows 1 and 2 (the
+	// subject), row 3 of another subject, row 1 of another tenant with
+	// the same e-mail address; each insert a part of its own.
+	f.insert(tbl, "('acme', 1, 'ann@example.com', 10, 0, now64()), ('acme', 2, 'ann@example.com', 11, 0, now64()), ('acme', 3, 'bob@example.com', 12, 0, now64()), ('globex', 1, 'ann@example.com', 13, 0, now64())")
+	f.insert(tbl, "('acme', 1, 'ann@example.com', 20, 0, now64())")
+	f.insert(tbl, "('acme', 1, NULL, 30, 1, now64()), ('acme', 2, NULL, 31, 1, now64())")
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond})
 	if err != nil {

@@ -1,15 +1,12 @@
 package erasure
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -20,42 +17,13 @@ import (
 // a table with that column and type exists: it cannot hold a row of the
 // subject, and is left out.
 func TestIntegrationEraseIgnoresOtherTenantsColumnTypes(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	if err := conn.Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(db)); err != nil {
-		t.Fatal(err)
-	}
-	newTable := func(base, pgDDL, pgRows string, cols []record.Column, chRows string) *schema.Table {
-		name := testenv.Name(base)
-		qn := pgx.Identifier{name}.Sanitize()
-		for _, q := range []string{fmt.Sprintf(pgDDL, qn), fmt.Sprintf("INSERT INTO %s VALUES %s", qn, pgRows)} {
-			if _, err := pg.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		t.Cleanup(func() { pg.Exec(context.Background(), "DROP TABLE "+qn) }) //nolint:errcheck
-		tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{tbl.CreateDDL(1), "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, customer_id, _version, _is_deleted, _commit_ts) VALUES " + chRows} {
-			if err := conn.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	newTable := func(base, pgColumns, pgRows string, cols []record.Column, chRows string) *schema.Table {
+		tbl := f.table(base, pgColumns, cols)
+		f.pgExec(fmt.Sprintf("INSERT INTO %s VALUES %s", pgx.Identifier{tbl.Source.Table}.Sanitize(), pgRows))
+		f.insert(tbl, chRows)
 		return tbl
 	}
 	col := func(name, typ string, key bool) record.Column {
@@ -63,15 +31,15 @@ func TestIntegrationEraseIgnoresOtherTenantsColumnTypes(t *testing.T) {
 	}
 	const globex = "0f8fad5b-d9cb-469f-a165-70867728950e"
 	// acme's orders: customer 42's order 5 was deleted in PostgreSQL.
-	orders := newTable("orders", "CREATE TABLE %s (tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id))", "('acme', 6, 7)",
+	orders := newTable("orders", "tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id)", "('acme', 6, 7)",
 		[]record.Column{col("tenant_id", "text", true), col("id", "int8", true), col("customer_id", "int8", false)},
 		"('acme', 5, 42, 10, 0, now64()), ('acme', 6, 7, 11, 0, now64())")
 	// globex's accounts: tenants are uuids there, "acme" is none.
-	accounts := newTable("accounts", "CREATE TABLE %s (tenant_id uuid, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id))", "('"+globex+"', 1, 42)",
+	accounts := newTable("accounts", "tenant_id uuid, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id)", "('"+globex+"', 1, 42)",
 		[]record.Column{col("tenant_id", "uuid", true), col("id", "int8", true), col("customer_id", "int8", false)},
 		"('"+globex+"', 1, 42, 10, 0, now64())")
 	// globex's leads: customers are uuids there, 42 is none.
-	leads := newTable("leads", "CREATE TABLE %s (tenant_id text, id bigint, customer_id uuid, PRIMARY KEY (tenant_id, id))", "('globex', 1, '"+globex+"')",
+	leads := newTable("leads", "tenant_id text, id bigint, customer_id uuid, PRIMARY KEY (tenant_id, id)", "('globex', 1, '"+globex+"')",
 		[]record.Column{col("tenant_id", "text", true), col("id", "int8", true), col("customer_id", "uuid", false)},
 		"('globex', 1, '"+globex+"', 10, 0, now64())")
 

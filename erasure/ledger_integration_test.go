@@ -3,16 +3,11 @@ package erasure
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // The embedded engine runs one query at a time, so a read of the ledger
@@ -22,9 +17,8 @@ import (
 // refresh interval later. (A server with parallel queries never makes the
 // copy stale here; the wait then ends at once.)
 func TestIntegrationLedgerResumesPromptlyAfterALongQuery(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, db := erasureDatabase(ctx, t)
+	f := erasureDatabase(t, 2*time.Minute)
+	ctx, conn, db := f.ctx, f.ch, f.db
 
 	const refresh = 2 * time.Second // max age 4s
 	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Refresh: refresh})
@@ -75,43 +69,17 @@ func TestIntegrationLedgerResumesPromptlyAfterALongQuery(t *testing.T) {
 	}
 }
 
-// erasureDatabase connects to the test ClickHouse and returns a new
-// database with the erasure tables, dropped when t ends.
-func erasureDatabase(ctx context.Context, t *testing.T) (driver.Conn, string) {
-	t.Helper()
-	env := testenv.Require(t, "clickhouse")
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := testenv.Name("erasure")
-	t.Cleanup(func() {
-		conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-		conn.Close()
-	})
-	if err := ensureTables(ctx, conn, db); err != nil {
-		t.Fatal(err)
-	}
-	return conn, db
-}
-
 // A ledger row made under another erasure key (or any key, for a sink
 // given none) is left out and counted, never fatal: a row written into the
 // ledger must not stop every sink. The entries under the sink's own key
 // still work.
 func TestIntegrationLedgerUnknownKeyIsNotFatal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, db := erasureDatabase(ctx, t)
+	f := erasureDatabase(t, time.Minute)
+	ctx, conn, db := f.ctx, f.ch, f.db
 	ours, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
 	theirs, _ := NewKeys([]byte("another erasure key, also 32 bytes"))
-	subj := Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: "42"}
 	for _, k := range []Keys{ours, theirs} {
-		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test')",
-			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), k.Hash(subj), k.KeyID())
-		if err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
+		f.ledgerEntry(k, "42", "now64(6)")
 	}
 	rec := &record.Record{TenantID: "acme", Source: record.Source{Schema: "public", Table: "orders"}, CommitLSN: 50,
 		Columns: []record.Column{{Name: "id", Key: true}, {Name: "customer_id"}}, Values: []record.Value{{Text: "1"}, {Text: "42"}}}
@@ -150,20 +118,10 @@ func TestIntegrationLedgerUnknownKeyIsNotFatal(t *testing.T) {
 // whole ledger every refresh. An entry stamped long before the newest
 // (here written by hand) waits for the next whole read.
 func TestIntegrationLedgerReadsIncrementally(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, db := erasureDatabase(ctx, t)
+	f := erasureDatabase(t, time.Minute)
+	ctx, conn, db := f.ctx, f.ch, f.db
 	keys, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
-	insert := func(value, recordedAt string) Hash {
-		t.Helper()
-		h := keys.Hash(Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: value})
-		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id, recorded_at) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test', %s)",
-			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), h, keys.KeyID(), recordedAt)
-		if err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
+	insert := func(value, recordedAt string) { f.ledgerEntry(keys, value, recordedAt) }
 	insert("1", "now64(6)")
 	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: &keys})
 	if err != nil {
@@ -195,19 +153,10 @@ func TestIntegrationLedgerReadsIncrementally(t *testing.T) {
 // whole read: an erasure recorded after it is seen at the next read, as
 // its settle time counts on.
 func TestIntegrationLedgerFutureStampDoesNotHideNewEntries(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, db := erasureDatabase(ctx, t)
+	f := erasureDatabase(t, time.Minute)
+	ctx, conn, db := f.ctx, f.ch, f.db
 	keys, _ := NewKeys([]byte("the sinks' erasure key, 32 bytes"))
-	insert := func(value, recordedAt string) {
-		t.Helper()
-		h := keys.Hash(Subject{Tenant: "acme", Schema: "public", Table: "orders", Column: "customer_id", Value: value})
-		stmt := fmt.Sprintf("INSERT INTO %s.%s (source_schema, source_table, column, subject_hash, as_of_lsn, key_id, erasure_id, recorded_at) VALUES ('public', 'orders', 'customer_id', '%s', 100, '%s', 'era_test', %s)",
-			schema.QuoteIdent(db), schema.QuoteIdent(LedgerTable), h, keys.KeyID(), recordedAt)
-		if err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(value, recordedAt string) { f.ledgerEntry(keys, value, recordedAt) }
 	insert("1", "now64(6) + INTERVAL 1 DAY")
 	l, err := NewLedger(LedgerConfig{Conn: conn, Database: db, Keys: &keys})
 	if err != nil {

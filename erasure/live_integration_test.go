@@ -1,7 +1,6 @@
 package erasure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -25,72 +22,34 @@ import (
 // column was dropped in PostgreSQL is checked by key and named, also when
 // it held nothing of the subject.
 func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	if err := conn.Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(db)); err != nil {
-		t.Fatal(err)
-	}
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "owner_email", Type: "text", TypMod: -1}}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	cols := keyedColumns("owner_email", "text")
 	// tickets: rows 1 and 4 were alice's and are bob's now, row 5 is
 	// dave's but ClickHouse has only its alice version so far, row 2 was
 	// alice's and is deleted, row 3 never was hers.
 	// notes: its owner_email column was dropped in PostgreSQL; row 7 is
 	// live, row 8 (alice's) deleted.
 	newTable := func(base string, ddl string, pgRows string) (*schema.Table, record.Source) {
-		name := testenv.Name(base)
-		qn := pgx.Identifier{name}.Sanitize()
-		for _, q := range []string{fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, owner_email text, PRIMARY KEY (tenant_id, id))`, qn),
-			fmt.Sprintf("INSERT INTO %s VALUES %s", qn, pgRows)} {
-			if _, err := pg.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+		tbl := f.table(base, "tenant_id text, id bigint, owner_email text, PRIMARY KEY (tenant_id, id)", cols)
+		qn := pgx.Identifier{tbl.Source.Table}.Sanitize()
+		f.pgExec(fmt.Sprintf("INSERT INTO %s VALUES %s", qn, pgRows))
 		if ddl != "" {
-			if _, err := pg.Exec(ctx, fmt.Sprintf(ddl, qn)); err != nil {
-				t.Fatal(err)
-			}
+			f.pgExec(fmt.Sprintf(ddl, qn))
 		}
-		t.Cleanup(func() { pg.Exec(context.Background(), "DROP TABLE "+qn) }) //nolint:errcheck
-		src := record.Source{Schema: "public", Table: name}
-		tbl, err := schema.NewTable(src, "tenant_id", cols, schema.Options{Database: db})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Exec(ctx, tbl.CreateDDL(1)); err != nil {
-			t.Fatal(err)
-		}
-		return tbl, src
+		return tbl, tbl.Source
 	}
 	tickets, ticketsSrc := newTable("tickets", "", "('acme', 1, 'bob@example.com'), ('acme', 3, 'carol@example.com'), ('acme', 4, 'bob@example.com'), ('acme', 5, 'dave@example.com')")
 	notes, notesSrc := newTable("notes", "ALTER TABLE %s DROP COLUMN owner_email", "('acme', 7, NULL)")
 	// memos: its owner_email column was dropped too; acme has rows there,
 	// none of the subject. Named, as its check was by key only.
 	memos, memosSrc := newTable("memos", "ALTER TABLE %s DROP COLUMN owner_email", "('acme', 9, NULL)")
-	insert := func(tbl *schema.Table, values string) {
-		t.Helper()
-		q := "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, owner_email, _version, _is_deleted, _commit_ts) VALUES " + values
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	insert(tickets, "('acme', 1, 'alice@example.com', 10, 0, now64()), ('acme', 2, 'alice@example.com', 11, 0, now64()), ('acme', 3, 'carol@example.com', 12, 0, now64()), ('acme', 4, 'alice@example.com', 13, 0, now64()), ('acme', 5, 'alice@example.com', 15, 0, now64()), ('globex', 1, 'alice@example.com', 14, 0, now64())")
-	insert(tickets, "('acme', 1, 'bob@example.com', 20, 0, now64()), ('acme', 2, NULL, 21, 1, now64()), ('acme', 4, 'bob@example.com', 23, 0, now64())")
-	insert(notes, "('acme', 7, 'alice@example.com', 10, 0, now64()), ('acme', 8, 'alice@example.com', 11, 0, now64())")
-	insert(notes, "('acme', 7, NULL, 20, 0, now64())")
-	insert(memos, "('acme', 9, 'zed@example.com', 10, 0, now64())")
+	f.insert(tickets, "('acme', 1, 'alice@example.com', 10, 0, now64()), ('acme', 2, 'alice@example.com', 11, 0, now64()), ('acme', 3, 'carol@example.com', 12, 0, now64()), ('acme', 4, 'alice@example.com', 13, 0, now64()), ('acme', 5, 'alice@example.com', 15, 0, now64()), ('globex', 1, 'alice@example.com', 14, 0, now64())")
+	f.insert(tickets, "('acme', 1, 'bob@example.com', 20, 0, now64()), ('acme', 2, NULL, 21, 1, now64()), ('acme', 4, 'bob@example.com', 23, 0, now64())")
+	f.insert(notes, "('acme', 7, 'alice@example.com', 10, 0, now64()), ('acme', 8, 'alice@example.com', 11, 0, now64())")
+	f.insert(notes, "('acme', 7, NULL, 20, 0, now64())")
+	f.insert(memos, "('acme', 9, 'zed@example.com', 10, 0, now64())")
 	stored := func(tbl *schema.Table) string {
 		t.Helper()
 		rows, err := conn.Query(ctx, "SELECT concat(tenant_id, '/', toString(id), '/', toString(_version)) FROM "+tbl.QualifiedName()+" ORDER BY _version")
@@ -138,7 +97,7 @@ func TestIntegrationEraseKeepsLiveRows(t *testing.T) {
 	}
 
 	// The change is loaded: the erasure goes ahead.
-	insert(tickets, "('acme', 5, 'dave@example.com', 25, 0, now64())")
+	f.insert(tickets, "('acme', 5, 'dave@example.com', 25, 0, now64())")
 	m, err := er.Erase(ctx, req)
 	if err != nil {
 		t.Fatal(err)

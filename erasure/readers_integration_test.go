@@ -1,7 +1,6 @@
 package erasure
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -12,9 +11,8 @@ import (
 // refuses before it records anything; one with a longer settle time, or
 // in a database no sink reads, goes ahead.
 func TestIntegrationErasureRefusesASettleTimeBelowASinksMaxAge(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, db := erasureDatabase(ctx, t)
+	f := erasureDatabase(t, time.Minute)
+	ctx, conn, db := f.ctx, f.ch, f.db
 
 	eraser := func(settle time.Duration) *Eraser { return &Eraser{conn: conn, database: db, settle: settle} }
 	if err := eraser(time.Millisecond).checkReaders(ctx); err != nil {

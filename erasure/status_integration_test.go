@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -20,37 +15,11 @@ import (
 // tenant's erasures only. Begin starts at most StartsPerMinute erasures
 // of a tenant in a minute.
 func TestIntegrationEraseStatus(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	name := testenv.Name("orders")
-	if _, err := pg.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id))`, pgx.Identifier{name}.Sanitize())); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{name}.Sanitize()) //nolint:errcheck
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "customer_id", Type: "int8", TypMod: -1}}
-	tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"CREATE DATABASE " + schema.QuoteIdent(db), tbl.CreateDDL(1),
-		"INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, customer_id, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 42, 10, 0, now64()), ('acme', 2, 43, 11, 0, now64())"} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	tbl := f.table("orders", "tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id)", keyedColumns("customer_id", "int8"))
+	f.insert(tbl, "('acme', 1, 42, 10, 0, now64()), ('acme', 2, 43, 11, 0, now64())")
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond, StartsPerMinute: 2})
 	if err != nil {
@@ -125,21 +94,8 @@ func (c *execCounter) Exec(ctx context.Context, query string, args ...any) error
 // the tables every serve shares, and an id in a database where nothing was
 // ever erased is simply no erasure.
 func TestIntegrationEraseStatusOnlyReads(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
+	f := newFixture(t, time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
 	counting := &execCounter{Conn: conn}
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: counting, Database: db, Keys: keys})

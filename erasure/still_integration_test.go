@@ -1,18 +1,12 @@
 package erasure
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // A value PostgreSQL still holds in many rows (a status, not a data
@@ -20,43 +14,13 @@ import (
 // a refusal asked through the API must not make the primary count every
 // row of a broad value.
 func TestIntegrationEraseCountsStillHeldRowsBounded(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	name := testenv.Name("orders")
-	qn := pgx.Identifier{name}.Sanitize()
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE TABLE %s (tenant_id text, id bigint, status text, PRIMARY KEY (tenant_id, id))`, qn),
-		fmt.Sprintf(`INSERT INTO %s SELECT 'acme', i, 'open' FROM generate_series(1, %d) AS i`, qn, 3*maxStillInSource),
-	} {
-		if _, err := pg.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+qn) //nolint:errcheck
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "status", Type: "text", TypMod: -1}}
-	tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"CREATE DATABASE " + schema.QuoteIdent(db), tbl.CreateDDL(1),
-		"INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, status, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 'open', 10, 0, now64())"} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	f := newFixture(t, time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	tbl := f.table("orders", "tenant_id text, id bigint, status text, PRIMARY KEY (tenant_id, id)", keyedColumns("status", "text"))
+	qn := pgx.Identifier{tbl.Source.Table}.Sanitize()
+	f.pgExec(fmt.Sprintf(`INSERT INTO %s SELECT 'acme', i, 'open' FROM generate_series(1, %d) AS i`, qn, 3*maxStillInSource))
+	f.insert(tbl, "('acme', 1, 'open', 10, 0, now64())")
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond})
 	if err != nil {

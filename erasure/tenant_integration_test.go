@@ -1,7 +1,6 @@
 package erasure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,9 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -22,55 +18,26 @@ import (
 // value; listing it answers as a table that does not exist; a value of
 // the wrong type is refused without naming tables or types.
 func TestIntegrationEraseStaysInTheTenant(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgx.Connect(ctx, env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	if err := conn.Exec(ctx, "CREATE DATABASE "+schema.QuoteIdent(db)); err != nil {
-		t.Fatal(err)
-	}
-	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "customer_id", Type: "int8", TypMod: -1}}
-	newTable := func(base, pgDDL, pgRows, chRows string) *schema.Table {
-		name := testenv.Name(base)
-		qn := pgx.Identifier{name}.Sanitize()
-		for _, q := range []string{fmt.Sprintf(pgDDL, qn), fmt.Sprintf("INSERT INTO %s VALUES %s", qn, pgRows)} {
-			if _, err := pg.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		t.Cleanup(func() { pg.Exec(context.Background(), "DROP TABLE "+qn) }) //nolint:errcheck
-		tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{tbl.CreateDDL(1), "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, id, customer_id, _version, _is_deleted, _commit_ts) VALUES " + chRows} {
-			if err := conn.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+	f := newFixture(t, 2*time.Minute)
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
+	cols := keyedColumns("customer_id", "int8")
+	newTable := func(base, pgColumns, pgRows, chRows string) *schema.Table {
+		tbl := f.table(base, pgColumns, cols)
+		f.pgExec(fmt.Sprintf("INSERT INTO %s VALUES %s", pgx.Identifier{tbl.Source.Table}.Sanitize(), pgRows))
+		f.insert(tbl, chRows)
 		return tbl
 	}
 	// acme's orders: customer 42's order 5 was deleted in PostgreSQL.
-	orders := newTable("orders", "CREATE TABLE %s (tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id))",
+	orders := newTable("orders", "tenant_id text, id bigint, customer_id bigint, PRIMARY KEY (tenant_id, id)",
 		"('acme', 6, 7)", "('acme', 5, 42, 10, 0, now64()), ('acme', 6, 7, 11, 0, now64())")
 	// globex's invoices, mapped to globex by default: customer 42 is live.
-	invoices := newTable("invoices", "CREATE TABLE %s (id bigint PRIMARY KEY, customer_id bigint)",
+	invoices := newTable("invoices", "id bigint PRIMARY KEY, customer_id bigint",
 		"(1, 42)", "('globex', 1, 42, 10, 0, now64())")
 
 	// acme's notes, mapped to acme by default: note 1 (customer 42) was
 	// deleted in PostgreSQL.
-	notes := newTable("notes", "CREATE TABLE %s (id bigint PRIMARY KEY, customer_id bigint)",
+	notes := newTable("notes", "id bigint PRIMARY KEY, customer_id bigint",
 		"(2, 9)", "('acme', 1, 42, 10, 0, now64()), ('acme', 2, 9, 11, 0, now64())")
 
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))

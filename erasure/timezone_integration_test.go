@@ -1,17 +1,13 @@
 package erasure
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/schema"
 )
 
 // The check reads PostgreSQL with the session settings capture uses
@@ -20,53 +16,20 @@ import (
 // table) is found live, and keeps its newest version; the subject's text,
 // which the ledger hashes, is the one records carry.
 func TestIntegrationEraseChecksInCapturesTimeZone(t *testing.T) {
-	env := testenv.Require(t, "pg", "clickhouse")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg, err := pgx.ParseConfig(env.PG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["TimeZone"] = "Asia/Tokyo" // the role's or server's default, say
-	pg, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	conn, err := clickhouse.Open(ctx, env.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	db := testenv.Name("erasure")
-	defer conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) //nolint:errcheck
-	name := testenv.Name("events")
-	qn := pgx.Identifier{name}.Sanitize()
+	f := newFixture(t, 2*time.Minute, func(cfg *pgx.ConnConfig) {
+		cfg.RuntimeParams["TimeZone"] = "Asia/Tokyo" // the role's or server's default, say
+	})
+	ctx, pg, conn, db := f.ctx, f.pg, f.ch, f.db
+	f.createDatabase()
 	// Event 1 at 10:00 UTC was alice's and is bob's now; event 2 was
 	// alice's and is deleted.
-	for _, q := range []string{
-		fmt.Sprintf(`CREATE TABLE %s (tenant_id text, at timestamptz, id bigint, owner text, PRIMARY KEY (tenant_id, at, id))`, qn),
-		fmt.Sprintf(`INSERT INTO %s VALUES ('acme', '2024-01-01 10:00:00+00', 1, 'bob')`, qn),
-	} {
-		if _, err := pg.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer pg.Exec(context.Background(), "DROP TABLE "+qn) //nolint:errcheck
 	cols := []record.Column{{Name: "tenant_id", Type: "text", Key: true, TypMod: -1}, {Name: "at", Type: "timestamptz", Key: true, TypMod: -1},
 		{Name: "id", Type: "int8", Key: true, TypMod: -1}, {Name: "owner", Type: "text", TypMod: -1}}
-	tbl, err := schema.NewTable(record.Source{Schema: "public", Table: name}, "tenant_id", cols, schema.Options{Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins := "INSERT INTO " + tbl.QualifiedName() + " (tenant_id, at, id, owner, _version, _is_deleted, _commit_ts) VALUES "
-	for _, q := range []string{"CREATE DATABASE " + schema.QuoteIdent(db), tbl.CreateDDL(1),
-		ins + "('acme', '2024-01-01 10:00:00', 1, 'alice', 10, 0, now64())", ins + "('acme', '2024-01-01 10:00:00', 1, 'bob', 11, 0, now64())",
-		ins + "('acme', '2024-01-01 11:00:00', 2, 'alice', 10, 0, now64())"} {
-		if err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	tbl := f.table("events", "tenant_id text, at timestamptz, id bigint, owner text, PRIMARY KEY (tenant_id, at, id)", cols)
+	f.pgExec(fmt.Sprintf(`INSERT INTO %s VALUES ('acme', '2024-01-01 10:00:00+00', 1, 'bob')`, pgx.Identifier{tbl.Source.Table}.Sanitize()))
+	f.insert(tbl, "('acme', '2024-01-01 10:00:00', 1, 'alice', 10, 0, now64())")
+	f.insert(tbl, "('acme', '2024-01-01 10:00:00', 1, 'bob', 11, 0, now64())")
+	f.insert(tbl, "('acme', '2024-01-01 11:00:00', 2, 'alice', 10, 0, now64())")
 	keys, _ := NewKeys([]byte("erasure key of the test, 32 bytes"))
 	er, err := NewEraser(Config{PG: pg, Conn: conn, Database: db, Keys: keys, Settle: time.Millisecond})
 	if err != nil {
