@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
@@ -56,7 +57,10 @@ func (w *Writer) claim(ctx context.Context, src record.Source, name string) (exi
 		return true, nil
 	}
 	legacy := schema.LegacyTableName(src)
-	if legacy == name {
+	if legacy == name || strings.HasPrefix(legacy, schema.ReservedPrefix) {
+		// A reserved name is one of walhouse's own tables (_walhouse_sync,
+		// which the sink may create before any table's first load), never
+		// a source table's under an older walhouse.
 		return false, nil
 	}
 	legacyExists, legacyComment, err := w.tableComment(ctx, legacy)

@@ -376,5 +376,27 @@ func (w watchedTruncater) Truncate(ctx context.Context, req sink.TruncateRequest
 	return err
 }
 
+// watchPositions returns p reporting its failures to h as the table's
+// loads failing: the sink reads a partition's loaded position before its
+// first load, so while ClickHouse fails that read is where loading waits.
+// A read that works says nothing of the loads, so it clears nothing.
+func (h *sinkHealth) watchPositions(p sink.Positions) sink.Positions {
+	return watchedPositions{next: p, h: h}
+}
+
+type watchedPositions struct {
+	next sink.Positions
+	h    *sinkHealth
+}
+
+// LoadedPosition reads the position and notes a failure.
+func (w watchedPositions) LoadedPosition(ctx context.Context, src record.Source, partition int32) (record.LSN, time.Time, error) {
+	lsn, at, err := w.next.LoadedPosition(ctx, src, partition)
+	if err != nil {
+		w.h.loaded(ctx, src.Schema+"."+src.Table, err)
+	}
+	return lsn, at, err
+}
+
 // cut shortens an error for a health body: the log has it whole.
 func cut(s string) string { return textcut.Shorten(s, 300) }

@@ -141,6 +141,35 @@ func TestSinkHealth(t *testing.T) {
 	nilHealth.revoke(map[string][]int32{"t": {0}})
 }
 
+// The sink reads a partition's loaded position before its first load:
+// while ClickHouse fails that read, the table's loads count as failing,
+// and a read that works clears nothing.
+func TestSinkHealthWatchesPositions(t *testing.T) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	h := newSinkHealth()
+	h.now = func() time.Time { return now }
+	h.assign(map[string][]int32{"wh.public.a": {0}})
+	var readErr error
+	p := h.watchPositions(positionsFunc(func() error { return readErr }))
+	read := func(err error) {
+		readErr = err
+		_, _, _ = p.LoadedPosition(context.Background(), record.Source{Schema: "public", Table: "a"}, 0)
+	}
+	read(errors.New("connection reset by peer"))
+	now = start.Add(40 * time.Second)
+	read(nil)
+	if ready, text := judge(h.checks(context.Background())); ready || !strings.Contains(text, "public.a: loads failing for 40s") {
+		t.Errorf("ready %v (%s), want not ready with public.a's loads failing", ready, text)
+	}
+}
+
+type positionsFunc func() error
+
+func (f positionsFunc) LoadedPosition(context.Context, record.Source, int32) (record.LSN, time.Time, error) {
+	return 0, time.Time{}, f()
+}
+
 type loaderFunc func(context.Context, sink.Batch) error
 
 func (f loaderFunc) Load(ctx context.Context, b sink.Batch) error { return f(ctx, b) }

@@ -305,6 +305,9 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	}
 	if p, ok := st.watermarks.(sink.Positions); ok { // the ClickHouse writer: bounds start where loading stopped
 		cfg.Positions = p
+		if st.health != nil {
+			cfg.Positions = st.health.watchPositions(p)
+		}
 	}
 	if st.registry != nil {
 		cfg.Metrics = sink.NewMetrics(st.registry)
