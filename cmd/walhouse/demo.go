@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
+	"github.com/walhouse/walhouse/verify"
 )
 
 // The demo owns these names and resets them on every run.
@@ -83,7 +85,9 @@ func runDemo(ctx context.Context, inv *invocation) error {
 	capt, err := capture.New(pgURL, kc, append(captureKafka(kc, demoPrefix, -1, record.DefaultMaxBytes),
 		capture.WithSlot(demoSlot), capture.WithPublication(demoSlot), capture.WithTables(demoTables...),
 		capture.WithTopicPrefix(demoPrefix), capture.WithTopicPartitions(4),
-		capture.WithDeadLetterTopic(kafka.DeadLetterTopic(demoPrefix)), capture.WithStatusInterval(time.Second))...)
+		capture.WithDeadLetterTopic(kafka.DeadLetterTopic(demoPrefix)), capture.WithStatusInterval(time.Second),
+		// Frequent heartbeats: the load watermark that walhouse verify waits for moves each second.
+		capture.WithHeartbeatInterval(time.Second))...)
 	if err != nil {
 		return err
 	}
@@ -249,7 +253,7 @@ func demoWorkload(ctx context.Context, out io.Writer, pgURL string, pg *pgx.Conn
 	}
 	st := capt.Stats()
 	fmt.Fprintf(out, "==> caught up in %.1fs: %d changes captured, %d loaded\n\n", time.Since(start).Seconds(), st.Rows, snk.Loaded())
-	return printDemoSummary(ctx, out, pg, chc)
+	return printDemoSummary(ctx, out, pgURL, pg, chc)
 }
 
 // sameOrders compares per-tenant order counts and sums between both sides.
@@ -264,7 +268,7 @@ func sameOrders(ctx context.Context, pg *pgx.Conn, chc driver.Conn) bool {
 	return a == b
 }
 
-func printDemoSummary(ctx context.Context, out io.Writer, pg *pgx.Conn, chc driver.Conn) error {
+func printDemoSummary(ctx context.Context, out io.Writer, pgURL string, pg *pgx.Conn, chc driver.Conn) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "table\tPostgreSQL rows\tClickHouse FINAL rows\tClickHouse stored versions\t")
 	for _, t := range []string{"demo_customers", "demo_orders"} {
@@ -310,7 +314,31 @@ GROUP BY tenant_id, status ORDER BY status`
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := verifyDemo(ctx, out, pgURL, chc); err != nil {
+		return err
+	}
 	fmt.Fprintln(out, "\nPostgreSQL and ClickHouse agree. The stored versions beyond the FINAL rows are the older versions of updated rows\nand the tombstones of deleted ones: FINAL reads each row's latest version only, and background merges fold the rest away.")
+	return nil
+}
+
+// verifyDemo runs one round of walhouse verify over the demo's tables: the
+// counts above could agree by chance, a comparison of every value cannot.
+func verifyDemo(ctx context.Context, out io.Writer, pgURL string, chc driver.Conn) error {
+	v, err := verify.New(pgURL, chc, verify.WithDatabase(demoDatabase), verify.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nwalhouse verify, every row and value of PostgreSQL against ClickHouse FINAL:\n")
+	for _, t := range []string{"demo_customers", "demo_orders"} {
+		res, err := v.Verify(ctx, record.Source{Schema: "public", Table: t})
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", t, err)
+		}
+		fmt.Fprintf(out, "  %-15s %6d rows compared in %s, %d differ\n", t, res.RowsChecked, res.Duration, len(res.Mismatches))
+		if len(res.Mismatches) > 0 {
+			return fmt.Errorf("walhouse verify found %d rows of %s that differ: run `walhouse verify --tables public.%s --report verify.json` to see them", len(res.Mismatches), t, t)
+		}
+	}
 	return nil
 }
 
