@@ -65,6 +65,11 @@ const (
 	// lsnMargin is the jump allowed beyond walRate: 1 TiB, over four
 	// minutes of WAL at walRate.
 	lsnMargin = 1 << 40
+	// jumpSlack is how far beyond walRate an accepted item may be before it
+	// counts as a jump: a real stream pairs each position with the time it
+	// was written, so it never needs the margin; a forged item that climbs
+	// it does, and each step is counted (walhouse_sink_position_jumps_total).
+	jumpSlack = 16 << 30
 )
 
 // pgEpoch is PostgreSQL's epoch: no server wrote WAL before it.
@@ -182,7 +187,13 @@ func (s *Sink) checkPosition(ctx context.Context, k tp, src record.Source, what 
 		at = limit // see above: clamped, not refused
 	}
 	if err == nil {
-		err = s.anchors.raise(k, what, lsn, at, now, move)
+		var jumped bool
+		jumped, err = s.anchors.raise(k, what, lsn, at, now, move)
+		if jumped {
+			s.m.jumps.WithLabelValues(k.topic, what).Inc()
+			s.log.Warn("a WAL position ahead of what PostgreSQL writes since the partition's last one: accepted within the margin, but a real stream never needs it; if this repeats, someone may be producing to the topic (docs/operations.md#positions-from-the-future)",
+				"topic", k.topic, "partition", k.partition, "kind", what, "position", lsn.String())
+		}
 	}
 	if errors.Is(err, errFuturePosition) {
 		s.m.future.WithLabelValues(k.topic, what).Inc()
@@ -206,8 +217,9 @@ func (s *Sink) checkRecordPosition(ctx context.Context, kr *kgo.Record, r *recor
 }
 
 // raise checks lsn at time at against k's anchor and, if move, moves the
-// anchor to it when it is newer.
-func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, move bool) error {
+// anchor to it when it is newer. jumped reports an accepted item beyond
+// walRate and jumpSlack from k's anchor: one that needed lsnMargin.
+func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, move bool) (jumped bool, err error) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[k]
@@ -216,8 +228,13 @@ func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, m
 		limit = as.fromSiblings(k, at, limit)
 	}
 	if lsn > limit {
-		return fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
+		return false, fmt.Errorf("%w: %s at WAL position %s, beyond %s, the most PostgreSQL can have written by %s since position %s (walhouse assumes at most %d GiB/s and allows %d GiB more); a record written by capture never is",
 			errFuturePosition, what, lsn, limit, at.Format(time.RFC3339), a.lsn, walRate>>30, lsnMargin>>30)
+	}
+	// limit is the anchor's reach at walRate plus lsnMargin (unless the
+	// reach overflowed, or the anchor has no time: then nothing is a jump).
+	if a.lsn > 0 && !a.at.Before(pgEpoch) && limit != record.LSN(^uint64(0)) && lsn > limit-lsnMargin+jumpSlack {
+		jumped = true
 	}
 	if move && lsn > a.lsn {
 		if as.m == nil {
@@ -225,7 +242,7 @@ func (as *anchors) raise(k tp, what string, lsn record.LSN, at, now time.Time, m
 		}
 		as.m[k] = anchor{lsn: lsn, at: earlier(at, now)}
 	}
-	return nil
+	return jumped, nil
 }
 
 // fromSiblings returns the bound at time at for partition k, which has

@@ -30,24 +30,30 @@ func TestAnchorsBoundPositions(t *testing.T) {
 		lsn  record.LSN
 		at   time.Time
 		ok   bool
+		jump bool // accepted within the margin only
 	}{
-		{"near 2^64 before any anchor", math.MaxUint64 - 16, t0, false},
-		{"the first real item", base, t0, true},
-		{"10 GiB 10 s later", base + 10<<30, t0.Add(10 * time.Second), true},
-		{"3 TiB 10 s later", base + 3<<40, t0.Add(20 * time.Second), false},
-		{"an older position", 1, t0, true},
-		{"3 TiB after an hour (a backlog after capture stopped)", base + 3<<40, t0.Add(time.Hour), true},
-		{"near 2^64 after the anchor", math.MaxUint64 - 16, now, false},
-		{"2^63", 1 << 63, now, false},
-		{"a time from the future", base + 3<<40 + 1, now.Add(10 * time.Minute), false},
-		{"the next real item", base + 3<<40 + 1<<20, t0.Add(time.Hour + time.Second), true},
+		{"near 2^64 before any anchor", math.MaxUint64 - 16, t0, false, false},
+		{"the first real item", base, t0, true, false},
+		{"10 GiB 10 s later", base + 10<<30, t0.Add(10 * time.Second), true, false},
+		{"100 GiB a second later: within the margin, a jump", base + 110<<30, t0.Add(11 * time.Second), true, true},
+		{"3 TiB 10 s later", base + 3<<40, t0.Add(20 * time.Second), false, false},
+		{"an older position", 1, t0, true, false},
+		{"3 TiB after an hour (a backlog after capture stopped)", base + 3<<40, t0.Add(time.Hour), true, false},
+		{"near 2^64 after the anchor", math.MaxUint64 - 16, now, false, false},
+		{"2^63", 1 << 63, now, false, false},
+		{"a time from the future", base + 3<<40 + 1, now.Add(10 * time.Minute), false, false},
+		{"the next real item", base + 3<<40 + 1<<20, t0.Add(time.Hour + time.Second), true, false},
 	} {
 		err := checkTime("item", step.at, now)
+		var jumped bool
 		if err == nil {
-			err = as.raise(k, "item", step.lsn, step.at, now, true)
+			jumped, err = as.raise(k, "item", step.lsn, step.at, now, true)
 		}
 		if (err == nil) != step.ok || err != nil && !errors.Is(err, errFuturePosition) {
 			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
+		}
+		if jumped != step.jump {
+			t.Errorf("%d %s: jumped %v, want %v", i, step.name, jumped, step.jump)
 		}
 	}
 	if a := as.m[k]; a.lsn != base+3<<40+1<<20 {
@@ -240,7 +246,7 @@ func TestAnchorsBoundNewPartitionsBySiblings(t *testing.T) {
 		{"a new partition's real backlog, by partition 0's rate", tp{"t", 2}, base + 20<<40, now, true},
 		{"another topic's first item at 2^61", tp{"u", 0}, 1 << 61, now, true},
 	} {
-		if err := as.raise(step.k, "item", step.lsn, step.at, now, true); (err == nil) != step.ok {
+		if _, err := as.raise(step.k, "item", step.lsn, step.at, now, true); (err == nil) != step.ok {
 			t.Errorf("%d %s: %v, want passed %v", i, step.name, err, step.ok)
 		}
 	}

@@ -21,6 +21,7 @@ type Metrics struct {
 	truncates  *prometheus.CounterVec
 	erased     *prometheus.CounterVec
 	future     *prometheus.CounterVec
+	jumps      *prometheus.CounterVec
 	// offsetsLost and partitionsLost count records Kafka deleted before
 	// the sink read them (gap.go).
 	offsetsLost    *prometheus.CounterVec
@@ -60,6 +61,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walhouse_sink_erased_records_dropped_total", Help: "Records of erased data subjects, committed before their erasure, not loaded (see docs/erasure.md), by table."}, []string{"table"}),
 		future: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_future_positions_total", Help: "Records, heartbeats and truncate markers dead-lettered for a WAL position or time PostgreSQL cannot have reached (sink/future.go): forged, or a bug. By topic and kind."}, []string{"topic", "kind"}),
+		jumps: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_position_jumps_total", Help: "Records, heartbeats and truncate markers accepted although their WAL position is further ahead than PostgreSQL writes since the partition's last one (within the margin sink/future.go allows; a real stream never needs it): a sign of forged items. By topic and kind."}, []string{"topic", "kind"}),
 		offsetsLost: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_offsets_lost_total", Help: "Offsets of a table's topic that Kafka deleted (retention, DeleteRecords) before the sink read them, counted when the gap is found (again after each restart while it is not resolved)."}, []string{"topic", "partition"}),
 		partitionsLost: f.NewGaugeVec(prometheus.GaugeOpts{
