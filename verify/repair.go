@@ -144,7 +144,7 @@ func (v *Verifier) repairPosition(ctx context.Context, conn *pgx.Conn) (record.L
 		standby bool
 		lsn     string
 	)
-	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), pg_current_wal_lsn()::text").Scan(&standby, &lsn); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), pg_current_wal_insert_lsn()::text").Scan(&standby, &lsn); err != nil {
 		var standbyErr error
 		if conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby) == nil && standby {
 			standbyErr = ErrStandby

@@ -55,7 +55,7 @@ func (v *Verifier) open(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{conn: conn, tx: tx}
 	var lsn string
 	err = tx.QueryRow(ctx, `SELECT pg_is_in_recovery(),
-		(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text`).Scan(&s.standby, &lsn)
+		(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text`).Scan(&s.standby, &lsn)
 	if err == nil {
 		s.lsn, err = record.ParseLSN(lsn)
 	}
