@@ -7,7 +7,7 @@ GO       ?= go
 # Integration tests run one package at a time: they share the local services.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 25m
 
-# Where the services come from (README, "Local services"). By default the
+# Where the services come from (docs/getting-started.md, "Local services"). By default the
 # local ones of deploy/local/services.sh, whose .local/env each recipe
 # sources. With WALHOUSE_SERVICES=containers (a Docker engine needed), the
 # tests start their own containers, once per test binary, and the demo and

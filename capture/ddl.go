@@ -95,7 +95,7 @@ $fn$`,
 
 // installDDLTrigger installs the event trigger and the message key if the
 // user may; without it capture still works, but a column renamed while
-// capture lags behind may reach ClickHouse as a new column (see README).
+// capture lags behind may reach ClickHouse as a new column (see docs/limits.md).
 func installDDLTrigger(ctx context.Context, conn *pgx.Conn) error {
 	var super bool
 	if err := conn.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil {

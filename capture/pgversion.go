@@ -57,7 +57,7 @@ func (v serverVersion) tested() bool { return v.major() <= newestMajor }
 // (its messages option, 14+). Heartbeats and the DDL event trigger's
 // notices travel as logical messages; without them capture places
 // heartbeats by WAL position (walBeat) and follows schema changes from
-// the catalog (README, Known limits).
+// the catalog (docs/limits.md).
 func (v serverVersion) logicalMessages() bool { return v.major() >= 14 }
 
 // publicationFilters reports whether publications can filter rows and

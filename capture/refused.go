@@ -36,7 +36,7 @@ import (
 // table without a key in its Relation message has no key to write rows
 // under (a former key no longer guarantees one row per key). Once fixed,
 // the table joins the stream again with a copy, which cannot repair rows
-// changed while it was out: README, Known limits.
+// changed while it was out: docs/limits.md.
 
 // Why a table is left out: the reason label of the metrics and of
 // RefusedTable.Reasons.

@@ -160,7 +160,7 @@ const (
 //     client must be willing to read it (BrokerMaxReadBytes).
 //   - Requests stay at the broker's 100 MiB default unless one record
 //     needs more; a bound above about 98 MiB needs the brokers'
-//     socket.request.max.bytes raised to match (README, Known limits).
+//     socket.request.max.bytes raised to match (docs/limits.md).
 func RecordLimitOpts(maxRecordBytes int) []kgo.Opt {
 	batch := MaxMessageBytes(maxRecordBytes)
 	request := max(defaultRequestBytes, batch+Overhead)

@@ -246,8 +246,8 @@ func canonicalFast(k kind, v any) (string, bool) {
 }
 
 // Lossy reports whether PostgreSQL's text output of a value of t is stored
-// only through one of the documented lossy mappings (see Known limits in
-// the README): an out-of-range or infinite date or timestamp clamped, a
+// only through one of the documented lossy mappings (see docs/limits.md):
+// an out-of-range or infinite date or timestamp clamped, a
 // numeric NaN or infinity stored as NULL, a nested or bounded array
 // flattened. Such a value compares equal through the mapping; verify
 // counts it apart instead of calling it a mismatch.

@@ -31,7 +31,7 @@ func TestBinaryLinksNoTestPackages(t *testing.T) {
 	}
 }
 
-// TestVerifyImports keeps package verify on the README's import rules: a
+// TestVerifyImports keeps package verify on the import rules of docs/architecture.md: a
 // stage that builds on record and schema only, never on capture, the sink,
 // ClickHouse's loader or the query API.
 func TestVerifyImports(t *testing.T) {
@@ -54,7 +54,7 @@ func TestVerifyImports(t *testing.T) {
 			ok = ok || rest == a
 		}
 		if !ok {
-			t.Errorf("package verify depends on %s; the README allows it record and schema", pkg)
+			t.Errorf("package verify depends on %s; docs/architecture.md allows it record and schema", pkg)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func chaosSettings(t *testing.T) chaosConfig {
 type chaosScenario struct {
 	name string
 	// layers says which of the three dedup layers the scenario proves
-	// (README, Guarantees): 1 the write side (idempotency keys), 2 the
+	// (docs/guarantees.md): 1 the write side (idempotency keys), 2 the
 	// sink's eventId store, 3 ReplacingMergeTree with FINAL; "token" is
 	// the insert deduplication token of a repeated batch.
 	layers string

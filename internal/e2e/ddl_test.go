@@ -41,8 +41,8 @@ func TestIntegrationSchemaChanges(t *testing.T) {
 	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(qty), '<null>'), ifNull(toString(price), '<null>'),"+
 		" ifNull(remark, '<null>'), ifNull(extra, '<null>') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
 	// PostgreSQL 13's pgoutput cannot stream the event trigger's notices,
-	// so capture follows the catalog as it is when a change arrives (README,
-	// Known limits): the test lets it catch up after each step there.
+	// so capture follows the catalog as it is when a change arrives (docs/limits.md):
+	// the test lets it catch up after each step there.
 	keptUp := p.serverMajor() < 14
 	for _, s := range steps {
 		p.exec(fmt.Sprintf(s, qt))

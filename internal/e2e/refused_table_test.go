@@ -92,7 +92,7 @@ func (p *pipeline) leftOutSetup(name string, rows int, extra ...string) (tb sink
 }
 
 // recoverExact runs the recovery that makes a side table left out exact
-// again (README, Known limits): capture and the sink stopped, its
+// again (docs/limits.md): capture and the sink stopped, its
 // ClickHouse table dropped, capture started with --resnapshot of it. It
 // returns the new capture and sink once ClickHouse equals PostgreSQL and
 // walhouse_capture_tables_inexact no longer names the table.

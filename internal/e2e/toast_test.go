@@ -64,7 +64,7 @@ func TestIntegrationUnchangedToastWithUnusualKeys(t *testing.T) {
 // and the update under the new one, possibly to another partition. The
 // sink must take the value from the old key's last live version in
 // ClickHouse, not from the new key, which has none, nor from the old key's
-// tombstone (README, Known limits: an old key whose row is loaded in the
+// tombstone (docs/limits.md: an old key whose row is loaded in the
 // same flush from another partition is not covered).
 func TestIntegrationUnchangedToastKeyChange(t *testing.T) {
 	p := newPipeline(t)

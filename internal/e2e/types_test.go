@@ -102,7 +102,7 @@ func (c typeColumn) chExpr() string {
 // elements) and NULL in every nullable column. Rows are copied by the
 // snapshot (tenant snap) and streamed (tenant stream), then updated and
 // deleted; ClickHouse FINAL must equal PostgreSQL column by column. Values
-// outside the documented limits (README, Known limits) are not used.
+// outside the documented limits (docs/limits.md) are not used.
 func TestIntegrationTypes(t *testing.T) {
 	p := newPipeline(t)
 	// The session capture uses, so the outputs compared are the ones it

@@ -1,5 +1,5 @@
 -- A table for the trial: every walhouse table needs a tenant column in its
--- primary key (README, Tenancy). Add your own tables to the publication:
+-- primary key (docs/guarantees.md, Tenancy). Add your own tables to the publication:
 -- docs/operations.md, "Adding a table".
 CREATE TABLE public.orders (
 	tenant_id  text NOT NULL,
