@@ -50,6 +50,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
 		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
+		recopyOnGap = fs.Bool("recopy-on-gap", false, "when Kafka deleted records of a table's topic before the sink read them, ask capture to copy the table again online (through the <prefix>-recopy topic) and load on after the gap, instead of stopping there; the table's lastSyncAt stays before the gap until the copy is loaded (docs/operations.md#records-lost)")
 		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	)
 	var acceptLost listFlag
@@ -113,7 +114,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress, recopyOnGap: *recopyOnGap}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -257,6 +258,8 @@ type sinkSettings struct {
 	failpoints *failpoint.Set
 	// acceptGap is --accept-lost-records (nil: none).
 	acceptGap func(topic string, partition int32) bool
+	// recopyOnGap is --recopy-on-gap.
+	recopyOnGap bool
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -324,6 +327,17 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
 	cfg.Admin = kadm.NewClient(cl)
+	if st.recopyOnGap {
+		r, err := kafka.NewRecopies(ctx, cl, st.prefix, -1, slog.Default().With("component", "sink"))
+		if err != nil {
+			cl.Close()
+			return nil, nil, err
+		}
+		cfg.Recopies = r
+		if b, ok := st.watermarks.(sink.RecopyBarrier); ok { // the ClickHouse writer
+			cfg.RecopyBarrier = b
+		}
+	}
 	snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg)
 	if err != nil {
 		cl.Close()
