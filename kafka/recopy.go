@@ -30,7 +30,8 @@ type Recopies struct {
 
 // NewRecopies returns the re-copy topic of prefix, written through cl (the
 // caller's producer, which it closes) and read through a client derived
-// from it (closed by Close). A missing topic is created, compacted, with
+// from it (closed by Close), so cl must be no group member (see Derive).
+// A missing topic is created, compacted, with
 // the given replication factor (-1: the broker's default).
 func NewRecopies(ctx context.Context, cl *kgo.Client, prefix string, replication int16, log *slog.Logger) (*Recopies, error) {
 	out := NewCompacted(cl, RecopyTopic(prefix), replication)

@@ -114,7 +114,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress, recopyOnGap: *recopyOnGap}
+	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
@@ -139,6 +139,14 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	defer closeSchemas()
 	st.schemas = schemas
+	if *recopyOnGap {
+		recopies, closeRecopies, err := recopyTopic(ctx, kc, *prefix)
+		if err != nil {
+			return err
+		}
+		defer closeRecopies()
+		st.recopies = recopies
+	}
 	// What it connects to, for an operator following the log; the logger
 	// redacts passwords in the URLs.
 	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
@@ -214,6 +222,22 @@ func schemaReader(ctx context.Context, kc kafka.Config, prefix string) (*registr
 	return registry.NewReader(cl, kafka.SchemasTopic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
 }
 
+// recopyTopic returns the re-copy topic (--recopy-on-gap) and the function
+// that closes it. It has a client of its own, as schemaReader's: a reader
+// derived from the group client would join the group.
+func recopyTopic(ctx context.Context, kc kafka.Config, prefix string) (*kafka.Recopies, func(), error) {
+	cl, err := kafka.NewClient(ctx, kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := kafka.NewRecopies(ctx, cl, prefix, -1, slog.Default().With("component", "sink"))
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); cl.Close() }, nil
+}
+
 // serveMetrics serves reg at /metrics, and /healthz and /readyz with ready
 // (health.go), until ctx ends.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready readiness) error {
@@ -258,8 +282,8 @@ type sinkSettings struct {
 	failpoints *failpoint.Set
 	// acceptGap is --accept-lost-records (nil: none).
 	acceptGap func(topic string, partition int32) bool
-	// recopyOnGap is --recopy-on-gap.
-	recopyOnGap bool
+	// recopies is the re-copy topic with --recopy-on-gap (nil: off).
+	recopies sink.Recopier
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -327,13 +351,8 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
 	cfg.Admin = kadm.NewClient(cl)
-	if st.recopyOnGap {
-		r, err := kafka.NewRecopies(ctx, cl, st.prefix, -1, slog.Default().With("component", "sink"))
-		if err != nil {
-			cl.Close()
-			return nil, nil, err
-		}
-		cfg.Recopies = r
+	if st.recopies != nil {
+		cfg.Recopies = st.recopies
 		if b, ok := st.watermarks.(sink.RecopyBarrier); ok { // the ClickHouse writer
 			cfg.RecopyBarrier = b
 		}
