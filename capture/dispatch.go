@@ -281,6 +281,8 @@ func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessa
 		return t.out.heartbeat(ctx, lsn, at)
 	case rewritePrefix:
 		return t.rewrite(ctx, lsn, m)
+	case recopyPrefix:
+		return t.recopy(ctx, lsn, m)
 	case ddlPrefix:
 		content, ok := t.key.verify(m.Content)
 		if !ok {

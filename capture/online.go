@@ -84,6 +84,8 @@ type onlineJob struct {
 	// rewrite makes the copy's rows carry the version of cp, the
 	// position of a DDL that rewrote the table (rewrite.go).
 	rewrite bool
+	// recopy is the re-copy request a rewrite's copy answers (recopy.go).
+	recopy string
 	// waitWriters makes a rewrite's copy wait for the transactions that
 	// write to the table first (waitForWriters).
 	waitWriters bool
@@ -172,7 +174,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			o.queue = append([]onlineJob{*rc.next}, o.queue...)
 		case rc.again:
 			// Copy the table anew, first: see restart.
-			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters}}, o.queue...)
+			o.queue = append([]onlineJob{{table: job.table, cp: job.cp, rewrite: job.rewrite, recopy: job.recopy, waitWriters: job.waitWriters}}, o.queue...)
 
 		case err != nil && ctx.Err() == nil && errors.As(err, &open):
 			// Writers it waits for are still open: the other copies go
@@ -189,7 +191,7 @@ func (o *onlineSnapshots) run(ctx context.Context) {
 			// A column renamed or dropped under the copy: copy the
 			// table anew, as it is now, after the others.
 			o.c.log.Warn("a column of the table changed while it was being copied: copying it again", "table", job.table, "err", err)
-			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp, rewrite: job.rewrite, waitWriters: job.waitWriters})
+			o.queue = append(o.queue, onlineJob{table: job.table, cp: job.cp, rewrite: job.rewrite, recopy: job.recopy, waitWriters: job.waitWriters})
 		case err != nil && ctx.Err() == nil && pgCode(err) == pgUndefinedTable:
 			// Dropped or renamed: it leaves the publication, and the
 			// stream forgets it at its next poll.
@@ -288,7 +290,7 @@ func pgCode(err error) string {
 func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	s := o.c.newSnapshotter(o.sourceID, job.cp, "")
 	s.log = s.log.With("online", true)
-	s.rewrite = job.rewrite
+	s.rewrite, s.recopy = job.rewrite, job.recopy
 	plans := []*snapshotPlan{job.plan}
 	var estimate int64
 	if job.rewrite && job.plan == nil || job.plan != nil && job.plan.Rewrite && len(job.plan.Done) == 0 {

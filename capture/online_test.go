@@ -207,7 +207,7 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	if o.supersede("public.c") != nil {
 		t.Fatal("supersede of a table not being copied must not wait")
 	}
-	o.rewrite("public.a", 10, false)
+	o.rewrite("public.a", 10, false, "")
 	if job := f.next(t); job.table != "public.b" || job.rewrite {
 		t.Fatalf("copy %+v, want public.b's plain copy, queued before", job)
 	}
@@ -215,12 +215,12 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
 		t.Fatalf("after the rewrite %+v, want public.a's rewrite copy at 10, to plan", job)
 	}
-	o.rewrite("public.a", 13, true) // while its copy runs: that one stops, this one runs next
+	o.rewrite("public.a", 13, true, "") // while its copy runs: that one stops, this one runs next
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
 		t.Fatalf("after a second rewrite %+v, want public.a's rewrite copy at 13, waiting for writers", job)
 	}
 	o.add("public.b", 2, nil)
-	o.rewrite("public.b", 11, false)
+	o.rewrite("public.b", 11, false, "")
 	o.restart("public.a")
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 13 || !job.waitWriters {
 		t.Fatalf("restarted copy %+v, want public.a's rewrite copy at 13 again, waiting for writers", job)
@@ -230,7 +230,7 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 		t.Fatalf("queued copy %+v, want public.b replaced by its rewrite copy at 11", job)
 	}
 	f.release <- nil
-	o.rewrite("public.c", 12, false)
+	o.rewrite("public.c", 12, false, "")
 	if job := f.next(t); job.table != "public.c" || !job.rewrite || job.cp != 12 || !o.copying("public.c") {
 		t.Fatalf("copy %+v, want public.c's rewrite copy at 12, counted as copying", job)
 	}
@@ -245,7 +245,7 @@ func TestOnlineSnapshotsRewriteReplacesCopies(t *testing.T) {
 func TestOnlineSnapshotsRewriteWaitsBehindOthers(t *testing.T) {
 	o, f := newFakeOnline(t)
 	o.c = &Capturer{log: slog.New(slog.DiscardHandler)}
-	o.rewrite("public.a", 10, true)
+	o.rewrite("public.a", 10, true, "")
 	o.add("public.b", 2, nil)
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.writers != nil {
 		t.Fatalf("first copy %+v, want public.a's rewrite copy, its writers not listed yet", job)
@@ -288,7 +288,7 @@ func TestOnlineSnapshotsSupersedeHoldsQueuedCopy(t *testing.T) {
 	if !o.copying("public.a") {
 		t.Fatal("a superseded table must still count as being copied")
 	}
-	o.rewrite("public.a", 10, false)
+	o.rewrite("public.a", 10, false, "")
 	if job := f.next(t); job.table != "public.a" || !job.rewrite || job.cp != 10 || job.plan != nil {
 		t.Fatalf("copy %+v, want public.a's rewrite copy at 10 only", job)
 	}

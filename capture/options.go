@@ -60,6 +60,8 @@ type config struct {
 	// rewriteCopyMaxRows (0: no limit) marks larger tables inexact instead.
 	rewriteCopy        bool
 	rewriteCopyMaxRows int64
+	// recopies are the sinks' re-copy requests (recopy.go); nil: none.
+	recopies RecopyRequests
 }
 
 func defaults() config {

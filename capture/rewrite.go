@@ -110,20 +110,37 @@ type rewrite struct {
 	// catalog says why a Relation message showed a rewrite no notice
 	// reported (rewrittenByCatalog); empty for a notice.
 	catalog string
+	// recopy is the re-copy request a recopy notice carried (recopy.go);
+	// empty for a rewrite.
+	recopy string
 }
 
 // rewritten copies a captured table again after a rewrite, or marks it
 // inexact when it must not be copied. The copy's progress is saved at
 // once, so a restart after the slot confirmed the notice still makes it.
 func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
-	s.c.rewrites.WithLabelValues(rw.table).Inc()
-	if !s.c.cfg.rewriteCopy {
+	if rw.recopy != "" && s.c.cfg.state != nil {
+		// Asked for (recopy.go): copied whatever --rewrite-copy says.
+		if p, err := loadPlan(ctx, &s.c.cfg, rw.table); err != nil {
+			return err
+		} else if p != nil && (p.Recopy == rw.recopy || p.RecopyRefused == rw.recopy) {
+			return nil // a second notice of the same request
+		}
+	}
+	if rw.recopy != "" {
+		s.c.log.Warn("copying the table again, asked by a sink after records of its topic were lost (--recopy-on-gap)", "table", rw.table, "at", rw.at, "recopy", rw.recopy)
+	} else {
+		s.c.rewrites.WithLabelValues(rw.table).Inc()
+	}
+	if !s.c.cfg.rewriteCopy && rw.recopy == "" {
 		return s.c.rewriteNotCopied(ctx, rw, "--rewrite-copy is off")
 	}
-	if rw.catalog != "" {
+	switch {
+	case rw.recopy != "": // logged above
+	case rw.catalog != "":
 		s.c.log.Warn("DDL may have rewritten the table without row changes, and no event trigger notice said so ("+rw.catalog+"): copying it again next to the stream, at the position of its first change after the DDL, so that ClickHouse converges",
 			"table", rw.table, "at", rw.at)
-	} else {
+	default:
 		s.c.log.Warn("DDL rewrote the table without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the rewrite's position, so that ClickHouse converges",
 			"table", rw.table, "at", rw.at, "reason", rw.reason)
 	}
@@ -136,7 +153,7 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	if err := s.c.saveRewritePending(ctx, rw); err != nil {
 		return err
 	}
-	s.online.rewrite(rw.table, rw.at, rw.catalog != "")
+	s.online.rewrite(rw.table, rw.at, rw.catalog != "" || rw.recopy != "", rw.recopy)
 	return nil
 }
 
@@ -151,9 +168,14 @@ func (c *Capturer) saveRewritePending(ctx context.Context, rw rewrite) error {
 	if err != nil {
 		return err
 	}
-	p := &snapshotPlan{Table: rw.table, CP: rw.at.String(), At: time.Now().UTC(), ChunkPages: c.cfg.chunkPages, Chunks: 1, Rewrite: true}
+	p := &snapshotPlan{Table: rw.table, CP: rw.at.String(), At: time.Now().UTC(), ChunkPages: c.cfg.chunkPages, Chunks: 1, Rewrite: true, Recopy: rw.recopy}
 	if old != nil {
 		p.Membership, p.Leaves, p.Inexact = old.Membership, old.Leaves, old.Inexact || old.LeftOut != ""
+		if p.Recopy == "" && old.Recopy != "" && !old.Complete {
+			// A rewrite supersedes a re-copy under way: its copy, at a
+			// later position, answers the request as well.
+			p.Recopy = old.Recopy
+		}
 	}
 	return c.savePlan(ctx, p)
 }
@@ -180,6 +202,11 @@ func (c *Capturer) rewriteNotCopied(ctx context.Context, rw rewrite, why string)
 		return nil
 	}
 	p.Inexact = true
+	if p.Recopy != "" {
+		// No done marker may claim a copy that was not made.
+		c.log.Error("the re-copy a sink asked for is given up: the sink keeps the table's lastSyncAt before its gap (walhouse_sink_recopies_pending); recover by hand (docs/operations.md#records-lost)", "table", rw.table, "recopy", p.Recopy)
+		p.RecopyRefused, p.Recopy = p.Recopy, ""
+	}
 	if p.Rewrite {
 		p.Complete = true // the copy of the rewrite is given up, also after a restart
 	}
@@ -226,8 +253,10 @@ func (o *onlineSnapshots) supersede(table string) (stopped <-chan struct{}) {
 // waitWriters makes the copy wait for the table's writers first (see
 // waitForWriters): a rewrite found by the catalog needs it, one a notice
 // reported does not.
-func (o *onlineSnapshots) rewrite(table string, at record.LSN, waitWriters bool) {
-	job := onlineJob{table: table, cp: at, rewrite: true, waitWriters: waitWriters}
+//
+// recopy names the re-copy request the copy answers (recopy.go), if any.
+func (o *onlineSnapshots) rewrite(table string, at record.LSN, waitWriters bool, recopy string) {
+	job := onlineJob{table: table, cp: at, rewrite: true, waitWriters: waitWriters, recopy: recopy}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if rc := o.running; rc != nil && rc.table == table && !rc.dropped {

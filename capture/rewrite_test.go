@@ -72,6 +72,32 @@ func TestRewriteSavedState(t *testing.T) {
 			t.Errorf("walhouse_capture_tables_inexact = %v, want 1", v)
 		}
 	})
+	t.Run("re-copy", func(t *testing.T) {
+		state := mapState{}
+		c := newCapturer(state)
+		if err := c.saveRewritePending(ctx, rewrite{table: table, at: 0x500, recopy: "r1"}); err != nil {
+			t.Fatal(err)
+		}
+		if p := load(t, state); !p.Rewrite || p.Recopy != "r1" || p.CP != "0/500" {
+			t.Errorf("pending plan %+v: want a rewrite copy at 0/500 for re-copy r1", p)
+		}
+		// A rewrite before the copy is done copies at its own, later,
+		// position: that copy answers the request too.
+		if err := c.saveRewritePending(ctx, rewrite{table: table, at: 0x600}); err != nil {
+			t.Fatal(err)
+		}
+		if p := load(t, state); p.Recopy != "r1" || p.CP != "0/600" {
+			t.Errorf("plan after a rewrite %+v: want the copy at 0/600 to answer re-copy r1", p)
+		}
+		// A copy given up sends no done marker: the request is marked
+		// refused, not answered.
+		if err := c.rewriteNotCopied(ctx, rewrite{table: table, at: 0x600}, "too large"); err != nil {
+			t.Fatal(err)
+		}
+		if p := load(t, state); p.Recopy != "" || p.RecopyRefused != "r1" || !p.Complete {
+			t.Errorf("plan after the copy was given up %+v: want re-copy r1 refused", p)
+		}
+	})
 	t.Run("not copied, no plan before", func(t *testing.T) {
 		state := mapState{}
 		c := newCapturer(state)

@@ -74,8 +74,14 @@ type snapshotPlan struct {
 	// Rewrite says that the plan copies the table again after a DDL
 	// rewrote it at CP: its rows carry record.RewriteCopyVersion(CP)
 	// instead of version 0 (rewrite.go).
-	Rewrite bool       `json:"rewrite,omitempty"`
-	mu      sync.Mutex `json:"-"`
+	Rewrite bool `json:"rewrite,omitempty"`
+	// Recopy is the re-copy request (record.RecopyRequest.ID) this
+	// rewrite plan's copy answers (recopy.go); RecopyRefused the one whose
+	// copy was given up (rewriteNotCopied), so that no done marker claims
+	// it.
+	Recopy        string     `json:"recopy,omitempty"`
+	RecopyRefused string     `json:"recopyRefused,omitempty"`
+	mu            sync.Mutex `json:"-"`
 }
 
 // version returns the version of the plan's rows, copied at cp.
@@ -163,6 +169,7 @@ type snapshotter struct {
 	cp       record.LSN
 	name     string // exported snapshot, empty for fresh snapshots
 	rewrite  bool   // new plans copy after a rewrite at cp (snapshotPlan.Rewrite)
+	recopy   string // and answer this re-copy request (snapshotPlan.Recopy)
 	log      *slog.Logger
 	rows     atomic.Int64
 	chunks   atomic.Int64 // chunks finished by this run
@@ -385,7 +392,7 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	if err != nil {
 		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
 	}
-	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact, Rewrite: s.rewrite}
+	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact, Rewrite: s.rewrite, Recopy: s.recopy}
 	s.c.refused.setInexact(table, inexact)
 	p.Chunks = chunksOf(pages, cfg.chunkPages)
 	if p.Membership, err = membership(ctx, conn, cfg.publication, table); err != nil {

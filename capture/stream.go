@@ -48,6 +48,7 @@ type stream struct {
 
 	tx       *txAck // of the transaction in progress
 	received record.LSN
+	rc       recopyState // the sinks' re-copy requests (recopy.go)
 }
 
 // streamConfig is what a stream starts from.
@@ -151,6 +152,9 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 				}
 			}
 			if err := s.pollTables(ctx); err != nil {
+				return err
+			}
+			if err := s.recopies(ctx); err != nil {
 				return err
 			}
 			next = time.Now().Add(interval)

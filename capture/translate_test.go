@@ -169,7 +169,11 @@ func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []rec
 }
 
 func (c *collector) rewritten(_ context.Context, rw rewrite) error {
-	c.log = append(c.log, fmt.Sprintf("rewritten %s at %s", rw.table, rw.at))
+	entry := fmt.Sprintf("rewritten %s at %s", rw.table, rw.at)
+	if rw.recopy != "" {
+		entry += " for re-copy " + rw.recopy
+	}
+	c.log = append(c.log, entry)
 	return nil
 }
 
@@ -604,6 +608,21 @@ func TestTranslator(t *testing.T) {
 				commit(0x100, 0x108),
 			},
 			want: []string{"begin", "rewritten public.orders at 0/20", "rewritten public.docs at 0/21", "commit 0/108 at 05:06:07"},
+		},
+		{
+			// A sink's re-copy request, noticed by capture outside any
+			// transaction: copied at the notice, as a rewrite; forged,
+			// malformed and not captured ones are skipped.
+			name: "a signed re-copy notice copies the captured table it names",
+			steps: []step{
+				logical(0x20, false, recopyPrefix, captureKey.sign([]byte(`{"id":"r1","table":"public.orders"}`))),
+				logical(0x21, false, recopyPrefix, forgerKey.sign([]byte(`{"id":"r2","table":"public.orders"}`))),
+				logical(0x22, false, recopyPrefix, captureKey.sign([]byte(`{"id":"","table":"public.orders"}`))),
+				logical(0x23, false, recopyPrefix, captureKey.sign([]byte(`{"id":"r3","table":"public.secret"}`))),
+				logical(0x24, false, recopyPrefix, captureKey.sign([]byte(`{"id":"r4","table":"public.unknown"}`))),
+			},
+			want:    []string{"rewritten public.orders at 0/20 for re-copy r1"},
+			ignored: 2,
 		},
 		{
 			// No notice: the Relation message shows a type change that

@@ -144,10 +144,11 @@ type Writer struct {
 	opts      schema.Options
 	log       *slog.Logger
 
-	mu        sync.Mutex
-	ddl       sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
-	tables    map[string]*target // by schema id + table name
-	syncParts map[string]int32   // partition counts in SyncTable by table; nil until it is ready
+	mu          sync.Mutex
+	ddl         sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
+	tables      map[string]*target // by schema id + table name
+	syncParts   map[string]int32   // partition counts in SyncTable by table; nil until it is ready
+	recopyReady bool               // RecopyTable was created (recopy.go)
 }
 
 // WriterOption configures a Writer.

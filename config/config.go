@@ -121,6 +121,7 @@ type Sink struct {
 	MismatchMode string        `yaml:"mismatch_mode" flag:"mismatch-mode" env:"WALHOUSE_MISMATCH_MODE"`
 	MetricsAddr  string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_METRICS_ADDR" cmd:"sink"`
 	Progress     time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"sink"`
+	RecopyOnGap  bool          `yaml:"recopy_on_gap" flag:"recopy-on-gap" cmd:"sink"`
 }
 
 // Dedup is the Valkey/Redis store of Layer 2.

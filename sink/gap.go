@@ -50,6 +50,9 @@ type Gap struct {
 	Table string
 	// Accepted is true when Config.AcceptGap let the sink load on.
 	Accepted bool
+	// Recopy names the re-copy request that repairs the gap (see
+	// recopy.go); loading goes on meanwhile, but the table is not exact.
+	Recopy string
 }
 
 // Lost returns the number of offsets lost.
@@ -158,6 +161,12 @@ func (s *Sink) onGap(ctx context.Context, g Gap) (stopped bool, err error) {
 		s.log.Warn("records lost, accepted as told (--accept-lost-records): loading goes on after the gap", "topic", k.topic, "partition", k.partition,
 			"lost_from", g.From, "lost_to", g.To-1, "lost", g.Lost(), "table", g.Table, "err", g.Error())
 		return false, nil
+	}
+	if s.cfg.Recopies != nil {
+		if ok, err := s.requestRecopy(ctx, g); err != nil || ok {
+			return false, err
+		}
+		s.log.Warn("records lost in a topic whose name does not say its table: it cannot be copied again on its own (--recopy-on-gap); loading of the partition stops", "topic", k.topic, "partition", k.partition)
 	}
 	s.mu.Lock()
 	s.gaps[k] = g
@@ -292,13 +301,13 @@ func (s *Sink) gapped(k tp) bool {
 	return ok
 }
 
-// Gaps returns the gaps at which loading stopped, by topic and partition
-// (accepted ones are not among them). Safe for concurrent use, for
-// readiness probes.
+// Gaps returns the gaps at which loading stopped, and those a re-copy
+// repairs (Gap.Recopy), by topic and partition (accepted ones are not
+// among them). Safe for concurrent use, for readiness probes.
 func (s *Sink) Gaps() []Gap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Gap, 0, len(s.gaps))
+	out := s.recoveringGapsLocked()
 	for _, g := range s.gaps {
 		out = append(out, g)
 	}

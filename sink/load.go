@@ -24,6 +24,28 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.
 	var prog progress
 	start := 0
 	for i, kr := range chunk {
+		if d, isRecopy, err := recopyOf(kr); isRecopy {
+			if err := s.loadSegment(ctx, dec, chunk[start:i], &prog); err != nil {
+				return err
+			}
+			start = i + 1
+			if err == nil {
+				err = s.checkRecopy(kr.Topic, &d)
+			}
+			if err == nil {
+				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, d.Source, "re-copy done marker", d.LSN, d.At, false)
+			}
+			if err != nil {
+				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.passRecopy(ctx, kr, d); err != nil {
+				return err
+			}
+			continue
+		}
 		tr, isTruncate, err := truncateOf(kr)
 		if !isTruncate {
 			continue

@@ -26,6 +26,10 @@ type Metrics struct {
 	// the sink read them (gap.go).
 	offsetsLost    *prometheus.CounterVec
 	partitionsLost *prometheus.GaugeVec
+	// recopiesPending and recopiesDone follow the re-copies that repair
+	// gaps (recopy.go).
+	recopiesPending *prometheus.GaugeVec
+	recopiesDone    *prometheus.CounterVec
 }
 
 // NewMetrics creates the sink metrics and registers them with reg (nil:
@@ -67,5 +71,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "walhouse_sink_offsets_lost_total", Help: "Offsets of a table's topic that Kafka deleted (retention, DeleteRecords) before the sink read them, counted when the gap is found (again after each restart while it is not resolved)."}, []string{"topic", "partition"}),
 		partitionsLost: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walhouse_sink_partitions_records_lost", Help: "1 for a partition whose loading stopped at records Kafka deleted before the sink read them (see the log; alert WalhouseRecordsLost)."}, []string{"topic", "partition"}),
+		recopiesPending: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walhouse_sink_recopies_pending", Help: "1 for a table whose re-copy after a gap (--recopy-on-gap) is requested and not yet loaded and swept: its lastSyncAt stays before the gap (alert WalhouseRecopyPending)."}, []string{"table"}),
+		recopiesDone: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_recopies_done_total", Help: "Re-copies after a gap (--recopy-on-gap) loaded in every partition and swept, by table."}, []string{"table"}),
 	}
 }

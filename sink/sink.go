@@ -249,6 +249,13 @@ type Config struct {
 	// all the same. Without it, or when it answers false, loading of the
 	// partition stops at the gap.
 	AcceptGap func(topic string, partition int32) bool
+	// Recopies, when set (walhouse sink --recopy-on-gap), makes a gap ask
+	// capture to copy the table again instead of stopping its partition,
+	// and holds the table's watermark until the copy is loaded (recopy.go).
+	// RecopyBarrier records the partitions that loaded a copy, so that the
+	// last one sweeps; without it the sink does not sweep.
+	Recopies      Recopier
+	RecopyBarrier RecopyBarrier
 	// Admin, when set, tells a jump in a topic an administrator made
 	// compacted (compaction's, not a loss) from records Kafka deleted (see
 	// gap.go); without it every jump is a loss.
@@ -297,6 +304,11 @@ type Sink struct {
 	// record read (see gap.go).
 	next map[tp]int64
 	gaps map[tp]Gap // partitions stopped at a gap
+	// recopies are the pending re-copy requests, by table, whose
+	// watermarks are held (recopy.go).
+	recopies   map[string]record.RecopyRequest
+	recopyMu   sync.Mutex // serialises reads of the re-copy topic
+	recopyRead time.Time  // when it was last read; recopyMu guards it
 	// assigned are partitions assigned since the last poll, whose
 	// committed offsets checkAssigned compares with their log starts.
 	assigned map[tp]bool
@@ -369,6 +381,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 		stopped:   map[tp]error{},
 		next:      map[tp]int64{},
 		gaps:      map[tp]Gap{},
+		recopies:  map[string]record.RecopyRequest{},
 		compacted: map[string]bool{},
 	}
 	if cfg.Dedup != nil {
@@ -459,9 +472,17 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		"dedup", s.l2 != nil, "dead_letters", s.cfg.DeadLetters != nil)
 	prog := progressLog{every: s.cfg.ProgressInterval, last: time.Now()}
 	defer func() { s.logStop(err) }()
+	// Pending re-copies hold their tables' watermarks from the first load
+	// on: the committed offsets may be past their gaps already.
+	if err := s.readRecopies(ctx); err != nil {
+		return err
+	}
 	var p pending
 	for {
 		prog.maybe(s)
+		if err := s.maybeReadRecopies(ctx); err != nil {
+			return err
+		}
 		fetches := s.consumer.PollRecords(ctx, max(s.cfg.MaxBatchRecords-p.count, 1))
 		if ctx.Err() != nil {
 			return ctx.Err()

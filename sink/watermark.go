@@ -90,7 +90,11 @@ func (s *Sink) writeMarks(ctx context.Context) {
 	s.mu.Lock()
 	marks := make([]Watermark, 0, len(s.marks))
 	for _, w := range s.marks {
-		marks = append(marks, w)
+		// A table being copied again after a gap keeps its marks here
+		// until the copy is loaded (recopy.go): they are true then.
+		if !s.heldLocked(w.Source) {
+			marks = append(marks, w)
+		}
 	}
 	s.mu.Unlock()
 	if len(marks) == 0 {

@@ -171,7 +171,13 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord)...), capture.WithStateStore(state))...)
+	// Sinks run with --recopy-on-gap ask for copies here.
+	recopies, err := kafka.NewRecopies(ctx, cl, *prefix, int16(*replication), slog.Default().With("component", "capture"))
+	if err != nil {
+		return err
+	}
+	defer recopies.Close()
+	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord)...), capture.WithStateStore(state), capture.WithRecopies(recopies))...)
 	if err != nil {
 		return err
 	}

@@ -329,17 +329,31 @@ func ledgerCheck(l interface{ Fresh() error }) check {
 
 // gapCheck is the sink's readiness on records Kafka deleted before it read
 // them: not ready while loading of a partition stopped at such a gap, which
-// waits for an operator (sink.Gap.Fix).
+// waits for an operator (sink.Gap.Fix), nor while a table is copied again
+// after one (--recopy-on-gap).
 func gapCheck(s interface{ Gaps() []sink.Gap }) check {
 	gaps := s.Gaps()
 	if len(gaps) == 0 {
 		return check{Name: "records lost", OK: true}
 	}
-	parts := make([]string, 0, len(gaps))
+	var stopped, recovering []string
 	for _, g := range gaps {
-		parts = append(parts, fmt.Sprintf("%s/%d offsets %d to %d", g.Topic, g.Partition, g.From, g.To-1))
+		at := fmt.Sprintf("%s/%d offsets %d to %d", g.Topic, g.Partition, g.From, g.To-1)
+		if g.Recopy != "" {
+			recovering = append(recovering, at+" (table "+g.Table+")")
+		} else {
+			stopped = append(stopped, at)
+		}
 	}
-	return check{Name: "records lost", Detail: cut("loading stopped where Kafka deleted records before the sink read them (the log says how to recover): " + strings.Join(parts, ", "))}
+	var detail []string
+	if len(stopped) > 0 {
+		detail = append(detail, "loading stopped where Kafka deleted records before the sink read them (the log says how to recover): "+strings.Join(stopped, ", "))
+	}
+	if len(recovering) > 0 {
+		// --recopy-on-gap: loading goes on, the tables are not exact yet.
+		detail = append(detail, "recovering: Kafka deleted records before the sink read them, and their tables are being copied again (lastSyncAt held): "+strings.Join(recovering, ", "))
+	}
+	return check{Name: "records lost", Detail: cut(strings.Join(detail, "; "))}
 }
 
 // watch returns l reporting the outcome of every load to h; a loader that

@@ -50,6 +50,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
 		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
+		recopyOnGap = fs.Bool("recopy-on-gap", false, "when Kafka deleted records of a table's topic before the sink read them, ask capture to copy the table again online (through the <prefix>-recopy topic) and load on after the gap, instead of stopping there; the table's lastSyncAt stays before the gap until the copy is loaded (docs/operations.md#records-lost)")
 		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	)
 	var acceptLost listFlag
@@ -138,6 +139,14 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	defer closeSchemas()
 	st.schemas = schemas
+	if *recopyOnGap {
+		recopies, closeRecopies, err := recopyTopic(ctx, kc, *prefix)
+		if err != nil {
+			return err
+		}
+		defer closeRecopies()
+		st.recopies = recopies
+	}
 	// What it connects to, for an operator following the log; the logger
 	// redacts passwords in the URLs.
 	slog.Info("sink: starting", "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
@@ -213,6 +222,22 @@ func schemaReader(ctx context.Context, kc kafka.Config, prefix string) (*registr
 	return registry.NewReader(cl, kafka.SchemasTopic(prefix), slog.Default().With("component", "registry")), cl.Close, nil
 }
 
+// recopyTopic returns the re-copy topic (--recopy-on-gap) and the function
+// that closes it. It has a client of its own, as schemaReader's: a reader
+// derived from the group client would join the group.
+func recopyTopic(ctx context.Context, kc kafka.Config, prefix string) (*kafka.Recopies, func(), error) {
+	cl, err := kafka.NewClient(ctx, kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := kafka.NewRecopies(ctx, cl, prefix, -1, slog.Default().With("component", "sink"))
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); cl.Close() }, nil
+}
+
 // serveMetrics serves reg at /metrics, and /healthz and /readyz with ready
 // (health.go), until ctx ends.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready readiness) error {
@@ -257,6 +282,8 @@ type sinkSettings struct {
 	failpoints *failpoint.Set
 	// acceptGap is --accept-lost-records (nil: none).
 	acceptGap func(topic string, partition int32) bool
+	// recopies is the re-copy topic with --recopy-on-gap (nil: off).
+	recopies sink.Recopier
 }
 
 // newSink wires a Sink to a consumer-group client: manual commits after a
@@ -324,6 +351,12 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		cfg.DeadLetters = kafka.DeadLetters(cl, topic)
 	}
 	cfg.Admin = kadm.NewClient(cl)
+	if st.recopies != nil {
+		cfg.Recopies = st.recopies
+		if b, ok := st.watermarks.(sink.RecopyBarrier); ok { // the ClickHouse writer
+			cfg.RecopyBarrier = b
+		}
+	}
 	snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg)
 	if err != nil {
 		cl.Close()
