@@ -33,8 +33,8 @@ type LagTable struct {
 	// sink read them (monitor.PipelineLag.RecordsLost): the table misses
 	// those changes until it is copied again.
 	RecordsLost map[int32]int64 `json:"recordsLost,omitempty"`
-	// NearRetention is, per partition, the unread records older than half
-	// the topic's retention.ms (monitor.PipelineLag.NearRetention).
+	// NearRetention is, per partition, the unread records retention
+	// deletes before the sink reads them (monitor.PipelineLag.NearRetention).
 	NearRetention map[int32]int64 `json:"nearRetention,omitempty"`
 	// Verify is what `walhouse verify` last found for the table; absent
 	// when verify never recorded a round of it.
