@@ -57,6 +57,10 @@ func hashCells(keys, cells []string) uint64 {
 	return d.Sum64()
 }
 
+// bucketCap bounds the capacity a read reserves for the rows it expects
+// (a bucket's rows are appended, and growing a slice of rows copies them).
+const bucketCap = 1 << 16
+
 // unloadable marks the canonical form of a PostgreSQL value the sink's
 // conversion refuses (such a row goes to the dead letters): it equals no
 // ClickHouse value.
@@ -226,7 +230,7 @@ func (t *table) pgRows(ctx context.Context, conn *pgconn.PgConn, where string, a
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
-	return t.pgRead(ctx, conn, q, args, display, lossy, nil)
+	return t.pgRead(ctx, conn, q, args, display, lossy, nil, max(limit, 0))
 }
 
 // pgRange reads the next bucket of a ranged table, (b.lo, hi] over the
@@ -255,7 +259,7 @@ func (t *table) pgRange(ctx context.Context, conn *pgconn.PgConn, b bounds, n in
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d", t.pgSelect(), t.pgRelation(), where, k, n)
 	var last []byte
-	rows, err = t.pgRead(ctx, conn, q, args, false, lossy, &last)
+	rows, err = t.pgRead(ctx, conn, q, args, false, lossy, &last, n)
 	if err != nil || len(rows) < n {
 		return rows, nil, err
 	}
@@ -265,11 +269,12 @@ func (t *table) pgRange(ctx context.Context, conn *pgconn.PgConn, b bounds, n in
 
 // pgRead runs q and converts its rows (tenant, keys, columns) to canonical
 // rows. last, when not nil, receives the first key column's text of the
-// last row.
-func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args []string, display bool, lossy map[string]int64, last *[]byte) ([]row, error) {
+// last row. expect is the rows expected (capped at bucketCap), for the
+// result's capacity.
+func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args []string, display bool, lossy map[string]int64, last *[]byte, expect int) ([]row, error) {
 	kc := t.keyColumns()
 	first := len(kc) - len(t.keys) // the first key column's index in a row
-	var out []row
+	out := make([]row, 0, min(expect, bucketCap))
 	err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
 		if last != nil {
 			*last = append((*last)[:0], vals[first]...)
@@ -330,7 +335,7 @@ func (t *table) chSelect() string {
 // rows. FINAL leaves out the keys whose latest version is a tombstone;
 // latest reads each key's latest version whatever it is (a tombstone
 // included) instead.
-func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool) ([]row, error) {
+func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool, expect int) ([]row, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where)
 	if latest {
 		var keys []string
@@ -359,7 +364,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 		nullable []bool
 		version  uint64
 		deleted  uint8
-		out      []row
+		out      = make([]row, 0, min(expect, bucketCap))
 	)
 	for rows.Next() {
 		if dest == nil { // an empty result may have no column types over HTTP

@@ -342,7 +342,9 @@ func (v *Verifier) tenants(ctx context.Context, t *table, snap *snapshot) ([]*st
 // single rows.
 func (v *Verifier) bucket(ctx context.Context, t *table, pb pgBucket, snap record.LSN, res *TableResult) ([]suspect, error) {
 	cw, params := t.chWhere(pb.b)
-	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false, false)
+	// ClickHouse holds about PostgreSQL's rows; a few more are room for
+	// rows only it has.
+	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false, false, len(pb.rows)+len(pb.rows)/16+16)
 	if err != nil {
 		return nil, err
 	}
