@@ -283,11 +283,12 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 		if display {
 			r.display = make([]*string, len(vals))
 		}
+		texts := make([]string, len(vals)) // one allocation per row, not one per value
 		for i, v := range vals {
 			var text *string
 			if v != nil {
-				s := string(v)
-				text = &s
+				texts[i] = string(v)
+				text = &texts[i]
 			}
 			if display {
 				r.display[i] = text
