@@ -115,7 +115,7 @@ def check_chart(path):
                     problem(f"chart: {name} connects to PostgreSQL with sslmode={pg_sslmode(pg)}: want verify-full (the certificate and the host name checked)")
             comp = tmpl["metadata"]["labels"].get("app.kubernetes.io/component", name)
             url = flag(args, "clickhouse") or config.get("WALHOUSE_CLICKHOUSE_URL")
-            if comp in ("sink", "serve") and url:
+            if comp in ("sink", "serve", "verify") and url:
                 ch[comp] = (ch_user(url), flag(args, "clickhouse-password-file"))
     if "sink" in ch and "serve" in ch:
         if ch["sink"][0] == ch["serve"][0]:
@@ -124,6 +124,10 @@ def check_chart(path):
             problem("chart: the sink and serve read the same ClickHouse password file")
     elif "sink" not in ch:
         problem("chart: the sink has no ClickHouse URL")
+    # verify records its rounds (and --repair writes rows): serve's user,
+    # which cannot load, would fail every round.
+    if "verify" in ch and "serve" in ch and ch["verify"][0] == ch["serve"][0]:
+        problem(f"chart: verify logs in to ClickHouse as serve's user {ch['serve'][0]!r}, which cannot write _walhouse_verify: give it the sink's or its own (docs/security.md)")
 
 
 def check_compose(path):

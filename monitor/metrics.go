@@ -22,7 +22,7 @@ var (
 	recordsLostDesc = prometheus.NewDesc("walhouse_consumer_records_lost",
 		"Offsets Kafka deleted (retention, DeleteRecords) before the sink's group read them: log start − committed offset, per topic and partition (docs/operations.md#records-lost).", []string{"topic", "partition"}, nil)
 	nearRetentionDesc = prometheus.NewDesc("walhouse_consumer_records_near_retention",
-		"Records the sink has not consumed that are older than half their topic's retention.ms, per topic and partition: Kafka deletes them, unread, when they reach it.", []string{"topic", "partition"}, nil)
+		"Records the sink has not consumed that Kafka's retention deletes before the sink reads them, per topic and partition: older than half their topic's retention.ms, or past its retention.bytes once the bytes still produced before the sink reads them at the current pace are added.", []string{"topic", "partition"}, nil)
 	dlqDepthDesc = prometheus.NewDesc("walhouse_dlq_depth_records",
 		"Records in the dead-letter topic.", nil, nil)
 	producerBacklogDesc = prometheus.NewDesc("walhouse_producer_backlog_bytes",

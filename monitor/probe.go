@@ -31,8 +31,11 @@ type PipelineLag struct {
 	// (docs/operations.md#records-lost).
 	RecordsLost map[string]map[int32]int64 `json:"recordsLost,omitempty"`
 	// NearRetention holds, per topic and partition with consumer lag, the
-	// records the sink has not consumed that are older than half their
-	// topic's retention.ms: Kafka deletes them, unread, when they reach it.
+	// records the sink has not consumed that retention deletes before the
+	// sink reads them: those older than half their topic's retention.ms,
+	// or, where the topic has a retention.bytes, the oldest of the unread
+	// bytes plus those produced before the sink reads them at its current
+	// pace that exceed it.
 	NearRetention map[string]map[int32]int64 `json:"nearRetention,omitempty"`
 	// DLQDepth is the number of records in the dead-letter topic.
 	DLQDepth *int64 `json:"dlqDepth,omitempty"`
@@ -117,6 +120,10 @@ type Probe struct {
 	cfg      Config
 	captures *captureProbe
 	mu       sync.Mutex
+	// pace holds, per lagging partition of a topic with retention.bytes,
+	// the samples its produce and read pace is measured over (guarded by
+	// mu, as every probe holds it).
+	pace map[string]map[int32]paceWindow
 }
 
 // Probe reads every configured part. It never fails: what it could not
@@ -145,9 +152,13 @@ func (p *Probe) Probe(ctx context.Context) PipelineLag {
 		if g, ok := probePart(ctx, "consumer lag", p.consumerLag, fail); ok {
 			out.ConsumerLag, out.RecordsLost = g.lag, g.lost
 			if len(g.unread) > 0 {
-				out.NearRetention, _ = probePart(ctx, "retention", func(ctx context.Context) (map[string]map[int32]int64, error) {
-					return p.nearRetention(ctx, g.unread, time.Now())
-				}, fail)
+				// What could be weighed is reported even when a part could
+				// not (retention.bytes without the log sizes).
+				near, err := p.nearRetention(ctx, g, time.Now())
+				if err != nil {
+					fail("retention", err)
+				}
+				out.NearRetention = near
 			}
 		}
 	}
@@ -214,7 +225,13 @@ type groupOffsets struct {
 	lag, lost map[string]map[int32]int64
 	// unread is the first offset not consumed of each partition with lag.
 	unread map[string]map[int32]int64
+	// offsets are the log start and end offsets of each partition with
+	// lag.
+	offsets map[string]map[int32]logOffsets
 }
+
+// logOffsets are a partition's log start and end offsets.
+type logOffsets struct{ start, end int64 }
 
 func (p *Probe) consumerLag(ctx context.Context) (groupOffsets, error) {
 	lags, err := p.cfg.Kafka.Lag(ctx, p.cfg.Group)
@@ -228,7 +245,7 @@ func (p *Probe) consumerLag(ctx context.Context) (groupOffsets, error) {
 	if gl.Error() != nil {
 		return groupOffsets{}, gl.Error()
 	}
-	out := groupOffsets{lag: map[string]map[int32]int64{}, unread: map[string]map[int32]int64{}}
+	out := groupOffsets{lag: map[string]map[int32]int64{}, unread: map[string]map[int32]int64{}, offsets: map[string]map[int32]logOffsets{}}
 	for topic, parts := range gl.Lag {
 		if p.cfg.Prefix != "" && !strings.HasPrefix(topic, p.cfg.Prefix+".") {
 			continue
@@ -253,6 +270,10 @@ func (p *Probe) consumerLag(ctx context.Context) (groupOffsets, error) {
 					out.unread[topic] = map[int32]int64{}
 				}
 				out.unread[topic][part] = max(l.Commit.At, l.Start.Offset)
+				if out.offsets[topic] == nil {
+					out.offsets[topic] = map[int32]logOffsets{}
+				}
+				out.offsets[topic][part] = logOffsets{start: l.Start.Offset, end: l.End.Offset}
 			}
 		}
 	}

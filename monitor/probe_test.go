@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -36,7 +37,21 @@ func TestIntegrationProbe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, dlq) })
+	// A topic kept by size: 3,000 bytes, in one segment (Kafka never
+	// deletes the active one), so its 10 records of 1,000 bytes stay, all
+	// unread, and all but the newest two or so are past the limit.
+	sized, limit := prefix+".public.sized", "3000"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.bytes": &limit}, sized); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic, dlq, sized) })
+	for i := 0; i < 10; i++ {
+		v := make([]byte, 1000)
+		_, _ = rand.Read(v) // incompressible: the client compresses batches
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: sized, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	old := time.Now().Add(-40 * time.Minute)
 	for i := 0; i < 8; i++ {
 		r := &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}
@@ -61,6 +76,7 @@ func TestIntegrationProbe(t *testing.T) {
 	}
 	offs := kadm.Offsets{}
 	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 2, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: sized, Partition: 0, At: 0, LeaderEpoch: -1})
 	if _, err := adm.CommitOffsets(ctx, group, offs); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +97,11 @@ func TestIntegrationProbe(t *testing.T) {
 	}
 	if got := pl.NearRetention[topic][0]; got != 2 {
 		t.Errorf("records near retention %v, want 2 of %s/0 (4 and 5, 40 minutes old of an hour's retention)", pl.NearRetention, topic)
+	}
+	// Each record's batch is 1,000 bytes and some overhead: 3,000 bytes
+	// hold two of them and part of a third, so the oldest 8 are at risk.
+	if got := pl.NearRetention[sized][0]; got != 8 {
+		t.Errorf("records near retention.bytes %v, want 8 of %s/0 (10 records of 1,000 bytes unread, retention.bytes 3,000)", pl.NearRetention, sized)
 	}
 	if pl.DLQDepth == nil || *pl.DLQDepth != 2 {
 		t.Errorf("dead-letter depth %v, want 2", pl.DLQDepth)

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/schema"
@@ -367,6 +368,9 @@ type statusStage struct {
 	Stage  string `json:"stage"`
 	Value  string `json:"value"`
 	Points string `json:"points"`
+	// Class is the value's class (ok, bad…), Detail the line under it.
+	Class  string `json:"class"`
+	Detail string `json:"detail"`
 }
 
 func (s statusState) stage(id string) (statusStage, bool) {
@@ -394,6 +398,9 @@ type statusRow struct {
 	// Points is the chart's polyline, Label its "max …" text.
 	Points string `json:"points"`
 	Label  string `json:"label"`
+	// Verify is the verify column, VerifyClass its colour.
+	Verify      string `json:"verify"`
+	VerifyClass string `json:"verifyClass"`
 }
 
 func (s statusState) row(table string) (statusRow, bool) {
@@ -417,11 +424,14 @@ const readStatusJS = `JSON.stringify({
       freshness: td[2].textContent, freshnessClass: td[2].className,
       lsn: td[3].textContent, partitions: td[4].textContent,
       points: line ? line.getAttribute("points") : "", label: label ? label.textContent : "",
+      verify: td[7] ? td[7].textContent : "", verifyClass: td[7] ? td[7].className : "",
     };
   }),
   stages: [...document.querySelectorAll("#stages .stage")].map(d => {
     const line = d.querySelector("svg polyline");
-    return { stage: d.dataset.stage, value: d.querySelector(".value").textContent, points: line ? line.getAttribute("points") : "" };
+    const v = d.querySelector(".value"), detail = d.querySelector(".unknown");
+    return { stage: d.dataset.stage, value: v.textContent, class: v.className, detail: detail ? detail.textContent : "",
+      points: line ? line.getAttribute("points") : "" };
   }),
   href: location.href,
   storedKey: sessionStorage.getItem("walhouseKey") || "",
@@ -736,4 +746,115 @@ func TestIntegrationStatusPageOddTableNames(t *testing.T) {
 			t.Errorf("%q shows lsn %q, want %s", name, r.LSN, LSN(100+i))
 		}
 	}
+}
+
+// TestIntegrationStatusPageShowsVerify opens /status while `walhouse
+// verify` records its rounds in ClickHouse (clickhouse.VerifyLog, as
+// verify does): the page's verify stage sums them up and each table's row
+// shows its last round, the tables that differ or failed in red, and
+// GET /v1/lag carries the counts, never a key or a value.
+func TestIntegrationStatusPageShowsVerify(t *testing.T) {
+	bin := requireChromium(t)
+	f := newCHFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	vlog := clickhouse.NewVerifyLog(f.conn, f.db)
+	const odd = "crm__odd names"
+	at := func(hour, minute int) time.Time { return time.Date(2026, 3, 1, hour, minute, 0, 0, time.UTC) }
+
+	b := startBrowser(ctx, t, bin)
+	page, err := b.open(ctx, f.srv.URL+"/status#key="+url.QueryEscape(keyAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name   string
+		rounds []clickhouse.VerifyRound
+		check  func(statusState) error
+	}{{
+		name: "no round yet",
+		check: func(s statusState) error {
+			if st, ok := s.stage("verify"); !ok || st.Value != "no round recorded" {
+				return fmt.Errorf("verify stage %+v (present %v), want no round recorded", st, ok)
+			}
+			if o, ok := s.row("orders"); !ok || o.Verify != "" {
+				return fmt.Errorf("orders shows verify %q before any round", o.Verify)
+			}
+			return nil
+		},
+	}, {
+		name: "orders equal, the other table differs",
+		rounds: []clickhouse.VerifyRound{
+			{Table: "orders", Outcome: clickhouse.Verified, FinishedAt: at(9, 5), SnapshotLSN: 0x1700000, RowsChecked: 1000, ChangedSince: 2},
+			{Table: odd, Outcome: clickhouse.Verified, FinishedAt: at(9, 7), SnapshotLSN: 0x1700100, RowsChecked: 50, MismatchedRows: 3},
+		},
+		check: func(s statusState) error {
+			return wantVerify(s, "verified 2 tables, last round 09:07 UTC, crm__odd names (3 rows) differ", "value bad", "",
+				map[string][2]string{"orders": {"equal at 09:05 UTC, 1000 rows, 2 changed since", "ok"}, odd: {"3 rows differ at 09:07 UTC (see the report)", "bad"}})
+		},
+	}, {
+		name: "the other table repaired, orders fails its next round",
+		rounds: []clickhouse.VerifyRound{
+			{Table: odd, Outcome: clickhouse.Verified, FinishedAt: at(10, 7), SnapshotLSN: 0x1800000, RowsChecked: 50, RepairedRows: 3},
+			{Table: "orders", Outcome: clickhouse.VerifyFailed, FinishedAt: at(10, 8), Error: "not loaded through the snapshot"},
+		},
+		check: func(s statusState) error {
+			return wantVerify(s, "verified 2 tables, last round 10:07 UTC, 0 differ", "value bad", "FAILED orders at 10:08 UTC: not loaded through the snapshot",
+				map[string][2]string{"orders": {"FAILED at 10:08 UTC: not loaded through the snapshot", "bad"}, odd: {"equal at 10:07 UTC, 50 rows", "ok"}})
+		},
+	}, {
+		name: "orders verified again",
+		rounds: []clickhouse.VerifyRound{
+			{Table: "orders", Outcome: clickhouse.Verified, FinishedAt: at(11, 0), SnapshotLSN: 0x1900000, RowsChecked: 1001},
+		},
+		check: func(s statusState) error {
+			return wantVerify(s, "verified 2 tables, last round 11:00 UTC, 0 differ", "value ok", "",
+				map[string][2]string{"orders": {"equal at 11:00 UTC, 1001 rows", "ok"}, odd: {"equal at 10:07 UTC, 50 rows", "ok"}})
+		},
+	}}
+	for i, st := range steps {
+		if err := vlog.Record(ctx, st.rounds...); err != nil {
+			t.Fatalf("step %d (%s): %v", i+1, st.name, err)
+		}
+		if _, err := page.waitState(ctx, func(s statusState) error {
+			if s.Err != "" {
+				return fmt.Errorf("the page shows the error %q", s.Err)
+			}
+			return st.check(s)
+		}); err != nil {
+			t.Fatalf("step %d (%s): %v", i+1, st.name, err)
+		}
+		if shot, err := page.screenshot(ctx); err == nil {
+			path := filepath.Join(shotDir(t), fmt.Sprintf("status-verify-%d.png", i+1))
+			t.Logf("step %d (%s): screenshot %s (%v)", i+1, st.name, path, os.WriteFile(path, shot, 0o644))
+		}
+	}
+
+	// The status JSON the page reads: counts and positions per table.
+	var rep LagReport
+	f.call(t, "GET", "/v1/lag", keyAdmin, nil, &rep)
+	for _, lt := range rep.Tables {
+		if lt.Table == "orders" {
+			v := lt.Verify
+			if v == nil || v.RowsChecked != 1001 || v.SnapshotLSN == nil || *v.SnapshotLSN != 0x1900000 || v.FailedAt != nil || v.MismatchedRows != 0 {
+				t.Errorf("GET /v1/lag: orders verify %+v, want 1001 rows at 0/1900000 and no failure", v)
+			}
+		}
+	}
+}
+
+// wantVerify checks the page's verify stage (value, its class, detail) and
+// each table's verify cell (text and class).
+func wantVerify(s statusState, value, class, detail string, rows map[string][2]string) error {
+	st, ok := s.stage("verify")
+	if !ok || st.Value != value || st.Class != class || st.Detail != detail {
+		return fmt.Errorf("verify stage %+v (present %v), want value %q, class %q, detail %q", st, ok, value, class, detail)
+	}
+	for table, want := range rows {
+		r, ok := s.row(table)
+		if !ok || r.Verify != want[0] || r.VerifyClass != want[1] {
+			return fmt.Errorf("%s shows verify %q (%q), want %q (%q)", table, r.Verify, r.VerifyClass, want[0], want[1])
+		}
+	}
+	return nil
 }

@@ -33,9 +33,12 @@ type LagTable struct {
 	// sink read them (monitor.PipelineLag.RecordsLost): the table misses
 	// those changes until it is copied again.
 	RecordsLost map[int32]int64 `json:"recordsLost,omitempty"`
-	// NearRetention is, per partition, the unread records older than half
-	// the topic's retention.ms (monitor.PipelineLag.NearRetention).
+	// NearRetention is, per partition, the unread records retention
+	// deletes before the sink reads them (monitor.PipelineLag.NearRetention).
 	NearRetention map[int32]int64 `json:"nearRetention,omitempty"`
+	// Verify is what `walhouse verify` last found for the table; absent
+	// when verify never recorded a round of it.
+	Verify *VerifyState `json:"verify,omitempty"`
 }
 
 // LagReport is the body of GET /v1/lag.
@@ -45,6 +48,9 @@ type LagReport struct {
 	// Pipeline is the slot, consumer and dead-letter state (with a
 	// PipelineProbe only).
 	Pipeline *monitor.PipelineLag `json:"pipeline,omitempty"`
+	// VerifyError says why verify's rounds could not be read (the rest of
+	// the report stands).
+	VerifyError string `json:"verifyError,omitempty"`
 }
 
 // lagReport lists every replicated table (and every table with recorded
@@ -58,6 +64,13 @@ func lagReport(ctx context.Context, conn Conn, cat *Catalog, database string, pr
 	if err != nil {
 		return LagReport{}, err
 	}
+	rep := LagReport{Now: now.UTC(), Tables: []LagTable{}}
+	// Verify's rounds are shown beside the load, never instead of it: a
+	// read that fails is named and the rest reported.
+	verified, err := verifyStates(ctx, conn, database)
+	if err != nil {
+		rep.VerifyError = err.Error()
+	}
 	names := map[string]bool{}
 	for _, t := range tables {
 		names[t.Name] = true
@@ -65,9 +78,11 @@ func lagReport(ctx context.Context, conn Conn, cat *Catalog, database string, pr
 	for n := range states {
 		names[n] = true
 	}
-	rep := LagReport{Now: now.UTC(), Tables: []LagTable{}}
+	for n := range verified {
+		names[n] = true
+	}
 	for n := range names {
-		lt := LagTable{SyncState: SyncState{Table: n, Partitions: []PartitionSync{}}}
+		lt := LagTable{SyncState: SyncState{Table: n, Partitions: []PartitionSync{}}, Verify: verified[n]}
 		if st, ok := states[n]; ok {
 			lt.SyncState = *st
 			if st.LastSyncAt != nil {

@@ -163,14 +163,14 @@ func canonicalScalar(k kind, v any) (string, error) {
 		default:
 			return "", fmt.Errorf("canonical form of a decimal: unexpected %T", v)
 		}
-		return d.String(), nil // no trailing zeros, no exponent: 1.50 and 1.5000 are 1.5
+		return decimalString(d), nil // no trailing zeros, no exponent: 1.50 and 1.5000 are 1.5
 	case kDate:
 		if x, ok := v.(time.Time); ok {
-			return x.Format("2006-01-02"), nil // the date in the value's own zone: a date has none
+			return formatDate(x), nil // the date in the value's own zone: a date has none
 		}
 	case kDateTime:
 		if x, ok := v.(time.Time); ok {
-			return x.UTC().Format("2006-01-02 15:04:05.000000"), nil
+			return formatDateTime(x), nil
 		}
 	case kUUID:
 		switch x := v.(type) {
@@ -225,24 +225,127 @@ func canonicalFast(k kind, v any) (string, bool) {
 		}
 	case time.Time:
 		if k == kDateTime {
-			return x.UTC().Format("2006-01-02 15:04:05.000000"), true
+			return formatDateTime(x), true
 		}
 	case *time.Time:
 		if x == nil {
 			return canonicalNull, true
 		}
 		if k == kDateTime {
-			return x.UTC().Format("2006-01-02 15:04:05.000000"), true
+			return formatDateTime(*x), true
+		}
+	case decimal.Decimal:
+		if k == kDecimal {
+			return decimalString(x), true
 		}
 	case *decimal.Decimal:
 		if x == nil {
 			return canonicalNull, true
 		}
 		if k == kDecimal {
-			return x.String(), true
+			return decimalString(*x), true
 		}
 	}
 	return "", false
+}
+
+// formatDateTime is t.UTC().Format("2006-01-02 15:04:05.000000") without
+// the layout's parsing, for years 0 to 9999 (the rest are formatted so).
+func formatDateTime(t time.Time) string {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format("2006-01-02 15:04:05.000000")
+	}
+	hour, minute, sec := t.Clock()
+	var b [26]byte
+	put4(b[0:], year)
+	b[4] = '-'
+	put2(b[5:], int(month))
+	b[7] = '-'
+	put2(b[8:], day)
+	b[10] = ' '
+	put2(b[11:], hour)
+	b[13] = ':'
+	put2(b[14:], minute)
+	b[16] = ':'
+	put2(b[17:], sec)
+	b[19] = '.'
+	us := t.Nanosecond() / 1000
+	put2(b[20:], us/10000)
+	put2(b[22:], us/100%100)
+	put2(b[24:], us%100)
+	return string(b[:])
+}
+
+// formatDate is t.Format("2006-01-02") (in t's own zone) without the
+// layout's parsing, for years 0 to 9999.
+func formatDate(t time.Time) string {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format("2006-01-02")
+	}
+	var b [10]byte
+	put4(b[0:], year)
+	b[4] = '-'
+	put2(b[5:], int(month))
+	b[7] = '-'
+	put2(b[8:], day)
+	return string(b[:])
+}
+
+// put4 and put2 write n's last four and two decimal digits.
+func put4(b []byte, n int) { put2(b, n/100%100); put2(b[2:], n%100) }
+func put2(b []byte, n int) { b[0], b[1] = byte('0'+n/10), byte('0'+n%10) }
+
+// decimalString is d.String() (no trailing zeros, no exponent) without
+// big.Int's formatting, for what PostgreSQL's numeric text and the
+// ClickHouse client's Decimal columns give most: a coefficient of at most
+// 18 digits, an exponent of at most 0 and a scale up to 38. The rest, and
+// any change of the package's formatting settings, go to d.String().
+func decimalString(d decimal.Decimal) string {
+	exp := d.Exponent()
+	if exp > 0 || exp < -38 || !decimal.TrimTrailingZeros || decimal.UseScientificNotation || d.NumDigits() > 18 {
+		return d.String()
+	}
+	c := d.CoefficientInt64()
+	if exp == 0 {
+		return strconv.FormatInt(c, 10)
+	}
+	var digitsBuf [20]byte
+	u := uint64(c)
+	if c < 0 {
+		u = -u
+	}
+	digits := strconv.AppendUint(digitsBuf[:0], u, 10)
+	scale := int(-exp)
+	var intPart, frac []byte
+	lead := 0
+	if len(digits) > scale {
+		intPart, frac = digits[:len(digits)-scale], digits[len(digits)-scale:]
+	} else {
+		intPart, frac, lead = []byte{'0'}, digits, scale-len(digits)
+	}
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	if len(frac) == 0 {
+		lead = 0
+	}
+	var out [80]byte
+	b := out[:0]
+	if c < 0 {
+		b = append(b, '-')
+	}
+	b = append(b, intPart...)
+	if lead+len(frac) > 0 {
+		b = append(b, '.')
+		for range lead {
+			b = append(b, '0')
+		}
+		b = append(b, frac...)
+	}
+	return string(b)
 }
 
 // Lossy reports whether PostgreSQL's text output of a value of t is stored
@@ -259,6 +362,9 @@ func (t Type) Lossy(text string) bool {
 	case kDecimal:
 		return text == "NaN" || text == "Infinity" || text == "-Infinity"
 	case kDate, kDateTime:
+		if withinDateRange(text) {
+			return false
+		}
 		v, err := t.Convert(text)
 		if err != nil {
 			return false
@@ -267,6 +373,24 @@ func (t Type) Lossy(text string) bool {
 		return ok && (tm.Equal(minDate) || tm.Equal(maxDate) || tm.Equal(maxTime)) && !strings.HasPrefix(text, tm.Format("2006-01-02"))
 	}
 	return false
+}
+
+// withinDateRange reports whether PostgreSQL's text of a date or
+// timestamp has a year that no time zone offset takes out of the range
+// ClickHouse stores (1900 to 2262): such a value is never clamped, and
+// Lossy need not parse it.
+func withinDateRange(text string) bool {
+	if len(text) < 5 || text[4] != '-' || strings.HasSuffix(text, " BC") {
+		return false
+	}
+	year := 0
+	for _, c := range []byte(text[:4]) {
+		if c < '0' || c > '9' {
+			return false
+		}
+		year = year*10 + int(c-'0')
+	}
+	return year >= 1901 && year <= 2261
 }
 
 // Integer reports whether t is a scalar integer column: PostgreSQL and

@@ -44,7 +44,8 @@ func keyOf(keys []string) string {
 // hashCells hashes a row's key and values; a bucket's digest is the sum of
 // its rows' hashes, so the order rows arrive in does not matter.
 func hashCells(keys, cells []string) uint64 {
-	d := xxhash.New()
+	var d xxhash.Digest
+	d.Reset()
 	for _, part := range [][]string{keys, cells} {
 		for _, c := range part {
 			_, _ = d.WriteString(strconv.Itoa(len(c)))
@@ -55,6 +56,10 @@ func hashCells(keys, cells []string) uint64 {
 	}
 	return d.Sum64()
 }
+
+// bucketCap bounds the capacity a read reserves for the rows it expects
+// (a bucket's rows are appended, and growing a slice of rows copies them).
+const bucketCap = 1 << 16
 
 // unloadable marks the canonical form of a PostgreSQL value the sink's
 // conversion refuses (such a row goes to the dead letters): it equals no
@@ -225,18 +230,65 @@ func (t *table) pgRows(ctx context.Context, conn *pgconn.PgConn, where string, a
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
+	return t.pgRead(ctx, conn, q, args, display, lossy, nil, max(limit, 0))
+}
+
+// pgRange reads the next bucket of a ranged table, (b.lo, hi] over the
+// first key column within b's tenant: hi is the n-th row's value after lo
+// (nil when fewer than n are left: the bucket is then unbounded above, and
+// ClickHouse's side of it is read so). With a key of one column, that is
+// the first n rows in its order, so bounds and rows come from one index
+// range scan. With more, rows beyond the n-th may share the n-th's first
+// column: hi is found first, then the whole range read.
+func (t *table) pgRange(ctx context.Context, conn *pgconn.PgConn, b bounds, n int, lossy map[string]int64) (rows []row, hi *string, err error) {
+	where, args := t.pgWhere(bounds{tenant: b.tenant, lo: b.lo})
+	k := pgx.Identifier{t.keys[0].pg}.Sanitize()
+	if len(t.keys) > 1 {
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s OFFSET %d LIMIT 1", k, t.pgRelation(), where, k, n-1)
+		err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
+			s := string(vals[0])
+			hi = &s
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("find a bucket boundary of %s: %w", t.pgRelation(), err)
+		}
+		where, args := t.pgWhere(bounds{tenant: b.tenant, lo: b.lo, hi: hi})
+		rows, err = t.pgRows(ctx, conn, where, args, 0, false, lossy)
+		return rows, hi, err
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d", t.pgSelect(), t.pgRelation(), where, k, n)
+	var last []byte
+	rows, err = t.pgRead(ctx, conn, q, args, false, lossy, &last, n)
+	if err != nil || len(rows) < n {
+		return rows, nil, err
+	}
+	h := string(last)
+	return rows, &h, nil
+}
+
+// pgRead runs q and converts its rows (tenant, keys, columns) to canonical
+// rows. last, when not nil, receives the first key column's text of the
+// last row. expect is the rows expected (capped at bucketCap), for the
+// result's capacity.
+func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args []string, display bool, lossy map[string]int64, last *[]byte, expect int) ([]row, error) {
 	kc := t.keyColumns()
-	var out []row
+	first := len(kc) - len(t.keys) // the first key column's index in a row
+	out := make([]row, 0, min(expect, bucketCap))
 	err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
+		if last != nil {
+			*last = append((*last)[:0], vals[first]...)
+		}
 		r := row{keys: make([]string, len(kc)), cells: make([]string, len(t.cols))}
 		if display {
 			r.display = make([]*string, len(vals))
 		}
+		texts := make([]string, len(vals)) // one allocation per row, not one per value
 		for i, v := range vals {
 			var text *string
 			if v != nil {
-				s := string(v)
-				text = &s
+				texts[i] = string(v)
+				text = &texts[i]
 			}
 			if display {
 				r.display[i] = text
@@ -284,7 +336,7 @@ func (t *table) chSelect() string {
 // rows. FINAL leaves out the keys whose latest version is a tombstone;
 // latest reads each key's latest version whatever it is (a tombstone
 // included) instead.
-func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool) ([]row, error) {
+func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch.Parameters, limit int, display, latest bool, expect int) ([]row, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", t.chSelect(), schema.QuoteIdent(v.cfg.database), schema.QuoteIdent(t.chName), where)
 	if latest {
 		var keys []string
@@ -309,17 +361,19 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 	kc := t.keyColumns()
 	n := len(kc) + len(t.cols)
 	var (
-		dest    []any
-		version uint64
-		deleted uint8
-		out     []row
+		dest     []any
+		nullable []bool
+		version  uint64
+		deleted  uint8
+		out      = make([]row, 0, min(expect, bucketCap))
 	)
 	for rows.Next() {
 		if dest == nil { // an empty result may have no column types over HTTP
 			types := rows.ColumnTypes()
-			dest = make([]any, n+2)
+			dest, nullable = make([]any, n+2), make([]bool, n)
 			for i := range n {
 				dest[i] = reflect.New(types[i].ScanType()).Interface()
+				nullable[i] = types[i].ScanType().Kind() == reflect.Pointer
 			}
 			dest[n], dest[n+1] = &version, &deleted
 		}
@@ -331,7 +385,13 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 			r.display = make([]*string, n)
 		}
 		for i := range n {
-			val := reflect.ValueOf(dest[i]).Elem().Interface()
+			// Canonical follows pointers: a column's scan destination is
+			// passed as it is, a Nullable one's pointer it holds (neither
+			// copies the value into an interface).
+			val := dest[i]
+			if nullable[i] {
+				val = reflect.ValueOf(dest[i]).Elem().Interface()
+			}
 			c, cell := t.column(i)
 			canon, err := c.typ.Canonical(val)
 			if err != nil {

@@ -92,7 +92,7 @@ func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys []
 		if err != nil {
 			return nil, nil, err
 		}
-		cs, err := v.chRows(ctx, t, cw, params, 0, true, true)
+		cs, err := v.chRows(ctx, t, cw, params, 0, true, true, len(batch))
 		if err != nil {
 			return nil, nil, err
 		}

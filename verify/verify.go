@@ -178,26 +178,35 @@ func (v *Verifier) Verify(ctx context.Context, src record.Source) (TableResult, 
 	return res, nil
 }
 
+// pgBucket is a bucket's PostgreSQL rows, read ahead of its comparison.
+type pgBucket struct {
+	b    bounds
+	rows []row
+}
+
 // scan compares every bucket of the table and returns the suspects.
+// PostgreSQL's side of the buckets is read in order, on the snapshot's
+// connection, by one goroutine; ClickHouse's side and the comparison by
+// another, a bucket behind: both databases work at once, and at most three
+// buckets are held (one being read, one waiting, one compared).
 func (v *Verifier) scan(ctx context.Context, t *table, snap *snapshot, res *TableResult) ([]suspect, error) {
 	tenants, err := v.tenants(ctx, t, snap)
 	if err != nil {
 		return nil, err
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	ahead := make(chan pgBucket, 1)
+	lossy := map[string]int64{} // the reader's own: res is the comparison's
+	g.Go(func() error {
+		defer close(ahead)
+		return v.readPG(gctx, t, snap, tenants, lossy, ahead)
+	})
 	var suspects []suspect
-	pace := newPacer(v.cfg.rowsPerSecond)
-	for _, tenant := range tenants {
-		var lo *string
-		for {
-			b := bounds{tenant: tenant, lo: lo}
-			if t.ranged {
-				if b.hi, err = v.boundary(ctx, t, snap, b); err != nil {
-					return nil, err
-				}
-			}
-			found, err := v.bucket(ctx, t, snap, b, res)
+	g.Go(func() error {
+		for pb := range ahead {
+			found, err := v.bucket(gctx, t, pb, snap.lsn, res)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			for _, s := range found {
 				if len(suspects) < v.cfg.maxMismatches {
@@ -206,8 +215,54 @@ func (v *Verifier) scan(ctx context.Context, t *table, snap *snapshot, res *Tabl
 					res.NotExamined++
 				}
 			}
-			if err := pace.wait(ctx, res.RowsChecked); err != nil {
-				return nil, err
+		}
+		return nil
+	})
+	err = g.Wait()
+	for c, n := range lossy {
+		res.Lossy[c] += n
+	}
+	if err != nil {
+		return nil, err
+	}
+	return suspects, nil
+}
+
+// readPG reads the PostgreSQL side of every bucket, tenant by tenant and,
+// for a ranged table, key range by key range (each bucket's upper bound is
+// its last row's key), paced by --rows-per-second, and sends them to out.
+func (v *Verifier) readPG(ctx context.Context, t *table, snap *snapshot, tenants []*string, lossy map[string]int64, out chan<- pgBucket) error {
+	conn := snap.tx.Conn().PgConn()
+	pace := newPacer(v.cfg.rowsPerSecond)
+	var read int64
+	for _, tenant := range tenants {
+		var lo *string
+		for {
+			b := bounds{tenant: tenant, lo: lo}
+			var (
+				rows []row
+				err  error
+			)
+			if t.ranged {
+				rows, b.hi, err = t.pgRange(ctx, conn, b, v.cfg.bucketRows, lossy)
+			} else {
+				where, args := t.pgWhere(b)
+				rows, err = t.pgRows(ctx, conn, where, args, v.cfg.maxBucketRows+1, false, lossy)
+			}
+			if err != nil {
+				return err
+			}
+			if len(rows) > v.cfg.maxBucketRows {
+				return fmt.Errorf("%s: a bucket holds more than %d rows in PostgreSQL; its key is not an integer: raise --max-bucket-rows", t.pgRelation(), v.cfg.maxBucketRows)
+			}
+			select {
+			case out <- pgBucket{b: b, rows: rows}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			read += int64(len(rows))
+			if err := pace.wait(ctx, read); err != nil {
+				return err
 			}
 			if b.hi == nil {
 				break
@@ -215,7 +270,7 @@ func (v *Verifier) scan(ctx context.Context, t *table, snap *snapshot, res *Tabl
 			lo = b.hi
 		}
 	}
-	return suspects, nil
+	return nil
 }
 
 // tenants lists the tenants of both sides (one nil tenant for a synthetic
@@ -282,58 +337,24 @@ func (v *Verifier) tenants(ctx context.Context, t *table, snap *snapshot) ([]*st
 	return out, nil
 }
 
-// boundary returns the upper bound of the bucket that starts after b.lo:
-// the first key's value bucketRows rows on in PostgreSQL, nil when fewer
-// rows are left (the last bucket is unbounded above).
-func (v *Verifier) boundary(ctx context.Context, t *table, snap *snapshot, b bounds) (*string, error) {
-	where, args := t.pgWhere(bounds{tenant: b.tenant, lo: b.lo})
-	k := pgx.Identifier{t.keys[0].pg}.Sanitize()
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s OFFSET %d LIMIT 1", k, t.pgRelation(), where, k, v.cfg.bucketRows-1)
-	var hi *string
-	err := pgQuery(ctx, snap.tx.Conn().PgConn(), q, args, func(vals [][]byte) error {
-		s := string(vals[0])
-		hi = &s
-		return nil
-	})
+// bucket compares one bucket, its PostgreSQL rows read: equal digests
+// end it; otherwise its rows are matched by key, which is the split down to
+// single rows.
+func (v *Verifier) bucket(ctx context.Context, t *table, pb pgBucket, snap record.LSN, res *TableResult) ([]suspect, error) {
+	cw, params := t.chWhere(pb.b)
+	// ClickHouse holds about PostgreSQL's rows; a few more are room for
+	// rows only it has.
+	chRows, err := v.chRows(ctx, t, cw, params, v.cfg.maxBucketRows+1, false, false, len(pb.rows)+len(pb.rows)/16+16)
 	if err != nil {
-		return nil, fmt.Errorf("find a bucket boundary of %s: %w", t.pgRelation(), err)
-	}
-	return hi, nil
-}
-
-// bucket compares one bucket: equal digests end it; otherwise its rows,
-// already read, are matched by key, which is the split down to single
-// rows.
-func (v *Verifier) bucket(ctx context.Context, t *table, snap *snapshot, b bounds, res *TableResult) ([]suspect, error) {
-	limit := 0
-	if !t.ranged {
-		limit = v.cfg.maxBucketRows + 1
-	}
-	// Both sides at once: their reads and conversions overlap.
-	var pgRows, chRows []row
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		where, args := t.pgWhere(b)
-		var err error
-		pgRows, err = t.pgRows(gctx, snap.tx.Conn().PgConn(), where, args, limit, false, res.Lossy)
-		return err
-	})
-	g.Go(func() error {
-		cw, params := t.chWhere(b)
-		var err error
-		chRows, err = v.chRows(gctx, t, cw, params, v.cfg.maxBucketRows+1, false, false)
-		return err
-	})
-	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if len(pgRows) > v.cfg.maxBucketRows || len(chRows) > v.cfg.maxBucketRows {
-		return nil, fmt.Errorf("%s: a bucket holds more than %d rows (PostgreSQL %d, ClickHouse %d); its key is not an integer, or ClickHouse holds many rows PostgreSQL has not: raise --max-bucket-rows",
-			t.pgRelation(), v.cfg.maxBucketRows, len(pgRows), len(chRows))
+	if len(chRows) > v.cfg.maxBucketRows {
+		return nil, fmt.Errorf("%s: a bucket holds more than %d rows in ClickHouse (%d in PostgreSQL); ClickHouse holds many rows PostgreSQL has not, or its key is not an integer: raise --max-bucket-rows",
+			t.pgRelation(), v.cfg.maxBucketRows, len(pb.rows))
 	}
-	res.RowsChecked += int64(len(pgRows))
+	res.RowsChecked += int64(len(pb.rows))
 	res.Buckets++
-	found, changed, split := compareBucket(pgRows, chRows, snap.lsn)
+	found, changed, split := compareBucket(pb.rows, chRows, snap)
 	res.ChangedSince += changed
 	if split {
 		res.SplitBuckets++

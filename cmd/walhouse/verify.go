@@ -13,8 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/backoff"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/verify"
 )
 
@@ -72,7 +74,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	r := verifyRounds{v: v, tables: sources, report: *report, repair: *repair}
+	r := verifyRounds{v: v, tables: sources, report: *report, repair: *repair, log: clickhouse.NewVerifyLog(conn, ep.database)}
 	if *every == 0 {
 		return r.round(ctx)
 	}
@@ -104,14 +106,19 @@ type verifyRounds struct {
 	report  string
 	repair  bool
 	metrics *verify.Metrics // nil: one round, no metrics
+	// log records each table's round in ClickHouse for serve's status
+	// page (clickhouse.VerifyTable).
+	log *clickhouse.VerifyLog
 }
 
 // round verifies every table (and repairs, with --repair), writes the
-// report and logs counts only. It returns errDivergence when rows differ
-// after it, and an error when a table could not be verified.
+// report, records each table's counts in ClickHouse and logs counts only.
+// It returns errDivergence when rows differ after it, and an error when a
+// table could not be verified or its round not recorded.
 func (r *verifyRounds) round(ctx context.Context) error {
 	rep := verify.Report{Started: time.Now().UTC()}
 	differ := 0
+	var rounds []clickhouse.VerifyRound
 	for _, src := range r.tables {
 		name := src.Schema + "." + src.Table
 		res, err := r.v.Verify(ctx, src)
@@ -125,15 +132,19 @@ func (r *verifyRounds) round(ctx context.Context) error {
 			slog.Error("table not verified", "table", name, "err", err)
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
 			r.metrics.Failed(name)
+			chTable := res.ClickHouse
+			if chTable == "" {
+				chTable = schema.TableName(src)
+			}
+			rounds = append(rounds, clickhouse.VerifyRound{Table: chTable, Outcome: clickhouse.VerifyFailed,
+				FinishedAt: time.Now().UTC(), Error: err.Error()})
 			continue
 		}
-		for _, m := range res.Mismatches {
-			if !m.Repaired {
-				differ++
-			}
-		}
+		round := verifiedRound(res)
+		differ += int(round.MismatchedRows)
 		rep.Tables = append(rep.Tables, res)
 		r.metrics.Observe(res)
+		rounds = append(rounds, round)
 	}
 	rep.Finished = time.Now().UTC()
 	if r.report != "" {
@@ -141,12 +152,36 @@ func (r *verifyRounds) round(ctx context.Context) error {
 			return err
 		}
 	}
+	var recordErr error
+	if r.log != nil {
+		if recordErr = r.log.Record(ctx, rounds...); recordErr != nil {
+			slog.Error("verify round not recorded for the status page", "err", recordErr)
+		}
+	}
 	slog.Info("verify round done", "tables", len(rep.Tables), "failed", len(rep.Errors), "rows_differ", differ, "report", r.report)
 	switch {
+	case recordErr != nil:
+		return recordErr
 	case len(rep.Errors) > 0:
 		return fmt.Errorf("%d of %d tables not verified: %s", len(rep.Errors), len(r.tables), strings.Join(rep.Errors, "; "))
 	case differ > 0:
 		return fmt.Errorf("%d rows: %w (the report %q lists them; --repair loads them again)", differ, errDivergence, r.report)
 	}
 	return nil
+}
+
+// verifiedRound is what the status page shows of a verified table: counts
+// and positions, never keys or values.
+func verifiedRound(res verify.TableResult) clickhouse.VerifyRound {
+	out := clickhouse.VerifyRound{Table: res.ClickHouse, Outcome: clickhouse.Verified, FinishedAt: res.VerifiedAt,
+		SnapshotLSN: uint64(res.Snapshot), Standby: res.Standby, RowsChecked: res.RowsChecked,
+		NotExamined: res.NotExamined, ChangedSince: res.ChangedSince}
+	for _, m := range res.Mismatches {
+		if m.Repaired {
+			out.RepairedRows++
+		} else {
+			out.MismatchedRows++
+		}
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
@@ -271,6 +272,17 @@ func (vt *verifyTable) command(t *testing.T, want []string) {
 	}
 	if got := found(rep.Tables[0]); st.Mode().Perm() != 0o600 || !slices.Equal(got, want) {
 		t.Errorf("walhouse verify: report mode %v (want 0600), found\n%s\nwant\n%s", st.Mode().Perm(), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The round is recorded for serve's status page: its counts and
+	// snapshot position, never a key or a value.
+	rounds, err := chRows(context.Background(), p.ch, fmt.Sprintf("SELECT source_table, outcome, toString(snapshot_lsn), toString(rows_checked), toString(mismatched_rows), toString(repaired_rows), error FROM `%s`.%s FINAL",
+		p.database, clickhouse.VerifyTable), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRound := fmt.Sprintf("%s | verified | %d | %d | %d | 0 | ", vt.chTable, uint64(rep.Tables[0].Snapshot), rep.Tables[0].RowsChecked, len(want))
+	if len(rounds) != 1 || rounds[0] != wantRound {
+		t.Errorf("walhouse verify recorded %q in %s, want one round %q", rounds, clickhouse.VerifyTable, wantRound)
 	}
 }
 

@@ -1,0 +1,26 @@
+package clickhouse
+
+import (
+	"testing"
+
+	"gotest.tools/v3/golden"
+)
+
+// TestVerifyTableDDL checks the statement that creates the verify log
+// against testdata/verify_table.sql.golden (which TestIntegrationGeneratedStatementsParse
+// also has ClickHouse parse).
+func TestVerifyTableDDL(t *testing.T) {
+	golden.Assert(t, VerifyTableDDL("walhouse")+";\n", "verify_table.sql.golden")
+}
+
+func TestVerifyOutcomeNames(t *testing.T) {
+	for _, o := range []VerifyOutcome{Verified, VerifyFailed} {
+		got, err := ParseVerifyOutcome(o.String())
+		if err != nil || got != o {
+			t.Errorf("ParseVerifyOutcome(%q) = %v, %v; want %v", o.String(), got, err, o)
+		}
+	}
+	if _, err := ParseVerifyOutcome("VerifyOutcome(0)"); err == nil {
+		t.Error("ParseVerifyOutcome takes an unknown outcome")
+	}
+}
