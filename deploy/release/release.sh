@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# make release: reproducible release artifacts in dist/ (docs/release.md).
+#
+# For linux/amd64 and linux/arm64 (RELEASE_PLATFORMS): static binaries
+# (CGO_ENABLED=0, -tags nochdb, -trimpath, -buildvcs=false, version, commit
+# and commit date stamped by -ldflags -X) in a tar.gz with LICENSE and
+# CHANGELOG.md, a CycloneDX SBOM of each (cyclonedx-gomod), and the image
+# without a Docker engine (deploy/release/image: an OCI layout of every
+# platform and a docker load archive of each); SHA256SUMS over them all.
+# Every time stamped anywhere is the commit's, so the same commit gives
+# the same checksums (make release-check builds twice and compares).
+#
+# It builds the commit HEAD from a clone of it, never the work tree:
+# uncommitted changes are left out (with a warning), and the SBOM's tool
+# reads the clone's git (it cannot read a git worktree's).
+#
+# usage: deploy/release/release.sh [DIST]   (default dist)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$PWD
+dist=${1:-dist}
+GO=${GO:-go}
+platforms=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64}
+# Pinned, from the Go module proxy: go run builds it once into the cache.
+CYCLONEDX=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+log() { printf '[release] %s\n' "$*" >&2; }
+
+git diff --quiet HEAD -- || log "warning: uncommitted changes are not in the release: it builds the commit HEAD"
+rm -rf "$dist"
+mkdir -p "$dist"
+dist=$(cd "$dist" && pwd -P)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git clone -q --no-hardlinks "$root" "$work/src"
+git -C "$work/src" checkout -q --detach "$(git rev-parse HEAD)"
+root=$work/src
+cd "$root"
+
+eval "$(deploy/release/version.sh)"
+# shellcheck disable=SC2154 # set by version.sh
+{ v=$version; c=$commit; d=$date; e=$epoch; }
+export SOURCE_DATE_EPOCH=$e
+log "walhouse $v, commit $c, $d"
+
+ldflags="-s -w -X main.version=$v -X main.commit=$c -X main.commitDate=$d"
+bins=()
+for p in $platforms; do
+	os=${p%/*} arch=${p#*/}
+	name=walhouse_${v}_${os}_${arch}
+	out=$work/$name
+	mkdir -p "$out"
+	log "$p: build"
+	# GOFLAGS cleared: a -mod or -tags of the caller's would change the binary.
+	GOFLAGS= CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -tags nochdb -trimpath -buildvcs=false \
+		-ldflags "$ldflags" -o "$out/walhouse" ./cmd/walhouse
+	GOFLAGS= CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -trimpath -buildvcs=false \
+		-ldflags "-s -w" -o "$out/probe" ./deploy/docker/probe
+	bins+=(-bin "$p=$out")
+	cp LICENSE CHANGELOG.md "$out/"
+	# The archive holds what a user runs: walhouse, its license, its changes.
+	tar --sort=name --mtime="@$e" --owner=0 --group=0 --numeric-owner \
+		--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+		-C "$work" -cf - "$name/walhouse" "$name/LICENSE" "$name/CHANGELOG.md" | gzip -9n >"$dist/$name.tar.gz"
+	log "$p: SBOM"
+	GOFLAGS=-tags=nochdb CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO run "$CYCLONEDX" app -json \
+		-licenses -noserial -notimestamp -main cmd/walhouse -output "$dist/$name.cdx.json" "$root"
+done
+
+log "image walhouse/walhouse:$v"
+(cd deploy/release/image && GOFLAGS= $GO run . -version "$v" -created "$d" -out "$dist" "${bins[@]}")
+# The OCI layout as one file, as skopeo's oci-archive: reads it.
+oci=walhouse_${v}_oci
+tar --sort=name --mtime="@$e" --owner=0 --group=0 --numeric-owner \
+	--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+	-C "$dist/$oci" -cf "$dist/$oci.tar" .
+rm -rf "${dist:?}/$oci"
+
+(cd "$dist" && sha256sum -- * | LC_ALL=C sort -k2 >SHA256SUMS)
+log "done: $dist"
+cat "$dist/SHA256SUMS"
