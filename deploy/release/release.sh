@@ -21,7 +21,7 @@ root=$PWD
 dist=${1:-dist}
 GO=${GO:-go}
 platforms=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64}
-# Pinned, from the Go module proxy: go run builds it once into the cache.
+# Pinned, from the Go module proxy, built for this machine below.
 CYCLONEDX=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 log() { printf '[release] %s\n' "$*" >&2; }
 
@@ -41,6 +41,8 @@ eval "$(deploy/release/version.sh)"
 { v=$version; c=$commit; d=$date; e=$epoch; }
 export SOURCE_DATE_EPOCH=$e
 log "walhouse $v, commit $c, $d"
+
+GOFLAGS= GOBIN=$work/bin $GO install "$CYCLONEDX"
 
 ldflags="-s -w -X main.version=$v -X main.commit=$c -X main.commitDate=$d"
 bins=()
@@ -62,7 +64,7 @@ for p in $platforms; do
 		--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
 		-C "$work" -cf - "$name/walhouse" "$name/LICENSE" "$name/CHANGELOG.md" | gzip -9n >"$dist/$name.tar.gz"
 	log "$p: SBOM"
-	GOFLAGS=-tags=nochdb CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO run "$CYCLONEDX" app -json \
+	GOFLAGS=-tags=nochdb CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$work/bin/cyclonedx-gomod" app -json \
 		-licenses -noserial -notimestamp -main cmd/walhouse -output "$dist/$name.cdx.json" "$root"
 done
 
