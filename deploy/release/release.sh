@@ -42,9 +42,9 @@ eval "$(deploy/release/version.sh)"
 export SOURCE_DATE_EPOCH=$e
 log "walhouse $v, commit $c, $d"
 
-GOFLAGS= GOBIN=$work/bin $GO install "$CYCLONEDX"
+GOFLAGS='' GOBIN=$work/bin $GO install "$CYCLONEDX"
 
-ldflags="-s -w -X main.version=$v -X main.commit=$c -X main.commitDate=$d"
+ldflags="-s -w $(deploy/release/version.sh --ldflags)"
 bins=()
 for p in $platforms; do
 	os=${p%/*} arch=${p#*/}
@@ -53,12 +53,15 @@ for p in $platforms; do
 	mkdir -p "$out"
 	log "$p: build"
 	# GOFLAGS cleared: a -mod or -tags of the caller's would change the binary.
-	GOFLAGS= CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -tags nochdb -trimpath -buildvcs=false \
+	GOFLAGS='' CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -tags nochdb -trimpath -buildvcs=false \
 		-ldflags "$ldflags" -o "$out/walhouse" ./cmd/walhouse
-	GOFLAGS= CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -trimpath -buildvcs=false \
+	GOFLAGS='' CGO_ENABLED=0 GOOS=$os GOARCH=$arch $GO build -trimpath -buildvcs=false \
 		-ldflags "-s -w" -o "$out/probe" ./deploy/docker/probe
 	bins+=(-bin "$p=$out")
 	cp LICENSE CHANGELOG.md "$out/"
+	# Modes fixed: the umask of the clone and of cp would otherwise show.
+	chmod 0755 "$out" "$out/walhouse" "$out/probe"
+	chmod 0644 "$out/LICENSE" "$out/CHANGELOG.md"
 	# The archive holds what a user runs: walhouse, its license, its changes.
 	tar --sort=name --mtime="@$e" --owner=0 --group=0 --numeric-owner \
 		--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
@@ -69,14 +72,16 @@ for p in $platforms; do
 done
 
 log "image walhouse/walhouse:$v"
-(cd deploy/release/image && GOFLAGS= $GO run . -version "$v" -created "$d" -out "$dist" "${bins[@]}")
-# The OCI layout as one file, as skopeo's oci-archive: reads it.
+(cd deploy/release/image && GOFLAGS='' $GO run . -version "$v" -created "$d" -out "$dist" "${bins[@]}")
+# The OCI layout as one file, as skopeo's oci-archive: reads it; modes
+# fixed as above.
 oci=walhouse_${v}_oci
+find "$dist/$oci" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0644 {} +
 tar --sort=name --mtime="@$e" --owner=0 --group=0 --numeric-owner \
 	--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
 	-C "$dist/$oci" -cf "$dist/$oci.tar" .
 rm -rf "${dist:?}/$oci"
 
-(cd "$dist" && sha256sum -- * | LC_ALL=C sort -k2 >SHA256SUMS)
+(cd "$dist" && sha256sum -- * | LC_ALL=C sort -k2 >"$work/SHA256SUMS") && mv "$work/SHA256SUMS" "$dist/"
 log "done: $dist"
 cat "$dist/SHA256SUMS"

@@ -12,13 +12,28 @@
 #
 # Outside a git work tree (a source archive): the VERSION file with "-dev",
 # no commit, and the VERSION file's modification time.
+#
+# usage: version.sh               the assignments above
+#        version.sh --ldflags     the -X flags that stamp them into walhouse (make build, make release)
+#        version.sh --build-args  the same as docker build --build-arg flags (deploy/docker/Dockerfile)
 set -euo pipefail
+mode=${1:-}
+case $mode in "" | --ldflags | --build-args) ;; *) echo "usage: version.sh [--ldflags|--build-args]" >&2; exit 2 ;; esac
+# out prints the stamp as the caller asked for it: the -X names are those
+# of cmd/walhouse/version.go, checked by its test.
+out() {
+	case $mode in
+	--ldflags) printf -- '-X main.version=%s -X main.commit=%s -X main.commitDate=%s\n' "$1" "$2" "$3" ;;
+	--build-args) printf -- '--build-arg VERSION=%s --build-arg COMMIT=%s --build-arg DATE=%s\n' "$1" "$2" "$3" ;;
+	*) printf 'version=%s\ncommit=%s\ndate=%s\nepoch=%s\n' "$1" "$2" "$3" "$4" ;;
+	esac
+}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 file=$(tr -d ' \n' <VERSION)
 [[ $file =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "version.sh: VERSION holds \"$file\", not X.Y.Z" >&2; exit 1; }
 if ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then
 	epoch=$(date -u -r VERSION +%s)
-	printf 'version=%s\ncommit=\ndate=%s\nepoch=%s\n' "$file-dev" "$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)" "$epoch"
+	out "$file-dev" "" "$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)" "$epoch"
 	exit 0
 fi
 commit=$(git rev-parse HEAD)
@@ -35,4 +50,4 @@ fi
 if ! git diff --quiet HEAD -- 2>/dev/null; then
 	version+="-dirty"
 fi
-printf 'version=%s\ncommit=%s\ndate=%s\nepoch=%s\n' "$version" "$commit" "$date" "$epoch"
+out "$version" "$commit" "$date" "$epoch"
