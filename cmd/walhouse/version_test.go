@@ -82,7 +82,7 @@ func TestVersionStamped(t *testing.T) {
 		t.Fatalf("version.sh --ldflags printed %q", ldflags)
 	}
 	bin := filepath.Join(t.TempDir(), "walhouse")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "nochdb", "-ldflags", ldflags, "-o", bin, "./cmd/walhouse")
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags, "-o", bin, "./cmd/walhouse")
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)

@@ -26,9 +26,10 @@ CYCLONEDX=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 log() { printf '[release] %s\n' "$*" >&2; }
 
 git diff --quiet HEAD -- || log "warning: uncommitted changes are not in the release: it builds the commit HEAD"
-rm -rf "$dist"
 mkdir -p "$dist"
 dist=$(cd "$dist" && pwd -P)
+# Only a former release's files are removed: DIST may be any directory.
+rm -rf "$dist"/walhouse_* "$dist/SHA256SUMS"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git clone -q --no-hardlinks "$root" "$work/src"
@@ -82,6 +83,6 @@ tar --sort=name --mtime="@$e" --owner=0 --group=0 --numeric-owner \
 	-C "$dist/$oci" -cf "$dist/$oci.tar" .
 rm -rf "${dist:?}/$oci"
 
-(cd "$dist" && sha256sum -- * | LC_ALL=C sort -k2 >"$work/SHA256SUMS") && mv "$work/SHA256SUMS" "$dist/"
+(cd "$dist" && sha256sum -- walhouse_* | LC_ALL=C sort -k2 >"$work/SHA256SUMS") && mv "$work/SHA256SUMS" "$dist/"
 log "done: $dist"
 cat "$dist/SHA256SUMS"
