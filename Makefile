@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix
+.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix release release-check
 
 all: build
 
@@ -44,19 +44,23 @@ help:
 	@echo "make chaos     the fault matrix (docs/reliability.md): every scenario ends in an exact comparison of PostgreSQL and ClickHouse FINAL"
 	@echo "               (CHAOS_N=100 kills, CHAOS_ROWS=1000000 row changes; export the services' port variables: it restarts them)"
 	@echo "make chaos-quick  the same, short (CHAOS_QUICK=1, for CI)"
+	@echo "make release   reproducible static binaries (linux/amd64, arm64), SBOMs, the image and SHA256SUMS in dist/ (docs/release.md)"
+	@echo "make release-check  make release twice and compare the checksums"
 	@echo "make bench-e2e the whole pipeline against the engine: initial loads, latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
 
 build:
 	@[ -x bin/walhouse ] || echo "==> building walhouse (the first build takes a minute or two)"
-	@$(GO) build -o bin/walhouse ./cmd/walhouse
+	@$(GO) build -ldflags "$$(deploy/release/version.sh --ldflags)" -o bin/walhouse ./cmd/walhouse
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags nochdb ./cmd/walhouse  # the container image's build
+	$(GO) -C deploy/release/image vet ./...  # make release's image writer, a module of its own
 
 unit:
 	WALHOUSE_INTEGRATION=0 $(GO) test -race -count=1 ./...
+	$(GO) -C deploy/release/image test -count=1 ./...
 
 # The alert rules of deploy/prometheus: promtool check rules and their unit
 # tests (installs Debian's prometheus package for promtool if missing).
@@ -99,7 +103,18 @@ clean:
 # that takes minutes, so they run again in a second pass without it.
 test: vet rules $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
+	$(GO) -C deploy/release/image test -count=1 ./...
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/
+
+# docs/release.md: the artifacts of a release in dist/, built from the
+# commit HEAD (not the work tree) with the commit's time everywhere, so
+# release-check's second build must give the same checksums. Not part of
+# make test: two cross-compiles take minutes.
+release:
+	deploy/release/release.sh dist
+
+release-check:
+	deploy/release/check.sh dist
 
 # docs/ha.md: capture on a physical standby (PostgreSQL 16+), and a failover
 # of the primary under a failover slot (17+), with its unhappy path. They run

@@ -7,56 +7,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/walhouse/walhouse/config"
 )
-
-// runVersion prints the module version, the commit it was built from and
-// the Go version, from the build information Go embeds in the binary.
-func runVersion(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
-		return flag.ErrHelp
-	}
-	if len(inv.args) > 0 {
-		return usageErrorf("takes no arguments")
-	}
-	fmt.Fprint(inv.stdout, versionText())
-	return nil
-}
-
-func versionText() string {
-	version, commit, when, modified := "(unknown)", "", "", false
-	goVersion := runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version, goVersion = bi.Main.Version, bi.GoVersion
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.time":
-				when = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "walhouse %s\n", version)
-	switch {
-	case commit == "":
-		b.WriteString("commit unknown (built without VCS stamping: go build -buildvcs=true in the repository records it)\n")
-	case modified:
-		fmt.Fprintf(&b, "commit %s (%s, with uncommitted changes)\n", commit, when)
-	default:
-		fmt.Fprintf(&b, "commit %s (%s)\n", commit, when)
-	}
-	fmt.Fprintf(&b, "%s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
-	return b.String()
-}
 
 // runConfig prints the example configuration file or checks one: check
 // exits 0 when the file is valid for every command, 1 with every problem

@@ -27,7 +27,9 @@
 //	main.go, cli.go      the command table, exit statuses, parsing with the
 //	                     configuration file (package config) under the
 //	                     environment and the flags, help
-//	commands.go          version, config example|check, completion scripts
+//	commands.go          config example|check, completion scripts
+//	version.go           version: what make build/release stamp (-X), else
+//	                     Go's build information (docs/release.md)
 //
 // What it does not own: any pipeline logic (it wires, the packages work).
 // Data enters as command-line flags, environment variables, the configuration

@@ -126,7 +126,7 @@ func commands() map[string]command {
 			run:      runConfig, plain: true,
 		},
 		"version": {
-			summary: "print walhouse's version, commit and Go version", usage: "",
+			summary: "print walhouse's version, commit, commit date and Go version", usage: "",
 			examples: []string{"walhouse version", "walhouse --version"},
 			run:      runVersion, plain: true,
 		},

@@ -10,7 +10,7 @@
 {{- define "walhouse.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Values.image.tag | quote }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
@@ -77,7 +77,7 @@ affinity:
 
 {{/* Container parts shared by every component. */}}
 {{- define "walhouse.containerCommon" -}}
-image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
 imagePullPolicy: {{ .Values.image.pullPolicy }}
 envFrom:
   - configMapRef:
