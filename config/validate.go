@@ -37,7 +37,10 @@ func (c *Config) validate() []Problem {
 		}
 	}
 	inlinePassword := func(key, dsn, how string) {
-		if hasPassword(dsn) {
+		// Only a file must not hold a password: a flag or a variable
+		// may (the process list and the environment are not
+		// checked in).
+		if !c.flagValues && hasPassword(dsn) {
 			bad(key, "holds a password; secrets are never written in the configuration file: remove it from the URL and use %s", how)
 		}
 	}

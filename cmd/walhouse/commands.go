@@ -89,12 +89,23 @@ func runConfig(_ context.Context, inv *invocation) error {
 		if err != nil {
 			return err
 		}
-		// The values pass through every command's flags, as at start.
+		// The values pass through every command's flags and checks, as
+		// at start; a problem several commands share is listed once.
 		var problems []error
+		seen := map[string]bool{}
 		for _, name := range slices.Sorted(maps.Keys(commands())) {
-			if fs := flagsOf(name); fs != nil {
-				if err := applyConfig(fs, name, c, false); err != nil {
-					problems = append(problems, fmt.Errorf("for walhouse %s: %w", name, err))
+			fs := flagsOf(name)
+			if fs == nil {
+				continue
+			}
+			sources, values := flagSources{}, map[string]string{}
+			if err := applyConfig(fs, name, c, false, sources, values); err != nil {
+				problems = append(problems, fmt.Errorf("for walhouse %s: %w", name, err))
+			}
+			for _, err := range checkValues(fs, name, sources, values) {
+				if !seen[err.Error()] {
+					seen[err.Error()] = true
+					problems = append(problems, err)
 				}
 			}
 		}

@@ -80,7 +80,7 @@ func commands() map[string]command {
 			summary: "prune Layer 1's idempotency keys older than the retention period", usage: "prune [--retention-days N] [--daily] [flags]",
 			examples: []string{
 				"walhouse keys prune --pg postgres://walhouse_pruner@db/app   # a login in role walhouse_idempotency_pruner",
-				"DATA_IDEMPOTENCY_KEY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
+				"WALHOUSE_IDEMPOTENCY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
 				"walhouse keys prune --daily --daily-at 03:00   # the daily job, as a long-running process",
 			},
 			required: []string{"pg"}, run: runKeys,
