@@ -88,7 +88,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	}
 	policy, err := capture.ParseBadRowPolicy(*onBadRow)
 	if err != nil {
-		return fmt.Errorf("--on-bad-row: %w", err)
+		return &usageError{fmt.Errorf("--on-bad-row: %w", err)}
 	}
 	opts = append(opts, capture.WithOnBadRow(policy))
 	if *dlqTopic == "" {
@@ -97,11 +97,11 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
 	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
 	if err != nil {
-		return fmt.Errorf("%s: %w", failpointsEnv, err)
+		return usageErrorf("%s: %w", failpointsEnv, err)
 	}
 	opts = append(opts, capture.WithFailpoints(fps))
 	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
-		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
+		return usageErrorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
 	}
 	if *envelope == 1 {
 		opts = append(opts, capture.WithSnapshotBatchRows(1))
@@ -117,7 +117,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	case "off":
 		opts = append(opts, capture.WithoutRewriteCopy())
 	default:
-		return fmt.Errorf("--rewrite-copy %q: want on or off", *rewriteCopy)
+		return usageErrorf("--rewrite-copy %q: want on or off", *rewriteCopy)
 	}
 	opts = append(opts, capture.WithRewriteCopyMaxRows(*rewriteMax))
 	switch *snapshot {
@@ -125,20 +125,20 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	case "never":
 		opts = append(opts, capture.WithoutSnapshot())
 	default:
-		return fmt.Errorf("--snapshot %q: want initial or never", *snapshot)
+		return usageErrorf("--snapshot %q: want initial or never", *snapshot)
 	}
 	for _, tf := range tenantFor {
 		table, col, ok := strings.Cut(tf, "=")
 		if !ok || table == "" || col == "" {
-			return fmt.Errorf("--tenant-column-for %q: want schema.table=column", tf)
+			return usageErrorf("--tenant-column-for %q: want schema.table=column", tf)
 		}
 		opts = append(opts, capture.WithTableTenantColumn(table, col))
 	}
 	if *replication == 0 || *replication < -1 || *replication > math.MaxInt16 {
-		return fmt.Errorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
+		return usageErrorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
 	}
 	if *partitions < 1 || *partitions > math.MaxInt32 {
-		return fmt.Errorf("--partitions %d: want at least 1", *partitions)
+		return usageErrorf("--partitions %d: want at least 1", *partitions)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit keeps capture's heap near its working set instead of

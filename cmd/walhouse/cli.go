@@ -36,6 +36,9 @@ type invocation struct {
 	stderr     io.Writer
 	// sources are where the flags got their values, once parsed.
 	sources flagSources
+	// parsed, when set, receives the command's flags once parsed and
+	// checked, instead of the command running (walhouse config view).
+	parsed func(*flag.FlagSet)
 	// describe, when set, receives the command's flags instead of the
 	// command running: help and completion learn the flags this way.
 	describe func(*flag.FlagSet)
@@ -105,7 +108,7 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		return usageErrorf("unexpected arguments %q: every setting is a --flag", fs.Args())
 	}
 	inv.sources = flagSources{}
-	fs.Visit(func(f *flag.Flag) { inv.sources[f.Name] = "--" + f.Name })
+	fs.Visit(func(f *flag.Flag) { inv.sources[f.Name] = "flag --" + f.Name })
 	values := map[string]string{}
 	problems, deprecated := applyEnv(fs, inv.name, inv.sources, values)
 	if *configPath != "" {
@@ -136,6 +139,10 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	}
 	if *configPath != "" {
 		slog.Debug("read the configuration file", "path", *configPath)
+	}
+	if inv.parsed != nil {
+		inv.parsed(fs)
+		return errDescribed
 	}
 	return nil
 }

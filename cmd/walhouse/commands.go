@@ -66,7 +66,7 @@ func runConfig(_ context.Context, inv *invocation) error {
 		return flag.ErrHelp
 	}
 	if len(inv.args) == 0 {
-		return usageErrorf("want a subcommand: example or check FILE")
+		return usageErrorf("want a subcommand: example, check FILE or view COMMAND")
 	}
 	switch sub, rest := inv.args[0], inv.args[1:]; sub {
 	case "example":
@@ -114,8 +114,10 @@ func runConfig(_ context.Context, inv *invocation) error {
 		}
 		fmt.Fprintf(inv.stdout, "%s: ok (%d keys)\n", path, len(c.Values()))
 		return nil
+	case "view":
+		return viewConfig(inv, rest)
 	default:
-		return usageErrorf("unknown subcommand %q: want example or check FILE", sub)
+		return usageErrorf("unknown subcommand %q: want example, check FILE or view COMMAND", sub)
 	}
 }
 
@@ -173,7 +175,7 @@ var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
 	"keys":       {"prune"},
 	"erase":      {"verify", "public-key"},
-	"config":     {"example", "check"},
+	"config":     {"example", "check", "view"},
 	"completion": {"bash", "zsh", "fish"},
 }
 

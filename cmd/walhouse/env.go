@@ -99,10 +99,11 @@ func applyEnv(fs *flag.FlagSet, cmd string, sources flagSources, values map[stri
 		if !ok {
 			return
 		}
+		sources[f.Name] = "env " + name
 		if name != s.Env {
 			deprecated = append(deprecated, [2]string{name, s.Env})
+			sources[f.Name] += " (deprecated name of " + s.Env + ")"
 		}
-		sources[f.Name] = "env " + name
 		values[s.Key] = v
 		if err := fs.Set(f.Name, v); err != nil && !slices.ContainsFunc(config.Check(map[string]string{s.Key: v}), func(p config.Problem) bool { return p.Key == s.Key }) {
 			problems = append(problems, fmt.Errorf("env %s=%q: %w", name, v, err))

@@ -121,8 +121,8 @@ func commands() map[string]command {
 			required: []string{"path"}, run: runChdb,
 		},
 		"config": {
-			summary: "print an example configuration file, or check one", usage: "example | check FILE",
-			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml"},
+			summary: "print an example configuration file, check one, or show a command's effective configuration", usage: "example | check FILE | view [--config FILE] COMMAND [flags]",
+			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000"},
 			run:      runConfig, plain: true,
 		},
 		"version": {

@@ -73,6 +73,19 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if *dedupTTL < 1 {
 		return usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
 	}
+	// What needs no connection is checked before the first one.
+	accept, err := parseAcceptLost(acceptLost)
+	if err != nil {
+		return &usageError{err}
+	}
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return usageErrorf("%s: %w", failpointsEnv, err)
+	}
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A batch with records at the bound holds each several times (the
 		// fetched record, its decoded values, ClickHouse's block and its
@@ -104,10 +117,6 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	accept, err := parseAcceptLost(acceptLost)
-	if err != nil {
-		return err
-	}
 	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
@@ -118,15 +127,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 		st.dedup = store
 	}
 	st.watermarks = w
+	st.failpoints = fps
 	st.health = newSinkHealth()
 	st.registry.MustRegister(ledgerMetrics(ledger)...)
-	if st.failpoints, err = failpoint.Parse(os.Getenv(failpointsEnv)); err != nil {
-		return fmt.Errorf("%s: %w", failpointsEnv, err)
-	}
-	kc, err := ep.kafkaConfig()
-	if err != nil {
-		return err
-	}
 	schemas, closeSchemas, err := schemaReader(ctx, kc, *prefix)
 	if err != nil {
 		return err
