@@ -66,7 +66,7 @@ func runConfig(_ context.Context, inv *invocation) error {
 		return flag.ErrHelp
 	}
 	if len(inv.args) == 0 {
-		return usageErrorf("want a subcommand: example, check FILE or view COMMAND")
+		return usageErrorf("want a subcommand: example, check FILE, view COMMAND or reference")
 	}
 	switch sub, rest := inv.args[0], inv.args[1:]; sub {
 	case "example":
@@ -116,8 +116,13 @@ func runConfig(_ context.Context, inv *invocation) error {
 		return nil
 	case "view":
 		return viewConfig(inv, rest)
+	case "reference":
+		if len(rest) > 0 {
+			return usageErrorf("config reference takes no arguments")
+		}
+		return writeReference(inv.stdout)
 	default:
-		return usageErrorf("unknown subcommand %q: want example, check FILE or view COMMAND", sub)
+		return usageErrorf("unknown subcommand %q: want example, check FILE, view COMMAND or reference", sub)
 	}
 }
 
@@ -175,7 +180,7 @@ var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
 	"keys":       {"prune"},
 	"erase":      {"verify", "public-key"},
-	"config":     {"example", "check", "view"},
+	"config":     {"example", "check", "view", "reference"},
 	"completion": {"bash", "zsh", "fish"},
 }
 

@@ -192,3 +192,25 @@ func TestEnvNames(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationReferenceIsCurrent fails when docs/configuration.md is
+// not what walhouse config reference writes from the schema and the
+// flags: regenerate it with go generate ./cmd/walhouse.
+func TestConfigurationReferenceIsCurrent(t *testing.T) {
+	var want bytes.Buffer
+	if err := writeReference(&want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatalf("%v: generate it with go generate ./cmd/walhouse", err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("docs/configuration.md is out of date: regenerate it with go generate ./cmd/walhouse (walhouse config reference > docs/configuration.md)")
+	}
+	for _, s := range config.Schema() {
+		if !s.SecretEnv && !bytes.Contains(got, []byte("| `"+s.Key+"` | `--"+s.Flag+"` | `"+s.Env+"`")) {
+			t.Errorf("docs/configuration.md lacks the row of %s", s.Key)
+		}
+	}
+}

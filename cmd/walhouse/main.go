@@ -121,8 +121,8 @@ func commands() map[string]command {
 			required: []string{"path"}, run: runChdb,
 		},
 		"config": {
-			summary: "print an example configuration file, check one, or show a command's effective configuration", usage: "example | check FILE | view [--config FILE] COMMAND [flags]",
-			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000"},
+			summary: "print an example configuration file, check one, show a command's effective configuration, or the reference of every key", usage: "example | check FILE | view [--config FILE] COMMAND [flags] | reference",
+			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000", "walhouse config reference > docs/configuration.md"},
 			run:      runConfig, plain: true,
 		},
 		"version": {
