@@ -186,7 +186,7 @@ type Verify struct {
 // API is the query API of walhouse serve.
 type API struct {
 	Listen           string        `yaml:"listen" flag:"listen" env:"WALHOUSE_LISTEN" cmd:"serve"`
-	KeysFile         string        `yaml:"keys_file" flag:"keys" env:"WALHOUSE_API_KEYS_FILE" cmd:"serve"`
+	KeysFile         string        `yaml:"keys_file" flag:"keys" cmd:"serve,apikey"`
 	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE" secretvar:"WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" cmd:"serve"`
 	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" secretvar:"WALHOUSE_AUDIT_KEY"`

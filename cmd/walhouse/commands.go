@@ -179,6 +179,7 @@ type completedFlag struct {
 var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
 	"keys":       {"prune"},
+	"apikey":     {"create", "list", "revoke"},
 	"erase":      {"verify", "public-key"},
 	"config":     {"example", "check", "view", "reference"},
 	"completion": {"bash", "zsh", "fish"},

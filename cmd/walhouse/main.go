@@ -65,7 +65,7 @@ func commands() map[string]command {
 			summary: "serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", usage: "--keys FILE [flags]",
 			examples: []string{
 				"walhouse serve --clickhouse clickhouse://ch:9000 --keys keys.json --cursor-secret-file /run/secrets/cursor",
-				"walhouse serve --new-key --key-tenant acme --key-scopes read,export",
+				"walhouse apikey create --keys keys.json --tenant acme --scopes read,export",
 			},
 			run: runServe,
 		},
@@ -84,6 +84,15 @@ func commands() map[string]command {
 				"walhouse keys prune --daily --daily-at 03:00   # the daily job, as a long-running process",
 			},
 			required: []string{"pg"}, run: runKeys,
+		},
+		"apikey": {
+			summary: "create, list or revoke the query API's keys in serve's keys file", usage: "create|list|revoke ID --keys FILE [flags]",
+			examples: []string{
+				"walhouse apikey create --keys keys.json --tenant acme --scopes read,export --id acme-reporting",
+				"walhouse apikey list --keys keys.json",
+				"walhouse apikey revoke acme-reporting --keys keys.json",
+			},
+			run: runAPIKey,
 		},
 		"erase": {
 			summary: "erase a data subject (GDPR) from ClickHouse once PostgreSQL no longer has it, and keep it erased; verify a manifest", usage: "[verify FILE | public-key] --tenant T --subject-column C --subject V [flags]",

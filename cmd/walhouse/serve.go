@@ -42,7 +42,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		maxResult    = fs.Int("max-result-rows", 0, "ClickHouse max_result_rows for reads (default max-limit+1)")
 		maxConc      = fs.Int("max-concurrent", 4, "queries and exports one tenant may run at once (more get 429)")
 		hashKey      = fs.Bool("hash-key", false, "read an API key from stdin, print its SHA-256 for the keys file, and exit")
-		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit")
+		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit; walhouse apikey create also adds it to the file")
 		keyID        = fs.String("key-id", "", "with -new-key: id of the key")
 		keyTenant    = fs.String("key-tenant", "", "with -new-key: tenant of the key")
 		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, erase, admin)")
@@ -105,7 +105,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return printAuditHash(auditKey, []byte(*cursorSecret))
 	}
 	if *keysFile == "" {
-		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create a keys file with entries from `walhouse serve --new-key`"))
+		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create one with `walhouse apikey create --keys FILE`"))
 	}
 	secret := []byte(*cursorSecret)
 	if len(secret) > 0 && len(secret) < 16 {
@@ -127,7 +127,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return err
+		return &usageError{err}
 	}
 	keys, err := query.LoadKeys(*keysFile)
 	if err != nil {
