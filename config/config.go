@@ -218,9 +218,9 @@ type APILimits struct {
 	MaxBytesBeforeExternalGroupBy int64         `yaml:"max_bytes_before_external_group_by" flag:"max-bytes-before-external-group-by" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY" cmd:"serve"`
 	MaxBytesBeforeExternalSort    int64         `yaml:"max_bytes_before_external_sort" flag:"max-bytes-before-external-sort" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT" cmd:"serve"`
 	MaxThreads                    int           `yaml:"max_threads" flag:"max-threads" env:"WALHOUSE_MAX_THREADS" cmd:"serve"`
-	ExportMaxTime                 time.Duration `yaml:"export_max_time" flag:"export-max-time" env:"WALHOUSE_EXPORT_MAX_TIME" cmd:"serve"`
-	ExportMaxRows                 int64         `yaml:"export_max_rows" flag:"export-max-rows" env:"WALHOUSE_EXPORT_MAX_ROWS" cmd:"serve"`
-	ExportMaxBytes                int64         `yaml:"export_max_bytes" flag:"export-max-bytes" env:"WALHOUSE_EXPORT_MAX_BYTES" cmd:"serve"`
+	ExportMaxTime                 time.Duration `yaml:"export_max_time" flag:"export-max-time" env:"WALHOUSE_EXPORT_MAX_TIME" cmd:"serve,export"`
+	ExportMaxRows                 int64         `yaml:"export_max_rows" flag:"export-max-rows" env:"WALHOUSE_EXPORT_MAX_ROWS" cmd:"serve,export"`
+	ExportMaxBytes                int64         `yaml:"export_max_bytes" flag:"export-max-bytes" env:"WALHOUSE_EXPORT_MAX_BYTES" cmd:"serve,export"`
 }
 
 // APIHTTPLimits bound the HTTP server.

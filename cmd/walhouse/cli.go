@@ -108,7 +108,12 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		return usageErrorf("unexpected arguments %q: every setting is a --flag", fs.Args())
 	}
 	inv.sources = flagSources{}
-	fs.Visit(func(f *flag.Flag) { inv.sources[f.Name] = "flag --" + f.Name })
+	fs.Visit(func(f *flag.Flag) {
+		inv.sources[f.Name] = "flag --" + f.Name
+		if r, ok := f.Value.(*renamedFlag); ok {
+			inv.sources[r.current] = "flag --" + f.Name + " (deprecated name)"
+		}
+	})
 	values := map[string]string{}
 	problems, deprecated := applyEnv(fs, inv.name, inv.sources, values)
 	if *configPath != "" {

@@ -134,6 +134,10 @@ func TestVariables(t *testing.T) {
 			[]string{`":9464"  env WALHOUSE_METRICS_ADDR (deprecated name of WALHOUSE_SINK_METRICS_ADDR)`}, "WALHOUSE_METRICS_ADDR"},
 		{"serve limit variable", map[string]string{"WALHOUSE_EXPORT_MAX_ROWS": "5"}, []string{"serve"},
 			[]string{`"5"  env WALHOUSE_EXPORT_MAX_ROWS (deprecated name of WALHOUSE_API_LIMITS_EXPORT_MAX_ROWS)`}, "WALHOUSE_EXPORT_MAX_ROWS"},
+		{"export caps spelled as serve's", map[string]string{"WALHOUSE_API_LIMITS_EXPORT_MAX_BYTES": "9"}, []string{"export", "--tenant", "t", "--subject-column", "c", "--subject", "v", "--out", "f.csv", "--export-max-rows", "5"},
+			[]string{`--export-max-rows  api.limits.export_max_rows  "5"  flag --export-max-rows`, `--export-max-bytes  api.limits.export_max_bytes  "9"  env WALHOUSE_API_LIMITS_EXPORT_MAX_BYTES`}, ""},
+		{"old export flag", nil, []string{"export", "--tenant", "t", "--subject-column", "c", "--subject", "v", "--out", "f.csv", "--max-rows", "5"},
+			[]string{`--export-max-rows  api.limits.export_max_rows  "5"  flag --max-rows (deprecated name)`}, "--max-rows"},
 		{"flag beats variable", map[string]string{"WALHOUSE_SINK_MAX_BATCH": "7"}, []string{"sink", "--max-batch", "8"},
 			[]string{`--max-batch  sink.max_batch  "8"  flag --max-batch`}, ""},
 		{"passwords masked", map[string]string{"WALHOUSE_CLICKHOUSE_URL": "http://u:s3cret@ch:8123", "WALHOUSE_CLICKHOUSE_PASSWORD": "s3cret"}, []string{"sink"},
@@ -161,7 +165,7 @@ func TestVariables(t *testing.T) {
 			if strings.Contains(out, "s3cret") {
 				t.Errorf("config view shows a secret:\n%s", out)
 			}
-			if warned := strings.Contains(stderr.String(), "deprecated environment variable"); warned != (tc.deprecate != "") || !strings.Contains(stderr.String(), tc.deprecate) {
+			if warned := strings.Contains(stderr.String(), "deprecated "); warned != (tc.deprecate != "") || !strings.Contains(stderr.String(), tc.deprecate) {
 				t.Errorf("deprecation warning %v, want one naming %q:\n%s", warned, tc.deprecate, stderr.String())
 			}
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -174,4 +175,22 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 func maxRecordBytesFlag(fs *flag.FlagSet) *int {
 	return fs.Int("max-record-bytes", record.DefaultMaxBytes,
 		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it")
+}
+
+// deprecatedFlag registers --old as another name of the registered flag
+// --current: it sets the same value, with a warning naming --current.
+func deprecatedFlag(fs *flag.FlagSet, old, current string) {
+	f := fs.Lookup(current)
+	fs.Var(&renamedFlag{Value: f.Value, old: old, current: current}, old, "deprecated name of --"+current)
+}
+
+// renamedFlag is the value of a deprecated flag name.
+type renamedFlag struct {
+	flag.Value
+	old, current string
+}
+
+func (r *renamedFlag) Set(v string) error {
+	slog.Warn("deprecated flag: use the new name; the old one will stop working in a later release", "flag", "--"+r.old, "rename_to", "--"+r.current)
+	return r.Value.Set(v)
 }

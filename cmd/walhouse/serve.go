@@ -275,11 +275,15 @@ func runExport(ctx context.Context, inv *invocation) error {
 	var (
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
-		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest the whole export may run")
-		maxRows = fs.Int64("max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
-		maxSize = fs.Int64("max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
+		maxExec = fs.Duration("export-max-time", 30*time.Minute, "longest the whole export may run")
+		maxRows = fs.Int64("export-max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
+		maxSize = fs.Int64("export-max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_API_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
+	// The names before serve's spelling, still accepted.
+	deprecatedFlag(fs, "max-execution-time", "export-max-time")
+	deprecatedFlag(fs, "max-rows", "export-max-rows")
+	deprecatedFlag(fs, "max-bytes", "export-max-bytes")
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
