@@ -35,7 +35,7 @@ type Config struct {
 	// Prefix starts every key (default "walhouse:dedup:").
 	Prefix string
 	// TTL is how long an eventId is remembered (default 24h; the
-	// EVENT_DEDUP_TTL_HOURS setting of the command line).
+	// WALHOUSE_DEDUP_TTL_HOURS setting of the command line).
 	TTL time.Duration
 	// Timeout bounds each round trip (default 1s): a slow store must not
 	// stall the pipeline.
