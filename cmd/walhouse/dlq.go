@@ -41,7 +41,7 @@ func runDLQ(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return fmt.Errorf("--max-record-bytes: %w", err)
+		return usageErrorf("--max-record-bytes: %w", err)
 	}
 	limits := kafka.RecordLimitOpts(*maxRecord)
 	if sub == "list" {

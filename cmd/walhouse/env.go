@@ -121,6 +121,11 @@ func checkValues(fs *flag.FlagSet, cmd string, sources flagSources, values map[s
 	byKey := map[string]string{}
 	for flagName, s := range keySettings(cmd) {
 		byKey[s.Key] = flagName
+		// A default is valid for its command, where the file's rule may
+		// not be (0 is export's "serve's cap" but not a cap of serve's).
+		if f := fs.Lookup(flagName); f != nil && values[s.Key] == f.DefValue {
+			delete(values, s.Key)
+		}
 	}
 	var problems []error
 	for _, p := range config.Check(values) {

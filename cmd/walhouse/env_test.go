@@ -84,6 +84,12 @@ func TestValuesCheckedBeforeConnecting(t *testing.T) {
 			[]string{"(key api.limits.max_rows): 0 is too small", "(key api.limits.default_rows): 0 is too small"}},
 		"log format from a variable": {[]string{"WALHOUSE_LOG_FORMAT=xml"}, []string{"cleanup"},
 			[]string{`env WALHOUSE_LOG_FORMAT (key log.format): "xml" is not allowed; want text or json`}},
+		"retention days": {[]string{"WALHOUSE_IDEMPOTENCY_RETENTION_DAYS=0"}, []string{"keys", "prune", "--pg", pg, "--daily-at", "25:00"},
+			[]string{"env WALHOUSE_IDEMPOTENCY_RETENTION_DAYS (key idempotency.retention_days): 0 is too small; want at least 1", `flag --daily-at (key idempotency.prune_at): "25:00" is not a time of day`}},
+		"verify buckets": {nil, []string{"verify", "--pg", pg, "--tables", "orders", "--bucket-rows", "0"},
+			[]string{"(key verify.bucket_rows): 0 is too small", `(key verify.tables): "orders" is not schema.table`}},
+		"demo workload": {nil, []string{"demo", "--pg", pg, "--tenants", "0"},
+			[]string{"--tenants 0, --orders 2500: want positive numbers"}},
 		"every problem at once": {[]string{"WALHOUSE_SINK_MAX_WAIT=0s"}, []string{"--config", file, "sink", "--insert-parallelism", "0", "--kafka-sasl", "oauth"},
 			[]string{"--insert-parallelism (key sink.insert_parallelism): 0 is too small", "env WALHOUSE_SINK_MAX_WAIT (key sink.max_wait): 0s is not a positive duration", `(key kafka.sasl.mechanism): "oauth" is not allowed`}},
 	} {
@@ -138,6 +144,8 @@ func TestVariables(t *testing.T) {
 			[]string{`--export-max-rows  api.limits.export_max_rows  "5"  flag --export-max-rows`, `--export-max-bytes  api.limits.export_max_bytes  "9"  env WALHOUSE_API_LIMITS_EXPORT_MAX_BYTES`}, ""},
 		{"old export flag", nil, []string{"export", "--tenant", "t", "--subject-column", "c", "--subject", "v", "--out", "f.csv", "--max-rows", "5"},
 			[]string{`--export-max-rows  api.limits.export_max_rows  "5"  flag --max-rows (deprecated name)`}, "--max-rows"},
+		{"a default is valid where the file's rule is not", nil, []string{"export", "--tenant", "t", "--subject-column", "c", "--subject", "v", "--out", "f.csv", "--export-max-rows", "0"},
+			[]string{`--export-max-rows  api.limits.export_max_rows  "0"  flag --export-max-rows`}, ""},
 		{"flag beats variable", map[string]string{"WALHOUSE_SINK_MAX_BATCH": "7"}, []string{"sink", "--max-batch", "8"},
 			[]string{`--max-batch  sink.max_batch  "8"  flag --max-batch`}, ""},
 		{"passwords masked", map[string]string{"WALHOUSE_CLICKHOUSE_URL": "http://u:s3cret@ch:8123", "WALHOUSE_CLICKHOUSE_PASSWORD": "s3cret"}, []string{"sink"},
@@ -216,5 +224,22 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 		if !s.SecretEnv && !bytes.Contains(got, []byte("| `"+s.Key+"` | `--"+s.Flag+"` | `"+s.Env+"`")) {
 			t.Errorf("docs/configuration.md lacks the row of %s", s.Key)
 		}
+	}
+}
+
+// TestConfigCheckRunsTheStartChecks: config check applies a file to every
+// command's flags and runs the checks of a start, so a file's connection
+// string that its driver cannot parse is reported there too.
+func TestConfigCheckRunsTheStartChecks(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	if err := os.WriteFile(file, []byte("source:\n  postgres: {url: notaurl}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("config check exited %d, want %d:\n%s%s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	if want := `file source.postgres.url (line 2): "notaurl" is not a PostgreSQL URL`; strings.Count(stderr.String(), want) != 1 {
+		t.Errorf("config check does not report %q once:\n%s", want, stderr.String())
 	}
 }
