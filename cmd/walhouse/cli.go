@@ -88,7 +88,12 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		inv.describe(fs)
 		return errDescribed
 	}
-	if err := fs.Parse(inv.args); err != nil {
+	// A value a flag refuses does not stop the parse: every problem is
+	// reported at once, after the environment and the file.
+	badValues := lenient(fs)
+	err := fs.Parse(inv.args)
+	unwrapLenient(fs)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			inv.help(inv.stdout, fs)
 			return err
@@ -115,7 +120,21 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		}
 	})
 	values := map[string]string{}
-	problems, deprecated := applyEnv(fs, inv.name, inv.sources, values)
+	var problems []error
+	keys := keySettings(inv.name)
+	for _, b := range *badValues {
+		if s, ok := keys[b.flag]; ok {
+			values[s.Key] = b.value // config.Check says what is wrong with it
+			continue
+		}
+		typ, _ := flag.UnquoteUsage(fs.Lookup(b.flag))
+		if bf, ok := fs.Lookup(b.flag).Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			typ = "boolean (true, false, 1, 0, t, f)"
+		}
+		problems = append(problems, fmt.Errorf("flag --%s: %q is not a valid %s (%w)", b.flag, b.value, typ, b.err))
+	}
+	envProblems, deprecated := applyEnv(fs, inv.name, inv.sources, values)
+	problems = append(problems, envProblems...)
 	if *configPath != "" {
 		c, err := config.Load(*configPath)
 		if err != nil {

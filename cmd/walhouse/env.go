@@ -86,7 +86,7 @@ func applyEnv(fs *flag.FlagSet, cmd string, sources flagSources, values map[stri
 	fs.VisitAll(func(f *flag.Flag) {
 		s, isKey := keys[f.Name]
 		if _, given := sources[f.Name]; given {
-			if isKey {
+			if _, bad := values[s.Key]; isKey && !bad {
 				values[s.Key] = f.Value.String()
 			}
 			return
@@ -149,4 +149,48 @@ func checkValues(fs *flag.FlagSet, cmd string, sources flagSources, values map[s
 		}
 	}
 	return problems
+}
+
+// badValue is a value a flag refused on the command line.
+type badValue struct {
+	flag, value string
+	err         error
+}
+
+// lenientValue records the values its flag refuses instead of stopping
+// the parse at the first.
+type lenientValue struct {
+	flag.Value
+	name string
+	bad  *[]badValue
+}
+
+func (l *lenientValue) Set(v string) error {
+	if err := l.Value.Set(v); err != nil {
+		*l.bad = append(*l.bad, badValue{l.name, v, err})
+	}
+	return nil
+}
+
+// IsBoolFlag keeps a boolean flag's --name form.
+func (l *lenientValue) IsBoolFlag() bool {
+	b, ok := l.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// lenient makes every flag of fs record the values it refuses, until
+// unwrapLenient; it returns where they are recorded.
+func lenient(fs *flag.FlagSet) *[]badValue {
+	bad := &[]badValue{}
+	fs.VisitAll(func(f *flag.Flag) { f.Value = &lenientValue{Value: f.Value, name: f.Name, bad: bad} })
+	return bad
+}
+
+// unwrapLenient gives the flags of fs their own values back.
+func unwrapLenient(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if l, ok := f.Value.(*lenientValue); ok {
+			f.Value = l.Value
+		}
+	})
 }

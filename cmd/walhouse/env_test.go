@@ -90,6 +90,8 @@ func TestValuesCheckedBeforeConnecting(t *testing.T) {
 			[]string{"(key verify.bucket_rows): 0 is too small", `(key verify.tables): "orders" is not schema.table`}},
 		"demo workload": {nil, []string{"demo", "--pg", pg, "--tenants", "0"},
 			[]string{"--tenants 0, --orders 2500: want positive numbers"}},
+		"bad flag syntax does not stop the parse": {nil, []string{"capture", "--pg", pg, "--partitions", "2x", "--no-create-slot=nah", "--heartbeat-interval", "soon"},
+			[]string{`flag --partitions (key topics.partitions): "2x" is not a whole number`, `flag --no-create-slot: "nah" is not a valid boolean`, `flag --heartbeat-interval (key capture.heartbeat_interval): "soon" is not a duration`}},
 		"every problem at once": {[]string{"WALHOUSE_SINK_MAX_WAIT=0s"}, []string{"--config", file, "sink", "--insert-parallelism", "0", "--kafka-sasl", "oauth"},
 			[]string{"--insert-parallelism (key sink.insert_parallelism): 0 is too small", "env WALHOUSE_SINK_MAX_WAIT (key sink.max_wait): 0s is not a positive duration", `(key kafka.sasl.mechanism): "oauth" is not allowed`}},
 	} {
