@@ -276,7 +276,7 @@ var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 func (c *config) validate() error {
 	var errs []error
 	if c.connString == "" {
-		errs = append(errs, errors.New("PostgreSQL connection string is empty: set --pg or WALHOUSE_PG_URL (e.g. postgres://user@host:5432/db)"))
+		errs = append(errs, errors.New("PostgreSQL connection string is empty: set --pg or WALHOUSE_SOURCE_POSTGRES_URL (e.g. postgres://user@host:5432/db)"))
 	}
 	if !slotName.MatchString(c.slot) {
 		errs = append(errs, fmt.Errorf("slot name %q is invalid: PostgreSQL allows 1-63 lower-case letters, digits and underscores", c.slot))

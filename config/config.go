@@ -4,13 +4,18 @@ import "time"
 
 // Config is the content of one configuration file. Each leaf field names,
 // in its tags, the key of the file (yaml), the command-line flag it stands
-// for (flag), the environment variables that override it (env) and, where a
-// flag name means different things to different commands, the commands it
-// applies to (cmd). On a field that holds a struct, flag and env are
-// prefixes of its fields' flags and variables, so that one struct (TLS)
-// serves several services. A field tagged secret:"env" holds the name of an
-// environment variable that holds the secret of its flag's file; reserved
-// keys are accepted by name and refused with their reason.
+// for (flag), the older names of its environment variable that are still
+// accepted with a deprecation warning (env) and, where a flag name means
+// different things to different commands, the commands it applies to
+// (cmd). The variable itself is not a tag: it is WALHOUSE_ and the key's
+// path in capitals with _ for . (EnvName), one rule for every key. On a
+// field that holds a struct, flag and env are prefixes of its fields'
+// flags and old variables, so that one struct (TLS) serves several
+// services. A field tagged secret:"env" holds the name of an environment
+// variable that holds the secret of its flag's file; a …_file field's
+// secretvar tag lists the older names of the variable that may hold the
+// secret itself (SecretVar). Reserved keys are accepted by name and
+// refused with their reason.
 //
 // Use Load to read a file: it knows which keys the file sets, which the
 // zero values of Config cannot tell.
@@ -32,6 +37,9 @@ type Config struct {
 
 	// set holds the keys the file gives, with their lines.
 	set map[string]int
+	// flagValues says the values are flags' and variables' (Check), not
+	// a file's.
+	flagValues bool
 }
 
 // Source is the PostgreSQL database capture reads and what it reads of it.
@@ -56,8 +64,8 @@ type Source struct {
 type Postgres struct {
 	URL          string `yaml:"url" flag:"pg" env:"WALHOUSE_PG_URL"`
 	PrimaryURL   string `yaml:"primary_url" flag:"primary-url" env:"WALHOUSE_PRIMARY_URL" cmd:"capture"`
-	PasswordFile string `yaml:"password_file" flag:"pg-password-file" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
-	PasswordEnv  string `yaml:"password_env" flag:"pg-password-file" secret:"env" env:"WALHOUSE_PG_PASSWORD_FILE,WALHOUSE_PG_PASSWORD"`
+	PasswordFile string `yaml:"password_file" flag:"pg-password-file" env:"WALHOUSE_PG_PASSWORD_FILE" secretvar:"WALHOUSE_PG_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"pg-password-file" secret:"env"`
 }
 
 // Capture is how the capture process runs.
@@ -98,8 +106,8 @@ type TLS struct {
 type KafkaSASL struct {
 	Mechanism    string `yaml:"mechanism" flag:"kafka-sasl" env:"WALHOUSE_KAFKA_SASL_MECHANISM"`
 	User         string `yaml:"user" flag:"kafka-sasl-user" env:"WALHOUSE_KAFKA_SASL_USER"`
-	PasswordFile string `yaml:"password_file" flag:"kafka-sasl-password-file" env:"WALHOUSE_KAFKA_SASL_PASSWORD_FILE,WALHOUSE_KAFKA_SASL_PASSWORD"`
-	PasswordEnv  string `yaml:"password_env" flag:"kafka-sasl-password-file" secret:"env" env:"WALHOUSE_KAFKA_SASL_PASSWORD_FILE,WALHOUSE_KAFKA_SASL_PASSWORD"`
+	PasswordFile string `yaml:"password_file" flag:"kafka-sasl-password-file" secretvar:"WALHOUSE_KAFKA_SASL_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"kafka-sasl-password-file" secret:"env"`
 }
 
 // Topics are the pipeline's Kafka topics.
@@ -130,8 +138,8 @@ type Dedup struct {
 	Prefix       string `yaml:"prefix" flag:"dedup-prefix" env:"WALHOUSE_DEDUP_PREFIX"`
 	TTLHours     int    `yaml:"ttl_hours" flag:"dedup-ttl-hours" env:"EVENT_DEDUP_TTL_HOURS"`
 	User         string `yaml:"user" flag:"dedup-user" env:"WALHOUSE_REDIS_USER"`
-	PasswordFile string `yaml:"password_file" flag:"dedup-password-file" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
-	PasswordEnv  string `yaml:"password_env" flag:"dedup-password-file" secret:"env" env:"WALHOUSE_REDIS_PASSWORD_FILE,WALHOUSE_REDIS_PASSWORD"`
+	PasswordFile string `yaml:"password_file" flag:"dedup-password-file" env:"WALHOUSE_REDIS_PASSWORD_FILE" secretvar:"WALHOUSE_REDIS_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"dedup-password-file" secret:"env"`
 	TLS          TLS    `yaml:"tls" flag:"dedup-" env:"WALHOUSE_REDIS_"` // --dedup-tls…, WALHOUSE_REDIS_TLS…
 }
 
@@ -139,8 +147,8 @@ type Dedup struct {
 type ClickHouse struct {
 	URL          string `yaml:"url" flag:"clickhouse" env:"WALHOUSE_CLICKHOUSE_URL"`
 	Database     string `yaml:"database" flag:"database" env:"WALHOUSE_CLICKHOUSE_DATABASE"`
-	PasswordFile string `yaml:"password_file" flag:"clickhouse-password-file" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
-	PasswordEnv  string `yaml:"password_env" flag:"clickhouse-password-file" secret:"env" env:"WALHOUSE_CLICKHOUSE_PASSWORD_FILE,WALHOUSE_CLICKHOUSE_PASSWORD"`
+	PasswordFile string `yaml:"password_file" flag:"clickhouse-password-file" secretvar:"WALHOUSE_CLICKHOUSE_PASSWORD"`
+	PasswordEnv  string `yaml:"password_env" flag:"clickhouse-password-file" secret:"env"`
 	// Cluster is the ClickHouse cluster (remote_servers) the sink keeps
 	// its tables on and serve reads through; empty: one server.
 	Cluster string `yaml:"cluster" flag:"cluster" env:"WALHOUSE_CLICKHOUSE_CLUSTER"`
@@ -149,8 +157,8 @@ type ClickHouse struct {
 // Erasure is GDPR erasure (docs/erasure.md) and the cleanup of deleted
 // rows: the key every sink, serve and walhouse erase share.
 type Erasure struct {
-	KeyFile         string        `yaml:"key_file" flag:"erasure-key-file" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
-	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env" env:"WALHOUSE_ERASURE_KEY_FILE,WALHOUSE_ERASURE_KEY"`
+	KeyFile         string        `yaml:"key_file" flag:"erasure-key-file" secretvar:"WALHOUSE_ERASURE_KEY"`
+	KeyEnv          string        `yaml:"key_env" flag:"erasure-key-file" secret:"env"`
 	Refresh         time.Duration `yaml:"refresh" flag:"erasure-refresh" cmd:"sink"`
 	MaxAge          time.Duration `yaml:"max_age" flag:"erasure-max-age" cmd:"sink"`
 	Settle          time.Duration `yaml:"settle" flag:"erasure-settle" cmd:"serve"`
@@ -179,10 +187,10 @@ type Verify struct {
 // API is the query API of walhouse serve.
 type API struct {
 	Listen           string        `yaml:"listen" flag:"listen" env:"WALHOUSE_LISTEN" cmd:"serve"`
-	KeysFile         string        `yaml:"keys_file" flag:"keys" env:"WALHOUSE_API_KEYS_FILE" cmd:"serve"`
-	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
-	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
-	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" env:"WALHOUSE_AUDIT_KEY"`
+	KeysFile         string        `yaml:"keys_file" flag:"keys" cmd:"serve,apikey"`
+	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE" secretvar:"WALHOUSE_CURSOR_SECRET" cmd:"serve"`
+	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" cmd:"serve"`
+	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" secretvar:"WALHOUSE_AUDIT_KEY"`
 	CaptureURLs      []string      `yaml:"capture_urls" flag:"capture-url" env:"WALHOUSE_CAPTURE_URL" cmd:"serve"`
 	CaptureTimeout   time.Duration `yaml:"capture_timeout" flag:"capture-timeout" cmd:"serve"`
 	LagHistory       LagHistory    `yaml:"lag_history"`
@@ -211,9 +219,9 @@ type APILimits struct {
 	MaxBytesBeforeExternalGroupBy int64         `yaml:"max_bytes_before_external_group_by" flag:"max-bytes-before-external-group-by" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY" cmd:"serve"`
 	MaxBytesBeforeExternalSort    int64         `yaml:"max_bytes_before_external_sort" flag:"max-bytes-before-external-sort" env:"WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT" cmd:"serve"`
 	MaxThreads                    int           `yaml:"max_threads" flag:"max-threads" env:"WALHOUSE_MAX_THREADS" cmd:"serve"`
-	ExportMaxTime                 time.Duration `yaml:"export_max_time" flag:"export-max-time" env:"WALHOUSE_EXPORT_MAX_TIME" cmd:"serve"`
-	ExportMaxRows                 int64         `yaml:"export_max_rows" flag:"export-max-rows" env:"WALHOUSE_EXPORT_MAX_ROWS" cmd:"serve"`
-	ExportMaxBytes                int64         `yaml:"export_max_bytes" flag:"export-max-bytes" env:"WALHOUSE_EXPORT_MAX_BYTES" cmd:"serve"`
+	ExportMaxTime                 time.Duration `yaml:"export_max_time" flag:"export-max-time" env:"WALHOUSE_EXPORT_MAX_TIME" cmd:"serve,export"`
+	ExportMaxRows                 int64         `yaml:"export_max_rows" flag:"export-max-rows" env:"WALHOUSE_EXPORT_MAX_ROWS" cmd:"serve,export"`
+	ExportMaxBytes                int64         `yaml:"export_max_bytes" flag:"export-max-bytes" env:"WALHOUSE_EXPORT_MAX_BYTES" cmd:"serve,export"`
 }
 
 // APIHTTPLimits bound the HTTP server.

@@ -284,3 +284,38 @@ func orRoot(path string) string {
 	}
 	return path
 }
+
+// Check validates values given as flag arguments rather than in a file
+// (from the command line or the environment), keyed by configuration key,
+// with the same checks and messages as a file's: a value that is not of
+// the key's type, and every rule of the file's validation for the keys
+// given, but for the file's own (no password in a URL). A list is comma-separated; a mapping is comma-separated k=v. The
+// problems have no line; the caller says where each value came from.
+func Check(values map[string]string) []Problem {
+	c := &Config{set: map[string]int{}, flagValues: true}
+	var ps []Problem
+	walk(reflect.ValueOf(c).Elem(), prefixes{}, func(s Setting, v reflect.Value) {
+		raw, ok := values[s.Key]
+		if !ok || s.SecretEnv {
+			return
+		}
+		node := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: raw}
+		if v.Kind() == reflect.Map {
+			node = &yaml.Node{Kind: yaml.MappingNode}
+			for _, item := range strings.Split(raw, ",") {
+				if item = strings.TrimSpace(item); item == "" {
+					continue
+				}
+				k, col, _ := strings.Cut(item, "=")
+				node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: col})
+			}
+		}
+		if p, ok := decodeLeaf(node, v, s.Key); !ok {
+			p.Line = 0
+			ps = append(ps, p)
+			return
+		}
+		c.set[s.Key] = 0
+	})
+	return append(ps, c.validate()...)
+}

@@ -10,18 +10,35 @@ import (
 )
 
 // Setting is one key a configuration file may give and where its value
-// goes: the flag it stands for and the environment variables that override
+// goes: the flag it stands for and the environment variable that overrides
 // it (flags > environment > file > defaults).
 type Setting struct {
-	Key  string   // dotted path, e.g. "source.slot"
-	Flag string   // the flag's name, e.g. "slot"
-	Env  []string // variables that, when set, win over the file
+	Key  string // dotted path, e.g. "source.slot"
+	Flag string // the flag's name, e.g. "slot"
+	// Env is the variable that, when set, wins over the file:
+	// EnvName(Key); empty for a …_env key, whose value names a variable.
+	Env string
+	// OldEnv are earlier names of Env, still read (Env wins) with a
+	// deprecation warning.
+	OldEnv []string
+	// SecretVar is, for a …_file key, the variable that may hold the
+	// secret itself instead of a file (Env without _FILE); OldSecretVar its
+	// earlier names.
+	SecretVar    string
+	OldSecretVar []string
 	// Commands are the commands the key applies to; empty: every command
 	// that has the flag.
 	Commands []string
 	// SecretEnv says the value names an environment variable that holds
 	// the secret of Flag (a --…-file flag), instead of being Flag's value.
 	SecretEnv bool
+}
+
+// EnvName returns the environment variable of the key: WALHOUSE_ and the
+// key's path in capitals, each . an _ (source.postgres.url:
+// WALHOUSE_SOURCE_POSTGRES_URL).
+func EnvName(key string) string {
+	return "WALHOUSE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // AppliesTo reports whether the setting is for command.
@@ -82,9 +99,12 @@ func walk(v reflect.Value, at prefixes, each func(Setting, reflect.Value)) {
 			continue
 		}
 		s := Setting{Key: key, Flag: at.flag + f.Tag.Get("flag"), SecretEnv: f.Tag.Get("secret") == "env"}
-		if e := f.Tag.Get("env"); e != "" {
-			for _, name := range strings.Split(e, ",") {
-				s.Env = append(s.Env, at.env+name)
+		if !s.SecretEnv {
+			s.Env = EnvName(key)
+			s.OldEnv = names(f.Tag.Get("env"), at.env, s.Env)
+			if old, ok := f.Tag.Lookup("secretvar"); ok {
+				s.SecretVar = strings.TrimSuffix(s.Env, "_FILE")
+				s.OldSecretVar = names(old, "", s.SecretVar)
 			}
 		}
 		if c := f.Tag.Get("cmd"); c != "" {
@@ -92,6 +112,18 @@ func walk(v reflect.Value, at prefixes, each func(Setting, reflect.Value)) {
 		}
 		each(s, v.Field(i))
 	}
+}
+
+// names splits a tag's comma-separated variable names, each after
+// prefix, leaving out current (an old name that did not change).
+func names(tag, prefix, current string) []string {
+	var out []string
+	for _, n := range strings.Split(tag, ",") {
+		if n != "" && prefix+n != current {
+			out = append(out, prefix+n)
+		}
+	}
+	return out
 }
 
 // args formats v as the arguments of its flag.

@@ -37,7 +37,10 @@ func (c *Config) validate() []Problem {
 		}
 	}
 	inlinePassword := func(key, dsn, how string) {
-		if hasPassword(dsn) {
+		// Only a file must not hold a password: a flag or a variable
+		// may (the process list and the environment are not
+		// checked in).
+		if !c.flagValues && hasPassword(dsn) {
 			bad(key, "holds a password; secrets are never written in the configuration file: remove it from the URL and use %s", how)
 		}
 	}
@@ -158,6 +161,47 @@ func (c *Config) validate() []Problem {
 	positive("api.http.write_timeout", h.WriteTimeout)
 	positive("api.http.idle_timeout", h.IdleTimeout)
 	atLeast("api.http.max_header_bytes", int64(h.MaxHeaderBytes), 1024)
+
+	positive("api.capture_timeout", a.CaptureTimeout)
+	positive("api.lag_history.interval", a.LagHistory.Interval)
+	positive("api.lag_history.span", a.LagHistory.Span)
+
+	e := &c.Erasure
+	secret("erasure.", "key_file", "key_env", e.KeyEnv)
+	positive("erasure.refresh", e.Refresh)
+	if e.MaxAge < 0 {
+		bad("erasure.max_age", "%s is negative; want a duration, or 0 for twice erasure.refresh", e.MaxAge)
+	}
+	positive("erasure.settle", e.Settle)
+	if e.CleanupInterval < 0 {
+		bad("erasure.cleanup_interval", "%s is negative; want a duration, or 0 for no scheduled cleanup", e.CleanupInterval)
+	}
+	positive("erasure.cleanup_min_age", e.CleanupMinAge)
+
+	id := &c.Idempotency
+	atLeast("idempotency.retention_days", int64(id.RetentionDays), 1)
+	atLeast("idempotency.prune_batch", int64(id.PruneBatch), 1)
+	if _, err := time.Parse("15:04", id.PruneAt); err != nil {
+		bad("idempotency.prune_at", "%q is not a time of day; want HH:MM in UTC, e.g. 03:00", id.PruneAt)
+	}
+
+	v := &c.Verify
+	for _, t := range v.Tables {
+		if sch, tbl, ok := strings.Cut(t, "."); !ok || sch == "" || tbl == "" {
+			bad("verify.tables", "%q is not schema.table", t)
+		}
+	}
+	if v.Every < 0 {
+		bad("verify.every", "%s is negative; want a duration, or 0 for one round", v.Every)
+	}
+	atLeast("verify.bucket_rows", int64(v.BucketRows), 1)
+	atLeast("verify.max_bucket_rows", int64(v.MaxBucketRows), 1)
+	atLeast("verify.max_mismatches", int64(v.MaxMismatches), 1)
+	atLeast("verify.rows_per_second", int64(v.RowsPerSecond), 0)
+	positive("verify.statement_timeout", v.StatementTimeout)
+	positive("verify.load_wait", v.LoadWait)
+	positive("verify.max_execution_time", v.MaxExecutionTime)
+	atLeast("verify.max_memory_usage", v.MaxMemoryUsage, 1)
 
 	oneOf("log.level", strings.ToLower(c.Log.Level), "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "text", "json")

@@ -35,7 +35,7 @@ type Config struct {
 	// Prefix starts every key (default "walhouse:dedup:").
 	Prefix string
 	// TTL is how long an eventId is remembered (default 24h; the
-	// EVENT_DEDUP_TTL_HOURS setting of the command line).
+	// WALHOUSE_DEDUP_TTL_HOURS setting of the command line).
 	TTL time.Duration
 	// Timeout bounds each round trip (default 1s): a slow store must not
 	// stall the pipeline.
@@ -57,7 +57,7 @@ type Store struct {
 // that is down at start only means the sink starts in fail-open mode.
 func New(cfg Config) (*Store, error) {
 	if cfg.Addr == "" {
-		return nil, errors.New("dedup: store address is empty (set --dedup-addr or WALHOUSE_REDIS_ADDR, or disable Layer 2 with --dedup-addr=off)")
+		return nil, errors.New("dedup: store address is empty (set --dedup-addr or WALHOUSE_DEDUP_ADDR, or disable Layer 2 with --dedup-addr=off)")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "walhouse:dedup:"

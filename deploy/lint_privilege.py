@@ -110,7 +110,7 @@ def check_chart(path):
             for m in c.get("volumeMounts", []) or []:
                 if m["mountPath"] == "/etc/walhouse/secrets" and "secret" not in mounted.get(m["name"], {}):
                     problem(f"chart: {name}/{c['name']} mounts /etc/walhouse/secrets from something else than a Secret")
-            for pg in [flag(args, "pg"), config.get("WALHOUSE_PG_URL")]:
+            for pg in [flag(args, "pg"), config.get("WALHOUSE_SOURCE_POSTGRES_URL"), config.get("WALHOUSE_PG_URL")]:
                 if pg and pg_sslmode(pg) != "verify-full":
                     problem(f"chart: {name} connects to PostgreSQL with sslmode={pg_sslmode(pg)}: want verify-full (the certificate and the host name checked)")
             comp = tmpl["metadata"]["labels"].get("app.kubernetes.io/component", name)

@@ -13,7 +13,7 @@ import (
 )
 
 // Retention defaults: keys are kept DefaultRetentionDays days (the
-// environment variable DATA_IDEMPOTENCY_KEY_RETENTION_DAYS in walhouse keys
+// environment variable WALHOUSE_IDEMPOTENCY_RETENTION_DAYS in walhouse keys
 // prune), deleted DefaultPruneBatch at a time, daily at DefaultPruneAt
 // after midnight UTC (03:00).
 const (

@@ -24,31 +24,31 @@ import (
 func runCapture(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("capture", usesPG|usesKafka)
 	var (
-		slot        = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "logical replication slot, created if missing (env WALHOUSE_SLOT)")
-		publication = fs.String("publication", envOr("WALHOUSE_PUBLICATION", "walhouse"), "publication, created or extended with --tables (env WALHOUSE_PUBLICATION)")
-		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "Kafka topic prefix: topics are <prefix>.<schema>.<table> (env WALHOUSE_TOPIC_PREFIX)")
+		slot        = fs.String("slot", "walhouse", "logical replication slot, created if missing")
+		publication = fs.String("publication", "walhouse", "publication, created or extended with --tables")
+		prefix      = fs.String("topic-prefix", "walhouse", "Kafka topic prefix: topics are <prefix>.<schema>.<table>")
 		partitions  = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
 		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates, the tables' and its own state and schema registry topics (-1: broker default)")
-		tenantCol   = fs.String("tenant-column", envOr("WALHOUSE_TENANT_COLUMN", "tenant_id"), "column holding the tenant (env WALHOUSE_TENANT_COLUMN)")
-		defTenant   = fs.String("default-tenant", envOr("WALHOUSE_DEFAULT_TENANT", ""), "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused (env WALHOUSE_DEFAULT_TENANT)")
+		tenantCol   = fs.String("tenant-column", "tenant_id", "column holding the tenant")
+		defTenant   = fs.String("default-tenant", "", "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
 		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: rows and rate, positions, slot lag, producer backlog, dead letters (0: off)")
-		snapshot    = fs.String("snapshot", envOr("WALHOUSE_SNAPSHOT", "initial"), "initial: copy each table's existing rows once: all tables before streaming when the slot is new; with an existing slot only the tables whose copy under this slot is unfinished or was never made (progress in <prefix>-state), next to the stream, logged as such; resumable; never: stream changes only, copy nothing (env WALHOUSE_SNAPSHOT)")
+		snapshot    = fs.String("snapshot", "initial", "initial: copy each table's existing rows once: all tables before streaming when the slot is new; with an existing slot only the tables whose copy under this slot is unfinished or was never made (progress in <prefix>-state), next to the stream, logged as such; resumable; never: stream changes only, copy nothing")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
 		chunkPages  = fs.Int64("snapshot-chunk-pages", 4096, "snapshot chunk size in 8 KiB pages")
 		noCreate    = fs.Bool("no-create-slot", false, "fail instead of creating a missing replication slot (for slots managed by hand)")
 		captureKeys = fs.Bool("capture-idempotency-keys", false, "also capture Layer 1's key table "+capture.IdempotencyKeyTable+" when published (left out by default: request fingerprints and stored responses, pruned daily)")
-		primaryURL  = fs.String("primary-url", envOr("WALHOUSE_PRIMARY_URL", ""), "when --pg is a physical standby (PostgreSQL 16+): the primary's URL, where capture creates the publication and the DDL trigger and writes its heartbeats (the --pg password applies to it too; docs/ha.md; env WALHOUSE_PRIMARY_URL)")
-		failover    = fs.Bool("failover-slot", os.Getenv("WALHOUSE_FAILOVER_SLOT") == "true", "create the slot with failover = true (PostgreSQL 17+), or turn it on for an existing one, so that standbys with sync_replication_slots = on keep a copy to stream on from after a failover (docs/ha.md; env WALHOUSE_FAILOVER_SLOT=true)")
+		primaryURL  = fs.String("primary-url", "", "when --pg is a physical standby (PostgreSQL 16+): the primary's URL, where capture creates the publication and the DDL trigger and writes its heartbeats (the --pg password applies to it too; docs/ha.md)")
+		failover    = fs.Bool("failover-slot", false, "create the slot with failover = true (PostgreSQL 17+), or turn it on for an existing one, so that standbys with sync_replication_slots = on keep a copy to stream on from after a failover (docs/ha.md)")
 		reconnect   = fs.Duration("reconnect-timeout", 0, "when a connection is lost (PostgreSQL restarting or failing over, a network cut), reconnect for up to this long and stream on from the slot's confirmed position, instead of exiting (0: exit at once; give --pg both servers with target_session_attrs=read-write to follow a failover)")
 		maxRecord   = maxRecordBytesFlag(fs)
-		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_CAPTURE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off (env WALHOUSE_CAPTURE_METRICS_ADDR)")
+		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 		envelope    = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 		batchRows   = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
-		onBadRow    = fs.String("on-bad-row", envOr("WALHOUSE_ON_BAD_ROW", "dead-letter"), "a change that cannot become a record (NULL tenant, over the size bound): dead-letter sends it to the dead-letter topic and goes on; stop stops capture (env WALHOUSE_ON_BAD_ROW)")
-		dlqTopic    = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic of the changes capture sets aside (default <prefix>-dlq, the sink's; env WALHOUSE_DLQ_TOPIC)")
-		rewriteCopy = fs.String("rewrite-copy", envOr("WALHOUSE_REWRITE_COPY", "on"), "on: copy a table again, next to the stream, after DDL rewrote its rows without row changes (ALTER COLUMN ... TYPE with a conversion, ADD COLUMN with a volatile default; docs/schema-changes.md); off: mark such a table inexact instead (env WALHOUSE_REWRITE_COPY)")
+		onBadRow    = fs.String("on-bad-row", "dead-letter", "a change that cannot become a record (NULL tenant, over the size bound): dead-letter sends it to the dead-letter topic and goes on; stop stops capture")
+		dlqTopic    = fs.String("dlq-topic", "", "dead-letter topic of the changes capture sets aside (default <prefix>-dlq, the sink's)")
+		rewriteCopy = fs.String("rewrite-copy", "on", "on: copy a table again, next to the stream, after DDL rewrote its rows without row changes (ALTER COLUMN ... TYPE with a conversion, ADD COLUMN with a volatile default; docs/schema-changes.md); off: mark such a table inexact instead")
 		rewriteMax  = fs.Int64("rewrite-copy-max-rows", 0, "mark a rewritten table with more rows than this inexact instead of copying it again (0: no limit)")
 		tables      listFlag
 		exclude     listFlag
@@ -88,7 +88,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	}
 	policy, err := capture.ParseBadRowPolicy(*onBadRow)
 	if err != nil {
-		return fmt.Errorf("--on-bad-row: %w", err)
+		return &usageError{fmt.Errorf("--on-bad-row: %w", err)}
 	}
 	opts = append(opts, capture.WithOnBadRow(policy))
 	if *dlqTopic == "" {
@@ -97,11 +97,11 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	opts = append(opts, capture.WithDeadLetterTopic(*dlqTopic))
 	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
 	if err != nil {
-		return fmt.Errorf("%s: %w", failpointsEnv, err)
+		return usageErrorf("%s: %w", failpointsEnv, err)
 	}
 	opts = append(opts, capture.WithFailpoints(fps))
 	if *envelope == 1 && *batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
-		return fmt.Errorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
+		return usageErrorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *batchRows)
 	}
 	if *envelope == 1 {
 		opts = append(opts, capture.WithSnapshotBatchRows(1))
@@ -117,7 +117,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	case "off":
 		opts = append(opts, capture.WithoutRewriteCopy())
 	default:
-		return fmt.Errorf("--rewrite-copy %q: want on or off", *rewriteCopy)
+		return usageErrorf("--rewrite-copy %q: want on or off", *rewriteCopy)
 	}
 	opts = append(opts, capture.WithRewriteCopyMaxRows(*rewriteMax))
 	switch *snapshot {
@@ -125,20 +125,20 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	case "never":
 		opts = append(opts, capture.WithoutSnapshot())
 	default:
-		return fmt.Errorf("--snapshot %q: want initial or never", *snapshot)
+		return usageErrorf("--snapshot %q: want initial or never", *snapshot)
 	}
 	for _, tf := range tenantFor {
 		table, col, ok := strings.Cut(tf, "=")
 		if !ok || table == "" || col == "" {
-			return fmt.Errorf("--tenant-column-for %q: want schema.table=column", tf)
+			return usageErrorf("--tenant-column-for %q: want schema.table=column", tf)
 		}
 		opts = append(opts, capture.WithTableTenantColumn(table, col))
 	}
 	if *replication == 0 || *replication < -1 || *replication > math.MaxInt16 {
-		return fmt.Errorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
+		return usageErrorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
 	}
 	if *partitions < 1 || *partitions > math.MaxInt32 {
-		return fmt.Errorf("--partitions %d: want at least 1", *partitions)
+		return usageErrorf("--partitions %d: want at least 1", *partitions)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit keeps capture's heap near its working set instead of

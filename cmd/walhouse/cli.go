@@ -34,6 +34,11 @@ type invocation struct {
 	configPath string
 	stdout     io.Writer
 	stderr     io.Writer
+	// sources are where the flags got their values, once parsed.
+	sources flagSources
+	// parsed, when set, receives the command's flags once parsed and
+	// checked, instead of the command running (walhouse config view).
+	parsed func(*flag.FlagSet)
 	// describe, when set, receives the command's flags instead of the
 	// command running: help and completion learn the flags this way.
 	describe func(*flag.FlagSet)
@@ -71,8 +76,8 @@ func (inv *invocation) subcommand() string {
 // after printing help for -h, and a *usageError for every mistake.
 func (inv *invocation) parse(fs *flag.FlagSet) error {
 	configPath := fs.String("config", inv.configPath, "YAML configuration file; flags and environment variables override its values (env WALHOUSE_CONFIG; walhouse config example prints one)")
-	logLevel := fs.String("log-level", envOr("WALHOUSE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env WALHOUSE_LOG_LEVEL)")
-	logFormat := fs.String("log-format", envOr("WALHOUSE_LOG_FORMAT", "text"), "log format: text or json (env WALHOUSE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
 	// Defaults taken from the environment may be DSNs with a password:
 	// -h shows them redacted.
 	fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.String(f.DefValue) })
@@ -83,7 +88,12 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		inv.describe(fs)
 		return errDescribed
 	}
-	if err := fs.Parse(inv.args); err != nil {
+	// A value a flag refuses does not stop the parse: every problem is
+	// reported at once, after the environment and the file.
+	badValues := lenient(fs)
+	err := fs.Parse(inv.args)
+	unwrapLenient(fs)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			inv.help(inv.stdout, fs)
 			return err
@@ -102,22 +112,42 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q: every setting is a --flag", fs.Args())
 	}
+	inv.sources = flagSources{}
+	fs.Visit(func(f *flag.Flag) {
+		inv.sources[f.Name] = "flag --" + f.Name
+		if r, ok := f.Value.(*renamedFlag); ok {
+			inv.sources[r.current] = "flag --" + f.Name + " (deprecated name)"
+		}
+	})
+	values := map[string]string{}
+	var problems []error
+	keys := keySettings(inv.name)
+	for _, b := range *badValues {
+		if s, ok := keys[b.flag]; ok {
+			values[s.Key] = b.value // config.Check says what is wrong with it
+			continue
+		}
+		typ, _ := flag.UnquoteUsage(fs.Lookup(b.flag))
+		if bf, ok := fs.Lookup(b.flag).Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			typ = "boolean (true, false, 1, 0, t, f)"
+		}
+		problems = append(problems, fmt.Errorf("flag --%s: %q is not a valid %s (%w)", b.flag, b.value, typ, b.err))
+	}
+	envProblems, deprecated := applyEnv(fs, inv.name, inv.sources, values)
+	problems = append(problems, envProblems...)
 	if *configPath != "" {
 		c, err := config.Load(*configPath)
 		if err != nil {
 			return &usageError{err}
 		}
-		if err := applyConfig(fs, inv.name, c, true); err != nil {
+		if err := applyConfig(fs, inv.name, c, true, inv.sources, values); err != nil {
 			return &usageError{fmt.Errorf("configuration file %s: %w", *configPath, err)}
 		}
 	}
-	var problems []error
+	problems = append(problems, checkValues(fs, inv.name, inv.sources, values)...)
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil && !slices.ContainsFunc(problems, func(e error) bool { return strings.Contains(e.Error(), "key log.level") }) {
 		problems = append(problems, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel))
-	}
-	if *logFormat != "text" && *logFormat != "json" {
-		problems = append(problems, fmt.Errorf("--log-format %q: want text or json", *logFormat))
 	}
 	for _, name := range commands()[inv.name].required {
 		if fs.Lookup(name).Value.String() == "" {
@@ -128,8 +158,15 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 		return &usageError{err}
 	}
 	slog.SetDefault(newLogger(inv.stderr, level, *logFormat))
+	for _, d := range deprecated {
+		deprecatedEnv(d[0], d[1])
+	}
 	if *configPath != "" {
 		slog.Debug("read the configuration file", "path", *configPath)
+	}
+	if inv.parsed != nil {
+		inv.parsed(fs)
+		return errDescribed
 	}
 	return nil
 }
@@ -137,8 +174,8 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 // otherSources names where else a flag's value may come from.
 func otherSources(cmd string, f *flag.Flag) string {
 	var alt []string
-	if env, ok := envName(f.Usage); ok {
-		alt = append(alt, "env "+env)
+	if s, ok := keySettings(cmd)[f.Name]; ok {
+		alt = append(alt, "env "+s.Env)
 	}
 	if keys := configKeys(cmd)[f.Name]; keys != "" {
 		alt = append(alt, "key "+keys+" of the configuration file")
@@ -149,18 +186,20 @@ func otherSources(cmd string, f *flag.Flag) string {
 	return " (or " + strings.Join(alt, ", or ") + ")"
 }
 
-// applyConfig gives each flag of fs that the command line did not set and
-// whose environment variables are unset the configuration file's value:
-// flags > environment > file > defaults. secrets says whether to check
-// that the variables a …_env key names are set (config check, run
-// elsewhere, does not). It returns every problem at once.
-func applyConfig(fs *flag.FlagSet, cmd string, c *config.Config, secrets bool) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+// applyConfig gives each flag of fs that the command line and the
+// environment left alone (those in sources) the configuration file's
+// value: flags > environment > file > defaults, recording the file as the
+// source and the values by key. secrets says whether to check that the
+// variables a …_env key names are set (config check, run elsewhere, does
+// not). It returns every problem at once.
+func applyConfig(fs *flag.FlagSet, cmd string, c *config.Config, secrets bool, sources flagSources, values map[string]string) error {
 	var problems []error
 	for _, v := range c.Values() {
 		f := fs.Lookup(v.Flag)
-		if f == nil || !v.AppliesTo(cmd) || given[v.Flag] || slices.ContainsFunc(v.Env, func(e string) bool { return os.Getenv(e) != "" }) {
+		if f == nil || !v.AppliesTo(cmd) {
+			continue
+		}
+		if _, set := sources[v.Flag]; set {
 			continue
 		}
 		if v.SecretEnv {
@@ -175,6 +214,15 @@ func applyConfig(fs *flag.FlagSet, cmd string, c *config.Config, secrets bool) e
 			sf.useEnv(v.Args[0])
 			continue
 		}
+		if v.SecretVar != "" {
+			// The secret itself in its variable beats a file named by
+			// the configuration file.
+			if _, _, set := lookupEnv(append([]string{v.SecretVar}, v.OldSecretVar...)); set {
+				continue
+			}
+		}
+		sources[v.Flag] = fmt.Sprintf("file %s (line %d)", v.Key, v.Line)
+		values[v.Key] = strings.Join(v.Args, ",")
 		for _, a := range v.Args {
 			if err := fs.Set(v.Flag, a); err != nil {
 				problems = append(problems, fmt.Errorf("%s (line %d): %w", v.Key, v.Line, err))
@@ -214,7 +262,8 @@ func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
 		return
 	}
 	keys := configKeys(inv.name)
-	fmt.Fprintln(w, "\nFlags (the configuration file's key in [brackets]; a flag beats its environment variable, which beats the file):")
+	settings := keySettings(inv.name)
+	fmt.Fprintln(w, "\nFlags (the configuration file's key and the environment variable in [brackets]; a flag beats its variable, which beats the file):")
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
 		switch f.Value.(type) {
@@ -239,7 +288,11 @@ func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
 			}
 		}
 		if k := keys[f.Name]; k != "" {
-			usage += " [" + k + "]"
+			usage += " [" + k
+			if s, ok := settings[f.Name]; ok {
+				usage += "; env " + s.Env
+			}
+			usage += "]"
 		}
 		fmt.Fprintln(w, wrap(usage, "      ", 100))
 	})

@@ -44,10 +44,10 @@ func TestCommandLine(t *testing.T) {
 		"unknown command":    {[]string{"captur"}, want{2, nil, []string{`unknown command "captur"; did you mean "capture"?`}}},
 		"unknown flag":       {[]string{"capture", "--slott", "x"}, want{2, nil, []string{"unknown flag --slott; did you mean --slot?", "Run 'walhouse capture -h'"}}},
 		"bad flag value":     {[]string{"sink", "--max-batch", "many"}, want{2, nil, []string{"-max-batch"}}},
-		"missing required":   {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_PG_URL, or key source.postgres.url"}}},
+		"missing required":   {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_SOURCE_POSTGRES_URL, or key source.postgres.url"}}},
 		"positional":         {[]string{"sink", "now"}, want{2, nil, []string{`unexpected arguments ["now"]`}}},
 		"dlq without sub":    {[]string{"dlq"}, want{2, nil, []string{"want a subcommand: list"}}},
-		"bad log level":      {[]string{"dlq", "list", "--log-level", "loud"}, want{2, nil, []string{`--log-level "loud"`}}},
+		"bad log level":      {[]string{"dlq", "list", "--log-level", "loud"}, want{2, nil, []string{`--log-level (key log.level): "loud" is not allowed`}}},
 		"bad config":         {[]string{"--config", bad, "sink"}, want{2, nil, []string{`sink.max_bach (line 2): unknown key; did you mean "max_batch"?`, `sink.max_wait (line 3): "soon" is not a duration`}}},
 		"config check bad":   {[]string{"config", "check", bad}, want{1, nil, []string{"2 problem(s)"}}},
 		"config check none":  {[]string{"config", "check"}, want{2, nil, []string{"needs a file"}}},
@@ -74,7 +74,7 @@ func TestCommandLine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			c := exec.Command(bin, tc.args...)
-			c.Env = append(os.Environ(), "WALHOUSE_CONFIG=", "WALHOUSE_PG_URL=")
+			c.Env = append(os.Environ(), "WALHOUSE_CONFIG=", "WALHOUSE_PG_URL=", "WALHOUSE_SOURCE_POSTGRES_URL=")
 			c.Stdout, c.Stderr = &stdout, &stderr
 			_ = c.Run()
 			if got := c.ProcessState.ExitCode(); got != tc.want.code {
@@ -148,11 +148,13 @@ func TestConfigKeysMatchFlags(t *testing.T) {
 				continue
 			}
 			found = true
-			if s.SecretEnv || len(s.Env) == 0 {
+			if s.SecretEnv {
 				continue
 			}
-			if named := envInUsage.FindAllStringSubmatch(f.Usage, -1); !slices.ContainsFunc(named, func(m []string) bool { return m[1] == s.Env[0] }) {
-				t.Errorf("%s: the help of walhouse %s --%s names the variables %q, the key %v", s.Key, name, s.Flag, named, s.Env)
+			var help bytes.Buffer
+			(&invocation{name: name}).help(&help, fs)
+			if want := "; env " + s.Env + "]"; !strings.Contains(strings.Join(strings.Fields(help.String()), " "), want) {
+				t.Errorf("%s: the help of walhouse %s does not show [%s", s.Key, name, want)
 			}
 		}
 		if !found {
@@ -235,7 +237,7 @@ log: {level: debug}
 				t.Setenv(k, v)
 			}
 			fs, ep := newFlagSet("capture", usesPG)
-			slot := fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "slot (env WALHOUSE_SLOT)")
+			slot := fs.String("slot", "walhouse", "slot")
 			parts := fs.Int("partitions", 6, "partitions")
 			var tables, tenantFor listFlag
 			fs.Var(&tables, "tables", "tables")

@@ -21,7 +21,7 @@ func runConfig(_ context.Context, inv *invocation) error {
 		return flag.ErrHelp
 	}
 	if len(inv.args) == 0 {
-		return usageErrorf("want a subcommand: example or check FILE")
+		return usageErrorf("want a subcommand: example, check FILE, view COMMAND or reference")
 	}
 	switch sub, rest := inv.args[0], inv.args[1:]; sub {
 	case "example":
@@ -44,12 +44,23 @@ func runConfig(_ context.Context, inv *invocation) error {
 		if err != nil {
 			return err
 		}
-		// The values pass through every command's flags, as at start.
+		// The values pass through every command's flags and checks, as
+		// at start; a problem several commands share is listed once.
 		var problems []error
+		seen := map[string]bool{}
 		for _, name := range slices.Sorted(maps.Keys(commands())) {
-			if fs := flagsOf(name); fs != nil {
-				if err := applyConfig(fs, name, c, false); err != nil {
-					problems = append(problems, fmt.Errorf("for walhouse %s: %w", name, err))
+			fs := flagsOf(name)
+			if fs == nil {
+				continue
+			}
+			sources, values := flagSources{}, map[string]string{}
+			if err := applyConfig(fs, name, c, false, sources, values); err != nil {
+				problems = append(problems, fmt.Errorf("for walhouse %s: %w", name, err))
+			}
+			for _, err := range checkValues(fs, name, sources, values) {
+				if !seen[err.Error()] {
+					seen[err.Error()] = true
+					problems = append(problems, err)
 				}
 			}
 		}
@@ -58,8 +69,15 @@ func runConfig(_ context.Context, inv *invocation) error {
 		}
 		fmt.Fprintf(inv.stdout, "%s: ok (%d keys)\n", path, len(c.Values()))
 		return nil
+	case "view":
+		return viewConfig(inv, rest)
+	case "reference":
+		if len(rest) > 0 {
+			return usageErrorf("config reference takes no arguments")
+		}
+		return writeReference(inv.stdout)
 	default:
-		return usageErrorf("unknown subcommand %q: want example or check FILE", sub)
+		return usageErrorf("unknown subcommand %q: want example, check FILE, view COMMAND or reference", sub)
 	}
 }
 
@@ -116,8 +134,9 @@ type completedFlag struct {
 var subcommands = map[string][]string{
 	"dlq":        {"list", "replay"},
 	"keys":       {"prune"},
+	"apikey":     {"create", "list", "revoke"},
 	"erase":      {"verify", "public-key"},
-	"config":     {"example", "check"},
+	"config":     {"example", "check", "view", "reference"},
 	"completion": {"bash", "zsh", "fish"},
 }
 

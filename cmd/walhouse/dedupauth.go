@@ -21,9 +21,9 @@ type dedupSecurity struct {
 }
 
 func (d *dedupSecurity) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.user, "dedup-user", envOr("WALHOUSE_REDIS_USER", ""), "dedup store ACL user (empty: the default user; env WALHOUSE_REDIS_USER); the password comes from WALHOUSE_REDIS_PASSWORD or --dedup-password-file")
-	d.password = registerSecret(fs, "dedup-password-file", "WALHOUSE_REDIS_PASSWORD", "the dedup store's password")
-	d.tls.register(fs, "dedup", "WALHOUSE_REDIS", "the dedup store", " and by a rediss:// --dedup-addr")
+	fs.StringVar(&d.user, "dedup-user", "", "dedup store ACL user (empty: the default user); the password comes from WALHOUSE_DEDUP_PASSWORD or --dedup-password-file")
+	d.password = registerSecret(fs, "dedup-password-file", "the dedup store's password")
+	d.tls.register(fs, "dedup", "the dedup store", " and by a rediss:// --dedup-addr")
 }
 
 // apply sets the login and TLS of the flags in cfg, or returns every
@@ -63,10 +63,10 @@ func openDedup(ctx context.Context, cfg dedup.Config, sec *dedupSecurity) (*dedu
 		return store, nil
 	case errors.Is(err, dedup.ErrAuth):
 		store.Close()
-		return nil, fmt.Errorf("%w; check --dedup-user and the password (WALHOUSE_REDIS_PASSWORD or --dedup-password-file)", err)
+		return nil, fmt.Errorf("%w; check --dedup-user and the password (WALHOUSE_DEDUP_PASSWORD or --dedup-password-file)", err)
 	case certificateError(err):
 		store.Close()
-		return nil, fmt.Errorf("%w; the dedup store's certificate did not verify: give the CA that signed it with --dedup-tls-ca (env WALHOUSE_REDIS_TLS_CA), and name the store in --dedup-addr as its certificate does", err)
+		return nil, fmt.Errorf("%w; the dedup store's certificate did not verify: give the CA that signed it with --dedup-tls-ca, and name the store in --dedup-addr as its certificate does", err)
 	default:
 		slog.Warn("sink: the dedup store does not answer; starting without Layer 2 (fail open) until it does", "err", err)
 		return store, nil

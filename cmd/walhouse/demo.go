@@ -48,7 +48,7 @@ func runDemo(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	if *tenants < 1 || *orders < 1 {
-		return errors.New("--tenants and --orders must be positive")
+		return usageErrorf("--tenants %d, --orders %d: want positive numbers", *tenants, *orders)
 	}
 	out := os.Stdout
 	ep.database = demoDatabase

@@ -23,8 +23,8 @@ import (
 func runDLQ(ctx context.Context, inv *invocation) error {
 	sub := inv.subcommand()
 	fs, ep := newFlagSet("dlq", usesKafka)
-	prefix := fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "topic prefix of the pipeline (env WALHOUSE_TOPIC_PREFIX)")
-	topic := fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic (default <prefix>-dlq; env WALHOUSE_DLQ_TOPIC)")
+	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline")
+	topic := fs.String("dlq-topic", "", "dead-letter topic (default <prefix>-dlq)")
 	maxRecord := maxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
 	if err := inv.parse(fs); err != nil {
@@ -41,7 +41,7 @@ func runDLQ(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return fmt.Errorf("--max-record-bytes: %w", err)
+		return usageErrorf("--max-record-bytes: %w", err)
 	}
 	limits := kafka.RecordLimitOpts(*maxRecord)
 	if sub == "list" {

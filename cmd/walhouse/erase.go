@@ -160,7 +160,7 @@ func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) 
 // registerErasureKey registers --erasure-key-file (env
 // WALHOUSE_ERASURE_KEY, WALHOUSE_ERASURE_KEY_FILE).
 func registerErasureKey(fs *flag.FlagSet) *secretSource {
-	return registerSecret(fs, "erasure-key-file", "WALHOUSE_ERASURE_KEY", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
+	return registerSecret(fs, "erasure-key-file", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
 }
 
 // erasureKeys derives the erasure keys from the secret, nil when none was

@@ -2,8 +2,8 @@ package main
 
 import (
 	"flag"
+	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/walhouse/walhouse/kafka"
@@ -17,15 +17,6 @@ const failpointsEnv = "WALHOUSE_FAILPOINTS"
 // envOr returns the environment variable name, or def when it is unset.
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// envInt returns the integer environment variable name, or def when it is
-// unset or not a number.
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return v
 	}
 	return def
@@ -69,31 +60,31 @@ func newFlagSet(name string, uses services) (*flag.FlagSet, *endpoints) {
 // register registers on fs the flags of the services in uses, bound to e.
 func (e *endpoints) register(fs *flag.FlagSet, uses services) {
 	if uses&usesPG != 0 {
-		fs.StringVar(&e.pg, "pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL or key=value connection string (env WALHOUSE_PG_URL; PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
+		fs.StringVar(&e.pg, "pg", "", "PostgreSQL URL or key=value connection string (PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
 		e.registerPGPassword(fs)
 	}
 	if uses&usesKafka != 0 {
-		fs.StringVar(&e.kafka, "kafka", envOr("WALHOUSE_KAFKA_BROKERS", "127.0.0.1:9092"), "comma-separated Kafka seed brokers (env WALHOUSE_KAFKA_BROKERS)")
+		fs.StringVar(&e.kafka, "kafka", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 		e.kafkaSec.register(fs)
 	}
 	if uses&usesClickHouse != 0 {
-		fs.StringVar(&e.clickhouse, "clickhouse", envOr("WALHOUSE_CLICKHOUSE_URL", "clickhouse://127.0.0.1:9000"), "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123 (env WALHOUSE_CLICKHOUSE_URL)")
-		e.chPassword = registerSecret(fs, "clickhouse-password-file", "WALHOUSE_CLICKHOUSE_PASSWORD", "the ClickHouse password")
-		fs.StringVar(&e.database, "database", envOr("WALHOUSE_CLICKHOUSE_DATABASE", "walhouse"), "ClickHouse database for the replicated tables (env WALHOUSE_CLICKHOUSE_DATABASE)")
+		fs.StringVar(&e.clickhouse, "clickhouse", "clickhouse://127.0.0.1:9000", "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123")
+		e.chPassword = registerSecret(fs, "clickhouse-password-file", "the ClickHouse password")
+		fs.StringVar(&e.database, "database", "walhouse", "ClickHouse database for the replicated tables")
 	}
 	if uses&usesCluster != 0 {
-		fs.StringVar(&e.cluster, "cluster", envOr("WALHOUSE_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse (env WALHOUSE_CLICKHOUSE_CLUSTER)")
+		fs.StringVar(&e.cluster, "cluster", "", "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse")
 	}
 }
 
 // registerPGPassword registers --pg-password-file, for commands that
 // register their own --pg.
 func (e *endpoints) registerPGPassword(fs *flag.FlagSet) {
-	e.pgPassword = registerSecret(fs, "pg-password-file", "WALHOUSE_PG_PASSWORD", "the PostgreSQL password")
+	e.pgPassword = registerSecret(fs, "pg-password-file", "the PostgreSQL password")
 }
 
 // pgURL returns the PostgreSQL connection string with the password from
-// WALHOUSE_PG_PASSWORD or --pg-password-file, if one is given.
+// WALHOUSE_SOURCE_POSTGRES_PASSWORD or --pg-password-file, if one is given.
 func (e *endpoints) pgURL() (string, error) {
 	return e.pgConnString(e.pg)
 }
@@ -182,6 +173,24 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // maxRecordBytesFlag registers --max-record-bytes on fs: the commands that
 // produce or read the tables' topics must agree on it.
 func maxRecordBytesFlag(fs *flag.FlagSet) *int {
-	return fs.Int("max-record-bytes", envInt("WALHOUSE_MAX_RECORD_BYTES", record.DefaultMaxBytes),
-		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it (env WALHOUSE_MAX_RECORD_BYTES)")
+	return fs.Int("max-record-bytes", record.DefaultMaxBytes,
+		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it")
+}
+
+// deprecatedFlag registers --old as another name of the registered flag
+// --current: it sets the same value, with a warning naming --current.
+func deprecatedFlag(fs *flag.FlagSet, old, current string) {
+	f := fs.Lookup(current)
+	fs.Var(&renamedFlag{Value: f.Value, old: old, current: current}, old, "deprecated name of --"+current)
+}
+
+// renamedFlag is the value of a deprecated flag name.
+type renamedFlag struct {
+	flag.Value
+	old, current string
+}
+
+func (r *renamedFlag) Set(v string) error {
+	slog.Warn("deprecated flag: use the new name; the old one will stop working in a later release", "flag", "--"+r.old, "rename_to", "--"+r.current)
+	return r.Value.Set(v)
 }

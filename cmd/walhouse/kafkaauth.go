@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,15 +23,14 @@ type kafkaSecurity struct {
 	// passwordEnv holds the SASL password (default
 	// WALHOUSE_KAFKA_SASL_PASSWORD; a configuration file's
 	// kafka.sasl.password_env names another).
-	passwordEnv string
+	passwordEnv []string
 }
 
 func (k *kafkaSecurity) register(fs *flag.FlagSet) {
-	k.tls.register(fs, "kafka", "WALHOUSE_KAFKA", "the Kafka brokers", "")
-	fs.StringVar(&k.mechanism, "kafka-sasl", envOr("WALHOUSE_KAFKA_SASL_MECHANISM", ""), "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (env WALHOUSE_KAFKA_SASL_MECHANISM); the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")
-	fs.StringVar(&k.user, "kafka-sasl-user", envOr("WALHOUSE_KAFKA_SASL_USER", ""), "SASL user name (env WALHOUSE_KAFKA_SASL_USER)")
-	k.passwordFile = envOr("WALHOUSE_KAFKA_SASL_PASSWORD_FILE", "")
-	fs.Var(&secretFlag{file: &k.passwordFile, env: &k.passwordEnv}, "kafka-sasl-password-file", "file holding the SASL password (env WALHOUSE_KAFKA_SASL_PASSWORD_FILE)")
+	k.tls.register(fs, "kafka", "the Kafka brokers", "")
+	fs.StringVar(&k.mechanism, "kafka-sasl", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512; the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")
+	fs.StringVar(&k.user, "kafka-sasl-user", "", "SASL user name")
+	fs.Var(&secretFlag{file: &k.passwordFile, env: &k.passwordEnv}, "kafka-sasl-password-file", "file holding the SASL password")
 }
 
 // options returns the client options the flags ask for, or every problem
@@ -74,5 +72,9 @@ func (k *kafkaSecurity) options() ([]kgo.Opt, error) {
 
 // password is where the SASL password comes from.
 func (k *kafkaSecurity) password() *secretSource {
-	return &secretSource{env: cmp.Or(k.passwordEnv, "WALHOUSE_KAFKA_SASL_PASSWORD"), fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
+	env := k.passwordEnv
+	if len(env) == 0 {
+		env = secretEnv("kafka-sasl-password-file")
+	}
+	return &secretSource{env: env, fileFlag: "kafka-sasl-password-file", file: k.passwordFile}
 }

@@ -16,10 +16,10 @@ import (
 func runKeys(ctx context.Context, inv *invocation) error {
 	sub := inv.subcommand()
 	fs, ep := newFlagSet("keys", usesPG)
-	days := fs.Int("retention-days", envInt("DATA_IDEMPOTENCY_KEY_RETENTION_DAYS", idempotency.DefaultRetentionDays), "delete the keys created more than this many days ago; at least 1 (env DATA_IDEMPOTENCY_KEY_RETENTION_DAYS)")
+	days := fs.Int("retention-days", idempotency.DefaultRetentionDays, "delete the keys created more than this many days ago; at least 1")
 	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
 	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")
-	at := fs.String("daily-at", envOr("WALHOUSE_IDEMPOTENCY_PRUNE_AT", "03:00"), "time of day of the daily prune, HH:MM in UTC (env WALHOUSE_IDEMPOTENCY_PRUNE_AT)")
+	at := fs.String("daily-at", "03:00", "time of day of the daily prune, HH:MM in UTC")
 	if err := inv.parse(fs); err != nil {
 		return err
 	}

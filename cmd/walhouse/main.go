@@ -65,7 +65,7 @@ func commands() map[string]command {
 			summary: "serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", usage: "--keys FILE [flags]",
 			examples: []string{
 				"walhouse serve --clickhouse clickhouse://ch:9000 --keys keys.json --cursor-secret-file /run/secrets/cursor",
-				"walhouse serve --new-key --key-tenant acme --key-scopes read,export",
+				"walhouse apikey create --keys keys.json --tenant acme --scopes read,export",
 			},
 			run: runServe,
 		},
@@ -80,10 +80,19 @@ func commands() map[string]command {
 			summary: "prune Layer 1's idempotency keys older than the retention period", usage: "prune [--retention-days N] [--daily] [flags]",
 			examples: []string{
 				"walhouse keys prune --pg postgres://walhouse_pruner@db/app   # a login in role walhouse_idempotency_pruner",
-				"DATA_IDEMPOTENCY_KEY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
+				"WALHOUSE_IDEMPOTENCY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
 				"walhouse keys prune --daily --daily-at 03:00   # the daily job, as a long-running process",
 			},
 			required: []string{"pg"}, run: runKeys,
+		},
+		"apikey": {
+			summary: "create, list or revoke the query API's keys in serve's keys file", usage: "create|list|revoke ID --keys FILE [flags]",
+			examples: []string{
+				"walhouse apikey create --keys keys.json --tenant acme --scopes read,export --id acme-reporting",
+				"walhouse apikey list --keys keys.json",
+				"walhouse apikey revoke acme-reporting --keys keys.json",
+			},
+			run: runAPIKey,
 		},
 		"erase": {
 			summary: "erase a data subject (GDPR) from ClickHouse once PostgreSQL no longer has it, and keep it erased; verify a manifest", usage: "[verify FILE | public-key] --tenant T --subject-column C --subject V [flags]",
@@ -121,8 +130,8 @@ func commands() map[string]command {
 			required: []string{"path"}, run: runChdb,
 		},
 		"config": {
-			summary: "print an example configuration file, or check one", usage: "example | check FILE",
-			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml"},
+			summary: "print an example configuration file, check one, show a command's effective configuration, or the reference of every key", usage: "example | check FILE | view [--config FILE] COMMAND [flags] | reference",
+			examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000", "walhouse config reference > docs/configuration.md"},
 			run:      runConfig, plain: true,
 		},
 		"version": {

@@ -13,27 +13,34 @@ import (
 
 // Secrets never come from a flag's value, which shows in the process list
 // (and, as a default taken from the environment, in -h). Each one comes
-// from an environment variable WALHOUSE_X or from a file named by --x-file
-// (env WALHOUSE_X_FILE); the file wins when both are set.
+// from a file named by --x-file (or its variable, WALHOUSE_…_FILE) or from
+// the variable that holds the secret itself (the same name without _FILE);
+// the file wins when both are set.
 
 // secretSource is where one secret may come from.
 type secretSource struct {
-	env      string // variable holding the secret itself
+	// env are the variables that may hold the secret itself, the current
+	// name first, then its deprecated ones.
+	env      []string
 	fileFlag string // flag naming a file that holds it
 	file     string
 }
 
-// registerSecret registers --<fileFlag> (env <env>_FILE) on fs.
-func registerSecret(fs *flag.FlagSet, fileFlag, env, what string) *secretSource {
-	s := &secretSource{env: env, fileFlag: fileFlag, file: envOr(env+"_FILE", "")}
-	fs.Var(&secretFlag{file: &s.file, env: &s.env}, fileFlag, fmt.Sprintf("file holding %s (env %s_FILE; or the secret itself in env %s)", what, env, env))
+// registerSecret registers --<fileFlag> on fs: the secret is in the file
+// it names, or else in the variable of the flag's key without _FILE.
+func registerSecret(fs *flag.FlagSet, fileFlag, what string) *secretSource {
+	s := &secretSource{env: secretEnv(fileFlag), fileFlag: fileFlag}
+	fs.Var(&secretFlag{file: &s.file, env: &s.env}, fileFlag, fmt.Sprintf("file holding %s (or the secret itself in env %s)", what, s.env[0]))
 	return s
 }
 
 // secretFlag is the value of a --…-file flag. A configuration file may
 // name, instead of a file, another environment variable that holds the
 // secret (a …_env key): useEnv points the secret there.
-type secretFlag struct{ file, env *string }
+type secretFlag struct {
+	file *string
+	env  *[]string
+}
 
 func (f *secretFlag) String() string {
 	if f == nil || f.file == nil {
@@ -48,13 +55,13 @@ func (f *secretFlag) Set(v string) error {
 }
 
 // useEnv makes name the environment variable that holds the secret.
-func (f *secretFlag) useEnv(name string) { *f.env = name }
+func (f *secretFlag) useEnv(name string) { *f.env = []string{name} }
 
 // value returns the secret, "" when neither source is set. A file's
 // trailing line break is not part of it.
 func (s *secretSource) value() (string, error) {
 	if s.file == "" {
-		return os.Getenv(s.env), nil
+		return getSecretEnv(s.env), nil
 	}
 	b, err := os.ReadFile(s.file)
 	if err != nil {
@@ -102,24 +109,21 @@ func withPassword(dsn, password, flagName string) (string, error) {
 }
 
 // tlsFlags are the TLS flags of one service: --NAME-tls, --NAME-tls-ca,
-// --NAME-tls-cert and --NAME-tls-key, each defaulting to its environment
-// variable.
+// --NAME-tls-cert and --NAME-tls-key.
 type tlsFlags struct {
 	on        bool
 	ca        string
 	cert, key string
 }
 
-// register registers the TLS flags of the service name (kafka, dedup),
-// whose environment variables start with env (WALHOUSE_KAFKA,
-// WALHOUSE_REDIS). servers names the service's servers in the help, and
-// implied what else turns TLS on (" and by …", or "").
-func (t *tlsFlags) register(fs *flag.FlagSet, name, env, servers, implied string) {
-	on := os.Getenv(env + "_TLS")
-	fs.BoolVar(&t.on, name+"-tls", on == "true" || on == "1", fmt.Sprintf("connect to %s over TLS (implied by the other --%s-tls-* flags%s; env %s_TLS=true)", servers, name, implied, env))
-	fs.StringVar(&t.ca, name+"-tls-ca", envOr(env+"_TLS_CA", ""), fmt.Sprintf("PEM file of the CAs that sign the certificates of %s (default: the system's; env %s_TLS_CA)", servers, env))
-	fs.StringVar(&t.cert, name+"-tls-cert", envOr(env+"_TLS_CERT", ""), fmt.Sprintf("PEM client certificate, for servers that require mutual TLS (env %s_TLS_CERT)", env))
-	fs.StringVar(&t.key, name+"-tls-key", envOr(env+"_TLS_KEY", ""), fmt.Sprintf("PEM private key of --%s-tls-cert (env %s_TLS_KEY)", name, env))
+// register registers the TLS flags of the service name (kafka, dedup).
+// servers names the service's servers in the help, and implied what else
+// turns TLS on (" and by …", or "").
+func (t *tlsFlags) register(fs *flag.FlagSet, name, servers, implied string) {
+	fs.BoolVar(&t.on, name+"-tls", false, fmt.Sprintf("connect to %s over TLS (implied by the other --%s-tls-* flags%s)", servers, name, implied))
+	fs.StringVar(&t.ca, name+"-tls-ca", "", fmt.Sprintf("PEM file of the CAs that sign the certificates of %s (default: the system's)", servers))
+	fs.StringVar(&t.cert, name+"-tls-cert", "", "PEM client certificate, for servers that require mutual TLS")
+	fs.StringVar(&t.key, name+"-tls-key", "", fmt.Sprintf("PEM private key of --%s-tls-cert", name))
 }
 
 // enabled reports whether TLS is on: asked for, or implied by a file.

@@ -140,11 +140,11 @@ func TestIntegrationDedupAuthTLS(t *testing.T) {
 		"rediss URL, system CAs only": {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{}, []string{"--dedup-tls-ca"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			t.Setenv("WALHOUSE_REDIS_PASSWORD", tc.password)
+			t.Setenv("WALHOUSE_DEDUP_PASSWORD", tc.password)
 			if tc.sec.password == nil {
 				tc.sec.password = &secretSource{}
 			}
-			tc.sec.password.env, tc.sec.password.fileFlag = "WALHOUSE_REDIS_PASSWORD", "dedup-password-file"
+			tc.sec.password.env, tc.sec.password.fileFlag = secretEnv("dedup-password-file"), "dedup-password-file"
 			store, err := openDedup(ctx, dedup.Config{Addr: tc.addr, Prefix: testenv.Name("dedup") + ":"}, &tc.sec)
 			if len(tc.want) > 0 {
 				if err == nil {
@@ -265,7 +265,7 @@ func TestIntegrationExportFilesArePrivate(t *testing.T) {
 	if err := os.WriteFile(out, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("WALHOUSE_AUDIT_KEY", "audit-key-0123456789")
+	t.Setenv("WALHOUSE_API_AUDIT_KEY", "audit-key-0123456789")
 	if err := runExport(ctx, &invocation{name: "export", stdout: io.Discard, stderr: io.Discard, args: []string{"--clickhouse", env.ClickHouse, "--database", db, "--tenant", "acme",
 		"--subject-column", "customer_id", "--subject", "cus_1", "--out", out}}); err != nil {
 		t.Fatal(err)

@@ -33,29 +33,29 @@ import (
 func runServe(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
 	var (
-		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
-		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
-		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
+		listen       = fs.String("listen", "127.0.0.1:8080", "address of the HTTP API")
+		keysFile     = fs.String("keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
+		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_API_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
 		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
 		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
 		maxExec      = fs.Duration("max-execution-time", 30*time.Second, "longest a query may run in ClickHouse")
 		maxResult    = fs.Int("max-result-rows", 0, "ClickHouse max_result_rows for reads (default max-limit+1)")
 		maxConc      = fs.Int("max-concurrent", 4, "queries and exports one tenant may run at once (more get 429)")
 		hashKey      = fs.Bool("hash-key", false, "read an API key from stdin, print its SHA-256 for the keys file, and exit")
-		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit")
+		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit; walhouse apikey create also adds it to the file")
 		keyID        = fs.String("key-id", "", "with -new-key: id of the key")
 		keyTenant    = fs.String("key-tenant", "", "with -new-key: tenant of the key")
 		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, erase, admin)")
-		lagPG        = fs.String("pg", envOr("WALHOUSE_PG_URL", ""), "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics and to check PostgreSQL before POST /v1/erasures (optional; env WALHOUSE_PG_URL)")
-		lagSlot      = fs.String("slot", envOr("WALHOUSE_SLOT", "walhouse"), "capture's replication slot (env WALHOUSE_SLOT)")
-		lagKafka     = fs.String("kafka", envOr("WALHOUSE_KAFKA_BROKERS", ""), "Kafka brokers, to report consumer lag and dead-letter depth (optional; env WALHOUSE_KAFKA_BROKERS)")
-		lagGroup     = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "the sink's consumer group (env WALHOUSE_GROUP)")
-		lagPrefix    = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "the pipeline's topic prefix (env WALHOUSE_TOPIC_PREFIX)")
-		lagCaptures  = fs.String("capture-url", envOr("WALHOUSE_CAPTURE_URL", ""), "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional; env WALHOUSE_CAPTURE_URL)")
+		lagPG        = fs.String("pg", "", "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics and to check PostgreSQL before POST /v1/erasures (optional)")
+		lagSlot      = fs.String("slot", "walhouse", "capture's replication slot")
+		lagKafka     = fs.String("kafka", "", "Kafka brokers, to report consumer lag and dead-letter depth (optional)")
+		lagGroup     = fs.String("group", "walhouse-sink", "the sink's consumer group")
+		lagPrefix    = fs.String("topic-prefix", "walhouse", "the pipeline's topic prefix")
+		lagCaptures  = fs.String("capture-url", "", "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional)")
 		lagTimeout   = fs.Duration("capture-timeout", monitor.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
 		histEvery    = fs.Duration("lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
 		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
-		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_AUDIT_KEY; default: derived from the cursor secret)")
+		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_API_AUDIT_KEY; default: derived from the cursor secret)")
 		eraseSettle  = fs.Duration("erasure-settle", erasure.DefaultSettle, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
 		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
@@ -64,14 +64,11 @@ func runServe(ctx context.Context, inv *invocation) error {
 		hl   query.HTTPLimits
 		inFl int
 	)
-	withEnv := limitFlags(fs, &lim, &hl, &inFl)
+	limitFlags(fs, &lim, &hl, &inFl)
 	erasureKey := registerErasureKey(fs)
 	ep.kafkaSec.register(fs)
 	ep.registerPGPassword(fs)
-	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "WALHOUSE_CURSOR_SECRET", "the secret that signs pagination cursors")
-	if err := setFromEnv(fs, withEnv); err != nil {
-		return err
-	}
+	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
@@ -108,7 +105,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return printAuditHash(auditKey, []byte(*cursorSecret))
 	}
 	if *keysFile == "" {
-		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create a keys file with entries from `walhouse serve --new-key`"))
+		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create one with `walhouse apikey create --keys FILE`"))
 	}
 	secret := []byte(*cursorSecret)
 	if len(secret) > 0 && len(secret) < 16 {
@@ -130,7 +127,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
 	}
 	if err := errors.Join(problems...); err != nil {
-		return err
+		return &usageError{err}
 	}
 	keys, err := query.LoadKeys(*keysFile)
 	if err != nil {
@@ -141,9 +138,9 @@ func runServe(ctx context.Context, inv *invocation) error {
 		if _, err := rand.Read(secret); err != nil {
 			return fmt.Errorf("generate a cursor secret: %w", err)
 		}
-		slog.Warn("serve: no --cursor-secret; generated one, so pagination cursors will not survive a restart (set WALHOUSE_CURSOR_SECRET)")
+		slog.Warn("serve: no --cursor-secret; generated one, so pagination cursors will not survive a restart (set WALHOUSE_API_CURSOR_SECRET)")
 		if len(auditKey) == 0 {
-			slog.Warn("serve: no audit key nor cursor secret; the subject_hmac of export audit entries will not match across restarts (set WALHOUSE_AUDIT_KEY)")
+			slog.Warn("serve: no audit key nor cursor secret; the subject_hmac of export audit entries will not match across restarts (set WALHOUSE_API_AUDIT_KEY)")
 		}
 	}
 	conn, err := ep.openClickHouse(ctx)
@@ -167,7 +164,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return err
 	} else if keys != nil {
 		if pgPool == nil {
-			return errors.New("the erasure key is set but --pg is not: POST /v1/erasures checks PostgreSQL before it erases; give --pg (env WALHOUSE_PG_URL)")
+			return errors.New("the erasure key is set but --pg is not: POST /v1/erasures checks PostgreSQL before it erases; give --pg")
 		}
 		if eraser, err = erasure.NewEraser(erasure.Config{PG: pgPool, Conn: conn, Database: ep.database, Keys: *keys, Settle: *eraseSettle}); err != nil {
 			return err
@@ -278,11 +275,15 @@ func runExport(ctx context.Context, inv *invocation) error {
 	var (
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
-		maxExec = fs.Duration("max-execution-time", 30*time.Minute, "longest the whole export may run")
-		maxRows = fs.Int64("max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
-		maxSize = fs.Int64("max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
-		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
+		maxExec = fs.Duration("export-max-time", 30*time.Minute, "longest the whole export may run")
+		maxRows = fs.Int64("export-max-rows", 0, "most rows the export may hold; beyond, it stops with an error (default 0: the serve default, 10,000,000)")
+		maxSize = fs.Int64("export-max-bytes", 0, "most bytes the export may hold; beyond, it stops with an error (default 0: the serve default, 10 GiB)")
+		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_API_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
+	// The names before serve's spelling, still accepted.
+	deprecatedFlag(fs, "max-execution-time", "export-max-time")
+	deprecatedFlag(fs, "max-rows", "export-max-rows")
+	deprecatedFlag(fs, "max-bytes", "export-max-bytes")
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
@@ -291,12 +292,12 @@ func runExport(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	if len(auditKey) == 0 {
-		if cs := os.Getenv("WALHOUSE_CURSOR_SECRET"); cs != "" {
+		if cs := getSecretEnv(secretEnv("cursor-secret-file")); cs != "" {
 			auditKey = query.DeriveAuditKey([]byte(cs)) // what serve uses without an audit key
 		} else {
 			auditKey = make([]byte, 32)
 			_, _ = rand.Read(auditKey)
-			slog.Warn("export: no audit key (WALHOUSE_AUDIT_KEY, --audit-key-file) nor WALHOUSE_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
+			slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
 		}
 	}
 	f := query.Format(*format)
@@ -403,10 +404,10 @@ func writePrivate(path string, data []byte) error {
 }
 
 // readAuditKey returns the audit key from file, or else from
-// WALHOUSE_AUDIT_KEY; nil when neither is set. A key is a secret, so it
+// WALHOUSE_API_AUDIT_KEY; nil when neither is set. A key is a secret, so it
 // never comes from a flag's value (the process list shows those).
 func readAuditKey(file string) ([]byte, error) {
-	key := []byte(os.Getenv("WALHOUSE_AUDIT_KEY"))
+	key := []byte(getSecretEnv(secretEnv("audit-key-file")))
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -424,7 +425,7 @@ func readAuditKey(file string) ([]byte, error) {
 func printAuditHash(auditKey, cursorSecret []byte) error {
 	if len(auditKey) == 0 {
 		if len(cursorSecret) == 0 {
-			return errors.New("--audit-hash needs the server's audit key (WALHOUSE_AUDIT_KEY, --audit-key-file) or its cursor secret")
+			return errors.New("--audit-hash needs the server's audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) or its cursor secret")
 		}
 		auditKey = query.DeriveAuditKey(cursorSecret)
 	}
@@ -437,60 +438,22 @@ func printAuditHash(auditKey, cursorSecret []byte) error {
 }
 
 // limitFlags registers the flags of the per-query ClickHouse limits, the
-// export caps, the global concurrency cap and the HTTP server's bounds,
-// and returns their names: each has an environment variable (setFromEnv).
+// export caps, the global concurrency cap and the HTTP server's bounds.
 // Zero means the default documented on query.Limits and query.HTTPLimits.
-func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFlight *int) []string {
-	fs.Int64Var(&lim.MaxMemoryUsage, "max-memory-usage", 1<<30, "ClickHouse max_memory_usage of each read and export, in bytes (env WALHOUSE_MAX_MEMORY_USAGE)")
-	fs.Int64Var(&lim.MaxBytesBeforeExternalGroupBy, "max-bytes-before-external-group-by", 0, "ClickHouse max_bytes_before_external_group_by: a GROUP BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_GROUP_BY)")
-	fs.Int64Var(&lim.MaxBytesBeforeExternalSort, "max-bytes-before-external-sort", 0, "ClickHouse max_bytes_before_external_sort: an ORDER BY spills to disk beyond it (default 0: half of --max-memory-usage; env WALHOUSE_MAX_BYTES_BEFORE_EXTERNAL_SORT)")
-	fs.Int64Var(&lim.MaxResultBytes, "max-result-bytes", 64<<20, "ClickHouse max_result_bytes of a read: a larger page is refused (env WALHOUSE_MAX_RESULT_BYTES)")
-	fs.Int64Var(&lim.MaxPageBytes, "max-page-bytes", 128<<20, "largest JSON of a read's page, which is streamed: a larger page is refused with over_limit (env WALHOUSE_MAX_PAGE_BYTES)")
-	fs.IntVar(&lim.MaxThreads, "max-threads", 4, "ClickHouse max_threads of each read and export (env WALHOUSE_MAX_THREADS)")
-	fs.DurationVar(&lim.MaxExportTime, "export-max-time", 10*time.Minute, "longest an export may run (env WALHOUSE_EXPORT_MAX_TIME)")
-	fs.Int64Var(&lim.MaxExportRows, "export-max-rows", 10_000_000, "most rows one export may hold; beyond, it stops with an error in its manifest (env WALHOUSE_EXPORT_MAX_ROWS)")
-	fs.Int64Var(&lim.MaxExportBytes, "export-max-bytes", 10<<30, "most bytes one export may hold; beyond, it stops with an error in its manifest (env WALHOUSE_EXPORT_MAX_BYTES)")
-	fs.IntVar(inFlight, "max-in-flight", query.DefaultMaxInFlight, "reads, exports and table listings the server runs at once, all tenants together (more get 429; env WALHOUSE_MAX_IN_FLIGHT)")
-	fs.DurationVar(&hl.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "longest a client may take to send a request's headers (env WALHOUSE_READ_HEADER_TIMEOUT)")
-	fs.DurationVar(&hl.ReadTimeout, "read-timeout", 30*time.Second, "longest a client may take to send a whole request (env WALHOUSE_READ_TIMEOUT)")
-	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead (env WALHOUSE_WRITE_TIMEOUT)")
-	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request (env WALHOUSE_IDLE_TIMEOUT)")
-	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431; env WALHOUSE_MAX_HEADER_BYTES)")
-	return []string{"max-memory-usage", "max-bytes-before-external-group-by", "max-bytes-before-external-sort", "max-result-bytes", "max-page-bytes",
-		"max-threads", "export-max-time", "export-max-rows", "export-max-bytes", "max-in-flight",
-		"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes"}
-}
-
-// setFromEnv gives each of the named flags the value of the environment
-// variable its usage names ("env NAME"), when that is set; call it before
-// parseFlags, so the command line still wins. A bad value names its
-// variable.
-func setFromEnv(fs *flag.FlagSet, names []string) error {
-	var problems []error
-	for _, n := range names {
-		f := fs.Lookup(n)
-		env, ok := envName(f.Usage)
-		if !ok {
-			continue
-		}
-		if v := os.Getenv(env); v != "" {
-			if err := fs.Set(n, v); err != nil {
-				problems = append(problems, fmt.Errorf("%s=%q (for --%s): %w", env, v, n, err))
-			}
-		}
-	}
-	return errors.Join(problems...)
-}
-
-// envName finds "env NAME" in a flag's usage text.
-func envName(usage string) (string, bool) {
-	i := strings.LastIndex(usage, "env WALHOUSE_")
-	if i < 0 {
-		return "", false
-	}
-	name := usage[i+len("env "):]
-	if j := strings.IndexFunc(name, func(r rune) bool { return !(r == '_' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }); j >= 0 {
-		name = name[:j]
-	}
-	return name, true
+func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFlight *int) {
+	fs.Int64Var(&lim.MaxMemoryUsage, "max-memory-usage", 1<<30, "ClickHouse max_memory_usage of each read and export, in bytes")
+	fs.Int64Var(&lim.MaxBytesBeforeExternalGroupBy, "max-bytes-before-external-group-by", 0, "ClickHouse max_bytes_before_external_group_by: a GROUP BY spills to disk beyond it (default 0: half of --max-memory-usage)")
+	fs.Int64Var(&lim.MaxBytesBeforeExternalSort, "max-bytes-before-external-sort", 0, "ClickHouse max_bytes_before_external_sort: an ORDER BY spills to disk beyond it (default 0: half of --max-memory-usage)")
+	fs.Int64Var(&lim.MaxResultBytes, "max-result-bytes", 64<<20, "ClickHouse max_result_bytes of a read: a larger page is refused")
+	fs.Int64Var(&lim.MaxPageBytes, "max-page-bytes", 128<<20, "largest JSON of a read's page, which is streamed: a larger page is refused with over_limit")
+	fs.IntVar(&lim.MaxThreads, "max-threads", 4, "ClickHouse max_threads of each read and export")
+	fs.DurationVar(&lim.MaxExportTime, "export-max-time", 10*time.Minute, "longest an export may run")
+	fs.Int64Var(&lim.MaxExportRows, "export-max-rows", 10_000_000, "most rows one export may hold; beyond, it stops with an error in its manifest")
+	fs.Int64Var(&lim.MaxExportBytes, "export-max-bytes", 10<<30, "most bytes one export may hold; beyond, it stops with an error in its manifest")
+	fs.IntVar(inFlight, "max-in-flight", query.DefaultMaxInFlight, "reads, exports and table listings the server runs at once, all tenants together (more get 429)")
+	fs.DurationVar(&hl.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "longest a client may take to send a request's headers")
+	fs.DurationVar(&hl.ReadTimeout, "read-timeout", 30*time.Second, "longest a client may take to send a whole request")
+	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead")
+	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request")
+	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431)")
 }

@@ -33,19 +33,19 @@ import (
 func runSink(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
 	var (
-		group       = fs.String("group", envOr("WALHOUSE_GROUP", "walhouse-sink"), "Kafka consumer group (env WALHOUSE_GROUP)")
-		prefix      = fs.String("topic-prefix", envOr("WALHOUSE_TOPIC_PREFIX", "walhouse"), "consume every topic <prefix>.* (env WALHOUSE_TOPIC_PREFIX)")
-		dlq         = fs.String("dlq-topic", envOr("WALHOUSE_DLQ_TOPIC", ""), "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead; env WALHOUSE_DLQ_TOPIC)")
+		group       = fs.String("group", "walhouse-sink", "Kafka consumer group")
+		prefix      = fs.String("topic-prefix", "walhouse", "consume every topic <prefix>.*")
+		dlq         = fs.String("dlq-topic", "", "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
 		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		parallel    = fs.Int("insert-parallelism", 2, "partitions loaded at the same time, each its own inserts in order: one partition's decoding and Layer 2 overlap another's insert (a ClickHouse server: up to the topics' partitions, which it inserts in parallel; the embedded engine runs one statement at a time)")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
-		dedupAddr   = fs.String("dedup-addr", envOr("WALHOUSE_REDIS_ADDR", ""), "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it (env WALHOUSE_REDIS_ADDR)")
-		dedupPrefix = fs.String("dedup-prefix", envOr("WALHOUSE_DEDUP_PREFIX", "walhouse:dedup:"), "key prefix in the dedup store (env WALHOUSE_DEDUP_PREFIX)")
-		dedupTTL    = fs.Int("dedup-ttl-hours", envInt("EVENT_DEDUP_TTL_HOURS", 24), "hours an eventId is remembered (env EVENT_DEDUP_TTL_HOURS)")
-		mismatch    = fs.String("mismatch-mode", envOr("WALHOUSE_MISMATCH_MODE", "error"), "eventId reused with another payload: error (dead-letter it) or warn (load it) (env WALHOUSE_MISMATCH_MODE)")
+		dedupAddr   = fs.String("dedup-addr", "", "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it")
+		dedupPrefix = fs.String("dedup-prefix", "walhouse:dedup:", "key prefix in the dedup store")
+		dedupTTL    = fs.Int("dedup-ttl-hours", 24, "hours an eventId is remembered")
+		mismatch    = fs.String("mismatch-mode", "error", "eventId reused with another payload: error (dead-letter it) or warn (load it)")
 		maxRecord   = maxRecordBytesFlag(fs)
-		metricsAddr = fs.String("metrics-addr", envOr("WALHOUSE_METRICS_ADDR", ""), "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off (env WALHOUSE_METRICS_ADDR)")
+		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
 		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
 		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
@@ -66,18 +66,26 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	mode, err := sink.ParseMismatchMode(*mismatch)
 	if err != nil {
-		return err
-	}
-	if v := os.Getenv("EVENT_DEDUP_TTL_HOURS"); v != "" {
-		if _, err := strconv.Atoi(v); err != nil {
-			return fmt.Errorf("EVENT_DEDUP_TTL_HOURS=%q is not a whole number of hours", v)
-		}
+		return &usageError{fmt.Errorf("--mismatch-mode: %w", err)}
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return fmt.Errorf("--max-record-bytes: %w", err)
+		return usageErrorf("--max-record-bytes: %w", err)
 	}
 	if *dedupTTL < 1 {
-		return fmt.Errorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
+		return usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
+	}
+	// What needs no connection is checked before the first one.
+	accept, err := parseAcceptLost(acceptLost)
+	if err != nil {
+		return &usageError{err}
+	}
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return usageErrorf("%s: %w", failpointsEnv, err)
+	}
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A batch with records at the bound holds each several times (the
@@ -110,10 +118,6 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	accept, err := parseAcceptLost(acceptLost)
-	if err != nil {
-		return err
-	}
 	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
@@ -124,15 +128,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 		st.dedup = store
 	}
 	st.watermarks = w
+	st.failpoints = fps
 	st.health = newSinkHealth()
 	st.registry.MustRegister(ledgerMetrics(ledger)...)
-	if st.failpoints, err = failpoint.Parse(os.Getenv(failpointsEnv)); err != nil {
-		return fmt.Errorf("%s: %w", failpointsEnv, err)
-	}
-	kc, err := ep.kafkaConfig()
-	if err != nil {
-		return err
-	}
 	schemas, closeSchemas, err := schemaReader(ctx, kc, *prefix)
 	if err != nil {
 		return err

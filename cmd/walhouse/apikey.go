@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/walhouse/walhouse/query"
+)
+
+// runAPIKey manages the query API's keys in serve's keys file (--keys,
+// key api.keys_file): create adds a key and prints its secret once, list
+// shows each key's id, tenant and scopes, revoke removes one. The file
+// keeps only each key's SHA-256; serve reads it at start, so a change
+// takes effect when serve restarts. These are the query API's keys, not
+// Layer 1's idempotency keys (walhouse keys prune).
+func runAPIKey(_ context.Context, inv *invocation) error {
+	sub := inv.subcommand()
+	var id string
+	if sub == "revoke" && len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		id, inv.args = inv.args[0], inv.args[1:]
+	}
+	fset, _ := newFlagSet("apikey", 0)
+	file := fset.String("keys", "", "JSON file of API keys that walhouse serve reads: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]; created by the first apikey create")
+	tenant := fset.String("tenant", "", "create: the only tenant the key may read, export or erase (required for those scopes)")
+	scopes := fset.String("scopes", "read", "create: comma-separated scopes: read, export, erase, admin")
+	newID := fset.String("id", "", "create: the key's id, by which list and revoke name it (default key-<UTC time>)")
+	if err := inv.parse(fset); err != nil {
+		return err
+	}
+	if sub != "create" && sub != "list" && sub != "revoke" {
+		return usageErrorf("want a subcommand: create, list or revoke ID")
+	}
+	if *file == "" {
+		return usageErrorf("--keys is required%s", otherSources("apikey", fset.Lookup("keys")))
+	}
+	switch sub {
+	case "create":
+		return createAPIKey(inv, *file, *newID, *tenant, *scopes)
+	case "list":
+		return listAPIKeys(inv, *file)
+	case "revoke":
+		if id == "" {
+			return usageErrorf("apikey revoke needs the key's id: walhouse apikey revoke ID --keys FILE")
+		}
+		return revokeAPIKey(inv, *file, id)
+	default:
+		return usageErrorf("want a subcommand: create, list or revoke ID")
+	}
+}
+
+// readKeyList reads the keys file as a list, nil when it does not exist
+// yet.
+func readKeyList(path string) ([]query.Key, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the API keys file: %w", err)
+	}
+	if _, err := query.ParseKeys(data); err != nil {
+		return nil, fmt.Errorf("API keys file %s: %w; fix it before changing it", path, err)
+	}
+	var list []query.Key
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("API keys file %s: %w", path, err)
+	}
+	return list, nil
+}
+
+// writeKeyList checks list as serve will and replaces the file with it in
+// one rename, readable by its owner only.
+func writeKeyList(path string, list []query.Key) error {
+	if list == nil {
+		list = []query.Key{}
+	}
+	data, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if _, err := query.ParseKeys(data); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write the API keys file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write the API keys file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write the API keys file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write the API keys file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write the API keys file: %w", err)
+	}
+	return nil
+}
+
+func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
+	list, err := readKeyList(path)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		id = "key-" + time.Now().UTC().Format("20060102-150405")
+	}
+	if slices.ContainsFunc(list, func(k query.Key) bool { return k.ID == id }) {
+		return usageErrorf("--id %q: %s already has a key with this id; revoke it first or pick another", id, path)
+	}
+	secret, err := query.NewSecret()
+	if err != nil {
+		return err
+	}
+	key := query.Key{ID: id, Hash: query.HashKey(secret), Tenant: tenant}
+	for _, s := range strings.Split(scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			key.Scopes = append(key.Scopes, query.Scope(s))
+		}
+	}
+	b, err := json.Marshal([]query.Key{key})
+	if err != nil {
+		return err
+	}
+	if _, err := query.ParseKeys(b); err != nil {
+		return &usageError{err}
+	}
+	if err := writeKeyList(path, append(list, key)); err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.stdout, "%s\n", secret)
+	fmt.Fprintf(inv.stderr, "apikey: added %q (tenant %q, scopes %s) to %s; the key above is shown once and not stored. walhouse serve reads the file at start: restart it to accept the key.\n", id, tenant, scopes, path)
+	return nil
+}
+
+func listAPIKeys(inv *invocation, path string) error {
+	list, err := readKeyList(path)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tSCOPES")
+	for _, k := range list {
+		var scopes []string
+		for _, s := range k.Scopes {
+			scopes = append(scopes, string(s))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", k.ID, k.Tenant, strings.Join(scopes, ","))
+	}
+	return tw.Flush()
+}
+
+func revokeAPIKey(inv *invocation, path, id string) error {
+	list, err := readKeyList(path)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(list, func(k query.Key) bool { return k.ID == id })
+	if i < 0 {
+		var ids bytes.Buffer
+		for _, k := range list {
+			fmt.Fprintf(&ids, " %s", k.ID)
+		}
+		return fmt.Errorf("%s has no key %q (its ids:%s)", path, id, ids.String())
+	}
+	if err := writeKeyList(path, slices.Delete(list, i, i+1)); err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.stderr, "apikey: removed %q from %s; walhouse serve reads the file at start: restart it to refuse the key.\n", id, path)
+	return nil
+}
