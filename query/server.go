@@ -384,7 +384,12 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 			return
 		}
 	}
-	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim})
+	zones, err := s.zonesFor(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim, TimeZones: zones})
 	if err != nil {
 		s.fail(w, r, err)
 		return
