@@ -179,6 +179,8 @@ type Verify struct {
 type API struct {
 	Listen           string        `yaml:"listen" flag:"listen" env:"WALHOUSE_LISTEN" cmd:"serve"`
 	KeysFile         string        `yaml:"keys_file" flag:"keys" env:"WALHOUSE_API_KEYS_FILE" cmd:"serve"`
+	KeysReload       time.Duration `yaml:"keys_reload" flag:"keys-reload" cmd:"serve"`
+	CORSOrigins      []string      `yaml:"cors_origins" flag:"cors-origin" env:"WALHOUSE_CORS_ORIGINS" cmd:"serve"`
 	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" env:"WALHOUSE_AUDIT_KEY"`

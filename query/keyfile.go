@@ -109,19 +109,20 @@ func (f *KeyFile) failed(err error) error {
 	return err
 }
 
-// Run reloads the keys file every interval (0 means DefaultKeysReload) and
+// Run reloads the keys file every interval (0: never by time) and
 // whenever hup receives (nil: never), until ctx ends; it returns nil then.
 func (f *KeyFile) Run(ctx context.Context, interval time.Duration, hup <-chan os.Signal) error {
-	if interval <= 0 {
-		interval = DefaultKeysReload
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick:
 		case <-hup:
 		}
 		_, _ = f.Reload() // a failure is logged and counted; the old keys stay

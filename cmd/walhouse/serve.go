@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +37,8 @@ func runServe(ctx context.Context, inv *invocation) error {
 	var (
 		listen       = fs.String("listen", envOr("WALHOUSE_LISTEN", "127.0.0.1:8080"), "address of the HTTP API (env WALHOUSE_LISTEN)")
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
+		keysReload   = fs.Duration("keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
+		corsOrigins  = fs.String("cors-origin", envOr("WALHOUSE_CORS_ORIGINS", ""), "comma-separated origins (https://host[:port], or *) whose browser pages may call the API; none by default (env WALHOUSE_CORS_ORIGINS)")
 		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
 		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
 		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
@@ -126,15 +130,24 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		captures = append(captures, u)
 	}
+	if *keysReload < 0 {
+		problems = append(problems, fmt.Errorf("--keys-reload %v: want 0 (on SIGHUP only) or a positive duration, e.g. 10s", *keysReload))
+	}
 	if *lagTimeout <= 0 {
 		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
-	keys, err := query.LoadKeys(*keysFile)
+	keys, err := query.OpenKeyFile(*keysFile, slog.Default())
 	if err != nil {
 		return err
+	}
+	var cors query.CORS
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cors.AllowedOrigins = append(cors.AllowedOrigins, o)
+		}
 	}
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -152,7 +165,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	defer conn.Close()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), keys)
 	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
 	var pgPool *pgxpool.Pool
 	if *lagPG != "" {
@@ -195,6 +208,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		Conn:            conn,
 		Database:        ep.database,
 		Keys:            keys,
+		CORS:            cors,
 		CursorSecret:    secret,
 		Limits:          lim,
 		MaxInFlight:     inFl,
@@ -224,6 +238,21 @@ func runServe(ctx context.Context, inv *invocation) error {
 	defer func() {
 		stopHistory()
 		<-histDone
+	}()
+	// The keys file is read again on SIGHUP and when it changed, as long
+	// as the server runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	keysCtx, stopKeys := context.WithCancel(ctx)
+	keysDone := make(chan struct{})
+	go func() {
+		defer close(keysDone)
+		_ = keys.Run(keysCtx, *keysReload, hup) // returns nil when keysCtx ends
+	}()
+	defer func() {
+		stopKeys()
+		<-keysDone
 	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
