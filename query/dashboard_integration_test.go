@@ -1,8 +1,12 @@
 package query
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/walhouse/walhouse/schema"
@@ -172,5 +176,78 @@ func TestIntegrationQueryEmptyTable(t *testing.T) {
 	// with no row of acme.
 	if want := []string{"invoices", "refunds"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("acme lists %v, want %v", names, want)
+	}
+}
+
+// TestIntegrationQueryNewTenantLive: a browser dashboard of a new tenant,
+// served from an allowed origin, works without a restart of the server: its
+// key is added to the keys file and read again, its first read answers
+// empty, and its first row then appears; the key revoked, it is refused.
+func TestIntegrationQueryNewTenantLive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	acme := Key{ID: "acme", Hash: HashKey(keyAcme), Tenant: "acme", Scopes: []Scope{ScopeRead}}
+	writeKeys(t, path, acme)
+	kf, err := OpenKeyFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const origin = "https://dash.example.com"
+	f := newCHFixtureWith(t, func(c *Config) {
+		c.Keys = kf
+		c.CORS = CORS{AllowedOrigins: []string{origin}}
+	})
+	f.createShopTable(t, "shop", true)
+	db := schema.QuoteIdent(f.db)
+	f.exec(t, `INSERT INTO `+db+`.shop (tenant_id, id, status, _version, _is_deleted, _commit_ts) VALUES ('acme', 1, 'paid', 1, 0, now64(6))`)
+
+	const initech = "wh_test_initech"
+	read := func() (*http.Response, queryResp) {
+		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/tables/shop/query", strings.NewReader(`{"columns":["tenant_id","id"]}`))
+		req.Header.Set("Authorization", "Bearer "+initech)
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out queryResp
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp, out
+	}
+	if resp, _ := read(); resp.StatusCode != 401 {
+		t.Fatalf("a key not in the file yet: %d, want 401", resp.StatusCode)
+	}
+
+	// The browser's preflight, then the new tenant's key goes live.
+	pre, _ := http.NewRequest("OPTIONS", f.srv.URL+"/v1/tables/shop/query", nil)
+	pre.Header.Set("Origin", origin)
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+	presp, err := http.DefaultClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	presp.Body.Close()
+	if presp.StatusCode != 204 || presp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Fatalf("preflight: %d, Allow-Origin %q", presp.StatusCode, presp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	writeKeys(t, path, acme, Key{ID: "initech", Hash: HashKey(initech), Tenant: "initech", Scopes: []Scope{ScopeRead}})
+	if _, err := kf.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	resp, out := read()
+	if resp.StatusCode != 200 || out.Data == nil || len(out.Data) != 0 || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Fatalf("the new tenant's first read: %d %v %+v (Allow-Origin %q), want 200 and no rows", resp.StatusCode, out.Data, out.Error, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	f.exec(t, `INSERT INTO `+db+`.shop (tenant_id, id, status, _version, _is_deleted, _commit_ts) VALUES ('initech', 7, 'open', 1, 0, now64(6))`)
+	_, out = read()
+	assertRows(t, "the new tenant's first row", out.Data, map[string]any{"tenant_id": "initech", "id": float64(7)})
+
+	writeKeys(t, path, acme)
+	if _, err := kf.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := read(); resp.StatusCode != 401 {
+		t.Fatalf("a revoked key: %d, want 401", resp.StatusCode)
 	}
 }
