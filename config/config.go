@@ -181,6 +181,7 @@ type API struct {
 	KeysFile         string        `yaml:"keys_file" flag:"keys" env:"WALHOUSE_API_KEYS_FILE" cmd:"serve"`
 	KeysReload       time.Duration `yaml:"keys_reload" flag:"keys-reload" cmd:"serve"`
 	CORSOrigins      []string      `yaml:"cors_origins" flag:"cors-origin" env:"WALHOUSE_CORS_ORIGINS" cmd:"serve"`
+	JWT              APIJWT        `yaml:"jwt"`
 	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" env:"WALHOUSE_CURSOR_SECRET_FILE,WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" env:"WALHOUSE_AUDIT_KEY"`
@@ -189,6 +190,15 @@ type API struct {
 	LagHistory       LagHistory    `yaml:"lag_history"`
 	Limits           APILimits     `yaml:"limits"`
 	HTTP             APIHTTPLimits `yaml:"http"`
+}
+
+// APIJWT accepts bearer JWTs beside API keys, the tenant from a claim.
+type APIJWT struct {
+	JWKS        string `yaml:"jwks" flag:"jwt-jwks" cmd:"serve"`
+	TenantClaim string `yaml:"tenant_claim" flag:"jwt-tenant-claim" cmd:"serve"`
+	Issuer      string `yaml:"issuer" flag:"jwt-issuer" cmd:"serve"`
+	Audience    string `yaml:"audience" flag:"jwt-audience" cmd:"serve"`
+	Scopes      string `yaml:"scopes" flag:"jwt-scopes" cmd:"serve"`
 }
 
 // LagHistory is the lag history serve samples for /v1/lag/history and

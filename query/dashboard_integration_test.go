@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/walhouse/walhouse/schema"
 )
@@ -250,4 +253,19 @@ func TestIntegrationQueryNewTenantLive(t *testing.T) {
 	if resp, _ := read(); resp.StatusCode != 401 {
 		t.Fatalf("a revoked key: %d, want 401", resp.StatusCode)
 	}
+}
+
+// TestIntegrationQueryJWT: a bearer JWT reads its claim's tenant's rows and
+// no other's, beside the API keys.
+func TestIntegrationQueryJWT(t *testing.T) {
+	iss := newTestIssuer(t)
+	f := newCHFixtureWith(t, func(c *Config) { c.JWT = iss.auth(t) })
+	f.createShopTable(t, "shop", true)
+	f.exec(t, `INSERT INTO `+schema.QuoteIdent(f.db)+`.shop (tenant_id, id, status, _version, _is_deleted, _commit_ts) VALUES
+		('acme', 1, 'paid', 1, 0, now64(6)), ('globex', 2, 'paid', 1, 0, now64(6))`)
+	token := iss.sign(t, jwt.MapClaims{"sub": "u1", "org": "globex", "iss": "https://id.example.com", "aud": "walhouse", "exp": time.Now().Add(time.Hour).Unix()})
+	got := dataOf(t, f, token, "shop", `{"columns":["tenant_id","id"],"filters":[{"column":"tenant_id","op":"in","value":["acme","globex"]}]}`)
+	assertRows(t, "a JWT of globex", got, map[string]any{"tenant_id": "globex", "id": float64(2)})
+	got = dataOf(t, f, keyAcme, "shop", `{"columns":["tenant_id","id"]}`)
+	assertRows(t, "acme's API key beside", got, map[string]any{"tenant_id": "acme", "id": float64(1)})
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// CatalogTTL is how long discovered tables and columns are reused
 	// (default 10 s).
 	CatalogTTL time.Duration
+	// JWT, when set, also accepts bearer JWTs whose tenant is a claim
+	// (NewJWTAuth); API keys keep working beside them.
+	JWT *JWTAuth
 	// CORS lets browser pages of the allowed origins call the API
 	// (default: none).
 	CORS CORS

@@ -39,6 +39,11 @@ func runServe(ctx context.Context, inv *invocation) error {
 		keysFile     = fs.String("keys", envOr("WALHOUSE_API_KEYS_FILE", ""), "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}] (env WALHOUSE_API_KEYS_FILE)")
 		keysReload   = fs.Duration("keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
 		corsOrigins  = fs.String("cors-origin", envOr("WALHOUSE_CORS_ORIGINS", ""), "comma-separated origins (https://host[:port], or *) whose browser pages may call the API; none by default (env WALHOUSE_CORS_ORIGINS)")
+		jwtJWKS      = fs.String("jwt-jwks", "", "accept bearer JWTs signed by a key of this JWK Set (a file, or an https:// URL refreshed hourly) beside API keys; none by default")
+		jwtClaim     = fs.String("jwt-tenant-claim", "tenant", "with --jwt-jwks: the claim that holds the tenant, a non-empty string")
+		jwtIssuer    = fs.String("jwt-issuer", "", "with --jwt-jwks: the iss a token must have (recommended)")
+		jwtAudience  = fs.String("jwt-audience", "", "with --jwt-jwks: the aud a token must have (recommended)")
+		jwtScopes    = fs.String("jwt-scopes", "read", "with --jwt-jwks: comma-separated scopes a token grants (read, export)")
 		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
 		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
 		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
@@ -202,6 +207,19 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		probe = monitor.NewProbe(pc)
 	}
+	var jwtAuth *query.JWTAuth
+	if *jwtJWKS != "" {
+		o := query.JWTOptions{JWKS: *jwtJWKS, TenantClaim: *jwtClaim, Issuer: *jwtIssuer, Audience: *jwtAudience}
+		for _, sc := range strings.Split(*jwtScopes, ",") {
+			if sc = strings.TrimSpace(sc); sc != "" {
+				o.Scopes = append(o.Scopes, query.Scope(sc))
+			}
+		}
+		// The JWKS refresh of a URL ends with ctx, as serve does.
+		if jwtAuth, err = query.NewJWTAuth(ctx, o); err != nil {
+			return err
+		}
+	}
 	api, err := query.NewServer(query.Config{
 		Pipeline:        probe,
 		Eraser:          eraser,
@@ -209,6 +227,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		Database:        ep.database,
 		Keys:            keys,
 		CORS:            cors,
+		JWT:             jwtAuth,
 		CursorSecret:    secret,
 		Limits:          lim,
 		MaxInFlight:     inFl,
