@@ -49,6 +49,13 @@
 // exist, so a key never learns the name of a table that holds only other
 // tenants' rows.
 //
+// Credentials: API keys (Keys, or KeyFile, re-read while serving so keys
+// are added and revoked without a restart) and, optionally, bearer JWTs
+// whose tenant is a claim (JWTAuth). CORS lets the browser pages of
+// configured origins call the API. Dashboards' reads (buckets, last,
+// or/and/not, having, uniqExact, quantile) are in build_dashboard.go and
+// docs/query-dashboards.md.
+//
 // Bounds under a hostile caller: every read and export carries ClickHouse
 // limits (Limits: memory, spilling, threads, time; result rows and bytes
 // for reads); a tenant's MaxConcurrent and the server's MaxInFlight are
