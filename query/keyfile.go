@@ -79,19 +79,25 @@ func (f *KeyFile) Lookup(secret string) (Key, bool) { return f.keys.Load().Looku
 func (f *KeyFile) Reload() (changed bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	first := f.keys.Load() == nil
 	data, err := os.ReadFile(f.path)
-	if err != nil {
+	switch {
+	case err != nil && first:
+		return false, fmt.Errorf("read the API keys file: %w; create it with entries printed by `walhouse serve --new-key`", err)
+	case err != nil:
 		return false, f.failed(fmt.Errorf("read the API keys file: %w; the keys in force are unchanged", err))
 	}
 	sum := sha256.Sum256(data)
-	if f.keys.Load() != nil && sum == f.sum {
+	if sum == f.sum {
 		return false, nil
 	}
 	k, err := ParseKeys(data)
-	if err != nil {
+	switch {
+	case err != nil && first: // no keys in force to keep: serve must not start
+		return false, fmt.Errorf("API keys file %s: %w", f.path, err)
+	case err != nil:
 		return false, f.failed(fmt.Errorf("API keys file %s: %w; the keys in force are unchanged", f.path, err))
 	}
-	first := f.keys.Load() == nil
 	f.keys.Store(k)
 	f.sum = sum
 	f.loadedAt.Store(time.Now().Unix())
@@ -102,10 +108,8 @@ func (f *KeyFile) Reload() (changed bool, err error) {
 }
 
 func (f *KeyFile) failed(err error) error {
-	if f.keys.Load() != nil { // not at start, where the caller reports it
-		f.failures.Add(1)
-		f.log.Error("API keys file not reloaded", "err", err)
-	}
+	f.failures.Add(1)
+	f.log.Error("API keys file not reloaded", "err", err)
 	return err
 }
 
