@@ -43,7 +43,6 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("replication stream: %w", err)
 		}
 		s.receive(record.LSN(xld.WALStart), xld.ServerWALEnd)
-		s.c.received.Store(uint64(s.received))
 		if err := s.tr.handle(ctx, record.LSN(xld.WALStart), xld.WALData); err != nil {
 			return err
 		}
@@ -58,6 +57,9 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 // the server's WAL end, both from a message of the stream.
 func (s *stream) receive(at record.LSN, walEnd pglogrepl.LSN) {
 	s.received = max(s.received, at)
+	// Stored from keepalives too: an idle stream confirms up to their WAL
+	// end, and the status must never show less received than confirmed.
+	s.c.received.Store(uint64(s.received))
 	s.c.walEnd.Store(uint64(walEnd))
 }
 

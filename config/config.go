@@ -188,6 +188,9 @@ type Verify struct {
 type API struct {
 	Listen           string        `yaml:"listen" flag:"listen" env:"WALHOUSE_LISTEN" cmd:"serve"`
 	KeysFile         string        `yaml:"keys_file" flag:"keys" cmd:"serve,apikey"`
+	KeysReload       time.Duration `yaml:"keys_reload" flag:"keys-reload" cmd:"serve"`
+	CORSOrigins      []string      `yaml:"cors_origins" flag:"cors-origin" cmd:"serve"`
+	JWT              APIJWT        `yaml:"jwt"`
 	CursorSecretFile string        `yaml:"cursor_secret_file" flag:"cursor-secret-file" env:"WALHOUSE_CURSOR_SECRET_FILE" secretvar:"WALHOUSE_CURSOR_SECRET" cmd:"serve"`
 	CursorSecretEnv  string        `yaml:"cursor_secret_env" flag:"cursor-secret-file" secret:"env" cmd:"serve"`
 	AuditKeyFile     string        `yaml:"audit_key_file" flag:"audit-key-file" secretvar:"WALHOUSE_AUDIT_KEY"`
@@ -196,6 +199,15 @@ type API struct {
 	LagHistory       LagHistory    `yaml:"lag_history"`
 	Limits           APILimits     `yaml:"limits"`
 	HTTP             APIHTTPLimits `yaml:"http"`
+}
+
+// APIJWT accepts bearer JWTs beside API keys, the tenant from a claim.
+type APIJWT struct {
+	JWKS        string `yaml:"jwks" flag:"jwt-jwks" cmd:"serve"`
+	TenantClaim string `yaml:"tenant_claim" flag:"jwt-tenant-claim" cmd:"serve"`
+	Issuer      string `yaml:"issuer" flag:"jwt-issuer" cmd:"serve"`
+	Audience    string `yaml:"audience" flag:"jwt-audience" cmd:"serve"`
+	Scopes      string `yaml:"scopes" flag:"jwt-scopes" cmd:"serve"`
 }
 
 // LagHistory is the lag history serve samples for /v1/lag/history and

@@ -158,7 +158,17 @@ func (s *Server) requireScope(scope Scope, h http.HandlerFunc) http.HandlerFunc 
 			s.writeError(w, r, &apiError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "send an API key as Authorization: Bearer <key>"})
 			return
 		}
-		key, ok := s.keys.Lookup(strings.TrimSpace(secret))
+		secret = strings.TrimSpace(secret)
+		key, ok := s.keys.Lookup(secret)
+		if !ok && s.cfg.JWT != nil && looksLikeJWT(secret) {
+			k, err := s.cfg.JWT.Authenticate(secret)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="walhouse", error="invalid_token"`)
+				s.writeError(w, r, &apiError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: err.Error()})
+				return
+			}
+			key, ok = k, true
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="walhouse", error="invalid_token"`)
 			s.writeError(w, r, &apiError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "the API key is not known; check it or ask an operator for one"})

@@ -181,6 +181,10 @@ type SelectInput struct {
 	// Offset is where the page starts (from a verified cursor).
 	Offset int
 	Limits Limits
+	// TimeZones are the zones the ClickHouse server knows
+	// (system.time_zones), which bucket time zones are checked against;
+	// nil knows UTC alone.
+	TimeZones map[string]bool
 }
 
 var aliasRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
@@ -197,7 +201,10 @@ const maxInValues = 1000
 // every value a bound parameter.
 func BuildSelect(in SelectInput) (Statement, error) {
 	t, r, lim := in.Table, in.Req, in.Limits.withDefaults()
-	b := &builder{t: t, params: map[string]string{}}
+	b := &builder{t: t, params: map[string]string{}, zones: in.TimeZones}
+	if err := b.addBuckets(r.Buckets); err != nil {
+		return Statement{}, err
+	}
 
 	consistency := r.Consistency
 	switch consistency {
@@ -229,28 +236,33 @@ func BuildSelect(in SelectInput) (Statement, error) {
 			return Statement{}, reqErr("columns", "must be empty with groupBy or aggregates: the result has the groupBy columns, then the aggregates")
 		}
 		for i, name := range r.GroupBy {
-			if _, err := b.column(fmt.Sprintf("groupBy[%d]", i), name); err != nil {
+			sel, err := b.output(fmt.Sprintf("groupBy[%d]", i), name)
+			if err != nil {
 				return Statement{}, err
 			}
 			if slices.Contains(r.GroupBy[:i], name) {
 				return Statement{}, reqErr(fmt.Sprintf("groupBy[%d]", i), "column %q is listed twice", name)
 			}
-			selects = append(selects, schema.QuoteIdent(name))
+			selects = append(selects, sel)
 			outCols = append(outCols, name)
 		}
 		for i, a := range r.Aggregates {
-			expr, alias, err := b.aggregate(fmt.Sprintf("aggregates[%d]", i), a)
+			expr, alias, typ, err := b.aggregate(fmt.Sprintf("aggregates[%d]", i), a)
 			if err != nil {
 				return Statement{}, err
 			}
-			if aliases[alias] || slices.Contains(r.GroupBy, alias) {
+			if aliases[alias] || slices.Contains(r.GroupBy, alias) || b.isBucket(alias) {
 				return Statement{}, reqErr(fmt.Sprintf("aggregates[%d].as", i), "output name %q is used twice; set a distinct \"as\"", alias)
 			}
 			aliases[alias] = true
+			b.aggTypes[alias] = typ
 			selects = append(selects, expr+" AS "+schema.QuoteIdent(alias))
 			outCols = append(outCols, alias)
 		}
 	} else {
+		if len(r.Having) > 0 {
+			return Statement{}, reqErr("having", "applies to aggregates; set groupBy or aggregates")
+		}
 		cols := r.Columns
 		if len(cols) == 0 {
 			for _, c := range t.Columns {
@@ -258,16 +270,25 @@ func BuildSelect(in SelectInput) (Statement, error) {
 					cols = append(cols, c.Name)
 				}
 			}
+			for _, bk := range r.Buckets {
+				cols = append(cols, bk.As)
+			}
 		}
 		for i, name := range cols {
-			if _, err := b.column(fmt.Sprintf("columns[%d]", i), name); err != nil {
+			sel, err := b.output(fmt.Sprintf("columns[%d]", i), name)
+			if err != nil {
 				return Statement{}, err
 			}
 			if slices.Contains(cols[:i], name) {
 				return Statement{}, reqErr(fmt.Sprintf("columns[%d]", i), "column %q is listed twice", name)
 			}
-			selects = append(selects, schema.QuoteIdent(name))
+			selects = append(selects, sel)
 			outCols = append(outCols, name)
+		}
+	}
+	for i, bk := range r.Buckets {
+		if !slices.Contains(outCols, bk.As) {
+			return Statement{}, reqErr(fmt.Sprintf("buckets[%d].as", i), "bucket %q is not used; list it in columns or groupBy", bk.As)
 		}
 	}
 
@@ -283,11 +304,19 @@ func BuildSelect(in SelectInput) (Statement, error) {
 		schema.QuoteIdent(schema.DeletedColumn) + " = 0",
 	}
 	for i, f := range r.Filters {
-		cond, err := b.filter(fmt.Sprintf("filters[%d]", i), f)
+		cond, err := b.filterTree(fmt.Sprintf("filters[%d]", i), f, 1, b.column)
 		if err != nil {
 			return Statement{}, err
 		}
 		where = append(where, cond)
+	}
+	var having []string
+	for i, f := range r.Having {
+		cond, err := b.filterTree(fmt.Sprintf("having[%d]", i), f, 1, b.aggregateOutput)
+		if err != nil {
+			return Statement{}, err
+		}
+		having = append(having, cond)
 	}
 	if tr := r.TimeRange; tr != nil {
 		conds, err := b.timeRange(*tr)
@@ -306,7 +335,7 @@ func BuildSelect(in SelectInput) (Statement, error) {
 			if !slices.Contains(r.GroupBy, o.Column) && !aliases[o.Column] {
 				return Statement{}, reqErr(field+".column", "%q is neither a groupBy column nor an aggregate name", o.Column)
 			}
-		} else if _, err := b.column(field+".column", o.Column); err != nil {
+		} else if _, err := b.output(field+".column", o.Column); err != nil {
 			return Statement{}, err
 		}
 		if slices.Contains(ordered, o.Column) {
@@ -347,6 +376,9 @@ func BuildSelect(in SelectInput) (Statement, error) {
 			quoted[i] = schema.QuoteIdent(c)
 		}
 		fmt.Fprintf(&sql, "\nGROUP BY %s", strings.Join(quoted, ", "))
+	}
+	if len(having) > 0 {
+		fmt.Fprintf(&sql, "\nHAVING %s", strings.Join(having, "\n  AND "))
 	}
 	if len(order) > 0 {
 		fmt.Fprintf(&sql, "\nORDER BY %s", strings.Join(order, ", "))
@@ -407,6 +439,14 @@ type builder struct {
 	t      *Table
 	params map[string]string
 	n      int // parameters p0…p(n-1) are bound
+	zones  map[string]bool
+	// buckets are the SQL of each bucket, by name.
+	buckets map[string]string
+	// aggTypes are the result types of the aggregates, by name, that
+	// HAVING compares values with.
+	aggTypes map[string]colType
+	// nodes counts the comparisons and groups of filters and having.
+	nodes int
 }
 
 // column returns a readable column, or a RequestError naming field.
@@ -430,8 +470,10 @@ func (b *builder) bind(field string, c Column, v any) (string, error) {
 	return "{" + name + ":" + c.typ.Param + "}", nil
 }
 
-func (b *builder) filter(field string, f Filter) (string, error) {
-	c, err := b.column(field+".column", f.Column)
+// filter builds one comparison; resolve finds what its column names (a
+// table column for WHERE, an aggregate for HAVING).
+func (b *builder) filter(field string, f Filter, resolve resolver) (string, error) {
+	c, err := resolve(field+".column", f.Column)
 	if err != nil {
 		return "", err
 	}
@@ -504,8 +546,18 @@ func (b *builder) timeRange(tr TimeRange) ([]string, error) {
 	if c.typ.Kind != kindDate && c.typ.Kind != kindDateTime {
 		return nil, reqErr("timeRange.column", "column %q is %s; a time range needs a Date or DateTime column", c.Name, c.Type)
 	}
+	if tr.Last != "" {
+		if tr.From != "" || tr.To != "" {
+			return nil, reqErr("timeRange.last", "excludes from and to: set last, or from and to")
+		}
+		cond, err := b.lastCondition(c, tr.Last)
+		if err != nil {
+			return nil, err
+		}
+		return []string{cond}, nil
+	}
 	if tr.From == "" && tr.To == "" {
-		return nil, reqErr("timeRange", "set from, to or both")
+		return nil, reqErr("timeRange", "set from, to, both, or last")
 	}
 	var conds []string
 	if tr.From != "" {
@@ -525,12 +577,17 @@ func (b *builder) timeRange(tr TimeRange) ([]string, error) {
 	return conds, nil
 }
 
-func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, err error) {
+// aggregate builds one aggregate, its output name and the type of its
+// result (for HAVING).
+func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, typ colType, err error) {
 	var col Column
 	if a.Column != "" {
 		if col, err = b.column(field+".column", a.Column); err != nil {
-			return "", "", err
+			return "", "", typ, err
 		}
+	}
+	if a.Q != nil && a.Fn != "quantile" {
+		return "", "", typ, reqErr(field+".q", "applies to quantile only")
 	}
 	switch a.Fn {
 	case "count":
@@ -538,19 +595,34 @@ func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, err 
 		if a.Column != "" {
 			expr = "count(" + schema.QuoteIdent(col.Name) + ")"
 		}
-	case "sum", "avg", "min", "max", "uniq":
+		typ = parseColType("UInt64")
+	case "sum", "avg", "min", "max", "uniq", "uniqExact", "quantile":
 		if a.Column == "" {
-			return "", "", reqErr(field+".column", "%s needs a column", a.Fn)
+			return "", "", typ, reqErr(field+".column", "%s needs a column", a.Fn)
 		}
 		if (a.Fn == "sum" || a.Fn == "avg") && !col.typ.Kind.numeric() {
-			return "", "", reqErr(field+".column", "%s needs a numeric column; %q is %s", a.Fn, col.Name, col.Type)
+			return "", "", typ, reqErr(field+".column", "%s needs a numeric column; %q is %s", a.Fn, col.Name, col.Type)
 		}
 		if (a.Fn == "min" || a.Fn == "max") && col.typ.Kind == kindOther {
-			return "", "", reqErr(field+".column", "%s cannot order %q (%s)", a.Fn, col.Name, col.Type)
+			return "", "", typ, reqErr(field+".column", "%s cannot order %q (%s)", a.Fn, col.Name, col.Type)
 		}
 		expr = a.Fn + "(" + schema.QuoteIdent(col.Name) + ")"
+		if a.Fn == "quantile" {
+			// ClickHouse's quantile takes neither Date32 nor text: numbers
+			// and timestamps only.
+			if !col.typ.Kind.numeric() && col.typ.Kind != kindDateTime {
+				return "", "", typ, reqErr(field+".column", "quantile needs a numeric or timestamp column; %q is %s", col.Name, col.Type)
+			}
+			if a.Q == nil || !(*a.Q >= 0 && *a.Q <= 1) {
+				return "", "", typ, reqErr(field+".q", "quantile needs q from 0 to 1 (0.5 is the median)")
+			}
+			// The level is a validated number, written as one: ClickHouse's
+			// parametric functions take constants.
+			expr = "quantile(" + strconv.FormatFloat(*a.Q, 'g', -1, 64) + ")(" + schema.QuoteIdent(col.Name) + ")"
+		}
+		typ = aggregateType(a.Fn, col.typ)
 	default:
-		return "", "", reqErr(field+".fn", "%q is not one of count sum avg min max uniq", a.Fn)
+		return "", "", typ, reqErr(field+".fn", "%q is not one of count sum avg min max uniq uniqExact quantile", a.Fn)
 	}
 	alias = a.As
 	if alias == "" {
@@ -559,14 +631,14 @@ func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, err 
 			alias += "_" + a.Column
 		}
 		if !aliasRe.MatchString(alias) {
-			return "", "", reqErr(field+".as", "the default name %q is not a plain name; set \"as\" to letters, digits and _", alias)
+			return "", "", typ, reqErr(field+".as", "the default name %q is not a plain name; set \"as\" to letters, digits and _", alias)
 		}
 	}
 	if !aliasRe.MatchString(alias) {
-		return "", "", reqErr(field+".as", "%q must be 1-64 letters, digits or _, not starting with a digit", alias)
+		return "", "", typ, reqErr(field+".as", "%q must be 1-64 letters, digits or _, not starting with a digit", alias)
 	}
 	if _, clash := b.t.Column(alias); clash {
-		return "", "", reqErr(field+".as", "%q is also a column of the table; choose another name", alias)
+		return "", "", typ, reqErr(field+".as", "%q is also a column of the table; choose another name", alias)
 	}
-	return expr, alias, nil
+	return expr, alias, typ, nil
 }

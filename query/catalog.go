@@ -51,11 +51,19 @@ type Table struct {
 	// SortingKey is the ORDER BY of the table (tenant column first).
 	SortingKey []string `json:"-"`
 
+	// open: the tenant column is a column of the source table (see
+	// schema.IsSourceColumn), so every tenant may read the table, rows or
+	// not. A table whose tenant column walhouse added (--default-tenant)
+	// holds one fixed tenant's rows: only a tenant with rows there reads it.
+	open bool
+
 	// inKey holds the columns system.columns flags is_in_sorting_key:
 	// by their exact names, to check the decoded SortingKey against. A
 	// Distributed table (cluster) flags none; its local table's key is
 	// then checked by name only.
 	inKey map[string]bool
+	// sourced holds the columns that come from the source table.
+	sourced map[string]bool
 }
 
 // Column returns the named column, including the hidden _is_deleted.
@@ -89,6 +97,9 @@ type Catalog struct {
 
 	tenantsMu sync.Mutex
 	tenants   map[string]tenantTables // by tenant
+
+	zonesMu sync.Mutex
+	zones   map[string]bool // system.time_zones, once read
 }
 
 // tenantTables are the names of the tables one tenant has rows in, as
@@ -138,26 +149,51 @@ func (c *Catalog) Tables(ctx context.Context) ([]*Table, error) {
 	return out, nil
 }
 
-// TenantTables returns the tables tenant can read, sorted by name: those
-// that hold rows of the tenant (live or deleted). A table is a tenant's
-// when its rows are, so a key never learns the names of other tenants'
-// tables; a table with no row of the tenant yet has nothing to read.
+// TenantTables returns the tables tenant can read, sorted by name:
+//
+//   - a table whose tenant column is a column of the source table, when
+//     the tenant is a valid value of it: the table belongs to every tenant,
+//     and one with no row yet reads as empty. Whether other tenants have
+//     rows there changes nothing in the answer.
+//   - a table whose tenant column walhouse added (a table mapped to one
+//     fixed tenant by --default-tenant), when it holds a row of the tenant
+//     (live or deleted): such a table is that tenant's alone, so a key of
+//     another tenant never learns its name.
 func (c *Catalog) TenantTables(ctx context.Context, tenant string, lim Limits) ([]*Table, error) {
 	all, err := c.Tables(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names, err := c.tenantNames(ctx, tenant, all, lim)
+	var out, fixed []*Table
+	for _, t := range all {
+		switch {
+		case !t.open:
+			fixed = append(fixed, t)
+		case t.holds(tenant):
+			out = append(out, t)
+		}
+	}
+	names, err := c.tenantNames(ctx, tenant, fixed, lim)
 	if err != nil {
 		return nil, err
 	}
-	out := all[:0:0]
-	for _, t := range all {
+	for _, t := range fixed {
 		if names[t.Name] {
 			out = append(out, t)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// holds reports whether tenant is a valid value of t's tenant column.
+func (t *Table) holds(tenant string) bool {
+	tc, ok := t.Column(t.TenantColumn)
+	if !ok {
+		return false
+	}
+	_, err := tc.typ.bindValue(tenantValue(tc.typ, tenant))
+	return err == nil
 }
 
 // TenantTable returns the named table if tenant can read it (see
@@ -290,15 +326,15 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
 	}
 
-	rows, err = c.conn.Query(qctx, "SELECT table, name, type, is_in_sorting_key FROM system.columns WHERE database = {db:String} ORDER BY table, position")
+	rows, err = c.conn.Query(qctx, "SELECT table, name, type, is_in_sorting_key, comment FROM system.columns WHERE database = {db:String} ORDER BY table, position")
 	if err != nil {
 		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var table, name, typ string
+		var table, name, typ, comment string
 		var inKey uint8
-		if err := rows.Scan(&table, &name, &typ, &inKey); err != nil {
+		if err := rows.Scan(&table, &name, &typ, &inKey, &comment); err != nil {
 			return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
 		}
 		t, ok := tables[table]
@@ -310,6 +346,12 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 				t.inKey = map[string]bool{}
 			}
 			t.inKey[name] = true
+		}
+		if schema.IsSourceColumn(comment) {
+			if t.sourced == nil {
+				t.sourced = map[string]bool{}
+			}
+			t.sourced[name] = true
 		}
 		ct := parseColType(typ)
 		t.Columns = append(t.Columns, Column{Name: name, Type: typ, Filterable: ct.Kind != kindOther, typ: ct})
@@ -323,6 +365,7 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 			continue
 		}
 		t.TenantColumn = t.SortingKey[0]
+		t.open = t.sourced[t.TenantColumn]
 	}
 	return tables, nil
 }

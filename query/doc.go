@@ -40,10 +40,21 @@
 // the table. The state is read before the data, so the data is at least as
 // fresh as reported.
 //
-// Tenancy of tables: a table is a tenant's when it holds rows of that
-// tenant (Catalog.TenantTables); GET /v1/tables lists only those, and a
-// read or export of any other answers as for a table that does not exist,
-// so a key never learns another tenant's table names.
+// Tenancy of tables (Catalog.TenantTables): a table whose tenant column
+// comes from the source table is every tenant's, and reads as empty for a
+// tenant with no row there yet, whatever other tenants hold; a table whose
+// tenant column walhouse added (--default-tenant) is a tenant's only when
+// it holds rows of that tenant. GET /v1/tables lists a tenant's tables, and
+// a read or export of any other answers as for a table that does not
+// exist, so a key never learns the name of a table that holds only other
+// tenants' rows.
+//
+// Credentials: API keys (Keys, or KeyFile, re-read while serving so keys
+// are added and revoked without a restart) and, optionally, bearer JWTs
+// whose tenant is a claim (JWTAuth). CORS lets the browser pages of
+// configured origins call the API. Dashboards' reads (buckets, last,
+// or/and/not, having, uniqExact, quantile) are in build_dashboard.go and
+// docs/query-dashboards.md.
 //
 // Bounds under a hostile caller: every read and export carries ClickHouse
 // limits (Limits: memory, spilling, threads, time; result rows and bytes

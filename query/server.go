@@ -26,8 +26,9 @@ type Config struct {
 	Conn Conn
 	// Database holds the replicated tables and _walhouse_sync.
 	Database string
-	// Keys authenticate callers (LoadKeys).
-	Keys *Keys
+	// Keys authenticate callers: LoadKeys, or OpenKeyFile for keys
+	// reloaded while the server runs.
+	Keys KeyLookup
 	// CursorSecret signs pagination cursors; at least 16 bytes. Cursors
 	// survive a restart only if the secret does.
 	CursorSecret []byte
@@ -57,6 +58,12 @@ type Config struct {
 	// CatalogTTL is how long discovered tables and columns are reused
 	// (default 10 s).
 	CatalogTTL time.Duration
+	// JWT, when set, also accepts bearer JWTs whose tenant is a claim
+	// (NewJWTAuth); API keys keep working beside them.
+	JWT *JWTAuth
+	// CORS lets browser pages of the allowed origins call the API
+	// (default: none).
+	CORS CORS
 	// Eraser carries out POST /v1/erasures (optional: without it the
 	// endpoint answers 503).
 	Eraser Eraser
@@ -91,7 +98,7 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	conn     Conn
-	keys     *Keys
+	keys     KeyLookup
 	catalog  *Catalog
 	cursors  *Cursors
 	exporter *Exporter
@@ -113,7 +120,7 @@ func NewServer(cfg Config) (*Server, error) {
 		problems = append(problems, errors.New("query: Config.Database is empty; set the database of the replicated tables (--database)"))
 	}
 	if cfg.Keys == nil {
-		problems = append(problems, errors.New("query: Config.Keys is nil; load a keys file with LoadKeys (--keys)"))
+		problems = append(problems, errNoKeys)
 	}
 	if len(cfg.CursorSecret) < 16 {
 		problems = append(problems, fmt.Errorf("query: Config.CursorSecret has %d bytes; use at least 16 random bytes (--cursor-secret)", len(cfg.CursorSecret)))
@@ -133,6 +140,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxInFlight < 0 {
 		problems = append(problems, fmt.Errorf("query: Config.MaxInFlight %d is negative; want 0 (the default, %d) or more", cfg.MaxInFlight, DefaultMaxInFlight))
 	}
+	problems = append(problems, cfg.CORS.validate()...)
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
@@ -189,7 +197,7 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s; see /openapi.json", r.Method, r.URL.Path)})
 	})
-	s.handler = s.withRequestID(withSafeHeaders(m.wrap(mux)))
+	s.handler = s.withRequestID(withSafeHeaders(withCORS(cfg.CORS, m.wrap(mux))))
 	return s, nil
 }
 
@@ -384,7 +392,12 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 			return
 		}
 	}
-	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim})
+	zones, err := s.zonesFor(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st, err := BuildSelect(SelectInput{Table: t, Tenant: key.Tenant, Req: req, Offset: offset, Limits: lim, TimeZones: zones})
 	if err != nil {
 		s.fail(w, r, err)
 		return

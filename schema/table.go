@@ -234,6 +234,15 @@ func droppedComment(attnum int16, lsn record.LSN) string {
 	return fmt.Sprintf(" COMMENT %s", QuoteString(fmt.Sprintf("%sattnum=%d,lsn=%s,dropped", commentPrefix, attnum, lsn)))
 }
 
+// IsSourceColumn reports whether a ClickHouse column comment marks a
+// column of the source table (columnComment), as opposed to one walhouse
+// added, such as a synthetic tenant column (--default-tenant), which has no
+// comment.
+func IsSourceColumn(comment string) bool {
+	attnum, _, dropped := parseColumnComment(comment)
+	return attnum > 0 && !dropped
+}
+
 // parseColumnComment reads a comment written by columnComment or
 // droppedComment; other comments give zero values.
 func parseColumnComment(comment string) (attnum int16, lsn record.LSN, dropped bool) {

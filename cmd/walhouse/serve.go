@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +37,13 @@ func runServe(ctx context.Context, inv *invocation) error {
 	var (
 		listen       = fs.String("listen", "127.0.0.1:8080", "address of the HTTP API")
 		keysFile     = fs.String("keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
+		keysReload   = fs.Duration("keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
+		corsOrigins  = fs.String("cors-origin", "", "comma-separated origins (https://host[:port], or *) whose browser pages may call the API; none by default")
+		jwtJWKS      = fs.String("jwt-jwks", "", "accept bearer JWTs signed by a key of this JWK Set (a file, or an https:// URL refreshed hourly) beside API keys; none by default")
+		jwtClaim     = fs.String("jwt-tenant-claim", "tenant", "with --jwt-jwks: the claim that holds the tenant, a non-empty string")
+		jwtIssuer    = fs.String("jwt-issuer", "", "with --jwt-jwks: the iss a token must have (recommended)")
+		jwtAudience  = fs.String("jwt-audience", "", "with --jwt-jwks: the aud a token must have (recommended)")
+		jwtScopes    = fs.String("jwt-scopes", "read", "with --jwt-jwks: comma-separated scopes a token grants (read, export)")
 		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_API_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
 		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
 		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
@@ -123,15 +132,24 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		captures = append(captures, u)
 	}
+	if *keysReload < 0 {
+		problems = append(problems, fmt.Errorf("--keys-reload %v: want 0 (on SIGHUP only) or a positive duration, e.g. 10s", *keysReload))
+	}
 	if *lagTimeout <= 0 {
 		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return &usageError{err}
 	}
-	keys, err := query.LoadKeys(*keysFile)
+	keys, err := query.OpenKeyFile(*keysFile, slog.Default())
 	if err != nil {
 		return err
+	}
+	var cors query.CORS
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cors.AllowedOrigins = append(cors.AllowedOrigins, o)
+		}
 	}
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -149,7 +167,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	defer conn.Close()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), keys)
 	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
 	var pgPool *pgxpool.Pool
 	if *lagPG != "" {
@@ -186,12 +204,27 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		probe = monitor.NewProbe(pc)
 	}
+	var jwtAuth *query.JWTAuth
+	if *jwtJWKS != "" {
+		o := query.JWTOptions{JWKS: *jwtJWKS, TenantClaim: *jwtClaim, Issuer: *jwtIssuer, Audience: *jwtAudience}
+		for _, sc := range strings.Split(*jwtScopes, ",") {
+			if sc = strings.TrimSpace(sc); sc != "" {
+				o.Scopes = append(o.Scopes, query.Scope(sc))
+			}
+		}
+		// The JWKS refresh of a URL ends with ctx, as serve does.
+		if jwtAuth, err = query.NewJWTAuth(ctx, o); err != nil {
+			return err
+		}
+	}
 	api, err := query.NewServer(query.Config{
 		Pipeline:        probe,
 		Eraser:          eraser,
 		Conn:            conn,
 		Database:        ep.database,
 		Keys:            keys,
+		CORS:            cors,
+		JWT:             jwtAuth,
 		CursorSecret:    secret,
 		Limits:          lim,
 		MaxInFlight:     inFl,
@@ -221,6 +254,21 @@ func runServe(ctx context.Context, inv *invocation) error {
 	defer func() {
 		stopHistory()
 		<-histDone
+	}()
+	// The keys file is read again on SIGHUP and when it changed, as long
+	// as the server runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	keysCtx, stopKeys := context.WithCancel(ctx)
+	keysDone := make(chan struct{})
+	go func() {
+		defer close(keysDone)
+		_ = keys.Run(keysCtx, *keysReload, hup) // returns nil when keysCtx ends
+	}()
+	defer func() {
+		stopKeys()
+		<-keysDone
 	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
