@@ -126,6 +126,13 @@ func decode(node *yaml.Node, v reflect.Value, path string, set map[string]int) [
 			problems = append(problems, decode(val, fv, key, set)...)
 			continue
 		}
+		if f.Type == reflect.TypeFor[map[string]TableLayout]() {
+			m, ps := decodeLayouts(val, key, set)
+			problems = append(problems, ps...)
+			fv.Set(reflect.ValueOf(m))
+			set[key] = k.Line
+			continue
+		}
 		if p, ok := decodeLeaf(val, fv, key); !ok {
 			problems = append(problems, p)
 			continue

@@ -159,6 +159,7 @@ func (c *Config) validate() []Problem {
 	positive("api.http.idle_timeout", h.IdleTimeout)
 	atLeast("api.http.max_header_bytes", int64(h.MaxHeaderBytes), 1024)
 
+	ps = append(ps, c.validateLayouts()...)
 	oneOf("log.level", strings.ToLower(c.Log.Level), "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "text", "json")
 	return ps
