@@ -51,7 +51,8 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 }
 
 // keyChanged reports an update that moved the row to another ClickHouse
-// key: its primary key or its tenant changed (ClickHouse orders by tenant,
+// key: its primary key, its tenant or a sorting column of its layout
+// changed (ClickHouse orders by tenant,
 // then key; a tenant outside the primary key is in the old tuple only with
 // REPLICA IDENTITY FULL, which capture requires for such tables).
 func keyChanged(rel *relation, old, cur []tupleColumn) bool {
@@ -67,6 +68,19 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 			continue // not sent: unchanged
 		}
 		if string(old[i].Data) != string(cur[i].Data) {
+			return true
+		}
+	}
+	// The layout's sorting columns (in the replica identity, so the old
+	// tuple carries them; NULL is a value here, not "not sent").
+	for _, i := range rel.moveIdx {
+		if i >= len(old) || i >= len(cur) {
+			return true
+		}
+		if old[i].Kind == tupleUnchanged || cur[i].Kind == tupleUnchanged {
+			continue // an unchanged TOAST value
+		}
+		if old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data) {
 			return true
 		}
 	}

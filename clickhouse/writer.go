@@ -141,6 +141,7 @@ type Writer struct {
 	conn      driver.Conn
 	database  string
 	placement schema.Placement
+	layouts   map[string]schema.Layout
 	opts      schema.Options
 	log       *slog.Logger
 
@@ -162,6 +163,13 @@ func OnCluster(name string) WriterOption {
 	return func(w *Writer) { w.placement.Cluster = name }
 }
 
+// WithLayouts gives some tables the shape their users chose, by source
+// table "schema.table" (schema.Layout); the others keep the default shape.
+// A table ClickHouse already has keeps the shape it was created with.
+func WithLayouts(layouts map[string]schema.Layout) WriterOption {
+	return func(w *Writer) { w.layouts = layouts }
+}
+
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
 // and names a key column of a date or timestamp type.
@@ -179,7 +187,7 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 	for _, o := range opts {
 		o(w)
 	}
-	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy}
+	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy, Layouts: w.layouts}
 	for _, stmt := range w.placement.CreateDatabases() {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("create ClickHouse database (%s): %w", stmt, err)

@@ -101,12 +101,13 @@ func TestNewTableLayout(t *testing.T) {
 		l    Layout
 		want []string
 	}{
-		"tenant not first": {Layout{OrderBy: []string{"id", "tenant_id"}}, []string{"must start with the tenant column"}},
-		"lacks key":        {Layout{OrderBy: []string{"tenant_id", "created_at"}}, []string{`lacks "id"`}},
-		"unknown":          {Layout{OrderBy: []string{"tenant_id", "id", "nope"}, PartitionBy: "toYYYYMM(gone)"}, []string{`no column "nope"`, `no column "gone"`}},
-		"array":            {Layout{OrderBy: []string{"tenant_id", "id", "tags"}}, []string{"array"}},
-		"granularity":      {Layout{Settings: map[string]string{"index_granularity": "0"}}, []string{"index_granularity"}},
-		"static":           {Layout{PartitionBy: "now()"}, []string{"not allowed"}},
+		"tenant not first":   {Layout{OrderBy: []string{"id", "tenant_id"}}, []string{"must start with the tenant column"}},
+		"lacks key":          {Layout{OrderBy: []string{"tenant_id", "created_at"}}, []string{`lacks "id"`}},
+		"unknown":            {Layout{OrderBy: []string{"tenant_id", "id", "nope"}, PartitionBy: "toYYYYMM(gone)"}, []string{`no column "nope"`, `no column "gone"`}},
+		"array":              {Layout{OrderBy: []string{"tenant_id", "id", "tags"}}, []string{"array"}},
+		"granularity":        {Layout{Settings: map[string]string{"index_granularity": "0"}}, []string{"index_granularity"}},
+		"static":             {Layout{PartitionBy: "now()"}, []string{"not allowed"}},
+		"partition by other": {Layout{PartitionBy: "toYYYYMM(created_at)"}, []string{`column "created_at" is not in the sorting key (tenant_id, id)`}},
 	} {
 		_, err := NewTable(src, "tenant_id", cols, Options{Layouts: map[string]Layout{"sales.orders": tc.l}})
 		if err == nil {

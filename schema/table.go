@@ -209,6 +209,10 @@ func (t *Table) applyLayout(l Layout) error {
 			}
 		}
 	}
+	orderBy := t.OrderBy
+	if len(l.OrderBy) > 0 {
+		orderBy = l.OrderBy
+	}
 	if l.PartitionBy != "" {
 		refs, _ := partitionRefs(l.PartitionBy)
 		for _, c := range refs {
@@ -216,6 +220,11 @@ func (t *Table) applyLayout(l Layout) error {
 			switch {
 			case !ok:
 				errs = append(errs, fmt.Errorf("partition_by: no column %q in the table", c))
+			case !slices.Contains(orderBy, c):
+				// Then every change that may move a row to another
+				// partition changes its sorting key too: capture writes
+				// the tombstone at the old position, never at the new.
+				errs = append(errs, fmt.Errorf("partition_by: column %q is not in the sorting key (%s); add it to order_by", c, strings.Join(orderBy, ", ")))
 			case typ.nullable():
 				t.NullableKey = true
 			}
