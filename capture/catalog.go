@@ -291,6 +291,12 @@ func (r *relation) layoutColumns(l schema.Layout, m *pglogrepl.RelationMessage) 
 	return nil
 }
 
+// withoutAddedTenant drops from a layout's columns that a table lacks the
+// tenant column walhouse adds to a table without one (hasTenant false).
+func withoutAddedTenant(missing []string, hasTenant bool) []string {
+	return slices.DeleteFunc(missing, func(c string) bool { return !hasTenant && c == schema.DefaultTenant })
+}
+
 // buildRelation turns a Relation message into the cached relation, checking
 // everything that would otherwise fail row by row later.
 func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
