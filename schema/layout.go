@@ -106,6 +106,12 @@ var reservedSettings = map[string]string{
 	"non_replicated_deduplication_window": "its window of insert tokens makes a repeated batch a no-op (Layer 3)",
 	"replicated_deduplication_window":     "its window of insert tokens makes a repeated batch a no-op (Layer 3)",
 	"allow_nullable_key":                  "walhouse sets it when a sorting or partition column is nullable",
+	// A merge that drops tombstones on its own would let a replayed older
+	// version of a deleted row come back: only walhouse cleanup, past its
+	// horizon, may (docs/operations.md, Deleted rows).
+	"allow_experimental_replacing_merge_with_cleanup":                "cleanup merges run only under walhouse cleanup's horizon",
+	"enable_replacing_merge_with_cleanup_for_min_age_to_force_merge": "cleanup merges run only under walhouse cleanup's horizon",
+	"clean_deleted_rows": "cleanup merges run only under walhouse cleanup's horizon",
 }
 
 // PartitionFunctions are the functions a layout's partition expression

@@ -26,6 +26,7 @@ func TestLayoutCheck(t *testing.T) {
 		"constant":    {Layout{PartitionBy: "1"}, []string{"names no column"}},
 		"bad setting": {Layout{Settings: map[string]string{"Index Granularity": "1"}}, []string{"not a setting name"}},
 		"reserved":    {Layout{Settings: map[string]string{"non_replicated_deduplication_window": "1"}}, []string{"Layer 3"}},
+		"cleanup":     {Layout{Settings: map[string]string{"allow_experimental_replacing_merge_with_cleanup": "1"}}, []string{"walhouse cleanup's horizon"}},
 		"bad value":   {Layout{Settings: map[string]string{"storage_policy": "a'b"}}, []string{"not a number or a word"}},
 		"all at once": {Layout{OrderBy: []string{"x", "x"}, PartitionBy: "rand()", Settings: map[string]string{"allow_nullable_key": "1"}}, []string{"twice", "rand", "walhouse's"}},
 	}
