@@ -37,6 +37,12 @@ type relation struct {
 	tenantColumn string // empty when the tenant is the configured default
 	tenantIdx    int    // index of the tenant column, -1 for the default tenant
 	keyIdx       []int  // indexes of the key columns
+	// keep are the indexes, in the Relation message and its tuples, of
+	// the columns captured when the layout excludes some
+	// (schema.Layout.ExcludeColumns); nil: every column. Tuples are cut
+	// to these before anything else reads them, so every other index
+	// here is one into columns.
+	keep []int
 	// moveIdx are the indexes of the columns of the table's layout
 	// (WithTableLayout) outside the tenant and the key: a change of one
 	// moves the row in ClickHouse, as a key change does.
@@ -270,7 +276,7 @@ func (r *relation) layoutColumns(l schema.Layout, m *pglogrepl.RelationMessage) 
 	}
 	var missing []string
 	for _, c := range l.OrderBy {
-		i := slices.IndexFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c })
+		i := slices.IndexFunc(r.columns, func(col record.Column) bool { return col.Name == c })
 		if i < 0 {
 			if r.tenantIdx < 0 && c == schema.DefaultTenant {
 				continue // the tenant column walhouse adds
@@ -280,7 +286,8 @@ func (r *relation) layoutColumns(l schema.Layout, m *pglogrepl.RelationMessage) 
 		if i == r.tenantIdx || slices.Contains(r.keyIdx, i) {
 			continue
 		}
-		if m.Columns[i].Flags&columnInIdentity == 0 {
+		k := slices.IndexFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c })
+		if m.Columns[k].Flags&columnInIdentity == 0 {
 			missing = append(missing, c)
 		}
 		r.moveIdx = append(r.moveIdx, i)
@@ -319,7 +326,24 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		full:        m.ReplicaIdentity == replicaIdentityFull,
 	}
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
-	for i, col := range m.Columns {
+	layout := cfg.layouts[name]
+	for _, c := range layout.ExcludeColumns {
+		if !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
+			// A misspelt name would stream the column it meant to keep in.
+			return nil, refusal(reasonLayout, "table %s has no column %s, which its layout's exclude_columns names: fix the layout (capture leaves the table out rather than stream a column meant to stay in PostgreSQL)", name, c)
+		}
+	}
+	for k, col := range m.Columns {
+		if layout.Excludes(col.Name) {
+			if key[col.Name] || col.Name == tenantCol {
+				return nil, refusal(reasonLayout, "table %s: its layout excludes %s, a key or tenant column, which identifies its rows in ClickHouse: keep it", name, col.Name)
+			}
+			continue
+		}
+		if len(layout.ExcludeColumns) > 0 {
+			r.keep = append(r.keep, k)
+		}
+		i := len(r.columns) // the column's index in the relation's (kept) columns
 		t, err := cat.typeOf(ctx, col.DataType)
 		if err != nil {
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
@@ -344,7 +368,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	if len(r.keyIdx) != len(key) {
 		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; publish the table whole with its primary key", name, len(key), len(r.keyIdx))
 	}
-	if err := r.layoutColumns(cfg.layouts[name], m); err != nil {
+	if err := r.layoutColumns(layout, m); err != nil {
 		return nil, err
 	}
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {

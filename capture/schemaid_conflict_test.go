@@ -53,13 +53,22 @@ func TestLayoutRefusals(t *testing.T) {
 		{"missing column", ordersRel, []string{"tenant_id", "nope", "id"}, reasonLayout, "no column nope"},
 		{"tenant not first", ordersRel, []string{"id", "tenant_id"}, reasonLayout, "starts with id"},
 		{"identity full", docsRel, []string{"tenant_id", "body", "id"}, "", ""},
+		{"exclude key", ordersRel, nil, reasonLayout, "excludes id, a key or tenant column"},
+		{"exclude missing", ordersRel, nil, reasonLayout, "no column secret, which its layout's exclude_columns names"},
 		{"key columns only", ordersRel, []string{"tenant_id", "id"}, "", ""},
 	}
 	for _, tc := range tests {
 		cfg := defaults()
 		cfg.topicPrefix = "wh"
 		cfg.schemas = &memRegistry{}
-		WithTableLayout("public."+tc.rel.RelationName, schema.Layout{OrderBy: tc.order})(&cfg)
+		l := schema.Layout{OrderBy: tc.order}
+		switch tc.name {
+		case "exclude key":
+			l.ExcludeColumns = []string{"id"}
+		case "exclude missing":
+			l.ExcludeColumns = []string{"secret"}
+		}
+		WithTableLayout("public."+tc.rel.RelationName, l)(&cfg)
 		var log []string
 		cat := scriptedCatalog{keys: map[uint32][]string{relOrders: {"tenant_id", "id"}, relDocs: {"id"}}, log: &log}
 		r, err := buildRelation(context.Background(), cat, &cfg, "src", tc.rel)

@@ -407,6 +407,25 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			name: "an excluded column is cut from every change before its record",
+			opts: []Option{WithTableLayout("public.docs", schema.Layout{ExcludeColumns: []string{"body"}})},
+			steps: []step{
+				describe(docsRel), begin(0x100),
+				insert(0x10, relDocs, txt("1"), txt("acme"), txt("secret")),
+				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("secret")), txt("1"), txt("globex"), txt("secret 2")),
+				del(0x30, relDocs, tupleOldRow, txt("1"), txt("globex"), txt("secret 2")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.docs", "begin",
+				`insert public.docs lsn 0/10 #0 tenant "acme" ('1', 'acme')`,
+				`delete public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme')`,
+				`update public.docs lsn 0/20 #2 tenant "globex" ('1', 'globex') old key ('1', NULL)`,
+				`delete public.docs lsn 0/30 #3 tenant "globex" ('1', 'globex')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
 			name: "a change of a layout's sorting column is a delete of the old row, then the new row",
 			opts: []Option{WithTableLayout("public.docs", schema.Layout{OrderBy: []string{"tenant_id", "body", "id"}})},
 			steps: []step{

@@ -239,6 +239,9 @@ type TableLayout struct {
 	PartitionBy string `yaml:"partition_by" json:"partition_by,omitempty"`
 	// Settings are MergeTree settings of the table.
 	Settings map[string]string `yaml:"settings" json:"settings,omitempty"`
+	// ExcludeColumns never leave PostgreSQL: capture reads them neither in
+	// copies nor in the stream.
+	ExcludeColumns []string `yaml:"exclude_columns" json:"exclude_columns,omitempty"`
 }
 
 // Log is how every command logs.

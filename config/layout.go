@@ -18,14 +18,14 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 		return nil, nil
 	}
 	if node.Kind != yaml.MappingNode {
-		return nil, []Problem{{Key: key, Line: node.Line, Msg: "want a mapping of schema.table to the table's layout (order_by, partition_by, settings)"}}
+		return nil, []Problem{{Key: key, Line: node.Line, Msg: "want a mapping of schema.table to the table's layout (order_by, partition_by, settings, exclude_columns)"}}
 	}
 	out := map[string]TableLayout{}
 	var ps []Problem
 	bad := func(k string, line int, format string, a ...any) {
 		ps = append(ps, Problem{Key: k, Line: line, Msg: fmt.Sprintf(format, a...)})
 	}
-	known := []string{"order_by", "partition_by", "settings"}
+	known := []string{"order_by", "partition_by", "settings", "exclude_columns"}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		tk, tv := node.Content[i], node.Content[i+1]
 		tkey := key + "." + tk.Value
@@ -37,7 +37,7 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 		var l TableLayout
 		out[tk.Value] = l
 		if tv.Kind != yaml.MappingNode {
-			bad(tkey, tv.Line, "want a mapping with order_by, partition_by or settings")
+			bad(tkey, tv.Line, "want a mapping with order_by, partition_by, settings or exclude_columns")
 			continue
 		}
 		for j := 0; j+1 < len(tv.Content); j += 2 {
@@ -46,6 +46,10 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 			switch fk.Value {
 			case "order_by":
 				if p, ok := decodeLeaf(fv, reflect.ValueOf(&l.OrderBy).Elem(), fkey); !ok {
+					ps = append(ps, p)
+				}
+			case "exclude_columns":
+				if p, ok := decodeLeaf(fv, reflect.ValueOf(&l.ExcludeColumns).Elem(), fkey); !ok {
 					ps = append(ps, p)
 				}
 			case "partition_by":
@@ -101,8 +105,8 @@ func (c *Config) validateLayouts() []Problem {
 		if !tableName.MatchString(table) {
 			bad("%q is not schema.table", table)
 		}
-		if len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 {
-			bad("is empty; give order_by, partition_by or settings, or remove the entry")
+		if len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0 {
+			bad("is empty; give order_by, partition_by, settings or exclude_columns, or remove the entry")
 		}
 		tenant, known := c.Source.TenantColumns[table]
 		if !known && c.Has("source.tenant_column") {

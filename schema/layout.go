@@ -33,12 +33,20 @@ type Layout struct {
 	// ones walhouse relies on are refused (reservedSettings).
 	// index_granularity here replaces Options.IndexGranularity.
 	Settings map[string]string `json:"settings,omitempty"`
+	// ExcludeColumns are source columns that never leave PostgreSQL:
+	// capture reads them neither in copies nor in the stream, so they
+	// reach neither Kafka nor ClickHouse. A key, tenant or sorting column
+	// cannot be excluded.
+	ExcludeColumns []string `json:"exclude_columns,omitempty"`
 }
 
 // IsZero reports whether l is the default shape.
 func (l Layout) IsZero() bool {
-	return len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0
+	return len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0
 }
+
+// Excludes reports whether l excludes the source column name.
+func (l Layout) Excludes(name string) bool { return slices.Contains(l.ExcludeColumns, name) }
 
 // Columns returns the columns l names in its sorting key and partition
 // expression, in that order, each once: the columns whose change moves a
@@ -80,6 +88,18 @@ func (l Layout) Check() error {
 		if err := CheckPartitionExpr(l.PartitionBy); err != nil {
 			errs = append(errs, fmt.Errorf("partition_by: %w", err))
 		}
+	}
+	excluded := map[string]bool{}
+	for _, c := range l.ExcludeColumns {
+		switch {
+		case strings.TrimSpace(c) == "":
+			errs = append(errs, errors.New("exclude_columns: a column name is empty"))
+		case excluded[c]:
+			errs = append(errs, fmt.Errorf("exclude_columns: column %q is given twice", c))
+		case slices.Contains(l.Columns(), c):
+			errs = append(errs, fmt.Errorf("exclude_columns: column %q is in order_by or partition_by; a column ClickHouse sorts or partitions by cannot be left out", c))
+		}
+		excluded[c] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.Settings)) {
 		v := l.Settings[name]

@@ -28,6 +28,8 @@ func TestLayoutCheck(t *testing.T) {
 		"reserved":    {Layout{Settings: map[string]string{"non_replicated_deduplication_window": "1"}}, []string{"Layer 3"}},
 		"cleanup":     {Layout{Settings: map[string]string{"allow_experimental_replacing_merge_with_cleanup": "1"}}, []string{"walhouse cleanup's horizon"}},
 		"bad value":   {Layout{Settings: map[string]string{"storage_policy": "a'b"}}, []string{"not a number or a word"}},
+		"exclude":     {Layout{ExcludeColumns: []string{"card_number", "notes"}}, nil},
+		"exclude key": {Layout{OrderBy: []string{"tenant_id", "email", "id"}, ExcludeColumns: []string{"email", "", "x", "x"}}, []string{`"email" is in order_by`, "empty", `"x" is given twice`}},
 		"all at once": {Layout{OrderBy: []string{"x", "x"}, PartitionBy: "rand()", Settings: map[string]string{"allow_nullable_key": "1"}}, []string{"twice", "rand", "walhouse's"}},
 	}
 	for name, tc := range tests {

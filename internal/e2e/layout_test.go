@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -68,4 +71,53 @@ layout:
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t0', 1000, 'new', '2026-02-01 00:00:00+00', 1)`, qt))
 	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'paid' WHERE id = 1000`, qt))
 	p.converge(pgQuery, chQuery, capture, sink)
+}
+
+// TestIntegrationLayoutExcludedColumns excludes a column with personal
+// data by the table's layout: the initial copy does not read it, the
+// stream drops it before encoding, so no record in Kafka holds its values,
+// and the ClickHouse table has no such column; every other column ends
+// equal to PostgreSQL, row for row.
+func TestIntegrationLayoutExcludedColumns(t *testing.T) {
+	p := newPipeline(t)
+	table, qt := p.table("exclude", `(tenant_id text, id int, email text, card_number text, note text, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 2), i, 'u' || i || '@example.com', 'CARD-SECRET-' || i, 'n' || i FROM generate_series(1, 100) i`, qt))
+
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("layout:\n  public.%s: {exclude_columns: [card_number]}\n", table)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 2), i, 'u' || i || '@example.com', 'CARD-SECRET-' || i, NULL FROM generate_series(101, 150) i`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET card_number = 'CARD-SECRET-NEW-' || id, note = 'changed' WHERE id %% 3 = 0`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET card_number = 'CARD-SECRET-ONLY-' || id WHERE id %% 5 = 0`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 1000 WHERE id %% 7 = 0`, qt))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 11 = 0`, qt))
+	p.converge(fmt.Sprintf(`SELECT tenant_id, id::text, email, coalesce(note, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt),
+		fmt.Sprintf("SELECT tenant_id, toString(id), email, ifNull(note, 'NULL') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table),
+		capture, sink)
+
+	var n uint64
+	q := fmt.Sprintf("SELECT count() FROM system.columns WHERE database = %s AND table = %s AND name = 'card_number'", schema.QuoteString(p.database), schema.QuoteString(table))
+	if err := p.ch.QueryRow(context.Background(), q).Scan(&n); err != nil || n != 0 {
+		t.Errorf("ClickHouse table %s has %d columns card_number (%v); want none", table, n, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{record.TopicName(p.prefix, "public", table), p.prefix + "-dlq"} {
+		rs, err := p.topicRecords(ctx, topic)
+		if err != nil {
+			t.Fatalf("read %s: %v", topic, err)
+		}
+		if topic != p.prefix+"-dlq" && len(rs) == 0 {
+			t.Fatalf("no records in %s", topic)
+		}
+		for _, r := range rs {
+			if bytes.Contains(r.Value, []byte("CARD-SECRET")) || bytes.Contains(r.Key, []byte("CARD-SECRET")) {
+				t.Fatalf("a record of %s holds an excluded value: %s", topic, r.Value)
+			}
+		}
+	}
 }
