@@ -386,6 +386,10 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	}
 	t, err := schema.NewTable(r.Source, r.TenantColumn, r.Columns, w.opts)
 	if err != nil {
+		var ie *schema.IncompatibleError
+		if errors.As(err, &ie) {
+			return nil, stop(err) // a layout's override the columns do not take: the whole table waits for a fix
+		}
 		return nil, fmt.Errorf("%w: %v", sink.ErrPermanent, err)
 	}
 	for _, c := range t.Columns {

@@ -242,6 +242,18 @@ type TableLayout struct {
 	// ExcludeColumns never leave PostgreSQL: capture reads them neither in
 	// copies nor in the stream.
 	ExcludeColumns []string `yaml:"exclude_columns" json:"exclude_columns,omitempty"`
+	// Columns override some columns' ClickHouse types, by name.
+	Columns map[string]ColumnLayout `yaml:"columns" json:"columns,omitempty"`
+}
+
+// ColumnLayout is one column's ClickHouse type in a TableLayout.
+type ColumnLayout struct {
+	// Type is LowCardinality(String) (text, enums), or Decimal(P, S),
+	// String or Float64 (numeric).
+	Type string `yaml:"type" json:"type"`
+	// OnOverflow is dead_letter: a value the type cannot hold exactly
+	// goes to the dead letters.
+	OnOverflow string `yaml:"on_overflow" json:"on_overflow,omitempty"`
 }
 
 // Log is how every command logs.

@@ -18,14 +18,14 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 		return nil, nil
 	}
 	if node.Kind != yaml.MappingNode {
-		return nil, []Problem{{Key: key, Line: node.Line, Msg: "want a mapping of schema.table to the table's layout (order_by, partition_by, settings, exclude_columns)"}}
+		return nil, []Problem{{Key: key, Line: node.Line, Msg: "want a mapping of schema.table to the table's layout (order_by, partition_by, settings, exclude_columns, columns)"}}
 	}
 	out := map[string]TableLayout{}
 	var ps []Problem
 	bad := func(k string, line int, format string, a ...any) {
 		ps = append(ps, Problem{Key: k, Line: line, Msg: fmt.Sprintf(format, a...)})
 	}
-	known := []string{"order_by", "partition_by", "settings", "exclude_columns"}
+	known := []string{"order_by", "partition_by", "settings", "exclude_columns", "columns"}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		tk, tv := node.Content[i], node.Content[i+1]
 		tkey := key + "." + tk.Value
@@ -37,7 +37,7 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 		var l TableLayout
 		out[tk.Value] = l
 		if tv.Kind != yaml.MappingNode {
-			bad(tkey, tv.Line, "want a mapping with order_by, partition_by, settings or exclude_columns")
+			bad(tkey, tv.Line, "want a mapping with order_by, partition_by, settings, exclude_columns or columns")
 			continue
 		}
 		for j := 0; j+1 < len(tv.Content); j += 2 {
@@ -51,6 +51,38 @@ func decodeLayouts(node *yaml.Node, key string, set map[string]int) (map[string]
 			case "exclude_columns":
 				if p, ok := decodeLeaf(fv, reflect.ValueOf(&l.ExcludeColumns).Elem(), fkey); !ok {
 					ps = append(ps, p)
+				}
+			case "columns":
+				if fv.Kind != yaml.MappingNode {
+					bad(fkey, fv.Line, "want a mapping of column to {type: …, on_overflow: …}")
+					continue
+				}
+				l.Columns = map[string]ColumnLayout{}
+				for n := 0; n+1 < len(fv.Content); n += 2 {
+					ck, cv := fv.Content[n], fv.Content[n+1]
+					ckey := fkey + "." + ck.Value
+					if cv.Kind != yaml.MappingNode {
+						bad(ckey, cv.Line, "want {type: …} with an optional on_overflow")
+						continue
+					}
+					var col ColumnLayout
+					for m := 0; m+1 < len(cv.Content); m += 2 {
+						k, v := cv.Content[m], cv.Content[m+1]
+						switch {
+						case v.Kind != yaml.ScalarNode:
+							bad(ckey+"."+k.Value, v.Line, "want a single value")
+						case k.Value == "type":
+							col.Type = v.Value
+						case k.Value == "on_overflow":
+							col.OnOverflow = v.Value
+						default:
+							bad(ckey+"."+k.Value, k.Line, "unknown key; known here: type, on_overflow")
+						}
+					}
+					if col.Type == "" {
+						bad(ckey, cv.Line, "has no type; want e.g. {type: \"Decimal(38, 4)\"}")
+					}
+					l.Columns[ck.Value] = col
 				}
 			case "partition_by":
 				if fv.Kind != yaml.ScalarNode {
@@ -105,8 +137,8 @@ func (c *Config) validateLayouts() []Problem {
 		if !tableName.MatchString(table) {
 			bad("%q is not schema.table", table)
 		}
-		if len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0 {
-			bad("is empty; give order_by, partition_by, settings or exclude_columns, or remove the entry")
+		if len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0 && len(l.Columns) == 0 {
+			bad("is empty; give order_by, partition_by, settings, exclude_columns or columns, or remove the entry")
 		}
 		tenant, known := c.Source.TenantColumns[table]
 		if !known && c.Has("source.tenant_column") {

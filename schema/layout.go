@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // Layout is a table's shape chosen by its user (the configuration file's
@@ -38,20 +40,48 @@ type Layout struct {
 	// reach neither Kafka nor ClickHouse. A key, tenant or sorting column
 	// cannot be excluded.
 	ExcludeColumns []string `json:"exclude_columns,omitempty"`
+	// Columns override the ClickHouse type of some columns, by name
+	// (ColumnLayout).
+	Columns map[string]ColumnLayout `json:"columns,omitempty"`
+}
+
+// ColumnLayout is the ClickHouse type a user chose for one column instead
+// of walhouse's mapping (Map). The overrides and the columns they apply
+// to:
+//
+//   - LowCardinality(String): text, varchar, char, citext, enums: the same
+//     values, stored as a dictionary;
+//   - Decimal(P, S), String or Float64: numeric. A value that Decimal(P, S)
+//     cannot hold exactly (more than P-S digits before the point, or more
+//     than S after it: never rounded) fails its record, which goes to the
+//     dead letters (on_overflow dead_letter, the only policy so far).
+//     Float64 is approximate by choice: a numeric is stored as the
+//     nearest double; one beyond its range fails its record. String keeps
+//     PostgreSQL's text.
+//
+// Key, tenant and sorting columns keep walhouse's mapping: tombstones and
+// lookups bind their values by it.
+type ColumnLayout struct {
+	// Type is the override: LowCardinality(String), Decimal(P, S), String
+	// or Float64.
+	Type string `json:"type"`
+	// OnOverflow is what happens to a value the type cannot hold:
+	// dead_letter (the default). clamp is not supported yet.
+	OnOverflow string `json:"on_overflow,omitempty"`
 }
 
 // IsZero reports whether l is the default shape.
 func (l Layout) IsZero() bool {
-	return len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0
+	return len(l.OrderBy) == 0 && l.PartitionBy == "" && len(l.Settings) == 0 && len(l.ExcludeColumns) == 0 && len(l.Columns) == 0
 }
 
 // Excludes reports whether l excludes the source column name.
 func (l Layout) Excludes(name string) bool { return slices.Contains(l.ExcludeColumns, name) }
 
-// Columns returns the columns l names in its sorting key and partition
+// SortColumns returns the columns l names in its sorting key and partition
 // expression, in that order, each once: the columns whose change moves a
 // row in ClickHouse.
-func (l Layout) Columns() []string {
+func (l Layout) SortColumns() []string {
 	var out []string
 	for _, c := range l.OrderBy {
 		if !slices.Contains(out, c) {
@@ -96,10 +126,29 @@ func (l Layout) Check() error {
 			errs = append(errs, errors.New("exclude_columns: a column name is empty"))
 		case excluded[c]:
 			errs = append(errs, fmt.Errorf("exclude_columns: column %q is given twice", c))
-		case slices.Contains(l.Columns(), c):
+		case slices.Contains(l.SortColumns(), c):
 			errs = append(errs, fmt.Errorf("exclude_columns: column %q is in order_by or partition_by; a column ClickHouse sorts or partitions by cannot be left out", c))
 		}
 		excluded[c] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(l.Columns)) {
+		o := l.Columns[name]
+		if _, _, err := overrideShape(o.Type); err != nil {
+			errs = append(errs, fmt.Errorf("columns: %s: %w", name, err))
+		}
+		switch o.OnOverflow {
+		case "", "dead_letter":
+		case "clamp":
+			errs = append(errs, fmt.Errorf("columns: %s: on_overflow clamp is not supported yet; dead_letter (the default) sends a value the type cannot hold to the dead letters", name))
+		default:
+			errs = append(errs, fmt.Errorf("columns: %s: on_overflow %q is not allowed; want dead_letter", name, o.OnOverflow))
+		}
+		switch {
+		case excluded[name]:
+			errs = append(errs, fmt.Errorf("columns: %s is in exclude_columns too; an excluded column has no type to override: keep one of the two", name))
+		case slices.Contains(l.SortColumns(), name):
+			errs = append(errs, fmt.Errorf("columns: %s is in order_by or partition_by, whose columns keep walhouse's mapping (tombstones find rows by it): remove its override", name))
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.Settings)) {
 		v := l.Settings[name]
@@ -316,4 +365,80 @@ func settingLiteral(v string) string {
 		return v
 	}
 	return QuoteString(v)
+}
+
+// lowCardinalityTypes are the PostgreSQL types (besides enums) that take
+// the override LowCardinality(String): text meant to be read as text, not
+// the other types walhouse keeps as their text (json, inet, …), whose
+// values are rarely few.
+var lowCardinalityTypes = []string{"text", "varchar", "bpchar", "char", "citext"}
+
+// overrideShape reads an override type: its kind, and for a Decimal its
+// precision and scale in t.
+func overrideShape(ddl string) (k kind, t Type, err error) {
+	switch ddl {
+	case "LowCardinality(String)":
+		return kString, Type{}, nil
+	case "String":
+		return kString, Type{}, nil
+	case "Float64":
+		return kFloat64, Type{}, nil
+	}
+	if p, s, ok := decimalShape(ddl); ok {
+		if p < 1 || p > maxDecimalPrecision || s < 0 || s > p {
+			return 0, Type{}, fmt.Errorf("%s: want Decimal(P, S) with 1 <= P <= %d and 0 <= S <= P", ddl, maxDecimalPrecision)
+		}
+		return kDecimal, Type{precision: p, scale: s}, nil
+	}
+	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String or Float64", ddl)
+}
+
+// override returns the type of column c, which Map mapped to base, under
+// the override o, or why o does not fit c.
+func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, error) {
+	k, shape, err := overrideShape(o.Type)
+	if err != nil {
+		return Type{}, err
+	}
+	if base.array {
+		return Type{}, fmt.Errorf("%s is an array; overrides take single values", c.Name)
+	}
+	lowCard := strings.HasPrefix(o.Type, "LowCardinality(")
+	switch {
+	case lowCard && !c.Enum && !slices.Contains(lowCardinalityTypes, c.Type):
+		return Type{}, fmt.Errorf("%s is %s; LowCardinality(String) is for text and enum columns", c.Name, c.Type)
+	case !lowCard && base.kind != kDecimal:
+		return Type{}, fmt.Errorf("%s is %s; %s is for numeric columns", c.Name, c.Type, o.Type)
+	}
+	t := Type{kind: k, precision: shape.precision, scale: shape.scale}
+	inner := o.Type
+	if k == kDecimal {
+		inner = fmt.Sprintf("Decimal(%d, %d)", shape.precision, shape.scale)
+	}
+	switch {
+	case lowCard && nullable:
+		t.DDL = "LowCardinality(Nullable(String))"
+	case lowCard:
+		t.DDL = "LowCardinality(String)"
+	case nullable:
+		t.DDL = "Nullable(" + inner + ")"
+	default:
+		t.DDL = inner
+	}
+	return t, nil
+}
+
+// overrideMisfit is the error of a layout whose column overrides do not
+// fit t's source columns (err says which and why): an
+// *IncompatibleError, so the sink stops loading the table until the
+// layout is fixed, as for a schema change it cannot take.
+func (t *Table) overrideMisfit(err error) *IncompatibleError {
+	return &IncompatibleError{
+		Table: t.QualifiedName(),
+		Err:   fmt.Errorf("layout: columns: %w", err),
+		Fix: "fix the table's layout (the configuration file's layout key, or --layout of the sink and capture): " +
+			"override only columns the table has, outside its key and tenant, with a type their PostgreSQL type takes " +
+			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; docs/shaping-tables.md), " +
+			"or remove the override; then restart the sink",
+	}
 }

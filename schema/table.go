@@ -26,6 +26,9 @@ type Column struct {
 	Name   string
 	Source record.Column
 	Type   Type
+	// Override is the ClickHouse type the table's layout gives the column
+	// (ColumnLayout.Type), which Type is; empty: walhouse's mapping (Map).
+	Override string
 }
 
 // Table is the ClickHouse shape of one source table.
@@ -128,6 +131,13 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		t.TenantType = Map(record.Column{Name: DefaultTenant, Type: "text"}, false)
 		t.OrderBy = append(t.OrderBy, DefaultTenant)
 	}
+	if hasLayout {
+		// Checked before the columns, whose overrides need valid types.
+		if err := layout.Check(); err != nil {
+			return nil, fmt.Errorf("table %s.%s: layout: %w", src.Schema, src.Table, err)
+		}
+	}
+	var misfits []error // the layout's column overrides that do not fit
 	for _, c := range cols {
 		switch c.Name {
 		case VersionColumn, DeletedColumn, CommitColumn, SyncedColumn:
@@ -138,11 +148,38 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		}
 		isTenant := c.Name == t.TenantColumn
 		typ := Map(c, !(c.Key || isTenant))
+		o, overridden := layout.Columns[c.Name]
+		if overridden {
+			switch ot, err := override(c, typ, o, true); {
+			case c.Key || isTenant:
+				misfits = append(misfits, fmt.Errorf("%s is a key or tenant column, which keeps walhouse's mapping (tombstones and lookups bind its values by it)", c.Name))
+			case err != nil:
+				misfits = append(misfits, err)
+			default:
+				typ = ot
+			}
+		}
 		if isTenant {
 			t.TenantType = typ
 			t.OrderBy = append(t.OrderBy, c.Name)
 		}
-		t.Columns = append(t.Columns, Column{Name: c.Name, Source: c, Type: typ})
+		col := Column{Name: c.Name, Source: c, Type: typ}
+		if overridden {
+			col.Override = o.Type
+		}
+		t.Columns = append(t.Columns, col)
+	}
+	for _, name := range slices.Sorted(maps.Keys(layout.Columns)) {
+		if _, ok := t.column(name); !ok {
+			misfits = append(misfits, fmt.Errorf("no column %q in the table", name))
+		}
+	}
+	if len(misfits) > 0 {
+		// Found by the sink when it first loads the table or a new shape
+		// of it (a PostgreSQL type change the override cannot follow): the
+		// table stops, as for other changes it cannot take, rather than
+		// sending each of its records to the dead letters.
+		return nil, t.overrideMisfit(errors.Join(misfits...))
 	}
 	for _, c := range cols {
 		if c.Key && c.Name != t.TenantColumn {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,76 @@ func TestIntegrationLayoutExcludedColumns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIntegrationLayoutTypeOverrides loads a table whose layout overrides
+// column types: LowCardinality(String) for a text and an enum column,
+// Decimal(38, 4), String and Float64 for numeric ones. The columns have
+// those types, their values equal PostgreSQL's (compared by value), and a
+// value Decimal(38, 4) cannot hold exactly (six decimals) is never rounded:
+// its record goes to the dead letters, and the stream goes on. A type
+// change in PostgreSQL the override cannot follow then stops the table
+// (without the stop, each of its records would go to the dead letters).
+func TestIntegrationLayoutTypeOverrides(t *testing.T) {
+	p := newPipeline(t)
+	mood := testenv.Name("mood")
+	p.exec(fmt.Sprintf(`CREATE TYPE %s AS ENUM ('sad', 'ok', 'happy')`, mood))
+	t.Cleanup(func() { _, _ = p.pg.Exec(context.Background(), "DROP TYPE IF EXISTS "+mood+" CASCADE") })
+	table, qt := p.table("override", fmt.Sprintf(`(tenant_id text, id int, status text, feel %s, amount numeric, price numeric(12,2), ratio numeric, PRIMARY KEY (tenant_id, id))`, mood))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 2), i, (ARRAY['new', 'paid', NULL])[1 + i %% 3], (ARRAY['sad', 'ok', 'happy'])[1 + i %% 3]::%s, i * 1.25, i * 0.5, i * 0.25 FROM generate_series(1, 60) i`, qt, mood))
+
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	cfg := fmt.Sprintf(`
+layout:
+  public.%s:
+    columns:
+      status: {type: "LowCardinality(String)"}
+      feel: {type: "LowCardinality(String)"}
+      amount: {type: "Decimal(38, 4)", on_overflow: dead_letter}
+      price: {type: String}
+      ratio: {type: Float64}
+`, table)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+
+	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'sent', feel = 'happy', amount = amount + 0.0001, price = price + 1 WHERE id %% 4 = 0`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t0', 1000, 'sent', 'ok', 1.123456, 1, 1)`, qt)) // six decimals: a dead letter
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t0', 1001, 'new', NULL, -99999999999999999999999999999999.9999, NULL, NULL)`, qt))
+	ls := p.waitDeadLetters(p.prefix+"-dlq", 1, capture, sink)
+	if !strings.Contains(ls[0].Error, "Decimal(38, 4)") || !strings.Contains(ls[0].Key, `"1000"`) {
+		t.Errorf("dead letter %+v; want the row 1000 whose amount Decimal(38, 4) cannot hold", ls[0])
+	}
+	p.converge(fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(feel::text, 'NULL'), coalesce(trim_scale(amount)::text, 'NULL'), coalesce(price::text, 'NULL'), coalesce(ratio::float8::text, 'NULL') FROM %s AS t WHERE id <> 1000 ORDER BY t.tenant_id, t.id`, qt),
+		fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(feel, 'NULL'), ifNull(toString(amount), 'NULL'), ifNull(price, 'NULL'), ifNull(toString(ratio), 'NULL') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table),
+		capture, sink)
+
+	want := map[string]string{"status": "LowCardinality(Nullable(String))", "feel": "LowCardinality(Nullable(String))", "amount": "Nullable(Decimal(38, 4))", "price": "Nullable(String)", "ratio": "Nullable(Float64)"}
+	rows, err := p.ch.Query(context.Background(), fmt.Sprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s", schema.QuoteString(p.database), schema.QuoteString(table)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := want[name]; ok && w != typ {
+			t.Errorf("column %s is %s, want %s", name, typ, w)
+		}
+		delete(want, name)
+	}
+	if len(want) > 0 {
+		t.Errorf("columns missing: %v", want)
+	}
+
+	// A PostgreSQL type change the override cannot follow stops the table
+	// with the fix, as other changes the sink cannot take do, rather than
+	// dead-lettering its records.
+	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN status TYPE int USING length(status)`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET status = 7 WHERE id = 2`, qt))
+	waitLog(t, sink, "stopped loading a table", table, "status is int4; LowCardinality(String) is for text and enum columns", "fix the table's layout")
 }
