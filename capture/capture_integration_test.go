@@ -19,6 +19,7 @@ import (
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // withKafka wires a Capturer of the pipeline with the given topic prefix
@@ -516,5 +517,42 @@ func TestIntegrationIdempotencyKeysLeftOut(t *testing.T) {
 		if got := topics.Has(keysTopic(prefix)); got != include {
 			t.Errorf("WithIdempotencyKeys %v: the key table has a topic: %v", include, got)
 		}
+	}
+}
+
+// A first start refuses a table whose layout sorts by a column outside
+// its replica identity, or by a column it lacks, naming the fix; the same
+// layout over a REPLICA IDENTITY FULL table is accepted.
+func TestIntegrationCaptureRefusesLayoutOutsideIdentity(t *testing.T) {
+	env, pg := connectPG(t)
+	ctx := context.Background()
+	plain := createTable(t, pg, "laydef", "(tenant_id text, id int, status text, PRIMARY KEY (tenant_id, id))")
+	missing := createTable(t, pg, "laymiss", "(tenant_id text, id int, status text, PRIMARY KEY (tenant_id, id))")
+	full := createTable(t, pg, "layfull", "(tenant_id text, id int, status text, PRIMARY KEY (tenant_id, id))")
+	if _, err := pg.Exec(ctx, "ALTER TABLE "+full+" REPLICA IDENTITY FULL"); err != nil {
+		t.Fatal(err)
+	}
+	pub := testenv.Name("pub")
+	dropAfter(t, pg, nil, pub)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	layout := schema.Layout{OrderBy: []string{"tenant_id", "status", "id"}}
+	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithTables(plain, missing, full),
+		capture.WithTableLayout(plain, layout), capture.WithTableLayout(full, layout),
+		capture.WithTableLayout(missing, schema.Layout{OrderBy: []string{"tenant_id", "nope", "id"}}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Setup(ctx)
+	for _, want := range []string{plain + ": its layout sorts by status, outside the replica identity", "REPLICA IDENTITY FULL", missing + " has no column nope"} {
+		if err == nil || !contains(err.Error(), want) {
+			t.Errorf("Setup error %v does not say %q", err, want)
+		}
+	}
+	if err != nil && contains(err.Error(), "table public."+full) {
+		t.Errorf("Setup refused %s, whose identity is FULL: %v", full, err)
 	}
 }

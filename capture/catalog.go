@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // typeInfo is what capture records about a PostgreSQL type.
@@ -31,13 +34,23 @@ type relation struct {
 	topic        string
 	columns      []record.Column
 	schemaID     string
-	tenantColumn string   // empty when the tenant is the configured default
-	tenantIdx    int      // index of the tenant column, -1 for the default tenant
-	keyIdx       []int    // indexes of the key columns
-	full         bool     // REPLICA IDENTITY FULL: old tuples carry every column
-	lastSize     int      // size of the table's last encoded record
-	keyTypes     []string // SQL types of the key columns, once looked up
-	enc          *record.Encoder
+	tenantColumn string // empty when the tenant is the configured default
+	tenantIdx    int    // index of the tenant column, -1 for the default tenant
+	keyIdx       []int  // indexes of the key columns
+	// keep are the indexes, in the Relation message and its tuples, of
+	// the columns captured when the layout excludes some
+	// (schema.Layout.ExcludeColumns); nil: every column. Tuples are cut
+	// to these before anything else reads them, so every other index
+	// here is one into columns.
+	keep []int
+	// moveIdx are the indexes of the columns of the table's layout
+	// (WithTableLayout) outside the tenant and the key: a change of one
+	// moves the row in ClickHouse, as a key change does.
+	moveIdx  []int
+	full     bool     // REPLICA IDENTITY FULL: old tuples carry every column
+	lastSize int      // size of the table's last encoded record
+	keyTypes []string // SQL types of the key columns, once looked up
+	enc      *record.Encoder
 }
 
 // skipped counts a change of a table left out; one of an excluded table is
@@ -248,6 +261,49 @@ func relationKey(ctx context.Context, cat relationCatalog, m *pglogrepl.Relation
 	return key, nil
 }
 
+// layoutColumns finds the sorting-key columns of the table's layout l in
+// its Relation message m (r's key and tenant already found) and sets
+// r.moveIdx. It refuses a layout whose columns the table lacks, that does
+// not start with the tenant column, or whose columns are outside the
+// replica identity: the delete of the old row would lack their old
+// values and land elsewhere than the row it removes.
+func (r *relation) layoutColumns(l schema.Layout, m *pglogrepl.RelationMessage) error {
+	if len(l.OrderBy) == 0 {
+		return nil
+	}
+	if r.tenantIdx >= 0 && l.OrderBy[0] != r.tenantColumn {
+		return refusal(reasonLayout, "table %s: its layout's order_by starts with %s, not with the tenant column %s; put the tenant column first", r.name, l.OrderBy[0], r.tenantColumn)
+	}
+	var missing []string
+	for _, c := range l.OrderBy {
+		i := slices.IndexFunc(r.columns, func(col record.Column) bool { return col.Name == c })
+		if i < 0 {
+			if r.tenantIdx < 0 && c == schema.DefaultTenant {
+				continue // the tenant column walhouse adds
+			}
+			return refusal(reasonLayout, "table %s has no column %s, which its layout's order_by names: fix the layout (or add the column)", r.name, c)
+		}
+		if i == r.tenantIdx || slices.Contains(r.keyIdx, i) {
+			continue
+		}
+		k := slices.IndexFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c })
+		if m.Columns[k].Flags&columnInIdentity == 0 {
+			missing = append(missing, c)
+		}
+		r.moveIdx = append(r.moveIdx, i)
+	}
+	if len(missing) > 0 {
+		return refusal(reasonIdentity, "table %s: its layout sorts by %s, outside the replica identity, so an update of one could not remove the row at its old position (and a delete would miss it); run ALTER TABLE %s REPLICA IDENTITY FULL (or REPLICA IDENTITY USING INDEX on a unique index holding them)", r.name, strings.Join(missing, ", "), r.quoted)
+	}
+	return nil
+}
+
+// withoutAddedTenant drops from a layout's columns that a table lacks the
+// tenant column walhouse adds to a table without one (hasTenant false).
+func withoutAddedTenant(missing []string, hasTenant bool) []string {
+	return slices.DeleteFunc(missing, func(c string) bool { return !hasTenant && c == schema.DefaultTenant })
+}
+
 // buildRelation turns a Relation message into the cached relation, checking
 // everything that would otherwise fail row by row later.
 func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, sourceID string, m *pglogrepl.RelationMessage) (*relation, error) {
@@ -270,7 +326,24 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		full:        m.ReplicaIdentity == replicaIdentityFull,
 	}
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
-	for i, col := range m.Columns {
+	layout := cfg.layouts[name]
+	for _, c := range layout.ExcludeColumns {
+		if !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
+			// A misspelt name would stream the column it meant to keep in.
+			return nil, refusal(reasonLayout, "table %s has no column %s, which its layout's exclude_columns names: fix the layout (capture leaves the table out rather than stream a column meant to stay in PostgreSQL)", name, c)
+		}
+	}
+	for k, col := range m.Columns {
+		if layout.Excludes(col.Name) {
+			if key[col.Name] || col.Name == tenantCol {
+				return nil, refusal(reasonLayout, "table %s: its layout excludes %s, a key or tenant column, which identifies its rows in ClickHouse: keep it", name, col.Name)
+			}
+			continue
+		}
+		if len(layout.ExcludeColumns) > 0 {
+			r.keep = append(r.keep, k)
+		}
+		i := len(r.columns) // the column's index in the relation's (kept) columns
 		t, err := cat.typeOf(ctx, col.DataType)
 		if err != nil {
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
@@ -294,6 +367,9 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	}
 	if len(r.keyIdx) != len(key) {
 		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; publish the table whole with its primary key", name, len(key), len(r.keyIdx))
+	}
+	if err := r.layoutColumns(layout, m); err != nil {
+		return nil, err
 	}
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
 		return nil, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)

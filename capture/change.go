@@ -27,31 +27,53 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 		rel.skipped()
 		return nil
 	}
+	// Excluded columns go no further than here: no record, no dead
+	// letter, no log line carries them.
+	cur, old := ch.New, ch.Old
+	if rel.keep != nil {
+		t.keptNew, cur = keepColumns(t.keptNew[:0], cur, rel.keep)
+		t.keptOld, old = keepColumns(t.keptOld[:0], old, rel.keep)
+	}
 	switch ch.Kind {
 	case msgInsert:
-		return t.emit(ctx, rel, lsn, record.Insert, ch.New, nil, nil)
+		return t.emit(ctx, rel, lsn, record.Insert, cur, nil, nil)
 	case msgDelete:
-		return t.emit(ctx, rel, lsn, record.Delete, ch.Old, nil, nil)
+		return t.emit(ctx, rel, lsn, record.Delete, old, nil, nil)
 	case msgUpdate:
 	default:
 		return fmt.Errorf("pgoutput: message type %q at %s is not a row change", ch.Kind, lsn)
 	}
-	old := ch.Old
 	var fill []tupleColumn
 	if ch.OldKind == tupleOldRow {
 		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
 	}
-	if len(old) > 0 && keyChanged(rel, old, ch.New) {
+	if len(old) > 0 && keyChanged(rel, old, cur) {
 		if err := t.emit(ctx, rel, lsn, record.Delete, old, nil, nil); err != nil {
 			return err
 		}
-		return t.emit(ctx, rel, lsn, record.Update, ch.New, old, fill)
+		return t.emit(ctx, rel, lsn, record.Update, cur, old, fill)
 	}
-	return t.emit(ctx, rel, lsn, record.Update, ch.New, nil, fill)
+	return t.emit(ctx, rel, lsn, record.Update, cur, nil, fill)
+}
+
+// keepColumns appends to dst the columns of tuple at the indexes keep
+// and returns dst both as the buffer to keep and as the cut tuple. A
+// tuple too short for keep (a message that does not match its relation)
+// is returned whole, for emit to refuse as it refuses any such tuple; an
+// empty one (no old tuple) stays empty.
+func keepColumns(dst, tuple []tupleColumn, keep []int) (buf, cut []tupleColumn) {
+	if len(tuple) == 0 || keep[len(keep)-1] >= len(tuple) {
+		return dst, tuple
+	}
+	for _, i := range keep {
+		dst = append(dst, tuple[i])
+	}
+	return dst, dst
 }
 
 // keyChanged reports an update that moved the row to another ClickHouse
-// key: its primary key or its tenant changed (ClickHouse orders by tenant,
+// key: its primary key, its tenant or a sorting column of its layout
+// changed (ClickHouse orders by tenant,
 // then key; a tenant outside the primary key is in the old tuple only with
 // REPLICA IDENTITY FULL, which capture requires for such tables).
 func keyChanged(rel *relation, old, cur []tupleColumn) bool {
@@ -67,6 +89,19 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 			continue // not sent: unchanged
 		}
 		if string(old[i].Data) != string(cur[i].Data) {
+			return true
+		}
+	}
+	// The layout's sorting columns (in the replica identity, so the old
+	// tuple carries them; NULL is a value here, not "not sent").
+	for _, i := range rel.moveIdx {
+		if i >= len(old) || i >= len(cur) {
+			return true
+		}
+		if old[i].Kind == tupleUnchanged || cur[i].Kind == tupleUnchanged {
+			continue // an unchanged TOAST value
+		}
+		if old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data) {
 			return true
 		}
 	}

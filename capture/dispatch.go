@@ -108,6 +108,8 @@ type translator struct {
 	rec    record.Record
 	values []record.Value
 	oldKey []record.Value
+	// the tuples of a change cut to the relation's kept columns
+	keptNew, keptOld []tupleColumn
 }
 
 // relationCatalog is what building a relation asks of the source's

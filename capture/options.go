@@ -11,6 +11,7 @@ import (
 
 	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // Option configures a Capturer. Options are applied in order by New, which
@@ -29,6 +30,7 @@ type config struct {
 	replication     int16
 	tenantColumn    string
 	tenantColumns   map[string]string
+	layouts         map[string]schema.Layout // by "schema.table"
 	defaultTenant   string
 	sourceID        string
 	statusInterval  time.Duration
@@ -73,6 +75,7 @@ func defaults() config {
 		replication:     -1,
 		tenantColumn:    "tenant_id",
 		tenantColumns:   map[string]string{},
+		layouts:         map[string]schema.Layout{},
 		resnapshot:      map[string]bool{},
 		statusInterval:  5 * time.Second,
 		createSlot:      true,
@@ -171,6 +174,22 @@ func WithTableTenantColumn(table, column string) Option {
 			c.nameErrs = append(c.nameErrs, err)
 		}
 		c.tenantColumns[qualify(table)] = column
+	}
+}
+
+// WithTableLayout says the ClickHouse table of table ("schema.table") has
+// the sorting key of l (schema.Layout): an update that changes one of its
+// columns moves the row, so capture emits a delete of the old row (a
+// tombstone at the old position), then the row, as for a key change. The
+// columns must be in the table's replica identity, so the delete carries
+// their old values: a table whose identity lacks one is left out, with
+// the fix (REPLICA IDENTITY FULL). The sink must be given the same layout.
+func WithTableLayout(table string, l schema.Layout) Option {
+	return func(c *config) {
+		if _, _, err := splitTable(table); err != nil {
+			c.nameErrs = append(c.nameErrs, err)
+		}
+		c.layouts[qualify(table)] = l
 	}
 }
 

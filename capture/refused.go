@@ -51,6 +51,7 @@ const (
 	reasonColumns     = "invalid_columns"
 	reasonInvalidName = "invalid_name" // a schema name with a dot
 	reasonPublish     = "publish_actions"
+	reasonLayout      = "layout" // the layout names columns the table lacks, or not the tenant first
 )
 
 // errUncapturable marks the reasons a table cannot be captured (no key, no

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -268,8 +269,9 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // checkTables looks at the shape of tables ("schema.table") in one catalog
 // query and returns, by table, why capture could not map those it could
 // not (tableRefusals: no primary key, REPLICA IDENTITY NOTHING, no tenant
-// column and no default tenant, or published with a row filter, a column
-// list or generated columns). A table dropped since it was listed is not
+// column and no default tenant, a layout naming columns the table lacks or
+// that are outside its replica identity, or published with a row filter, a
+// column list or generated columns). A table dropped since it was listed is not
 // refused: it leaves the publication too. The error is for a failed query.
 // One query, so that capture can look at every captured table while it
 // streams (pollTables) without stalling the stream.
@@ -284,9 +286,15 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		what = "table " + tables[0]
 	}
 	schemas, names, tenants := make([]string, len(tables)), make([]string, len(tables)), make([]string, len(tables))
+	layouts := make([]string, len(tables)) // JSON arrays of the layout's sorting columns
 	for i, t := range tables {
 		schemas[i], names[i], _ = strings.Cut(t, ".")
 		tenants[i] = cfg.relationTenant(schemas[i], names[i])
+		layouts[i] = "[]"
+		if cols := cfg.layouts[schemas[i]+"."+names[i]].OrderBy; len(cols) > 0 {
+			b, _ := json.Marshal(cols) // strings: cannot fail
+			layouts[i] = string(b)
+		}
 	}
 	// How the publication sends the table (15+): its row filter, whether
 	// its column list leaves out a column the copy reads, and whether it
@@ -313,12 +321,18 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)),
 		  coalesce(c.relreplident::text, ''),
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = t.tenant AND a.attnum > 0 AND NOT a.attisdropped),
-		  `+published+`
-		FROM unnest($1::text[], $2::text[], $3::text[]) AS t(nsp, rel, tenant)
+		  `+published+`,
+		  (SELECT array_agg(l.col) FROM jsonb_array_elements_text(t.layout::jsonb) AS l(col)
+		   WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attname = l.col AND a.attnum > 0 AND NOT a.attisdropped)),
+		  (SELECT array_agg(l.col) FROM jsonb_array_elements_text(t.layout::jsonb) AS l(col)
+		   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = l.col AND a.attnum > 0 AND NOT a.attisdropped
+		   WHERE c.relreplident <> 'f' AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid
+		     AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)) AND a.attnum = ANY (i.indkey::int2[])))
+		FROM unnest($1::text[], $2::text[], $3::text[], $5::text[]) AS t(nsp, rel, tenant, layout)
 		LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.nsp
 		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel
 		LEFT JOIN pg_catalog.pg_publication_tables p ON p.pubname = $4 AND p.schemaname = t.nsp AND p.tablename = t.rel`,
-		schemas, names, tenants, cfg.publication)
+		schemas, names, tenants, cfg.publication, layouts)
 	if err != nil {
 		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
@@ -328,10 +342,12 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		identity                  string
 		filter                    *string
 		columns, generated        bool
+		layoutMissing             []string // columns of the layout the table lacks
+		layoutOutside             []string // columns of the layout outside the replica identity
 		out                       = map[string]error{}
 	)
 	qp := pgx.Identifier{cfg.publication}.Sanitize()
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &columns, &generated}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &columns, &generated, &layoutMissing, &layoutOutside}, func() error {
 		name := schema + "." + table
 		if !exists {
 			return nil // dropped since it was listed: it leaves the publication too
@@ -346,6 +362,13 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		}
 		if identity == "n" {
 			errs = append(errs, refusal(reasonIdentity, "table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", name, name))
+		}
+		layoutMissing = withoutAddedTenant(layoutMissing, hasTenant)
+		if shape && len(layoutMissing) > 0 {
+			errs = append(errs, refusal(reasonLayout, "table %s has no column %s, which its layout's order_by names: fix the layout (or add the column)", name, strings.Join(layoutMissing, ", ")))
+		}
+		if shape && len(layoutOutside) > 0 {
+			errs = append(errs, refusal(reasonIdentity, "table %s: its layout sorts by %s, outside the replica identity, so an update of one could not remove the row at its old position (and a delete would miss it); run ALTER TABLE %s REPLICA IDENTITY FULL (or REPLICA IDENTITY USING INDEX on a unique index holding them)", name, strings.Join(layoutOutside, ", "), qt))
 		}
 		if !hasTenant && cfg.defaultTenant == "" {
 			errs = append(errs, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, cfg.relationTenant(schema, table), name))

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // The translator's tests feed it decoded pgoutput messages and compare what
@@ -406,6 +407,47 @@ func TestTranslator(t *testing.T) {
 				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x')`,
 				`update public.docs lsn 0/20 #1 tenant "globex" ('1', 'globex', 'x') old key ('1', NULL, NULL)`, // the key columns only
 				`update public.docs lsn 0/30 #2 tenant "globex" ('1', 'globex', 'y')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "an excluded column is cut from every change before its record",
+			opts: []Option{WithTableLayout("public.docs", schema.Layout{ExcludeColumns: []string{"body"}})},
+			steps: []step{
+				describe(docsRel), begin(0x100),
+				insert(0x10, relDocs, txt("1"), txt("acme"), txt("secret")),
+				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("secret")), txt("1"), txt("globex"), txt("secret 2")),
+				del(0x30, relDocs, tupleOldRow, txt("1"), txt("globex"), txt("secret 2")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.docs", "begin",
+				`insert public.docs lsn 0/10 #0 tenant "acme" ('1', 'acme')`,
+				`delete public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme')`,
+				`update public.docs lsn 0/20 #2 tenant "globex" ('1', 'globex') old key ('1', NULL)`,
+				`delete public.docs lsn 0/30 #3 tenant "globex" ('1', 'globex')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			name: "a change of a layout's sorting column is a delete of the old row, then the new row",
+			opts: []Option{WithTableLayout("public.docs", schema.Layout{OrderBy: []string{"tenant_id", "body", "id"}})},
+			steps: []step{
+				describe(docsRel), begin(0x100),
+				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("acme"), txt("y")),
+				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), txt("y")),
+				update(0x40, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), null),
+				update(0x50, relDocs, tupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.docs", "begin",
+				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x')`,
+				`update public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme', 'y') old key ('1', NULL, NULL)`,
+				`update public.docs lsn 0/30 #2 tenant "acme" ('1', 'acme', 'y')`, // same body: stays
+				`delete public.docs lsn 0/40 #3 tenant "acme" ('1', 'acme', 'y')`, // to NULL: a move too
+				`update public.docs lsn 0/40 #4 tenant "acme" ('1', 'acme', NULL) old key ('1', NULL, NULL)`,
+				`update public.docs lsn 0/50 #5 tenant "acme" ('1', 'acme', ?)`, // unchanged TOAST: not a move
 				"commit 0/108 at 05:06:07",
 			},
 		},

@@ -141,6 +141,7 @@ type Writer struct {
 	conn      driver.Conn
 	database  string
 	placement schema.Placement
+	layouts   map[string]schema.Layout
 	opts      schema.Options
 	log       *slog.Logger
 
@@ -163,6 +164,13 @@ func OnCluster(name string) WriterOption {
 	return func(w *Writer) { w.placement.Cluster = name }
 }
 
+// WithLayouts gives some tables the shape their users chose, by source
+// table "schema.table" (schema.Layout); the others keep the default shape.
+// A table ClickHouse already has keeps the shape it was created with.
+func WithLayouts(layouts map[string]schema.Layout) WriterOption {
+	return func(w *Writer) { w.layouts = layouts }
+}
+
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
 // and names a key column of a date or timestamp type.
@@ -180,7 +188,7 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 	for _, o := range opts {
 		o(w)
 	}
-	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy}
+	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy, Layouts: w.layouts}
 	for _, stmt := range w.placement.CreateDatabases() {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("create ClickHouse database (%s): %w", stmt, err)
@@ -379,6 +387,10 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	}
 	t, err := schema.NewTable(r.Source, r.TenantColumn, r.Columns, w.opts)
 	if err != nil {
+		var ie *schema.IncompatibleError
+		if errors.As(err, &ie) {
+			return nil, stop(err) // a layout's override the columns do not take: the whole table waits for a fix
+		}
 		return nil, fmt.Errorf("%w: %v", sink.ErrPermanent, err)
 	}
 	for _, c := range t.Columns {
@@ -396,6 +408,9 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 		if err := w.conn.Exec(ctx, ddl); err != nil {
 			return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 		}
+	}
+	if err := w.checkShape(ctx, t); err != nil {
+		return nil, err
 	}
 	tg, changed, err := w.evolve(ctx, t, r.LSN)
 	if err != nil {
@@ -415,6 +430,24 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	w.tables[key] = tg
 	w.mu.Unlock()
 	return tg, nil
+}
+
+// checkShape warns when the table ClickHouse has is not sorted or
+// partitioned as t (its layout, or the default): CREATE TABLE IF NOT
+// EXISTS kept the table a layout given later, or removed, does not
+// change. Its rows stay correct only while capture's --layout names the
+// sorting columns the table has (docs/shaping-tables.md).
+func (w *Writer) checkShape(ctx context.Context, t *schema.Table) error {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Placement().LocalDatabase()), "tbl": schema.EscapeParam(t.Name)}))
+	var sortingKey string
+	if err := w.conn.QueryRow(qctx, "SELECT sorting_key FROM system.tables WHERE database = {db:String} AND name = {tbl:String}").Scan(&sortingKey); err != nil {
+		return fmt.Errorf("read the sorting key of %s: %w", t.QualifiedName(), err)
+	}
+	if have := schema.SplitSortingKey(sortingKey); !slices.Equal(have, t.OrderBy) {
+		w.log.Warn("the table keeps the sorting key it was created with, not the one its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice (docs/shaping-tables.md)",
+			"table", t.QualifiedName(), "sorting_key", strings.Join(have, ", "), "layout", strings.Join(t.OrderBy, ", "))
+	}
+	return nil
 }
 
 // forget drops the cached targets of a table, so the next load reads its

@@ -34,6 +34,11 @@ type Config struct {
 	Idempotency Idempotency `yaml:"idempotency"`
 	// Verify is walhouse verify's reconciliation (docs/verify.md).
 	Verify Verify `yaml:"verify"`
+	// Layout is the shape of some ClickHouse tables, by source table
+	// "schema.table" (docs/shaping-tables.md); a table without an entry
+	// keeps walhouse's default shape. Capture needs it too: an update of
+	// a sorting or partition column moves the row.
+	Layout map[string]TableLayout `yaml:"layout" flag:"layout" cmd:"capture,sink"`
 
 	// set holds the keys the file gives, with their lines.
 	set map[string]int
@@ -243,6 +248,33 @@ type APIHTTPLimits struct {
 	WriteTimeout      time.Duration `yaml:"write_timeout" flag:"write-timeout" env:"WALHOUSE_WRITE_TIMEOUT" cmd:"serve"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout" flag:"idle-timeout" env:"WALHOUSE_IDLE_TIMEOUT" cmd:"serve"`
 	MaxHeaderBytes    int           `yaml:"max_header_bytes" flag:"max-header-bytes" env:"WALHOUSE_MAX_HEADER_BYTES" cmd:"serve"`
+}
+
+// TableLayout is the shape of one ClickHouse table: its flag's value is
+// this struct as JSON (schema.Layout has the same fields and the rules).
+type TableLayout struct {
+	// OrderBy is the sorting key: the tenant column first, and every
+	// primary-key column.
+	OrderBy []string `yaml:"order_by" json:"order_by,omitempty"`
+	// PartitionBy is a partition expression, e.g. toYYYYMM(created_at).
+	PartitionBy string `yaml:"partition_by" json:"partition_by,omitempty"`
+	// Settings are MergeTree settings of the table.
+	Settings map[string]string `yaml:"settings" json:"settings,omitempty"`
+	// ExcludeColumns never leave PostgreSQL: capture reads them neither in
+	// copies nor in the stream.
+	ExcludeColumns []string `yaml:"exclude_columns" json:"exclude_columns,omitempty"`
+	// Columns override some columns' ClickHouse types, by name.
+	Columns map[string]ColumnLayout `yaml:"columns" json:"columns,omitempty"`
+}
+
+// ColumnLayout is one column's ClickHouse type in a TableLayout.
+type ColumnLayout struct {
+	// Type is LowCardinality(String) (text, enums), or Decimal(P, S),
+	// String or Float64 (numeric).
+	Type string `yaml:"type" json:"type"`
+	// OnOverflow is dead_letter: a value the type cannot hold exactly
+	// goes to the dead letters.
+	OnOverflow string `yaml:"on_overflow" json:"on_overflow,omitempty"`
 }
 
 // Log is how every command logs.

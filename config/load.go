@@ -126,6 +126,13 @@ func decode(node *yaml.Node, v reflect.Value, path string, set map[string]int) [
 			problems = append(problems, decode(val, fv, key, set)...)
 			continue
 		}
+		if f.Type == reflect.TypeFor[map[string]TableLayout]() {
+			m, ps := decodeLayouts(val, key, set)
+			problems = append(problems, ps...)
+			fv.Set(reflect.ValueOf(m))
+			set[key] = k.Line
+			continue
+		}
 		if p, ok := decodeLeaf(val, fv, key); !ok {
 			problems = append(problems, p)
 			continue
@@ -297,6 +304,11 @@ func Check(values map[string]string) []Problem {
 	walk(reflect.ValueOf(c).Elem(), prefixes{}, func(s Setting, v reflect.Value) {
 		raw, ok := values[s.Key]
 		if !ok || s.SecretEnv {
+			return
+		}
+		if v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.Struct {
+			// A layout's flag value is JSON, which its flag decodes and
+			// checks (with schema.Layout's rules) as it is set.
 			return
 		}
 		node := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: raw}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -133,6 +135,15 @@ func args(v reflect.Value) []string {
 		return []string{time.Duration(v.Int()).String()}
 	case v.Kind() == reflect.Slice:
 		return []string{strings.Join(v.Interface().([]string), ",")}
+	case v.Type() == reflect.TypeFor[map[string]TableLayout]():
+		// One schema.table=JSON per table, as --layout takes it.
+		m := v.Interface().(map[string]TableLayout)
+		var out []string
+		for _, table := range slices.Sorted(maps.Keys(m)) {
+			b, _ := json.Marshal(m[table]) // strings only: cannot fail
+			out = append(out, table+"="+string(b))
+		}
+		return out
 	case v.Kind() == reflect.Map:
 		m := v.Interface().(map[string]string)
 		var out []string

@@ -203,6 +203,7 @@ func (c *Config) validate() []Problem {
 	positive("verify.max_execution_time", v.MaxExecutionTime)
 	atLeast("verify.max_memory_usage", v.MaxMemoryUsage, 1)
 
+	ps = append(ps, c.validateLayouts()...)
 	oneOf("log.level", strings.ToLower(c.Log.Level), "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "text", "json")
 	return ps

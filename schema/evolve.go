@@ -124,6 +124,8 @@ func (e *IncompatibleError) Unwrap() error { return e.Err }
 //     of an older shape still arriving from another partition map to the
 //     renamed column instead of renaming it back;
 //   - a column whose type widened is widened, one that narrowed is kept;
+//     a column whose type the table's layout overrides (Column.Override)
+//     is never widened: it keeps its type, or is incompatible;
 //   - a column that disappeared from the source is marked dropped in its
 //     comment but kept, with its history.
 //
@@ -184,6 +186,11 @@ func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, erro
 			return nil, p.incompatible(cur.name, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
 		}
 		use, alter, err := reconcile(haveType, c.Type)
+		if err == nil && alter && c.Override != "" {
+			// The layout chose the column's type: a column of another
+			// type (made before the override) is not changed behind it.
+			err = fmt.Errorf("ClickHouse column is %s, not the %s its layout gives it, and cannot hold every value of it; walhouse changes no column whose type a layout overrides", haveType.DDL, c.Type.DDL)
+		}
 		if err != nil {
 			return nil, p.incompatible(cur.name, fmt.Errorf("column %s: %w", cur.name, err))
 		}

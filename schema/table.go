@@ -2,7 +2,10 @@ package schema
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,6 +26,9 @@ type Column struct {
 	Name   string
 	Source record.Column
 	Type   Type
+	// Override is the ClickHouse type the table's layout gives the column
+	// (ColumnLayout.Type), which Type is; empty: walhouse's mapping (Map).
+	Override string
 }
 
 // Table is the ClickHouse shape of one source table.
@@ -52,6 +58,15 @@ type Table struct {
 	TenantPartitions int
 	// IndexGranularity is the table's index_granularity.
 	IndexGranularity int
+	// PartitionExpr is the partition expression of the table's Layout,
+	// which replaces PartitionBy and TenantPartitions; empty without one.
+	PartitionExpr string
+	// Settings are the table's Layout settings, other than
+	// index_granularity (in IndexGranularity).
+	Settings map[string]string
+	// NullableKey says a sorting or partition column is Nullable, which
+	// ClickHouse takes only with allow_nullable_key.
+	NullableKey bool
 }
 
 // Options shape the ClickHouse table built for a source table.
@@ -70,6 +85,10 @@ type Options struct {
 	// IndexGranularity is the rows per primary-key mark; 0 is
 	// DefaultIndexGranularity.
 	IndexGranularity int
+	// Layouts are the shapes users chose for some tables, by
+	// "schema.table" (see Layout); a table without one has the default
+	// shape these options give.
+	Layouts map[string]Layout
 }
 
 // DefaultIndexGranularity is the index_granularity of the tables walhouse
@@ -86,6 +105,11 @@ const DefaultIndexGranularity = 2048
 
 // NewTable derives the ClickHouse table for a record's columns.
 func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts Options) (*Table, error) {
+	layout, hasLayout := opts.Layouts[src.Schema+"."+src.Table]
+	if layout.PartitionBy != "" {
+		// The table's own partitioning replaces the default's.
+		opts.PartitionBy, opts.TenantPartitions = "", 0
+	}
 	t := &Table{
 		Database:     opts.Database,
 		Cluster:      opts.Cluster,
@@ -107,6 +131,13 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		t.TenantType = Map(record.Column{Name: DefaultTenant, Type: "text"}, false)
 		t.OrderBy = append(t.OrderBy, DefaultTenant)
 	}
+	if hasLayout {
+		// Checked before the columns, whose overrides need valid types.
+		if err := layout.Check(); err != nil {
+			return nil, fmt.Errorf("table %s.%s: layout: %w", src.Schema, src.Table, err)
+		}
+	}
+	var misfits []error // the layout's column overrides that do not fit
 	for _, c := range cols {
 		switch c.Name {
 		case VersionColumn, DeletedColumn, CommitColumn, SyncedColumn:
@@ -117,11 +148,38 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 		}
 		isTenant := c.Name == t.TenantColumn
 		typ := Map(c, !(c.Key || isTenant))
+		o, overridden := layout.Columns[c.Name]
+		if overridden {
+			switch ot, err := override(c, typ, o, true); {
+			case c.Key || isTenant:
+				misfits = append(misfits, fmt.Errorf("%s is a key or tenant column, which keeps walhouse's mapping (tombstones and lookups bind its values by it)", c.Name))
+			case err != nil:
+				misfits = append(misfits, err)
+			default:
+				typ = ot
+			}
+		}
 		if isTenant {
 			t.TenantType = typ
 			t.OrderBy = append(t.OrderBy, c.Name)
 		}
-		t.Columns = append(t.Columns, Column{Name: c.Name, Source: c, Type: typ})
+		col := Column{Name: c.Name, Source: c, Type: typ}
+		if overridden {
+			col.Override = o.Type
+		}
+		t.Columns = append(t.Columns, col)
+	}
+	for _, name := range slices.Sorted(maps.Keys(layout.Columns)) {
+		if _, ok := t.column(name); !ok {
+			misfits = append(misfits, fmt.Errorf("no column %q in the table", name))
+		}
+	}
+	if len(misfits) > 0 {
+		// Found by the sink when it first loads the table or a new shape
+		// of it (a PostgreSQL type change the override cannot follow): the
+		// table stops, as for other changes it cannot take, rather than
+		// sending each of its records to the dead letters.
+		return nil, t.overrideMisfit(errors.Join(misfits...))
 	}
 	for _, c := range cols {
 		if c.Key && c.Name != t.TenantColumn {
@@ -145,7 +203,97 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 			return nil, fmt.Errorf("table %s.%s: partition column %q must be part of the primary key (deletes carry only the key)", src.Schema, src.Table, t.PartitionBy)
 		}
 	}
+	if hasLayout {
+		if err := t.applyLayout(layout); err != nil {
+			return nil, fmt.Errorf("table %s.%s: layout: %w", src.Schema, src.Table, err)
+		}
+	}
 	return t, nil
+}
+
+// applyLayout replaces t's default shape by l's, checking l against t's
+// columns: every problem at once.
+func (t *Table) applyLayout(l Layout) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	var errs []error
+	typeOf := func(name string) (Type, bool) {
+		if t.TenantSynthetic && name == t.TenantColumn {
+			return t.TenantType, true
+		}
+		c, ok := t.column(name)
+		return c.Type, ok
+	}
+	if len(l.OrderBy) > 0 {
+		if l.OrderBy[0] != t.TenantColumn {
+			errs = append(errs, fmt.Errorf("order_by starts with %q: it must start with the tenant column %q (reads, erasure and verify find the tenant there)", l.OrderBy[0], t.TenantColumn))
+		}
+		for _, k := range t.OrderBy {
+			if !slices.Contains(l.OrderBy, k) {
+				errs = append(errs, fmt.Errorf("order_by lacks %q: it must hold the tenant column and every primary-key column (%s), or two rows would share one position", k, strings.Join(t.OrderBy, ", ")))
+			}
+		}
+		for _, c := range l.OrderBy {
+			typ, ok := typeOf(c)
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("order_by: no column %q in the table", c))
+			case typ.array:
+				errs = append(errs, fmt.Errorf("order_by: column %q is an array; a sorting key takes single values", c))
+			case typ.nullable():
+				t.NullableKey = true
+			}
+		}
+	}
+	orderBy := t.OrderBy
+	if len(l.OrderBy) > 0 {
+		orderBy = l.OrderBy
+	}
+	if l.PartitionBy != "" {
+		refs, _ := partitionRefs(l.PartitionBy)
+		for _, c := range refs {
+			typ, ok := typeOf(c)
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("partition_by: no column %q in the table", c))
+			case !slices.Contains(orderBy, c):
+				// Then every change that may move a row to another
+				// partition changes its sorting key too: capture writes
+				// the tombstone at the old position, never at the new.
+				errs = append(errs, fmt.Errorf("partition_by: column %q is not in the sorting key (%s); add it to order_by", c, strings.Join(orderBy, ", ")))
+			case typ.nullable():
+				t.NullableKey = true
+			}
+		}
+	}
+	granularity := t.IndexGranularity
+	if v, ok := l.Settings["index_granularity"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("settings: index_granularity = %q is not a whole number from 1", v))
+		}
+		granularity = n
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if len(l.OrderBy) > 0 {
+		t.OrderBy = slices.Clone(l.OrderBy)
+	}
+	if l.PartitionBy != "" {
+		t.PartitionExpr, t.PartitionBy, t.TenantPartitions = l.PartitionBy, "", 0
+	}
+	t.IndexGranularity = granularity
+	for k, v := range l.Settings {
+		if k != "index_granularity" {
+			if t.Settings == nil {
+				t.Settings = map[string]string{}
+			}
+			t.Settings[k] = v
+		}
+	}
+	return nil
 }
 
 func (t *Table) column(name string) (Column, bool) {
@@ -189,6 +337,8 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC') DEFAULT now64(6)\n", QuoteIdent(SyncedColumn))
 	fmt.Fprintf(&b, ")\n%s\n", p.Engine(t.Name, QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn)))
 	switch {
+	case t.PartitionExpr != "":
+		fmt.Fprintf(&b, "PARTITION BY %s\n", partitionDDL(t.PartitionExpr))
 	case t.PartitionBy != "":
 		fmt.Fprintf(&b, "PARTITION BY toYYYYMM(%s)\n", QuoteIdent(t.PartitionBy))
 	case t.TenantPartitions > 1:
@@ -201,7 +351,14 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
 	// A window of recent insert tokens makes a retried insert of the same
 	// batch a no-op, also on a non-replicated table.
-	fmt.Fprintf(&b, "%s, index_granularity = %d\n", p.dedupSetting(), t.IndexGranularity)
+	fmt.Fprintf(&b, "%s, index_granularity = %d", p.dedupSetting(), t.IndexGranularity)
+	if t.NullableKey {
+		b.WriteString(", allow_nullable_key = 1")
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Settings)) {
+		fmt.Fprintf(&b, ", %s = %s", k, settingLiteral(t.Settings[k]))
+	}
+	b.WriteString("\n")
 	// The source table it belongs to: see SourceComment.
 	b.WriteString("COMMENT " + QuoteString(SourceComment(t.Source)))
 	return b.String()

@@ -177,7 +177,9 @@ func (t Type) Convert(text string) (any, error) {
 	return c.many(t, elems)
 }
 
-func (t Type) nullable() bool { return strings.HasPrefix(t.DDL, "Nullable(") }
+func (t Type) nullable() bool {
+	return strings.HasPrefix(t.DDL, "Nullable(") || strings.HasPrefix(t.DDL, "LowCardinality(Nullable(")
+}
 
 // Decimal bounds: ClickHouse's widest decimal.
 const maxDecimalPrecision = 76
@@ -248,6 +250,18 @@ func numericTypmod(typmod int32) (p, s int, ok bool) {
 func parseType(ddl string) (t Type, ok bool) {
 	t.DDL = ddl
 	inner := ddl
+	if s, found := unwrap(inner, "LowCardinality("); found {
+		// A layout's override of a text column (ColumnLayout).
+		inner = s
+		if s, found := unwrap(inner, "Nullable("); found {
+			inner = s
+		}
+		if inner != scalars[kString].ch {
+			return Type{}, false
+		}
+		t.kind = kString
+		return t, true
+	}
 	if s, found := unwrap(inner, "Array(Nullable("); found {
 		inner, t.array = strings.TrimSuffix(s, ")"), true
 	} else if s, found := unwrap(inner, "Nullable("); found {

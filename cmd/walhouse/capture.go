@@ -59,6 +59,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	fs.Var(&tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
+	layouts := registerLayout(fs)
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
@@ -133,6 +134,9 @@ func runCapture(ctx context.Context, inv *invocation) error {
 			return usageErrorf("--tenant-column-for %q: want schema.table=column", tf)
 		}
 		opts = append(opts, capture.WithTableTenantColumn(table, col))
+	}
+	for table, l := range layouts {
+		opts = append(opts, capture.WithTableLayout(table, l))
 	}
 	if *replication == 0 || *replication < -1 || *replication > math.MaxInt16 {
 		return usageErrorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)

@@ -28,6 +28,10 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("sink:\n  max_bach: 10\n  max_wait: soon\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badLayout := filepath.Join(dir, "layout.yaml")
+	if err := os.WriteFile(badLayout, []byte("layout:\n  public.orders:\n    order_by: [tenant_id, id, id]\n    partition_by: toYYYYMM(now())\n    settings: {non_replicated_deduplication_window: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	type want struct {
 		code           int
 		stdout, stderr []string // substrings
@@ -36,29 +40,30 @@ func TestCommandLine(t *testing.T) {
 		args []string
 		want want
 	}{
-		"no arguments":       {nil, want{2, nil, []string{"Commands:"}}},
-		"help":               {[]string{"-h"}, want{0, []string{"Commands:", "capture", "--config FILE"}, nil}},
-		"help command":       {[]string{"help", "sink"}, want{0, []string{"walhouse sink: load records"}, nil}},
-		"version":            {[]string{"version"}, want{0, []string{"walhouse ", "commit ", "go1."}, nil}},
-		"--version":          {[]string{"--version"}, want{0, []string{"walhouse ", "go1."}, nil}},
-		"unknown command":    {[]string{"captur"}, want{2, nil, []string{`unknown command "captur"; did you mean "capture"?`}}},
-		"unknown flag":       {[]string{"capture", "--slott", "x"}, want{2, nil, []string{"unknown flag --slott; did you mean --slot?", "Run 'walhouse capture -h'"}}},
-		"bad flag value":     {[]string{"sink", "--max-batch", "many"}, want{2, nil, []string{"-max-batch"}}},
-		"missing required":   {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_SOURCE_POSTGRES_URL, or key source.postgres.url"}}},
-		"positional":         {[]string{"sink", "now"}, want{2, nil, []string{`unexpected arguments ["now"]`}}},
-		"dlq without sub":    {[]string{"dlq"}, want{2, nil, []string{"want a subcommand: list"}}},
-		"bad log level":      {[]string{"dlq", "list", "--log-level", "loud"}, want{2, nil, []string{`--log-level (key log.level): "loud" is not allowed`}}},
-		"bad config":         {[]string{"--config", bad, "sink"}, want{2, nil, []string{`sink.max_bach (line 2): unknown key; did you mean "max_batch"?`, `sink.max_wait (line 3): "soon" is not a duration`}}},
-		"config check bad":   {[]string{"config", "check", bad}, want{1, nil, []string{"2 problem(s)"}}},
-		"config check none":  {[]string{"config", "check"}, want{2, nil, []string{"needs a file"}}},
-		"config missing":     {[]string{"config", "check", filepath.Join(dir, "nope.yaml")}, want{1, nil, []string{"no such file"}}},
-		"completion no":      {[]string{"completion", "tcsh"}, want{2, nil, []string{`unknown shell "tcsh"`}}},
-		"completion bash":    {[]string{"completion", "bash"}, want{0, []string{"complete -o default -F _walhouse walhouse", "--default-tenant"}, nil}},
-		"completion zsh":     {[]string{"completion", "zsh"}, want{0, []string{"#compdef walhouse", "--tenant-column-for"}, nil}},
-		"completion fish":    {[]string{"completion", "fish"}, want{0, []string{"__fish_seen_subcommand_from dlq", "-l dedup-addr -r"}, nil}},
-		"failure exits 1":    {[]string{"chdb", "--path", dir, "--lib", filepath.Join(dir, "none.so")}, want{1, nil, []string{"walhouse chdb: -lib"}}},
-		"config example":     {[]string{"config", "example"}, want{0, []string{"source:", "password_file:"}, nil}},
-		"unknown before cmd": {[]string{"--verbose", "sink"}, want{2, nil, []string{"unknown option --verbose"}}},
+		"no arguments":        {nil, want{2, nil, []string{"Commands:"}}},
+		"help":                {[]string{"-h"}, want{0, []string{"Commands:", "capture", "--config FILE"}, nil}},
+		"help command":        {[]string{"help", "sink"}, want{0, []string{"walhouse sink: load records"}, nil}},
+		"version":             {[]string{"version"}, want{0, []string{"walhouse ", "commit ", "go1."}, nil}},
+		"--version":           {[]string{"--version"}, want{0, []string{"walhouse ", "go1."}, nil}},
+		"unknown command":     {[]string{"captur"}, want{2, nil, []string{`unknown command "captur"; did you mean "capture"?`}}},
+		"unknown flag":        {[]string{"capture", "--slott", "x"}, want{2, nil, []string{"unknown flag --slott; did you mean --slot?", "Run 'walhouse capture -h'"}}},
+		"bad flag value":      {[]string{"sink", "--max-batch", "many"}, want{2, nil, []string{"-max-batch"}}},
+		"missing required":    {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_SOURCE_POSTGRES_URL, or key source.postgres.url"}}},
+		"positional":          {[]string{"sink", "now"}, want{2, nil, []string{`unexpected arguments ["now"]`}}},
+		"dlq without sub":     {[]string{"dlq"}, want{2, nil, []string{"want a subcommand: list"}}},
+		"bad log level":       {[]string{"dlq", "list", "--log-level", "loud"}, want{2, nil, []string{`--log-level (key log.level): "loud" is not allowed`}}},
+		"bad config":          {[]string{"--config", bad, "sink"}, want{2, nil, []string{`sink.max_bach (line 2): unknown key; did you mean "max_batch"?`, `sink.max_wait (line 3): "soon" is not a duration`}}},
+		"config check bad":    {[]string{"config", "check", bad}, want{1, nil, []string{"2 problem(s)"}}},
+		"config check layout": {[]string{"config", "check", badLayout}, want{1, nil, []string{"for walhouse capture: layout (line 1): layout of public.orders", `order_by: column "id" is given twice`, "function now is not allowed", "non_replicated_deduplication_window is walhouse's", "for walhouse sink: layout"}}},
+		"config check none":   {[]string{"config", "check"}, want{2, nil, []string{"needs a file"}}},
+		"config missing":      {[]string{"config", "check", filepath.Join(dir, "nope.yaml")}, want{1, nil, []string{"no such file"}}},
+		"completion no":       {[]string{"completion", "tcsh"}, want{2, nil, []string{`unknown shell "tcsh"`}}},
+		"completion bash":     {[]string{"completion", "bash"}, want{0, []string{"complete -o default -F _walhouse walhouse", "--default-tenant"}, nil}},
+		"completion zsh":      {[]string{"completion", "zsh"}, want{0, []string{"#compdef walhouse", "--tenant-column-for"}, nil}},
+		"completion fish":     {[]string{"completion", "fish"}, want{0, []string{"__fish_seen_subcommand_from dlq", "-l dedup-addr -r"}, nil}},
+		"failure exits 1":     {[]string{"chdb", "--path", dir, "--lib", filepath.Join(dir, "none.so")}, want{1, nil, []string{"walhouse chdb: -lib"}}},
+		"config example":      {[]string{"config", "example"}, want{0, []string{"source:", "password_file:"}, nil}},
+		"unknown before cmd":  {[]string{"--verbose", "sink"}, want{2, nil, []string{"unknown option --verbose"}}},
 	}
 	for name, cmd := range commands() {
 		w := want{0, []string{"walhouse " + name + ": " + cmd.summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // failpointsEnv names the crash and error points that fault tests make
@@ -193,4 +198,44 @@ type renamedFlag struct {
 func (r *renamedFlag) Set(v string) error {
 	slog.Warn("deprecated flag: use the new name; the old one will stop working in a later release", "flag", "--"+r.old, "rename_to", "--"+r.current)
 	return r.Value.Set(v)
+}
+
+// layoutFlag is --layout of capture and sink: a table's ClickHouse shape,
+// schema.table=JSON (the configuration file's layout key gives one per
+// table; docs/shaping-tables.md). Each value is checked as it is set, so
+// config check finds a layout's problems too. Repeatable; a table given
+// again takes the later value.
+type layoutFlag map[string]schema.Layout
+
+func (f layoutFlag) String() string {
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(f)) {
+		b, _ := json.Marshal(f[t])
+		out = append(out, t+"="+string(b))
+	}
+	return strings.Join(out, " ")
+}
+
+func (f layoutFlag) Set(v string) error {
+	table, js, ok := strings.Cut(v, "=")
+	if !ok || !strings.Contains(table, ".") {
+		return fmt.Errorf("%q: want schema.table={\"order_by\":[…],\"partition_by\":\"…\",\"settings\":{…}}", v)
+	}
+	var l schema.Layout
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return fmt.Errorf("layout of %s: %w", table, err)
+	}
+	if err := l.Check(); err != nil {
+		return fmt.Errorf("layout of %s: %w", table, err)
+	}
+	f[table] = l
+	return nil
+}
+
+func registerLayout(fs *flag.FlagSet) layoutFlag {
+	f := layoutFlag{}
+	fs.Var(f, "layout", `a table's ClickHouse shape, schema.table={"order_by":[tenant,…,key…],"partition_by":"toYYYYMM(col)","settings":{…}} (repeatable; docs/shaping-tables.md)`)
+	return f
 }

@@ -56,6 +56,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	var acceptLost listFlag
 	fs.Var(&acceptLost, "accept-lost-records", "topic/partition (or topic: all its partitions) whose records Kafka deleted before the sink read them, to load on after the gap once its table was copied again (docs/operations.md#records-lost); for one start")
 	erasureKey := registerErasureKey(fs)
+	layouts := registerLayout(fs)
 	var dedupSec dedupSecurity
 	dedupSec.register(fs)
 	if err := inv.parse(fs); err != nil {
@@ -99,7 +100,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster))
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster), clickhouse.WithLayouts(layouts))
 	if err != nil {
 		return err
 	}
