@@ -236,6 +236,6 @@ func (f layoutFlag) Set(v string) error {
 
 func registerLayout(fs *flag.FlagSet) layoutFlag {
 	f := layoutFlag{}
-	fs.Var(f, "layout", `a table's ClickHouse shape, schema.table={"order_by":[tenant,…,key…],"partition_by":"toYYYYMM(col)","settings":{…}} (repeatable; docs/shaping-tables.md)`)
+	fs.Var(f, "layout", `a table's ClickHouse shape, schema.table={"order_by":[tenant,…,key…],"partition_by":"toYYYYMM(col)","settings":{…},"exclude_columns":[…],"columns":{"col":{"type":"Decimal(38, 4)"}}} (repeatable; docs/shaping-tables.md)`)
 	return f
 }
