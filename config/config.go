@@ -185,6 +185,7 @@ type API struct {
 	CaptureURLs      []string      `yaml:"capture_urls" flag:"capture-url" env:"WALHOUSE_CAPTURE_URL" cmd:"serve"`
 	CaptureTimeout   time.Duration `yaml:"capture_timeout" flag:"capture-timeout" cmd:"serve"`
 	LagHistory       LagHistory    `yaml:"lag_history"`
+	Tokens           APITokens     `yaml:"tokens"`
 	Limits           APILimits     `yaml:"limits"`
 	HTTP             APIHTTPLimits `yaml:"http"`
 }
@@ -194,6 +195,14 @@ type API struct {
 type LagHistory struct {
 	Interval time.Duration `yaml:"interval" flag:"lag-history-interval" cmd:"serve"`
 	Span     time.Duration `yaml:"span" flag:"lag-history-span" cmd:"serve"`
+}
+
+// APITokens are the reads that wait for consistency tokens
+// (docs/consistency.md).
+type APITokens struct {
+	Source  string        `yaml:"source" flag:"token-source" env:"WALHOUSE_TOKEN_SOURCE" cmd:"serve"`
+	Wait    time.Duration `yaml:"wait" flag:"token-wait" cmd:"serve"`
+	MaxWait time.Duration `yaml:"max_wait" flag:"max-token-wait" cmd:"serve"`
 }
 
 // APILimits bound what one query or export may cost.

@@ -88,6 +88,16 @@ func ParseToken(s string) (Token, error) {
 	return Token{SystemID: sys, Database: uint32(db), LSN: h<<32 | l}, nil
 }
 
+// ParseSource parses a database's identity as "SYSID.OID" (its
+// system identifier and OID): a Token with LSN 0, for Token.SameSource.
+func ParseSource(s string) (Token, error) {
+	t, err := ParseToken("wh1." + s + ".0/0")
+	if err != nil {
+		return Token{}, fmt.Errorf("%q is not SYSID.OID (pg_control_system()'s system_identifier, pg_database's oid): %w", s, err)
+	}
+	return t, nil
+}
+
 // Querier runs one query; *pgxpool.Pool, *pgx.Conn and pgx.Tx are ones.
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

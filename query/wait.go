@@ -1,0 +1,153 @@
+package query
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// DefaultWatchInterval is how often a table's load watermark is read while
+// token reads wait for it (Config.WatchInterval).
+const DefaultWatchInterval = 25 * time.Millisecond
+
+// watchers reads each waited-for table's load watermark, once per interval
+// for all its waiters together: waiting costs no ClickHouse query per
+// waiter. A table's watcher runs while it has waiters and stops with the
+// last. Safe for concurrent use.
+type watchers struct {
+	read     func(ctx context.Context, table string) (SyncState, error)
+	interval time.Duration
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	tables map[string]*watcher
+}
+
+// watcher is one table's: the watermark last read and a channel closed
+// when a newer one is read.
+type watcher struct {
+	waiters int
+	lsn     LSN // the table's LSN as last read; 0: unknown
+	changed chan struct{}
+}
+
+func newWatchers(read func(ctx context.Context, table string) (SyncState, error), interval time.Duration, log *slog.Logger) *watchers {
+	return &watchers{read: read, interval: interval, log: log, tables: map[string]*watcher{}}
+}
+
+// loaded reports whether a running watcher of table already saw it loaded
+// through lsn (false when none runs: the caller waits, which starts one).
+func (ws *watchers) loaded(table string, lsn LSN) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w, ok := ws.tables[table]
+	return ok && w.lsn >= lsn
+}
+
+// await blocks until table is loaded through lsn (nil) or ctx ends
+// (ctx.Err()).
+func (ws *watchers) await(ctx context.Context, table string, lsn LSN) error {
+	ws.mu.Lock()
+	w, ok := ws.tables[table]
+	if !ok {
+		w = &watcher{changed: make(chan struct{})}
+		ws.tables[table] = w
+		// It ends within an interval of its last waiter leaving.
+		go ws.run(table, w)
+	}
+	w.waiters++
+	ws.mu.Unlock()
+	defer func() {
+		ws.mu.Lock()
+		w.waiters--
+		ws.mu.Unlock()
+	}()
+	for {
+		ws.mu.Lock()
+		got, changed := w.lsn, w.changed
+		ws.mu.Unlock()
+		if got >= lsn {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// run reads table's watermark every interval while w has waiters, and
+// wakes them after each read. It removes w when the last waiter left.
+func (ws *watchers) run(table string, w *watcher) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for range t.C {
+		ws.mu.Lock()
+		if w.waiters == 0 {
+			delete(ws.tables, table)
+			ws.mu.Unlock()
+			return
+		}
+		ws.mu.Unlock()
+		// A read outlives no waiter by more than one interval: the
+		// waiters' own deadlines bound the answer, this the query.
+		ctx, cancel := context.WithTimeout(context.Background(), max(time.Second, 20*ws.interval))
+		st, err := ws.read(ctx, table)
+		cancel()
+		if err != nil {
+			// The waiters time out and answer from their own read, which
+			// fails the same way if ClickHouse is still away.
+			ws.log.Debug("read a table's load watermark for token reads", "table", table, "err", err)
+		}
+		ws.mu.Lock()
+		if err == nil && st.LSN != nil && *st.LSN > w.lsn {
+			w.lsn = *st.LSN
+			close(w.changed)
+			w.changed = make(chan struct{})
+		}
+		ws.mu.Unlock()
+		t.Reset(ws.interval)
+	}
+}
+
+// slotHold is the caller's concurrency slots (inSlot), which a token read
+// gives up while it waits so that waiters cannot exhaust them.
+type slotHold struct {
+	s       *Server
+	tenant  string
+	lim     Limits
+	release func() // nil while suspended
+}
+
+type slotHoldCtx struct{}
+
+func slotHoldOf(ctx context.Context) *slotHold {
+	h, _ := ctx.Value(slotHoldCtx{}).(*slotHold)
+	return h
+}
+
+// suspend gives the slots up.
+func (h *slotHold) suspend() {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+}
+
+// resume takes the slots again, or answers 429 as inSlot does.
+func (h *slotHold) resume() error {
+	if h.release != nil {
+		return nil
+	}
+	rel, err := h.s.acquire(h.tenant, h.lim)
+	if err != nil {
+		return err
+	}
+	h.release = rel
+	return nil
+}
+
+// done releases the slots if held.
+func (h *slotHold) done() { h.suspend() }
