@@ -68,6 +68,7 @@ type Capture struct {
 	SnapshotBatchRows  int           `yaml:"snapshot_batch_rows" flag:"snapshot-batch-rows"`
 	StatusInterval     time.Duration `yaml:"status_interval" flag:"status-interval"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" flag:"heartbeat-interval"`
+	MarkInterval       time.Duration `yaml:"mark_interval" flag:"mark-interval"`
 	ReconnectTimeout   time.Duration `yaml:"reconnect_timeout" flag:"reconnect-timeout" cmd:"capture"`
 	ProgressInterval   time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"capture"`
 	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
