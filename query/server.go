@@ -407,7 +407,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.catalog.TenantTable(ctx, key.Tenant, lim, r.PathValue("table"))
+	t, err := s.tenantTableAfter(ctx, key.Tenant, lim, r.PathValue("table"), tw)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -1,7 +1,9 @@
 package query
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -157,8 +159,8 @@ func (s *Server) awaitTables(ctx context.Context, tables []string, tw tokenWait)
 			suspended = true
 		}
 		if err := s.watch.await(wctx, t, tw.lsn); err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
+			if ctx.Err() != nil || err == errTooManyWaiters {
+				return false, cmp.Or(ctx.Err(), err)
 			}
 			pending = append(pending, t)
 		}
@@ -177,4 +179,21 @@ func freshOf(st SyncState, tw tokenWait) *bool {
 	}
 	f := st.LSN != nil && *st.LSN >= tw.lsn
 	return &f
+}
+
+// tenantTableAfter finds the tenant's table name for a token read. A table
+// the tenant has no row in yet is unknown to the catalog, also when the
+// token's write is that first row: then the read waits for the name's
+// load watermark and asks the catalog again, past its cache. A name that
+// is no table waits in vain and is unknown_table after the wait.
+func (s *Server) tenantTableAfter(ctx context.Context, tenant string, lim Limits, name string, tw tokenWait) (*Table, error) {
+	t, err := s.catalog.TenantTable(ctx, tenant, lim, name)
+	if !tw.active() || !errors.Is(err, ErrUnknownTable) {
+		return t, err
+	}
+	if _, werr := s.awaitTables(ctx, []string{name}, tw); werr != nil {
+		return nil, werr
+	}
+	s.catalog.forget(tenant)
+	return s.catalog.TenantTable(ctx, tenant, lim, name)
 }

@@ -2,7 +2,9 @@ package query
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -20,9 +22,18 @@ type watchers struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	tables map[string]*watcher
+	mu      sync.Mutex
+	tables  map[string]*watcher
+	waiting int // waiters of all tables, at most maxWaiters
 }
+
+// maxWaiters bounds the token reads waiting at once, all tenants
+// together: they hold no concurrency slot, so this bounds their memory.
+const maxWaiters = 4096
+
+// errTooManyWaiters refuses a wait beyond maxWaiters.
+var errTooManyWaiters = &apiError{Status: http.StatusTooManyRequests, Code: "server_busy", RetryAfter: 1,
+	Message: fmt.Sprintf("the server already has %d reads waiting for consistency tokens, its limit; retry shortly", maxWaiters)}
 
 // watcher is one table's: the watermark last read and a channel closed
 // when a newer one is read.
@@ -46,9 +57,14 @@ func (ws *watchers) loaded(table string, lsn LSN) bool {
 }
 
 // await blocks until table is loaded through lsn (nil) or ctx ends
-// (ctx.Err()).
+// (ctx.Err()); errTooManyWaiters when maxWaiters wait already.
 func (ws *watchers) await(ctx context.Context, table string, lsn LSN) error {
 	ws.mu.Lock()
+	if ws.waiting >= maxWaiters {
+		ws.mu.Unlock()
+		return errTooManyWaiters
+	}
+	ws.waiting++
 	w, ok := ws.tables[table]
 	if !ok {
 		w = &watcher{changed: make(chan struct{})}
@@ -61,6 +77,7 @@ func (ws *watchers) await(ctx context.Context, table string, lsn LSN) error {
 	defer func() {
 		ws.mu.Lock()
 		w.waiters--
+		ws.waiting--
 		ws.mu.Unlock()
 	}()
 	for {
@@ -151,3 +168,15 @@ func (h *slotHold) resume() error {
 
 // done releases the slots if held.
 func (h *slotHold) done() { h.suspend() }
+
+// forget drops what c cached of tenant's tables and the table list, so
+// that a token read that waited for a table the tenant had no row in (its
+// first write) sees it now rather than after the cache's ttl.
+func (c *Catalog) forget(tenant string) {
+	c.tenantsMu.Lock()
+	delete(c.tenants, tenant)
+	c.tenantsMu.Unlock()
+	c.mu.Lock()
+	c.fetched = time.Time{}
+	c.mu.Unlock()
+}
