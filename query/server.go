@@ -258,6 +258,7 @@ type slots struct {
 	held     map[string]int
 	total    int
 	maxTotal int
+	freed    chan struct{} // closed at the next release; nil when nobody waits
 }
 
 func newSlots(maxTotal int) *slots { return &slots{held: map[string]int{}, maxTotal: maxTotal} }
@@ -287,6 +288,10 @@ func (sl *slots) acquire(tenant string, n int) (release func(), err error) {
 		sl.total--
 		if sl.held[tenant]--; sl.held[tenant] <= 0 {
 			delete(sl.held, tenant)
+		}
+		if sl.freed != nil {
+			close(sl.freed) // wakes token reads taking their slots back (wait.go)
+			sl.freed = nil
 		}
 	}), nil
 }

@@ -142,7 +142,7 @@ func (s *Server) awaitTables(ctx context.Context, tables []string, tw tokenWait)
 	suspended := false
 	defer func() {
 		if suspended {
-			if rerr := hold.resume(); rerr != nil && err == nil {
+			if rerr := hold.resume(ctx); rerr != nil && err == nil {
 				err = rerr
 			}
 		}

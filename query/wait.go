@@ -153,17 +153,41 @@ func (h *slotHold) suspend() {
 	}
 }
 
-// resume takes the slots again, or answers 429 as inSlot does.
-func (h *slotHold) resume() error {
+// resume takes the slots again. A read that waited its turn is not
+// refused because others took its slots meanwhile: it waits for a release,
+// up to resumeWait (then 429, as inSlot answers).
+func (h *slotHold) resume(ctx context.Context) error {
 	if h.release != nil {
 		return nil
 	}
-	rel, err := h.s.acquire(h.tenant, h.lim)
-	if err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	for {
+		freed := h.s.slots.freedChan()
+		rel, err := h.s.acquire(h.tenant, h.lim)
+		if err == nil {
+			h.release = rel
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return err
+		}
 	}
-	h.release = rel
-	return nil
+}
+
+// resumeWait bounds how long a token read waits to take its slots back.
+const resumeWait = 2 * time.Second
+
+// freedChan returns a channel closed at the next release of a slot.
+func (sl *slots) freedChan() <-chan struct{} {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.freed == nil {
+		sl.freed = make(chan struct{})
+	}
+	return sl.freed
 }
 
 // done releases the slots if held.

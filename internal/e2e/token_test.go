@@ -254,17 +254,19 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	}
 
 	// The tenant may run one query at once: a read waiting for a token
-	// must not hold it. Reads of the tenant run all through the wait: they
+	// must not hold it. Reads of the tenant run all through the wait, one
+	// every 20 ms (a client's pace, leaving the slot free in between): they
 	// may be 429 while the waiting read holds its slot to parse or to read,
 	// never during its 3 s of waiting. (It may itself be 429, when a read
-	// holds the slot as it comes or goes back: it tries again.)
+	// holds the slot as it comes: it tries again 5 ms later.)
 	waiting := make(chan tokenAnswer, 1)
 	go func() {
 		var a tokenAnswer
-		for range 5 {
+		for range 100 {
 			if a, _ = rig.read(ctx, "tb", 0, future.String(), map[string]any{"wait": "3s"}); a.status != http.StatusTooManyRequests {
 				break
 			}
+			time.Sleep(5 * time.Millisecond)
 		}
 		waiting <- a
 	}()
@@ -279,6 +281,7 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 			continue
 		default:
 		}
+		time.Sleep(20 * time.Millisecond)
 		a, err := rig.read(ctx, "tb", 0, "", nil)
 		switch {
 		case err != nil:
