@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
@@ -163,10 +164,11 @@ func (rig *tokenRig) read(ctx context.Context, tenant string, id int64, token st
 
 // TestIntegrationReadYourWrites writes rows through Layer 1's middleware
 // and reads each at once with its consistency token, across tenants and
-// next to a concurrent load: every read must include its row. Capture's
-// heartbeats are a minute apart, so only the consistency marks can make
-// the table's partitions pass the tokens within the reads' wait (onStale
-// fail: a read whose wait ended first is a failure, 425). It then checks a
+// next to a concurrent load on another table, then by one writer alone:
+// every read must include its row. Capture's heartbeats are a minute
+// apart, so only the consistency marks can make the table's partitions
+// pass the tokens within the reads' wait (onStale fail: a read whose wait
+// ended first is a failure, 425). It then checks a
 // token of another database (refused), a wait that ends first (said so,
 // or 425), that a waiting read holds no concurrency slot, and a sink
 // stopped during waits (the reads end not fresh, without the row), and
@@ -178,15 +180,18 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	}
 	p := newPipeline(t)
 	table, quoted := p.table("ryw", `(tenant_id text, id bigint, v int, PRIMARY KEY (tenant_id, id))`)
-	capture := p.runCapture(append(p.captureArgs([]string{table}), "--heartbeat-interval", "60s"))
+	load, quotedLoad := p.table("ryw_load", `(tenant_id text, id bigint, v int, PRIMARY KEY (tenant_id, id))`)
+	capture := p.runCapture(append(p.captureArgs([]string{table, load}), "--heartbeat-interval", "60s"))
 	sink := p.startSink()
 	tenants := []string{"ta", "tb", "tc", "td"}
-	rig := newTokenRig(t, p, table, quoted, append(tenants, "load"), 1)
+	rig := newTokenRig(t, p, table, quoted, tenants, 1)
 
-	// A concurrent load on the same table, of another tenant, so the
-	// partitions are busy with others' rows.
-	stopLoad := p.keepWriting(10*time.Millisecond, func(k int) string {
-		return fmt.Sprintf(`INSERT INTO %s VALUES ('load', %d, 0) ON CONFLICT (tenant_id, id) DO UPDATE SET v = %s.v + 1`, quoted, k%500, quoted)
+	// A concurrent load on another table of the pipeline: the WAL moves
+	// on between a write's commit and its token, and the sink is busy.
+	// The table read stays quiet but for the writes of the test, so its
+	// partitions pass a token only by a later write, or a mark.
+	stopLoad := p.keepWriting(5*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`INSERT INTO %s VALUES ('load', %d, 0) ON CONFLICT (tenant_id, id) DO UPDATE SET v = %s.v + 1`, quotedLoad, k%500, quotedLoad)
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -200,6 +205,12 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	for w, tenant := range tenants {
 		wg.Go(func() {
 			for i := range iterations / len(tenants) {
+				// A capture or sink that exited (another test on the
+				// server may invalidate every slot behind it) fails
+				// every read from then on: stop, and say so below.
+				if exited(capture, sink) != nil {
+					return
+				}
 				id := int64(w*1_000_000 + i)
 				tok, err := rig.write(ctx, tenant, id)
 				start := time.Now()
@@ -224,8 +235,24 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	requireRunning(t, capture, sink)
 	if len(fails) > 0 {
 		t.Fatalf("%d of %d token reads did not include their write, the first: %s", len(fails), len(waits), fails[0])
+	}
+	// One writer alone: no other write reaches the table's partitions.
+	for i := range 20 {
+		id := int64(5_000_000 + i)
+		tok, err := rig.write(ctx, "ta", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		a, err := rig.read(ctx, "ta", id, tok, map[string]any{"wait": "10s", "onStale": "fail"})
+		if err != nil || a.status != http.StatusOK || !slices.Equal(a.ids, []int64{id}) || a.fresh == nil || !*a.fresh {
+			requireRunning(t, capture, sink)
+			t.Fatalf("ta/%d alone, with token %s: %+v, %v; want its row, fresh", id, tok, a, err)
+		}
+		waits = append(waits, time.Since(start))
 	}
 	slices.Sort(waits)
 	t.Logf("%d token reads, each with its row: wait p50 %v, p99 %v, max %v", len(waits), waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1])
@@ -321,8 +348,10 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	}
 	stopLoad()
 	requireRunning(t, capture, sink)
-	p.converge(
-		fmt.Sprintf(`SELECT tenant_id, id::text AS i, v::text AS w FROM %s ORDER BY tenant_id, id`, quoted),
-		fmt.Sprintf("SELECT tenant_id, toString(id) AS i, toString(v) AS w FROM `%s`.`%s` FINAL ORDER BY tenant_id, id", p.database, rig.chTable),
-		capture, sink)
+	for _, tb := range []string{table, load} {
+		p.converge(
+			fmt.Sprintf(`SELECT tenant_id, id::text AS i, v::text AS w FROM %s ORDER BY tenant_id, id`, pgx.Identifier{tb}.Sanitize()),
+			fmt.Sprintf("SELECT tenant_id, toString(id) AS i, toString(v) AS w FROM `%s`.`%s` FINAL ORDER BY tenant_id, id", p.database, schema.TableName(record.Source{Schema: "public", Table: tb})),
+			capture, sink)
+	}
 }
