@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walhouse/walhouse/idempotency"
+	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/query"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
@@ -162,13 +164,50 @@ func (rig *tokenRig) read(ctx context.Context, tenant string, id int64, token st
 	return a, nil
 }
 
+// ownDatabase returns env with a PostgreSQL database of the test's own,
+// dropped when the test ends. A capture takes the heartbeats of every
+// capture of its database (they share the message key), and other tests'
+// captures write them into the shared database every few seconds: there,
+// they alone may make token reads fresh. Logical decoding passes a
+// database's messages to its own slots only.
+func ownDatabase(t *testing.T, env testenv.Env) testenv.Env {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, env.PG)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	name := testenv.Name("ryw")
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		admin.Close(ctx)
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	// Registered first, so it runs last: after the processes stopped and
+	// the slot was dropped.
+	t.Cleanup(func() {
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v; drop it with DROP DATABASE %s WITH (FORCE)", name, err, ident)
+		}
+		admin.Close(ctx)
+	})
+	u, err := url.Parse(env.PG)
+	if err != nil {
+		t.Fatalf("parse the PostgreSQL URL: %v", err)
+	}
+	u.Path = "/" + name
+	env.PG = u.String()
+	return env
+}
+
 // TestIntegrationReadYourWrites writes rows through Layer 1's middleware
 // and reads each at once with its consistency token, across tenants and
 // next to a concurrent load on another table, then by one writer alone:
 // every read must include its row. Capture's heartbeats are a minute
-// apart, so only the consistency marks can make the table's partitions
-// pass the tokens within the reads' wait (onStale fail: a read whose wait
-// ended first is a failure, 425). It then checks a
+// apart, and the test has a database of its own (no other capture's
+// heartbeats), so only the consistency marks can make the table's
+// partitions pass the tokens within the reads' wait (onStale fail: a read
+// whose wait ended first is a failure, 425). It then checks a
 // token of another database (refused), a wait that ends first (said so,
 // or 425), that a waiting read holds no concurrency slot, and a sink
 // stopped during waits (the reads end not fresh, without the row), and
@@ -178,7 +217,7 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("WALHOUSE_TOKEN_ITERATIONS")); err == nil && n > 0 {
 		iterations = n
 	}
-	p := newPipeline(t)
+	p := newPipelineAt(t, ownDatabase(t, testenv.Require(t, "pg", "kafka", "clickhouse")))
 	table, quoted := p.table("ryw", `(tenant_id text, id bigint, v int, PRIMARY KEY (tenant_id, id))`)
 	load, quotedLoad := p.table("ryw_load", `(tenant_id text, id bigint, v int, PRIMARY KEY (tenant_id, id))`)
 	capture := p.runCapture(append(p.captureArgs([]string{table, load}), "--heartbeat-interval", "60s"))
