@@ -34,7 +34,8 @@ type Capturer struct {
 	producer Producer
 	log      *slog.Logger
 
-	rows      atomic.Int64 // records produced
+	rows      atomic.Int64  // records produced
+	marks     atomic.Uint64 // consistency marks sent (tables × rounds; marks.go)
 	confirmed atomic.Uint64
 	received  atomic.Uint64
 	walEnd    atomic.Uint64 // the server's WAL end, from its messages

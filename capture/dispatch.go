@@ -33,6 +33,9 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if err := s.walBeatDue(ctx, record.LSN(ka.ServerWALEnd)); err != nil {
 			return err
 		}
+		if err := s.markDue(ctx, record.LSN(ka.ServerWALEnd)); err != nil {
+			return err
+		}
 		if ka.ReplyRequested {
 			return s.sendStatus(ctx, false)
 		}
@@ -47,7 +50,10 @@ func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
 			return err
 		}
 		// A commit's WALStart is its end: what committed before is sent.
-		return s.walBeatDue(ctx, s.received)
+		if err := s.walBeatDue(ctx, s.received); err != nil {
+			return err
+		}
+		return s.markDue(ctx, s.received)
 	default:
 		return fmt.Errorf("replication stream: unknown CopyData message %q", data[0])
 	}

@@ -94,6 +94,12 @@ const heartbeatMargin = time.Second
 // table's topic. Everything that committed before the heartbeat was written
 // has been produced to each partition before it.
 func (s *stream) heartbeat(ctx context.Context, lsn record.LSN, written time.Time) error {
+	return s.heartbeatTo(ctx, lsn, written, s.tables)
+}
+
+// heartbeatTo sends a heartbeat to every partition of tables' topics;
+// tables are captured ones.
+func (s *stream) heartbeatTo(ctx context.Context, lsn record.LSN, written time.Time, tables []string) error {
 	at := written.Add(-heartbeatMargin)
 	s.c.lastEvent.Store(at.UnixMicro())
 	tc := s.c.cfg.topics
@@ -102,7 +108,7 @@ func (s *stream) heartbeat(ctx context.Context, lsn record.LSN, written time.Tim
 		s.partsAt = time.Now()
 	}
 	tx := s.acks.begin()
-	for _, table := range s.tables {
+	for _, table := range tables {
 		if s.online.copying(table) {
 			continue // its watermark waits for the copy (see online.go)
 		}

@@ -39,6 +39,9 @@ func RegisterMetrics(reg prometheus.Registerer, c *Capturer) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "walhouse_capture_confirmed_lsn", Help: "Position confirmed to the slot, as a number."},
 			func() float64 { return float64(c.Stats().Confirmed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "walhouse_capture_consistency_marks_total", Help: "Consistency marks sent: a heartbeat to every partition of a recently changed table, at most one per table per --mark-interval (docs/consistency.md)."},
+			func() float64 { return float64(c.marks.Load()) }),
 		c.dlq.counter,
 		c.ignored.counter,
 		c.ignored.oversized.counter,

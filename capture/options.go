@@ -39,6 +39,7 @@ type config struct {
 	maxRecordBytes  int
 	topics          TopicCreator
 	heartbeat       time.Duration
+	markInterval    time.Duration
 	state           StateStore
 	snapshot        bool
 	workers         int
@@ -82,6 +83,7 @@ func defaults() config {
 		maxPendingBytes: 64 << 20,
 		maxRecordBytes:  record.DefaultMaxBytes,
 		heartbeat:       10 * time.Second,
+		markInterval:    DefaultMarkInterval,
 		progressEvery:   30 * time.Second,
 		snapshot:        true,
 		workers:         4,
@@ -215,6 +217,17 @@ func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.sta
 // how fresh each table is.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
+// DefaultMarkInterval is the default of WithMarkInterval.
+const DefaultMarkInterval = 100 * time.Millisecond
+
+// WithMarkInterval sets how often capture sends consistency marks: for 2 s
+// after a table's change, a heartbeat at the server's WAL position to
+// every partition of the table, so that a read waiting for a write's
+// consistency token does not wait for the next heartbeat (marks.go;
+// default DefaultMarkInterval; 0 disables them). At most one mark per
+// partition of a recently changed table per interval, whatever the load.
+func WithMarkInterval(d time.Duration) Option { return func(c *config) { c.markInterval = d } }
+
 // WithoutSnapshot skips every snapshot, the initial one and those of tables
 // that join the publication later: only changes reach Kafka.
 func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
@@ -329,6 +342,9 @@ func (c *config) validate() error {
 	}
 	if c.reconnect < 0 {
 		errs = append(errs, fmt.Errorf("reconnect timeout %v: want 0 (off) or positive", c.reconnect))
+	}
+	if c.markInterval < 0 || c.markInterval > 0 && c.markInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("mark interval %v: want 0 (off) or at least 10ms", c.markInterval))
 	}
 	if c.heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v: want 0 (off) or positive", c.heartbeat))

@@ -43,6 +43,7 @@ type stream struct {
 	partsAt  time.Time
 	lastBeat time.Time
 	walBeat  *walBeat // placed, not yet passed (PostgreSQL 13)
+	marks    marks    // consistency marks of recently changed tables
 	// produceCtx outlives a cancelled run: shutdown waits for the acks.
 	produceCtx context.Context
 
@@ -78,6 +79,7 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 		online:  sc.online,
 		key:     sc.key,
 		site:    sc.site,
+		marks:   marks{interval: c.cfg.markInterval},
 	}
 	s.tr = newTranslator(&c.cfg, sc.sourceID, sc.cat, s, s, sc.key, c.ignored)
 	return s
@@ -163,11 +165,19 @@ func (s *stream) run(ctx context.Context, start record.LSN) error {
 				lastLog = time.Now()
 			}
 		}
-		// A read deadline per status interval, not a context per message:
-		// pgconn watches a non-background context with a goroutine hand-off
-		// on every call, which costs more than decoding the message.
-		if next != deadline {
-			deadline = next
+		if err := s.markRound(ctx, time.Now()); err != nil {
+			return err
+		}
+		// A read deadline per status interval (or mark round), not a
+		// context per message: pgconn watches a non-background context
+		// with a goroutine hand-off on every call, which costs more than
+		// decoding the message.
+		wake := next
+		if m := s.marks.wake(); !m.IsZero() && m.Before(wake) {
+			wake = m
+		}
+		if wake != deadline {
+			deadline = wake
 			_ = netConn.SetReadDeadline(deadline)
 		}
 		msg, err := s.conn.ReceiveMessage(context.Background())
@@ -244,6 +254,7 @@ func (s *stream) commit(end record.LSN, at time.Time) {
 func (s *stream) record(rel *relation, _ *record.Record, key, value []byte) error {
 	size := len(value) + len(key)
 	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
+	s.marks.touch(rel.name, time.Now())
 	if s.online.copying(rel.name) { // see record.HeaderCopying
 		kr.Headers = []kgo.RecordHeader{{Key: record.HeaderCopying, Value: []byte("1")}}
 	}

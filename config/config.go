@@ -81,6 +81,7 @@ type Capture struct {
 	SnapshotBatchRows  int           `yaml:"snapshot_batch_rows" flag:"snapshot-batch-rows"`
 	StatusInterval     time.Duration `yaml:"status_interval" flag:"status-interval"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" flag:"heartbeat-interval"`
+	MarkInterval       time.Duration `yaml:"mark_interval" flag:"mark-interval"`
 	ReconnectTimeout   time.Duration `yaml:"reconnect_timeout" flag:"reconnect-timeout" cmd:"capture"`
 	ProgressInterval   time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"capture"`
 	OnBadRow           string        `yaml:"on_bad_row" flag:"on-bad-row" env:"WALHOUSE_ON_BAD_ROW"`
@@ -202,6 +203,7 @@ type API struct {
 	CaptureURLs      []string      `yaml:"capture_urls" flag:"capture-url" env:"WALHOUSE_CAPTURE_URL" cmd:"serve"`
 	CaptureTimeout   time.Duration `yaml:"capture_timeout" flag:"capture-timeout" cmd:"serve"`
 	LagHistory       LagHistory    `yaml:"lag_history"`
+	Tokens           APITokens     `yaml:"tokens"`
 	Limits           APILimits     `yaml:"limits"`
 	HTTP             APIHTTPLimits `yaml:"http"`
 }
@@ -220,6 +222,14 @@ type APIJWT struct {
 type LagHistory struct {
 	Interval time.Duration `yaml:"interval" flag:"lag-history-interval" cmd:"serve"`
 	Span     time.Duration `yaml:"span" flag:"lag-history-span" cmd:"serve"`
+}
+
+// APITokens are the reads that wait for consistency tokens
+// (docs/consistency.md).
+type APITokens struct {
+	Source  string        `yaml:"source" flag:"token-source" cmd:"serve"`
+	Wait    time.Duration `yaml:"wait" flag:"token-wait" cmd:"serve"`
+	MaxWait time.Duration `yaml:"max_wait" flag:"max-token-wait" cmd:"serve"`
 }
 
 // APILimits bound what one query or export may cost.

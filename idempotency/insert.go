@@ -42,6 +42,10 @@ type Insert struct {
 type Inserted struct {
 	Values   []any // of Insert.Returning, in order
 	Replayed bool
+	// Token is the consistency token, read after the commit (Keys.Insert
+	// only; zero when it could not be read: TokenErr).
+	Token    Token
+	TokenErr error
 }
 
 // Insert runs ins in a transaction of its own, with the tenant set.
@@ -61,6 +65,7 @@ func (k *Keys) Insert(ctx context.Context, ins Insert) (Inserted, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return Inserted{}, fmt.Errorf("idempotency: commit the insert of key %s (the outcome may be unknown: retry with the same key): %w", ins.Key, err)
 	}
+	out.Token, out.TokenErr = readToken(ctx, k.db)
 	return out, nil
 }
 

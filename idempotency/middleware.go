@@ -188,6 +188,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, ok := a.Replayed(); ok {
+		m.setToken(r.Context(), w.Header(), a)
 		m.replay(w, res)
 		return
 	}
@@ -237,7 +238,25 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, a Attempt, ke
 		m.problem(w, http.StatusServiceUnavailable, "Could not commit", "The outcome is unknown. Retry with the same Idempotency-Key: the response is replayed if the request took effect, and it runs if it did not.")
 		return
 	}
+	m.setToken(r.Context(), rec.header, a)
 	rec.writeTo(w)
+}
+
+// setToken sets TokenHeader to the committed (or replayed) attempt's
+// consistency token, when the store gives one. A token that cannot be read
+// leaves the header out, logged: the write stands, and a reader without a
+// token falls back to meta.lastSyncAt.
+func (m *middleware) setToken(ctx context.Context, h http.Header, a Attempt) {
+	ta, ok := a.(TokenAttempt)
+	if !ok {
+		return
+	}
+	tok, err := ta.Token(context.WithoutCancel(ctx))
+	if err != nil || tok.IsZero() {
+		m.log.Warn("idempotency: no consistency token for a committed write", "err", err)
+		return
+	}
+	h.Set(TokenHeader, tok.String())
 }
 
 // replay writes a stored response again.

@@ -118,6 +118,11 @@ func New(db DB, opts ...Option) *Keys {
 type Outcome struct {
 	Result   []byte
 	Replayed bool
+	// Token is the write's consistency token: a WAL position read after
+	// the commit (on a replay: read now, after the original's commit).
+	// Zero when it could not be read (TokenErr); the write stands.
+	Token    Token
+	TokenErr error
 }
 
 // Do runs fn once per key: the first attempt runs fn in a transaction with
@@ -132,7 +137,9 @@ func (k *Keys) Do(ctx context.Context, r Request, fn func(ctx context.Context, t
 		return Outcome{}, err
 	}
 	if res, ok := a.Replayed(); ok {
-		return Outcome{Result: res, Replayed: true}, nil
+		out := Outcome{Result: res, Replayed: true}
+		out.Token, out.TokenErr = a.(*attempt).Token(ctx)
+		return out, nil
 	}
 	res, err := fn(ctx, a.Tx())
 	if err != nil {
@@ -142,7 +149,9 @@ func (k *Keys) Do(ctx context.Context, r Request, fn func(ctx context.Context, t
 	if err := a.Commit(ctx, res); err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Result: res}, nil
+	out := Outcome{Result: res}
+	out.Token, out.TokenErr = a.(*attempt).Token(ctx)
+	return out, nil
 }
 
 // Begin claims r's key in a new transaction. It returns a fresh attempt
@@ -160,7 +169,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (Attempt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: begin a transaction: %w", err)
 	}
-	a, err := claim(ctx, tx, r)
+	a, err := claim(ctx, tx, r, k.db)
 	if err != nil || a.replay != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 	}
@@ -171,8 +180,8 @@ func (k *Keys) Begin(ctx context.Context, r Request) (Attempt, error) {
 }
 
 // claim sets the tenant and claims the key in tx.
-func claim(ctx context.Context, tx pgx.Tx, r Request) (*attempt, error) {
-	a := &attempt{tx: tx, r: r}
+func claim(ctx context.Context, tx pgx.Tx, r Request, db DB) (*attempt, error) {
+	a := &attempt{tx: tx, r: r, db: db}
 	if r.Key.IsZero() {
 		return a, SetTenant(ctx, tx, r.Tenant)
 	}
@@ -267,11 +276,40 @@ func SetTenant(ctx context.Context, tx pgx.Tx, tenant string) error {
 	return nil
 }
 
+// TokenAttempt is an Attempt that gives its write's consistency token
+// (Token); Keys' attempts are ones. Middleware sends it as TokenHeader.
+type TokenAttempt interface {
+	Attempt
+	// Token returns the consistency token of the committed write: read
+	// after Commit, or, on a replay, read now (after the original's
+	// commit, so it covers it). Before Commit it is an error.
+	Token(ctx context.Context) (Token, error)
+}
+
+var _ TokenAttempt = (*attempt)(nil)
+
 // attempt is Keys' Attempt.
 type attempt struct {
-	tx     pgx.Tx
-	r      Request
-	replay []byte // non-nil on a replay
+	tx        pgx.Tx
+	r         Request
+	db        DB
+	replay    []byte // non-nil on a replay
+	committed bool
+	token     Token // read once, by Token
+	tokenErr  error
+}
+
+func (a *attempt) Token(ctx context.Context) (Token, error) {
+	if a.replay == nil && !a.committed {
+		return Token{}, errors.New("idempotency: no consistency token before the attempt committed")
+	}
+	if a.token.IsZero() {
+		// Read after COMMIT returned, so at or after the commit record. On
+		// a replay, after the original's commit too: storing the
+		// original's own token would cost a second write per request.
+		a.token, a.tokenErr = readToken(ctx, a.db)
+	}
+	return a.token, a.tokenErr
 }
 
 func (a *attempt) Replayed() ([]byte, bool) { return a.replay, a.replay != nil }
@@ -299,6 +337,7 @@ func (a *attempt) Commit(ctx context.Context, result []byte) error {
 	if err := a.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("idempotency: commit key %s (the outcome may be unknown: retry with the same key): %w", a.r.Key, err)
 	}
+	a.committed = true
 	return nil
 }
 

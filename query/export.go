@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -533,7 +534,13 @@ type exportBody struct {
 	Subject Subject  `json:"subject"`
 	Tables  []string `json:"tables,omitempty"`
 	Format  Format   `json:"format,omitempty"`
+	// TokenRead waits for consistency tokens, for every table exported.
+	TokenRead
 }
+
+// FreshHeader tells an export with consistency tokens whether every table
+// was loaded through them ("true") or the wait ended first ("false").
+const FreshHeader = "Walhouse-Fresh"
 
 // Export response trailers.
 const (
@@ -549,13 +556,30 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, l
 		s.fail(w, r, err)
 		return
 	}
+	tw, err := s.parseTokenRead(r, body.TokenRead)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	p, err := s.exporter.plan(ctx, ExportRequest{Tenant: key.Tenant, Subject: body.Subject, Tables: body.Tables, Format: body.Format, RequestedBy: key.ID, Limits: lim})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	names := make([]string, len(p.tables))
+	for i, t := range p.tables {
+		names[i] = t.Name
+	}
+	fresh, err := s.awaitTables(ctx, names, tw)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	id := newExportID()
 	h := w.Header()
+	if tw.active() {
+		h.Set(FreshHeader, strconv.FormatBool(fresh))
+	}
 	switch p.req.Format {
 	case CSV:
 		h.Set("Content-Type", "text/csv; charset=utf-8")

@@ -40,6 +40,8 @@ type Request struct {
 	Cursor string `json:"cursor,omitempty"`
 	// Consistency is "final" (default) or "approximate".
 	Consistency Consistency `json:"consistency,omitempty"`
+	// TokenRead makes the read wait for consistency tokens (token.go).
+	TokenRead
 }
 
 // Filter compares one column with a value, or is a group: exactly one of
@@ -165,6 +167,7 @@ const (
 // only accepted for the request that produced it.
 func (r Request) shapeHash() string {
 	r.Cursor = ""
+	r.TokenRead = TokenRead{} // a later page may wait for other tokens
 	if r.Consistency == "" {
 		r.Consistency = Final
 	}

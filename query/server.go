@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -76,6 +77,17 @@ type Config struct {
 	// HistorySpan is how far back the history goes (default
 	// monitor.DefaultHistorySpan); the oldest samples are dropped beyond it.
 	HistorySpan time.Duration
+	// TokenSource is the database the pipeline captures (its SystemID and
+	// Database; LSN unused): reads accept consistency tokens of it only.
+	// Zero refuses every token (tokens_unavailable).
+	TokenSource idempotency.Token
+	// DefaultTokenWait and MaxTokenWait bound a token read's wait: the
+	// default when it names none, and the most it may name (defaults
+	// DefaultTokenWait, DefaultMaxWait).
+	DefaultTokenWait, MaxTokenWait time.Duration
+	// WatchInterval is how often a waited-for table's load watermark is
+	// read (default DefaultWatchInterval).
+	WatchInterval time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -108,6 +120,7 @@ type Server struct {
 	log      *slog.Logger
 	handler  http.Handler
 	erasing  erasureRuns // POST /v1/erasures running detached
+	watch    *watchers   // load watermarks that token reads wait for
 }
 
 // NewServer validates cfg and returns the API handler.
@@ -137,6 +150,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if len(cfg.AuditKey) > 0 && len(cfg.AuditKey) < 16 {
 		problems = append(problems, fmt.Errorf("query: Config.AuditKey has %d bytes; use at least 16 random bytes (--audit-key)", len(cfg.AuditKey)))
 	}
+	if cfg.DefaultTokenWait < 0 || cfg.MaxTokenWait < 0 || cfg.WatchInterval < 0 {
+		problems = append(problems, fmt.Errorf("query: Config.DefaultTokenWait %v, MaxTokenWait %v, WatchInterval %v: none may be negative", cfg.DefaultTokenWait, cfg.MaxTokenWait, cfg.WatchInterval))
+	}
 	if cfg.MaxInFlight < 0 {
 		problems = append(problems, fmt.Errorf("query: Config.MaxInFlight %d is negative; want 0 (the default, %d) or more", cfg.MaxInFlight, DefaultMaxInFlight))
 	}
@@ -147,6 +163,9 @@ func NewServer(cfg Config) (*Server, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	cfg.MaxInFlight = cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)
 	cfg.HTTP = cfg.HTTP.withDefaults()
+	cfg.MaxTokenWait = cmp.Or(cfg.MaxTokenWait, DefaultMaxWait)
+	cfg.DefaultTokenWait = min(cmp.Or(cfg.DefaultTokenWait, DefaultTokenWait), cfg.MaxTokenWait)
+	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, DefaultWatchInterval)
 	if len(cfg.AuditKey) == 0 {
 		cfg.AuditKey = DeriveAuditKey(cfg.CursorSecret)
 	}
@@ -168,6 +187,9 @@ func NewServer(cfg Config) (*Server, error) {
 		history:  monitor.NewHistory(cfg.HistoryInterval, cfg.HistorySpan),
 		log:      log,
 	}
+	s.watch = newWatchers(func(ctx context.Context, table string) (SyncState, error) {
+		return syncState(ctx, cfg.Conn, cfg.Database, table)
+	}, cfg.WatchInterval, log)
 	s.exporter = &Exporter{conn: cfg.Conn, database: cfg.Database, catalog: s.catalog, auditKey: cfg.AuditKey, log: log}
 	m, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
@@ -244,6 +266,7 @@ type slots struct {
 	held     map[string]int
 	total    int
 	maxTotal int
+	freed    chan struct{} // closed at the next release; nil when nobody waits
 }
 
 func newSlots(maxTotal int) *slots { return &slots{held: map[string]int{}, maxTotal: maxTotal} }
@@ -273,6 +296,10 @@ func (sl *slots) acquire(tenant string, n int) (release func(), err error) {
 		sl.total--
 		if sl.held[tenant]--; sl.held[tenant] <= 0 {
 			delete(sl.held, tenant)
+		}
+		if sl.freed != nil {
+			close(sl.freed) // wakes token reads taking their slots back (wait.go)
+			sl.freed = nil
 		}
 	}), nil
 }
@@ -333,8 +360,10 @@ func (s *Server) inSlot(h slotted) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		defer release()
-		h(w, r, key, lim)
+		// A token read gives the slots up while it waits (slotHold).
+		hold := &slotHold{s: s, tenant: key.Tenant, lim: lim, release: release}
+		defer hold.done()
+		h(w, r.WithContext(context.WithValue(r.Context(), slotHoldCtx{}, hold)), key, lim)
 	}
 }
 
@@ -364,12 +393,18 @@ type Meta struct {
 	// before the data, so the data is at least this fresh.
 	LastSyncAt *time.Time `json:"lastSyncAt"`
 	// LSN is the WAL position loaded for every partition, "X/Y".
-	LSN         *LSN        `json:"lsn"`
+	LSN *LSN `json:"lsn"`
+	// Fresh, only for a read with consistency tokens, tells whether the
+	// table is loaded through every token (LSN at or past it): false when
+	// the wait ended first (see TokenRead).
+	Fresh       *bool       `json:"fresh,omitempty"`
 	SyncNote    string      `json:"syncNote,omitempty"`
 	Consistency Consistency `json:"consistency"`
 	Rows        int         `json:"rows"`
 	NextCursor  *string     `json:"nextCursor"`
 }
+
+const staleNote = "not loaded through the consistency token's position %s within the wait of %s: writes committed before the token may be missing; meta.lsn is how far the table is loaded"
 
 const noSyncNote = "the sink has not recorded progress for this table yet: freshness is unknown"
 
@@ -380,8 +415,17 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.catalog.TenantTable(ctx, key.Tenant, lim, r.PathValue("table"))
+	tw, err := s.parseTokenRead(r, req.TokenRead)
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.tenantTableAfter(ctx, key.Tenant, lim, r.PathValue("table"), tw)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.awaitTables(ctx, []string{t.Name}, tw); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -426,9 +470,12 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		s.failPage(w, r, page, fmt.Errorf("read %s: %w (sql: %s)", t.Name, err, st.SQL))
 		return
 	}
-	meta := Meta{LastSyncAt: sync.LastSyncAt, LSN: sync.LSN, Consistency: consistency, Rows: n}
-	if sync.LastSyncAt == nil {
+	meta := Meta{LastSyncAt: sync.LastSyncAt, LSN: sync.LSN, Fresh: freshOf(sync, tw), Consistency: consistency, Rows: n}
+	switch {
+	case sync.LastSyncAt == nil:
 		meta.SyncNote = noSyncNote
+	case meta.Fresh != nil && !*meta.Fresh:
+		meta.SyncNote = fmt.Sprintf(staleNote, tw.lsn, tw.wait)
 	}
 	if more {
 		c := s.cursors.Mint(key.Tenant, t.Name, req, offset+n)

@@ -33,6 +33,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		defTenant   = fs.String("default-tenant", "", "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
 		heartbeat   = fs.Duration("heartbeat-interval", 10*time.Second, "how often a heartbeat goes through the WAL to every partition (0: off)")
+		markEvery   = fs.Duration("mark-interval", capture.DefaultMarkInterval, "how often, for 2 s after a table's change, a consistency mark goes to every partition of the table, so reads that wait for a write's consistency token need not wait for a heartbeat (0: off; docs/consistency.md)")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: rows and rate, positions, slot lag, producer backlog, dead letters (0: off)")
 		snapshot    = fs.String("snapshot", "initial", "initial: copy each table's existing rows once: all tables before streaming when the slot is new; with an existing slot only the tables whose copy under this slot is unfinished or was never made (progress in <prefix>-state), next to the stream, logged as such; resumable; never: stream changes only, copy nothing")
 		workers     = fs.Int("snapshot-workers", 4, "connections reading snapshot chunks in parallel")
@@ -75,6 +76,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		capture.WithDefaultTenant(*defTenant),
 		capture.WithStatusInterval(*status),
 		capture.WithHeartbeatInterval(*heartbeat),
+		capture.WithMarkInterval(*markEvery),
 		capture.WithProgressInterval(*progress),
 		capture.WithEnvelopeVersion(*envelope),
 		capture.WithSnapshotWorkers(*workers),

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/walhouse/walhouse/erasure"
+	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
@@ -66,6 +67,9 @@ func runServe(ctx context.Context, inv *invocation) error {
 		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
 		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_API_AUDIT_KEY; default: derived from the cursor secret)")
 		eraseSettle  = fs.Duration("erasure-settle", erasure.DefaultSettle, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
+		tokenSource  = fs.String("token-source", "", "the captured database as SYSID.OID (pg_control_system()'s system_identifier, pg_database's oid), whose consistency tokens reads accept; default: read with --pg; without either, token reads are refused")
+		tokenWait    = fs.Duration("token-wait", query.DefaultTokenWait, "how long a read with consistency tokens waits for its tables to load when it names no wait")
+		maxTokenWait = fs.Duration("max-token-wait", query.DefaultMaxWait, "the longest wait a read with consistency tokens may ask for")
 		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	)
 	var (
@@ -177,6 +181,10 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		defer pgPool.Close()
 	}
+	src, err := tokenSourceOf(ctx, *tokenSource, pgPool)
+	if err != nil {
+		return err
+	}
 	var eraser query.Eraser // an interface, as probe
 	if keys, err := erasureKeys(erasureKey); err != nil {
 		return err
@@ -218,22 +226,25 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 	}
 	api, err := query.NewServer(query.Config{
-		Pipeline:        probe,
-		Eraser:          eraser,
-		Conn:            conn,
-		Database:        ep.database,
-		Keys:            keys,
-		CORS:            cors,
-		JWT:             jwtAuth,
-		CursorSecret:    secret,
-		Limits:          lim,
-		MaxInFlight:     inFl,
-		HTTP:            hl,
-		AuditKey:        auditKey,
-		Registry:        reg,
-		Logger:          slog.Default(),
-		HistoryInterval: *histEvery,
-		HistorySpan:     *histSpan,
+		Pipeline:         probe,
+		Eraser:           eraser,
+		Conn:             conn,
+		Database:         ep.database,
+		Keys:             keys,
+		CORS:             cors,
+		JWT:              jwtAuth,
+		CursorSecret:     secret,
+		Limits:           lim,
+		MaxInFlight:      inFl,
+		HTTP:             hl,
+		AuditKey:         auditKey,
+		Registry:         reg,
+		Logger:           slog.Default(),
+		HistoryInterval:  *histEvery,
+		HistorySpan:      *histSpan,
+		TokenSource:      src,
+		DefaultTokenWait: *tokenWait,
+		MaxTokenWait:     *maxTokenWait,
 	})
 	if err != nil {
 		return err
@@ -504,4 +515,26 @@ func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFli
 	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead")
 	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request")
 	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431)")
+}
+
+// tokenSourceOf is the database whose consistency tokens serve accepts:
+// --token-source, else read on --pg, else none (token reads refused).
+func tokenSourceOf(ctx context.Context, flagValue string, pg *pgxpool.Pool) (idempotency.Token, error) {
+	if flagValue != "" {
+		src, err := idempotency.ParseSource(flagValue)
+		if err != nil {
+			return idempotency.Token{}, fmt.Errorf("--token-source: %w", err)
+		}
+		return src, nil
+	}
+	if pg == nil {
+		slog.Info("serve: no --pg nor --token-source: reads with consistency tokens are refused (tokens_unavailable)")
+		return idempotency.Token{}, nil
+	}
+	tok, err := idempotency.ReadToken(ctx, pg)
+	if err != nil {
+		return idempotency.Token{}, fmt.Errorf("--pg: read the database's identity for consistency tokens (or give --token-source): %w", err)
+	}
+	tok.LSN = 0
+	return tok, nil
 }
