@@ -57,6 +57,9 @@ func (t Type) CanonicalText(text *string) (string, error) {
 	if text == nil {
 		return t.Canonical(t.Null())
 	}
+	if s, ok := t.canonicalTextFast(*text); ok {
+		return s, nil
+	}
 	v, err := t.Convert(*text)
 	if err != nil {
 		return "", err
@@ -181,6 +184,64 @@ func canonicalScalar(k kind, v any) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("canonical form of %s: unexpected %T", scalars[k].ch, v)
+}
+
+// canonicalTextFast is CanonicalText for the commonest texts, whose
+// canonical form is the text itself or a part of it: it returns what
+// Convert then Canonical would, without boxing the converted value nor
+// allocating a new string (a verify converts every value of a table);
+// ok is false for the rest, which take the general way.
+func (t Type) canonicalTextFast(text string) (string, bool) {
+	if t.array {
+		return "", false
+	}
+	switch t.kind {
+	case kString:
+		return text, true // parseText keeps the text, Canonical the string
+	case kInt16, kInt32, kInt64:
+		// The text is canonical when formatting the parsed integer gives
+		// it back (no sign, no leading zeros); the out-of-range or
+		// malformed text fails to parse and takes the general way.
+		v, err := strconv.ParseInt(text, 10, 8<<(t.kind-kInt16+1))
+		var buf [24]byte
+		if err != nil || string(strconv.AppendInt(buf[:0], v, 10)) != text {
+			return "", false
+		}
+		return text, true
+	case kDecimal:
+		return t.decimalTextFast(text)
+	}
+	return "", false
+}
+
+// decimalTextFast is canonicalTextFast for PostgreSQL's usual numeric
+// text, an optional minus, digits without leading zeros (or one 0), and
+// optionally a point and digits, 18 digits at most (what decimalString
+// formats itself): the canonical form is the text without the fraction's
+// trailing zeros (nor the point, when none is left) and without the minus
+// of a zero.
+func (t Type) decimalTextFast(text string) (string, bool) {
+	if !decimal.TrimTrailingZeros || decimal.UseScientificNotation {
+		return "", false
+	}
+	body := strings.TrimPrefix(text, "-")
+	whole, frac, point := strings.Cut(body, ".")
+	if whole == "" || point && frac == "" || len(whole)+len(frac) > 18 ||
+		!allDigits(whole) || !allDigits(frac) || len(whole) > 1 && whole[0] == '0' {
+		return "", false
+	}
+	if decimalFits(text, t.precision, t.scale) != nil {
+		return "", false // Convert's error, from the general way
+	}
+	frac = strings.TrimRight(frac, "0")
+	if whole == "0" && frac == "" {
+		return "0", true
+	}
+	n := len(text) - len(body) + len(whole)
+	if frac != "" {
+		n += 1 + len(frac)
+	}
+	return text[:n], true
 }
 
 // canonicalFast is canonicalScalar for the values the client scans and

@@ -85,3 +85,50 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestCanonicalTextFast checks that the shortcut CanonicalText takes for
+// common texts gives what the general way (Convert, then Canonical) gives,
+// and declines what it does not handle.
+func TestCanonicalTextFast(t *testing.T) {
+	cases := []struct {
+		col   record.Column
+		texts []string
+	}{
+		{record.Column{Type: "text"}, []string{"", "a", "0", " x ", "\x00"}},
+		{record.Column{Type: "int2"}, []string{"0", "-1", "32767", "-32768", "32768", "+1", "01", "-0", "x", ""}},
+		{record.Column{Type: "int4"}, []string{"0", "2147483647", "-2147483648", "2147483648", "007"}},
+		{record.Column{Type: "int8"}, []string{"0", "-9223372036854775808", "9223372036854775807", "9223372036854775808", " 1"}},
+		{record.Column{Type: "numeric", TypMod: 12<<16 | 2 + 4}, []string{
+			"0", "0.00", "-0.00", "-0", "1.50", "-1.50", "10.00", "100", "0.05", "-0.10", "1234567890.12",
+			"12345678901.00", "1.234", "00.1", "01", ".5", "5.", "+1", "NaN", "Infinity", "1e3", "",
+		}},
+		{record.Column{Type: "numeric"}, []string{"123456789012345678", "1234567890123456789", "0.000000000000000001", "-99.990"}},
+	}
+	for _, c := range cases {
+		typ := Map(c.col, true)
+		fast := 0
+		for _, text := range c.texts {
+			want, wantErr := func() (string, error) {
+				v, err := typ.Convert(text)
+				if err != nil {
+					return "", err
+				}
+				return typ.Canonical(v)
+			}()
+			got, ok := typ.canonicalTextFast(text)
+			if !ok {
+				continue
+			}
+			fast++
+			switch {
+			case wantErr != nil:
+				t.Errorf("%s %q: fast form %q, the general way fails: %v", typ.DDL, text, got, wantErr)
+			case got != want:
+				t.Errorf("%s %q: fast form %q, general %q", typ.DDL, text, got, want)
+			}
+		}
+		if fast == 0 {
+			t.Errorf("%s: no text took the shortcut", typ.DDL)
+		}
+	}
+}
