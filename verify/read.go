@@ -65,10 +65,11 @@ func hashRow(buf *[]byte, keys, cells []string) uint64 {
 	return xxhash.Sum64(b)
 }
 
-// newRow returns a row whose keys and cells share one allocation.
-func newRow(nkeys, ncells int) row {
+// newRow returns a row whose keys and cells share one allocation, and
+// that allocation: the canonical values of a read's columns, in order.
+func newRow(nkeys, ncells int) (row, []string) {
 	vals := make([]string, nkeys+ncells)
-	return row{keys: vals[:nkeys:nkeys], cells: vals[nkeys:]}
+	return row{keys: vals[:nkeys:nkeys], cells: vals[nkeys:]}, vals
 }
 
 // bucketCap bounds the capacity a read reserves for the rows it expects
@@ -290,13 +291,18 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 	first := len(kc) - len(t.keys) // the first key column's index in a row
 	out := make([]row, 0, min(expect, bucketCap))
 	var joined, hashBuf []byte
+	cols := t.all()
 	err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
 		if last != nil {
 			*last = append((*last)[:0], vals[first]...)
 		}
-		r := newRow(len(kc), len(t.cols))
+		r, canons := newRow(len(kc), len(t.cols))
+		// Readable values point into texts; without a report, the value
+		// being converted is one variable on the stack.
+		var texts []string
 		if display {
 			r.display = make([]*string, len(vals))
+			texts = make([]string, len(vals))
 		}
 		// The row's texts are one string, cut into the values: one
 		// allocation per row, not one per value (the canonical forms of
@@ -306,30 +312,27 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 			joined = append(joined, v...)
 		}
 		all := string(joined)
-		texts := make([]string, len(vals))
 		at := 0
+		var one string
 		for i, v := range vals {
 			var text *string
 			if v != nil {
-				texts[i] = all[at : at+len(v)]
+				one = all[at : at+len(v)]
 				at += len(v)
-				text = &texts[i]
+				text = &one
+				if display {
+					texts[i] = one
+					r.display[i] = &texts[i]
+				}
 			}
-			if display {
-				r.display[i] = text
-			}
-			c, cell := t.column(i)
+			c := &cols[i] // not a copy of the column per value
 			canon, err := c.typ.CanonicalText(text)
 			if err != nil {
 				canon = unloadable + err.Error()
 			} else if text != nil && lossy != nil && c.typ.Lossy(*text) {
 				lossy[c.pg]++
 			}
-			if cell {
-				r.cells[i-len(kc)] = canon
-			} else {
-				r.keys[i] = canon
-			}
+			canons[i] = canon
 		}
 		r.hash = hashRow(&hashBuf, r.keys, r.cells)
 		out = append(out, r)
@@ -339,13 +342,6 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 		return nil, fmt.Errorf("read %s from PostgreSQL: %w", t.pgRelation(), err)
 	}
 	return out, nil
-}
-
-// column returns the i-th column of a read (keys first) and whether it is
-// a value rather than a key.
-func (t *table) column(i int) (column, bool) {
-	all := t.all()
-	return all[i], i >= len(all)-len(t.cols)
 }
 
 // chSelect is the select list of a ClickHouse read.
@@ -384,6 +380,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 	}
 	defer rows.Close()
 	kc := t.keyColumns()
+	cols := t.all()
 	n := len(kc) + len(t.cols)
 	var (
 		dest     []any
@@ -406,7 +403,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
 		}
-		r := newRow(len(kc), len(t.cols))
+		r, canons := newRow(len(kc), len(t.cols))
 		r.version, r.deleted = version, deleted != 0
 		if display {
 			r.display = make([]*string, n)
@@ -419,7 +416,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 			if nullable[i] {
 				val = reflect.ValueOf(dest[i]).Elem().Interface()
 			}
-			c, cell := t.column(i)
+			c := &cols[i] // not a copy of the column per value
 			canon, err := c.typ.Canonical(val)
 			if err != nil {
 				return nil, fmt.Errorf("ClickHouse table %s, column %s: %w", t.chName, c.ch, err)
@@ -428,11 +425,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 				s := fmt.Sprint(deref(val))
 				r.display[i] = &s
 			}
-			if cell {
-				r.cells[i-len(kc)] = canon
-			} else {
-				r.keys[i] = canon
-			}
+			canons[i] = canon
 		}
 		r.hash = hashRow(&hashBuf, r.keys, r.cells)
 		out = append(out, r)
