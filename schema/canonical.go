@@ -210,8 +210,50 @@ func (t Type) canonicalTextFast(text string) (string, bool) {
 		return text, true
 	case kDecimal:
 		return t.decimalTextFast(text)
+	case kDateTime:
+		return dateTimeTextFast(text)
 	}
 	return "", false
+}
+
+// dateTimeTextFast is canonicalTextFast for PostgreSQL's text of a
+// timestamp in UTC, "YYYY-MM-DD HH:MM:SS", up to six fractional digits
+// and "+00" (timestamptz in a UTC session) or nothing (timestamp), of a
+// year no clamping touches: the canonical form is the text with its
+// fraction padded to six digits. Anything else (another offset, an
+// invalid date, which the general way would normalise) takes the
+// general way.
+func dateTimeTextFast(text string) (string, bool) {
+	body := strings.TrimSuffix(text, "+00")
+	if len(body) < 19 || !withinDateRange(body) || body[4] != '-' || body[7] != '-' || body[10] != ' ' || body[13] != ':' || body[16] != ':' {
+		return "", false
+	}
+	year, _ := digits(body[0:4])
+	month, ok2 := digits(body[5:7])
+	day, ok3 := digits(body[8:10])
+	hour, ok4 := digits(body[11:13])
+	minute, ok5 := digits(body[14:16])
+	sec, ok6 := digits(body[17:19])
+	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 ||
+		day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return "", false
+	}
+	frac := body[19:]
+	if frac == "" {
+		return body + ".000000", true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 7 || !allDigits(frac[1:]) {
+		return "", false
+	}
+	if len(frac) == 7 {
+		return body, true
+	}
+	var b [26]byte
+	n := copy(b[:], body)
+	for ; n < len(b); n++ {
+		b[n] = '0'
+	}
+	return string(b[:]), true
 }
 
 // decimalTextFast is canonicalTextFast for PostgreSQL's usual numeric
