@@ -224,4 +224,3 @@ func TestSinkRecopyMarkerOfAnOlderRequestOrAnotherTable(t *testing.T) {
 		t.Errorf("dead letters %d, want the forged marker", len(dl.got))
 	}
 }
-
