@@ -57,6 +57,9 @@ func (t Type) CanonicalText(text *string) (string, error) {
 	if text == nil {
 		return t.Canonical(t.Null())
 	}
+	if s, ok := t.canonicalTextFast(*text); ok {
+		return s, nil
+	}
 	v, err := t.Convert(*text)
 	if err != nil {
 		return "", err
@@ -181,6 +184,106 @@ func canonicalScalar(k kind, v any) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("canonical form of %s: unexpected %T", scalars[k].ch, v)
+}
+
+// canonicalTextFast is CanonicalText for the commonest texts, whose
+// canonical form is the text itself or a part of it: it returns what
+// Convert then Canonical would, without boxing the converted value nor
+// allocating a new string (a verify converts every value of a table);
+// ok is false for the rest, which take the general way.
+func (t Type) canonicalTextFast(text string) (string, bool) {
+	if t.array {
+		return "", false
+	}
+	switch t.kind {
+	case kString:
+		return text, true // parseText keeps the text, Canonical the string
+	case kInt16, kInt32, kInt64:
+		// The text is canonical when formatting the parsed integer gives
+		// it back (no sign, no leading zeros); the out-of-range or
+		// malformed text fails to parse and takes the general way.
+		v, err := strconv.ParseInt(text, 10, 8<<(t.kind-kInt16+1))
+		var buf [24]byte
+		if err != nil || string(strconv.AppendInt(buf[:0], v, 10)) != text {
+			return "", false
+		}
+		return text, true
+	case kDecimal:
+		return t.decimalTextFast(text)
+	case kDateTime:
+		return dateTimeTextFast(text)
+	}
+	return "", false
+}
+
+// dateTimeTextFast is canonicalTextFast for PostgreSQL's text of a
+// timestamp in UTC, "YYYY-MM-DD HH:MM:SS", up to six fractional digits
+// and "+00" (timestamptz in a UTC session) or nothing (timestamp), of a
+// year no clamping touches: the canonical form is the text with its
+// fraction padded to six digits. Anything else (another offset, an
+// invalid date, which the general way would normalise) takes the
+// general way.
+func dateTimeTextFast(text string) (string, bool) {
+	body := strings.TrimSuffix(text, "+00")
+	if len(body) < 19 || !withinDateRange(body) || body[4] != '-' || body[7] != '-' || body[10] != ' ' || body[13] != ':' || body[16] != ':' {
+		return "", false
+	}
+	year, _ := digits(body[0:4])
+	month, ok2 := digits(body[5:7])
+	day, ok3 := digits(body[8:10])
+	hour, ok4 := digits(body[11:13])
+	minute, ok5 := digits(body[14:16])
+	sec, ok6 := digits(body[17:19])
+	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 ||
+		day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return "", false
+	}
+	frac := body[19:]
+	if frac == "" {
+		return body + ".000000", true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 7 || !allDigits(frac[1:]) {
+		return "", false
+	}
+	if len(frac) == 7 {
+		return body, true
+	}
+	var b [26]byte
+	n := copy(b[:], body)
+	for ; n < len(b); n++ {
+		b[n] = '0'
+	}
+	return string(b[:]), true
+}
+
+// decimalTextFast is canonicalTextFast for PostgreSQL's usual numeric
+// text, an optional minus, digits without leading zeros (or one 0), and
+// optionally a point and digits, 18 digits at most (what decimalString
+// formats itself): the canonical form is the text without the fraction's
+// trailing zeros (nor the point, when none is left) and without the minus
+// of a zero.
+func (t Type) decimalTextFast(text string) (string, bool) {
+	if !decimal.TrimTrailingZeros || decimal.UseScientificNotation {
+		return "", false
+	}
+	body := strings.TrimPrefix(text, "-")
+	whole, frac, point := strings.Cut(body, ".")
+	if whole == "" || point && frac == "" || len(whole)+len(frac) > 18 ||
+		!allDigits(whole) || !allDigits(frac) || len(whole) > 1 && whole[0] == '0' {
+		return "", false
+	}
+	if decimalFits(text, t.precision, t.scale) != nil {
+		return "", false // Convert's error, from the general way
+	}
+	frac = strings.TrimRight(frac, "0")
+	if whole == "0" && frac == "" {
+		return "0", true
+	}
+	n := len(text) - len(body) + len(whole)
+	if frac != "" {
+		n += 1 + len(frac)
+	}
+	return text[:n], true
 }
 
 // canonicalFast is canonicalScalar for the values the client scans and

@@ -85,3 +85,58 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestCanonicalTextFast checks that the shortcut CanonicalText takes for
+// common texts gives what the general way (Convert, then Canonical) gives,
+// and declines what it does not handle.
+func TestCanonicalTextFast(t *testing.T) {
+	cases := []struct {
+		col   record.Column
+		texts []string
+	}{
+		{record.Column{Type: "text"}, []string{"", "a", "0", " x ", "\x00"}},
+		{record.Column{Type: "int2"}, []string{"0", "-1", "32767", "-32768", "32768", "+1", "01", "-0", "x", ""}},
+		{record.Column{Type: "int4"}, []string{"0", "2147483647", "-2147483648", "2147483648", "007"}},
+		{record.Column{Type: "int8"}, []string{"0", "-9223372036854775808", "9223372036854775807", "9223372036854775808", " 1"}},
+		{record.Column{Type: "numeric", TypMod: 12<<16 | 2 + 4}, []string{
+			"0", "0.00", "-0.00", "-0", "1.50", "-1.50", "10.00", "100", "0.05", "-0.10", "1234567890.12",
+			"12345678901.00", "1.234", "00.1", "01", ".5", "5.", "+1", "NaN", "Infinity", "1e3", "",
+		}},
+		{record.Column{Type: "timestamptz"}, []string{
+			"2026-01-01 00:00:01+00", "2026-01-01 00:00:01.5+00", "2026-01-01 00:00:01.123456+00", "2026-01-01 00:00:01.000010+00",
+			"2026-01-01 00:00:01.1234567+00", "2026-01-01 00:00:01.+00", "2026-01-01 00:00:01+05:30", "2026-01-01 00:00:01-01",
+			"2024-02-29 23:59:59+00", "2023-02-29 00:00:00+00", "2026-04-31 00:00:00+00", "2026-13-01 00:00:00+00",
+			"1900-01-01 00:00:00+00", "1901-01-01 00:00:00+00", "2261-12-31 23:59:59.999999+00", "2262-04-11 23:47:16.854775+00",
+			"9999-12-31 00:00:00+00", "0001-01-01 00:00:00+00 BC", "infinity", "-infinity", "2026-01-01 24:00:00+00", "2026-01-01",
+		}},
+		{record.Column{Type: "timestamp"}, []string{"2026-01-01 00:00:01", "2026-01-01 00:00:01.25", "2026-01-01T00:00:01", "2026-1-01 00:00:01"}},
+		{record.Column{Type: "numeric"}, []string{"123456789012345678", "1234567890123456789", "0.000000000000000001", "-99.990"}},
+	}
+	for _, c := range cases {
+		typ := Map(c.col, true)
+		fast := 0
+		for _, text := range c.texts {
+			want, wantErr := func() (string, error) {
+				v, err := typ.Convert(text)
+				if err != nil {
+					return "", err
+				}
+				return typ.Canonical(v)
+			}()
+			got, ok := typ.canonicalTextFast(text)
+			if !ok {
+				continue
+			}
+			fast++
+			switch {
+			case wantErr != nil:
+				t.Errorf("%s %q: fast form %q, the general way fails: %v", typ.DDL, text, got, wantErr)
+			case got != want:
+				t.Errorf("%s %q: fast form %q, general %q", typ.DDL, text, got, want)
+			}
+		}
+		if fast == 0 {
+			t.Errorf("%s: no text took the shortcut", typ.DDL)
+		}
+	}
+}

@@ -44,17 +44,32 @@ func keyOf(keys []string) string {
 // hashCells hashes a row's key and values; a bucket's digest is the sum of
 // its rows' hashes, so the order rows arrive in does not matter.
 func hashCells(keys, cells []string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	for _, part := range [][]string{keys, cells} {
+	var buf []byte
+	return hashRow(&buf, keys, cells)
+}
+
+// hashRow is hashCells with a buffer kept between rows: each value is
+// written to it length-prefixed and the whole hashed at once, which is
+// several times faster than feeding the digest value by value.
+func hashRow(buf *[]byte, keys, cells []string) uint64 {
+	b := (*buf)[:0]
+	for _, part := range [2][]string{keys, cells} {
 		for _, c := range part {
-			_, _ = d.WriteString(strconv.Itoa(len(c)))
-			_, _ = d.WriteString(":")
-			_, _ = d.WriteString(c)
+			b = strconv.AppendInt(b, int64(len(c)), 10)
+			b = append(b, ':')
+			b = append(b, c...)
 		}
-		_, _ = d.WriteString("|")
+		b = append(b, '|')
 	}
-	return d.Sum64()
+	*buf = b
+	return xxhash.Sum64(b)
+}
+
+// newRow returns a row whose keys and cells share one allocation, and
+// that allocation: the canonical values of a read's columns, in order.
+func newRow(nkeys, ncells int) (row, []string) {
+	vals := make([]string, nkeys+ncells)
+	return row{keys: vals[:nkeys:nkeys], cells: vals[nkeys:]}, vals
 }
 
 // bucketCap bounds the capacity a read reserves for the rows it expects
@@ -275,38 +290,51 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 	kc := t.keyColumns()
 	first := len(kc) - len(t.keys) // the first key column's index in a row
 	out := make([]row, 0, min(expect, bucketCap))
+	var joined, hashBuf []byte
+	cols := t.all()
 	err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
 		if last != nil {
 			*last = append((*last)[:0], vals[first]...)
 		}
-		r := row{keys: make([]string, len(kc)), cells: make([]string, len(t.cols))}
+		r, canons := newRow(len(kc), len(t.cols))
+		// Readable values point into texts; without a report, the value
+		// being converted is one variable on the stack.
+		var texts []string
 		if display {
 			r.display = make([]*string, len(vals))
+			texts = make([]string, len(vals))
 		}
-		texts := make([]string, len(vals)) // one allocation per row, not one per value
+		// The row's texts are one string, cut into the values: one
+		// allocation per row, not one per value (the canonical forms of
+		// text and most numbers are these strings themselves).
+		joined = joined[:0]
+		for _, v := range vals {
+			joined = append(joined, v...)
+		}
+		all := string(joined)
+		at := 0
+		var one string
 		for i, v := range vals {
 			var text *string
 			if v != nil {
-				texts[i] = string(v)
-				text = &texts[i]
+				one = all[at : at+len(v)]
+				at += len(v)
+				text = &one
+				if display {
+					texts[i] = one
+					r.display[i] = &texts[i]
+				}
 			}
-			if display {
-				r.display[i] = text
-			}
-			c, cell := t.column(i)
+			c := &cols[i] // not a copy of the column per value
 			canon, err := c.typ.CanonicalText(text)
 			if err != nil {
 				canon = unloadable + err.Error()
 			} else if text != nil && lossy != nil && c.typ.Lossy(*text) {
 				lossy[c.pg]++
 			}
-			if cell {
-				r.cells[i-len(kc)] = canon
-			} else {
-				r.keys[i] = canon
-			}
+			canons[i] = canon
 		}
-		r.hash = hashCells(r.keys, r.cells)
+		r.hash = hashRow(&hashBuf, r.keys, r.cells)
 		out = append(out, r)
 		return nil
 	})
@@ -314,13 +342,6 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 		return nil, fmt.Errorf("read %s from PostgreSQL: %w", t.pgRelation(), err)
 	}
 	return out, nil
-}
-
-// column returns the i-th column of a read (keys first) and whether it is
-// a value rather than a key.
-func (t *table) column(i int) (column, bool) {
-	all := t.all()
-	return all[i], i >= len(all)-len(t.cols)
 }
 
 // chSelect is the select list of a ClickHouse read.
@@ -359,12 +380,14 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 	}
 	defer rows.Close()
 	kc := t.keyColumns()
+	cols := t.all()
 	n := len(kc) + len(t.cols)
 	var (
 		dest     []any
 		nullable []bool
 		version  uint64
 		deleted  uint8
+		hashBuf  []byte
 		out      = make([]row, 0, min(expect, bucketCap))
 	)
 	for rows.Next() {
@@ -380,7 +403,8 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read ClickHouse table %s: %w", t.chName, err)
 		}
-		r := row{keys: make([]string, len(kc)), cells: make([]string, len(t.cols)), version: version, deleted: deleted != 0}
+		r, canons := newRow(len(kc), len(t.cols))
+		r.version, r.deleted = version, deleted != 0
 		if display {
 			r.display = make([]*string, n)
 		}
@@ -392,7 +416,7 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 			if nullable[i] {
 				val = reflect.ValueOf(dest[i]).Elem().Interface()
 			}
-			c, cell := t.column(i)
+			c := &cols[i] // not a copy of the column per value
 			canon, err := c.typ.Canonical(val)
 			if err != nil {
 				return nil, fmt.Errorf("ClickHouse table %s, column %s: %w", t.chName, c.ch, err)
@@ -401,13 +425,9 @@ func (v *Verifier) chRows(ctx context.Context, t *table, where string, params ch
 				s := fmt.Sprint(deref(val))
 				r.display[i] = &s
 			}
-			if cell {
-				r.cells[i-len(kc)] = canon
-			} else {
-				r.keys[i] = canon
-			}
+			canons[i] = canon
 		}
-		r.hash = hashCells(r.keys, r.cells)
+		r.hash = hashRow(&hashBuf, r.keys, r.cells)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

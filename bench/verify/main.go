@@ -32,7 +32,7 @@ func run() error {
 	var o options
 	flag.IntVar(&o.rows, "rows", 10_000_000, "rows of the table")
 	flag.IntVar(&o.tenants, "tenants", 10, "tenants the rows are spread over")
-	flag.IntVar(&o.bucket, "bucket-rows", 10_000, "verify's --bucket-rows")
+	flag.IntVar(&o.bucket, "bucket-rows", 50_000, "verify's --bucket-rows")
 	flag.IntVar(&o.repair, "repair", 1000, "scattered rows changed in ClickHouse, then found and repaired")
 	flag.StringVar(&o.localDir, "local-dir", ".local", "directory of the local services (for their pid files, to account their CPU)")
 	flag.DurationVar(&o.timeout, "timeout", time.Hour, "give up after this long")

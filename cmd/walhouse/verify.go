@@ -34,7 +34,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	report := fs.String("report", "", "write the report (JSON, mode 0600: it holds the differing values, which logs never do) to this file; empty: none")
 	repair := fs.Bool("repair", false, "load PostgreSQL's current rows again for the differing keys, at a version that never beats a newer change, and check them again (needs --pg of the primary)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics on this address; empty: off")
-	bucketRows := fs.Int("bucket-rows", 10_000, "PostgreSQL rows per bucket of a table whose key is an integer")
+	bucketRows := fs.Int("bucket-rows", 50_000, "PostgreSQL rows per bucket of a table whose key is an integer")
 	maxBucketRows := fs.Int("max-bucket-rows", 1_000_000, "most rows of one bucket (one tenant of a table whose key is not an integer); more is an error, not unbounded memory")
 	maxMismatches := fs.Int("max-mismatches", 10_000, "differing rows examined and reported per table and round; suspects beyond it are counted (notExamined), not confirmed")
 	rowsPerSecond := fs.Int("rows-per-second", 0, "PostgreSQL rows read per second at most; 0: no limit")
