@@ -52,6 +52,7 @@ const readExampleJS = `JSON.stringify({
   href: location.href,
 })`
 
+// exampleState polls the example page's DOM until check accepts it.
 func (p *page) exampleState(ctx context.Context, check func(exampleState) error) (exampleState, error) {
 	var s exampleState
 	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
@@ -76,7 +77,8 @@ func (p *page) exampleState(ctx context.Context, check func(exampleState) error)
 // tenant writes to the same table every few milliseconds: each order is in
 // the chart the page draws from its first read after the write (the one
 // with the write's consistency token), every time. Capture's heartbeats
-// are a minute apart, so the reads are made fresh by the writes' marks.
+// are a minute apart: a read is made fresh by its write's consistency
+// mark or by the load's later writes, never by waiting for a heartbeat.
 func TestIntegrationExampleDashboard(t *testing.T) {
 	bin := requireChromium(t)
 	env := testenv.Require(t, "pg", "kafka", "clickhouse")
@@ -258,6 +260,42 @@ func TestIntegrationExampleDashboard(t *testing.T) {
 	if shot, err := pg.screenshot(ctx); err == nil {
 		path := filepath.Join(shotDir(t), "example-orders.png")
 		t.Logf("screenshot %s (%v)", path, os.WriteFile(path, shot, 0o644))
+	}
+
+	// A write API that does not allow serve's origin: the browser sends no
+	// write, and the page says why it may have failed.
+	closed := httptest.NewServer(writeapi.Handler(idempotency.New(pool), name))
+	t.Cleanup(closed.Close)
+	other, err := b.open(ctx, apiSrv.URL+"/examples/orders?"+url.Values{"table": {chTable}, "write": {closed.URL}, "tenant": {tenant}}.Encode()+"#key="+url.QueryEscape(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.exampleState(ctx, func(s exampleState) error {
+		if s.Seq == "" {
+			return fmt.Errorf("no read yet (error %q)", s.Err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.eval(ctx, `document.querySelector("#order button[type=submit]").click()`, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := other.exampleState(ctx, func(s exampleState) error {
+		if s.State != "failed" {
+			return fmt.Errorf("the write has not failed: %s %q", s.State, s.Written)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Written, "does it allow this page's origin?") {
+		t.Errorf("the page says %q after a write the write API's CORS refused", s.Written)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+quoted+` WHERE tenant_id = $1`, tenant).Scan(&n); err != nil || n != 21 {
+		t.Errorf("%s has %d orders (%v), want the 21 written before", tenant, n, err)
 	}
 
 	// The write API refuses a preflight from any other origin.
