@@ -1,7 +1,8 @@
 // Package query serves the HTTP API that analytics dashboards, compliance
 // staff and operators call: tenant-filtered reads that add FINAL and report
 // meta.lastSyncAt, streamed GDPR subject exports, and pipeline lag, metrics
-// and a status page.
+// and a status page; /examples/orders is an example dashboard of one static
+// page that reads its writes back with their consistency tokens.
 //
 // What it owns: request validation against the real ClickHouse columns
 // (Catalog, from system.tables and system.columns, cached briefly), the pure

@@ -107,6 +107,7 @@ type Config struct {
 //	GET  /metrics                      admin   Prometheus metrics
 //	GET  /status                       —       status page (asks for an admin key)
 //	GET  /openapi.json                 —       OpenAPI 3 description
+//	GET  /examples/orders              —       example dashboard (asks for a read key; also /examples/)
 type Server struct {
 	cfg      Config
 	conn     Conn
@@ -216,6 +217,8 @@ func NewServer(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /metrics", s.requireScope(ScopeAdmin, s.handleMetrics))
 	mux.HandleFunc("GET /status", handleStatus)
 	mux.HandleFunc("GET /openapi.json", handleOpenAPI)
+	mux.HandleFunc("GET /examples/orders", handleExampleOrders)
+	mux.HandleFunc("GET /examples/{$}", handleExampleOrders)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no route %s %s; see /openapi.json", r.Method, r.URL.Path)})
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,6 +308,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	routes := map[string]string{
 		"/v1/tables": "get", "/v1/tables/{table}/query": "post", "/v1/exports": "post",
 		"/v1/exports/{id}/manifest": "get", "/v1/erasures": "post", "/v1/erasures/{id}": "get", "/v1/lag": "get", "/v1/lag/history": "get", "/metrics": "get", "/status": "get", "/openapi.json": "get",
+		"/examples/orders": "get",
 	}
 	if len(doc.Paths) != len(routes) {
 		t.Errorf("openapi.json has %d paths, the server %d", len(doc.Paths), len(routes))
@@ -317,7 +319,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	srv := newTestServer(t, failingConn{err: syscall.ECONNREFUSED})
-	for _, p := range []string{"/openapi.json", "/status"} {
+	for _, p := range []string{"/openapi.json", "/status", "/examples/orders", "/examples/"} {
 		if resp, _ := do(t, srv, "GET", p, "", ""); resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d", p, resp.StatusCode)
 		}
@@ -379,5 +381,31 @@ func TestErrorMessageIsBounded(t *testing.T) {
 	msg, _ := e["message"].(string)
 	if resp.StatusCode != http.StatusBadRequest || msg == "" || len(msg) > 1100 {
 		t.Errorf("status %d, message of %d bytes; want 400 with at most about %d", resp.StatusCode, len(msg), maxMessage)
+	}
+}
+
+// TestExampleDashboardCSP: the example page may connect to serve and to
+// the write API of its ?write= parameter only; a parameter that could add
+// to the policy is left out.
+func TestExampleDashboardCSP(t *testing.T) {
+	srv := newTestServer(t, failingConn{err: syscall.ECONNREFUSED})
+	for _, c := range []struct{ query, connect string }{
+		{"", "connect-src 'self';"},
+		{"?write=http://localhost:8090/", "connect-src 'self' http://localhost:8090;"},
+		{"?write=https://orders.example.com/api", "connect-src 'self' https://orders.example.com;"},
+		{"?write=http://[::1]:8090", "connect-src 'self' http://[::1]:8090;"},
+		{"?write=" + url.QueryEscape("http://a.example; script-src *"), "connect-src 'self';"},
+		{"?write=" + url.QueryEscape("javascript:alert(1)"), "connect-src 'self';"},
+		{"?write=" + url.QueryEscape("http://u:p@a.example"), "connect-src 'self';"},
+	} {
+		for _, path := range []string{"/examples/orders", "/examples/"} {
+			resp := send(t, "GET", srv.URL+path+c.query, "", nil)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			csp := resp.Header.Get("Content-Security-Policy")
+			if resp.StatusCode != 200 || !strings.Contains(csp, c.connect) || !strings.Contains(csp, "default-src 'none'") || !strings.Contains(string(body), "Data as of") {
+				t.Errorf("%s%s: %d, CSP %q; want %q", path, c.query, resp.StatusCode, csp, c.connect)
+			}
+		}
 	}
 }
