@@ -131,6 +131,8 @@ cmd_install() {
 
 cmd_start() {
 	local s t0=$SECONDS
+	reserve_ports "$PG_PORT" $((PG_PORT + 1)) $((PG_PORT + 2)) "$REDIS_PORT" "$REDIS_TLS_PORT" \
+		"$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" "$KAFKA_TLS_PORT" "$CH_PORT"
 	for s in "${SERVICES[@]}"; do
 		"${s}_start"
 	done

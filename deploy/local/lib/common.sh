@@ -148,6 +148,29 @@ service_port() {
 	fi
 }
 
+# reserve_ports PORT...: keeps the services' ports out of the kernel's ephemeral range
+# (net.ipv4.ip_local_reserved_ports), so that no client's outgoing connection takes one of
+# them while its service is down: a fault test's Kafka restart once failed to bind
+# 59094 that way. Best effort: without root (or sudo -n) the ports stay as they are.
+reserve_ports() {
+	local file=/proc/sys/net/ipv4/ip_local_reserved_ports cur want p
+	[[ -r $file ]] || return 0
+	cur=$(<"$file")
+	want=$cur
+	for p in "$@"; do
+		# A port already listed alone or inside a listed range needs nothing.
+		if ! awk -v p="$p" -v RS=',' '{ split($0, r, "-"); lo = r[1] + 0; hi = (r[2] == "" ? lo : r[2] + 0); if (p >= lo && p <= hi) found = 1 } END { exit !found }' <<<"$cur"; then
+			want=${want:+$want,}$p
+		fi
+	done
+	[[ $want == "$cur" ]] && return 0
+	if [[ $EUID -eq 0 ]]; then
+		printf '%s\n' "$want" >"$file" 2>/dev/null || log "could not reserve the ports $* (net.ipv4.ip_local_reserved_ports); a client may take one while its service is down"
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		printf '%s\n' "$want" | sudo -n tee "$file" >/dev/null 2>&1 || log "could not reserve the ports $* (net.ipv4.ip_local_reserved_ports); a client may take one while its service is down"
+	fi
+}
+
 # port_in_use PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
 port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
