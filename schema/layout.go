@@ -264,13 +264,7 @@ func partitionRefs(expr string) ([]string, error) {
 			refs = appendNew(refs, name)
 			s = rest
 		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			n := strings.IndexFunc(s, func(r rune) bool {
-				return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-			})
-			if n < 0 {
-				n = len(s)
-			}
-			word, rest := s[:n], s[n:]
+			word, rest := bareWord(s)
 			if strings.HasPrefix(strings.TrimLeft(rest, " \t\n"), "(") {
 				if !slices.Contains(PartitionFunctions, word) {
 					return nil, fmt.Errorf("%q: function %s is not allowed in a partition expression; want one of %s", expr, word, strings.Join(PartitionFunctions, ", "))
@@ -314,6 +308,18 @@ func backquoted(s string) (name, rest string, err error) {
 	return "", "", errors.New("a back-quoted name is not closed")
 }
 
+// bareWord splits s, which starts with a letter or _, after its name or
+// function name (letters, digits, _).
+func bareWord(s string) (word, rest string) {
+	n := strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	if n < 0 {
+		n = len(s)
+	}
+	return s[:n], s[n:]
+}
+
 func appendNew(list []string, s string) []string {
 	if slices.Contains(list, s) {
 		return list
@@ -337,13 +343,7 @@ func partitionDDL(expr string) string {
 			b.WriteString(QuoteIdent(name))
 			s = rest
 		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			n := strings.IndexFunc(s, func(r rune) bool {
-				return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-			})
-			if n < 0 {
-				n = len(s)
-			}
-			word, rest := s[:n], s[n:]
+			word, rest := bareWord(s)
 			if strings.HasPrefix(strings.TrimLeft(rest, " \t\n"), "(") {
 				b.WriteString(word)
 			} else {
