@@ -84,7 +84,12 @@ func (s *stream) recopies(ctx context.Context) error {
 	if s.rc.pending == nil {
 		s.rc.pending, s.rc.noticed, s.rc.marked = map[string]record.RecopyRequest{}, map[string]bool{}, map[string]bool{}
 	}
-	err := r.ReadNew(ctx, func(table string, req *record.RecopyRequest) {
+	// The stream waits while it reads: bound the read so that a broker that
+	// hangs delays decoding (and the standby status PostgreSQL expects) by
+	// one poll at most; what was read is kept, the rest read next time.
+	rctx, cancel := context.WithTimeout(ctx, recopyPoll)
+	defer cancel()
+	err := r.ReadNew(rctx, func(table string, req *record.RecopyRequest) {
 		if req == nil {
 			delete(s.rc.pending, table)
 			return
