@@ -150,6 +150,8 @@ type Writer struct {
 	tables      map[string]*target // by schema id + table name
 	syncParts   map[string]int32   // partition counts in SyncTable by table; nil until it is ready
 	recopyReady bool               // RecopyTable was created (recopy.go)
+
+	relayoutOn, relayoutDropOld bool // WithRelayout
 }
 
 // WriterOption configures a Writer.
@@ -409,7 +411,7 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 			return nil, fmt.Errorf("create table %s: %w", t.QualifiedName(), err)
 		}
 	}
-	if err := w.checkShape(ctx, t); err != nil {
+	if err := w.reshape(ctx, t); err != nil {
 		return nil, err
 	}
 	tg, changed, err := w.evolve(ctx, t, r.LSN)
@@ -430,24 +432,6 @@ func (w *Writer) table(ctx context.Context, r *record.Record) (*target, error) {
 	w.tables[key] = tg
 	w.mu.Unlock()
 	return tg, nil
-}
-
-// checkShape warns when the table ClickHouse has is not sorted or
-// partitioned as t (its layout, or the default): CREATE TABLE IF NOT
-// EXISTS kept the table a layout given later, or removed, does not
-// change. Its rows stay correct only while capture's --layout names the
-// sorting columns the table has (docs/shaping-tables.md).
-func (w *Writer) checkShape(ctx context.Context, t *schema.Table) error {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Placement().LocalDatabase()), "tbl": schema.EscapeParam(t.Name)}))
-	var sortingKey string
-	if err := w.conn.QueryRow(qctx, "SELECT sorting_key FROM system.tables WHERE database = {db:String} AND name = {tbl:String}").Scan(&sortingKey); err != nil {
-		return fmt.Errorf("read the sorting key of %s: %w", t.QualifiedName(), err)
-	}
-	if have := schema.SplitSortingKey(sortingKey); !slices.Equal(have, t.OrderBy) {
-		w.log.Warn("the table keeps the sorting key it was created with, not the one its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice (docs/shaping-tables.md)",
-			"table", t.QualifiedName(), "sorting_key", strings.Join(have, ", "), "layout", strings.Join(t.OrderBy, ", "))
-	}
-	return nil
 }
 
 // forget drops the cached targets of a table, so the next load reads its

@@ -335,33 +335,62 @@ func (t *Table) CreateDDL(lsn record.LSN) string {
 	fmt.Fprintf(&b, "    %s UInt8,\n", QuoteIdent(DeletedColumn))
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC'),\n", QuoteIdent(CommitColumn))
 	fmt.Fprintf(&b, "    %s DateTime64(6, 'UTC') DEFAULT now64(6)\n", QuoteIdent(SyncedColumn))
-	fmt.Fprintf(&b, ")\n%s\n", p.Engine(t.Name, QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn)))
+	b.WriteString(")\n")
+	t.writeEngine(&b, t.Name)
+	return b.String()
+}
+
+// RelayoutDDL returns the CREATE TABLE statement of table name, beside
+// from (t's table as ClickHouse has it, in t's database), with from's
+// columns exactly (types, defaults and comments, which schema evolution
+// may have given it) and t's engine, partitions, sorting key and
+// settings: the new table of a relayout (clickhouse/relayout.go).
+func (t *Table) RelayoutDDL(name, from string) string {
+	p := t.Placement()
+	var b strings.Builder
+	b.WriteString("CREATE TABLE " + p.Local(name) + p.onCluster() + " AS " + p.Local(from) + "\n")
+	t.writeEngine(&b, name)
+	return b.String()
+}
+
+// PartitionKey returns the PARTITION BY expression of t's table ("": none).
+func (t *Table) PartitionKey() string {
 	switch {
 	case t.PartitionExpr != "":
-		fmt.Fprintf(&b, "PARTITION BY %s\n", partitionDDL(t.PartitionExpr))
+		return partitionDDL(t.PartitionExpr)
 	case t.PartitionBy != "":
-		fmt.Fprintf(&b, "PARTITION BY toYYYYMM(%s)\n", QuoteIdent(t.PartitionBy))
+		return fmt.Sprintf("toYYYYMM(%s)", QuoteIdent(t.PartitionBy))
 	case t.TenantPartitions > 1:
-		fmt.Fprintf(&b, "PARTITION BY cityHash64(%s) %% %d\n", QuoteIdent(t.TenantColumn), t.TenantPartitions)
+		return fmt.Sprintf("cityHash64(%s) %% %d", QuoteIdent(t.TenantColumn), t.TenantPartitions)
+	}
+	return ""
+}
+
+// writeEngine writes the clauses after the columns of table name's
+// CREATE TABLE: engine, partitions, sorting key, settings and comment.
+func (t *Table) writeEngine(b *strings.Builder, name string) {
+	p := t.Placement()
+	fmt.Fprintf(b, "%s\n", p.Engine(name, QuoteIdent(VersionColumn), QuoteIdent(DeletedColumn)))
+	if k := t.PartitionKey(); k != "" {
+		fmt.Fprintf(b, "PARTITION BY %s\n", k)
 	}
 	quoted := make([]string, len(t.OrderBy))
 	for i, c := range t.OrderBy {
 		quoted[i] = QuoteIdent(c)
 	}
-	fmt.Fprintf(&b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
+	fmt.Fprintf(b, "ORDER BY (%s)\n", strings.Join(quoted, ", "))
 	// A window of recent insert tokens makes a retried insert of the same
 	// batch a no-op, also on a non-replicated table.
-	fmt.Fprintf(&b, "%s, index_granularity = %d", p.dedupSetting(), t.IndexGranularity)
+	fmt.Fprintf(b, "%s, index_granularity = %d", p.dedupSetting(), t.IndexGranularity)
 	if t.NullableKey {
 		b.WriteString(", allow_nullable_key = 1")
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Settings)) {
-		fmt.Fprintf(&b, ", %s = %s", k, settingLiteral(t.Settings[k]))
+		fmt.Fprintf(b, ", %s = %s", k, settingLiteral(t.Settings[k]))
 	}
 	b.WriteString("\n")
 	// The source table it belongs to: see SourceComment.
 	b.WriteString("COMMENT " + QuoteString(SourceComment(t.Source)))
-	return b.String()
 }
 
 // DistributedDDL returns the CREATE TABLE statement of t's Distributed

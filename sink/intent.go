@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"strconv"
@@ -173,10 +174,23 @@ func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 			rows += rowsIn(recs[n])
 			n++
 		}
+		if n < len(recs) && sameRow(recs[n-1], recs[n]) {
+			n++ // see sameRow
+		}
 		out = append(out, recs[:n])
 		recs = recs[n:]
 	}
 	return out
+}
+
+// sameRow reports whether a and b, consecutive records of a partition,
+// are changes of one row (the same Kafka key; not row batches). A chunk
+// never ends between them: a row whose layout's sorting columns changed
+// travels as a delete at its old position and then the row (capture's
+// keyChanged), and an insert between the two would leave the row out of
+// FINAL until the next one. One record more is enough for that pair.
+func sameRow(a, b *kgo.Record) bool {
+	return len(a.Key) > 0 && bytes.Equal(a.Key, b.Key) && rowsIn(a) == 1 && rowsIn(b) == 1
 }
 
 // holdBack returns the partitions whose interrupted batch is not fully

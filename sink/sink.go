@@ -483,7 +483,8 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		if err := s.maybeReadRecopies(ctx); err != nil {
 			return err
 		}
-		fetches := s.consumer.PollRecords(ctx, max(s.cfg.MaxBatchRecords-p.count, 1))
+		want := max(s.cfg.MaxBatchRecords-p.count, 1)
+		fetches := s.consumer.PollRecords(ctx, want)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -536,13 +537,27 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			held := s.holdBack(p.recs, p.polls)
 			ready := map[tp][]*kgo.Record{}
 			var rest pending
+			// A poll cut at want may end between a row's delete and its
+			// re-insert (sameRow): each partition's last record, with the
+			// one before when they are such a pair, waits for the next
+			// poll, which the client has already fetched.
+			cut := fetches.NumRecords() == want // PollRecords returns at most want
 			for k, rs := range p.recs {
-				if held[k] {
-					for _, r := range rs {
-						rest.add(r)
+				n := len(rs)
+				switch {
+				case held[k]:
+					n = 0
+				case cut && rowsIn(rs[n-1]) == 1:
+					n--
+					if n > 0 && sameRow(rs[n-1], rs[n]) {
+						n--
 					}
-				} else {
-					ready[k] = rs
+				}
+				if n > 0 {
+					ready[k] = rs[:n]
+				}
+				for _, r := range rs[n:] {
+					rest.add(r)
 				}
 			}
 			if err := s.flush(ctx, ready); err != nil {

@@ -36,7 +36,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		group       = fs.String("group", "walhouse-sink", "Kafka consumer group")
 		prefix      = fs.String("topic-prefix", "walhouse", "consume every topic <prefix>.*")
 		dlq         = fs.String("dlq-topic", "", "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
-		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert")
+		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert (one more where a row moved by its layout would be split from its delete)")
 		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 		parallel    = fs.Int("insert-parallelism", 2, "partitions loaded at the same time, each its own inserts in order: one partition's decoding and Layer 2 overlap another's insert (a ClickHouse server: up to the topics' partitions, which it inserts in parallel; the embedded engine runs one statement at a time)")
 		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
@@ -51,6 +51,8 @@ func runSink(ctx context.Context, inv *invocation) error {
 		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
 		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
 		recopyOnGap = fs.Bool("recopy-on-gap", false, "when Kafka deleted records of a table's topic before the sink read them, ask capture to copy the table again online (through the <prefix>-recopy topic) and load on after the gap, instead of stopping there; the table's lastSyncAt stays before the gap until the copy is loaded (docs/operations.md#records-lost)")
+		relayout    = fs.Bool("relayout", false, "rebuild a table whose sorting key or partitions are not its layout's (--layout, or the default) when the sink first loads it: built beside the old one from the rows ClickHouse has, then swapped atomically; loading into it waits meanwhile (docs/shaping-tables.md#changing-a-layout)")
+		dropOld     = fs.Bool("relayout-drop-old", false, "with --relayout: drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
 		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	)
 	var acceptLost listFlag
@@ -61,6 +63,9 @@ func runSink(ctx context.Context, inv *invocation) error {
 	dedupSec.register(fs)
 	if err := inv.parse(fs); err != nil {
 		return err
+	}
+	if *dropOld && !*relayout {
+		return usageErrorf("--relayout-drop-old: only with --relayout")
 	}
 	if *cleanEvery < 0 || *cleanAge <= 0 {
 		return usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *cleanEvery, *cleanAge)
@@ -100,7 +105,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster), clickhouse.WithLayouts(layouts))
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster), clickhouse.WithLayouts(layouts), relayoutOpt(*relayout, *dropOld))
 	if err != nil {
 		return err
 	}
@@ -388,4 +393,13 @@ func parseAcceptLost(entries []string) (func(topic string, partition int32) bool
 		parts[e[:i]][int32(p)] = true
 	}
 	return func(topic string, partition int32) bool { return topics[topic] || parts[topic][partition] }, nil
+}
+
+// relayoutOpt is the Writer's option for --relayout and
+// --relayout-drop-old (a no-op without --relayout).
+func relayoutOpt(on, dropOld bool) clickhouse.WriterOption {
+	if !on {
+		return func(*clickhouse.Writer) {}
+	}
+	return clickhouse.WithRelayout(dropOld)
 }
