@@ -8,7 +8,7 @@
 // The components live in the packages named for their stage:
 //
 //	capture.go           capture: PostgreSQL → Kafka; capture_status.go serves
-//	                     its /metrics and its capture.Status at /status
+//	                     its /metrics and its record.CaptureStatus at /status
 //	sink.go              sink: Kafka → ClickHouse (clickhouse.Writer as the
 //	                     Loader, dedup for Layer 2, the dead-letter producer)
 //	serve.go             serve: the query API (query.Server) with monitor.Probe
