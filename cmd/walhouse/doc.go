@@ -34,6 +34,7 @@
 // What it does not own: any pipeline logic (it wires, the packages work).
 // Data enters as command-line flags, environment variables, the configuration
 // file and secret files, and leaves as the components' effects, logs on
-// stderr (secrets redacted with internal/redact) and the exit status. The binary links no test package
-// (deps_test.go checks it).
+// stderr (secrets redacted with internal/redact) and the exit status. The
+// binary links no test package, and every package of the module keeps the
+// import rules of docs/architecture.md (deps_test.go checks both).
 package main
