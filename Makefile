@@ -25,13 +25,13 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix release release-check
+.PHONY: all build demo test test-ha unit vet lint rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix release release-check
 
 all: build
 
 help:
 	@echo "make demo      start local services, run capture + sink on a demo workload"
-	@echo "make test      everything: vet, unit and integration tests against real services"
+	@echo "make test      everything: vet, staticcheck, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make test-pg-matrix  capture's integration tests and the end-to-end basics on each PostgreSQL major (PG_MAJORS=\"13 18\" for some)"
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
@@ -39,6 +39,7 @@ help:
 	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=16-18, default 17; ~2 min)"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
+	@echo "make lint      staticcheck (staticcheck.conf) over the module, its nochdb build and the image writer (part of make test)"
 	@echo "make rules     check the Prometheus alert rules and run their unit tests (part of make test)"
 	@echo "make lint-deploy  validate deploy/ offline: rules, YAML/JSON, helm lint/template, compose config, Dockerfile"
 	@echo "make chaos     the fault matrix (docs/reliability.md): every scenario ends in an exact comparison of PostgreSQL and ClickHouse FINAL"
@@ -57,6 +58,15 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags nochdb ./cmd/walhouse  # the container image's build
 	$(GO) -C deploy/release/image vet ./...  # make release's image writer, a module of its own
+
+# staticcheck, every check (staticcheck.conf), pinned as a tool of go.mod
+# (go tool staticcheck; the binary does not link it): the module, the
+# container image's build (nochdb) and make release's image writer, a
+# module of its own.
+lint:
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags nochdb ./cmd/walhouse
+	sc=$$($(GO) tool -n staticcheck) && cd deploy/release/image && $$sc ./...
 
 unit:
 	WALHOUSE_INTEGRATION=0 $(GO) test -race -count=1 ./...
@@ -101,7 +111,7 @@ clean:
 
 # The memory tests measure heap on a million rows; under the race detector
 # that takes minutes, so they run again in a second pass without it.
-test: vet rules $(TESTSTART)
+test: vet lint rules $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) ./...
 	$(GO) -C deploy/release/image test -count=1 ./...
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test -count=1 -timeout 10m -run 'MemoryBounded' ./query/

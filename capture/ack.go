@@ -94,16 +94,6 @@ func (t *ackTracker) idle(lsn record.LSN) {
 	}
 }
 
-// fail stops the tracker from advancing and wakes a blocked add.
-func (t *ackTracker) fail(err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.failure == nil {
-		t.failure = err
-	}
-	t.spaceFree.Broadcast()
-}
-
 func (t *ackTracker) advance() {
 	if t.failure != nil {
 		return // never confirm past a record that failed

@@ -85,7 +85,7 @@ type Stats struct {
 	DeadLetters int64
 	// Refused lists the published tables capture leaves out because it
 	// cannot capture them whole, by name.
-	Refused []RefusedTable
+	Refused []record.RefusedTable
 }
 
 // Stats returns the current progress; it is safe to call from any goroutine.

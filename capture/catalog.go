@@ -223,11 +223,11 @@ func (c *catalog) bootstrap(ctx context.Context, tables []string) error {
 }
 
 // relationTenant returns the tenant column configured for a table.
-func (cfg *config) relationTenant(schema, table string) string {
-	if col, ok := cfg.tenantColumns[schema+"."+table]; ok {
+func (c *config) relationTenant(schema, table string) string {
+	if col, ok := c.tenantColumns[schema+"."+table]; ok {
 		return col
 	}
-	return cfg.tenantColumn
+	return c.tenantColumn
 }
 
 // relationKey returns the key columns of a relation as of its Relation

@@ -440,7 +440,7 @@ func splitTable(s string) (schema, table string, err error) {
 				return "", "", fmt.Errorf("table %q: want a dot after a quoted name", s)
 			}
 		} else if len(parts) == 0 {
-			part, rest, _ = strings.Cut(rest, ".")
+			part, _, _ = strings.Cut(rest, ".")
 			rest = strings.TrimPrefix(s, part)
 		} else {
 			part, rest = rest, ""

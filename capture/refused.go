@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // Nothing a PostgreSQL user can write may stop capture: a stopped capture
@@ -39,7 +41,7 @@ import (
 // changed while it was out: docs/limits.md.
 
 // Why a table is left out: the reason label of the metrics and of
-// RefusedTable.Reasons.
+// record.RefusedTable.Reasons.
 const (
 	reasonNoKey       = "no_primary_key"
 	reasonIdentity    = "replica_identity" // NOTHING, or a key or tenant column outside it
@@ -102,20 +104,6 @@ func refusalReasons(err error) []string {
 	return slices.Compact(out)
 }
 
-// RefusedTable is a published table that capture leaves out of the stream,
-// and why (see Status.RefusedTables).
-type RefusedTable struct {
-	// Table is "schema.table".
-	Table string `json:"table"`
-	// Reasons are why, e.g. no_primary_key or row_filter: the reason
-	// labels of walhouse_capture_tables_refused.
-	Reasons []string `json:"reasons"`
-	// Since is when this capture process first left it out.
-	Since time.Time `json:"since"`
-	// Error says what is wrong and how to fix it.
-	Error string `json:"error"`
-}
-
 // refusedTables keeps the tables capture leaves out, for /metrics, /status
 // and the log, across the sessions of one Capturer. It is safe for
 // concurrent use.
@@ -127,7 +115,7 @@ type refusedTables struct {
 	now     func() time.Time
 
 	mu     sync.Mutex
-	tables map[string]RefusedTable
+	tables map[string]record.RefusedTable
 }
 
 func newRefusedTables(log *slog.Logger) *refusedTables {
@@ -146,7 +134,7 @@ func newRefusedTables(log *slog.Logger) *refusedTables {
 			Help: "Tables that were left out of the stream (or left the publication), or rewritten by DDL and not copied again (--rewrite-copy off, --rewrite-copy-max-rows), since their last --resnapshot: 1 while their ClickHouse table may still hold rows changed, deleted or rewritten meanwhile, which a copy cannot replace or remove.",
 		}, []string{"table"}),
 		now:    time.Now,
-		tables: map[string]RefusedTable{},
+		tables: map[string]record.RefusedTable{},
 	}
 }
 
@@ -158,7 +146,7 @@ func (r *refusedTables) leave(table, publication string, why error) {
 	r.mu.Lock()
 	prev, known := r.tables[table]
 	news := !known || !slices.Equal(prev.Reasons, reasons)
-	cur := RefusedTable{Table: table, Reasons: reasons, Since: r.now().UTC(), Error: why.Error()}
+	cur := record.RefusedTable{Table: table, Reasons: reasons, Since: r.now().UTC(), Error: why.Error()}
 	if known {
 		cur.Since = prev.Since
 	}
@@ -220,14 +208,14 @@ func (r *refusedTables) counter(table string) prometheus.Counter {
 }
 
 // list returns the tables left out, by name.
-func (r *refusedTables) list() []RefusedTable {
+func (r *refusedTables) list() []record.RefusedTable {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]RefusedTable, 0, len(r.tables))
+	out := make([]record.RefusedTable, 0, len(r.tables))
 	for _, t := range r.tables {
 		t.Reasons = slices.Clone(t.Reasons)
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b RefusedTable) int { return strings.Compare(a.Table, b.Table) })
+	slices.SortFunc(out, func(a, b record.RefusedTable) int { return strings.Compare(a.Table, b.Table) })
 	return out
 }

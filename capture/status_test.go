@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 func TestStatusOf(t *testing.T) {
@@ -20,7 +22,7 @@ func TestStatusOf(t *testing.T) {
 			stats:    Stats{Rows: 42, Received: 0x3000, Confirmed: 0x2000, ServerWALEnd: 0x3800, LastEvent: now.Add(-4 * time.Second), PendingBytes: 777},
 			lagBytes: 0x1800, lagSeconds: ptr(4.0)},
 		{name: "a table left out",
-			stats:    Stats{Refused: []RefusedTable{{Table: "public.audit", Reasons: []string{"no_primary_key"}, Since: now, Error: "table public.audit has no primary key"}}},
+			stats:    Stats{Refused: []record.RefusedTable{{Table: "public.audit", Reasons: []string{"no_primary_key"}, Since: now, Error: "table public.audit has no primary key"}}},
 			lagBytes: 0},
 		{name: "confirmed past a stale WAL end",
 			stats:    Stats{Confirmed: 0x5000, ServerWALEnd: 0x4000, LastEvent: now.Add(time.Second)},
@@ -33,7 +35,7 @@ func TestStatusOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got Status
+			var got record.CaptureStatus
 			if err := json.Unmarshal(b, &got); err != nil {
 				t.Fatalf("decode %s: %v", b, err)
 			}

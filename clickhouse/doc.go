@@ -8,8 +8,10 @@
 // schema for the evolution plan (schema.PlanEvolution) and runs its
 // statements; an incompatible change becomes a sink.TableError that stops
 // that table only. It builds no DDL for the tables of source tables, only
-// for its own bookkeeping (the owner comment, owner.go; the sync watermark
-// table, watermark.go). Rows leave as one INSERT block per run of records
+// for its own bookkeeping (the owner comment, owner.go); it writes the
+// sync watermark table (watermark.go) and verify's rounds (verifylog.go),
+// whose shape and DDL are schema's (schema.SyncTable, schema.VerifyTable),
+// so that the query API reads them without this package. Rows leave as one INSERT block per run of records
 // of one shape, with a deterministic insert_deduplication_token, built
 // column by column: each column's values converted by schema.Type into one
 // typed slice for the client (columns.go). Unchanged TOAST values are read

@@ -15,7 +15,7 @@ import (
 var _ sink.Positions = (*Writer)(nil)
 
 // LoadedPosition returns the newest WAL position a sink recorded as loaded
-// from partition of src's topic (SyncTable's lsn) and the time the
+// from partition of src's topic (schema.SyncTable's lsn) and the time the
 // partition is loaded through; a zero LSN when nothing is recorded. The
 // sink bounds later positions of the partition from there
 // (sink.Positions).
@@ -23,7 +23,7 @@ func (w *Writer) LoadedPosition(ctx context.Context, src record.Source, partitio
 	if err := w.syncReady(ctx); err != nil {
 		return 0, time.Time{}, err
 	}
-	q := fmt.Sprintf("SELECT lsn, loaded_through FROM %s FINAL WHERE source_table = {table:String} AND partition = {partition:Int32}", w.placement.Qualified(SyncTable))
+	q := fmt.Sprintf("SELECT lsn, loaded_through FROM %s FINAL WHERE source_table = {table:String} AND partition = {partition:Int32}", w.placement.Qualified(schema.SyncTable))
 	rows, err := w.conn.Query(ctx, q, ch.Named("table", schema.TableName(src)), ch.Named("partition", partition))
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("read the loaded position of %s.%s partition %d: %w", src.Schema, src.Table, partition, err)

@@ -148,7 +148,7 @@ type Writer struct {
 	mu          sync.Mutex
 	ddl         sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
 	tables      map[string]*target // by schema id + table name
-	syncParts   map[string]int32   // partition counts in SyncTable by table; nil until it is ready
+	syncParts   map[string]int32   // partition counts in schema.SyncTable by table; nil until it is ready
 	recopyReady bool               // RecopyTable was created (recopy.go)
 
 	relayoutOn, relayoutDropOld bool // WithRelayout

@@ -13,7 +13,6 @@ import (
 // clusterConn answers as a cluster's database: its tables are
 // Distributed. It records the statements it runs.
 type clusterConn struct {
-	nopConn
 	execs []string
 }
 

@@ -44,7 +44,7 @@ func TestHashSeparatesFields(t *testing.T) {
 		}
 		seen[h] = name
 	}
-	if k.Hash(base) != k.Hash(base) {
+	if h1, h2 := k.Hash(base), k.Hash(base); h1 != h2 {
 		t.Error("the hash is not deterministic")
 	}
 	if testKeys(t, "another secret of 20b").Hash(base) == k.Hash(base) {

@@ -103,7 +103,6 @@ func TestMiddleware(t *testing.T) {
 		ctype, principal string
 		// status the handler answers with; 0: 201 with a body naming the call
 		status int
-		panics bool
 	}
 	type want struct {
 		status   int

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/redact"
+	"github.com/walhouse/walhouse/record"
 )
 
 // CaptureLag is what a Probe read from one capture process.
@@ -21,9 +21,9 @@ type CaptureLag struct {
 	// URL is the status URL serve read.
 	URL string `json:"url"`
 	// Up is false when the status could not be read; Error says why.
-	Up     bool            `json:"up"`
-	Error  string          `json:"error,omitempty"`
-	Status *capture.Status `json:"status,omitempty"`
+	Up     bool                  `json:"up"`
+	Error  string                `json:"error,omitempty"`
+	Status *record.CaptureStatus `json:"status,omitempty"`
 }
 
 // DefaultCaptureTimeout bounds one read of a capture status: /v1/lag and
@@ -94,7 +94,7 @@ func (c *captureProbe) probe(ctx context.Context) []CaptureLag {
 	return out
 }
 
-func (c *captureProbe) fetch(ctx context.Context, u string) (*capture.Status, error) {
+func (c *captureProbe) fetch(ctx context.Context, u string) (*record.CaptureStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -117,7 +117,7 @@ func (c *captureProbe) fetch(ctx context.Context, u string) (*capture.Status, er
 	if len(body) > maxCaptureStatus {
 		return nil, fmt.Errorf("the status is larger than %d bytes; is this capture's --metrics-addr?", maxCaptureStatus)
 	}
-	var st capture.Status
+	var st record.CaptureStatus
 	if err := json.Unmarshal(body, &st); err != nil {
 		return nil, fmt.Errorf("not a capture status document: %w", err)
 	}

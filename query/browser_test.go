@@ -785,8 +785,8 @@ func TestIntegrationStatusPageShowsVerify(t *testing.T) {
 	}, {
 		name: "orders equal, the other table differs",
 		rounds: []clickhouse.VerifyRound{
-			{Table: "orders", Outcome: clickhouse.Verified, FinishedAt: at(9, 5), SnapshotLSN: 0x1700000, RowsChecked: 1000, ChangedSince: 2},
-			{Table: odd, Outcome: clickhouse.Verified, FinishedAt: at(9, 7), SnapshotLSN: 0x1700100, RowsChecked: 50, MismatchedRows: 3},
+			{Table: "orders", Outcome: schema.Verified, FinishedAt: at(9, 5), SnapshotLSN: 0x1700000, RowsChecked: 1000, ChangedSince: 2},
+			{Table: odd, Outcome: schema.Verified, FinishedAt: at(9, 7), SnapshotLSN: 0x1700100, RowsChecked: 50, MismatchedRows: 3},
 		},
 		check: func(s statusState) error {
 			return wantVerify(s, "verified 2 tables, last round 09:07 UTC, crm__odd names (3 rows) differ", "value bad", "",
@@ -795,8 +795,8 @@ func TestIntegrationStatusPageShowsVerify(t *testing.T) {
 	}, {
 		name: "the other table repaired, orders fails its next round",
 		rounds: []clickhouse.VerifyRound{
-			{Table: odd, Outcome: clickhouse.Verified, FinishedAt: at(10, 7), SnapshotLSN: 0x1800000, RowsChecked: 50, RepairedRows: 3},
-			{Table: "orders", Outcome: clickhouse.VerifyFailed, FinishedAt: at(10, 8), Error: "not loaded through the snapshot"},
+			{Table: odd, Outcome: schema.Verified, FinishedAt: at(10, 7), SnapshotLSN: 0x1800000, RowsChecked: 50, RepairedRows: 3},
+			{Table: "orders", Outcome: schema.VerifyFailed, FinishedAt: at(10, 8), Error: "not loaded through the snapshot"},
 		},
 		check: func(s statusState) error {
 			return wantVerify(s, "verified 2 tables, last round 10:07 UTC, 0 differ", "value bad", "FAILED orders at 10:08 UTC: not loaded through the snapshot",
@@ -805,7 +805,7 @@ func TestIntegrationStatusPageShowsVerify(t *testing.T) {
 	}, {
 		name: "orders verified again",
 		rounds: []clickhouse.VerifyRound{
-			{Table: "orders", Outcome: clickhouse.Verified, FinishedAt: at(11, 0), SnapshotLSN: 0x1900000, RowsChecked: 1001},
+			{Table: "orders", Outcome: schema.Verified, FinishedAt: at(11, 0), SnapshotLSN: 0x1900000, RowsChecked: 1001},
 		},
 		check: func(s statusState) error {
 			return wantVerify(s, "verified 2 tables, last round 11:00 UTC, 0 differ", "value ok", "",

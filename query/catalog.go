@@ -12,7 +12,6 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -28,7 +27,7 @@ var _ Conn = driver.Conn(nil)
 // SyncTable is the name of the table, in the replicated database, where the
 // sink records how far each Kafka partition of each source table is loaded.
 // It is never listed or readable through the API.
-const SyncTable = clickhouse.SyncTable
+const SyncTable = schema.SyncTable
 
 // Column is one readable column of a replicated table.
 type Column struct {

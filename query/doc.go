@@ -12,7 +12,7 @@
 // subject Exporter (also used by `walhouse export`), and the HTTP Server.
 // What it does not own: the replicated tables (package clickhouse creates
 // them), the _walhouse_sync progress table (the sink maintains it;
-// clickhouse.SyncTableDDL documents its shape; query reads it for
+// schema.SyncTableDDL documents its shape; query reads it for
 // freshness), and the state of the pipeline outside ClickHouse: the
 // replication slot, capture's status, consumer lag and dead-letter depth are
 // read by package monitor, which query asks through its PipelineProbe

@@ -85,7 +85,7 @@ func newCHFixtureWith(t *testing.T, configure func(*Config)) *chFixture {
 	// backticks and unicode, as PostgreSQL allows.
 	f.exec(t, fmt.Sprintf("CREATE TABLE %s.%s (tenant_id String, id Int64, `id; DROP TABLE orders` Nullable(String), `we``ird` Nullable(String), `prénom` Nullable(String), _version UInt64, _is_deleted UInt8, _commit_ts DateTime64(6, 'UTC'), _synced_at DateTime64(6, 'UTC') DEFAULT now64(6)) ENGINE = ReplacingMergeTree(_version, _is_deleted) ORDER BY (tenant_id, id)",
 		schema.QuoteIdent(f.db), schema.QuoteIdent("crm__odd names")))
-	f.exec(t, clickhouse.SyncTableDDL(f.db))
+	f.exec(t, schema.SyncTableDDL(f.db))
 	f.reg = prometheus.NewRegistry()
 	cfg := Config{Conn: conn, Database: f.db, Keys: testKeys(t), CursorSecret: []byte(testCursorSecret),
 		Limits: Limits{MaxRows: 1000, MaxConcurrent: 2}, Registry: f.reg, CatalogTTL: time.Millisecond,

@@ -39,7 +39,7 @@ const parquetRowGroupRows = 16_384
 // Nullable columns are optional. Row groups hold at most
 // parquetRowGroupRows rows.
 type parquetExport struct {
-	w       *parquet.Writer
+	w       *parquet.GenericWriter[any] // rows only: its schema is built at run time
 	schema  *parquet.Schema
 	tables  map[string]*parquetTable
 	inGroup int // rows written since the last row group
@@ -145,7 +145,7 @@ func newParquetExport(w io.Writer, tables []*Table) (*parquetExport, error) {
 	pe := &parquetExport{
 		schema: sch,
 		tables: map[string]*parquetTable{},
-		w: parquet.NewWriter(w, sch, parquet.Compression(&zstd.Codec{}),
+		w: parquet.NewGenericWriter[any](w, sch, parquet.Compression(&zstd.Codec{}),
 			parquet.MaxRowsPerRowGroup(parquetRowGroupRows), parquet.CreatedBy("walhouse", "", "")),
 	}
 	nullRow := make(parquet.Row, len(sch.Columns()))

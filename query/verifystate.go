@@ -8,12 +8,11 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/schema"
 )
 
 // VerifyState is what `walhouse verify` last found for one table
-// (clickhouse.VerifyTable): counts, positions and times, never a key or a
+// (schema.VerifyTable): counts, positions and times, never a key or a
 // value, so it is shown to admins only (GET /v1/lag, the status page).
 type VerifyState struct {
 	// VerifiedAt is when the table's last verified round ended; nil when no
@@ -42,14 +41,14 @@ type VerifyState struct {
 // ClickHouse table name. A missing table means verify never recorded one.
 func verifyStates(ctx context.Context, conn Conn, database string) (map[string]*VerifyState, error) {
 	q := fmt.Sprintf(`SELECT source_table, outcome, finished_at, snapshot_lsn, standby, rows_checked, mismatched_rows, repaired_rows, not_examined, changed_since, error
-		FROM %s.%s FINAL ORDER BY source_table, finished_at`, schema.QuoteIdent(database), schema.QuoteIdent(clickhouse.VerifyTable))
+		FROM %s.%s FINAL ORDER BY source_table, finished_at`, schema.QuoteIdent(database), schema.QuoteIdent(schema.VerifyTable))
 	rows, err := conn.Query(ctx, q)
 	var ex *ch.Exception
 	if errors.As(err, &ex) && (ex.Code == chUnknownTable || ex.Code == chUnknownDatabase) {
 		return map[string]*VerifyState{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, clickhouse.VerifyTable, err)
+		return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, schema.VerifyTable, err)
 	}
 	defer rows.Close()
 	out := map[string]*VerifyState{}
@@ -61,9 +60,9 @@ func verifyStates(ctx context.Context, conn Conn, database string) (map[string]*
 			standby                                     bool
 		)
 		if err := rows.Scan(&name, &outcome, &at, &lsn, &standby, &checked, &mism, &repaired, &notEx, &change, &msg); err != nil {
-			return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, clickhouse.VerifyTable, err)
+			return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, schema.VerifyTable, err)
 		}
-		o, err := clickhouse.ParseVerifyOutcome(outcome)
+		o, err := schema.ParseVerifyOutcome(outcome)
 		if err != nil {
 			return nil, err
 		}
@@ -74,17 +73,17 @@ func verifyStates(ctx context.Context, conn Conn, database string) (map[string]*
 		}
 		at = at.UTC()
 		switch o {
-		case clickhouse.Verified:
+		case schema.Verified:
 			l := LSN(lsn)
 			st.VerifiedAt, st.SnapshotLSN, st.Standby = &at, &l, standby
 			st.RowsChecked, st.MismatchedRows, st.RepairedRows = clampInt64(checked), clampInt64(mism), clampInt64(repaired)
 			st.NotExamined, st.ChangedSince = clampInt64(notEx), clampInt64(change)
-		case clickhouse.VerifyFailed:
+		case schema.VerifyFailed:
 			st.FailedAt, st.Error = &at, msg
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, clickhouse.VerifyTable, err)
+		return nil, fmt.Errorf("read verify rounds from %s.%s: %w", database, schema.VerifyTable, err)
 	}
 	// A failure is news only when no verified round came after it.
 	for _, st := range out {

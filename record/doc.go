@@ -124,6 +124,13 @@
 // extra_float_digits 3, bytea hex), which is lossless; the sink converts them
 // to ClickHouse types with the mapping in package schema.
 //
+// # Capture's status document
+//
+// CaptureStatus (with RefusedTable) is not a Kafka record but capture's
+// progress as JSON over HTTP (GET /status of `walhouse capture
+// --metrics-addr`), which monitor reads for `walhouse serve`. It lives here
+// with the other wire forms so that its reader needs no import of capture.
+//
 // # Encoding
 //
 // AppendJSON writes the wire form; an Encoder, made once per relation shape,

@@ -15,6 +15,10 @@
 //     with replicated local tables and a Distributed table sharded by
 //     tenant (DistributedDDL, ReplicaPath, ShardingKey), every DDL ON
 //     CLUSTER;
+//   - the tables walhouse keeps for itself: SyncTable (the load
+//     watermarks that meta.lastSyncAt is read from) and VerifyTable
+//     (verify's rounds), their names and DDL, so that clickhouse writes
+//     them and query reads them without either importing the other;
 //   - schema evolution (PlanEvolution): the diff between a ClickHouse
 //     table as it is and a record's columns, as a Plan of typed changes
 //     with their statements, or an *IncompatibleError naming the column and
@@ -25,5 +29,5 @@
 // ClickHouse table as system.columns shows it, read by clickhouse). It
 // leaves as Table and its DDL, Plan and its statements, and converted
 // values, all consumed by package clickhouse; query uses TableName,
-// QuoteIdent and the names of the columns walhouse adds.
+// QuoteIdent, the names of the columns walhouse adds and of its own tables.
 package schema

@@ -10,8 +10,8 @@ import (
 )
 
 // ReservedPrefix starts the name of every table walhouse keeps for itself
-// in the ClickHouse database (the load watermarks, clickhouse.SyncTable);
-// the query API hides such tables. TableName never gives a source table a
+// in the ClickHouse database (the load watermarks, SyncTable; verify's
+// rounds, VerifyTable); the query API hides such tables. TableName never gives a source table a
 // name that starts with it.
 const ReservedPrefix = "_walhouse"
 

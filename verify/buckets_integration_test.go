@@ -36,7 +36,7 @@ func TestIntegrationBucketBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+schema.QuoteIdent(db)) })
-	if err := conn.Exec(ctx, clickhouse.SyncTableDDL(db)); err != nil {
+	if err := conn.Exec(ctx, schema.SyncTableDDL(db)); err != nil {
 		t.Fatal(err)
 	}
 	col := func(name, typ string, key bool, n int16) record.Column {
@@ -122,7 +122,7 @@ func TestIntegrationBucketBounds(t *testing.T) {
 				st.CreateDDL(0),
 				fmt.Sprintf("INSERT INTO %s (tenant_id, %s, v, _version, _is_deleted, _commit_ts) VALUES %s", q, strings.Join(c.keys, ", "), strings.Join(rows, ", ")),
 				fmt.Sprintf("INSERT INTO `%s`.%s (source_table, partition, loaded_through, lsn, updated_at, partitions) VALUES ('%s', 0, now64(6), %d, now64(6), 1)",
-					db, clickhouse.SyncTable, st.Name, uint64(math.MaxInt64)),
+					db, schema.SyncTable, st.Name, uint64(math.MaxInt64)),
 			} {
 				if err := conn.Exec(ctx, sql); err != nil {
 					t.Fatalf("%.300s: %v", sql, err)

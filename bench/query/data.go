@@ -9,7 +9,6 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -81,8 +80,8 @@ func (b *bench) load(ctx context.Context) (dataset, error) {
 			return d, fmt.Errorf("stop merges of %s (or pass -merges): %w", t.QualifiedName(), err)
 		}
 	}
-	if err := b.conn.Exec(ctx, clickhouse.SyncTableDDL(b.database)); err != nil {
-		return d, fmt.Errorf("create %s: %w", clickhouse.SyncTable, err)
+	if err := b.conn.Exec(ctx, schema.SyncTableDDL(b.database)); err != nil {
+		return d, fmt.Errorf("create %s: %w", schema.SyncTable, err)
 	}
 
 	old := int(float64(b.o.rows) * b.o.oldVersions)
@@ -195,10 +194,10 @@ func (b *bench) markSynced(ctx context.Context) error {
 	// lastSyncAt stays unknown.
 	q := fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions)
 SELECT {table:String}, toInt32(number), now64(6, 'UTC') - toIntervalMillisecond(500 * (number + 1)), 16777216 + {rows:UInt64} * 256, now64(6, 'UTC'), %d
-FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(clickhouse.SyncTable), syncPartitions, syncPartitions)
+FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(schema.SyncTable), syncPartitions, syncPartitions)
 	ctx = chParams(ctx, map[string]string{"table": tableName, "rows": fmt.Sprint(b.o.rows)})
 	if err := b.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("record sync progress in %s: %w", clickhouse.SyncTable, err)
+		return fmt.Errorf("record sync progress in %s: %w", schema.SyncTable, err)
 	}
 	return nil
 }

@@ -167,13 +167,13 @@ func (b *bench) build(ctx context.Context) error {
 	for _, sql := range []string{
 		"CREATE DATABASE `" + b.database + "`",
 		t.CreateDDL(0),
-		clickhouse.SyncTableDDL(b.database),
+		schema.SyncTableDDL(b.database),
 		fmt.Sprintf(`INSERT INTO %s (tenant_id, id, amount, status, qty, note, updated_at, _version, _is_deleted, _commit_ts)
 			SELECT concat('t', leftPad(toString(number %% %d), 2, '0')), number, toDecimal64(number, 2) / 4, 'new', toInt32(number %% 1000), concat('n', toString(number)),
 			       toDateTime64('2026-01-01 00:00:00', 6, 'UTC') + toIntervalSecond(number), 0, 0, now64(6)
 			FROM numbers(1, %d)`, q, b.o.tenants, b.o.rows),
 		fmt.Sprintf("INSERT INTO `%s`.%s (source_table, partition, loaded_through, lsn, updated_at, partitions) VALUES ('%s', 0, now64(6), %d, now64(6), 1)",
-			b.database, clickhouse.SyncTable, t.Name, uint64(math.MaxInt64)),
+			b.database, schema.SyncTable, t.Name, uint64(math.MaxInt64)),
 	} {
 		if err := b.ch.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("%.200s: %w", sql, err)

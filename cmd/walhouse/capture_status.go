@@ -13,7 +13,7 @@ import (
 )
 
 // captureStatus serves GET /status on capture's --metrics-addr: capture's
-// progress as a capture.Status JSON document. Capture is a separate
+// progress as a record.CaptureStatus JSON document. Capture is a separate
 // process, so this is how `walhouse serve --capture-url` learns the
 // producer backlog (and capture's own view of the slot) for /v1/lag and its
 // /metrics; Prometheus keeps scraping /metrics beside it.

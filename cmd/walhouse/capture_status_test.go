@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/record"
 )
 
 // TestCaptureStatus checks the handler serves capture.StatusOf of the
@@ -22,7 +23,7 @@ func TestCaptureStatus(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("status %d, headers %v", rec.Code, rec.Header())
 	}
-	var got capture.Status
+	var got record.CaptureStatus
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("decode %s: %v", rec.Body, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -197,8 +196,6 @@ func TestServiceFlagsHaveKeys(t *testing.T) {
 		})
 	}
 }
-
-var envInUsage = regexp.MustCompile(`env ([A-Z][A-Z0-9_]+)`)
 
 // TestConfigPrecedence checks flags > environment > file > defaults, that a
 // list flag on the command line replaces the file's list, and that a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,30 +32,136 @@ func TestBinaryLinksNoTestPackages(t *testing.T) {
 	}
 }
 
-// TestVerifyImports keeps package verify on the import rules of docs/architecture.md: a
-// stage that builds on record and schema only, never on capture, the sink,
-// ClickHouse's loader or the query API.
-func TestVerifyImports(t *testing.T) {
+// module is the import path of the walhouse module; the tables below name
+// its packages relative to it.
+const module = "github.com/walhouse/walhouse/"
+
+// importRules is the one-way import rule of docs/architecture.md ("Import
+// rules"), which states this table: for each package of the module, the
+// packages of the module its non-test files may import. A package not in
+// the table, or an import not in its row, fails TestImportRules; change
+// the table and docs/architecture.md together, and only for an arrow that
+// goes the way the data does. Tests may import any package (TestImportRules
+// reads no test file). Every package may import the leaf tools
+// (leafTools), which import nothing of walhouse. "*" allows every package
+// but the test harness (internal/testenv, internal/e2e).
+var importRules = map[string][]string{
+	"record":       nil,
+	"schema":       {"record"},
+	"sink":         {"record"},
+	"capture":      {"record", "schema"},
+	"kafka":        {"record", "sink"},
+	"registry":     {"kafka", "record"},
+	"dedup":        nil,
+	"clickhouse":   {"record", "schema", "sink"},
+	"erasure":      {"record", "schema"},
+	"verify":       {"record", "schema"},
+	"monitor":      {"record"},
+	"idempotency":  nil,
+	"query":        {"record", "schema", "monitor", "erasure", "idempotency"},
+	"config":       {"record"},
+	"cmd/walhouse": {"*"},
+
+	"internal/chdb":     nil,
+	"internal/pgslot":   nil,
+	"internal/writeapi": {"idempotency"},
+	// The test harness, imported by tests and bench/ only (no other row
+	// names it).
+	"internal/testenv":                {"record", "kafka", "registry", "idempotency", "internal/pgslot"},
+	"internal/testenv/withcontainers": {"internal/testenv"},
+	"internal/e2e":                    nil,
+
+	"bench/capture": {"*", "internal/testenv"},
+	"bench/e2e":     {"*", "internal/testenv"},
+	"bench/query":   {"*", "internal/testenv"},
+	"bench/sink":    {"*", "internal/testenv"},
+	"bench/verify":  {"*", "internal/testenv"},
+
+	"docs":                nil,
+	"deploy/docker/probe": nil,
+}
+
+// leafTools are the internal packages any package may import; they import
+// nothing of walhouse (their rows in importRules are implied: empty).
+var leafTools = []string{"internal/backoff", "internal/failpoint", "internal/redact", "internal/textcut"}
+
+// readSide are the packages that read what the pipeline wrote, and
+// writeSide what none of them may depend on, even through another package:
+// capture, the sink, their Kafka adapters and the registry, ClickHouse's
+// loader, and the replication protocol. (monitor keeps the Kafka admin
+// client it probes consumer lag with.)
+var (
+	readSide  = []string{"query", "monitor", "verify"}
+	writeSide = []string{"capture", "sink", "kafka", "registry", "clickhouse", "github.com/jackc/pglogrepl"}
+)
+
+// goList runs go list in the module's root with args and returns its
+// output's lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("find the go command: %v", err)
 	}
-	out, err := exec.Command(goBin, "list", "-deps", "../../verify").Output()
+	cmd := exec.Command(goBin, append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps ./verify: %v", err)
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
 	}
-	allowed := []string{"record", "schema", "verify"}
-	for _, pkg := range strings.Fields(string(out)) {
-		rest, ours := strings.CutPrefix(pkg, "github.com/walhouse/walhouse/")
-		if !ours || strings.HasPrefix(rest, "internal/") && rest != "internal/testenv" && rest != "internal/e2e" {
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// TestImportRules checks every import of a walhouse package by a
+// walhouse package's non-test files against importRules.
+func TestImportRules(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], module)
+		if !ok {
+			t.Fatalf("go list printed %q, outside module %s", fields[0], module)
+		}
+		allowed, known := importRules[pkg]
+		if slices.Contains(leafTools, pkg) {
+			allowed, known = nil, true
+		}
+		if !known {
+			t.Errorf("package %s is not in the import rules: add its row to importRules (cmd/walhouse/deps_test.go) and docs/architecture.md", pkg)
 			continue
 		}
-		ok := false
-		for _, a := range allowed {
-			ok = ok || rest == a
+		for _, imp := range fields[1:] {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours || slices.Contains(allowed, dep) || slices.Contains(leafTools, dep) && !slices.Contains(leafTools, pkg) {
+				continue
+			}
+			if slices.Contains(allowed, "*") && dep != "internal/testenv" && !strings.HasPrefix(dep, "internal/testenv/") && dep != "internal/e2e" {
+				continue
+			}
+			t.Errorf("package %s imports %s, against the import rules of docs/architecture.md: %s may import %s; turn the arrow around (an interface %s declares, a type in a package both import) rather than add it", pkg, dep, pkg, describe(allowed), pkg)
 		}
-		if !ok {
-			t.Errorf("package verify depends on %s; docs/architecture.md allows it record and schema", pkg)
+	}
+}
+
+// describe lists what a row of importRules allows, for a message.
+func describe(allowed []string) string {
+	if len(allowed) == 0 {
+		return "only the leaf tools " + strings.Join(leafTools, ", ")
+	}
+	return strings.Join(allowed, ", ") + " and the leaf tools"
+}
+
+// TestReadSideDependencies checks that the read side does not depend on
+// the write side even through another package: go list -deps of each of
+// readSide holds none of writeSide.
+func TestReadSideDependencies(t *testing.T) {
+	for _, pkg := range readSide {
+		for _, dep := range goList(t, "-deps", "./"+pkg) {
+			rest := strings.TrimPrefix(dep, module)
+			for _, w := range writeSide {
+				if rest == w || strings.HasPrefix(rest, w+"/") {
+					t.Errorf("package %s depends on %s; the read side builds on record, schema and monitor, not on the write side (docs/architecture.md, Import rules); find the path with go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./%s | grep %s", pkg, dep, pkg, w)
+				}
+			}
 		}
 	}
 }

@@ -8,7 +8,7 @@
 // The components live in the packages named for their stage:
 //
 //	capture.go           capture: PostgreSQL → Kafka; capture_status.go serves
-//	                     its /metrics and its capture.Status at /status
+//	                     its /metrics and its record.CaptureStatus at /status
 //	sink.go              sink: Kafka → ClickHouse (clickhouse.Writer as the
 //	                     Loader, dedup for Layer 2, the dead-letter producer)
 //	serve.go             serve: the query API (query.Server) with monitor.Probe
@@ -34,6 +34,7 @@
 // What it does not own: any pipeline logic (it wires, the packages work).
 // Data enters as command-line flags, environment variables, the configuration
 // file and secret files, and leaves as the components' effects, logs on
-// stderr (secrets redacted with internal/redact) and the exit status. The binary links no test package
-// (deps_test.go checks it).
+// stderr (secrets redacted with internal/redact) and the exit status. The
+// binary links no test package, and every package of the module keeps the
+// import rules of docs/architecture.md (deps_test.go checks both).
 package main

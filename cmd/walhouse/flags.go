@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -18,14 +17,6 @@ import (
 // failpointsEnv names the crash and error points that fault tests make
 // capture and the sink trigger (package failpoint); unset in production.
 const failpointsEnv = "WALHOUSE_FAILPOINTS"
-
-// envOr returns the environment variable name, or def when it is unset.
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
 
 // endpoints are the service addresses every subcommand shares. Use
 // pgURL and clickhouseDSN, which add the passwords, rather than the pg and

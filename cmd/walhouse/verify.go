@@ -107,7 +107,7 @@ type verifyRounds struct {
 	repair  bool
 	metrics *verify.Metrics // nil: one round, no metrics
 	// log records each table's round in ClickHouse for serve's status
-	// page (clickhouse.VerifyTable).
+	// page (schema.VerifyTable).
 	log *clickhouse.VerifyLog
 }
 
@@ -136,7 +136,7 @@ func (r *verifyRounds) round(ctx context.Context) error {
 			if chTable == "" {
 				chTable = schema.TableName(src)
 			}
-			rounds = append(rounds, clickhouse.VerifyRound{Table: chTable, Outcome: clickhouse.VerifyFailed,
+			rounds = append(rounds, clickhouse.VerifyRound{Table: chTable, Outcome: schema.VerifyFailed,
 				FinishedAt: time.Now().UTC(), Error: err.Error()})
 			continue
 		}
@@ -173,7 +173,7 @@ func (r *verifyRounds) round(ctx context.Context) error {
 // verifiedRound is what the status page shows of a verified table: counts
 // and positions, never keys or values.
 func verifiedRound(res verify.TableResult) clickhouse.VerifyRound {
-	out := clickhouse.VerifyRound{Table: res.ClickHouse, Outcome: clickhouse.Verified, FinishedAt: res.VerifiedAt,
+	out := clickhouse.VerifyRound{Table: res.ClickHouse, Outcome: schema.Verified, FinishedAt: res.VerifiedAt,
 		SnapshotLSN: uint64(res.Snapshot), Standby: res.Standby, RowsChecked: res.RowsChecked,
 		NotExamined: res.NotExamined, ChangedSince: res.ChangedSince}
 	for _, m := range res.Mismatches {

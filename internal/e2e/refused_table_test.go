@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
 )
 
 // refusedSeries is the series of walhouse_capture_tables_refused for a
@@ -28,9 +28,9 @@ func refusedChangesSeries(table string) string {
 }
 
 // captureStatus reads capture's /status document from addr.
-func captureStatus(t *testing.T, addr string) capture.Status {
+func captureStatus(t *testing.T, addr string) record.CaptureStatus {
 	t.Helper()
-	var st capture.Status
+	var st record.CaptureStatus
 	err := testenv.Eventually(context.Background(), 20*time.Second, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
 		if err != nil {
@@ -50,7 +50,7 @@ func captureStatus(t *testing.T, addr string) capture.Status {
 }
 
 // refusedIn returns the reasons /status gives for leaving table out.
-func refusedIn(st capture.Status, table string) []string {
+func refusedIn(st record.CaptureStatus, table string) []string {
 	for _, r := range st.RefusedTables {
 		if r.Table == "public."+table {
 			return r.Reasons

@@ -17,7 +17,6 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
@@ -276,13 +275,13 @@ func (vt *verifyTable) command(t *testing.T, want []string) {
 	// The round is recorded for serve's status page: its counts and
 	// snapshot position, never a key or a value.
 	rounds, err := chRows(context.Background(), p.ch, fmt.Sprintf("SELECT source_table, outcome, toString(snapshot_lsn), toString(rows_checked), toString(mismatched_rows), toString(repaired_rows), error FROM `%s`.%s FINAL",
-		p.database, clickhouse.VerifyTable), nil)
+		p.database, schema.VerifyTable), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantRound := fmt.Sprintf("%s | verified | %d | %d | %d | 0 | ", vt.chTable, uint64(rep.Tables[0].Snapshot), rep.Tables[0].RowsChecked, len(want))
 	if len(rounds) != 1 || rounds[0] != wantRound {
-		t.Errorf("walhouse verify recorded %q in %s, want one round %q", rounds, clickhouse.VerifyTable, wantRound)
+		t.Errorf("walhouse verify recorded %q in %s, want one round %q", rounds, schema.VerifyTable, wantRound)
 	}
 }
 

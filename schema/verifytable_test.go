@@ -1,16 +1,12 @@
-package clickhouse
+package schema
 
-import (
-	"testing"
-
-	"gotest.tools/v3/golden"
-)
+import "testing"
 
 // TestVerifyTableDDL checks the statement that creates the verify log
-// against testdata/verify_table.sql.golden (which TestIntegrationGeneratedStatementsParse
-// also has ClickHouse parse).
+// against testdata/verify_table.sql.golden (which clickhouse's
+// TestIntegrationGeneratedStatementsParse also has ClickHouse parse).
 func TestVerifyTableDDL(t *testing.T) {
-	golden.Assert(t, VerifyTableDDL("walhouse")+";\n", "verify_table.sql.golden")
+	golden(t, "verify_table.sql", VerifyTableDDL("walhouse")+";\n")
 }
 
 func TestVerifyOutcomeNames(t *testing.T) {
