@@ -328,7 +328,9 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
 	layout := cfg.layouts[name]
 	for _, c := range layout.ExcludeColumns {
-		if !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
+		// A column the publication's column list leaves out is not in
+		// the message, but the table has it (nums): it is out twice.
+		if _, ok := nums[c]; !ok && !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
 			// A misspelt name would stream the column it meant to keep in.
 			return nil, refusal(reasonLayout, "table %s has no column %s, which its layout's exclude_columns names: fix the layout (capture leaves the table out rather than stream a column meant to stay in PostgreSQL)", name, c)
 		}
@@ -366,7 +368,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		r.columns = append(r.columns, rc)
 	}
 	if len(r.keyIdx) != len(key) {
-		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; publish the table whole with its primary key", name, len(key), len(r.keyIdx))
+		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; add them to the table's column list in publication %s (ALTER PUBLICATION ... DROP TABLE, then ADD TABLE with the key columns listed)", name, len(key), len(r.keyIdx), cfg.publication)
 	}
 	if err := r.layoutColumns(layout, m); err != nil {
 		return nil, err
