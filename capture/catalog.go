@@ -373,6 +373,13 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	if err := r.layoutColumns(layout, m); err != nil {
 		return nil, err
 	}
+	if _, has := nums[tenantCol]; r.tenantIdx < 0 && cfg.defaultTenant == "" && has && !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == tenantCol }) {
+		// The table has its tenant column, but the publication's column
+		// list leaves it out: say so rather than that it has none. (With
+		// a default tenant, checkEntry refuses it next, from the catalog,
+		// before any row.)
+		return nil, refusal(reasonColumnList, "table %s: the column list of publication %s leaves out its tenant column %s, which says whose each row is: add it to the table's column list (ALTER PUBLICATION ... DROP TABLE, then ADD TABLE with it listed)", name, cfg.publication, tenantCol)
+	}
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
 		return nil, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
 	}
