@@ -270,8 +270,10 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // query and returns, by table, why capture could not map those it could
 // not (tableRefusals: no primary key, REPLICA IDENTITY NOTHING, no tenant
 // column and no default tenant, a layout naming columns the table lacks or
-// that are outside its replica identity, or published with a row filter, a
-// column list or generated columns). A table dropped since it was listed is not
+// that are outside its replica identity, or published with a column list
+// that leaves out a key, tenant or sorting column, or with generated
+// columns; a row filter and a column list that keeps those are honoured,
+// see publicationEntry). A table dropped since it was listed is not
 // refused: it leaves the publication too. The error is for a failed query.
 // One query, so that capture can look at every captured table while it
 // streams (pollTables) without stalling the stream.

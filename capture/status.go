@@ -36,7 +36,8 @@ type Status struct {
 	// LagSeconds is Now − LastEventAt; null before the first event.
 	LagSeconds *float64 `json:"lagSeconds"`
 	// RefusedTables are the published tables capture leaves out because it
-	// cannot capture them whole (no primary key, a row filter...), by
+	// cannot capture them whole (no primary key, a column list without
+	// the key...), by
 	// name; empty when it captures every table. ClickHouse does not follow
 	// them: see docs/operations.md, "Tables left out".
 	RefusedTables []RefusedTable `json:"refusedTables"`

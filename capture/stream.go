@@ -282,8 +282,9 @@ func (s *stream) refusedChanges(table string) prometheus.Counter { return s.c.re
 
 // described makes sure a captured relation's topic exists, after looking
 // at the table's publication entry again: a Relation message follows every
-// change of it (a column list sends fewer columns), so a table published
-// in part is left out before any change of its new shape is produced. Its
+// change of it (a column list sends fewer columns), so a table whose column
+// list leaves out a key, tenant or sorting column is left out before any
+// change of its new shape is produced. Its
 // key, identity and tenant column the message itself says (buildRelation).
 // Relation messages are rare (one per table and session, and one after
 // each such change), and the lookup is by oid, so it costs the stream
