@@ -319,8 +319,11 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 
 // fillFromSource replaces unchanged TOAST values of an update with the
 // source row's current values, for a table whose online copy runs (see the
-// comment at the top of this file). A row that no longer exists keeps its
-// markers: its deletion is further on in the stream.
+// comment at the top of this file), and of an insert that moved a row into
+// a row filter (tableSet.fillUnchanged): the same argument holds, as every
+// later change of the row that the filter lets through is in the stream. A
+// row that no longer exists keeps its markers: its deletion (or its move
+// out of the filter, sent as one) is further on in the stream.
 func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []record.Value) error {
 	var (
 		cols  []string

@@ -307,8 +307,8 @@ func (s *stream) described(ctx context.Context, rel *relation, relID uint32) err
 	return nil
 }
 
-func (s *stream) fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error {
-	if !s.online.copying(rel.name) {
+func (s *stream) fillUnchanged(ctx context.Context, rel *relation, op record.Op, values []record.Value) error {
+	if op != record.Insert && !s.online.copying(rel.name) {
 		return nil
 	}
 	return s.fillFromSource(ctx, rel, values)
