@@ -50,6 +50,7 @@ type relation struct {
 	full     bool     // REPLICA IDENTITY FULL: old tuples carry every column
 	lastSize int      // size of the table's last encoded record
 	keyTypes []string // SQL types of the key columns, once looked up
+	fillFrom string   // what fillFromSource reads, once looked up (fillFrom)
 	enc      *record.Encoder
 }
 
