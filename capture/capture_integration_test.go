@@ -362,10 +362,11 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 }
 
 // A publication's row filter and column list (PostgreSQL 15+) are
-// honoured, but a column list that leaves out a key or tenant column is
-// refused, with the ALTER PUBLICATION that adds them and keeps the rest
-// of the entry (its filter too): without them a row could not be
-// identified in ClickHouse.
+// honoured, but a column list that leaves out a key, tenant or layout
+// sorting column is refused, with the ALTER PUBLICATION that adds them and
+// keeps the rest of the entry (its filter too): without them a row could
+// not be identified, or placed, in ClickHouse. The statement it names
+// makes the tables capturable.
 func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 	env, pg := connectPG(t)
 	ctx := context.Background()
@@ -374,14 +375,21 @@ func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 	colsTable := createTable(t, pg, "collist", "(tenant_id text, id int, secret text, PRIMARY KEY (tenant_id, id))")
 	noKey := createTable(t, pg, "nokey", "(tenant_id text, id int, region text, note text, PRIMARY KEY (tenant_id, id))")
 	noTenant := createTable(t, pg, "notenant", "(tenant_id text, id int, note text, PRIMARY KEY (id))")
+	// A layout's sorting column places the row in ClickHouse: a list must
+	// keep it too.
+	noSort := createTable(t, pg, "nosort", "(tenant_id text, id int, status text, note text, PRIMARY KEY (tenant_id, id))")
+	if _, err := pg.Exec(ctx, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", pgx.Identifier{"public", noSort}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	sortLayout := capture.WithTableLayout("public."+noSort, schema.Layout{OrderBy: []string{"tenant_id", "status", "id"}})
 	// PostgreSQL 15 lists a stored generated column in attnames without
 	// publishing them: not a column list.
 	wholeTable := createTable(t, pg, "whole", "(tenant_id text, id int, a int, g int GENERATED ALWAYS AS (a * 2) STORED, PRIMARY KEY (tenant_id, id))")
 	pub := testenv.Name("pub")
 	dropAfter(t, pg, nil, pub)
 	q := func(name string) string { return pgx.Identifier{"public", name}.Sanitize() }
-	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WHERE (region = 'eu'), %s (tenant_id, id), %s (tenant_id, note) WHERE (region = 'eu'), %s (id, note), %s",
-		pgx.Identifier{pub}.Sanitize(), q(rowsTable), q(colsTable), q(noKey), q(noTenant), q(wholeTable))); err != nil {
+	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WHERE (region = 'eu'), %s (tenant_id, id), %s (tenant_id, note) WHERE (region = 'eu'), %s (id, note), %s (tenant_id, id, note), %s",
+		pgx.Identifier{pub}.Sanitize(), q(rowsTable), q(colsTable), q(noKey), q(noTenant), q(noSort), q(wholeTable))); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
@@ -391,7 +399,7 @@ func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 	defer cl.Close()
 	// A slot of its own that does not exist: a first start refuses.
 	slot := testenv.Name("slot")
-	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot))...)
+	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot), sortLayout)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,6 +409,7 @@ func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 		fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "note", "id") WHERE ((region = 'eu'::text)); COMMIT`, pgx.Identifier{pub}.Sanitize(), q(noKey)),
 		noTenant + `" with a column list that leaves out tenant_id`,
 		fmt.Sprintf(`ADD TABLE %s ("id", "note", "tenant_id"); COMMIT`, q(noTenant)),
+		noSort + `" with a column list that leaves out status`,
 	} {
 		if err == nil || !contains(err.Error(), want) {
 			t.Errorf("Setup error %v does not say %q", err, want)
@@ -416,12 +425,13 @@ func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 	for _, stmt := range []string{
 		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "note", "id") WHERE ((region = 'eu'::text)); COMMIT`, fixed, q(noKey), fixed, q(noKey)),
 		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("id", "note", "tenant_id"); COMMIT`, fixed, q(noTenant), fixed, q(noTenant)),
+		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "id", "note", "status"); COMMIT`, fixed, q(noSort), fixed, q(noSort)),
 	} {
 		if _, err := pg.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	c, err = capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot))...)
+	c, err = capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot), sortLayout)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,7 +18,8 @@ import (
 )
 
 // TestIntegrationPublicationColumnListAndRowFilter (PostgreSQL 15+): three
-// tables published with a column list, a row filter, and both, copied at
+// tables published with a column list, a row filter, and both (with the
+// column left out also in the layout's exclude_columns), copied at
 // the first start and then changed while streaming, with updates that move
 // rows into the filter (pgoutput sends an INSERT) and out of it (a
 // DELETE). ClickHouse FINAL must end equal to PostgreSQL projected
@@ -40,9 +43,15 @@ func TestIntegrationPublicationColumnListAndRowFilter(t *testing.T) {
 	p.exec(fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s (tenant_id, id, email, note), %s WHERE (region = 'eu'), %s (tenant_id, id, v) WHERE (id > 10)`,
 		pgx.Identifier{p.pub}.Sanitize(), qc, qr, qb))
 
+	// exclude_columns and a column list together: the column excluded is
+	// not in the list either, and the table still has it.
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("layout:\n  public.%s: {exclude_columns: [secret]}\n", both)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	metrics := testenv.FreeAddr(t)
-	capture := p.runCapture(p.captureArgs([]string{cols, rows, both}, "--metrics-addr", metrics))
-	sink := p.startSink()
+	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{cols, rows, both}, "--metrics-addr", metrics)...))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
 
 	colsPG := fmt.Sprintf(`SELECT tenant_id, id::text, email, coalesce(note, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qc)
 	colsCH := fmt.Sprintf("SELECT tenant_id, toString(id), email, ifNull(note, 'NULL') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, cols)
