@@ -432,7 +432,7 @@ func publishActions(ctx context.Context, conn *pgx.Conn, pub string) error {
 // publicationEntry is how the publication sends one table (its
 // pg_publication_rel row, PostgreSQL 15+): whole, or with a row filter, a
 // column list or both. Capture honours both: the stream is filtered by
-// pgoutput, and the copies read the same rows and columns (snapshotQuery).
+// pgoutput, and the copies read the same rows and columns (snapshotRelation).
 type publicationEntry struct {
 	// filter is the row filter as PostgreSQL deparses it; "" for none.
 	filter string
