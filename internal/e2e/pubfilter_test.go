@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +143,18 @@ func TestIntegrationPublicationColumnListAndRowFilter(t *testing.T) {
 		if reasons := refusedIn(st, table); reasons != nil {
 			t.Errorf("/status says %s is left out: %q", table, reasons)
 		}
+	}
+
+	// walhouse verify compares the filtered tables through their filter,
+	// given the publication; without it, it refuses to compare them whole.
+	tables := "public." + cols + ",public." + rows + ",public." + both
+	verifyArgs := []string{"verify", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database, "--tables", tables, "--load-wait", "90s"}
+	if out, err := exec.Command(walhouseBin, append(verifyArgs, "--publication", p.pub)...).CombinedOutput(); err != nil {
+		t.Errorf("walhouse verify --publication %s: %v, want no difference\n%s", p.pub, err, out)
+	}
+	out, err := exec.Command(walhouseBin, verifyArgs...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is published with a row filter by "+p.pub) {
+		t.Errorf("walhouse verify without the publication: %v, want it to refuse the filtered tables\n%s", err, out)
 	}
 	requireRunning(t, capture, sink)
 }
