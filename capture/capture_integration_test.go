@@ -361,23 +361,35 @@ func TestIntegrationHeartbeatsAdvanceIdleSlot(t *testing.T) {
 	}
 }
 
-// A publication that filters a table's rows or columns (PostgreSQL 15+)
-// is refused with the ALTER PUBLICATION that fixes it: the copy would
-// load rows and columns the stream never maintains.
-func TestIntegrationCaptureRefusesFilteredPublication(t *testing.T) {
+// A publication's row filter and column list (PostgreSQL 15+) are
+// honoured, but a column list that leaves out a key, tenant or layout
+// sorting column is refused, with the ALTER PUBLICATION that adds them and
+// keeps the rest of the entry (its filter too): without them a row could
+// not be identified, or placed, in ClickHouse. The statement it names
+// makes the tables capturable.
+func TestIntegrationCaptureRefusesColumnListWithoutKey(t *testing.T) {
 	env, pg := connectPG(t)
 	ctx := context.Background()
 	testenv.SkipBeforePG(t, pg, 15, "publication row filters or column lists")
 	rowsTable := createTable(t, pg, "rowfilter", "(tenant_id text, id int, region text, PRIMARY KEY (tenant_id, id))")
 	colsTable := createTable(t, pg, "collist", "(tenant_id text, id int, secret text, PRIMARY KEY (tenant_id, id))")
+	noKey := createTable(t, pg, "nokey", "(tenant_id text, id int, region text, note text, PRIMARY KEY (tenant_id, id))")
+	noTenant := createTable(t, pg, "notenant", "(tenant_id text, id int, note text, PRIMARY KEY (id))")
+	// A layout's sorting column places the row in ClickHouse: a list must
+	// keep it too.
+	noSort := createTable(t, pg, "nosort", "(tenant_id text, id int, status text, note text, PRIMARY KEY (tenant_id, id))")
+	if _, err := pg.Exec(ctx, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", pgx.Identifier{"public", noSort}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	sortLayout := capture.WithTableLayout("public."+noSort, schema.Layout{OrderBy: []string{"tenant_id", "status", "id"}})
 	// PostgreSQL 15 lists a stored generated column in attnames without
-	// publishing it: not a column list.
+	// publishing them: not a column list.
 	wholeTable := createTable(t, pg, "whole", "(tenant_id text, id int, a int, g int GENERATED ALWAYS AS (a * 2) STORED, PRIMARY KEY (tenant_id, id))")
 	pub := testenv.Name("pub")
 	dropAfter(t, pg, nil, pub)
 	q := func(name string) string { return pgx.Identifier{"public", name}.Sanitize() }
-	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WHERE (region = 'eu'), %s (tenant_id, id), %s",
-		pgx.Identifier{pub}.Sanitize(), q(rowsTable), q(colsTable), q(wholeTable))); err != nil {
+	if _, err := pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WHERE (region = 'eu'), %s (tenant_id, id), %s (tenant_id, note) WHERE (region = 'eu'), %s (id, note), %s (tenant_id, id, note), %s",
+		pgx.Identifier{pub}.Sanitize(), q(rowsTable), q(colsTable), q(noKey), q(noTenant), q(noSort), q(wholeTable))); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Kafka))
@@ -385,18 +397,46 @@ func TestIntegrationCaptureRefusesFilteredPublication(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub))...)
+	// A slot of its own that does not exist: a first start refuses.
+	slot := testenv.Name("slot")
+	c, err := capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot), sortLayout)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Setup(ctx)
-	for _, want := range []string{rowsTable + `" with a row filter (WHERE (region = 'eu'::text))`, colsTable + `" with a column list`, "ALTER PUBLICATION"} {
+	for _, want := range []string{
+		noKey + `" with a column list that leaves out id`,
+		fmt.Sprintf(`ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "note", "id") WHERE ((region = 'eu'::text)); COMMIT`, pgx.Identifier{pub}.Sanitize(), q(noKey)),
+		noTenant + `" with a column list that leaves out tenant_id`,
+		fmt.Sprintf(`ADD TABLE %s ("id", "note", "tenant_id"); COMMIT`, q(noTenant)),
+		noSort + `" with a column list that leaves out status`,
+	} {
 		if err == nil || !contains(err.Error(), want) {
 			t.Errorf("Setup error %v does not say %q", err, want)
 		}
 	}
-	if err != nil && contains(err.Error(), wholeTable) {
-		t.Errorf("Setup refused %s, published whole: %v", wholeTable, err)
+	for _, ok := range []string{rowsTable, colsTable, wholeTable} {
+		if err != nil && contains(err.Error(), ok) {
+			t.Errorf("Setup refused %s, whose row filter or column list keeps its key and tenant: %v", ok, err)
+		}
+	}
+	// The fix the error names makes the table capturable.
+	fixed := pgx.Identifier{pub}.Sanitize()
+	for _, stmt := range []string{
+		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "note", "id") WHERE ((region = 'eu'::text)); COMMIT`, fixed, q(noKey), fixed, q(noKey)),
+		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("id", "note", "tenant_id"); COMMIT`, fixed, q(noTenant), fixed, q(noTenant)),
+		fmt.Sprintf(`BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s ("tenant_id", "id", "note", "status"); COMMIT`, fixed, q(noSort), fixed, q(noSort)),
+	} {
+		if _, err := pg.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	c, err = capture.New(env.PG, cl, append(withKafka(cl, "walhouse"), capture.WithPublication(pub), capture.WithSlot(slot), sortLayout)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Setup(ctx); err != nil {
+		t.Errorf("Setup after the fix: %v", err)
 	}
 	if testenv.PGMajor(t, pg) < 18 {
 		return

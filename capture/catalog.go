@@ -50,6 +50,7 @@ type relation struct {
 	full     bool     // REPLICA IDENTITY FULL: old tuples carry every column
 	lastSize int      // size of the table's last encoded record
 	keyTypes []string // SQL types of the key columns, once looked up
+	fillFrom string   // what fillFromSource reads, once looked up (fillFrom)
 	enc      *record.Encoder
 }
 
@@ -328,7 +329,9 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
 	layout := cfg.layouts[name]
 	for _, c := range layout.ExcludeColumns {
-		if !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
+		// A column the publication's column list leaves out is not in
+		// the message, but the table has it (nums): it is out twice.
+		if _, ok := nums[c]; !ok && !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c }) {
 			// A misspelt name would stream the column it meant to keep in.
 			return nil, refusal(reasonLayout, "table %s has no column %s, which its layout's exclude_columns names: fix the layout (capture leaves the table out rather than stream a column meant to stay in PostgreSQL)", name, c)
 		}
@@ -366,10 +369,17 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		r.columns = append(r.columns, rc)
 	}
 	if len(r.keyIdx) != len(key) {
-		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; publish the table whole with its primary key", name, len(key), len(r.keyIdx))
+		return nil, refusal(reasonColumnList, "table %s: the relation message lacks some primary-key columns (catalog has %d, stream has %d): the key changed, or the publication's column list leaves key columns out; add them to the table's column list in publication %s (ALTER PUBLICATION ... DROP TABLE, then ADD TABLE with the key columns listed)", name, len(key), len(r.keyIdx), cfg.publication)
 	}
 	if err := r.layoutColumns(layout, m); err != nil {
 		return nil, err
+	}
+	if _, has := nums[tenantCol]; r.tenantIdx < 0 && cfg.defaultTenant == "" && has && !slices.ContainsFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == tenantCol }) {
+		// The table has its tenant column, but the publication's column
+		// list leaves it out: say so rather than that it has none. (With
+		// a default tenant, checkEntry refuses it next, from the catalog,
+		// before any row.)
+		return nil, refusal(reasonColumnList, "table %s: the column list of publication %s leaves out its tenant column %s, which says whose each row is: add it to the table's column list (ALTER PUBLICATION ... DROP TABLE, then ADD TABLE with it listed)", name, cfg.publication, tenantCol)
 	}
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
 		return nil, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)

@@ -117,8 +117,8 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: pgoutput sent a row of %d columns for a relation of %d", record.ErrInvalid, len(tuple), len(rel.columns))))
 	}
 	t.values = toValues(t.values[:0], tuple, fill)
-	if op == record.Update && hasUnchanged(t.values) {
-		if err := t.tables.fillUnchanged(ctx, rel, t.values); errors.Is(err, ErrRowTooLarge) {
+	if op != record.Delete && hasUnchanged(t.values) {
+		if err := t.tables.fillUnchanged(ctx, rel, op, t.values); errors.Is(err, ErrRowTooLarge) {
 			t.ordinal++
 			b := t.bad(rel, nil, record.ReasonTooLarge, err)
 			b.key = primaryKeyJSON(rel.columns, rel.keyIdx, t.values)

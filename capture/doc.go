@@ -23,7 +23,9 @@
 //     and limits.go its options (limits.go also sizes a record before it
 //     is encoded); topics.go and state.go the interfaces it needs of
 //     Kafka; deadletter.go: changes that cannot become records.
-//   - source.go: connecting, checking the database and its tables, the
+//   - source.go: connecting, checking the database and its tables, how
+//     the publication sends each (publicationEntry: a row filter and a
+//     column list, which the copies read through), the
 //     publication (walhouse's own tables, Layer 1's key table unless
 //     WithIdempotencyKeys, are left out as if excluded); pgversion.go: what
 //     differs between PostgreSQL majors (serverVersion); slot.go: the

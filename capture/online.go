@@ -319,8 +319,11 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 
 // fillFromSource replaces unchanged TOAST values of an update with the
 // source row's current values, for a table whose online copy runs (see the
-// comment at the top of this file). A row that no longer exists keeps its
-// markers: its deletion is further on in the stream.
+// comment at the top of this file), and of an insert that moved a row into
+// a row filter (tableSet.fillUnchanged): the same argument holds, as every
+// later change of the row that the filter lets through is in the stream. A
+// row that no longer exists keeps its markers: its deletion (or its move
+// out of the filter, sent as one) is further on in the stream.
 func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []record.Value) error {
 	var (
 		cols  []string
@@ -342,7 +345,11 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 		args = append(args, values[i].Text)
 		where = append(where, fmt.Sprintf("%s = CAST($%d::text AS %s)", pgx.Identifier{rel.columns[i].Name}.Sanitize(), n+1, types[n]))
 	}
-	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE %s", strings.Join(cols, ", "), rel.quoted, strings.Join(where, " AND "))
+	from, err := s.fillFrom(ctx, rel)
+	if err != nil {
+		return err
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(cols, ", "), from, strings.Join(where, " AND "))
 	// The text result format gives each value's output function, as
 	// pgoutput does.
 	bound := s.cat.bound
@@ -384,6 +391,25 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 		}
 	}
 	return nil
+}
+
+// fillFrom returns what fillFromSource reads a relation's rows from: the
+// table ONLY (an inheritance parent's changes are its own rows), but a
+// partitioned table whole, as its root has no rows of its own and its
+// partitions' changes come under its name (publish_via_partition_root).
+func (s *stream) fillFrom(ctx context.Context, rel *relation) (string, error) {
+	if rel.fillFrom != "" {
+		return rel.fillFrom, nil
+	}
+	var kind string
+	if err := s.cat.conn.QueryRow(ctx, `SELECT relkind::text FROM pg_catalog.pg_class WHERE oid = $1::regclass`, rel.quoted).Scan(&kind); err != nil {
+		return "", fmt.Errorf("look up the kind of %s: %w", rel.name, err)
+	}
+	rel.fillFrom = "ONLY " + rel.quoted
+	if kind == "p" {
+		rel.fillFrom = rel.quoted
+	}
+	return rel.fillFrom, nil
 }
 
 // keyTypes returns the SQL types of a relation's key columns, in keyIdx

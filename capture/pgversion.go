@@ -61,7 +61,8 @@ func (v serverVersion) tested() bool { return v.major() <= newestMajor }
 func (v serverVersion) logicalMessages() bool { return v.major() >= 14 }
 
 // publicationFilters reports whether publications can filter rows and
-// columns (15+), which capture refuses (checkTables).
+// columns (15+), which capture's copies then read through
+// (publicationEntry).
 func (v serverVersion) publicationFilters() bool { return v.major() >= 15 }
 
 // publishesGenerated reports whether a publication can send generated

@@ -17,8 +17,9 @@ import (
 // Nothing a PostgreSQL user can write may stop capture: a stopped capture
 // pins WAL on the primary until its disk fills. A published table that
 // capture cannot capture whole (no primary key, REPLICA IDENTITY NOTHING,
-// no tenant column, published with a row filter or a column list, or under
-// a captured table's ClickHouse table or topic) is therefore left out of
+// no tenant column, published with a column list that leaves out a key,
+// tenant or sorting column, or under a captured table's ClickHouse table
+// or topic) is therefore left out of
 // the stream, like an excluded table, and the other tables go on: when it
 // joins the publication, when it becomes uncapturable while captured, at
 // start once the slot exists (it pins WAL from then on), and when its copy
@@ -33,10 +34,12 @@ import (
 // A table left out is never streamed in part: its changes are counted, not
 // produced, its heartbeats stop (so its lastSyncAt stops, truthfully) and
 // ClickHouse keeps it as it was. Streaming the changes PostgreSQL still
-// sends would write rows that look maintained and are not: a row filter
-// hides the rows it does not match, a column list the other columns, and a
-// table without a key in its Relation message has no key to write rows
-// under (a former key no longer guarantees one row per key). Once fixed,
+// sends would write rows that look maintained and are not: a column list
+// without the key or tenant column sends rows that cannot be identified,
+// and a table without a key in its Relation message has no key to write
+// rows under (a former key no longer guarantees one row per key). A row
+// filter or a column list that keeps those is honoured, not refused: the
+// copies read what the publication sends (snapshotRelation). Once fixed,
 // the table joins the stream again with a copy, which cannot repair rows
 // changed while it was out: docs/limits.md.
 
@@ -46,8 +49,7 @@ const (
 	reasonNoKey       = "no_primary_key"
 	reasonIdentity    = "replica_identity" // NOTHING, or a key or tenant column outside it
 	reasonNoTenant    = "no_tenant_column"
-	reasonRowFilter   = "row_filter"
-	reasonColumnList  = "column_list"
+	reasonColumnList  = "column_list" // leaves out a key, tenant or sorting column
 	reasonGenerated   = "generated_columns"
 	reasonNameClash   = "name_clash"
 	reasonColumns     = "invalid_columns"

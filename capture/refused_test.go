@@ -16,7 +16,7 @@ import (
 
 func TestRefusalReasons(t *testing.T) {
 	noKey := refusal(reasonNoKey, "no key")
-	filter := refusal(reasonRowFilter, "a row filter")
+	filter := refusal(reasonColumnList, "a column list")
 	tests := []struct {
 		name string
 		err  error
@@ -25,7 +25,7 @@ func TestRefusalReasons(t *testing.T) {
 		{"none", nil, nil},
 		{"a failed query", errors.New("connection reset"), nil},
 		{"one", noKey, []string{reasonNoKey}},
-		{"joined, twice, wrapped", errors.Join(filter, fmt.Errorf("since 0/10: %w", errors.Join(noKey, noKey))), []string{reasonNoKey, reasonRowFilter}},
+		{"joined, twice, wrapped", errors.Join(filter, fmt.Errorf("since 0/10: %w", errors.Join(noKey, noKey))), []string{reasonColumnList, reasonNoKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,12 +46,12 @@ func TestRefusedTables(t *testing.T) {
 	var logged strings.Builder
 	r := newRefusedTables(slog.New(slog.NewTextHandler(&logged, nil)))
 	r.leave("public.a", "pub", fmt.Errorf("captured until 0/10: %w", errors.Join(refusal(reasonNoKey, "no key"), refusal(reasonNoTenant, "no tenant"))))
-	r.leave("public.b", "pub", refusal(reasonRowFilter, "a row filter"))
+	r.leave("public.b", "pub", refusal(reasonColumnList, "a column list"))
 	r.leave("public.a", "pub", errors.Join(refusal(reasonNoKey, "no key"), refusal(reasonNoTenant, "no tenant")))
 	if n := strings.Count(logged.String(), "table left out"); n != 2 {
 		t.Errorf("logged %d times, want once per table:\n%s", n, logged.String())
 	}
-	if got := series(t, r.gauge); len(got) != 3 || got[reasonNoTenant+"/public.a"] != 1 || got[reasonRowFilter+"/public.b"] != 1 {
+	if got := series(t, r.gauge); len(got) != 3 || got[reasonNoTenant+"/public.a"] != 1 || got[reasonColumnList+"/public.b"] != 1 {
 		t.Errorf("gauge %v", got)
 	}
 	list := r.list()

@@ -106,15 +106,17 @@ type partPlan struct {
 }
 
 // chunkQuery returns the query that reads chunk i of p, selecting cols (a
-// quoted, comma-separated list). A plain table's chunks are TID ranges of
-// its heap; a partitioned table's are TID ranges of its leaves, whose rows
-// are the root's rows under the root's column names.
-func (p *snapshotPlan) chunkQuery(i int, cols string) string {
+// quoted, comma-separated list) of the rows that match filter (the
+// publication's row filter as PostgreSQL deparses it; "" reads every
+// row). A plain table's chunks are TID ranges of its heap; a partitioned
+// table's are TID ranges of its leaves, whose rows are the root's rows
+// under the root's column names, so the root's filter reads them too.
+func (p *snapshotPlan) chunkQuery(i int, cols, filter string) string {
 	if len(p.Parts) == 0 {
 		if p.Chunks <= 1 {
-			return fmt.Sprintf("SELECT %s FROM %s", cols, quoteTable(p.Table))
+			return addWhere(fmt.Sprintf("SELECT %s FROM %s", cols, quoteTable(p.Table)), "", filter)
 		}
-		return tidRangeQuery(cols, quoteTable(p.Table), int64(i)*p.ChunkPages, int64(i+1)*p.ChunkPages, i == p.Chunks-1)
+		return tidRangeQuery(cols, quoteTable(p.Table), int64(i)*p.ChunkPages, int64(i+1)*p.ChunkPages, i == p.Chunks-1, filter)
 	}
 	for _, part := range p.Parts {
 		if i < part.First || i >= part.First+part.Chunks {
@@ -122,10 +124,10 @@ func (p *snapshotPlan) chunkQuery(i int, cols string) string {
 		}
 		leaf := pgx.Identifier{part.Schema, part.Name}.Sanitize()
 		if part.Whole || part.Chunks == 1 {
-			return fmt.Sprintf("SELECT %s FROM ONLY %s", cols, leaf)
+			return addWhere(fmt.Sprintf("SELECT %s FROM ONLY %s", cols, leaf), "", filter)
 		}
 		j := int64(i - part.First)
-		return tidRangeQuery(cols, leaf, j*p.ChunkPages, (j+1)*p.ChunkPages, int(j) == part.Chunks-1)
+		return tidRangeQuery(cols, leaf, j*p.ChunkPages, (j+1)*p.ChunkPages, int(j) == part.Chunks-1, filter)
 	}
 	// Not reached for a chunk of the plan: pending() lists only those.
 	return fmt.Sprintf("SELECT %s FROM %s WHERE false", cols, quoteTable(p.Table))
@@ -133,10 +135,24 @@ func (p *snapshotPlan) chunkQuery(i int, cols string) string {
 
 // tidRangeQuery reads the heap pages [from, to) of table; the last chunk is
 // open-ended, so rows in pages added since planning are read too.
-func tidRangeQuery(cols, table string, from, to int64, last bool) string {
-	q := fmt.Sprintf("SELECT %s FROM ONLY %s WHERE ctid >= '(%d,0)'::tid", cols, table, from)
+func tidRangeQuery(cols, table string, from, to int64, last bool, filter string) string {
+	cond := fmt.Sprintf("ctid >= '(%d,0)'::tid", from)
 	if !last {
-		q += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
+		cond += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", to)
+	}
+	return addWhere(fmt.Sprintf("SELECT %s FROM ONLY %s", cols, table), cond, filter)
+}
+
+// addWhere appends to q the conditions cond and filter, each optional; the
+// filter is parenthesized, as it is an expression of any precedence.
+func addWhere(q, cond, filter string) string {
+	switch {
+	case cond != "" && filter != "":
+		return q + " WHERE " + cond + " AND (" + filter + ")"
+	case cond != "":
+		return q + " WHERE " + cond
+	case filter != "":
+		return q + " WHERE (" + filter + ")"
 	}
 	return q
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -20,7 +21,7 @@ import (
 // produces its rows, returning once Kafka acknowledged all of them. bound
 // is conn's reader, which replaces rows over the bound (or nil).
 func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, bound *boundedReader, p *snapshotPlan, chunk int) error {
-	rel, err := snapshotRelation(ctx, conn, s.c, s.sourceID, p.Table)
+	rel, filter, err := snapshotRelation(ctx, conn, s.c, s.sourceID, p.Table)
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, bound *boun
 	for i, c := range rel.columns {
 		cols[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
-	q := p.chunkQuery(chunk, strings.Join(cols, ", "))
+	q := p.chunkQuery(chunk, strings.Join(cols, ", "), filter)
 	rows, err := tx.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
 		return fmt.Errorf("snapshot %s chunk %d: %w", p.Table, chunk, err)
@@ -221,8 +222,12 @@ func (s *snapshotter) batchPartitions(ctx context.Context, topic string) (int, e
 
 // snapshotRelation builds the relation of a table from the catalog, in the
 // shape a pgoutput Relation message would give, so snapshot and stream
-// records are identical.
-func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID, table string) (*relation, error) {
+// records are identical: only the columns of the publication's column
+// list, if it has one. It also returns the publication's row filter of
+// the table ("" for none), which the copy applies as pgoutput applies it
+// to the stream. A column list that leaves out what walhouse needs is
+// refused (errUncapturable), as the stream refuses it.
+func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID, table string) (*relation, string, error) {
 	schema, name, _ := strings.Cut(table, ".")
 	rows, err := conn.Query(ctx, `
 		SELECT c.oid, c.relreplident::text, a.attname, a.atttypid, a.atttypmod,
@@ -235,7 +240,7 @@ func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID
 		WHERE n.nspname = $1 AND c.relname = $2
 		ORDER BY a.attnum`, schema, name)
 	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+		return nil, "", fmt.Errorf("read the columns of %s: %w", table, err)
 	}
 	m := &pglogrepl.RelationMessage{Namespace: schema, RelationName: name}
 	for rows.Next() {
@@ -247,7 +252,7 @@ func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID
 		)
 		if err := rows.Scan(&m.RelationID, &ident, &col.Name, &col.DataType, &typmod, &inKey); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+			return nil, "", fmt.Errorf("read the columns of %s: %w", table, err)
 		}
 		col.TypeModifier = typmod
 		if inKey {
@@ -258,11 +263,28 @@ func snapshotRelation(ctx context.Context, conn *pgx.Conn, c *Capturer, sourceID
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
+		return nil, "", fmt.Errorf("read the columns of %s: %w", table, err)
 	}
 	if len(m.Columns) == 0 {
-		return nil, errors.New("table " + table + " has no columns or does not exist")
+		return nil, "", errors.New("table " + table + " has no columns or does not exist")
+	}
+	version, err := readServerVersion(ctx, conn)
+	if err != nil {
+		return nil, "", err
+	}
+	entry, err := readEntry(ctx, conn, &c.cfg, version, m.RelationID, schema, name)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := entry.refusal(&c.cfg, pgx.Identifier{schema, name}.Sanitize()); err != nil {
+		return nil, "", err
+	}
+	if entry.columns != nil {
+		// pgoutput describes only the listed columns and sends only
+		// their values: the copy reads those.
+		m.Columns = slices.DeleteFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return !slices.Contains(entry.columns, col.Name) })
 	}
 	m.ColumnNum = uint16(len(m.Columns))
-	return buildRelation(ctx, newCatalog(conn), &c.cfg, sourceID, m)
+	rel, err := buildRelation(ctx, newCatalog(conn), &c.cfg, sourceID, m)
+	return rel, entry.filter, err
 }

@@ -30,8 +30,27 @@ func TestChunkQuery(t *testing.T) {
 		// A plan saved before partitions were split reads the root once.
 		{"old plan of a partitioned table", &snapshotPlan{Table: "public.p", ChunkPages: 10, Chunks: 1}, 0, `SELECT "a", "b" FROM "public"."p"`},
 	} {
-		if got := tc.p.chunkQuery(tc.chunk, cols); got != tc.want {
+		if got := tc.p.chunkQuery(tc.chunk, cols, ""); got != tc.want {
 			t.Errorf("%s: chunk %d\n got %s\nwant %s", tc.name, tc.chunk, got, tc.want)
+		}
+	}
+	// A publication's row filter restricts every chunk, in parentheses:
+	// it may be an OR.
+	const filter = "(region = 'eu'::text) OR (id > 10)"
+	for _, tc := range []struct {
+		name  string
+		p     *snapshotPlan
+		chunk int
+		want  string
+	}{
+		{"one chunk", &snapshotPlan{Table: "public.t", ChunkPages: 10, Chunks: 1}, 0, `SELECT "a", "b" FROM "public"."t" WHERE ((region = 'eu'::text) OR (id > 10))`},
+		{"middle", plain, 1, `SELECT "a", "b" FROM ONLY "public"."t" WHERE ctid >= '(10,0)'::tid AND ctid < '(20,0)'::tid AND ((region = 'eu'::text) OR (id > 10))`},
+		{"last", plain, 2, `SELECT "a", "b" FROM ONLY "public"."t" WHERE ctid >= '(20,0)'::tid AND ((region = 'eu'::text) OR (id > 10))`},
+		{"leaf in one chunk", parted, 3, `SELECT "a", "b" FROM ONLY "odd schema"."p""x" WHERE ((region = 'eu'::text) OR (id > 10))`},
+		{"leaf chunk", parted, 0, `SELECT "a", "b" FROM ONLY "public"."p_low" WHERE ctid >= '(0,0)'::tid AND ctid < '(10,0)'::tid AND ((region = 'eu'::text) OR (id > 10))`},
+	} {
+		if got := tc.p.chunkQuery(tc.chunk, cols, filter); got != tc.want {
+			t.Errorf("filtered, %s: chunk %d\n got %s\nwant %s", tc.name, tc.chunk, got, tc.want)
 		}
 	}
 }
@@ -52,7 +71,7 @@ func TestSnapshotPlanRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < p.Chunks; i++ {
-		if a, b := p.chunkQuery(i, "x"), q.chunkQuery(i, "x"); a != b {
+		if a, b := p.chunkQuery(i, "x", ""), q.chunkQuery(i, "x", ""); a != b {
 			t.Errorf("chunk %d: %s after the round trip, %s before", i, b, a)
 		}
 	}

@@ -270,8 +270,10 @@ func checkTable(ctx context.Context, conn *pgx.Conn, cfg *config, version server
 // query and returns, by table, why capture could not map those it could
 // not (tableRefusals: no primary key, REPLICA IDENTITY NOTHING, no tenant
 // column and no default tenant, a layout naming columns the table lacks or
-// that are outside its replica identity, or published with a row filter, a
-// column list or generated columns). A table dropped since it was listed is not
+// that are outside its replica identity, or published with a column list
+// that leaves out a key, tenant or sorting column, or with generated
+// columns; a row filter and a column list that keeps those are honoured,
+// see publicationEntry). A table dropped since it was listed is not
 // refused: it leaves the publication too. The error is for a failed query.
 // One query, so that capture can look at every captured table while it
 // streams (pollTables) without stalling the stream.
@@ -287,6 +289,7 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 	}
 	schemas, names, tenants := make([]string, len(tables)), make([]string, len(tables)), make([]string, len(tables))
 	layouts := make([]string, len(tables)) // JSON arrays of the layout's sorting columns
+	needed := make([]string, len(tables))  // JSON arrays of neededColumns
 	for i, t := range tables {
 		schemas[i], names[i], _ = strings.Cut(t, ".")
 		tenants[i] = cfg.relationTenant(schemas[i], names[i])
@@ -295,20 +298,16 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 			b, _ := json.Marshal(cols) // strings: cannot fail
 			layouts[i] = string(b)
 		}
+		b, _ := json.Marshal(cfg.neededColumns(schemas[i], names[i]))
+		needed[i] = string(b)
 	}
-	// How the publication sends the table (15+): its row filter, whether
-	// its column list leaves out a column the copy reads, and whether it
-	// names a generated column (PostgreSQL 15 lists stored generated
-	// columns in attnames without publishing them: only 18 counts them).
-	published := `NULL::text, false, false`
+	// How the publication sends the table (15+): its row filter and
+	// column list (publicationEntry), and whether it names a generated
+	// column (PostgreSQL 15 lists stored generated columns in attnames
+	// without publishing them: only 18 counts them).
+	published := `NULL::text, NULL::text[], NULL::text[], false`
 	if version.publicationFilters() {
-		published = `p.rowfilter,
-		  p.pubname IS NOT NULL AND
-		  (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
-		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY (p.attnames))
-		  IS DISTINCT FROM
-		  (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
-		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''),
+		published = `pg_catalog.pg_get_expr(r.prqual, r.prrelid), ` + entryColumnsSQL("r", "ARRAY(SELECT jsonb_array_elements_text(t.needed::jsonb))") + `,
 		  EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
 		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '' AND a.attname = ANY (p.attnames))`
 	}
@@ -328,11 +327,11 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = l.col AND a.attnum > 0 AND NOT a.attisdropped
 		   WHERE c.relreplident <> 'f' AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid
 		     AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)) AND a.attnum = ANY (i.indkey::int2[])))
-		FROM unnest($1::text[], $2::text[], $3::text[], $5::text[]) AS t(nsp, rel, tenant, layout)
+		FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::text[]) AS t(nsp, rel, tenant, layout, needed)
 		LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.nsp
 		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel
-		LEFT JOIN pg_catalog.pg_publication_tables p ON p.pubname = $4 AND p.schemaname = t.nsp AND p.tablename = t.rel`,
-		schemas, names, tenants, cfg.publication, layouts)
+		LEFT JOIN pg_catalog.pg_publication_tables p ON p.pubname = $4 AND p.schemaname = t.nsp AND p.tablename = t.rel
+		`+entryJoin, schemas, names, tenants, cfg.publication, layouts, needed)
 	if err != nil {
 		return nil, fmt.Errorf("inspect the shape of %s: %w", what, err)
 	}
@@ -340,14 +339,15 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		schema, table             string
 		exists, hasKey, hasTenant bool
 		identity                  string
+		entry                     publicationEntry
 		filter                    *string
-		columns, generated        bool
+		generated                 bool
 		layoutMissing             []string // columns of the layout the table lacks
 		layoutOutside             []string // columns of the layout outside the replica identity
 		out                       = map[string]error{}
 	)
 	qp := pgx.Identifier{cfg.publication}.Sanitize()
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &columns, &generated, &layoutMissing, &layoutOutside}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &entry.columns, &entry.missing, &generated, &layoutMissing, &layoutOutside}, func() error {
 		name := schema + "." + table
 		if !exists {
 			return nil // dropped since it was listed: it leaves the publication too
@@ -373,11 +373,16 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		if !hasTenant && cfg.defaultTenant == "" {
 			errs = append(errs, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, cfg.relationTenant(schema, table), name))
 		}
-		// The copy reads every row and every column but the generated
-		// ones, so ClickHouse would keep rows the stream never updates or
-		// deletes, and columns one of them never sends
-		// (docs/postgres-versions.md says how to filter instead).
-		errs = append(errs, entryRefusals(cfg, qt, filter, columns)...)
+		// A row filter and a column list are honoured (the copies read
+		// what the stream sends), but only a list that keeps what
+		// identifies and places a row in ClickHouse.
+		entry.filter = ""
+		if filter != nil {
+			entry.filter = *filter
+		}
+		if err := entry.refusal(cfg, qt); err != nil {
+			errs = append(errs, err)
+		}
 		if actions != nil {
 			errs = append(errs, actions)
 		}
@@ -424,53 +429,112 @@ func publishActions(ctx context.Context, conn *pgx.Conn, pub string) error {
 		pub, strings.Join(missing, ", "), pgx.Identifier{pub}.Sanitize())
 }
 
-// entryRefusals are the refusals of a table qt published with a row filter
-// (filter not nil) or a column list that leaves out a column the copy
-// reads.
-func entryRefusals(cfg *config, qt string, filter *string, columns bool) []error {
-	var errs []error
-	qp := pgx.Identifier{cfg.publication}.Sanitize()
-	if filter != nil {
-		errs = append(errs, refusal(reasonRowFilter, "publication %s publishes %s with a row filter (WHERE %s), but walhouse copies and streams whole tables: publish it whole with %s (filter in ClickHouse or in the query API instead)",
-			cfg.publication, qt, *filter, readd(qp, qt)))
-	}
-	if columns {
-		errs = append(errs, refusal(reasonColumnList, "publication %s publishes %s with a column list, but walhouse copies every column: publish it whole with %s",
-			cfg.publication, qt, readd(qp, qt)))
-	}
-	return errs
+// publicationEntry is how the publication sends one table (its
+// pg_publication_rel row, PostgreSQL 15+): whole, or with a row filter, a
+// column list or both. Capture honours both: the stream is filtered by
+// pgoutput, and the copies read the same rows and columns (snapshotRelation).
+type publicationEntry struct {
+	// filter is the row filter as PostgreSQL deparses it; "" for none.
+	filter string
+	// columns is the column list, without generated columns (which
+	// neither the copy nor, before 18, the stream reads); nil for none.
+	columns []string
+	// missing are the columns the list leaves out that walhouse needs
+	// (see neededColumns), in the table's order.
+	missing []string
 }
 
-// checkEntry looks at the publication's own entry of the relation relID
-// (its pg_publication_rel row, by oid: one index lookup, unlike
-// pg_publication_tables, which lists the whole publication) and refuses a
-// row filter or a column list. A Relation message follows every change of
-// the entry, so a column list is refused before any row of its shape.
-func checkEntry(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, relID uint32, schema, table string) error {
-	if !version.publicationFilters() {
+// entryJoin joins a query over tables c (pg_class) with their entries r
+// in publication $4, if they have one (not FOR ALL TABLES or TABLES IN
+// SCHEMA).
+const entryJoin = `LEFT JOIN pg_catalog.pg_publication_rel r ON r.prrelid = c.oid
+		  AND r.prpubid = (SELECT oid FROM pg_catalog.pg_publication WHERE pubname = $4)`
+
+// entryColumnsSQL returns the two select-list expressions that read, of
+// the publication entry rel (a pg_publication_rel row), its column list
+// (publicationEntry.columns) and the columns it leaves out that walhouse
+// needs (publicationEntry.missing): those of the primary key and of the
+// replica identity index, and those named by needed, a text[] expression
+// (neededColumns). Both are NULL without a column list.
+func entryColumnsSQL(rel, needed string) string {
+	return fmt.Sprintf(`(SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		   WHERE a.attrelid = %[1]s.prrelid AND a.attnum = ANY (%[1]s.prattrs::int2[]) AND NOT a.attisdropped AND a.attgenerated = ''),
+		  (SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
+		   WHERE %[1]s.prattrs IS NOT NULL AND a.attrelid = %[1]s.prrelid AND a.attnum > 0 AND NOT a.attisdropped
+		     AND NOT a.attnum = ANY (%[1]s.prattrs::int2[])
+		     AND (a.attname = ANY (%[2]s) OR EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+		       WHERE i.indrelid = a.attrelid AND (i.indisprimary OR i.indisreplident) AND a.attnum = ANY (i.indkey::int2[]))))`, rel, needed)
+}
+
+// neededColumns are the columns of a table, besides its key, that a
+// column list must keep: the tenant column, which says whose a row is,
+// and the columns of its layout's sorting key and partition expression,
+// which say where a row is in ClickHouse.
+func (cfg *config) neededColumns(sch, table string) []string {
+	out := []string{cfg.relationTenant(sch, table)}
+	for _, c := range cfg.layouts[sch+"."+table].SortColumns() {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// refusal refuses table qt, published as e says, when its column list
+// leaves out columns walhouse needs: without the key or the tenant
+// column a row cannot be identified in ClickHouse, without a sorting
+// column it cannot be placed. The fix publishes them too, keeping the
+// rest of the entry. nil when nothing is missing.
+func (e publicationEntry) refusal(cfg *config, qt string) error {
+	if len(e.missing) == 0 {
 		return nil
 	}
-	var (
-		filter  *string
-		columns bool
-	)
-	err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_get_expr(r.prqual, r.prrelid),
-		  r.prattrs IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-		   WHERE a.attrelid = r.prrelid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND NOT a.attnum = ANY (r.prattrs::int2[]))
-		FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
-		WHERE p.pubname = $1 AND r.prrelid = $2`, cfg.publication, relID).Scan(&filter, &columns)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // FOR ALL TABLES or TABLES IN SCHEMA: neither filters
+	qp := pgx.Identifier{cfg.publication}.Sanitize()
+	cols := make([]string, 0, len(e.columns)+len(e.missing))
+	for _, c := range append(slices.Clone(e.columns), e.missing...) {
+		cols = append(cols, pgx.Identifier{c}.Sanitize())
 	}
-	if err != nil {
-		return fmt.Errorf("look up how publication %s publishes %s.%s: %w", cfg.publication, schema, table, err)
+	add := fmt.Sprintf("%s (%s)", qt, strings.Join(cols, ", "))
+	if e.filter != "" {
+		add += " WHERE (" + e.filter + ")"
 	}
-	return errors.Join(entryRefusals(cfg, pgx.Identifier{schema, table}.Sanitize(), filter, columns)...)
+	// ALTER PUBLICATION ... SET TABLE would also drop the publication's
+	// other tables.
+	fix := fmt.Sprintf("BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT", qp, qt, qp, add)
+	return refusal(reasonColumnList, "publication %s publishes %s with a column list that leaves out %s, which walhouse needs to identify and place its rows in ClickHouse (the primary key or replica identity, the tenant column, the layout's sorting columns): publish them too with %s",
+		cfg.publication, qt, strings.Join(e.missing, ", "), fix)
 }
 
-// readd is the statement that publishes table qt of publication qp again
-// without a row filter or column list; ALTER PUBLICATION ... SET TABLE
-// would also drop the publication's other tables.
-func readd(qp, qt string) string {
-	return fmt.Sprintf("BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT", qp, qt, qp, qt)
+// readEntry reads the publication's own entry of the relation relID
+// (its pg_publication_rel row, by oid: one index lookup, unlike
+// pg_publication_tables, which lists the whole publication). A table
+// without one (FOR ALL TABLES, TABLES IN SCHEMA, or before 15) is
+// published whole.
+func readEntry(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, relID uint32, schema, table string) (publicationEntry, error) {
+	var e publicationEntry
+	if !version.publicationFilters() {
+		return e, nil
+	}
+	err := conn.QueryRow(ctx, `SELECT coalesce(pg_catalog.pg_get_expr(r.prqual, r.prrelid), ''), `+entryColumnsSQL("r", "$3::text[]")+`
+		FROM pg_catalog.pg_publication_rel r JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+		WHERE p.pubname = $1 AND r.prrelid = $2`, cfg.publication, relID, cfg.neededColumns(schema, table)).Scan(&e.filter, &e.columns, &e.missing)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return publicationEntry{}, nil
+	}
+	if err != nil {
+		return e, fmt.Errorf("look up how publication %s publishes %s.%s: %w", cfg.publication, schema, table, err)
+	}
+	return e, nil
+}
+
+// checkEntry looks at the publication's entry of the relation relID
+// (readEntry) and refuses a column list that leaves out what walhouse
+// needs. A Relation message follows every change of the entry, so such a
+// list is refused before any row of its shape.
+func checkEntry(ctx context.Context, conn *pgx.Conn, cfg *config, version serverVersion, relID uint32, schema, table string) error {
+	e, err := readEntry(ctx, conn, cfg, version, relID, schema, table)
+	if err != nil {
+		return err
+	}
+	return e.refusal(cfg, pgx.Identifier{schema, table}.Sanitize())
 }

@@ -282,8 +282,9 @@ func (s *stream) refusedChanges(table string) prometheus.Counter { return s.c.re
 
 // described makes sure a captured relation's topic exists, after looking
 // at the table's publication entry again: a Relation message follows every
-// change of it (a column list sends fewer columns), so a table published
-// in part is left out before any change of its new shape is produced. Its
+// change of it (a column list sends fewer columns), so a table whose column
+// list leaves out a key, tenant or sorting column is left out before any
+// change of its new shape is produced. Its
 // key, identity and tenant column the message itself says (buildRelation).
 // Relation messages are rare (one per table and session, and one after
 // each such change), and the lookup is by oid, so it costs the stream
@@ -306,8 +307,8 @@ func (s *stream) described(ctx context.Context, rel *relation, relID uint32) err
 	return nil
 }
 
-func (s *stream) fillUnchanged(ctx context.Context, rel *relation, values []record.Value) error {
-	if !s.online.copying(rel.name) {
+func (s *stream) fillUnchanged(ctx context.Context, rel *relation, op record.Op, values []record.Value) error {
+	if op != record.Insert && !s.online.copying(rel.name) {
 		return nil
 	}
 	return s.fillFromSource(ctx, rel, values)

@@ -91,8 +91,10 @@ func (s *stream) pollTables(ctx context.Context) error {
 // followEntries copies again a captured table whose entry in the
 // publication (its pg_publication_rel row) is another than at the last
 // poll: it was dropped from the publication and added again between two
-// polls, maybe with a row filter or a column list in between, so changes
-// of it may be missing. The stream cannot tell (pgoutput says nothing of
+// polls, maybe with a row filter or a column list in between, or given
+// another filter or column list (ALTER PUBLICATION ... SET TABLE, which
+// makes a new entry), so changes of it may be missing, and rows and columns
+// the new entry publishes were never copied. The stream cannot tell (pgoutput says nothing of
 // it), so the table is treated as left out and joining again: copied, and
 // marked inexact (markLeftOut). The entries seen first are those of the
 // tables' saved snapshot plans (seedLeaves), which plan compared at start. Only tables captured since before
@@ -122,7 +124,7 @@ func (s *stream) followEntries(ctx context.Context, before map[string]bool) erro
 		if was, ok := seen[t]; !before[t] || !ok || now[t] == 0 || now[t] == was {
 			continue
 		}
-		s.c.log.Warn("table was dropped from the publication and added again since the last look (maybe published with a row filter or a column list in between): "+rejoinedFix, "table", t, "publication", s.c.cfg.publication)
+		s.c.log.Warn("table was dropped from the publication and added again since the last look, or given another row filter or column list (ALTER PUBLICATION ... SET TABLE makes a new entry): "+rejoinedFix, "table", t, "publication", s.c.cfg.publication)
 		s.online.drop(t)
 		if err := s.c.markLeftOut(ctx, t, s.received); err != nil {
 			return err
@@ -135,11 +137,13 @@ func (s *stream) followEntries(ctx context.Context, before map[string]bool) erro
 }
 
 // recheck looks at the shape of every captured table again, in one catalog
-// query, and leaves out those capture can no longer capture whole. A row
-// filter added to the publication sends no Relation message for the rows
-// it hides, so only this finds it (described finds the rest at once);
-// polling with the publication's tables bounds how long the stream misses
-// such rows unnoticed to the same ≤10 s, at the same cost.
+// query, and leaves out those capture can no longer capture whole: a
+// column list that leaves out a key, tenant or sorting column, which
+// described finds at once unless the entry changed without a change of
+// the table since, and a narrowed publish. Polling with the publication's
+// tables bounds how long that goes unnoticed to the same ≤10 s, at the
+// same cost. (A changed row filter or column list that keeps those is
+// honoured: its new entry makes followEntries copy the table again.)
 func (s *stream) recheck(ctx context.Context) error {
 	if len(s.tables) == 0 {
 		return nil

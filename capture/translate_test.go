@@ -154,8 +154,8 @@ func (c *collector) refusedChanges(table string) prometheus.Counter {
 	return c.refused[table]
 }
 
-func (c *collector) fillUnchanged(_ context.Context, rel *relation, values []record.Value) error {
-	if !c.copying[rel.name] {
+func (c *collector) fillUnchanged(_ context.Context, rel *relation, op record.Op, values []record.Value) error {
+	if op != record.Insert && !c.copying[rel.name] {
 		return nil
 	}
 	if c.fillErr != nil {
@@ -481,6 +481,24 @@ func TestTranslator(t *testing.T) {
 				"topic wh.public.orders", "begin",
 				`update public.orders lsn 0/40 #0 tenant "acme" ('acme', '1', 'from source')`,
 				`insert public.orders lsn 0/50 #1 tenant "acme" ('acme', '2', 'c')`,
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
+			// pgoutput sends an update that moved a row into a row filter
+			// as an insert, with unchanged TOAST markers unless the old
+			// row has them: ClickHouse never had the row to take them from.
+			name: "unchanged TOAST of an insert (a row moved into a row filter) is read from the source",
+			steps: []step{
+				describe(ordersRel), begin(0x100),
+				insert(0x50, relOrders, txt("acme"), txt("2"), toast),
+				update(0x60, relOrders, 0, nil, txt("acme"), txt("2"), toast),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "begin",
+				`insert public.orders lsn 0/50 #0 tenant "acme" ('acme', '2', 'from source')`,
+				`update public.orders lsn 0/60 #1 tenant "acme" ('acme', '2', ?)`,
 				"commit 0/108 at 05:06:07",
 			},
 		},
@@ -877,19 +895,19 @@ func TestTranslatorRefuses(t *testing.T) {
 // nothing, for measuring the translator alone.
 type discard struct{ tables []string }
 
-func (d discard) captured(table string) bool                                   { return slices.Contains(d.tables, table) }
-func (discard) join(context.Context, string) error                             { return nil }
-func (discard) described(context.Context, *relation, uint32) error             { return nil }
-func (discard) leave(context.Context, string, error) error                     { return nil }
-func (discard) refusedChanges(string) prometheus.Counter                       { return nil }
-func (discard) fillUnchanged(context.Context, *relation, []record.Value) error { return nil }
-func (discard) rewritten(context.Context, rewrite) error                       { return nil }
-func (discard) begin()                                                         {}
-func (discard) commit(record.LSN, time.Time)                                   {}
-func (discard) record(*relation, *record.Record, []byte, []byte) error         { return nil }
-func (discard) badRow(badRow) error                                            { return nil }
-func (discard) truncate(context.Context, *relation, record.Truncate) error     { return nil }
-func (discard) heartbeat(context.Context, record.LSN, time.Time) error         { return nil }
+func (d discard) captured(table string) bool                                              { return slices.Contains(d.tables, table) }
+func (discard) join(context.Context, string) error                                        { return nil }
+func (discard) described(context.Context, *relation, uint32) error                        { return nil }
+func (discard) leave(context.Context, string, error) error                                { return nil }
+func (discard) refusedChanges(string) prometheus.Counter                                  { return nil }
+func (discard) fillUnchanged(context.Context, *relation, record.Op, []record.Value) error { return nil }
+func (discard) rewritten(context.Context, rewrite) error                                  { return nil }
+func (discard) begin()                                                                    {}
+func (discard) commit(record.LSN, time.Time)                                              {}
+func (discard) record(*relation, *record.Record, []byte, []byte) error                    { return nil }
+func (discard) badRow(badRow) error                                                       { return nil }
+func (discard) truncate(context.Context, *relation, record.Truncate) error                { return nil }
+func (discard) heartbeat(context.Context, record.LSN, time.Time) error                    { return nil }
 
 // BenchmarkTranslatorInsert measures the streaming path from a pgoutput
 // Insert message to an encoded record, without producing it.

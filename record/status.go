@@ -33,7 +33,8 @@ type CaptureStatus struct {
 	// LagSeconds is Now − LastEventAt; null before the first event.
 	LagSeconds *float64 `json:"lagSeconds"`
 	// RefusedTables are the published tables capture leaves out because it
-	// cannot capture them whole (no primary key, a row filter...), by
+	// cannot capture them whole (no primary key, a column list without
+	// the key...), by
 	// name; empty when it captures every table. ClickHouse does not follow
 	// them: see docs/operations.md, "Tables left out".
 	RefusedTables []RefusedTable `json:"refusedTables"`
@@ -46,7 +47,7 @@ type CaptureStatus struct {
 type RefusedTable struct {
 	// Table is "schema.table".
 	Table string `json:"table"`
-	// Reasons are why, e.g. no_primary_key or row_filter: the reason
+	// Reasons are why, e.g. no_primary_key or column_list: the reason
 	// labels of walhouse_capture_tables_refused.
 	Reasons []string `json:"reasons"`
 	// Since is when this capture process first left it out.

@@ -21,6 +21,7 @@ type config struct {
 	pgTimeout     time.Duration
 	chMaxSeconds  int
 	chMaxMemory   int64
+	publication   string
 	log           *slog.Logger
 }
 
@@ -66,6 +67,15 @@ func WithStatementTimeout(d time.Duration) Option { return func(c *config) { c.p
 func WithClickHouseLimits(seconds int, memory int64) Option {
 	return func(c *config) { c.chMaxSeconds, c.chMaxMemory = seconds, memory }
 }
+
+// WithPublication names the publication capture streams the tables from
+// (default: none). A table it publishes with a row filter (PostgreSQL 15+)
+// is compared, and repaired, through the filter: capture copies and
+// streams only the rows the filter matches. Without it, or when it does
+// not publish the table, a table another publication publishes with a
+// row filter is an error rather than compared whole (which would report,
+// and repair, rows capture never sends).
+func WithPublication(name string) Option { return func(c *config) { c.publication = name } }
 
 // WithLogger sets the logger (default slog.Default()). Logs never hold
 // values, only tables, counts and positions.

@@ -220,6 +220,17 @@ func (t *table) pgRelation() string {
 	return pgx.Identifier{t.source.Schema, t.source.Table}.Sanitize()
 }
 
+// pgFrom is what queries read the table's PostgreSQL rows from: the
+// table, or only the rows its publication's row filter matches, the rows
+// capture sends. PostgreSQL pulls the subquery up into the query, so the
+// key's index still serves it.
+func (t *table) pgFrom() string {
+	if t.filter == "" {
+		return t.pgRelation()
+	}
+	return fmt.Sprintf("(SELECT * FROM %s WHERE (%s)) AS %s", t.pgRelation(), t.filter, pgx.Identifier{t.source.Table}.Sanitize())
+}
+
 // pgQuery runs sql with text parameters and text results (the output
 // functions' text, what pgoutput sends) and calls each for every row.
 func pgQuery(ctx context.Context, conn *pgconn.PgConn, sql string, args []string, each func(vals [][]byte) error) error {
@@ -241,7 +252,7 @@ func pgQuery(ctx context.Context, conn *pgconn.PgConn, sql string, args []string
 // pgRows reads rows of the table matching where, as canonical rows.
 // lossy counts values equal only through a lossy mapping, per column.
 func (t *table) pgRows(ctx context.Context, conn *pgconn.PgConn, where string, args []string, limit int, display bool, lossy map[string]int64) ([]row, error) {
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", t.pgSelect(), t.pgRelation(), where)
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", t.pgSelect(), t.pgFrom(), where)
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
@@ -259,7 +270,7 @@ func (t *table) pgRange(ctx context.Context, conn *pgconn.PgConn, b bounds, n in
 	where, args := t.pgWhere(bounds{tenant: b.tenant, lo: b.lo})
 	k := pgx.Identifier{t.keys[0].pg}.Sanitize()
 	if len(t.keys) > 1 {
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s OFFSET %d LIMIT 1", k, t.pgRelation(), where, k, n-1)
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s OFFSET %d LIMIT 1", k, t.pgFrom(), where, k, n-1)
 		err := pgQuery(ctx, conn, q, args, func(vals [][]byte) error {
 			s := string(vals[0])
 			hi = &s
@@ -272,7 +283,7 @@ func (t *table) pgRange(ctx context.Context, conn *pgconn.PgConn, b bounds, n in
 		rows, err = t.pgRows(ctx, conn, where, args, 0, false, lossy)
 		return rows, hi, err
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d", t.pgSelect(), t.pgRelation(), where, k, n)
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d", t.pgSelect(), t.pgFrom(), where, k, n)
 	var last []byte
 	rows, err = t.pgRead(ctx, conn, q, args, false, lossy, &last, n)
 	if err != nil || len(rows) < n {

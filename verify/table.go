@@ -40,6 +40,9 @@ type table struct {
 	tenantLeads bool
 	// columns lists all(), set by finish.
 	columns []column
+	// filter is the row filter of the publication capture streams the
+	// table from, as PostgreSQL deparses it; "" for none (rowFilter).
+	filter string
 }
 
 // ErrNotReplicated is returned for a table that has no ClickHouse table
@@ -61,6 +64,9 @@ func (v *Verifier) describe(ctx context.Context, conn *pgx.Conn, src record.Sour
 		return nil, err
 	}
 	t := &table{source: src, chName: schema.TableName(src)}
+	if t.filter, err = rowFilter(ctx, conn, v.cfg.publication, src); err != nil {
+		return nil, err
+	}
 	chCols, sortKey, err := v.chColumns(ctx, t.chName)
 	if err != nil {
 		return nil, err
@@ -200,6 +206,48 @@ func (v *Verifier) chColumns(ctx context.Context, name string) ([]chColumn, stri
 		return nil, "", fmt.Errorf("read the sort key of ClickHouse table %s: %w", name, err)
 	}
 	return out, sortKey, nil
+}
+
+// rowFilter returns the row filter with which publication pub publishes
+// src (PostgreSQL 15+), "" for none (see WithPublication).
+func rowFilter(ctx context.Context, conn *pgx.Conn, pub string, src record.Source) (string, error) {
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return "", fmt.Errorf("read the server version: %w", err)
+	}
+	if version < 150000 {
+		return "", nil // no row filters before 15
+	}
+	rows, err := conn.Query(ctx, `SELECT pubname, coalesce(rowfilter, '') FROM pg_catalog.pg_publication_tables
+		WHERE schemaname = $1 AND tablename = $2 ORDER BY 1`, src.Schema, src.Table)
+	if err != nil {
+		return "", fmt.Errorf("read how publications publish %s.%s: %w", src.Schema, src.Table, err)
+	}
+	var (
+		name, filter string
+		filtered     []string // publications that filter the table
+		own          *string  // pub's filter, if pub publishes the table
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &filter}, func() error {
+		if name == pub {
+			f := filter
+			own = &f
+		}
+		if filter != "" {
+			filtered = append(filtered, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("read how publications publish %s.%s: %w", src.Schema, src.Table, err)
+	}
+	switch {
+	case own != nil:
+		return *own, nil
+	case len(filtered) > 0:
+		return "", fmt.Errorf("%s.%s is published with a row filter by %s, and --publication %q does not publish it: name the publication capture streams it from with --publication, so that verify compares the rows capture sends", src.Schema, src.Table, strings.Join(filtered, ", "), pub)
+	}
+	return "", nil
 }
 
 // pgColumns reads a table's live columns with their types resolved as

@@ -279,7 +279,7 @@ func (v *Verifier) tenants(ctx context.Context, t *table, snap *snapshot) ([]*st
 	if t.synthetic {
 		return []*string{nil}, nil
 	}
-	col, rel := pgx.Identifier{t.tenant.pg}.Sanitize(), t.pgRelation()
+	col, rel := pgx.Identifier{t.tenant.pg}.Sanitize(), t.pgFrom()
 	q := fmt.Sprintf("SELECT DISTINCT %s FROM %s", col, rel)
 	if t.tenantLeads {
 		// A walk of the key's index, one probe per tenant.

@@ -30,6 +30,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("verify", usesPG|usesClickHouse)
 	var tables listFlag
 	fs.Var(&tables, "tables", "source tables to verify, comma-separated schema.table")
+	publication := fs.String("publication", "walhouse", "the publication capture streams the tables from: a table it publishes with a row filter (PostgreSQL 15+) is compared, and repaired, through the filter; one another publication filters is an error")
 	every := fs.Duration("every", 0, "run a round every this long, as a long-running process with --metrics-addr; 0: one round, exit status 1 when rows differ")
 	report := fs.String("report", "", "write the report (JSON, mode 0600: it holds the differing values, which logs never do) to this file; empty: none")
 	repair := fs.Bool("repair", false, "load PostgreSQL's current rows again for the differing keys, at a version that never beats a newer change, and check them again (needs --pg of the primary)")
@@ -70,7 +71,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	defer conn.Close()
 	v, err := verify.New(pgURL, conn, verify.WithDatabase(ep.database), verify.WithBucketRows(*bucketRows), verify.WithMaxBucketRows(*maxBucketRows),
 		verify.WithMaxMismatches(*maxMismatches), verify.WithRowsPerSecond(*rowsPerSecond), verify.WithStatementTimeout(*stmtTimeout),
-		verify.WithLoadWait(*loadWait), verify.WithClickHouseLimits(int(max(1, maxExec.Seconds())), *maxMemory), verify.WithLogger(slog.Default().With("component", "verify")))
+		verify.WithLoadWait(*loadWait), verify.WithPublication(*publication), verify.WithClickHouseLimits(int(max(1, maxExec.Seconds())), *maxMemory), verify.WithLogger(slog.Default().With("component", "verify")))
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
