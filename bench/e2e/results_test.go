@@ -45,7 +45,7 @@ func TestSummarize(t *testing.T) {
 		Steady: []stepResult{
 			{OfferedRowsPerSecond: 10_000, Drained: true, P99: 0.7, TokenReads: 100, TokenWaitP99: 0.4},
 			{OfferedRowsPerSecond: 30_000, Drained: true, P99: 1.0, TokenReads: 100, TokenStale: 1, TokenWaitP99: 0.5}, // a stale read
-			{OfferedRowsPerSecond: 60_000, Drained: false, P99: 0.9, TokenReads: 100, TokenWaitP99: 0.9}, // not drained: its p99 is a lower bound
+			{OfferedRowsPerSecond: 60_000, Drained: false, P99: 0.9, TokenReads: 100, TokenWaitP99: 0.9},               // not drained: its p99 is a lower bound
 			{OfferedRowsPerSecond: 90_000, Drained: true, P99: 3, TokenReads: 100, TokenWaitP99: 1.2},
 		},
 		FirstRows: []firstRow{{VisibleAfter: 1.5}, {VisibleAfter: 12}},

@@ -40,8 +40,12 @@ type stepResult struct {
 	// TokenStale of them ended their read's wait without the write. The
 	// token wait is from the write's commit (Keys.Do returned) until the
 	// read returned, over every probe.
-	TokenReads   int     `json:"token_reads"`
-	TokenStale   int     `json:"token_stale"`
+	TokenReads int `json:"token_reads"`
+	TokenStale int `json:"token_stale"`
+	// TokenFailed probes got an error instead of an answer (not in the
+	// quantiles); TokenError is the first one's.
+	TokenFailed  int     `json:"token_failed,omitempty"`
+	TokenError   string  `json:"token_error,omitempty"`
 	TokenWaitP50 float64 `json:"token_wait_p50_seconds"`
 	TokenWaitP99 float64 `json:"token_wait_p99_seconds"`
 	TokenWaitMax float64 `json:"token_wait_max_seconds"`
@@ -135,6 +139,9 @@ func (b *bench) steady(ctx context.Context) error {
 			r.AchievedRowsPerSecond, r.P50, r.P99, r.Max, r.Visible, r.Rows, r.DrainSeconds, r.MaxCaptureBacklog, r.MaxSinkBacklog)
 		fmt.Printf("  token wait (Layer 1 write → read with its token returned): p50 %.3fs p99 %.3fs max %.3fs over %d reads, %d stale\n",
 			r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax, r.TokenReads, r.TokenStale)
+		if r.TokenFailed > 0 {
+			fmt.Printf("  %d token probe(s) failed; the first: %s\n", r.TokenFailed, r.TokenError)
+		}
 		if !r.Drained {
 			fmt.Printf("  not drained within %v: the sweep stops here (higher rates would start behind)\n", b.o.drain)
 			break
@@ -161,21 +168,14 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 	}
 	// The token probes run while pgbench offers the rate.
 	probeCtx, stopProbes := context.WithCancel(ctx)
-	type probed struct {
-		ps  []tokenProbe
-		err error
-	}
-	probes := make(chan probed, 1)
-	go func() {
-		ps, err := tr.probes(probeCtx, step)
-		probes <- probed{ps, err}
-	}()
+	probes := make(chan probeRun, 1)
+	go func() { probes <- tr.probes(probeCtx, step) }()
 	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
 	stopProbes()
 	pr := <-probes
-	r.TokenReads, r.TokenStale, r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax = tokenWaits(pr.ps)
-	if err == nil && pr.err != nil {
-		err = pr.err
+	r.TokenReads, r.TokenStale, r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax = tokenWaits(pr.probes)
+	if r.TokenFailed = pr.failed; pr.firstErr != nil {
+		r.TokenError = pr.firstErr.Error()
 	}
 	r.Profiles = profiles()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -131,15 +130,25 @@ type tokenProbe struct {
 	fresh bool
 }
 
+// probeRun is what a step's probers did: every probe that got an answer,
+// and the probes that failed (a write or a read that returned an error),
+// with the first error.
+type probeRun struct {
+	probes   []tokenProbe
+	failed   int
+	firstErr error
+}
+
 // probes runs tokenProbers probers until ctx ends (a probe in flight
-// finishes, with a context of its own) and returns every probe. Probe rows
-// carry step -step: the step's own figures count pgbench's rows only.
-func (r *tokenReader) probes(ctx context.Context, step int) ([]tokenProbe, error) {
+// finishes, with a context of its own). A failed probe is counted and its
+// prober goes on: the step's figures say how many failed, and why the
+// first did. Probe rows carry step -step: the step's own figures count
+// pgbench's rows only.
+func (r *tokenReader) probes(ctx context.Context, step int) probeRun {
 	var (
-		mu   sync.Mutex
-		all  []tokenProbe
-		errs []error
-		wg   sync.WaitGroup
+		mu  sync.Mutex
+		run probeRun
+		wg  sync.WaitGroup
 	)
 	for i := range tokenProbers {
 		tenant := fmt.Sprintf("tenant_%d", i)
@@ -152,14 +161,14 @@ func (r *tokenReader) probes(ctx context.Context, step int) ([]tokenProbe, error
 				p, err := r.probe(context.WithoutCancel(ctx), tenant, step, n)
 				mu.Lock()
 				if err != nil {
-					errs = append(errs, err)
+					run.failed++
+					if run.firstErr == nil {
+						run.firstErr = err
+					}
 				} else {
-					all = append(all, p)
+					run.probes = append(run.probes, p)
 				}
 				mu.Unlock()
-				if err != nil {
-					return
-				}
 				select {
 				case <-ctx.Done():
 				case <-time.After(tokenPause):
@@ -168,7 +177,7 @@ func (r *tokenReader) probes(ctx context.Context, step int) ([]tokenProbe, error
 		}()
 	}
 	wg.Wait()
-	return all, errors.Join(errs...)
+	return run
 }
 
 // probe writes one row for tenant through Layer 1, then reads it back
