@@ -297,7 +297,7 @@ func printDemoLinks(out io.Writer, a *demoAPI, keep bool) {
 		fmt.Fprintf(out, "    (%s)\n", m)
 	}
 	fmt.Fprintf(out, "    status page (an admin key):           %s/status#key=%s\n", a.base, a.adminKey)
-	fmt.Fprintf(out, "    example dashboard (%s's key):   %s/examples/orders?write=%s#key=%s\n", demoTenant, a.base, a.writeBase, a.readKey)
+	fmt.Fprintf(out, "    example dashboard (%s's key):   %s/examples/orders?write=%s&tenant=%s#key=%s\n", demoTenant, a.base, a.writeBase, demoTenant, a.readKey)
 	fmt.Fprintf(out, "    query API (OpenAPI at /openapi.json): %s\n", a.base)
 	fmt.Fprintf(out, "    write API (POST /orders, Layer 1):    %s\n", a.writeBase)
 	if keep {

@@ -87,7 +87,7 @@ func TestIntegrationDemo(t *testing.T) {
 		}
 	}
 	status := regexp.MustCompile(`(http://127\.0\.0\.1:\d+)/status#key=(\S+)`).FindStringSubmatch(shown)
-	dashboard := regexp.MustCompile(`(http://127\.0\.0\.1:\d+/examples/orders\?write=(http://127\.0\.0\.1:\d+))#key=\S+`).FindStringSubmatch(shown)
+	dashboard := regexp.MustCompile(`(http://127\.0\.0\.1:\d+/examples/orders\?write=(http://127\.0\.0\.1:\d+)&tenant=tenant_1)#key=\S+`).FindStringSubmatch(shown)
 	if status == nil || dashboard == nil {
 		t.Fatalf("the demo printed no status page or dashboard link")
 	}
