@@ -235,6 +235,19 @@ func withDatabase(conn, db string) (string, error) {
 }
 
 func resetDemo(ctx context.Context, pg *pgx.Conn, chc driver.Conn, adm *kadm.Client, name string) error {
+	// Slot names are the server's, not the database's: an earlier
+	// demo's slot may sit in another database (before --name, the demo's
+	// objects lived in --pg's database), where only a session of that
+	// database can drop it.
+	var elsewhere string
+	err := pg.QueryRow(ctx, `SELECT coalesce(database::text, '') FROM pg_replication_slots WHERE slot_name = $1 AND database IS DISTINCT FROM current_database()`, name).Scan(&elsewhere)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("look for the demo's replication slot %s: %w", name, err)
+	default:
+		return fmt.Errorf("replication slot %s already exists in database %q (an earlier demo's?): drop it there with SELECT pg_drop_replication_slot('%s'), or give the demo another --name", name, elsewhere, name)
+	}
 	stmts := []string{
 		`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '` + name + `'`,
 		`DROP PUBLICATION IF EXISTS ` + name,
