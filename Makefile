@@ -30,7 +30,7 @@ endif
 all: build
 
 help:
-	@echo "make demo      start local services, run capture + sink on a demo workload"
+	@echo "make demo      start local services, run capture, sink (Layer 2 on) and the query API on a demo workload (KEEP=1: until Ctrl-C)"
 	@echo "make test      everything: vet, staticcheck, unit and integration tests against real services"
 	@echo "make unit      quick unit tests only (no services)"
 	@echo "make test-pg-matrix  capture's integration tests and the end-to-end basics on each PostgreSQL major (PG_MAJORS=\"13 18\" for some)"
@@ -176,11 +176,15 @@ chaos: $(TESTSTART)
 chaos-quick: $(TESTSTART)
 	@$(MAKE) --no-print-directory chaos CHAOS_QUICK=1
 
-# The services' environment names PostgreSQL by the tests' WALHOUSE_PG_URL,
-# which the CLI reads only as a deprecated name: the demo gets it as --pg.
+# The services' environment names PostgreSQL and Redis by the tests'
+# WALHOUSE_PG_URL and WALHOUSE_REDIS_ADDR, which the CLI reads only as
+# deprecated names: the demo gets them as --pg and --dedup-addr (Layer 2
+# on). KEEP=1 leaves the pipeline, the query API and the write API running
+# until Ctrl-C; DEMOFLAGS passes more flags (walhouse demo -h lists them,
+# e.g. DEMOFLAGS='--name my_demo --listen 127.0.0.1:9080').
 demo: $(START)
 	@$(MAKE) --no-print-directory build
-	@$(WITHENV) sh -c 'exec ./bin/walhouse demo --pg "$$WALHOUSE_PG_URL"'
+	@$(WITHENV) sh -c 'exec ./bin/walhouse demo --pg "$$WALHOUSE_PG_URL" --dedup-addr "$$WALHOUSE_REDIS_ADDR" $(if $(KEEP),--keep) $(DEMOFLAGS)'
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record

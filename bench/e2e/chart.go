@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -39,7 +40,7 @@ func (r *report) chart(path string) error {
 
 func (r *report) latencyPlot() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "steady: commit → visible latency"
+	p.Title.Text = "steady: commit → visible latency, and the token wait"
 	p.X.Label.Text = "offered rows/s"
 	p.Y.Label.Text = "seconds (log scale)"
 	p.Y.Scale = plot.LogScale{}
@@ -52,14 +53,19 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 		ticks = append(ticks, plot.Tick{Value: float64(st.OfferedRowsPerSecond), Label: fmt.Sprintf("%gk", float64(st.OfferedRowsPerSecond)/1000)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	series := []struct {
+	type serie struct {
 		name  string
 		value func(stepResult) float64
 		color color.Color
-	}{
+	}
+	series := []serie{
 		{"p50", func(s stepResult) float64 { return s.P50 }, color.RGBA{R: 40, G: 110, B: 200, A: 255}},
 		{"p99", func(s stepResult) float64 { return s.P99 }, color.RGBA{R: 220, G: 120, B: 20, A: 255}},
 		{"max", func(s stepResult) float64 { return s.Max }, color.RGBA{R: 190, G: 30, B: 40, A: 255}},
+	}
+	// The token wait, in a report that measured it (older ones did not).
+	if slices.ContainsFunc(r.Steady, func(s stepResult) bool { return s.TokenReads > 0 }) {
+		series = append(series, serie{"token wait p99", func(s stepResult) float64 { return s.TokenWaitP99 }, color.RGBA{R: 30, G: 140, B: 70, A: 255}})
 	}
 	maxRate := 1.0
 	for _, s := range series {

@@ -14,6 +14,12 @@
 //     with p50/p99/max of commit → visible (the row's _synced_at, ClickHouse's
 //     clock when the sink's insert wrote it, minus its _commit_ts, the source
 //     transaction's commit time) and the highest rate whose p99 stays ≤ 1 s;
+//     during each step, the token wait: 4 writers each write a row through
+//     Layer 1 (package idempotency) and read it back through the query API
+//     (in this process, as `walhouse serve` runs it) with the write's
+//     consistency token, one after another; p50/p99/max from the write's
+//     commit until the read returned, and the reads whose wait ended
+//     without the write (stale);
 //   - first row: a table added to the publication while everything runs,
 //     from the commit of its first row until that row can be read;
 //   - usage: CPU seconds and peak memory of every process in each phase

@@ -43,10 +43,10 @@ func TestSummarize(t *testing.T) {
 			{Table: "wide", Ratio: 0.5, Runs: []loadRun{{Name: runWalhouse}, {Name: runEngine}}},
 		},
 		Steady: []stepResult{
-			{OfferedRowsPerSecond: 10_000, Drained: true, P99: 0.7},
-			{OfferedRowsPerSecond: 30_000, Drained: true, P99: 1.0},
-			{OfferedRowsPerSecond: 60_000, Drained: false, P99: 0.9}, // not drained: its p99 is a lower bound
-			{OfferedRowsPerSecond: 90_000, Drained: true, P99: 3},
+			{OfferedRowsPerSecond: 10_000, Drained: true, P99: 0.7, TokenReads: 100, TokenWaitP99: 0.4},
+			{OfferedRowsPerSecond: 30_000, Drained: true, P99: 1.0, TokenReads: 100, TokenStale: 1, TokenWaitP99: 0.5}, // a stale read
+			{OfferedRowsPerSecond: 60_000, Drained: false, P99: 0.9, TokenReads: 100, TokenWaitP99: 0.9},               // not drained: its p99 is a lower bound
+			{OfferedRowsPerSecond: 90_000, Drained: true, P99: 3, TokenReads: 100, TokenWaitP99: 1.2},
 		},
 		FirstRows: []firstRow{{VisibleAfter: 1.5}, {VisibleAfter: 12}},
 	}
@@ -57,6 +57,9 @@ func TestSummarize(t *testing.T) {
 	}
 	if s.MaxRateP99UnderOneSecond != 30_000 {
 		t.Errorf("highest rate with p99 ≤ 1 s = %d, want 30000", s.MaxRateP99UnderOneSecond)
+	}
+	if s.MaxRateTokenP99UnderOneSecond != 10_000 {
+		t.Errorf("highest rate with a token wait p99 ≤ 1 s = %d, want 10000 (30000 had a stale read)", s.MaxRateTokenP99UnderOneSecond)
 	}
 	if s.FirstRowSeconds != 12 {
 		t.Errorf("first row = %v, want the slowest, 12", s.FirstRowSeconds)
@@ -77,5 +80,19 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	}
 	if o.step != 7*time.Second || o.narrowRows != 200_000 || len(o.rates) != 2 || o.name != "e2e-quick" {
 		t.Errorf("quick options: step %v, narrow rows %d, rates %v, name %q", o.step, o.narrowRows, o.rates, o.name)
+	}
+}
+
+func TestTokenWaits(t *testing.T) {
+	var ps []tokenProbe
+	for i := 1; i <= 200; i++ {
+		ps = append(ps, tokenProbe{wait: time.Duration(i) * 10 * time.Millisecond, fresh: i <= 199})
+	}
+	n, stale, p50, p99, maxWait := tokenWaits(ps)
+	if n != 200 || stale != 1 || p50 != 1.01 || p99 != 1.99 || maxWait != 2 {
+		t.Errorf("tokenWaits = %d reads, %d stale, p50 %v, p99 %v, max %v; want 200, 1, 1.01, 1.99, 2", n, stale, p50, p99, maxWait)
+	}
+	if n, _, _, _, _ := tokenWaits(nil); n != 0 {
+		t.Errorf("tokenWaits of no probe counted %d", n)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // stepResult is one offered rate of the steady sweep.
@@ -30,9 +32,24 @@ type stepResult struct {
 	// in Kafka yet (capture's backlog; commits estimated from the committed
 	// rate) and in Kafka but not visible yet (the sink's): which stage a
 	// latency comes from.
-	MaxCaptureBacklog int64   `json:"max_capture_backlog_rows"`
-	MaxSinkBacklog    int64   `json:"max_sink_backlog_rows"`
-	Usage             []usage `json:"usage"`
+	MaxCaptureBacklog int64 `json:"max_capture_backlog_rows"`
+	MaxSinkBacklog    int64 `json:"max_sink_backlog_rows"`
+	// TokenReads are the probes of the step (tokenProbers writers, each
+	// writing a row through Layer 1 and reading it back through the query
+	// API with the write's consistency token, one after another);
+	// TokenStale of them ended their read's wait without the write. The
+	// token wait is from the write's commit (Keys.Do returned) until the
+	// read returned, over every probe.
+	TokenReads int `json:"token_reads"`
+	TokenStale int `json:"token_stale"`
+	// TokenFailed probes got an error instead of an answer (not in the
+	// quantiles); TokenError is the first one's.
+	TokenFailed  int     `json:"token_failed,omitempty"`
+	TokenError   string  `json:"token_error,omitempty"`
+	TokenWaitP50 float64 `json:"token_wait_p50_seconds"`
+	TokenWaitP99 float64 `json:"token_wait_p99_seconds"`
+	TokenWaitMax float64 `json:"token_wait_max_seconds"`
+	Usage        []usage `json:"usage"`
 	// Profiles are capture's and the sink's CPU over the offered load, by
 	// stage (with -profile).
 	Profiles []processProfile `json:"profiles,omitempty"`
@@ -103,17 +120,28 @@ func (b *bench) steady(ctx context.Context) error {
 	if err := b.waitFor(ctx, p, 2*time.Minute, 100*time.Millisecond, b.countAtLeast(target, 0, 1)); err != nil {
 		return fmt.Errorf("the pipeline did not load a first row: %w", err)
 	}
+	// The query API, as serve runs it, for the token probes of each step.
+	tr, err := b.startTokenReader(ctx, p.name, table, schema.TableName(record.Source{Schema: "public", Table: table}))
+	if err != nil {
+		return err
+	}
+	defer tr.close()
 
 	for i, rate := range b.o.rates {
 		step := i + 1
 		fmt.Printf("steady: offering %d rows/s for %v...\n", rate, b.o.step)
-		r, err := b.runStep(ctx, p, script, target, step, rate)
+		r, err := b.runStep(ctx, p, tr, script, target, step, rate)
 		if err != nil {
 			return fmt.Errorf("step at %d rows/s: %w", rate, err)
 		}
 		b.rep.Steady = append(b.rep.Steady, r)
 		fmt.Printf("  committed %.0f rows/s; p50 %.3fs p99 %.3fs max %.3fs; %d of %d visible %.1fs after the step; most rows behind: capture %d, sink %d\n",
 			r.AchievedRowsPerSecond, r.P50, r.P99, r.Max, r.Visible, r.Rows, r.DrainSeconds, r.MaxCaptureBacklog, r.MaxSinkBacklog)
+		fmt.Printf("  token wait (Layer 1 write → read with its token returned): p50 %.3fs p99 %.3fs max %.3fs over %d reads, %d stale\n",
+			r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax, r.TokenReads, r.TokenStale)
+		if r.TokenFailed > 0 {
+			fmt.Printf("  %d token probe(s) failed; the first: %s\n", r.TokenFailed, r.TokenError)
+		}
 		if !r.Drained {
 			fmt.Printf("  not drained within %v: the sweep stops here (higher rates would start behind)\n", b.o.drain)
 			break
@@ -127,7 +155,7 @@ func (b *bench) steady(ctx context.Context) error {
 
 // runStep offers rate rows/s for one step, waits until its rows are
 // visible (at most the drain time) and reads their latencies.
-func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string, step, rate int) (stepResult, error) {
+func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, script, target string, step, rate int) (stepResult, error) {
 	r := stepResult{OfferedRowsPerSecond: rate}
 	bl, err := b.startBacklog(ctx, p.topic(b.base+"_steady"), target, step)
 	if err != nil {
@@ -138,7 +166,17 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, script, target string,
 	if p.prof != nil {
 		profiles = p.prof.start(ctx, b.o.step, fmt.Sprintf("steady-%d", rate))
 	}
+	// The token probes run while pgbench offers the rate.
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probes := make(chan probeRun, 1)
+	go func() { probes <- tr.probes(probeCtx, step) }()
 	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
+	stopProbes()
+	pr := <-probes
+	r.TokenReads, r.TokenStale, r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax = tokenWaits(pr.probes)
+	if r.TokenFailed = pr.failed; pr.firstErr != nil {
+		r.TokenError = pr.firstErr.Error()
+	}
 	r.Profiles = profiles()
 	if err != nil {
 		m.finish()

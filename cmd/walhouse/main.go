@@ -120,8 +120,8 @@ func commands() map[string]command {
 			required: []string{"pg"}, run: runVerify,
 		},
 		"demo": {
-			summary: "run capture and sink on a generated multi-tenant workload and compare both sides", usage: "[flags]",
-			examples: []string{"make demo   # starts the local services, then runs walhouse demo"},
+			summary: "run capture, sink (Layer 2 with --dedup-addr) and the query API on a generated multi-tenant workload, compare both sides and read a write back with its consistency token", usage: "[flags]",
+			examples: []string{"make demo          # starts the local services, then runs walhouse demo", "make demo KEEP=1   # the same, then keeps everything running until Ctrl-C (--keep)"},
 			run:      runDemo,
 		},
 		"chdb": {

@@ -147,6 +147,9 @@ type Response struct {
 	Order    Order
 	Body     []byte
 	Replayed bool // Idempotency-Replayed: true
+	// Token is the write's consistency token (Walhouse-Consistency-Token),
+	// for a read that must include it; empty when none was sent.
+	Token string
 }
 
 // Call sends one request with key and body (nil for none) for tenant.
@@ -175,7 +178,7 @@ func (c Client) Call(ctx context.Context, tenant string, key idempotency.Key, me
 		return Response{}, err
 	}
 	defer resp.Body.Close()
-	out := Response{Status: resp.StatusCode, Replayed: resp.Header.Get(idempotency.ReplayedHeader) == "true"}
+	out := Response{Status: resp.StatusCode, Replayed: resp.Header.Get(idempotency.ReplayedHeader) == "true", Token: resp.Header.Get(idempotency.TokenHeader)}
 	if out.Body, err = io.ReadAll(resp.Body); err != nil {
 		return out, err
 	}
