@@ -470,11 +470,11 @@ func entryColumnsSQL(rel, needed string) string {
 // column list must keep: the tenant column, which says whose a row is,
 // and the columns of its layout's sorting key and partition expression,
 // which say where a row is in ClickHouse.
-func (cfg *config) neededColumns(sch, table string) []string {
-	out := []string{cfg.relationTenant(sch, table)}
-	for _, c := range cfg.layouts[sch+"."+table].SortColumns() {
-		if !slices.Contains(out, c) {
-			out = append(out, c)
+func (c *config) neededColumns(sch, table string) []string {
+	out := []string{c.relationTenant(sch, table)}
+	for _, col := range c.layouts[sch+"."+table].SortColumns() {
+		if !slices.Contains(out, col) {
+			out = append(out, col)
 		}
 	}
 	return out
