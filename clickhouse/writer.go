@@ -197,6 +197,9 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 	if err := w.checkPlacement(ctx); err != nil {
 		return nil, err
 	}
+	if err := checkServerForLayouts(ctx, conn, w.layouts); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 

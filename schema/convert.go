@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -425,4 +426,150 @@ func truncate(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// parseJSONObject checks that json or jsonb text s is a value ClickHouse's
+// JSON type takes as it is, and returns s. The server parses the text
+// itself (the client sends a JSON column as text); what it would refuse is
+// refused here, because one refused value fails the server's whole insert
+// and the sink could load none of the batch, while an error here fails
+// only the value's record, which goes to the dead letters:
+//   - a value that is not an object (a scalar, an array or null at the top
+//     level of a jsonb value): the JSON type holds objects only;
+//   - an integer outside Int64 and UInt64, or a number a double cannot
+//     hold (1e400, and 1e-400, which the server would read as 0);
+//   - the same path twice: a key given twice ({"a":1,"a":2}, possible in
+//     json) or a dotted key that names a nested key ({"a.b":1,"a":{"b":2}}),
+//     which the JSON type reads as the same path a.b.
+func parseJSONObject(s string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return "", fmt.Errorf("json %q: %w", truncate(s), err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return "", fmt.Errorf("json %s is %s, not an object; ClickHouse's JSON type holds objects only (docs/shaping-tables.md, Native JSON)", truncate(s), jsonKindOf(tok))
+	}
+	if err := checkJSONObject(dec, "", map[string]bool{}); err != nil {
+		return "", fmt.Errorf("json %s: %w", truncate(s), err)
+	}
+	return s, nil
+}
+
+// jsonKindOf names the JSON value a first token starts.
+func jsonKindOf(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return "not an object"
+}
+
+// checkJSONObject reads the rest of an object whose { dec has read, its
+// paths under prefix, noting its leaf paths in leaves.
+func checkJSONObject(dec *json.Decoder, prefix string, leaves map[string]bool) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		path := prefix + tok.(string) // an object's keys are strings
+		if err := checkJSONValue(dec, path, leaves); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // }
+	return err
+}
+
+// checkJSONValue reads one value at path.
+func checkJSONValue(dec *json.Decoder, path string, leaves map[string]bool) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return checkJSONObject(dec, path+".", leaves)
+		}
+		// An array is one leaf; each object in it is a JSON value of its
+		// own, with its own paths.
+		if err := leaf(path, leaves); err != nil {
+			return err
+		}
+		return checkJSONArray(dec)
+	case nil:
+		return nil // the JSON type stores no null: no path
+	case json.Number:
+		if err := checkJSONNumber(v); err != nil {
+			return fmt.Errorf("at %s: %w", path, err)
+		}
+	}
+	return leaf(path, leaves)
+}
+
+// checkJSONArray reads the rest of an array whose [ dec has read: each
+// object in it has paths of its own.
+func checkJSONArray(dec *json.Decoder) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' {
+				err = checkJSONObject(dec, "", map[string]bool{})
+			} else {
+				err = checkJSONArray(dec)
+			}
+		case json.Number:
+			err = checkJSONNumber(v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // ]
+	return err
+}
+
+func leaf(path string, leaves map[string]bool) error {
+	if leaves[path] {
+		return fmt.Errorf("path %s is given twice (a repeated key, or a dotted key that names a nested one); ClickHouse's JSON type holds one value per path", path)
+	}
+	leaves[path] = true
+	return nil
+}
+
+// checkJSONNumber refuses a number the JSON type would refuse or change:
+// the server reads an integer as Int64 or UInt64 and any other number as
+// Float64.
+func checkJSONNumber(n json.Number) error {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return nil
+		}
+		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return nil
+		}
+		return fmt.Errorf("integer %s is beyond Int64 and UInt64, which ClickHouse's JSON type holds integers in", truncate(s))
+	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		return fmt.Errorf("number %s is beyond the range of Float64, which ClickHouse's JSON type holds fractions in", truncate(s))
+	}
+	return nil
 }

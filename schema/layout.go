@@ -58,12 +58,17 @@ type Layout struct {
 //     Float64 is approximate by choice: a numeric is stored as the
 //     nearest double; one beyond its range fails its record. String keeps
 //     PostgreSQL's text.
+//   - JSON: json and jsonb, as ClickHouse's JSON type (server 25.3+),
+//     read by path. Only objects fit it: a value that is a scalar or an
+//     array at its top level, or that the type cannot hold as it is (a
+//     path given twice, a number beyond Int64, UInt64 and Float64), fails
+//     its record, which goes to the dead letters, like an overflow.
 //
 // Key, tenant and sorting columns keep walhouse's mapping: tombstones and
 // lookups bind their values by it.
 type ColumnLayout struct {
-	// Type is the override: LowCardinality(String), Decimal(P, S), String
-	// or Float64.
+	// Type is the override: LowCardinality(String), Decimal(P, S), String,
+	// Float64 or JSON.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
 	// dead_letter (the default). clamp is not supported yet.
@@ -383,6 +388,8 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		return kString, Type{}, nil
 	case "Float64":
 		return kFloat64, Type{}, nil
+	case "JSON":
+		return kJSON, Type{}, nil
 	}
 	if p, s, ok := decimalShape(ddl); ok {
 		if p < 1 || p > maxDecimalPrecision || s < 0 || s > p {
@@ -390,7 +397,7 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		}
 		return kDecimal, Type{precision: p, scale: s}, nil
 	}
-	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String or Float64", ddl)
+	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64 or JSON", ddl)
 }
 
 // override returns the type of column c, which Map mapped to base, under
@@ -407,7 +414,9 @@ func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, 
 	switch {
 	case lowCard && !c.Enum && !slices.Contains(lowCardinalityTypes, c.Type):
 		return Type{}, fmt.Errorf("%s is %s; LowCardinality(String) is for text and enum columns", c.Name, c.Type)
-	case !lowCard && base.kind != kDecimal:
+	case k == kJSON && c.Type != "json" && c.Type != "jsonb":
+		return Type{}, fmt.Errorf("%s is %s; JSON is for json and jsonb columns", c.Name, c.Type)
+	case !lowCard && k != kJSON && base.kind != kDecimal:
 		return Type{}, fmt.Errorf("%s is %s; %s is for numeric columns", c.Name, c.Type, o.Type)
 	}
 	t := Type{kind: k, precision: shape.precision, scale: shape.scale}
@@ -438,7 +447,7 @@ func (t *Table) overrideMisfit(err error) *IncompatibleError {
 		Err:   fmt.Errorf("layout: columns: %w", err),
 		Fix: "fix the table's layout (the configuration file's layout key, or --layout of the sink and capture): " +
 			"override only columns the table has, outside its key and tenant, with a type their PostgreSQL type takes " +
-			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; docs/shaping-tables.md), " +
+			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; JSON for json and jsonb; docs/shaping-tables.md), " +
 			"or remove the override; then restart the sink",
 	}
 }

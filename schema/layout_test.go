@@ -268,6 +268,11 @@ func TestOverrideFits(t *testing.T) {
 		{record.Column{Name: "a", Type: "text"}, "String", "String is for numeric columns"},
 		{record.Column{Name: "a", Type: "float8"}, "Decimal(20, 2)", "a is float8; Decimal(20, 2) is for numeric columns"},
 		{record.Column{Name: "a", Type: "int8"}, "Float64", "is for numeric columns"},
+		{record.Column{Name: "a", Type: "jsonb"}, "JSON", "Nullable(JSON)"},
+		{record.Column{Name: "a", Type: "json"}, "JSON", "Nullable(JSON)"},
+		{record.Column{Name: "a", Type: "text"}, "JSON", "a is text; JSON is for json and jsonb columns"},
+		{record.Column{Name: "a", Type: "jsonb", Array: true}, "JSON", "a is an array"},
+		{record.Column{Name: "a", Type: "jsonb"}, "Json", "not an override walhouse knows"},
 	} {
 		got, err := override(tc.col, Map(tc.col, true), ColumnLayout{Type: tc.typ}, true)
 		if err != nil {

@@ -68,6 +68,12 @@ var scalars = [kindCount]scalar{
 	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: conv(parseTimestamp),
 		example: "2024-01-15 10:00:00.123456+05:30", temporal: true, holds: []kind{kDate}},
 	kUUID: {ch: "UUID", pg: []string{"uuid"}, conv: conv(parseText), example: "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}, // the client parses UUID text itself
+	// ClickHouse's JSON type: only a layout's override maps json and jsonb
+	// to it (ColumnLayout), so it names no PostgreSQL type of its own.
+	// Its values go as JSON text, which the server parses (parseJSONObject
+	// checks first what the server would refuse, so that one value fails
+	// its record rather than the whole insert).
+	kJSON: {ch: "JSON", conv: conv(parseJSONObject), example: `{"customer": {"id": 42, "tags": ["a", "b"]}}`, overrideOnly: true},
 }
 
 // kind is an entry of scalars: the ClickHouse scalar a PostgreSQL type
@@ -88,6 +94,7 @@ const (
 	kDate
 	kDateTime
 	kUUID
+	kJSON
 	kindCount // the table's length: a kind without an entry fails the tests
 )
 
@@ -116,6 +123,9 @@ type scalar struct {
 	digits int
 	// temporal: a date or timestamp, usable for monthly partitions.
 	temporal bool
+	// overrideOnly: no PostgreSQL type maps here by default; a layout's
+	// column override does (pg is empty).
+	overrideOnly bool
 }
 
 // PGTypes lists the PostgreSQL types (pg_type.typname) that Map stores in
