@@ -79,6 +79,9 @@ type builtColumn struct {
 	name string
 	vals slicer // nil when every value is in rows
 	rows []rowValue
+	// clamped counts the values set to their type's bound (a layout's
+	// on_overflow clamp), for the writer's metric once the insert is in.
+	clamped int
 }
 
 // fault is the first record of a batch that cannot be loaded.
@@ -182,6 +185,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 			}
 			if !held {
 				b.rows = append(b.rows, rowValue{i, nil}) // NULL in a column that cannot hold it
+			}
+			if b.typ.Clamped(v.Text) {
+				b.clamped++
 			}
 		}
 	}

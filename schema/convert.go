@@ -68,15 +68,74 @@ func parseText(s string) (string, error) { return s, nil }
 // become NULL. A value with more digits than the decimal holds (possible
 // for an unconstrained numeric, mapped to Decimal(76, 38)) is an error: the
 // client would silently drop the extra fractional digits.
+//
+// Under a layout's on_overflow clamp (t.clamp), a value with more digits
+// before the point than the decimal holds, and an infinity, become the
+// decimal's bound of their sign instead (Clamped tells which); a value
+// within range with more decimals than the scale is still an error: a
+// clamp never rounds.
 func decimalValue(t Type, s string) (string, bool, error) {
 	switch s {
-	case "NaN", "Infinity", "-Infinity":
+	case "NaN":
+		return "", false, nil
+	case "Infinity", "-Infinity":
+		if t.clamp {
+			return decimalBound(t, s[0] == '-'), true, nil
+		}
 		return "", false, nil
 	}
 	if err := decimalFits(s, t.precision, t.scale); err != nil {
+		if t.clamp {
+			if beyond, neg := decimalBeyond(t, s); beyond {
+				return decimalBound(t, neg), true, nil
+			}
+			return "", false, fmt.Errorf("%w; on_overflow clamp bounds values beyond the range only, it never rounds decimals", err)
+		}
 		return "", false, err
 	}
 	return s, true, nil // the client parses decimal text exactly
+}
+
+// decimalBeyond reports whether numeric text s has more digits before the
+// point than t's Decimal holds, and whether it is negative.
+func decimalBeyond(t Type, s string) (beyond, neg bool) {
+	neg = strings.HasPrefix(s, "-")
+	whole, _, _ := strings.Cut(strings.TrimLeft(s, "+-"), ".")
+	whole = strings.TrimLeft(whole, "0")
+	return allDigits(whole) && len(whole) > t.precision-t.scale, neg
+}
+
+// decimalBound is the largest value of t's Decimal(P, S), P-S nines then S
+// nines after the point, or its negative.
+func decimalBound(t Type, neg bool) string {
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	if t.precision == t.scale {
+		b.WriteByte('0')
+	}
+	b.WriteString(strings.Repeat("9", t.precision-t.scale))
+	if t.scale > 0 {
+		b.WriteByte('.')
+		b.WriteString(strings.Repeat("9", t.scale))
+	}
+	return b.String()
+}
+
+// Clamped reports whether Convert turns PostgreSQL's text of a value into
+// its type's bound because the value is beyond the range (a Decimal
+// override with on_overflow clamp): the sink counts such values. Cheap
+// for every other type.
+func (t Type) Clamped(text string) bool {
+	if !t.clamp || t.array {
+		return false
+	}
+	if text == "Infinity" || text == "-Infinity" {
+		return true
+	}
+	beyond, _ := decimalBeyond(t, text)
+	return beyond
 }
 
 // decimalFits checks that numeric text (PostgreSQL's output: an optional

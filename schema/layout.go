@@ -54,7 +54,8 @@ type Layout struct {
 //   - Decimal(P, S), String or Float64: numeric. A value that Decimal(P, S)
 //     cannot hold exactly (more than P-S digits before the point, or more
 //     than S after it: never rounded) fails its record, which goes to the
-//     dead letters (on_overflow dead_letter, the only policy so far).
+//     dead letters (on_overflow dead_letter), or, beyond the range only,
+//     is clamped to the bound (on_overflow clamp).
 //     Float64 is approximate by choice: a numeric is stored as the
 //     nearest double; one beyond its range fails its record. String keeps
 //     PostgreSQL's text.
@@ -71,7 +72,13 @@ type ColumnLayout struct {
 	// Float64 or JSON.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
-	// dead_letter (the default). clamp is not supported yet.
+	// dead_letter (the default) fails its record, which goes to the dead
+	// letters; clamp, for Decimal(P, S) only, stores a value beyond the
+	// range (more than P-S digits before the point, or an infinity) as the
+	// type's bound of its sign, counted by the sink
+	// (walhouse_sink_values_clamped_total). A value within the range with
+	// more than S decimals still fails its record under clamp: nothing is
+	// ever rounded.
 	OnOverflow string `json:"on_overflow,omitempty"`
 }
 
@@ -138,15 +145,18 @@ func (l Layout) Check() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.Columns)) {
 		o := l.Columns[name]
-		if _, _, err := overrideShape(o.Type); err != nil {
+		k, _, err := overrideShape(o.Type)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("columns: %s: %w", name, err))
 		}
 		switch o.OnOverflow {
 		case "", "dead_letter":
 		case "clamp":
-			errs = append(errs, fmt.Errorf("columns: %s: on_overflow clamp is not supported yet; dead_letter (the default) sends a value the type cannot hold to the dead letters", name))
+			if err == nil && k != kDecimal {
+				errs = append(errs, fmt.Errorf("columns: %s: on_overflow clamp is for Decimal(P, S) overrides, not %s; use dead_letter (the default)", name, o.Type))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("columns: %s: on_overflow %q is not allowed; want dead_letter", name, o.OnOverflow))
+			errs = append(errs, fmt.Errorf("columns: %s: on_overflow %q is not allowed; want dead_letter or, for Decimal(P, S), clamp", name, o.OnOverflow))
 		}
 		switch {
 		case excluded[name]:
@@ -419,7 +429,7 @@ func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, 
 	case !lowCard && k != kJSON && base.kind != kDecimal:
 		return Type{}, fmt.Errorf("%s is %s; %s is for numeric columns", c.Name, c.Type, o.Type)
 	}
-	t := Type{kind: k, precision: shape.precision, scale: shape.scale}
+	t := Type{kind: k, precision: shape.precision, scale: shape.scale, clamp: k == kDecimal && o.OnOverflow == "clamp"}
 	inner := o.Type
 	if k == kDecimal {
 		inner = fmt.Sprintf("Decimal(%d, %d)", shape.precision, shape.scale)

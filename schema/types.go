@@ -161,6 +161,9 @@ type Type struct {
 	kind             kind
 	array            bool
 	precision, scale int // of a kDecimal
+	// clamp: a kDecimal value beyond the type's range becomes its bound
+	// (a layout's on_overflow clamp) rather than an error.
+	clamp bool
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
