@@ -211,6 +211,9 @@ func (t Type) canonicalTextFast(text string) (string, bool) {
 	case kDecimal:
 		return t.decimalTextFast(text)
 	case kDateTime:
+		if t.precision < maxDateTimePrecision {
+			return "", false // truncated by Convert, the general way
+		}
 		return dateTimeTextFast(text)
 	}
 	return "", false

@@ -284,6 +284,37 @@ func beyondYear9999(s, layout string) bool {
 // parseTimestamp reads PostgreSQL's ISO output for timestamp and timestamptz
 // ("2024-01-15 10:00:00.123456", "2024-01-15 10:00:00+00",
 // "2024-01-15 10:00:00+05:30").
+// maxDateTimePrecision is the fractional digits of walhouse's DateTime64:
+// PostgreSQL's timestamps hold microseconds.
+const maxDateTimePrecision = 6
+
+// timestampValue is parseTimestamp for a DateTime64 of t's precision: a
+// layout's override to fewer digits truncates the fraction (towards the
+// earlier time), here, so that what is stored does not depend on how the
+// client would round.
+func timestampValue(t Type, s string) (time.Time, bool, error) {
+	v, err := parseTimestamp(s)
+	if err != nil || t.precision >= maxDateTimePrecision {
+		return v, true, err
+	}
+	unit := time.Duration(1)
+	for range 9 - t.precision {
+		unit *= 10
+	}
+	return v.Truncate(unit), true, nil
+}
+
+// dateTimeShape reads the precision of "DateTime64(P…)".
+func dateTimeShape(d string) (p int, ok bool) {
+	body, found := strings.CutPrefix(d, "DateTime64(")
+	if !found {
+		return 0, false
+	}
+	digits, _, _ := strings.Cut(strings.TrimSuffix(body, ")"), ",")
+	p, err := strconv.Atoi(strings.TrimSpace(digits))
+	return p, err == nil && p >= 0 && p <= 9
+}
+
 func parseTimestamp(s string) (time.Time, error) {
 	if t, ok := special(s, maxTime); ok {
 		return t, nil

@@ -59,6 +59,9 @@ type Layout struct {
 //     Float64 is approximate by choice: a numeric is stored as the
 //     nearest double; one beyond its range fails its record. String keeps
 //     PostgreSQL's text.
+//   - DateTime64(P), 0 <= P <= 6: timestamp and timestamptz with P
+//     fractional digits, the rest of the fraction truncated (towards the
+//     earlier time), never rounded up;
 //   - JSON: json and jsonb, as ClickHouse's JSON type (server 25.3+),
 //     read by path. Only objects fit it: a value that is a scalar or an
 //     array at its top level, or that the type cannot hold as it is (a
@@ -69,7 +72,7 @@ type Layout struct {
 // lookups bind their values by it.
 type ColumnLayout struct {
 	// Type is the override: LowCardinality(String), Decimal(P, S), String,
-	// Float64 or JSON.
+	// Float64, DateTime64(P) or JSON.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
 	// dead_letter (the default) fails its record, which goes to the dead
@@ -401,13 +404,20 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 	case "JSON":
 		return kJSON, Type{}, nil
 	}
+	if strings.HasPrefix(ddl, "DateTime64(") {
+		p, ok := dateTimeShape(ddl)
+		if !ok || p > maxDateTimePrecision || !(strings.HasSuffix(ddl, fmt.Sprintf("(%d)", p)) || strings.HasSuffix(ddl, ", 'UTC')")) {
+			return 0, Type{}, fmt.Errorf("%s: want DateTime64(P) or DateTime64(P, 'UTC') with 0 <= P <= %d (PostgreSQL keeps microseconds; values are UTC)", ddl, maxDateTimePrecision)
+		}
+		return kDateTime, Type{precision: p}, nil
+	}
 	if p, s, ok := decimalShape(ddl); ok {
 		if p < 1 || p > maxDecimalPrecision || s < 0 || s > p {
 			return 0, Type{}, fmt.Errorf("%s: want Decimal(P, S) with 1 <= P <= %d and 0 <= S <= P", ddl, maxDecimalPrecision)
 		}
 		return kDecimal, Type{precision: p, scale: s}, nil
 	}
-	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64 or JSON", ddl)
+	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64, JSON or DateTime64(P)", ddl)
 }
 
 // override returns the type of column c, which Map mapped to base, under
@@ -426,13 +436,18 @@ func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, 
 		return Type{}, fmt.Errorf("%s is %s; LowCardinality(String) is for text and enum columns", c.Name, c.Type)
 	case k == kJSON && c.Type != "json" && c.Type != "jsonb":
 		return Type{}, fmt.Errorf("%s is %s; JSON is for json and jsonb columns", c.Name, c.Type)
-	case !lowCard && k != kJSON && base.kind != kDecimal:
+	case k == kDateTime && base.kind != kDateTime:
+		return Type{}, fmt.Errorf("%s is %s; %s is for timestamp and timestamptz columns", c.Name, c.Type, o.Type)
+	case !lowCard && k != kJSON && k != kDateTime && base.kind != kDecimal:
 		return Type{}, fmt.Errorf("%s is %s; %s is for numeric columns", c.Name, c.Type, o.Type)
 	}
 	t := Type{kind: k, precision: shape.precision, scale: shape.scale, clamp: k == kDecimal && o.OnOverflow == "clamp"}
 	inner := o.Type
-	if k == kDecimal {
+	switch k {
+	case kDecimal:
 		inner = fmt.Sprintf("Decimal(%d, %d)", shape.precision, shape.scale)
+	case kDateTime:
+		inner = fmt.Sprintf("DateTime64(%d, 'UTC')", shape.precision)
 	}
 	switch {
 	case lowCard && nullable:
@@ -457,7 +472,7 @@ func (t *Table) overrideMisfit(err error) *IncompatibleError {
 		Err:   fmt.Errorf("layout: columns: %w", err),
 		Fix: "fix the table's layout (the configuration file's layout key, or --layout of the sink and capture): " +
 			"override only columns the table has, outside its key and tenant, with a type their PostgreSQL type takes " +
-			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; JSON for json and jsonb; docs/shaping-tables.md), " +
+			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; DateTime64(P) for timestamps; JSON for json and jsonb; docs/shaping-tables.md), " +
 			"or remove the override; then restart the sink",
 	}
 }

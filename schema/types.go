@@ -65,7 +65,9 @@ var scalars = [kindCount]scalar{
 	kDate:    {ch: "Date32", pg: []string{"date"}, conv: conv(parseDate), example: "2024-02-29", temporal: true},
 	// timestamp is read as UTC; timestamptz arrives in UTC (the replication
 	// session runs with TimeZone=UTC).
-	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: conv(parseTimestamp),
+	// A layout may give it fewer fractional digits (ColumnLayout): its
+	// precision is Type.precision, 6 by default.
+	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: convType(timestampValue),
 		example: "2024-01-15 10:00:00.123456+05:30", temporal: true, holds: []kind{kDate}},
 	kUUID: {ch: "UUID", pg: []string{"uuid"}, conv: conv(parseText), example: "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}, // the client parses UUID text itself
 	// ClickHouse's JSON type: only a layout's override maps json and jsonb
@@ -160,7 +162,7 @@ type Type struct {
 
 	kind             kind
 	array            bool
-	precision, scale int // of a kDecimal
+	precision, scale int // of a kDecimal; precision is also a kDateTime's fractional digits
 	// clamp: a kDecimal value beyond the type's range becomes its bound
 	// (a layout's on_overflow clamp) rather than an error.
 	clamp bool
@@ -216,6 +218,9 @@ func Map(c record.Column, nullable bool) Type {
 		t.Fallback = fmt.Sprintf("PostgreSQL type %q has no ClickHouse mapping; its text form is stored as String", c.Type)
 	}
 	base := scalars[t.kind].ch
+	if t.kind == kDateTime {
+		t.precision = maxDateTimePrecision
+	}
 	if t.kind == kDecimal {
 		p, s, ok := numericTypmod(c.TypMod)
 		if !ok {
@@ -280,6 +285,14 @@ func parseType(ddl string) (t Type, ok bool) {
 	} else if s, found := unwrap(inner, "Nullable("); found {
 		inner = s
 	}
+	if strings.HasPrefix(inner, "DateTime64(") {
+		p, ok := dateTimeShape(inner)
+		if !ok || !strings.HasSuffix(inner, ", 'UTC')") {
+			return Type{}, false
+		}
+		t.kind, t.precision = kDateTime, p
+		return t, true
+	}
 	if strings.HasPrefix(inner, "Decimal(") {
 		p, s, ok := decimalShape(inner)
 		if !ok {
@@ -339,7 +352,13 @@ func covers(a, b Type) bool {
 		return false
 	}
 	if a.kind == b.kind {
-		return a.kind != kDecimal || a.scale >= b.scale && a.precision-a.scale >= b.precision-b.scale
+		switch a.kind {
+		case kDecimal:
+			return a.scale >= b.scale && a.precision-a.scale >= b.precision-b.scale
+		case kDateTime:
+			return a.precision >= b.precision
+		}
+		return true
 	}
 	sa, sb := scalars[a.kind], scalars[b.kind]
 	switch {
