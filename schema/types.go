@@ -192,6 +192,12 @@ func (t Type) Convert(text string) (any, error) {
 	return c.many(t, elems)
 }
 
+// IsJSON reports whether t is ClickHouse's JSON type (a layout's JSON
+// override). The client appends a JSON column's values in one
+// serialization per insert, as text here: a value read back from the
+// column (an unchanged TOAST value) must be read as its text too.
+func (t Type) IsJSON() bool { return t.kind == kJSON }
+
 func (t Type) nullable() bool {
 	return strings.HasPrefix(t.DDL, "Nullable(") || strings.HasPrefix(t.DDL, "LowCardinality(Nullable(")
 }
