@@ -83,3 +83,39 @@ func TestJSONOverrideEvolves(t *testing.T) {
 		t.Errorf("p becomes text: %v, want the override refused", err)
 	}
 }
+
+// TestJSONCanonical: verify's canonical form of a JSON column is the same
+// for PostgreSQL's text and for what ClickHouse's JSON type gives back,
+// nulls, empty objects, dotted keys and number spellings aside, and
+// differs for another value.
+func TestJSONCanonical(t *testing.T) {
+	typ, err := override(record.Column{Name: "p", Type: "jsonb"}, Map(record.Column{Name: "p", Type: "jsonb"}, true), ColumnLayout{Type: "JSON"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pg, ch string
+		equal  bool
+	}{
+		{`{"b": 1, "a": {"x": "y", "n": null, "e": {}}}`, `{"a":{"x":"y"},"b":1}`, true},
+		{`{"a.b": 1.50, "t": [1, null, {"c": null}]}`, `{"a":{"b":1.5},"t":[1,null,{}]}`, true},
+		{`{"big": 18446744073709551615}`, `{"big":18446744073709551615}`, true},
+		{`{"a": 1}`, `{"a":"1"}`, false},
+		{`{"a": [1, 2]}`, `{"a":[2,1]}`, false},
+	} {
+		pg, err := typ.CanonicalText(&tc.pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := typ.Canonical(&tc.ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (pg == ch) != tc.equal {
+			t.Errorf("%s → %s, %s → %s; want equal %v", tc.pg, pg, tc.ch, ch, tc.equal)
+		}
+	}
+	if got, _ := typ.Canonical((*string)(nil)); got != canonicalNull {
+		t.Errorf("NULL → %q", got)
+	}
+}
