@@ -2,6 +2,7 @@ package query
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,18 @@ func TestBuildSelectJSONPathRejects(t *testing.T) {
 				t.Errorf("field = %q, want %q (%v)", re.Field, tt.field, err)
 			}
 		})
+	}
+}
+
+// TestBuildExportJSONPath: an export's subject may be a JSON path, read
+// by its expression and compared with a bound value.
+func TestBuildExportJSONPath(t *testing.T) {
+	st, err := BuildExport(ExportInput{Table: eventsTable(), Tenant: "acme", Subject: Subject{Column: "payload.customer.email", Value: "a@example.com"}, Limits: Limits{MaxExportTime: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "AND CAST(getSubcolumn(`payload`, 'customer.email') AS Nullable(String)) = {subject:String}"
+	if !strings.Contains(st.SQL, want) || st.Params["subject"] != "a@example.com" {
+		t.Errorf("export SQL\n%s\nparams %v; want %q", st.SQL, st.Params, want)
 	}
 }
