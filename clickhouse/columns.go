@@ -114,7 +114,7 @@ func buildColumns(tg *target, recs []*record.Record, fills filled) ([]builtColum
 	source := make([]sourceColumn, len(tg.columns))
 	for ci, c := range tg.columns {
 		b := &source[ci]
-		b.name, b.typ = c.Name, c.Type
+		b.name, b.typ, b.clamps = c.Name, c.Type, c.Type.Clamps()
 		if vals, ok := c.Type.NewValues(n); ok {
 			b.values, b.vals = vals, vals
 		}
@@ -155,6 +155,7 @@ type sourceColumn struct {
 	builtColumn
 	typ    schema.Type   // what values are converted for
 	values schema.Values // nil for an array
+	clamps bool          // typ.Clamps(), asked once rather than per value
 }
 
 // convert converts the values of records lo..hi-1, the source column at
@@ -186,7 +187,7 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 			if !held {
 				b.rows = append(b.rows, rowValue{i, nil}) // NULL in a column that cannot hold it
 			}
-			if b.typ.Clamped(v.Text) {
+			if b.clamps && b.typ.Clamped(v.Text) {
 				b.clamped++
 			}
 		}

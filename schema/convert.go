@@ -123,12 +123,17 @@ func decimalBound(t Type, neg bool) string {
 	return b.String()
 }
 
+// Clamps reports whether t bounds values beyond its range (a Decimal
+// override with on_overflow clamp), so that a caller asks Clamped about
+// its values only then.
+func (t Type) Clamps() bool { return t.clamp && !t.array }
+
 // Clamped reports whether Convert turns PostgreSQL's text of a value into
 // its type's bound because the value is beyond the range (a Decimal
 // override with on_overflow clamp): the sink counts such values. Cheap
 // for every other type.
 func (t Type) Clamped(text string) bool {
-	if !t.clamp || t.array {
+	if !t.Clamps() {
 		return false
 	}
 	if text == "Infinity" || text == "-Infinity" {
