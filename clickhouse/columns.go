@@ -79,6 +79,9 @@ type builtColumn struct {
 	name string
 	vals slicer // nil when every value is in rows
 	rows []rowValue
+	// clamped counts the values set to their type's bound (a layout's
+	// on_overflow clamp), for the writer's metric once the insert is in.
+	clamped int
 }
 
 // fault is the first record of a batch that cannot be loaded.
@@ -111,7 +114,7 @@ func buildColumns(tg *target, recs []*record.Record, fills filled) ([]builtColum
 	source := make([]sourceColumn, len(tg.columns))
 	for ci, c := range tg.columns {
 		b := &source[ci]
-		b.name, b.typ = c.Name, c.Type
+		b.name, b.typ, b.clamps = c.Name, c.Type, c.Type.Clamps()
 		if vals, ok := c.Type.NewValues(n); ok {
 			b.values, b.vals = vals, vals
 		}
@@ -152,6 +155,7 @@ type sourceColumn struct {
 	builtColumn
 	typ    schema.Type   // what values are converted for
 	values schema.Values // nil for an array
+	clamps bool          // typ.Clamps(), asked once rather than per value
 }
 
 // convert converts the values of records lo..hi-1, the source column at
@@ -182,6 +186,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 			}
 			if !held {
 				b.rows = append(b.rows, rowValue{i, nil}) // NULL in a column that cannot hold it
+			}
+			if b.clamps && b.typ.Clamped(v.Text) {
+				b.clamped++
 			}
 		}
 	}

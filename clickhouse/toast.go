@@ -132,6 +132,11 @@ func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record,
 	sel := make([]string, len(cols))
 	for j, ci := range cols {
 		sel[j] = schema.QuoteIdent(tg.columns[ci].Name)
+		if tg.columns[ci].Type.IsJSON() {
+			// As the text the insert's other values of the column are:
+			// the client refuses an object among them.
+			sel[j] = "CAST(" + sel[j] + " AS Nullable(String))"
+		}
 	}
 	// Key values are bound as the values inserted for them (converted from
 	// PostgreSQL's text the same way), never as that text: bytea, bool or

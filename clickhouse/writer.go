@@ -12,6 +12,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/walhouse/walhouse/internal/redact"
 	"github.com/walhouse/walhouse/record"
@@ -144,6 +146,9 @@ type Writer struct {
 	layouts   map[string]schema.Layout
 	opts      schema.Options
 	log       *slog.Logger
+	// clamped counts values stored as their type's bound (on_overflow
+	// clamp), by source table and column; nil without WithMetrics.
+	clamped *prometheus.CounterVec
 
 	mu          sync.Mutex
 	ddl         sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
@@ -173,6 +178,20 @@ func WithLayouts(layouts map[string]schema.Layout) WriterOption {
 	return func(w *Writer) { w.layouts = layouts }
 }
 
+// WithMetrics registers the Writer's metrics with reg:
+// walhouse_sink_values_clamped_total, the values a layout's on_overflow
+// clamp stored as their type's bound, by table and column (a batch
+// inserted again after a failure counts again). Without it, nothing is
+// counted.
+func WithMetrics(reg prometheus.Registerer) WriterOption {
+	return func(w *Writer) {
+		w.clamped = promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_values_clamped_total",
+			Help: "Values beyond the range of a Decimal(P, S) override with on_overflow clamp, stored as the type's bound instead (docs/shaping-tables.md), by source table and column.",
+		}, []string{"table", "column"})
+	}
+}
+
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
 // and names a key column of a date or timestamp type.
@@ -197,6 +216,9 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 		}
 	}
 	if err := w.checkPlacement(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkServerForLayouts(ctx, conn, w.layouts); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -295,6 +317,11 @@ func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, 
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", len(recs), tg.table.QualifiedName(), err)
+	}
+	for _, c := range built {
+		if c.clamped > 0 && w.clamped != nil {
+			w.clamped.WithLabelValues(tg.table.Source.Schema+"."+tg.table.Source.Table, c.name).Add(float64(c.clamped))
+		}
 	}
 	return nil
 }

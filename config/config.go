@@ -283,11 +283,13 @@ type TableLayout struct {
 
 // ColumnLayout is one column's ClickHouse type in a TableLayout.
 type ColumnLayout struct {
-	// Type is LowCardinality(String) (text, enums), or Decimal(P, S),
-	// String or Float64 (numeric).
+	// Type is LowCardinality(String) (text, enums), Decimal(P, S),
+	// String or Float64 (numeric), DateTime64(P) (timestamps) or JSON
+	// (json, jsonb).
 	Type string `yaml:"type" json:"type"`
-	// OnOverflow is dead_letter: a value the type cannot hold exactly
-	// goes to the dead letters.
+	// OnOverflow is dead_letter (the default: a value the type cannot
+	// hold exactly goes to the dead letters) or, for Decimal(P, S), clamp
+	// (a value beyond the range is stored as the bound).
 	OnOverflow string `yaml:"on_overflow" json:"on_overflow,omitempty"`
 }
 

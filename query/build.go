@@ -338,6 +338,10 @@ func BuildSelect(in SelectInput) (Statement, error) {
 		} else if _, err := b.output(field+".column", o.Column); err != nil {
 			return Statement{}, err
 		}
+		sortExpr := schema.QuoteIdent(o.Column)
+		if c, err := b.column(field+".column", o.Column); !aggregated && err == nil && c.expr != "" {
+			sortExpr = c.sql() // a JSON path not among the columns has no alias to sort by
+		}
 		if slices.Contains(ordered, o.Column) {
 			return Statement{}, reqErr(field+".column", "column %q is listed twice", o.Column)
 		}
@@ -345,7 +349,7 @@ func BuildSelect(in SelectInput) (Statement, error) {
 		if o.Desc {
 			dir = "DESC"
 		}
-		order = append(order, schema.QuoteIdent(o.Column)+" "+dir)
+		order = append(order, sortExpr+" "+dir)
 		ordered = append(ordered, o.Column)
 	}
 	tieBreak := t.SortingKey[1:] // the tenant column is constant
@@ -452,10 +456,13 @@ type builder struct {
 // column returns a readable column, or a RequestError naming field.
 func (b *builder) column(field, name string) (Column, error) {
 	c, ok := b.t.Column(name)
-	if !ok || name == schema.DeletedColumn {
-		return Column{}, reqErr(field, "table %q has no column %q; GET /v1/tables lists its columns", b.t.Name, name)
+	if ok && name != schema.DeletedColumn {
+		return c, nil
 	}
-	return c, nil
+	if c, ok, err := jsonPathColumn(b.t, field, name); ok || err != nil {
+		return c, err
+	}
+	return Column{}, reqErr(field, "table %q has no column %q; GET /v1/tables lists its columns (and a JSON column's paths: column.key.key)", b.t.Name, name)
 }
 
 // bind adds a parameter for v compared with c and returns its placeholder.
@@ -477,7 +484,8 @@ func (b *builder) filter(field string, f Filter, resolve resolver) (string, erro
 	if err != nil {
 		return "", err
 	}
-	col := schema.QuoteIdent(c.Name)
+	c = c.forValue(f.Value)
+	col := c.sql()
 	if c.typ.Kind == kindOther {
 		return "", reqErr(field+".column", "column %q is %s, which filters cannot compare", c.Name, c.Type)
 	}
@@ -565,14 +573,14 @@ func (b *builder) timeRange(tr TimeRange) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		conds = append(conds, schema.QuoteIdent(c.Name)+" >= "+ph)
+		conds = append(conds, c.sql()+" >= "+ph)
 	}
 	if tr.To != "" {
 		ph, err := b.bind("timeRange.to", c, tr.To)
 		if err != nil {
 			return nil, err
 		}
-		conds = append(conds, schema.QuoteIdent(c.Name)+" < "+ph)
+		conds = append(conds, c.sql()+" < "+ph)
 	}
 	return conds, nil
 }
@@ -593,7 +601,7 @@ func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, typ 
 	case "count":
 		expr = "count()"
 		if a.Column != "" {
-			expr = "count(" + schema.QuoteIdent(col.Name) + ")"
+			expr = "count(" + col.sql() + ")"
 		}
 		typ = parseColType("UInt64")
 	case "sum", "avg", "min", "max", "uniq", "uniqExact", "quantile":
@@ -606,7 +614,7 @@ func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, typ 
 		if (a.Fn == "min" || a.Fn == "max") && col.typ.Kind == kindOther {
 			return "", "", typ, reqErr(field+".column", "%s cannot order %q (%s)", a.Fn, col.Name, col.Type)
 		}
-		expr = a.Fn + "(" + schema.QuoteIdent(col.Name) + ")"
+		expr = a.Fn + "(" + col.sql() + ")"
 		if a.Fn == "quantile" {
 			// ClickHouse's quantile takes neither Date32 nor text: numbers
 			// and timestamps only.
@@ -618,7 +626,7 @@ func (b *builder) aggregate(field string, a Aggregate) (expr, alias string, typ 
 			}
 			// The level is a validated number, written as one: ClickHouse's
 			// parametric functions take constants.
-			expr = "quantile(" + strconv.FormatFloat(*a.Q, 'g', -1, 64) + ")(" + schema.QuoteIdent(col.Name) + ")"
+			expr = "quantile(" + strconv.FormatFloat(*a.Q, 'g', -1, 64) + ")(" + col.sql() + ")"
 		}
 		typ = aggregateType(a.Fn, col.typ)
 	default:

@@ -180,8 +180,12 @@ func (b *builder) output(field, name string) (string, error) {
 	if expr, ok := b.buckets[name]; ok {
 		return expr + " AS " + schema.QuoteIdent(name), nil
 	}
-	if _, err := b.column(field, name); err != nil {
+	c, err := b.column(field, name)
+	if err != nil {
 		return "", err
+	}
+	if c.expr != "" {
+		return c.sql() + " AS " + schema.QuoteIdent(name), nil
 	}
 	return schema.QuoteIdent(name), nil
 }

@@ -38,6 +38,9 @@ type Column struct {
 	Filterable bool `json:"filterable"`
 
 	typ colType
+	// expr is the SQL that reads the column when it is not its name: a
+	// path into a JSON column (jsonPathColumn).
+	expr string
 }
 
 // Table is a replicated table as the catalog discovered it.

@@ -24,7 +24,9 @@
 // Prometheus metrics and the status page. Every statement filters on the caller's tenant (the first column
 // of the table's sorting key) and on _is_deleted = 0, binds every value as a
 // server-side parameter, and quotes every identifier with schema.QuoteIdent
-// after checking it against system.columns.
+// after checking it against system.columns. A path into a JSON column
+// (payload.customer.id, jsonpath.go) is a column of the table followed by
+// keys that are checked plain names, read by an expression over the column.
 //
 // Consistency: reads use FINAL (one row per key, its latest version) with
 // do_not_merge_across_partitions_select_final=1, unless a request asks for

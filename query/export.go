@@ -204,6 +204,7 @@ func BuildExport(in ExportInput) (Statement, error) {
 	if s, ok := v.(string); ok {
 		v = tenantValue(c.typ, s) // text from the command line: "true" for a Bool column
 	}
+	c = c.forValue(v) // a JSON path compared with a number
 	ph, err := b.bindAs("subject", c, v)
 	if err != nil {
 		return Statement{}, err
@@ -221,7 +222,7 @@ func BuildExport(in ExportInput) (Statement, error) {
 		strings.Join(cols, ", "), t.qualified(),
 		schema.QuoteIdent(t.TenantColumn), tc.typ.Param,
 		schema.QuoteIdent(schema.DeletedColumn),
-		schema.QuoteIdent(c.Name), ph,
+		c.sql(), ph,
 		strings.Join(order, ", "))
 	lim := in.Limits.withDefaults()
 	set := lim.resourceSettings()

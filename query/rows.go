@@ -77,6 +77,11 @@ func jsonValue(rv reflect.Value, date bool) any {
 			if st, ok := rv.Addr().Interface().(fmt.Stringer); ok {
 				return st.String()
 			}
+			// A JSON column's value (clickhouse-go's chcol.JSON) writes
+			// itself as the object it holds.
+			if m, ok := rv.Addr().Interface().(json.Marshaler); ok {
+				return m
+			}
 		}
 	}
 	return x

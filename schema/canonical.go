@@ -1,9 +1,12 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,8 +185,86 @@ func canonicalScalar(k kind, v any) (string, error) {
 		case fmt.Stringer:
 			return strings.ToLower(x.String()), nil
 		}
+	case kJSON:
+		if x, ok := v.(string); ok { // verify reads the column as its text
+			return canonicalJSON(x)
+		}
 	}
 	return "", fmt.Errorf("canonical form of %s: unexpected %T", scalars[k].ch, v)
+}
+
+// canonicalJSON is the canonical form of a JSON object's text as
+// ClickHouse's JSON type holds it: its leaf paths, sorted, each with its
+// value. A null and an empty object are no path, a dotted key is the
+// path it names ({"a.b": 1} and {"a": {"b": 1}} are one form), and a
+// number is the double it reads as; arrays keep their elements in order,
+// an object in one with its own paths.
+func canonicalJSON(s string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("canonical form of JSON: %w", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("canonical form of JSON: %s is not an object", truncate(s))
+	}
+	return canonicalJSONObject(obj), nil
+}
+
+func canonicalJSONObject(obj map[string]any) string {
+	leaves := map[string]string{}
+	var walk func(prefix string, o map[string]any)
+	walk = func(prefix string, o map[string]any) {
+		for k, e := range o {
+			switch x := e.(type) {
+			case nil:
+			case map[string]any:
+				walk(prefix+k+".", x)
+			default:
+				leaves[prefix+k] = canonicalJSONValue(x)
+			}
+		}
+	}
+	walk("", obj)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, path := range slices.Sorted(maps.Keys(leaves)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(path))
+		b.WriteByte(':')
+		b.WriteString(leaves[path])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func canonicalJSONValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(x)
+	case string:
+		return strconv.Quote(x)
+	case json.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		return string(x)
+	case map[string]any:
+		return canonicalJSONObject(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = canonicalJSONValue(e)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return fmt.Sprint(v)
 }
 
 // canonicalTextFast is CanonicalText for the commonest texts, whose
@@ -211,6 +292,9 @@ func (t Type) canonicalTextFast(text string) (string, bool) {
 	case kDecimal:
 		return t.decimalTextFast(text)
 	case kDateTime:
+		if t.precision < maxDateTimePrecision {
+			return "", false // truncated by Convert, the general way
+		}
 		return dateTimeTextFast(text)
 	}
 	return "", false

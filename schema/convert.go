@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -67,15 +68,79 @@ func parseText(s string) (string, error) { return s, nil }
 // become NULL. A value with more digits than the decimal holds (possible
 // for an unconstrained numeric, mapped to Decimal(76, 38)) is an error: the
 // client would silently drop the extra fractional digits.
+//
+// Under a layout's on_overflow clamp (t.clamp), a value with more digits
+// before the point than the decimal holds, and an infinity, become the
+// decimal's bound of their sign instead (Clamped tells which); a value
+// within range with more decimals than the scale is still an error: a
+// clamp never rounds.
 func decimalValue(t Type, s string) (string, bool, error) {
 	switch s {
-	case "NaN", "Infinity", "-Infinity":
+	case "NaN":
+		return "", false, nil
+	case "Infinity", "-Infinity":
+		if t.clamp {
+			return decimalBound(t, s[0] == '-'), true, nil
+		}
 		return "", false, nil
 	}
 	if err := decimalFits(s, t.precision, t.scale); err != nil {
+		if t.clamp {
+			if beyond, neg := decimalBeyond(t, s); beyond {
+				return decimalBound(t, neg), true, nil
+			}
+			return "", false, fmt.Errorf("%w; on_overflow clamp bounds values beyond the range only, it never rounds decimals", err)
+		}
 		return "", false, err
 	}
 	return s, true, nil // the client parses decimal text exactly
+}
+
+// decimalBeyond reports whether numeric text s has more digits before the
+// point than t's Decimal holds, and whether it is negative.
+func decimalBeyond(t Type, s string) (beyond, neg bool) {
+	neg = strings.HasPrefix(s, "-")
+	whole, _, _ := strings.Cut(strings.TrimLeft(s, "+-"), ".")
+	whole = strings.TrimLeft(whole, "0")
+	return allDigits(whole) && len(whole) > t.precision-t.scale, neg
+}
+
+// decimalBound is the largest value of t's Decimal(P, S), P-S nines then S
+// nines after the point, or its negative.
+func decimalBound(t Type, neg bool) string {
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	if t.precision == t.scale {
+		b.WriteByte('0')
+	}
+	b.WriteString(strings.Repeat("9", t.precision-t.scale))
+	if t.scale > 0 {
+		b.WriteByte('.')
+		b.WriteString(strings.Repeat("9", t.scale))
+	}
+	return b.String()
+}
+
+// Clamps reports whether t bounds values beyond its range (a Decimal
+// override with on_overflow clamp), so that a caller asks Clamped about
+// its values only then.
+func (t Type) Clamps() bool { return t.clamp && !t.array }
+
+// Clamped reports whether Convert turns PostgreSQL's text of a value into
+// its type's bound because the value is beyond the range (a Decimal
+// override with on_overflow clamp): the sink counts such values. Cheap
+// for every other type.
+func (t Type) Clamped(text string) bool {
+	if !t.Clamps() {
+		return false
+	}
+	if text == "Infinity" || text == "-Infinity" {
+		return true
+	}
+	beyond, _ := decimalBeyond(t, text)
+	return beyond
 }
 
 // decimalFits checks that numeric text (PostgreSQL's output: an optional
@@ -224,6 +289,37 @@ func beyondYear9999(s, layout string) bool {
 // parseTimestamp reads PostgreSQL's ISO output for timestamp and timestamptz
 // ("2024-01-15 10:00:00.123456", "2024-01-15 10:00:00+00",
 // "2024-01-15 10:00:00+05:30").
+// maxDateTimePrecision is the fractional digits of walhouse's DateTime64:
+// PostgreSQL's timestamps hold microseconds.
+const maxDateTimePrecision = 6
+
+// timestampValue is parseTimestamp for a DateTime64 of t's precision: a
+// layout's override to fewer digits truncates the fraction (towards the
+// earlier time), here, so that what is stored does not depend on how the
+// client would round.
+func timestampValue(t Type, s string) (time.Time, bool, error) {
+	v, err := parseTimestamp(s)
+	if err != nil || t.precision >= maxDateTimePrecision {
+		return v, true, err
+	}
+	unit := time.Duration(1)
+	for range 9 - t.precision {
+		unit *= 10
+	}
+	return v.Truncate(unit), true, nil
+}
+
+// dateTimeShape reads the precision of "DateTime64(P…)".
+func dateTimeShape(d string) (p int, ok bool) {
+	body, found := strings.CutPrefix(d, "DateTime64(")
+	if !found {
+		return 0, false
+	}
+	digits, _, _ := strings.Cut(strings.TrimSuffix(body, ")"), ",")
+	p, err := strconv.Atoi(strings.TrimSpace(digits))
+	return p, err == nil && p >= 0 && p <= 9
+}
+
 func parseTimestamp(s string) (time.Time, error) {
 	if t, ok := special(s, maxTime); ok {
 		return t, nil
@@ -425,4 +521,150 @@ func truncate(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// parseJSONObject checks that json or jsonb text s is a value ClickHouse's
+// JSON type takes as it is, and returns s. The server parses the text
+// itself (the client sends a JSON column as text); what it would refuse is
+// refused here, because one refused value fails the server's whole insert
+// and the sink could load none of the batch, while an error here fails
+// only the value's record, which goes to the dead letters:
+//   - a value that is not an object (a scalar, an array or null at the top
+//     level of a jsonb value): the JSON type holds objects only;
+//   - an integer outside Int64 and UInt64, or a number a double cannot
+//     hold (1e400, and 1e-400, which the server would read as 0);
+//   - the same path twice: a key given twice ({"a":1,"a":2}, possible in
+//     json) or a dotted key that names a nested key ({"a.b":1,"a":{"b":2}}),
+//     which the JSON type reads as the same path a.b.
+func parseJSONObject(s string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return "", fmt.Errorf("json %q: %w", truncate(s), err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return "", fmt.Errorf("json %s is %s, not an object; ClickHouse's JSON type holds objects only (docs/shaping-tables.md, Native JSON)", truncate(s), jsonKindOf(tok))
+	}
+	if err := checkJSONObject(dec, "", map[string]bool{}); err != nil {
+		return "", fmt.Errorf("json %s: %w", truncate(s), err)
+	}
+	return s, nil
+}
+
+// jsonKindOf names the JSON value a first token starts.
+func jsonKindOf(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return "not an object"
+}
+
+// checkJSONObject reads the rest of an object whose { dec has read, its
+// paths under prefix, noting its leaf paths in leaves.
+func checkJSONObject(dec *json.Decoder, prefix string, leaves map[string]bool) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		path := prefix + tok.(string) // an object's keys are strings
+		if err := checkJSONValue(dec, path, leaves); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // }
+	return err
+}
+
+// checkJSONValue reads one value at path.
+func checkJSONValue(dec *json.Decoder, path string, leaves map[string]bool) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return checkJSONObject(dec, path+".", leaves)
+		}
+		// An array is one leaf; each object in it is a JSON value of its
+		// own, with its own paths.
+		if err := leaf(path, leaves); err != nil {
+			return err
+		}
+		return checkJSONArray(dec)
+	case nil:
+		return nil // the JSON type stores no null: no path
+	case json.Number:
+		if err := checkJSONNumber(v); err != nil {
+			return fmt.Errorf("at %s: %w", path, err)
+		}
+	}
+	return leaf(path, leaves)
+}
+
+// checkJSONArray reads the rest of an array whose [ dec has read: each
+// object in it has paths of its own.
+func checkJSONArray(dec *json.Decoder) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' {
+				err = checkJSONObject(dec, "", map[string]bool{})
+			} else {
+				err = checkJSONArray(dec)
+			}
+		case json.Number:
+			err = checkJSONNumber(v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // ]
+	return err
+}
+
+func leaf(path string, leaves map[string]bool) error {
+	if leaves[path] {
+		return fmt.Errorf("path %s is given twice (a repeated key, or a dotted key that names a nested one); ClickHouse's JSON type holds one value per path", path)
+	}
+	leaves[path] = true
+	return nil
+}
+
+// checkJSONNumber refuses a number the JSON type would refuse or change:
+// the server reads an integer as Int64 or UInt64 and any other number as
+// Float64.
+func checkJSONNumber(n json.Number) error {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return nil
+		}
+		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return nil
+		}
+		return fmt.Errorf("integer %s is beyond Int64 and UInt64, which ClickHouse's JSON type holds integers in", truncate(s))
+	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		return fmt.Errorf("number %s is beyond the range of Float64, which ClickHouse's JSON type holds fractions in", truncate(s))
+	}
+	return nil
 }

@@ -54,19 +54,34 @@ type Layout struct {
 //   - Decimal(P, S), String or Float64: numeric. A value that Decimal(P, S)
 //     cannot hold exactly (more than P-S digits before the point, or more
 //     than S after it: never rounded) fails its record, which goes to the
-//     dead letters (on_overflow dead_letter, the only policy so far).
+//     dead letters (on_overflow dead_letter), or, beyond the range only,
+//     is clamped to the bound (on_overflow clamp).
 //     Float64 is approximate by choice: a numeric is stored as the
 //     nearest double; one beyond its range fails its record. String keeps
 //     PostgreSQL's text.
+//   - DateTime64(P), 0 <= P <= 6: timestamp and timestamptz with P
+//     fractional digits, the rest of the fraction truncated (towards the
+//     earlier time), never rounded up;
+//   - JSON: json and jsonb, as ClickHouse's JSON type (server 25.3+),
+//     read by path. Only objects fit it: a value that is a scalar or an
+//     array at its top level, or that the type cannot hold as it is (a
+//     path given twice, a number beyond Int64, UInt64 and Float64), fails
+//     its record, which goes to the dead letters, like an overflow.
 //
 // Key, tenant and sorting columns keep walhouse's mapping: tombstones and
 // lookups bind their values by it.
 type ColumnLayout struct {
-	// Type is the override: LowCardinality(String), Decimal(P, S), String
-	// or Float64.
+	// Type is the override: LowCardinality(String), Decimal(P, S), String,
+	// Float64, DateTime64(P) or JSON.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
-	// dead_letter (the default). clamp is not supported yet.
+	// dead_letter (the default) fails its record, which goes to the dead
+	// letters; clamp, for Decimal(P, S) only, stores a value beyond the
+	// range (more than P-S digits before the point, or an infinity) as the
+	// type's bound of its sign, counted by the sink
+	// (walhouse_sink_values_clamped_total). A value within the range with
+	// more than S decimals still fails its record under clamp: nothing is
+	// ever rounded.
 	OnOverflow string `json:"on_overflow,omitempty"`
 }
 
@@ -133,15 +148,18 @@ func (l Layout) Check() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.Columns)) {
 		o := l.Columns[name]
-		if _, _, err := overrideShape(o.Type); err != nil {
+		k, _, err := overrideShape(o.Type)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("columns: %s: %w", name, err))
 		}
 		switch o.OnOverflow {
 		case "", "dead_letter":
 		case "clamp":
-			errs = append(errs, fmt.Errorf("columns: %s: on_overflow clamp is not supported yet; dead_letter (the default) sends a value the type cannot hold to the dead letters", name))
+			if err == nil && k != kDecimal {
+				errs = append(errs, fmt.Errorf("columns: %s: on_overflow clamp is for Decimal(P, S) overrides, not %s; use dead_letter (the default)", name, o.Type))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("columns: %s: on_overflow %q is not allowed; want dead_letter", name, o.OnOverflow))
+			errs = append(errs, fmt.Errorf("columns: %s: on_overflow %q is not allowed; want dead_letter or, for Decimal(P, S), clamp", name, o.OnOverflow))
 		}
 		switch {
 		case excluded[name]:
@@ -383,6 +401,15 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		return kString, Type{}, nil
 	case "Float64":
 		return kFloat64, Type{}, nil
+	case "JSON":
+		return kJSON, Type{}, nil
+	}
+	if strings.HasPrefix(ddl, "DateTime64(") {
+		p, ok := dateTimeShape(ddl)
+		if !ok || p > maxDateTimePrecision || !(strings.HasSuffix(ddl, fmt.Sprintf("(%d)", p)) || strings.HasSuffix(ddl, ", 'UTC')")) {
+			return 0, Type{}, fmt.Errorf("%s: want DateTime64(P) or DateTime64(P, 'UTC') with 0 <= P <= %d (PostgreSQL keeps microseconds; values are UTC)", ddl, maxDateTimePrecision)
+		}
+		return kDateTime, Type{precision: p}, nil
 	}
 	if p, s, ok := decimalShape(ddl); ok {
 		if p < 1 || p > maxDecimalPrecision || s < 0 || s > p {
@@ -390,7 +417,7 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		}
 		return kDecimal, Type{precision: p, scale: s}, nil
 	}
-	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String or Float64", ddl)
+	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64, JSON or DateTime64(P)", ddl)
 }
 
 // override returns the type of column c, which Map mapped to base, under
@@ -407,13 +434,20 @@ func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, 
 	switch {
 	case lowCard && !c.Enum && !slices.Contains(lowCardinalityTypes, c.Type):
 		return Type{}, fmt.Errorf("%s is %s; LowCardinality(String) is for text and enum columns", c.Name, c.Type)
-	case !lowCard && base.kind != kDecimal:
+	case k == kJSON && c.Type != "json" && c.Type != "jsonb":
+		return Type{}, fmt.Errorf("%s is %s; JSON is for json and jsonb columns", c.Name, c.Type)
+	case k == kDateTime && base.kind != kDateTime:
+		return Type{}, fmt.Errorf("%s is %s; %s is for timestamp and timestamptz columns", c.Name, c.Type, o.Type)
+	case !lowCard && k != kJSON && k != kDateTime && base.kind != kDecimal:
 		return Type{}, fmt.Errorf("%s is %s; %s is for numeric columns", c.Name, c.Type, o.Type)
 	}
-	t := Type{kind: k, precision: shape.precision, scale: shape.scale}
+	t := Type{kind: k, precision: shape.precision, scale: shape.scale, clamp: k == kDecimal && o.OnOverflow == "clamp"}
 	inner := o.Type
-	if k == kDecimal {
+	switch k {
+	case kDecimal:
 		inner = fmt.Sprintf("Decimal(%d, %d)", shape.precision, shape.scale)
+	case kDateTime:
+		inner = fmt.Sprintf("DateTime64(%d, 'UTC')", shape.precision)
 	}
 	switch {
 	case lowCard && nullable:
@@ -438,7 +472,7 @@ func (t *Table) overrideMisfit(err error) *IncompatibleError {
 		Err:   fmt.Errorf("layout: columns: %w", err),
 		Fix: "fix the table's layout (the configuration file's layout key, or --layout of the sink and capture): " +
 			"override only columns the table has, outside its key and tenant, with a type their PostgreSQL type takes " +
-			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; docs/shaping-tables.md), " +
+			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; DateTime64(P) for timestamps; JSON for json and jsonb; docs/shaping-tables.md), " +
 			"or remove the override; then restart the sink",
 	}
 }

@@ -33,6 +33,8 @@ func TestLayoutCheck(t *testing.T) {
 		"exclude key": {Layout{OrderBy: []string{"tenant_id", "email", "id"}, ExcludeColumns: []string{"email", "", "x", "x"}}, []string{`"email" is in order_by`, "empty", `"x" is given twice`}},
 		"columns":     {Layout{Columns: map[string]ColumnLayout{"a": {Type: "LowCardinality(String)"}, "b": {Type: "Decimal(76, 0)", OnOverflow: "dead_letter"}, "c": {Type: "String"}, "d": {Type: "Float64"}}}, nil},
 		"bad columns": {Layout{OrderBy: []string{"tenant_id", "status", "id"}, PartitionBy: "toYYYYMM(day)", ExcludeColumns: []string{"x"}, Columns: map[string]ColumnLayout{"status": {Type: "String"}, "day": {Type: "String"}, "x": {Type: "Float64"}, "y": {Type: "Decimal(4, 5)"}, "z": {Type: "Float32"}}}, []string{"status is in order_by", "day is in order_by or partition_by", "x is in exclude_columns", "want Decimal(P, S) with", `"Float32" is not an override`}},
+		"clamp":       {Layout{Columns: map[string]ColumnLayout{"a": {Type: "Decimal(12, 2)", OnOverflow: "clamp"}, "p": {Type: "JSON"}}}, nil},
+		"bad clamp":   {Layout{Columns: map[string]ColumnLayout{"a": {Type: "Float64", OnOverflow: "clamp"}, "b": {Type: "String", OnOverflow: "round"}, "p": {Type: "JSON", OnOverflow: "clamp"}}}, []string{"a: on_overflow clamp is for Decimal(P, S) overrides, not Float64", `b: on_overflow "round" is not allowed`, "p: on_overflow clamp is for Decimal(P, S) overrides, not JSON"}},
 		"all at once": {Layout{OrderBy: []string{"x", "x"}, PartitionBy: "rand()", Settings: map[string]string{"allow_nullable_key": "1"}}, []string{"twice", "rand", "walhouse's"}},
 	}
 	for name, tc := range tests {
@@ -237,7 +239,7 @@ func TestNewTableOverrides(t *testing.T) {
 		"unknown":      {map[string]ColumnLayout{"nope": {Type: "String"}}, `no column "nope"`},
 		"bad type":     {map[string]ColumnLayout{"amount": {Type: "Int128"}}, "not an override walhouse knows"},
 		"bad decimal":  {map[string]ColumnLayout{"amount": {Type: "Decimal(80, 2)"}}, "want Decimal(P, S)"},
-		"clamp":        {map[string]ColumnLayout{"amount": {Type: "Decimal(10, 2)", OnOverflow: "clamp"}}, "clamp is not supported yet"},
+		"clamp":        {map[string]ColumnLayout{"amount": {Type: "Float64", OnOverflow: "clamp"}}, "clamp is for Decimal(P, S) overrides"},
 		"bad overflow": {map[string]ColumnLayout{"amount": {Type: "Decimal(10, 2)", OnOverflow: "wrap"}}, `on_overflow "wrap" is not allowed`},
 	} {
 		_, err := NewTable(src, "tenant_id", cols, Options{Layouts: map[string]Layout{"sales.orders": {Columns: tc.cols}}})
@@ -268,6 +270,18 @@ func TestOverrideFits(t *testing.T) {
 		{record.Column{Name: "a", Type: "text"}, "String", "String is for numeric columns"},
 		{record.Column{Name: "a", Type: "float8"}, "Decimal(20, 2)", "a is float8; Decimal(20, 2) is for numeric columns"},
 		{record.Column{Name: "a", Type: "int8"}, "Float64", "is for numeric columns"},
+		{record.Column{Name: "a", Type: "jsonb"}, "JSON", "Nullable(JSON)"},
+		{record.Column{Name: "a", Type: "timestamptz"}, "DateTime64(3)", "Nullable(DateTime64(3, 'UTC'))"},
+		{record.Column{Name: "a", Type: "timestamp"}, "DateTime64(0, 'UTC')", "Nullable(DateTime64(0, 'UTC'))"},
+		{record.Column{Name: "a", Type: "timestamp"}, "DateTime64(6)", "Nullable(DateTime64(6, 'UTC'))"},
+		{record.Column{Name: "a", Type: "date"}, "DateTime64(3)", "a is date; DateTime64(3) is for timestamp and timestamptz columns"},
+		{record.Column{Name: "a", Type: "timestamptz"}, "DateTime64(9)", "PostgreSQL keeps microseconds"},
+		{record.Column{Name: "a", Type: "timestamptz"}, "DateTime64(3, 'Europe/Paris')", "values are UTC"},
+		{record.Column{Name: "a", Type: "timestamptz"}, "DateTime64(x)", "with 0 <= P <= 6"},
+		{record.Column{Name: "a", Type: "json"}, "JSON", "Nullable(JSON)"},
+		{record.Column{Name: "a", Type: "text"}, "JSON", "a is text; JSON is for json and jsonb columns"},
+		{record.Column{Name: "a", Type: "jsonb", Array: true}, "JSON", "a is an array"},
+		{record.Column{Name: "a", Type: "jsonb"}, "Json", "not an override walhouse knows"},
 	} {
 		got, err := override(tc.col, Map(tc.col, true), ColumnLayout{Type: tc.typ}, true)
 		if err != nil {

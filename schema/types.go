@@ -65,9 +65,17 @@ var scalars = [kindCount]scalar{
 	kDate:    {ch: "Date32", pg: []string{"date"}, conv: conv(parseDate), example: "2024-02-29", temporal: true},
 	// timestamp is read as UTC; timestamptz arrives in UTC (the replication
 	// session runs with TimeZone=UTC).
-	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: conv(parseTimestamp),
+	// A layout may give it fewer fractional digits (ColumnLayout): its
+	// precision is Type.precision, 6 by default.
+	kDateTime: {ch: "DateTime64(6, 'UTC')", pg: []string{"timestamp", "timestamptz"}, conv: convType(timestampValue),
 		example: "2024-01-15 10:00:00.123456+05:30", temporal: true, holds: []kind{kDate}},
 	kUUID: {ch: "UUID", pg: []string{"uuid"}, conv: conv(parseText), example: "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}, // the client parses UUID text itself
+	// ClickHouse's JSON type: only a layout's override maps json and jsonb
+	// to it (ColumnLayout), so it names no PostgreSQL type of its own.
+	// Its values go as JSON text, which the server parses (parseJSONObject
+	// checks first what the server would refuse, so that one value fails
+	// its record rather than the whole insert).
+	kJSON: {ch: "JSON", conv: conv(parseJSONObject), example: `{"customer": {"id": 42, "tags": ["a", "b"]}}`, overrideOnly: true},
 }
 
 // kind is an entry of scalars: the ClickHouse scalar a PostgreSQL type
@@ -88,6 +96,7 @@ const (
 	kDate
 	kDateTime
 	kUUID
+	kJSON
 	kindCount // the table's length: a kind without an entry fails the tests
 )
 
@@ -116,6 +125,9 @@ type scalar struct {
 	digits int
 	// temporal: a date or timestamp, usable for monthly partitions.
 	temporal bool
+	// overrideOnly: no PostgreSQL type maps here by default; a layout's
+	// column override does (pg is empty).
+	overrideOnly bool
 }
 
 // PGTypes lists the PostgreSQL types (pg_type.typname) that Map stores in
@@ -150,7 +162,10 @@ type Type struct {
 
 	kind             kind
 	array            bool
-	precision, scale int // of a kDecimal
+	precision, scale int // of a kDecimal; precision is also a kDateTime's fractional digits
+	// clamp: a kDecimal value beyond the type's range becomes its bound
+	// (a layout's on_overflow clamp) rather than an error.
+	clamp bool
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
@@ -176,6 +191,12 @@ func (t Type) Convert(text string) (any, error) {
 	}
 	return c.many(t, elems)
 }
+
+// IsJSON reports whether t is ClickHouse's JSON type (a layout's JSON
+// override). The client appends a JSON column's values in one
+// serialization per insert, as text here: a value read back from the
+// column (an unchanged TOAST value) must be read as its text too.
+func (t Type) IsJSON() bool { return t.kind == kJSON }
 
 func (t Type) nullable() bool {
 	return strings.HasPrefix(t.DDL, "Nullable(") || strings.HasPrefix(t.DDL, "LowCardinality(Nullable(")
@@ -203,6 +224,9 @@ func Map(c record.Column, nullable bool) Type {
 		t.Fallback = fmt.Sprintf("PostgreSQL type %q has no ClickHouse mapping; its text form is stored as String", c.Type)
 	}
 	base := scalars[t.kind].ch
+	if t.kind == kDateTime {
+		t.precision = maxDateTimePrecision
+	}
 	if t.kind == kDecimal {
 		p, s, ok := numericTypmod(c.TypMod)
 		if !ok {
@@ -267,6 +291,14 @@ func parseType(ddl string) (t Type, ok bool) {
 	} else if s, found := unwrap(inner, "Nullable("); found {
 		inner = s
 	}
+	if strings.HasPrefix(inner, "DateTime64(") {
+		p, ok := dateTimeShape(inner)
+		if !ok || !strings.HasSuffix(inner, ", 'UTC')") {
+			return Type{}, false
+		}
+		t.kind, t.precision = kDateTime, p
+		return t, true
+	}
 	if strings.HasPrefix(inner, "Decimal(") {
 		p, s, ok := decimalShape(inner)
 		if !ok {
@@ -326,7 +358,13 @@ func covers(a, b Type) bool {
 		return false
 	}
 	if a.kind == b.kind {
-		return a.kind != kDecimal || a.scale >= b.scale && a.precision-a.scale >= b.precision-b.scale
+		switch a.kind {
+		case kDecimal:
+			return a.scale >= b.scale && a.precision-a.scale >= b.precision-b.scale
+		case kDateTime:
+			return a.precision >= b.precision
+		}
+		return true
 	}
 	sa, sb := scalars[a.kind], scalars[b.kind]
 	switch {

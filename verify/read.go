@@ -359,7 +359,11 @@ func (t *table) pgRead(ctx context.Context, conn *pgconn.PgConn, q string, args 
 func (t *table) chSelect() string {
 	var names []string
 	for _, c := range t.all() {
-		names = append(names, schema.QuoteIdent(c.ch))
+		name := schema.QuoteIdent(c.ch)
+		if c.typ.IsJSON() {
+			name = "CAST(" + name + " AS Nullable(String))" // as text: the canonical form reads JSON text
+		}
+		names = append(names, name)
 	}
 	return strings.Join(append(names, schema.VersionColumn, schema.DeletedColumn), ", ")
 }

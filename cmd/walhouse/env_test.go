@@ -245,3 +245,42 @@ func TestConfigCheckRunsTheStartChecks(t *testing.T) {
 		t.Errorf("config check does not report %q once:\n%s", want, stderr.String())
 	}
 }
+
+// TestConfigCheckColumnOverrides: config check lists every problem of a
+// layout's column overrides at once (an unknown type, clamp on a type
+// other than Decimal, a DateTime64 precision PostgreSQL does not have)
+// and takes the valid ones (JSON, clamp on a Decimal, DateTime64(3)).
+func TestConfigCheckColumnOverrides(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	cfg := `layout:
+  public.orders:
+    columns:
+      payload: {type: JSON}
+      amount: {type: "Decimal(12, 2)", on_overflow: clamp}
+      at: {type: "DateTime64(3)"}
+      bad: {type: Json}
+      ratio: {type: Float64, on_overflow: clamp}
+      late: {type: "DateTime64(9)"}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("config check exited %d, want %d:\n%s%s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		`bad: type "Json" is not an override walhouse knows`,
+		"ratio: on_overflow clamp is for Decimal(P, S) overrides, not Float64",
+		"late: DateTime64(9): want DateTime64(P) or DateTime64(P, 'UTC') with 0 <= P <= 6",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("config check does not report %q:\n%s", want, stderr.String())
+		}
+	}
+	for _, ok := range []string{"payload:", "amount:", "at:"} {
+		if strings.Contains(stderr.String(), ok) {
+			t.Errorf("config check reports the valid override %s:\n%s", ok, stderr.String())
+		}
+	}
+}

@@ -105,7 +105,8 @@ func runSink(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster), clickhouse.WithLayouts(layouts), relayoutOpt(*relayout, *dropOld))
+	registry := prometheus.NewRegistry()
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.OnCluster(ep.cluster), clickhouse.WithLayouts(layouts), clickhouse.WithMetrics(registry), relayoutOpt(*relayout, *dropOld))
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: prometheus.NewRegistry(), maxRecordBytes: *maxRecord, progress: *progress}
+	st := sinkSettings{acceptGap: accept, erasures: ledger, group: *group, prefix: *prefix, dlq: *dlq, maxBatch: *maxBatch, parallel: *parallel, maxWait: *maxWait, mismatch: mode, registry: registry, maxRecordBytes: *maxRecord, progress: *progress}
 	if *dedupAddr != "" && *dedupAddr != "off" {
 		store, err := openDedup(ctx, dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}, &dedupSec)
 		if err != nil {
