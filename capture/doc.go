@@ -20,8 +20,9 @@
 //
 //   - capture.go: the API (Producer, ErrSlotInvalidated, Capturer, New,
 //     Stats, Setup) and Run, which wires a session together; options.go
-//     and limits.go its options (limits.go also sizes a record before it
-//     is encoded); topics.go and state.go the interfaces it needs of
+//     every option of New, each with its default, the defaults in one
+//     place (defaults) and their validation; limits.go sizes a record
+//     before it is encoded; topics.go and state.go the interfaces it needs of
 //     Kafka; deadletter.go: changes that cannot become records.
 //   - source.go: connecting, checking the database and its tables, how
 //     the publication sends each (publicationEntry: a row filter and a

@@ -53,10 +53,6 @@ type RecopyRequests interface {
 	ReadNew(ctx context.Context, each func(table string, req *record.RecopyRequest)) error
 }
 
-// WithRecopies makes capture answer the sinks' re-copy requests read from r
-// (see recopy.go). It needs a state store (WithStateStore).
-func WithRecopies(r RecopyRequests) Option { return func(c *config) { c.recopies = r } }
-
 // recopyNotice is the content of a re-copy notice.
 type recopyNotice struct {
 	ID    string `json:"id"`
