@@ -43,7 +43,8 @@
 //     (so translate_test.go drives it with scripted messages); its relation
 //     cache and walhouse's logical messages. change.go: a row change to a
 //     record (eventIds, ordinals, key and tenant changes, TOAST, bad rows).
-//     pgoutput.go decodes the messages; catalog.go builds relations.
+//     Package capture/pgoutput decodes the messages; catalog.go builds
+//     relations.
 //   - heartbeat.go: heartbeats written into the WAL and sent to every
 //     partition; truncate.go: TRUNCATE as markers.
 //   - tables.go: tables joining and leaving the publication, partitions;
