@@ -190,7 +190,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./record
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMatchesReference$$' -fuzztime 30s ./record
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 30s ./record
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRowChange$$' -fuzztime 30s ./capture
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRowChange$$' -fuzztime 30s ./capture/pgoutput
 
 # Benchmarks print figures; they never assert timings. Each is a Go program
 # under bench/ that talks to the local services (-h lists its flags; pass

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -241,9 +242,9 @@ func relationKey(ctx context.Context, cat relationCatalog, m *pglogrepl.Relation
 	name := m.Namespace + "." + m.RelationName
 	var key map[string]bool
 	switch m.ReplicaIdentity {
-	case replicaIdentityNothing:
+	case pgoutput.ReplicaIdentityNothing:
 		return nil, refusal(reasonIdentity, "table %s has REPLICA IDENTITY NOTHING, so updates and deletes cannot be captured: run ALTER TABLE %s REPLICA IDENTITY DEFAULT", name, name)
-	case replicaIdentityFull:
+	case pgoutput.ReplicaIdentityFull:
 		var err error
 		if key, err = cat.tableKey(ctx, m.RelationID); err != nil {
 			return nil, err
@@ -251,7 +252,7 @@ func relationKey(ctx context.Context, cat relationCatalog, m *pglogrepl.Relation
 	default:
 		key = make(map[string]bool, 4)
 		for _, col := range m.Columns {
-			if col.Flags&columnInIdentity != 0 {
+			if col.Flags&pgoutput.ColumnInIdentity != 0 {
 				key[col.Name] = true
 			}
 		}
@@ -288,7 +289,7 @@ func (r *relation) layoutColumns(l schema.Layout, m *pglogrepl.RelationMessage) 
 			continue
 		}
 		k := slices.IndexFunc(m.Columns, func(col *pglogrepl.RelationMessageColumn) bool { return col.Name == c })
-		if m.Columns[k].Flags&columnInIdentity == 0 {
+		if m.Columns[k].Flags&pgoutput.ColumnInIdentity == 0 {
 			missing = append(missing, c)
 		}
 		r.moveIdx = append(r.moveIdx, i)
@@ -324,7 +325,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		eventSource: record.ChangeSource(sourceID, m.Namespace, m.RelationName),
 		topic:       record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
 		tenantIdx:   -1,
-		full:        m.ReplicaIdentity == replicaIdentityFull,
+		full:        m.ReplicaIdentity == pgoutput.ReplicaIdentityFull,
 	}
 	tenantCol := cfg.relationTenant(m.Namespace, m.RelationName)
 	layout := cfg.layouts[name]
@@ -352,7 +353,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
 		}
 		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name], Attnum: nums[col.Name].attnum, Missing: nums[col.Name].missing}
-		inIdentity := col.Flags&columnInIdentity != 0
+		inIdentity := col.Flags&pgoutput.ColumnInIdentity != 0
 		if rc.Key {
 			r.keyIdx = append(r.keyIdx, i)
 			if !inIdentity {

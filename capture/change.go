@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
 // rowChange turns a decoded row change, received at lsn, into one record
 // (two when an update changed the key: a delete of the old key, then the
 // new row), or into a dead letter when it cannot become one.
-func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChange) error {
+func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *pgoutput.RowChange) error {
 	if !t.inTx {
 		return fmt.Errorf("pgoutput: %c message outside a transaction at %s", ch.Kind, lsn)
 	}
@@ -35,16 +36,16 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 		t.keptOld, old = keepColumns(t.keptOld[:0], old, rel.keep)
 	}
 	switch ch.Kind {
-	case msgInsert:
+	case pgoutput.MessageTypeInsert:
 		return t.emit(ctx, rel, lsn, record.Insert, cur, nil, nil)
-	case msgDelete:
+	case pgoutput.MessageTypeDelete:
 		return t.emit(ctx, rel, lsn, record.Delete, old, nil, nil)
-	case msgUpdate:
+	case pgoutput.MessageTypeUpdate:
 	default:
 		return fmt.Errorf("pgoutput: message type %q at %s is not a row change", ch.Kind, lsn)
 	}
-	var fill []tupleColumn
-	if ch.OldKind == tupleOldRow {
+	var fill []pgoutput.TupleColumn
+	if ch.OldKind == pgoutput.TupleOldRow {
 		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
 	}
 	if len(old) > 0 && keyChanged(rel, old, cur) {
@@ -61,7 +62,7 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *rowChang
 // tuple too short for keep (a message that does not match its relation)
 // is returned whole, for emit to refuse as it refuses any such tuple; an
 // empty one (no old tuple) stays empty.
-func keepColumns(dst, tuple []tupleColumn, keep []int) (buf, cut []tupleColumn) {
+func keepColumns(dst, tuple []pgoutput.TupleColumn, keep []int) (buf, cut []pgoutput.TupleColumn) {
 	if len(tuple) == 0 || keep[len(keep)-1] >= len(tuple) {
 		return dst, tuple
 	}
@@ -76,8 +77,8 @@ func keepColumns(dst, tuple []tupleColumn, keep []int) (buf, cut []tupleColumn) 
 // changed (ClickHouse orders by tenant,
 // then key; a tenant outside the primary key is in the old tuple only with
 // REPLICA IDENTITY FULL, which capture requires for such tables).
-func keyChanged(rel *relation, old, cur []tupleColumn) bool {
-	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != tupleUnchanged &&
+func keyChanged(rel *relation, old, cur []pgoutput.TupleColumn) bool {
+	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != pgoutput.TupleUnchanged &&
 		(old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data)) {
 		return true
 	}
@@ -85,7 +86,7 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 		if i >= len(old) || i >= len(cur) {
 			return true
 		}
-		if old[i].Kind == tupleNull || old[i].Kind == tupleUnchanged {
+		if old[i].Kind == pgoutput.TupleNull || old[i].Kind == pgoutput.TupleUnchanged {
 			continue // not sent: unchanged
 		}
 		if string(old[i].Data) != string(cur[i].Data) {
@@ -98,7 +99,7 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 		if i >= len(old) || i >= len(cur) {
 			return true
 		}
-		if old[i].Kind == tupleUnchanged || cur[i].Kind == tupleUnchanged {
+		if old[i].Kind == pgoutput.TupleUnchanged || cur[i].Kind == pgoutput.TupleUnchanged {
 			continue // an unchanged TOAST value
 		}
 		if old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data) {
@@ -111,7 +112,7 @@ func keyChanged(rel *relation, old, cur []tupleColumn) bool {
 // emit builds and encodes one record and hands it to the output. Values
 // alias the WAL buffer; the output encodes or copies them before the next
 // message is received.
-func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op record.Op, tuple, oldKey, fill []tupleColumn) error {
+func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op record.Op, tuple, oldKey, fill []pgoutput.TupleColumn) error {
 	if len(tuple) != len(rel.columns) {
 		t.ordinal++
 		return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: pgoutput sent a row of %d columns for a relation of %d", record.ErrInvalid, len(tuple), len(rel.columns))))
@@ -196,15 +197,15 @@ func (t *translator) bad(rel *relation, r *record.Record, reason string, err err
 
 // toValues converts tuple columns to record values. Text aliases the WAL
 // buffer (no copy): the record is encoded before the buffer is reused.
-func toValues(dst []record.Value, tuple, fill []tupleColumn) []record.Value {
+func toValues(dst []record.Value, tuple, fill []pgoutput.TupleColumn) []record.Value {
 	for i, col := range tuple {
-		if col.Kind == tupleUnchanged && i < len(fill) && (fill[i].Kind == tupleText || fill[i].Kind == tupleNull) {
+		if col.Kind == pgoutput.TupleUnchanged && i < len(fill) && (fill[i].Kind == pgoutput.TupleText || fill[i].Kind == pgoutput.TupleNull) {
 			col = fill[i]
 		}
 		switch col.Kind {
-		case tupleNull:
+		case pgoutput.TupleNull:
 			dst = append(dst, record.Value{Null: true})
-		case tupleUnchanged:
+		case pgoutput.TupleUnchanged:
 			dst = append(dst, record.Value{Unchanged: true})
 		default:
 			dst = append(dst, record.Value{Text: unsafe.String(unsafe.SliceData(col.Data), len(col.Data))})

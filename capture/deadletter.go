@@ -57,15 +57,6 @@ func ParseBadRowPolicy(s string) (BadRowPolicy, error) {
 	return 0, fmt.Errorf("bad-row policy %q: want dead-letter or stop", s)
 }
 
-// WithOnBadRow sets what capture does with a change that cannot become a
-// record (default DeadLetterBadRows).
-func WithOnBadRow(p BadRowPolicy) Option { return func(c *config) { c.onBadRow = p } }
-
-// WithDeadLetterTopic sets the topic of capture's dead letters (default
-// "<prefix>-dlq", kafka.DeadLetterTopic: the sink's dead-letter topic, so
-// that `walhouse dlq` shows both).
-func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.dlqTopic = topic } }
-
 // badRow is a change that cannot become a record, with why.
 type badRow struct {
 	table  string // schema.table

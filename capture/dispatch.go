@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -110,12 +111,12 @@ type translator struct {
 	ordinal    uint32
 
 	// reused from change to change, so the hot path does not allocate
-	change rowChange
+	change pgoutput.RowChange
 	rec    record.Record
 	values []record.Value
 	oldKey []record.Value
 	// the tuples of a change cut to the relation's kept columns
-	keptNew, keptOld []tupleColumn
+	keptNew, keptOld []pgoutput.TupleColumn
 }
 
 // relationCatalog is what building a relation asks of the source's
@@ -184,44 +185,44 @@ func (t *translator) handle(ctx context.Context, lsn record.LSN, msg []byte) err
 		return errors.New("pgoutput: empty message")
 	}
 	switch msg[0] {
-	case msgInsert, msgUpdate, msgDelete:
+	case pgoutput.MessageTypeInsert, pgoutput.MessageTypeUpdate, pgoutput.MessageTypeDelete:
 		if !t.inTx {
 			return fmt.Errorf("pgoutput: %c message outside a transaction at %s", msg[0], lsn)
 		}
-		if err := decodeRowChange(msg, &t.change); err != nil {
+		if err := pgoutput.DecodeRowChange(msg, &t.change); err != nil {
 			return fmt.Errorf("pgoutput at %s: %w", lsn, err)
 		}
 		return t.rowChange(ctx, lsn, &t.change)
-	case msgBegin:
+	case pgoutput.MessageTypeBegin:
 		var m pglogrepl.BeginMessage
 		if err := m.Decode(msg[1:]); err != nil {
 			return fmt.Errorf("pgoutput begin at %s: %w", lsn, err)
 		}
 		t.begin(&m)
 		return nil
-	case msgCommit:
+	case pgoutput.MessageTypeCommit:
 		var m pglogrepl.CommitMessage
 		if err := m.Decode(msg[1:]); err != nil {
 			return fmt.Errorf("pgoutput commit at %s: %w", lsn, err)
 		}
 		return t.commit(lsn, &m)
-	case msgRelation:
+	case pgoutput.MessageTypeRelation:
 		m, err := pglogrepl.Parse(msg)
 		if err != nil {
 			return fmt.Errorf("pgoutput relation at %s: %w", lsn, err)
 		}
 		return t.describe(ctx, lsn, m.(*pglogrepl.RelationMessage))
-	case msgTruncate:
+	case pgoutput.MessageTypeTruncate:
 		if !t.inTx {
 			return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
 		}
-		m, err := decodeTruncate(msg)
+		m, err := pgoutput.DecodeTruncate(msg)
 		if err != nil {
 			return fmt.Errorf("pgoutput truncate at %s: %w", lsn, err)
 		}
 		return t.truncate(ctx, lsn, m)
-	case msgLogical:
-		m, err := decodeLogicalMessage(msg)
+	case pgoutput.MessageTypeMessage:
+		m, err := pgoutput.DecodeLogicalMessage(msg)
 		if err != nil {
 			t.ignored.note("?", lsn, fmt.Errorf("%w: %w", errMalformed, err))
 			return nil
@@ -229,7 +230,7 @@ func (t *translator) handle(ctx context.Context, lsn record.LSN, msg []byte) err
 		return t.logical(ctx, lsn, m)
 	case msgOversized:
 		return t.oversized(ctx, lsn, msg)
-	case msgType, msgOrigin:
+	case pgoutput.MessageTypeType, pgoutput.MessageTypeOrigin:
 		return nil // types are looked up in the catalog; origins are not replicated
 	default:
 		return fmt.Errorf("pgoutput: unknown message type %q at %s", msg[0], lsn)
@@ -281,7 +282,7 @@ func (t *translator) describe(ctx context.Context, lsn record.LSN, rm *pglogrepl
 // when they carry a valid MAC (see messages.go); anything else with its
 // prefixes is counted and skipped. Other applications' messages are not
 // replicated.
-func (t *translator) logical(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+func (t *translator) logical(ctx context.Context, lsn record.LSN, m pgoutput.LogicalMessage) error {
 	switch m.Prefix {
 	case heartbeatPrefix:
 		if m.Transactional || t.inTx {

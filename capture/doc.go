@@ -20,8 +20,9 @@
 //
 //   - capture.go: the API (Producer, ErrSlotInvalidated, Capturer, New,
 //     Stats, Setup) and Run, which wires a session together; options.go
-//     and limits.go its options (limits.go also sizes a record before it
-//     is encoded); topics.go and state.go the interfaces it needs of
+//     every option of New, each with its default, the defaults in one
+//     place (defaults) and their validation; limits.go sizes a record
+//     before it is encoded; topics.go and state.go the interfaces it needs of
 //     Kafka; deadletter.go: changes that cannot become records.
 //   - source.go: connecting, checking the database and its tables, how
 //     the publication sends each (publicationEntry: a row filter and a
@@ -42,7 +43,8 @@
 //     (so translate_test.go drives it with scripted messages); its relation
 //     cache and walhouse's logical messages. change.go: a row change to a
 //     record (eventIds, ordinals, key and tenant changes, TOAST, bad rows).
-//     pgoutput.go decodes the messages; catalog.go builds relations.
+//     Package capture/pgoutput decodes the messages; catalog.go builds
+//     relations.
 //   - heartbeat.go: heartbeats written into the WAL and sent to every
 //     partition; truncate.go: TRUNCATE as markers.
 //   - tables.go: tables joining and leaving the publication, partitions;

@@ -27,20 +27,6 @@ import (
 // what it re-reads it produces again with the same eventIds, and nothing
 // it read can be missing from the new primary.
 
-// WithFailoverSlot creates the slot with failover = true (PostgreSQL 17+),
-// and turns failover on for an existing slot that lacks it
-// (ALTER_REPLICATION_SLOT), so that the standbys synchronize it.
-func WithFailoverSlot() Option { return func(c *config) { c.failover = true } }
-
-// WithReconnect makes Run reconnect when it loses a connection
-// (PostgreSQL restarting or failing over, a network cut, also towards
-// Kafka) instead of returning, for up to d from the
-// moment the connection was lost; then it returns the last error. Each
-// reconnection starts over from the slot's confirmed position, so nothing
-// is lost and what is read again is produced again with the same eventIds.
-// Default 0: Run returns at the first lost connection.
-func WithReconnect(d time.Duration) Option { return func(c *config) { c.reconnect = d } }
-
 // minFailoverVersion is the first server_version_num with failover slots.
 const minFailoverVersion = 170000
 

@@ -14,94 +14,147 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
+// This file holds every option of New, as franz-go's kgo keeps its
+// client's options in config.go: the config they set, its defaults (all in
+// defaults), then the options by section, each saying what it does and its
+// default, then validate, which New runs on the whole config.
+
 // Option configures a Capturer. Options are applied in order by New, which
 // then validates the whole configuration at once.
 type Option func(*config)
 
+// config is what the options set; defaults gives its starting values.
 type config struct {
-	connString      string
-	slot            string
-	publication     string
-	tables          []string
-	exclude         []string
-	includeKeys     bool // capture IdempotencyKeyTable when published
-	topicPrefix     string
-	partitions      int32
-	replication     int16
+	connString string // New's argument
+
+	// Source: the database, its slot and its publication.
+	slot           string
+	createSlot     bool
+	failover       bool // create the slot with failover = true (failover.go)
+	publication    string
+	tables         []string
+	exclude        []string
+	includeKeys    bool          // capture IdempotencyKeyTable when published
+	primary        string        // the primary's connection string, for a standby (standby.go)
+	reconnect      time.Duration // how long Run reconnects after losing PostgreSQL (failover.go)
+	statusInterval time.Duration
+	sourceID       string
+
+	// Topics.
+	topicPrefix string
+	partitions  int32
+	replication int16
+	topics      TopicCreator
+
+	// Records.
 	tenantColumn    string
 	tenantColumns   map[string]string
 	layouts         map[string]schema.Layout // by "schema.table"
 	defaultTenant   string
-	sourceID        string
-	statusInterval  time.Duration
-	createSlot      bool
-	maxPendingBytes int
-	maxRecordBytes  int
-	topics          TopicCreator
-	heartbeat       time.Duration
-	markInterval    time.Duration
-	state           StateStore
-	snapshot        bool
-	workers         int
-	chunkPages      int64
-	resnapshot      map[string]bool
-	resnapshotAll   bool
-	nameErrs        []error // table names given to options that do not parse
 	envelope        int
 	schemas         SchemaRegistry
+	maxRecordBytes  int
+	maxPendingBytes int
+	onBadRow        BadRowPolicy
+	dlqTopic        string // default "<prefix>-dlq"
+
+	// Snapshots and copies.
+	snapshot      bool
+	resnapshot    map[string]bool
+	resnapshotAll bool
+	workers       int
+	chunkPages    int64
 	// snapshotBatchRows is the most rows a snapshot record carries
 	// (envelope version 2); 1 sends each row as a record of its own.
 	snapshotBatchRows int
-	progressEvery     time.Duration
-	onBadRow          BadRowPolicy
-	dlqTopic          string        // default "<prefix>-dlq"
-	primary           string        // the primary's connection string, for a standby (standby.go)
-	failover          bool          // create the slot with failover = true (failover.go)
-	reconnect         time.Duration // how long Run reconnects after losing PostgreSQL (failover.go)
-	failpoints        *failpoint.Set
+	state             StateStore
 	// rewriteCopy copies a table again after DDL rewrote it (rewrite.go);
 	// rewriteCopyMaxRows (0: no limit) marks larger tables inexact instead.
 	rewriteCopy        bool
 	rewriteCopyMaxRows int64
 	// recopies are the sinks' re-copy requests (recopy.go); nil: none.
 	recopies RecopyRequests
+
+	// Heartbeats, marks and progress.
+	heartbeat     time.Duration
+	markInterval  time.Duration
+	progressEvery time.Duration
+
+	failpoints *failpoint.Set
+	nameErrs   []error // table names given to options that do not parse
 }
 
+// defaults returns the config before any option: every default of the
+// options below is here. Settings left at their zero value are listed too,
+// so that this is the one place to read them.
 func defaults() config {
 	return config{
-		slot:            "walhouse",
-		publication:     "walhouse",
-		topicPrefix:     "walhouse",
-		partitions:      6,
-		replication:     -1,
+		// Source.
+		slot:           "walhouse",
+		createSlot:     true,
+		failover:       false,
+		publication:    "walhouse",
+		tables:         nil, // the publication's tables
+		exclude:        nil,
+		includeKeys:    false,
+		primary:        "",
+		reconnect:      0, // Run returns at the first lost connection
+		statusInterval: 5 * time.Second,
+		sourceID:       "", // "<system identifier>/<database>", read at start
+
+		// Topics.
+		topicPrefix: "walhouse",
+		partitions:  6,
+		replication: -1, // the broker's default.replication.factor
+		topics:      nil,
+
+		// Records.
 		tenantColumn:    "tenant_id",
 		tenantColumns:   map[string]string{},
 		layouts:         map[string]schema.Layout{},
-		resnapshot:      map[string]bool{},
-		statusInterval:  5 * time.Second,
-		createSlot:      true,
-		maxPendingBytes: 64 << 20,
-		maxRecordBytes:  record.DefaultMaxBytes,
-		heartbeat:       10 * time.Second,
-		markInterval:    DefaultMarkInterval,
-		progressEvery:   30 * time.Second,
-		snapshot:        true,
-		workers:         4,
-		chunkPages:      4096,
+		defaultTenant:   "", // tables without a tenant column are refused
 		envelope:        record.EnvelopeVersion,
+		schemas:         nil,
+		maxRecordBytes:  record.DefaultMaxBytes,
+		maxPendingBytes: 64 << 20,
+		onBadRow:        DeadLetterBadRows,
+		dlqTopic:        "", // validate sets "<prefix>-dlq"
 
-		snapshotBatchRows: 1000,
-		rewriteCopy:       true,
+		// Snapshots and copies.
+		snapshot:           true,
+		resnapshot:         map[string]bool{},
+		workers:            4,
+		chunkPages:         4096,
+		snapshotBatchRows:  1000,
+		state:              nil, // an interrupted snapshot starts over
+		rewriteCopy:        true,
+		rewriteCopyMaxRows: 0, // no limit
+		recopies:           nil,
+
+		// Heartbeats, marks and progress.
+		heartbeat:     10 * time.Second,
+		markInterval:  DefaultMarkInterval,
+		progressEvery: 30 * time.Second,
 	}
 }
+
+// Source: the database, its slot and its publication.
+// ---------------------------------------------------
 
 // WithSlot sets the logical replication slot name (default "walhouse").
 // The slot is created on first start unless WithoutSlotCreation is given.
 func WithSlot(name string) Option { return func(c *config) { c.slot = name } }
 
 // WithoutSlotCreation makes New fail instead of creating a missing slot, for
-// deployments where slots are managed by hand.
+// deployments where slots are managed by hand. By default a missing slot
+// is created.
 func WithoutSlotCreation() Option { return func(c *config) { c.createSlot = false } }
+
+// WithFailoverSlot creates the slot with failover = true (PostgreSQL 17+),
+// and turns failover on for an existing slot that lacks it
+// (ALTER_REPLICATION_SLOT), so that the standbys synchronize it. Off by
+// default.
+func WithFailoverSlot() Option { return func(c *config) { c.failover = true } }
 
 // WithPublication sets the publication name (default "walhouse"). A missing
 // publication is created for the tables given with WithTables.
@@ -118,6 +171,8 @@ func WithTables(tables ...string) Option {
 // name matches one of the patterns (path.Match syntax: "audit.*",
 // "public.tmp_*"): no snapshot, no records. It is the way to capture most of
 // a publication that is not walhouse's own, such as FOR ALL TABLES.
+// Default: none; walhouse's own tables are left out whatever the patterns
+// (see IdempotencyKeyTable).
 func WithExcludeTables(patterns ...string) Option {
 	return func(c *config) { c.exclude = append(c.exclude, patterns...) }
 }
@@ -137,20 +192,36 @@ const messageKeyTable = "walhouse.message_key"
 // has it (name it with WithTables to add it); by default it is left out.
 func WithIdempotencyKeys() Option { return func(c *config) { c.includeKeys = true } }
 
-// excluded reports whether the table ("schema.table") is left out: one of
-// walhouse's own tables, or a match of an exclude pattern. The patterns
-// were checked by validate.
-func (c *config) excluded(table string) bool {
-	if table == messageKeyTable || (table == IdempotencyKeyTable && !c.includeKeys) {
-		return true
-	}
-	for _, p := range c.exclude {
-		if ok, _ := path.Match(qualify(p), table); ok {
-			return true
-		}
-	}
-	return false
-}
+// WithPrimary gives the connection string of the primary, for a capture
+// whose connection string names a physical standby (PostgreSQL 16+): the
+// publication, the DDL event trigger and the heartbeats are written there,
+// and slot creation asks it to log a standby snapshot
+// (pg_log_standby_snapshot) so that an idle primary does not hold it up.
+// On a primary it is not used. Default: none, capture's connection is to
+// the primary.
+func WithPrimary(connString string) Option { return func(c *config) { c.primary = connString } }
+
+// WithReconnect makes Run reconnect when it loses a connection
+// (PostgreSQL restarting or failing over, a network cut, also towards
+// Kafka) instead of returning, for up to d from the
+// moment the connection was lost; then it returns the last error. Each
+// reconnection starts over from the slot's confirmed position, so nothing
+// is lost and what is read again is produced again with the same eventIds.
+// Default 0: Run returns at the first lost connection.
+func WithReconnect(d time.Duration) Option { return func(c *config) { c.reconnect = d } }
+
+// WithStatusInterval sets how often the confirmed position is reported to
+// PostgreSQL (default 5s). PostgreSQL's wal_sender_timeout must be longer.
+func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.statusInterval = d } }
+
+// WithSourceID sets the source identity that is part of every eventId
+// (default "<system identifier>/<database>"). Change it only together with a
+// new slot: records re-read under another id are not recognised as
+// duplicates.
+func WithSourceID(id string) Option { return func(c *config) { c.sourceID = id } }
+
+// Topics.
+// -------
 
 // WithTopicPrefix sets the Kafka topic prefix (default "walhouse"); a table's
 // topic is "<prefix>.<schema>.<table>".
@@ -164,12 +235,19 @@ func WithTopicPartitions(n int32) Option { return func(c *config) { c.partitions
 // creates (default -1: the broker's default.replication.factor).
 func WithTopicReplication(n int16) Option { return func(c *config) { c.replication = n } }
 
+// WithTopicCreator makes capture create missing topics through tc. Without
+// it, topics must exist (or the broker must create them on first use).
+func WithTopicCreator(tc TopicCreator) Option { return func(c *config) { c.topics = tc } }
+
+// Records: tenants, layouts, envelope, size bounds and bad rows.
+// --------------------------------------------------------------
+
 // WithTenantColumn sets the column that holds the tenant (default
 // "tenant_id").
 func WithTenantColumn(name string) Option { return func(c *config) { c.tenantColumn = name } }
 
 // WithTableTenantColumn overrides the tenant column for one table
-// ("schema.table" or "table").
+// ("schema.table" or "table"). Default: WithTenantColumn's for every table.
 func WithTableTenantColumn(table, column string) Option {
 	return func(c *config) {
 		if _, _, err := splitTable(table); err != nil {
@@ -186,6 +264,7 @@ func WithTableTenantColumn(table, column string) Option {
 // columns must be in the table's replica identity, so the delete carries
 // their old values: a table whose identity lacks one is left out, with
 // the fix (REPLICA IDENTITY FULL). The sink must be given the same layout.
+// Default: none.
 func WithTableLayout(table string, l schema.Layout) Option {
 	return func(c *config) {
 		if _, _, err := splitTable(table); err != nil {
@@ -199,43 +278,59 @@ func WithTableLayout(table string, l schema.Layout) Option {
 // Without it such tables are refused.
 func WithDefaultTenant(tenant string) Option { return func(c *config) { c.defaultTenant = tenant } }
 
-// WithSourceID sets the source identity that is part of every eventId
-// (default "<system identifier>/<database>"). Change it only together with a
-// new slot: records re-read under another id are not recognised as
-// duplicates.
-func WithSourceID(id string) Option { return func(c *config) { c.sourceID = id } }
+// SchemaRegistry publishes the schemas that version 2 records refer to by
+// schemaId. Register returns once s is stored, so a consumer that meets a
+// record can always find its schema.
+type SchemaRegistry interface {
+	Register(ctx context.Context, s record.Schema) error
+}
 
-// WithStatusInterval sets how often the confirmed position is reported to
-// PostgreSQL (default 5s). PostgreSQL's wal_sender_timeout must be longer.
-func WithStatusInterval(d time.Duration) Option { return func(c *config) { c.statusInterval = d } }
+// WithSchemaRegistry sets where schemas are published: a registry.Writer
+// of the pipeline's kafka.SchemasTopic, as cmd/walhouse wires it. Envelope
+// version 2 (the default) needs it. Default: none.
+func WithSchemaRegistry(r SchemaRegistry) Option { return func(c *config) { c.schemas = r } }
 
-// WithHeartbeatInterval sets how often capture writes a heartbeat into the
-// WAL (pg_logical_emit_message; on PostgreSQL 13, which cannot stream it,
-// it notes the WAL position instead) and, when the stream has passed it,
-// to every partition of every table's topic (default 10s; 0 disables).
-// Heartbeats keep an idle database from pinning WAL and let the sink prove
-// how fresh each table is.
-func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+// WithEnvelopeVersion sets the record envelope version written (default
+// record.EnvelopeVersion, 2). Version 1 records carry their column list
+// instead of referring to the schema registry: larger, for consumers that
+// cannot read the registry. The sink reads both.
+func WithEnvelopeVersion(v int) Option { return func(c *config) { c.envelope = v } }
 
-// DefaultMarkInterval is the default of WithMarkInterval.
-const DefaultMarkInterval = 100 * time.Millisecond
+// WithMaxRecordBytes bounds the key plus value of one record capture
+// produces (default record.DefaultMaxBytes, 64 MiB; at least 1 MiB, at most 1 GiB). The topics
+// capture creates get a max.message.bytes that holds such a record, and
+// existing ones are raised to it; the producer, the sink's consumer and
+// its dead-letter producer must allow the same bound (see package kafka,
+// RecordLimitOpts). A row whose record is larger fails with
+// ErrRowTooLarge.
+func WithMaxRecordBytes(n int) Option { return func(c *config) { c.maxRecordBytes = n } }
 
-// WithMarkInterval sets how often capture sends consistency marks: for 2 s
-// after a table's change, a heartbeat at the server's WAL position to
-// every partition of the table, so that a read waiting for a write's
-// consistency token does not wait for the next heartbeat (marks.go;
-// default DefaultMarkInterval; 0 disables them). At most one mark per
-// partition of a recently changed table per interval, whatever the load.
-func WithMarkInterval(d time.Duration) Option { return func(c *config) { c.markInterval = d } }
+// WithMaxPendingBytes bounds the encoded bytes produced but not yet
+// acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
+func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
+
+// WithOnBadRow sets what capture does with a change that cannot become a
+// record (default DeadLetterBadRows).
+func WithOnBadRow(p BadRowPolicy) Option { return func(c *config) { c.onBadRow = p } }
+
+// WithDeadLetterTopic sets the topic of capture's dead letters (default
+// "<prefix>-dlq", kafka.DeadLetterTopic: the sink's dead-letter topic, so
+// that `walhouse dlq` shows both).
+func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.dlqTopic = topic } }
+
+// Snapshots and copies.
+// ---------------------
 
 // WithoutSnapshot skips every snapshot, the initial one and those of tables
-// that join the publication later: only changes reach Kafka.
+// that join the publication later: only changes reach Kafka. By default
+// tables are copied.
 func WithoutSnapshot() Option { return func(c *config) { c.snapshot = false } }
 
 // WithResnapshot copies the named tables ("schema.table" or "table") again,
 // whatever their saved progress says: the recovery after a ClickHouse table
 // was dropped; "*" names every captured table. The copy runs next to the stream (see online.go); its rows
 // have the snapshot version, so they never override newer changes.
+// Default: none, a table's saved progress is followed.
 func WithResnapshot(tables ...string) Option {
 	return func(c *config) {
 		for _, t := range tables {
@@ -260,24 +355,6 @@ func WithSnapshotWorkers(n int) Option { return func(c *config) { c.workers = n 
 // resumption after a crash.
 func WithSnapshotChunkPages(n int64) Option { return func(c *config) { c.chunkPages = n } }
 
-// SchemaRegistry publishes the schemas that version 2 records refer to by
-// schemaId. Register returns once s is stored, so a consumer that meets a
-// record can always find its schema.
-type SchemaRegistry interface {
-	Register(ctx context.Context, s record.Schema) error
-}
-
-// WithSchemaRegistry sets where schemas are published: a registry.Writer
-// of the pipeline's kafka.SchemasTopic, as cmd/walhouse wires it. Envelope
-// version 2 (the default) needs it.
-func WithSchemaRegistry(r SchemaRegistry) Option { return func(c *config) { c.schemas = r } }
-
-// WithEnvelopeVersion sets the record envelope version written (default
-// record.EnvelopeVersion, 2). Version 1 records carry their column list
-// instead of referring to the schema registry: larger, for consumers that
-// cannot read the registry. The sink reads both.
-func WithEnvelopeVersion(v int) Option { return func(c *config) { c.envelope = v } }
-
 // WithSnapshotBatchRows sets the most snapshot rows one Kafka record
 // carries (default 1000; a batch also closes at 128 KiB). Snapshot rows
 // travel in row batches (see package record, "Row batches"), which cost
@@ -287,9 +364,9 @@ func WithEnvelopeVersion(v int) Option { return func(c *config) { c.envelope = v
 // single records.
 func WithSnapshotBatchRows(n int) Option { return func(c *config) { c.snapshotBatchRows = n } }
 
-// WithMaxPendingBytes bounds the encoded bytes produced but not yet
-// acknowledged by Kafka (default 64 MiB); reading pauses at the bound.
-func WithMaxPendingBytes(n int) Option { return func(c *config) { c.maxPendingBytes = n } }
+// WithStateStore sets where snapshot progress is kept. Without it an
+// interrupted snapshot starts over.
+func WithStateStore(s StateStore) Option { return func(c *config) { c.state = s } }
 
 // WithoutRewriteCopy turns off the copy of a table that DDL rewrote
 // without row changes (ALTER COLUMN … TYPE with a conversion, ADD COLUMN
@@ -302,6 +379,51 @@ func WithoutRewriteCopy() Option { return func(c *config) { c.rewriteCopy = fals
 // inexact instead of copying it again (default 0: copy any table). Capture
 // counts at most n+1 rows to decide.
 func WithRewriteCopyMaxRows(n int64) Option { return func(c *config) { c.rewriteCopyMaxRows = n } }
+
+// WithRecopies makes capture answer the sinks' re-copy requests read from r
+// (see recopy.go). It needs a state store (WithStateStore). Default: none,
+// requests are not read.
+func WithRecopies(r RecopyRequests) Option { return func(c *config) { c.recopies = r } }
+
+// Heartbeats, marks and progress.
+// -------------------------------
+
+// WithHeartbeatInterval sets how often capture writes a heartbeat into the
+// WAL (pg_logical_emit_message; on PostgreSQL 13, which cannot stream it,
+// it notes the WAL position instead) and, when the stream has passed it,
+// to every partition of every table's topic (default 10s; 0 disables).
+// Heartbeats keep an idle database from pinning WAL and let the sink prove
+// how fresh each table is.
+func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// DefaultMarkInterval is the default of WithMarkInterval.
+const DefaultMarkInterval = 100 * time.Millisecond
+
+// WithMarkInterval sets how often capture sends consistency marks: for 2 s
+// after a table's change, a heartbeat at the server's WAL position to
+// every partition of the table, so that a read waiting for a write's
+// consistency token does not wait for the next heartbeat (marks.go;
+// default DefaultMarkInterval; 0 disables them). At most one mark per
+// partition of a recently changed table per interval, whatever the load.
+func WithMarkInterval(d time.Duration) Option { return func(c *config) { c.markInterval = d } }
+
+// WithProgressInterval sets how often capture logs a progress line: rows
+// produced and their rate, the positions received and confirmed, the WAL
+// the slot holds back, the producer backlog and the dead letters (default
+// 30s; 0 turns it off).
+func WithProgressInterval(d time.Duration) Option { return func(c *config) { c.progressEvery = d } }
+
+// Tests.
+// ------
+
+// WithFailpoints sets the named points where fault tests make capture
+// crash (package failpoint); without it, or with nil, they are off.
+func WithFailpoints(s *failpoint.Set) Option {
+	return func(c *config) { c.failpoints = s }
+}
+
+// Validation and the names options take.
+// --------------------------------------
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
@@ -397,6 +519,21 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
+// excluded reports whether the table ("schema.table") is left out: one of
+// walhouse's own tables, or a match of an exclude pattern. The patterns
+// were checked by validate.
+func (c *config) excluded(table string) bool {
+	if table == messageKeyTable || (table == IdempotencyKeyTable && !c.includeKeys) {
+		return true
+	}
+	for _, p := range c.exclude {
+		if ok, _ := path.Match(qualify(p), table); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // qualify returns the canonical "schema.table" form of a table name as
 // users write it (see splitTable), or the name unchanged if it does not
 // parse; validate reports that.
@@ -478,9 +615,3 @@ func (c *config) topicOf(table string) string {
 // record must fit the dead-letter topic, whose messages hold a record of
 // the bound plus room for the dead letter's headers.
 func (c *config) maxDeadLetterValue() int { return c.maxRecordBytes }
-
-// WithFailpoints sets the named points where fault tests make capture
-// crash (package failpoint); without it, or with nil, they are off.
-func WithFailpoints(s *failpoint.Set) Option {
-	return func(c *config) { c.failpoints = s }
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -19,20 +20,20 @@ import (
 // that size).
 func (t *translator) oversized(ctx context.Context, lsn record.LSN, msg []byte) error {
 	if len(msg) < 1+4+1 {
-		return fmt.Errorf("pgoutput stand-in at %s: %w", lsn, errShort)
+		return fmt.Errorf("pgoutput stand-in at %s: %w", lsn, pgoutput.ErrShort)
 	}
 	size, head := int(binary.BigEndian.Uint32(msg[1:5])), msg[5:]
 	bound := t.cfg.maxRecordBytes + receiveSlack
 	switch head[0] {
-	case msgLogical:
+	case pgoutput.MessageTypeMessage:
 		t.ignored.oversized.message(lsn, logicalPrefix(head), size, bound)
 		return nil
-	case msgInsert, msgUpdate, msgDelete:
+	case pgoutput.MessageTypeInsert, pgoutput.MessageTypeUpdate, pgoutput.MessageTypeDelete:
 		if !t.inTx {
 			return fmt.Errorf("pgoutput: %c message outside a transaction at %s", head[0], lsn)
 		}
 		if len(head) < 1+4 {
-			return fmt.Errorf("pgoutput stand-in at %s: %w", lsn, errShort)
+			return fmt.Errorf("pgoutput stand-in at %s: %w", lsn, pgoutput.ErrShort)
 		}
 		relID := binary.BigEndian.Uint32(head[1:5])
 		rel, ok, err := t.relation(ctx, lsn, relID)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/walhouse/walhouse/capture/pgoutput"
 )
 
 // standInOf returns the pgoutput stand-in of msg as boundedReader makes it.
@@ -60,7 +62,7 @@ func TestTranslatorOversized(t *testing.T) {
 		t.Errorf("%v walhouse messages counted as forged, want 0", n)
 	}
 	// A kind PostgreSQL never sends that large stops capture.
-	if err := tr.handle(ctx, 0x300, standInOf(append([]byte{msgRelation}, big...))); err == nil || !strings.Contains(err.Error(), "--max-record-bytes") {
+	if err := tr.handle(ctx, 0x300, standInOf(append([]byte{pgoutput.MessageTypeRelation}, big...))); err == nil || !strings.Contains(err.Error(), "--max-record-bytes") {
 		t.Errorf("an oversized Relation message: %v, want an error naming --max-record-bytes", err)
 	}
 }

@@ -6,12 +6,6 @@ import (
 	"time"
 )
 
-// WithProgressInterval sets how often capture logs a progress line: rows
-// produced and their rate, the positions received and confirmed, the WAL
-// the slot holds back, the producer backlog and the dead letters (default
-// 30s; 0 turns it off).
-func WithProgressInterval(d time.Duration) Option { return func(c *config) { c.progressEvery = d } }
-
 // logProgress writes one progress line and returns the rows produced so
 // far, for the next line's rate.
 func (c *Capturer) logProgress(lastRows int64, since time.Duration) int64 {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/walhouse/walhouse/capture/pgoutput"
 )
 
 // xLogData returns a CopyData message of XLogData at walStart holding the
@@ -33,7 +35,7 @@ func wireMessage(kind byte, body []byte) []byte {
 
 // logicalMsg returns a pgoutput 'M' message.
 func logicalMsg(prefix string, content []byte) []byte {
-	m := []byte{msgLogical, 0}
+	m := []byte{pgoutput.MessageTypeMessage, 0}
 	m = binary.BigEndian.AppendUint64(m, 0x1234)
 	m = append(append(m, prefix...), 0)
 	m = binary.BigEndian.AppendUint32(m, uint32(len(content)))
@@ -43,8 +45,8 @@ func logicalMsg(prefix string, content []byte) []byte {
 // insertMsg returns a pgoutput 'I' message of relation rel with one text
 // column.
 func insertMsg(rel uint32, text []byte) []byte {
-	m := binary.BigEndian.AppendUint32([]byte{msgInsert}, rel)
-	m = append(m, tupleNew, 0, 1, tupleText)
+	m := binary.BigEndian.AppendUint32([]byte{pgoutput.MessageTypeInsert}, rel)
+	m = append(m, pgoutput.TupleNew, 0, 1, pgoutput.TupleText)
 	m = binary.BigEndian.AppendUint32(m, uint32(len(text)))
 	return append(m, text...)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -52,10 +53,6 @@ type RecopyRequests interface {
 	// nil: the table's request is done).
 	ReadNew(ctx context.Context, each func(table string, req *record.RecopyRequest)) error
 }
-
-// WithRecopies makes capture answer the sinks' re-copy requests read from r
-// (see recopy.go). It needs a state store (WithStateStore).
-func WithRecopies(r RecopyRequests) Option { return func(c *config) { c.recopies = r } }
 
 // recopyNotice is the content of a re-copy notice.
 type recopyNotice struct {
@@ -209,7 +206,7 @@ func (s *stream) recopyDone(ctx context.Context, req record.RecopyRequest, at re
 
 // recopy acts on a re-copy notice decoded at lsn: the captured table it
 // names is copied again at lsn (stream.rewritten).
-func (t *translator) recopy(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+func (t *translator) recopy(ctx context.Context, lsn record.LSN, m pgoutput.LogicalMessage) error {
 	content, ok := t.key.verify(m.Content)
 	if !ok {
 		t.ignored.note(m.Prefix, lsn, errUnauthenticated)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walhouse/walhouse/capture/pgoutput"
 )
 
 func TestRefusalReasons(t *testing.T) {
@@ -142,10 +144,10 @@ func TestRelationKey(t *testing.T) {
 	}{
 		{"default: the flagged columns", relationMsg(1, "t", 'd', "tenant_id:text*", "id:int8*", "v:text"), []string{"id", "tenant_id"}, ""},
 		{"using index: the flagged columns", relationMsg(1, "t", 'i', "tenant_id:text*", "id:int8*", "v:text"), []string{"id", "tenant_id"}, ""},
-		{"full: the catalog's key", relationMsg(1, "t", replicaIdentityFull, "tenant_id:text*", "id:int8*", "v:text*"), []string{"id", "tenant_id", "v"}, ""},
-		{"full without a key", relationMsg(2, "t", replicaIdentityFull, "tenant_id:text*", "id:int8*"), nil, reasonNoKey},
+		{"full: the catalog's key", relationMsg(1, "t", pgoutput.ReplicaIdentityFull, "tenant_id:text*", "id:int8*", "v:text*"), []string{"id", "tenant_id", "v"}, ""},
+		{"full without a key", relationMsg(2, "t", pgoutput.ReplicaIdentityFull, "tenant_id:text*", "id:int8*"), nil, reasonNoKey},
 		{"default without a key then", relationMsg(1, "t", 'd', "tenant_id:text", "id:int8", "v:text"), nil, reasonNoKey},
-		{"nothing", relationMsg(1, "t", replicaIdentityNothing, "tenant_id:text", "id:int8"), nil, reasonIdentity},
+		{"nothing", relationMsg(1, "t", pgoutput.ReplicaIdentityNothing, "tenant_id:text", "id:int8"), nil, reasonIdentity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key, err := relationKey(context.Background(), later, tc.msg)

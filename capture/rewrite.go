@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -75,7 +76,7 @@ func (n rewriteNotice) tables() []string {
 
 // rewrite acts on a rewrite notice decoded at lsn: the captured table it
 // names is copied again (tableSet.rewritten).
-func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m logicalMessage) error {
+func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m pgoutput.LogicalMessage) error {
 	content, ok := t.key.verify(m.Content)
 	if !ok {
 		t.ignored.note(m.Prefix, lsn, errUnauthenticated)

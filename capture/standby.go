@@ -22,14 +22,6 @@ import (
 // a primary connection the publication and the trigger must already exist
 // and heartbeats are off (lastSyncAt then stays unknown).
 
-// WithPrimary gives the connection string of the primary, for a capture
-// whose connection string names a physical standby (PostgreSQL 16+): the
-// publication, the DDL event trigger and the heartbeats are written there,
-// and slot creation asks it to log a standby snapshot
-// (pg_log_standby_snapshot) so that an idle primary does not hold it up.
-// On a primary it is not used.
-func WithPrimary(connString string) Option { return func(c *config) { c.primary = connString } }
-
 // minStandbyVersion is the first server_version_num that decodes on a
 // standby.
 const minStandbyVersion = 160000

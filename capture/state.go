@@ -11,7 +11,3 @@ type StateStore interface {
 	// Save stores value under key durably before returning.
 	Save(ctx context.Context, key string, value []byte) error
 }
-
-// WithStateStore sets where snapshot progress is kept. Without it an
-// interrupted snapshot starts over.
-func WithStateStore(s StateStore) Option { return func(c *config) { c.state = s } }

@@ -17,10 +17,6 @@ type TopicCreator interface {
 	Partitions(ctx context.Context, name string) (int32, error)
 }
 
-// WithTopicCreator makes capture create missing topics through tc. Without
-// it, topics must exist (or the broker must create them on first use).
-func WithTopicCreator(tc TopicCreator) Option { return func(c *config) { c.topics = tc } }
-
 // Partitioner returns the partitioner capture needs: records are placed by
 // the murmur2 hash of their key (Kafka's default, so other clients agree),
 // except heartbeats and row batches, which go to the partition set on the

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -44,7 +46,7 @@ func relationMsg(id uint32, table string, identity byte, cols ...string) *pglogr
 		name, oid, _ := strings.Cut(c, ":")
 		col := &pglogrepl.RelationMessageColumn{Name: name, DataType: oidText, TypeModifier: -1}
 		if strings.HasSuffix(oid, "*") {
-			col.Flags = columnInIdentity
+			col.Flags = pgoutput.ColumnInIdentity
 			oid = strings.TrimSuffix(oid, "*")
 		}
 		if oid == "int8" {
@@ -57,7 +59,7 @@ func relationMsg(id uint32, table string, identity byte, cols ...string) *pglogr
 
 var (
 	ordersRel   = relationMsg(relOrders, "orders", 'd', "tenant_id:text*", "id:int8*", "body:text")
-	docsRel     = relationMsg(relDocs, "docs", replicaIdentityFull, "id:int8*", "tenant_id:text*", "body:text*")
+	docsRel     = relationMsg(relDocs, "docs", pgoutput.ReplicaIdentityFull, "id:int8*", "tenant_id:text*", "body:text*")
 	plainRel    = relationMsg(relPlain, "plain", 'd', "id:int8*", "body:text")
 	excludedRel = relationMsg(relExcluded, "secret", 'd', "tenant_id:text*", "id:int8*")
 	laterRel    = relationMsg(relLater, "later", 'd', "tenant_id:text*", "id:int8*")
@@ -253,11 +255,13 @@ func (m *memRegistry) Register(_ context.Context, s record.Schema) error {
 }
 
 // Tuple columns.
-func txt(v string) tupleColumn { return tupleColumn{Kind: tupleText, Data: []byte(v)} }
+func txt(v string) pgoutput.TupleColumn {
+	return pgoutput.TupleColumn{Kind: pgoutput.TupleText, Data: []byte(v)}
+}
 
 var (
-	null  = tupleColumn{Kind: tupleNull}
-	toast = tupleColumn{Kind: tupleUnchanged}
+	null  = pgoutput.TupleColumn{Kind: pgoutput.TupleNull}
+	toast = pgoutput.TupleColumn{Kind: pgoutput.TupleUnchanged}
 )
 
 // step is one decoded message and where it was received.
@@ -278,27 +282,27 @@ func commit(lsn, end record.LSN) step {
 
 func describe(m *pglogrepl.RelationMessage) step { return step{msg: m} }
 
-func insert(lsn record.LSN, rel uint32, row ...tupleColumn) step {
-	return step{lsn: lsn, msg: &rowChange{Kind: msgInsert, RelationID: rel, New: row}}
+func insert(lsn record.LSN, rel uint32, row ...pgoutput.TupleColumn) step {
+	return step{lsn: lsn, msg: &pgoutput.RowChange{Kind: pgoutput.MessageTypeInsert, RelationID: rel, New: row}}
 }
 
 // update with an old tuple of kind oldKind (0: none).
-func update(lsn record.LSN, rel uint32, oldKind byte, old []tupleColumn, row ...tupleColumn) step {
-	return step{lsn: lsn, msg: &rowChange{Kind: msgUpdate, RelationID: rel, OldKind: oldKind, Old: old, New: row}}
+func update(lsn record.LSN, rel uint32, oldKind byte, old []pgoutput.TupleColumn, row ...pgoutput.TupleColumn) step {
+	return step{lsn: lsn, msg: &pgoutput.RowChange{Kind: pgoutput.MessageTypeUpdate, RelationID: rel, OldKind: oldKind, Old: old, New: row}}
 }
 
-func del(lsn record.LSN, rel uint32, oldKind byte, old ...tupleColumn) step {
-	return step{lsn: lsn, msg: &rowChange{Kind: msgDelete, RelationID: rel, OldKind: oldKind, Old: old}}
+func del(lsn record.LSN, rel uint32, oldKind byte, old ...pgoutput.TupleColumn) step {
+	return step{lsn: lsn, msg: &pgoutput.RowChange{Kind: pgoutput.MessageTypeDelete, RelationID: rel, OldKind: oldKind, Old: old}}
 }
 
-func row(cols ...tupleColumn) []tupleColumn { return cols }
+func row(cols ...pgoutput.TupleColumn) []pgoutput.TupleColumn { return cols }
 
 func logical(lsn record.LSN, transactional bool, prefix string, content []byte) step {
-	return step{lsn: lsn, msg: logicalMessage{Transactional: transactional, Prefix: prefix, Content: content}}
+	return step{lsn: lsn, msg: pgoutput.LogicalMessage{Transactional: transactional, Prefix: prefix, Content: content}}
 }
 
 func truncate(lsn record.LSN, cascade bool, rels ...uint32) step {
-	return step{lsn: lsn, msg: truncateMessage{cascade: cascade, relations: rels}}
+	return step{lsn: lsn, msg: pgoutput.TruncateMessage{Cascade: cascade, Relations: rels}}
 }
 
 // feed hands a decoded message to the translator.
@@ -311,11 +315,11 @@ func feed(ctx context.Context, tr *translator, s step) error {
 		return tr.commit(s.lsn, m)
 	case *pglogrepl.RelationMessage:
 		return tr.describe(ctx, s.lsn, m)
-	case *rowChange:
+	case *pgoutput.RowChange:
 		return tr.rowChange(ctx, s.lsn, m)
-	case logicalMessage:
+	case pgoutput.LogicalMessage:
 		return tr.logical(ctx, s.lsn, m)
-	case truncateMessage:
+	case pgoutput.TruncateMessage:
 		return tr.truncate(ctx, s.lsn, m)
 	}
 	panic(fmt.Sprintf("step %T", s.msg))
@@ -367,7 +371,7 @@ func TestTranslator(t *testing.T) {
 				describe(ordersRel), begin(0x100),
 				insert(0x10, relOrders, txt("acme"), txt("1"), txt("a")),
 				update(0x20, relOrders, 0, nil, txt("acme"), txt("1"), txt("b")),
-				del(0x30, relOrders, tupleOldKey, txt("acme"), txt("1"), null),
+				del(0x30, relOrders, pgoutput.TupleOldKey, txt("acme"), txt("1"), null),
 				commit(0x100, 0x108),
 			},
 			want: []string{
@@ -382,7 +386,7 @@ func TestTranslator(t *testing.T) {
 			name: "a key change is a delete of the old key, then the new row",
 			steps: []step{
 				describe(ordersRel), begin(0x100),
-				update(0x20, relOrders, tupleOldKey, row(txt("acme"), txt("1"), null), txt("acme"), txt("2"), txt("b")),
+				update(0x20, relOrders, pgoutput.TupleOldKey, row(txt("acme"), txt("1"), null), txt("acme"), txt("2"), txt("b")),
 				insert(0x30, relOrders, txt("acme"), txt("3"), txt("c")),
 				commit(0x100, 0x108),
 			},
@@ -398,8 +402,8 @@ func TestTranslator(t *testing.T) {
 			name: "a tenant change outside the key deletes the row under the old tenant",
 			steps: []step{
 				describe(docsRel), begin(0x100),
-				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("globex"), txt("x")),
-				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("globex"), txt("x")), txt("1"), txt("globex"), txt("y")),
+				update(0x20, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("globex"), txt("x")),
+				update(0x30, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("globex"), txt("x")), txt("1"), txt("globex"), txt("y")),
 				commit(0x100, 0x108),
 			},
 			want: []string{
@@ -416,8 +420,8 @@ func TestTranslator(t *testing.T) {
 			steps: []step{
 				describe(docsRel), begin(0x100),
 				insert(0x10, relDocs, txt("1"), txt("acme"), txt("secret")),
-				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("secret")), txt("1"), txt("globex"), txt("secret 2")),
-				del(0x30, relDocs, tupleOldRow, txt("1"), txt("globex"), txt("secret 2")),
+				update(0x20, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("secret")), txt("1"), txt("globex"), txt("secret 2")),
+				del(0x30, relDocs, pgoutput.TupleOldRow, txt("1"), txt("globex"), txt("secret 2")),
 				commit(0x100, 0x108),
 			},
 			want: []string{
@@ -434,10 +438,10 @@ func TestTranslator(t *testing.T) {
 			opts: []Option{WithTableLayout("public.docs", schema.Layout{OrderBy: []string{"tenant_id", "body", "id"}})},
 			steps: []step{
 				describe(docsRel), begin(0x100),
-				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("acme"), txt("y")),
-				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), txt("y")),
-				update(0x40, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), null),
-				update(0x50, relDocs, tupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
+				update(0x20, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("x")), txt("1"), txt("acme"), txt("y")),
+				update(0x30, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), txt("y")),
+				update(0x40, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("y")), txt("1"), txt("acme"), null),
+				update(0x50, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
 				commit(0x100, 0x108),
 			},
 			want: []string{
@@ -455,8 +459,8 @@ func TestTranslator(t *testing.T) {
 			name: "unchanged TOAST: filled from the old row under REPLICA IDENTITY FULL, else left unchanged",
 			steps: []step{
 				describe(ordersRel), describe(docsRel), begin(0x100),
-				update(0x20, relDocs, tupleOldRow, row(txt("1"), txt("acme"), txt("long")), txt("1"), txt("acme"), toast),
-				update(0x30, relDocs, tupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
+				update(0x20, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("long")), txt("1"), txt("acme"), toast),
+				update(0x30, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), toast), txt("1"), txt("acme"), toast),
 				update(0x40, relOrders, 0, nil, txt("acme"), txt("1"), toast),
 				commit(0x100, 0x108),
 			},
@@ -572,9 +576,9 @@ func TestTranslator(t *testing.T) {
 				describe(docsRel), describe(ordersRel), begin(0x100),
 				insert(0x10, relDocs, txt("1"), txt("acme"), txt("a")),
 				commit(0x100, 0x108),
-				describe(relationMsg(relDocs, "docs", replicaIdentityFull, "id:int8*", "body:text*")), begin(0x200),
+				describe(relationMsg(relDocs, "docs", pgoutput.ReplicaIdentityFull, "id:int8*", "body:text*")), begin(0x200),
 				insert(0x110, relDocs, txt("2"), txt("b")),
-				del(0x120, relDocs, tupleOldRow, txt("1"), txt("a")),
+				del(0x120, relDocs, pgoutput.TupleOldRow, txt("1"), txt("a")),
 				insert(0x130, relOrders, txt("acme"), txt("1"), txt("a")),
 				commit(0x200, 0x208),
 			},
@@ -920,7 +924,7 @@ func BenchmarkTranslatorInsert(b *testing.B) {
 		b.Fatal(err)
 	}
 	tr.begin(&pglogrepl.BeginMessage{FinalLSN: 1 << 40, CommitTime: commitTime})
-	m := msg(msgInsert, relOrders, []byte{tupleNew}, tuple(s("acme"), s("12345"), s(strings.Repeat("body ", 20))))
+	m := msg(pgoutput.MessageTypeInsert, relOrders, []byte{pgoutput.TupleNew}, tuple(s("acme"), s("12345"), s(strings.Repeat("body ", 20))))
 	b.SetBytes(int64(len(m)))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -928,4 +932,33 @@ func BenchmarkTranslatorInsert(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// tuple encodes a pgoutput TupleData; nil is NULL, "\x00u" is unchanged.
+func tuple(vals ...*string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(vals)))
+	for _, v := range vals {
+		switch {
+		case v == nil:
+			b = append(b, 'n')
+		case *v == "\x00u":
+			b = append(b, 'u')
+		default:
+			b = append(b, 't')
+			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
+			b = append(b, *v...)
+		}
+	}
+	return b
+}
+
+func s(v string) *string { return &v }
+
+// msg encodes a pgoutput row change of kind for relation rel from its parts.
+func msg(kind byte, rel uint32, parts ...[]byte) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{kind}, rel)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
 }

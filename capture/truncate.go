@@ -2,11 +2,11 @@ package capture
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -32,53 +32,14 @@ import (
 //     marker, and pgoutput sends only committed transactions, so a TRUNCATE
 //     that rolled back never reaches Kafka.
 
-// truncateMessage is a decoded pgoutput Truncate ('T') message.
-type truncateMessage struct {
-	cascade         bool
-	restartIdentity bool
-	relations       []uint32
-}
-
-// The option bits of a Truncate message.
-const (
-	truncateCascade         = 1
-	truncateRestartIdentity = 2
-)
-
-// decodeTruncate decodes a Truncate message of protocol version 1: the
-// number of relations (Int32), the options (Int8) and the relation ids
-// (Int32 each). It never panics on malformed input.
-func decodeTruncate(msg []byte) (truncateMessage, error) {
-	var m truncateMessage
-	if len(msg) < 1+4+1 || msg[0] != msgTruncate {
-		return m, errShort
-	}
-	n := binary.BigEndian.Uint32(msg[1:5])
-	opts := msg[5]
-	rest := msg[6:]
-	if uint64(len(rest)) != 4*uint64(n) {
-		return m, fmt.Errorf("truncate message names %d relations in %d bytes", n, len(rest))
-	}
-	if opts&^(truncateCascade|truncateRestartIdentity) != 0 {
-		return m, fmt.Errorf("truncate message has unknown options %#x", opts)
-	}
-	m.cascade = opts&truncateCascade != 0
-	m.restartIdentity = opts&truncateRestartIdentity != 0
-	m.relations = make([]uint32, n)
-	for i := range m.relations {
-		m.relations[i] = binary.BigEndian.Uint32(rest[4*i:])
-	}
-	return m, nil
-}
-
 // truncate turns a Truncate message, received at lsn, into a truncate
 // marker for every captured table it names, as part of the current
 // transaction.
-func (t *translator) truncate(ctx context.Context, lsn record.LSN, m truncateMessage) error {
+func (t *translator) truncate(ctx context.Context, lsn record.LSN, m pgoutput.TruncateMessage) error {
 	if !t.inTx {
 		return fmt.Errorf("pgoutput: truncate outside a transaction at %s", lsn)
 	}
-	for _, id := range m.relations {
+	for _, id := range m.Relations {
 		// pgoutput sends a Relation message for each table before the
 		// Truncate that names it.
 		rel, ok, err := t.relation(ctx, lsn, id)
@@ -97,8 +58,8 @@ func (t *translator) truncate(ctx context.Context, lsn record.LSN, m truncateMes
 			LSN:             lsn,
 			CommitTime:      t.commitTime,
 			At:              t.commitTime.Add(-heartbeatMargin),
-			Cascade:         m.cascade,
-			RestartIdentity: m.restartIdentity,
+			Cascade:         m.Cascade,
+			RestartIdentity: m.RestartIdentity,
 		}
 		if err := t.out.truncate(ctx, rel, tr); err != nil {
 			return err

@@ -39,58 +39,6 @@ func headerLookup(kr *kgo.Record) func(key string) (string, bool) {
 	}
 }
 
-func TestDecodeTruncate(t *testing.T) {
-	tests := []struct {
-		name    string
-		msg     []byte
-		want    truncateMessage
-		wantErr bool
-	}{
-		{name: "one table", msg: truncateMsg(0, 16384), want: truncateMessage{relations: []uint32{16384}}},
-		{name: "cascade, restart identity", msg: truncateMsg(3, 1, 2), want: truncateMessage{cascade: true, restartIdentity: true, relations: []uint32{1, 2}}},
-		{name: "restart identity", msg: truncateMsg(2, 7), want: truncateMessage{restartIdentity: true, relations: []uint32{7}}},
-		{name: "relation id cut short", msg: truncateMsg(0, 1, 2)[:12], wantErr: true},
-		{name: "trailing bytes", msg: append(truncateMsg(0, 1), 0), wantErr: true},
-		{name: "count larger than the message", msg: []byte{'T', 0xff, 0xff, 0xff, 0xff, 0}, wantErr: true},
-		{name: "unknown option", msg: truncateMsg(4, 1), wantErr: true},
-		{name: "header only", msg: []byte{'T', 0, 0}, wantErr: true},
-		{name: "not a truncate", msg: append([]byte{'I'}, truncateMsg(0, 1)[1:]...), wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeTruncate(tt.msg)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
-			}
-			if !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzDecodeTruncate(f *testing.F) {
-	f.Add(truncateMsg(0, 16384))
-	f.Add(truncateMsg(3, 1, 2, 3))
-	f.Add([]byte{'T', 0xff, 0xff, 0xff, 0xff, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeTruncate(b)
-		if err != nil {
-			return
-		}
-		var opts byte
-		if m.cascade {
-			opts |= truncateCascade
-		}
-		if m.restartIdentity {
-			opts |= truncateRestartIdentity
-		}
-		if again := truncateMsg(opts, m.relations...); string(again) != string(b) {
-			t.Errorf("decoded %+v from %x, which encodes as %x", m, b, again)
-		}
-	})
-}
-
 // heldProducer keeps produced records and their promises, so a test
 // decides when Kafka acknowledges them.
 type heldProducer struct {

@@ -49,7 +49,7 @@ var importRules = map[string][]string{
 	"record":       nil,
 	"schema":       {"record"},
 	"sink":         {"record"},
-	"capture":      {"record", "schema"},
+	"capture":      {"record", "schema", "capture/pgoutput"},
 	"kafka":        {"record", "sink"},
 	"registry":     {"kafka", "record"},
 	"dedup":        nil,
@@ -61,6 +61,8 @@ var importRules = map[string][]string{
 	"query":        {"record", "schema", "monitor", "erasure", "idempotency"},
 	"config":       {"record"},
 	"cmd/walhouse": {"*"},
+
+	"capture/pgoutput": nil,
 
 	"internal/chdb":     nil,
 	"internal/pgslot":   nil,

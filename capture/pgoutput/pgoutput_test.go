@@ -1,4 +1,4 @@
-package capture
+package pgoutput
 
 import (
 	"encoding/binary"
@@ -39,12 +39,12 @@ func TestDecodeRowChange(t *testing.T) {
 		name    string
 		msg     []byte
 		wantErr bool
-		check   func(t *testing.T, c *rowChange)
+		check   func(t *testing.T, c *RowChange)
 	}{
 		{
 			name: "insert",
 			msg:  msg('I', 42, []byte{'N'}, tuple(s("acme"), s("1"), nil)),
-			check: func(t *testing.T, c *rowChange) {
+			check: func(t *testing.T, c *RowChange) {
 				if c.RelationID != 42 || len(c.New) != 3 || string(c.New[0].Data) != "acme" || c.New[2].Kind != 'n' || c.OldKind != 0 {
 					t.Errorf("got %+v", c)
 				}
@@ -53,7 +53,7 @@ func TestDecodeRowChange(t *testing.T) {
 		{
 			name: "update with unchanged toast",
 			msg:  msg('U', 7, []byte{'N'}, tuple(s("acme"), unchanged, s(""))),
-			check: func(t *testing.T, c *rowChange) {
+			check: func(t *testing.T, c *RowChange) {
 				if c.New[1].Kind != 'u' || c.New[2].Kind != 't' || len(c.New[2].Data) != 0 {
 					t.Errorf("got %+v", c.New)
 				}
@@ -62,7 +62,7 @@ func TestDecodeRowChange(t *testing.T) {
 		{
 			name: "update with old key",
 			msg:  msg('U', 7, []byte{'K'}, tuple(s("acme"), s("1")), []byte{'N'}, tuple(s("acme"), s("2"))),
-			check: func(t *testing.T, c *rowChange) {
+			check: func(t *testing.T, c *RowChange) {
 				if c.OldKind != 'K' || string(c.Old[1].Data) != "1" || string(c.New[1].Data) != "2" {
 					t.Errorf("got %+v", c)
 				}
@@ -71,7 +71,7 @@ func TestDecodeRowChange(t *testing.T) {
 		{
 			name: "delete full",
 			msg:  msg('D', 9, []byte{'O'}, tuple(s("acme"), s("1"))),
-			check: func(t *testing.T, c *rowChange) {
+			check: func(t *testing.T, c *RowChange) {
 				if c.OldKind != 'O' || len(c.Old) != 2 || len(c.New) != 0 {
 					t.Errorf("got %+v", c)
 				}
@@ -85,10 +85,10 @@ func TestDecodeRowChange(t *testing.T) {
 		{name: "delete without old", msg: msg('D', 1, []byte{'N'}, tuple(s("a"))), wantErr: true},
 		{name: "not a row change", msg: msg('B', 1), wantErr: true},
 	}
-	var c rowChange
+	var c RowChange
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := decodeRowChange(tc.msg, &c)
+			err := DecodeRowChange(tc.msg, &c)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
 			}
@@ -103,13 +103,13 @@ func FuzzDecodeRowChange(f *testing.F) {
 	f.Add(msg('I', 42, []byte{'N'}, tuple(s("acme"), s("1"), nil)))
 	f.Add(msg('U', 7, []byte{'K'}, tuple(s("acme"), s("1")), []byte{'N'}, tuple(s("acme"), s("\x00u"))))
 	f.Add(msg('D', 9, []byte{'O'}, tuple(s("x"))))
-	var c rowChange
+	var c RowChange
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := decodeRowChange(data, &c); err != nil {
+		if err := DecodeRowChange(data, &c); err != nil {
 			return
 		}
 		// Whatever decodes must stay within the message.
-		for _, col := range append(append([]tupleColumn(nil), c.Old...), c.New...) {
+		for _, col := range append(append([]TupleColumn(nil), c.Old...), c.New...) {
 			if len(col.Data) > len(data) {
 				t.Fatalf("column longer than the message")
 			}
