@@ -184,8 +184,10 @@ kafka-cluster-stop:
 # ends in the chaos matrix's exact comparison. PostgreSQL, Redis and
 # ClickHouse are the local services; the single broker is not touched.
 # CHAOSRUN picks scenarios (a -run pattern below TestChaosCluster/).
+# The durability check's integration test runs first, on the same cluster.
 chaos-cluster: $(TESTSTART) kafka-cluster
-	@$(TESTENV) . ./.local/kafka-cluster/env && WALHOUSE_INTEGRATION=1 WALHOUSE_KAFKA_BROKERS=$$WALHOUSE_KAFKA_CLUSTER \
+	@$(TESTENV) . ./.local/kafka-cluster/env && export WALHOUSE_INTEGRATION=1 WALHOUSE_KAFKA_BROKERS=$$WALHOUSE_KAFKA_CLUSTER && \
+		$(GO) test -count=1 -timeout 5m -run '^TestIntegrationKafkaClusterDurability$$' ./kafka/ && \
 		$(GO) test -count=1 -timeout 2h -v -run '^TestChaosCluster$$/$(CHAOSRUN)' ./internal/e2e/; \
 		status=$$?; cat .local/chaos/cluster-table.md 2>/dev/null; exit $$status
 

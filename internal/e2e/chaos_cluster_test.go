@@ -83,6 +83,7 @@ func TestChaosCluster(t *testing.T) {
 			res.exits = c.exits()
 			res.resumed = c.resumed
 			c.mon.stop()
+			c.logWarnings()
 			c.verify(&res.chaosResult)
 		})
 		if res.ran {
@@ -229,6 +230,29 @@ func (c *clusterChaos) exits() int {
 		}
 	}
 	return n
+}
+
+// logWarnings logs the warnings and errors capture and the sinks logged
+// during the faults (at most 30 lines each), for the reasons of a stall.
+func (c *clusterChaos) logWarnings() {
+	procs := []*testenv.Proc{c.capture}
+	for _, s := range c.sinks {
+		procs = append(procs, s.proc)
+	}
+	for _, p := range procs {
+		var lines []string
+		for _, l := range strings.Split(p.Output(), "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 30 {
+			lines = append(lines[:30], fmt.Sprintf("… and %d more", len(lines)-30))
+		}
+		if len(lines) > 0 {
+			c.t.Logf("%s warned:\n%s", p.Name, strings.Join(lines, "\n"))
+		}
+	}
 }
 
 // admin returns an admin client of the cluster, closed with the test.
