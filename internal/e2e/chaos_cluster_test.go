@@ -50,7 +50,7 @@ func clusterScenarios() []clusterScenario {
 type clusterResult struct {
 	chaosResult
 	captureStall, sinkStall time.Duration
-	resumed                 string // the time both stages took to move again after a quorum was back ("" where no quorum was lost)
+	resumed                 string // the time both stages took to move again after the brokers were started ("" where no quorum was lost)
 	exits                   int    // capture or sink processes that exited during the faults
 }
 
@@ -405,8 +405,9 @@ func (c *clusterChaos) twoDown() {
 		}()
 	}
 	wg.Wait()
+	ready := time.Since(back)
 	capAt, sinkAt := c.mon.movedAfter(c.t, back, 5*time.Minute)
-	c.resumed = fmt.Sprintf("capture %s, sink %s", capAt.Sub(back).Round(100*time.Millisecond), sinkAt.Sub(back).Round(100*time.Millisecond))
+	c.resumed = fmt.Sprintf("capture %s, sink %s (the brokers took %s to start)", capAt.Sub(back).Round(100*time.Millisecond), sinkAt.Sub(back).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	if n := c.exits(); n > 0 {
 		c.t.Errorf("%d of capture and the sink exited instead of waiting for the brokers", n)
 	}
