@@ -84,6 +84,7 @@ func TestChaosCluster(t *testing.T) {
 			res.resumed = c.resumed
 			c.mon.stop()
 			c.logWarnings()
+			t.Logf("timeline:\n%s", strings.Join(c.mon.timeline, "\n"))
 			c.verify(&res.chaosResult)
 		})
 		if res.ran {
@@ -162,6 +163,10 @@ func newClusterChaos(t *testing.T, cfg chaosConfig, brokers []string) *clusterCh
 // output.
 func (c *clusterChaos) cluster(args ...string) string {
 	c.t.Helper()
+	if c.mon != nil && (args[0] == "kill" || args[0] == "stop" || args[0] == "start-node") {
+		c.mon.note("kafka-cluster.sh %s", strings.Join(args, " "))
+		defer c.mon.note("kafka-cluster.sh %s done", strings.Join(args, " "))
+	}
 	script := filepath.Join("..", "..", "deploy", "local", "kafka-cluster.sh")
 	cmd := exec.Command(script, args...)
 	cmd.Stderr = os.Stderr
@@ -438,7 +443,17 @@ type stallMonitor struct {
 	mu                sync.Mutex
 	capMoved, sinkMov []time.Time // when each moved (or had nothing to do)
 	capMax, sinkMax   time.Duration
-	quit, done        chan struct{}
+	// timeline: the group's state and coordinator, and the faults, as
+	// they changed, for the reasons of a stall.
+	timeline   []string
+	quit, done chan struct{}
+}
+
+// note adds an event to the timeline.
+func (m *stallMonitor) note(format string, a ...any) {
+	m.mu.Lock()
+	m.timeline = append(m.timeline, time.Now().UTC().Format("15:04:05.0")+" "+fmt.Sprintf(format, a...))
+	m.mu.Unlock()
 }
 
 func (c *clusterChaos) watch() *stallMonitor {
@@ -459,7 +474,7 @@ func (c *clusterChaos) watch() *stallMonitor {
 		defer close(m.done)
 		defer cl.Close()
 		defer conn.Close(context.Background())
-		var lastCap string
+		var lastCap, lastGroup string
 		var lastSink int64 = -1
 		capSince, sinkSince := time.Now(), time.Now()
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -491,12 +506,25 @@ func (c *clusterChaos) watch() *stallMonitor {
 					})
 				}
 			}
+			state := "unknown"
+			if gs, err := adm.DescribeGroups(qctx, group); err == nil {
+				if g, ok := gs[group]; ok && g.Err == nil {
+					state = fmt.Sprintf("%s, %d members, coordinator %d", g.State, len(g.Members), g.Coordinator.NodeID)
+				}
+			}
+			if state != lastGroup {
+				m.note("group: %s", state)
+				lastGroup = state
+			}
 			cancel()
 			if sum && (committed != lastSink || committed >= ends) {
 				lastSink, sinkSince = committed, now
 				m.moved(&m.sinkMov, now)
 			}
 			m.mu.Lock()
+			if d := now.Sub(sinkSince); d > m.sinkMax && d >= 5*time.Second && m.sinkMax < 5*time.Second {
+				m.timeline = append(m.timeline, now.UTC().Format("15:04:05.0")+" sink: no commit for 5 s")
+			}
 			m.capMax = max(m.capMax, now.Sub(capSince))
 			m.sinkMax = max(m.sinkMax, now.Sub(sinkSince))
 			m.mu.Unlock()
