@@ -27,7 +27,8 @@ func TestIntegrationKafkaClusterDurability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	// Cleanups run last first: the client closes after the topics went.
+	t.Cleanup(cl.Close)
 	if err := kafka.CheckProducer(cl); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,8 @@ type clusterScenario struct {
 func clusterScenarios() []clusterScenario {
 	return []clusterScenario{
 		{"leader of the busiest partition killed (kill -9), back after 20 s", (*clusterChaos).killLeader},
+		{"leader of capture's re-copy topic killed (kill -9), back after 20 s", (*clusterChaos).killRecopyLeader},
+		{"the sink group's coordinator killed (kill -9), down for 60 s", (*clusterChaos).killCoordinator},
 		{"rolling restart of the three brokers", (*clusterChaos).rollingRestart},
 		{"one broker down for 70 s, then back", (*clusterChaos).brokerDownLong},
 		{"active controller killed (kill -9)", (*clusterChaos).killController},
@@ -343,6 +345,49 @@ func (c *clusterChaos) killLeader() {
 	c.end()
 }
 
+// killRecopyLeader kills the leader of the pipeline's re-copy topic,
+// which capture's stream reads every few seconds, and starts it again
+// 20 s later.
+func (c *clusterChaos) killRecopyLeader() {
+	c.begin(1)
+	topic := c.prefix + "-recopy"
+	td, err := c.admin().ListTopics(context.Background(), topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	leader := td[topic].Partitions[0].Leader
+	c.t.Logf("%s is led by broker %d: kill -9", topic, leader)
+	c.cluster("kill", node(leader))
+	c.faults++
+	c.hold(20 * time.Second)
+	c.cluster("start-node", node(leader))
+	c.end()
+}
+
+// killCoordinator kills the broker that coordinates the sinks' group and
+// keeps it down for a minute: the group must move to another coordinator
+// and the sink load on without it.
+func (c *clusterChaos) killCoordinator() {
+	c.begin(1)
+	gs, err := c.admin().DescribeGroups(context.Background(), c.group)
+	if err == nil {
+		err = gs.Error()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	id := gs[c.group].Coordinator.NodeID
+	c.t.Logf("group %s is coordinated by broker %d: kill -9", c.group, id)
+	c.cluster("kill", node(id))
+	c.faults++
+	c.hold(60 * time.Second)
+	c.cluster("start-node", node(id))
+	c.end()
+}
+
 // rollingRestart stops (SIGTERM) and starts each broker in turn, waiting
 // for every replica to be in sync before the next, as an upgrade does.
 func (c *clusterChaos) rollingRestart() {
@@ -464,15 +509,20 @@ func (c *clusterChaos) watch() *stallMonitor {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.RequestRetries(0))
-	if err != nil {
-		c.t.Fatal(err)
+	// A fresh client after every failed sample: a client's cached view of
+	// the group's coordinator must not make the sink look stalled.
+	newClient := func() (*kgo.Client, *kadm.Client) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.RequestRetries(0))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return cl, kadm.NewClient(cl)
 	}
-	adm := kadm.NewClient(cl)
+	cl, adm := newClient()
 	slot, group, topic := c.slot, c.group, c.sinkTable.topic
 	go func() {
 		defer close(m.done)
-		defer cl.Close()
+		defer func() { cl.Close() }()
 		defer conn.Close(context.Background())
 		var lastCap, lastGroup string
 		var lastSink int64 = -1
@@ -507,10 +557,19 @@ func (c *clusterChaos) watch() *stallMonitor {
 				}
 			}
 			state := "unknown"
-			if gs, err := adm.DescribeGroups(qctx, group); err == nil {
+			gs, err := adm.DescribeGroups(qctx, group)
+			if err == nil {
 				if g, ok := gs[group]; ok && g.Err == nil {
 					state = fmt.Sprintf("%s, %d members, coordinator %d", g.State, len(g.Members), g.Coordinator.NodeID)
+				} else if ok {
+					state = fmt.Sprintf("unknown (%v)", g.Err)
 				}
+			} else {
+				state = fmt.Sprintf("unknown (%v)", err)
+			}
+			if !sum || strings.HasPrefix(state, "unknown") {
+				cl.Close()
+				cl, adm = newClient()
 			}
 			if state != lastGroup {
 				m.note("group: %s", state)
