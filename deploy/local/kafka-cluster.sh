@@ -198,8 +198,28 @@ cmd_start_node() {
 }
 
 cmd_stop() {
-	local n
-	(($# > 0)) || set -- "${KC_NODES[@]}"
+	local n pid pids=()
+	if (($# == 0)); then
+		# All at once: stopped one by one, the last node would wait for a
+		# controller quorum that is gone before its controlled shutdown.
+		for n in "${KC_NODES[@]}"; do
+			if pid=$(kc_pid "$n"); then
+				log "kafka-cluster node $n: stopping (pid $pid)"
+				kill -TERM "$pid" 2>/dev/null || true
+				pids+=("$n:$pid")
+			fi
+		done
+		for pid in "${pids[@]}"; do
+			n=${pid%%:*} pid=${pid#*:}
+			if ! wait_exit "$pid" "$STOP_TIMEOUT"; then
+				log "kafka-cluster node $n (pid $pid) still running after ${STOP_TIMEOUT}s: SIGKILL"
+				kill -KILL "$pid" 2>/dev/null || true
+				wait_exit "$pid" 10 || die "node $n (pid $pid) survived SIGKILL"
+			fi
+			rm -f "$(kc_pidfile "$n")"
+		done
+		return 0
+	fi
 	for n in "$@"; do
 		kc_node_arg "$n"
 		KC_CUR=$n
