@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet lint rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick test-pg-matrix release release-check
+.PHONY: all build demo test test-ha unit vet lint rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick chaos-cluster kafka-cluster kafka-cluster-stop test-pg-matrix release release-check
 
 all: build
 
@@ -45,6 +45,8 @@ help:
 	@echo "make chaos     the fault matrix (docs/reliability.md): every scenario ends in an exact comparison of PostgreSQL and ClickHouse FINAL"
 	@echo "               (CHAOS_N=100 kills, CHAOS_ROWS=1000000 row changes; export the services' port variables: it restarts them)"
 	@echo "make chaos-quick  the same, short (CHAOS_QUICK=1, for CI)"
+	@echo "make kafka-cluster  a local three-broker Kafka cluster (RF 3, min.insync.replicas=2) on ports 59192-59197 (make kafka-cluster-stop)"
+	@echo "make chaos-cluster  faults on that cluster (leader kill -9, rolling restart, ...) under a many-tenant load, each ending in the chaos matrix's exact comparison"
 	@echo "make release   reproducible static binaries (linux/amd64, arm64), SBOMs, the image and SHA256SUMS in dist/ (docs/release.md)"
 	@echo "make release-check  make release twice and compare the checksums"
 	@echo "make bench-e2e the whole pipeline against the engine: initial loads, latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
@@ -175,6 +177,29 @@ chaos: $(TESTSTART)
 
 chaos-quick: $(TESTSTART)
 	@$(MAKE) --no-print-directory chaos CHAOS_QUICK=1
+
+# A three-broker KRaft cluster of its own (deploy/local/kafka-cluster.sh),
+# next to the single broker the tests and the demo use: ports 59192-59194
+# (controllers 59195-59197), data in .local/kafka-cluster, topics at
+# replication factor 3 with min.insync.replicas=2.
+kafka-cluster:
+	deploy/local/kafka-cluster.sh start
+
+kafka-cluster-stop:
+	deploy/local/kafka-cluster.sh stop
+
+# Faults on the three-broker cluster (docs/reliability.md, "On a Kafka
+# cluster"): capture and sinks stream through it while a many-tenant
+# workload writes, brokers are killed and restarted, and every scenario
+# ends in the chaos matrix's exact comparison. PostgreSQL, Redis and
+# ClickHouse are the local services; the single broker is not touched.
+# CHAOSRUN picks scenarios (a -run pattern below TestChaosCluster/).
+# The durability check's integration test runs first, on the same cluster.
+chaos-cluster: $(TESTSTART) kafka-cluster
+	@$(TESTENV) . ./.local/kafka-cluster/env && export WALHOUSE_INTEGRATION=1 WALHOUSE_KAFKA_BROKERS=$$WALHOUSE_KAFKA_CLUSTER && \
+		$(GO) test -count=1 -timeout 5m -run '^TestIntegrationKafkaClusterDurability$$' ./kafka/ && \
+		$(GO) test -count=1 -timeout 2h -v -run '^TestChaosCluster$$/$(CHAOSRUN)' ./internal/e2e/; \
+		status=$$?; cat .local/chaos/cluster-table.md 2>/dev/null; exit $$status
 
 # The services' environment names PostgreSQL and Redis by the tests'
 # WALHOUSE_PG_URL and WALHOUSE_REDIS_ADDR, which the CLI reads only as

@@ -98,6 +98,11 @@ func (s *stream) recopies(ctx context.Context) error {
 			return ctx.Err()
 		}
 		s.c.log.Error("cannot read the sinks' re-copy requests; trying again", "err", err)
+		// A read that failed may have waited its whole bound (a broker
+		// down, its partitions not yet led elsewhere): stream for a whole
+		// poll before the next, or the stream would be held back without
+		// a pause for as long as the broker is down.
+		s.rc.read = time.Now()
 	}
 	for table, req := range s.rc.pending {
 		if !s.captured(table) {

@@ -121,6 +121,8 @@ type Topics struct {
 	Prefix            string `yaml:"prefix" flag:"topic-prefix" env:"WALHOUSE_TOPIC_PREFIX"`
 	Partitions        int    `yaml:"partitions" flag:"partitions"`
 	ReplicationFactor int    `yaml:"replication_factor" flag:"replication-factor"`
+	MinInsyncReplicas int    `yaml:"min_insync_replicas" flag:"min-insync-replicas"`
+	Durability        string `yaml:"durability" flag:"topic-durability"`
 	MaxRecordBytes    int    `yaml:"max_record_bytes" flag:"max-record-bytes" env:"WALHOUSE_MAX_RECORD_BYTES"`
 	DeadLetters       string `yaml:"dead_letters" flag:"dlq-topic" env:"WALHOUSE_DLQ_TOPIC"`
 }

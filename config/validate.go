@@ -100,6 +100,10 @@ func (c *Config) validate() []Problem {
 	if tp.ReplicationFactor == 0 || tp.ReplicationFactor < -1 || tp.ReplicationFactor > 32767 {
 		bad("topics.replication_factor", "%d is not allowed; want -1 (the broker's default) or a number of replicas from 1", tp.ReplicationFactor)
 	}
+	if tp.MinInsyncReplicas == 0 || tp.MinInsyncReplicas < -1 {
+		bad("topics.min_insync_replicas", "%d is not allowed; want -1 (the broker's default) or a number of replicas from 1", tp.MinInsyncReplicas)
+	}
+	oneOf("topics.durability", strings.ToLower(tp.Durability), "warn", "refuse", "off")
 	if err := record.ValidateMaxBytes(tp.MaxRecordBytes); err != nil {
 		bad("topics.max_record_bytes", "%v", err)
 	}

@@ -101,8 +101,8 @@ func certificateError(err error) bool {
 	return errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname)
 }
 
-// ProducerOpts are the producer settings capture uses: idempotent (the
-// franz-go default, with acks from all in-sync replicas), compressed, with a
+// ProducerOpts are the producer settings capture uses: acks from all
+// in-sync replicas and idempotent (SafeProducerOpts), compressed, with a
 // short linger so rows are batched without adding visible latency, sized
 // for records of up to maxRecordBytes (see RecordLimitOpts), placing
 // records with placement (capture.Partitioner: capture decides where its
@@ -120,7 +120,7 @@ func certificateError(err error) bool {
 // linger only matters for the trickle of streamed changes, where it bounds
 // the added latency.
 func ProducerOpts(maxRecordBytes int, placement kgo.Partitioner) []kgo.Opt {
-	return append(RecordLimitOpts(maxRecordBytes),
+	return append(append(RecordLimitOpts(maxRecordBytes), SafeProducerOpts()...),
 		kgo.RecordPartitioner(placement),
 		kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()),
 		kgo.ProducerLinger(5*time.Millisecond),

@@ -37,6 +37,7 @@ type Compacted struct {
 	adm         *kadm.Client
 	topic       string
 	replication int16
+	configs     map[string]*string
 }
 
 // NewCompacted returns a writer of topic through cl. cl is the caller's
@@ -44,9 +45,10 @@ type Compacted struct {
 // partitioner and other records in flight (with one partition, any
 // partitioner puts entries on partition 0, and Put checks that it did).
 // replication is the replication factor Create gives the topic (-1: the
-// broker's default.replication.factor).
-func NewCompacted(cl *kgo.Client, topic string, replication int16) *Compacted {
-	return &Compacted{cl: cl, adm: kadm.NewClient(cl), topic: topic, replication: replication}
+// broker's default.replication.factor); opts add settings of a new topic
+// (MinInsyncReplicas).
+func NewCompacted(cl *kgo.Client, topic string, replication int16, opts ...TopicOption) *Compacted {
+	return &Compacted{cl: cl, adm: kadm.NewClient(cl), topic: topic, replication: replication, configs: applyTopicOptions(compacted(), opts)}
 }
 
 // Topic returns the topic's name.
@@ -55,7 +57,7 @@ func (c *Compacted) Topic() string { return c.topic }
 // Create creates the topic unless it exists: one partition,
 // cleanup.policy=compact (see Ensure for a topic an administrator made).
 func (c *Compacted) Create(ctx context.Context) error {
-	return Ensure(ctx, c.adm, c.topic, 1, c.replication, compacted())
+	return Ensure(ctx, c.adm, c.topic, 1, c.replication, c.configs)
 }
 
 // Put stores value under key and returns once Kafka acknowledged it.

@@ -32,9 +32,9 @@ type Recopies struct {
 // caller's producer, which it closes) and read through a client derived
 // from it (closed by Close), so cl must be no group member (see Derive).
 // A missing topic is created, compacted, with
-// the given replication factor (-1: the broker's default).
-func NewRecopies(ctx context.Context, cl *kgo.Client, prefix string, replication int16, log *slog.Logger) (*Recopies, error) {
-	out := NewCompacted(cl, RecopyTopic(prefix), replication)
+// the given replication factor (-1: the broker's default) and opts.
+func NewRecopies(ctx context.Context, cl *kgo.Client, prefix string, replication int16, log *slog.Logger, opts ...TopicOption) (*Recopies, error) {
+	out := NewCompacted(cl, RecopyTopic(prefix), replication, opts...)
 	if err := out.Create(ctx); err != nil {
 		return nil, fmt.Errorf("re-copy topic: %w", err)
 	}

@@ -29,9 +29,9 @@ type State struct {
 // NewState returns the state store kept in topic, written through cl (the
 // caller's producer, which it closes) and read through a client derived
 // from it. A missing topic is created with the given replication factor
-// (-1: the broker's default).
-func NewState(ctx context.Context, cl *kgo.Client, topic string, replication int16) (*State, error) {
-	out := NewCompacted(cl, topic, replication)
+// (-1: the broker's default) and opts.
+func NewState(ctx context.Context, cl *kgo.Client, topic string, replication int16, opts ...TopicOption) (*State, error) {
+	out := NewCompacted(cl, topic, replication, opts...)
 	if err := out.Create(ctx); err != nil {
 		return nil, fmt.Errorf("state topic: %w", err)
 	}

@@ -186,9 +186,9 @@ func maxMessageBytes(ctx context.Context, adm Admin, topic string) (int, error) 
 // topics hold records of up to maxRecordBytes: a new topic gets the
 // max.message.bytes that takes, an existing one with a lower limit is
 // raised to it. The sink's dead-letter topic is made the same way (see
-// DeadLetters).
-func Topics(cl *kgo.Client, maxRecordBytes int) *TopicCreator {
-	return &TopicCreator{adm: kadm.NewClient(cl), configs: Configs(maxRecordBytes, nil)}
+// DeadLetters). opts add settings of new topics (MinInsyncReplicas).
+func Topics(cl *kgo.Client, maxRecordBytes int, opts ...TopicOption) *TopicCreator {
+	return &TopicCreator{adm: kadm.NewClient(cl), configs: applyTopicOptions(Configs(maxRecordBytes, nil), opts)}
 }
 
 // TopicCreator creates topics sized for the record bound; see Topics. It is

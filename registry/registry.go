@@ -68,10 +68,11 @@ type registration struct {
 // registry entries on partition 0, and Register checks that it did).
 // replication is the replication factor the topic is created with (-1: the
 // broker's default.replication.factor); the registry is as critical as the
-// records, which cannot be decoded without it.
-func NewWriter(cl *kgo.Client, topic string, replication int16) *Writer {
+// records, which cannot be decoded without it. opts add settings of a new
+// topic (kafka.MinInsyncReplicas).
+func NewWriter(cl *kgo.Client, topic string, replication int16, opts ...kafka.TopicOption) *Writer {
 	return &Writer{
-		out:        kafka.NewCompacted(cl, topic, replication),
+		out:        kafka.NewCompacted(cl, topic, replication, opts...),
 		idOf:       record.Schema.ID,
 		registered: make(map[string]record.Schema),
 		inflight:   make(map[string]*registration),

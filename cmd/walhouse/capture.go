@@ -29,6 +29,8 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		prefix      = fs.String("topic-prefix", "walhouse", "Kafka topic prefix: topics are <prefix>.<schema>.<table>")
 		partitions  = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
 		replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates, the tables' and its own state and schema registry topics (-1: broker default)")
+		minInsync   = fs.Int("min-insync-replicas", -1, "min.insync.replicas of the topics walhouse creates: how many replicas must have a record before Kafka acknowledges it (-1: the broker's default; 2 with replication factor 3, docs/scale-out.md)")
+		durability  = topicDurabilityFlag(fs)
 		tenantCol   = fs.String("tenant-column", "tenant_id", "column holding the tenant")
 		defTenant   = fs.String("default-tenant", "", "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused")
 		status      = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
@@ -143,6 +145,13 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if *replication == 0 || *replication < -1 || *replication > math.MaxInt16 {
 		return usageErrorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *replication)
 	}
+	if *minInsync == 0 || *minInsync < -1 {
+		return usageErrorf("--min-insync-replicas %d: want -1 (the broker's default) or a number of replicas from 1", *minInsync)
+	}
+	durabilityMode, err := kafka.ParseDurabilityMode(*durability)
+	if err != nil {
+		return usageErrorf("--topic-durability %w", err)
+	}
 	if *partitions < 1 || *partitions > math.MaxInt32 {
 		return usageErrorf("--partitions %d: want at least 1", *partitions)
 	}
@@ -173,17 +182,26 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer cl.Close()
-	state, err := kafka.NewState(ctx, cl, kafka.StateTopic(*prefix), int16(*replication))
+	if err := kafka.CheckProducer(cl); err != nil {
+		return err
+	}
+	topicOpts := []kafka.TopicOption{kafka.MinInsyncReplicas(*minInsync)}
+	state, err := kafka.NewState(ctx, cl, kafka.StateTopic(*prefix), int16(*replication), topicOpts...)
 	if err != nil {
 		return err
 	}
 	// Sinks run with --recopy-on-gap ask for copies here.
-	recopies, err := kafka.NewRecopies(ctx, cl, *prefix, int16(*replication), slog.Default().With("component", "capture"))
+	recopies, err := kafka.NewRecopies(ctx, cl, *prefix, int16(*replication), slog.Default().With("component", "capture"), topicOpts...)
 	if err != nil {
 		return err
 	}
 	defer recopies.Close()
-	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord)...), capture.WithStateStore(state), capture.WithRecopies(recopies))...)
+	// The state and re-copy topics exist now, made as the tables' topics
+	// will be: what the check finds in them holds for those too.
+	if err := kafka.EnforceDurability(ctx, cl, kafka.PipelineTopics(*prefix, *dlqTopic), durabilityMode, slog.Default().With("component", "capture")); err != nil {
+		return err
+	}
+	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord, topicOpts...)...), capture.WithStateStore(state), capture.WithRecopies(recopies))...)
 	if err != nil {
 		return err
 	}
@@ -204,10 +222,11 @@ func runCapture(ctx context.Context, inv *invocation) error {
 // to Kafka through its producer cl: the tables' topics are created sized
 // for maxRecordBytes, and the schemas that version 2 records refer to are
 // registered in the pipeline's registry topic (created with the given
-// replication factor).
-func captureKafka(cl *kgo.Client, prefix string, replication int16, maxRecordBytes int) []capture.Option {
+// replication factor); topicOpts set further settings of every topic it
+// creates (kafka.MinInsyncReplicas).
+func captureKafka(cl *kgo.Client, prefix string, replication int16, maxRecordBytes int, topicOpts ...kafka.TopicOption) []capture.Option {
 	return []capture.Option{
-		capture.WithTopicCreator(kafka.Topics(cl, maxRecordBytes)),
-		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(prefix), replication)),
+		capture.WithTopicCreator(kafka.Topics(cl, maxRecordBytes, topicOpts...)),
+		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(prefix), replication, topicOpts...)),
 	}
 }

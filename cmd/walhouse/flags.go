@@ -173,6 +173,14 @@ func maxRecordBytesFlag(fs *flag.FlagSet) *int {
 		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it")
 }
 
+// topicDurabilityFlag registers --topic-durability, capture's and the
+// sink's check at start of the pipeline's Kafka topics
+// (kafka.EnforceDurability).
+func topicDurabilityFlag(fs *flag.FlagSet) *string {
+	return fs.String("topic-durability", "warn",
+		"at start, check the pipeline's Kafka topics for settings that cannot keep every acknowledged record (replication factor 1 on a cluster of several brokers, min.insync.replicas 1 or above the replication factor, unclean.leader.election.enable true): warn logs each with its fix, refuse stops the start, off checks nothing (docs/scale-out.md)")
+}
+
 // deprecatedFlag registers --old as another name of the registered flag
 // --current: it sets the same value, with a warning naming --current.
 func deprecatedFlag(fs *flag.FlagSet, old, current string) {

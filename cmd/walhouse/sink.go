@@ -45,6 +45,7 @@ func runSink(ctx context.Context, inv *invocation) error {
 		dedupTTL    = fs.Int("dedup-ttl-hours", 24, "hours an eventId is remembered")
 		mismatch    = fs.String("mismatch-mode", "error", "eventId reused with another payload: error (dead-letter it) or warn (load it)")
 		maxRecord   = maxRecordBytesFlag(fs)
+		durability  = topicDurabilityFlag(fs)
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
 		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
@@ -76,6 +77,10 @@ func runSink(ctx context.Context, inv *invocation) error {
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
 		return usageErrorf("--max-record-bytes: %w", err)
+	}
+	durabilityMode, err := kafka.ParseDurabilityMode(*durability)
+	if err != nil {
+		return usageErrorf("--topic-durability %w", err)
 	}
 	if *dedupTTL < 1 {
 		return usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
@@ -161,6 +166,10 @@ func runSink(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer cl.CloseAllowingRebalance()
+	// The dead-letter topic exists now; the tables' topics are capture's.
+	if err := kafka.EnforceDurability(ctx, cl, kafka.PipelineTopics(*prefix, *dlq), durabilityMode, slog.Default().With("component", "sink")); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	if *metricsAddr != "" {
 		ready := func(ctx context.Context) []check {
@@ -316,7 +325,8 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 	if st.maxRecordBytes == 0 {
 		st.maxRecordBytes = record.DefaultMaxBytes
 	}
-	opts := append(kafka.RecordLimitOpts(st.maxRecordBytes), sink.ClientOpts(st.maxWait)...)
+	// The client also produces the dead letters: acks=all, idempotent.
+	opts := append(append(kafka.RecordLimitOpts(st.maxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.maxWait)...)
 	cl, err := kafka.NewClient(ctx, kc, append(opts,
 		kgo.ConsumerGroup(st.group),
 		kgo.ConsumeRegex(),
@@ -345,6 +355,10 @@ func newSink(ctx context.Context, kc kafka.Config, l sink.Loader, st sinkSetting
 		cfg.Metrics = sink.NewMetrics(st.registry)
 	}
 	if st.dlq != "off" {
+		if err := kafka.CheckProducer(cl); err != nil {
+			cl.Close()
+			return nil, nil, err
+		}
 		topic := st.dlq
 		if topic == "" {
 			topic = kafka.DeadLetterTopic(st.prefix)
