@@ -43,7 +43,7 @@ func SafeProducerOpts() []kgo.Opt {
 }
 
 // ErrUnsafeProducer is wrapped by CheckProducer's error.
-var ErrUnsafeProducer = errors.New("Kafka producer cannot keep the guarantee")
+var ErrUnsafeProducer = errors.New("the Kafka producer cannot keep the guarantee")
 
 // CheckProducer reports whether cl produces with acks=all and
 // idempotence, the settings SafeProducerOpts gives; an error wraps
@@ -284,7 +284,7 @@ func PipelineTopics(prefix string, extra ...string) func(topic string) bool {
 
 // ErrUnsafeTopics is wrapped by EnforceDurability's error in
 // DurabilityRefuse mode.
-var ErrUnsafeTopics = errors.New("Kafka topics cannot keep what they acknowledge")
+var ErrUnsafeTopics = errors.New("the Kafka topics cannot keep what they acknowledge")
 
 // EnforceDurability runs CheckDurability and acts by mode: off checks
 // nothing; warn logs each problem (and a check that could not run) and
