@@ -62,3 +62,13 @@ func TestSinkHoldsARowsPairAtTheEndOfAFullPoll(t *testing.T) {
 	wantBatches(t, l.batches, "a/0/0-0 n=1", "a/0/1-2 n=2", "a/0/3-4 n=2")
 	wantCommits(t, fc, "a/0@1 ", "a/0@3 ", "a/0@5 ")
 }
+
+// TestSinkLoadsHeldRecordsWhenNothingFollows: records held at the end of
+// a full poll load at the next poll even when it brings nothing (the
+// poll's wait, pairWait, ran out).
+func TestSinkLoadsHeldRecordsWhenNothingFollows(t *testing.T) {
+	l := &fakeLoader{}
+	fc := runScript(t, Config{MaxBatchRecords: 3}, nil, l, recs("a", 0, 0, 2), nil)
+	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/0/2-2 n=1")
+	wantCommits(t, fc, "a/0@2 ", "a/0@3 ")
+}

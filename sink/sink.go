@@ -440,8 +440,15 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 type pending struct {
 	recs  map[tp][]*kgo.Record
 	count int
-	polls int // polls since the oldest record arrived
+	polls int  // polls since the oldest record arrived
+	pair  bool // the last records of a full poll are held for their pair
 }
+
+// pairWait bounds how long the last records of a full poll wait for the
+// next poll (sameRow): the client has usually fetched their successors
+// already; when none follow, they load after it, as a record waits for its
+// batch to fill (walhouse sink's --max-wait defaults to the same).
+const pairWait = 500 * time.Millisecond
 
 func (p *pending) add(r *kgo.Record) {
 	if p.recs == nil {
@@ -484,7 +491,14 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			return err
 		}
 		want := max(s.cfg.MaxBatchRecords-p.count, 1)
-		fetches := s.consumer.PollRecords(ctx, want)
+		pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
+		if p.pair {
+			// Records held for their pair are loaded after pairWait even
+			// when nothing follows them.
+			pollCtx, cancelPoll = context.WithTimeout(ctx, pairWait)
+		}
+		fetches := s.consumer.PollRecords(pollCtx, want)
+		cancelPoll()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -552,6 +566,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--
 					}
+					rest.pair = true
 				}
 				if n > 0 {
 					ready[k] = rs[:n]
@@ -592,7 +607,7 @@ func (s *Sink) dropRevoked(p pending) pending {
 		}
 	}
 	if out.count > 0 {
-		out.polls = p.polls
+		out.polls, out.pair = p.polls, p.pair
 	}
 	return out
 }
