@@ -110,7 +110,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) erro
 	if err != nil {
 		return err
 	}
-	if old.exists {
+	if old.exists && !w.relayoutDropOld {
 		return &sink.TableError{Table: t.QualifiedName(),
 			Err: fmt.Errorf("a relayout would keep the old table as %s, which an earlier relayout kept there", p.Local(kept)),
 			Fix: fmt.Sprintf("drop it (DROP TABLE %s) once you no longer need it, or start the sink with --relayout-drop-old; then restart the sink", p.Local(kept))}
@@ -144,16 +144,21 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) erro
 		return err
 	}
 	before, err := w.activeParts(ctx, t, t.Name)
+	if err == nil {
+		err = exec("create the new table", t.RelayoutDDL(build, t.Name))
+	}
+	if err == nil {
+		err = exec("copy the rows", copyFinal(p.Local(build), p.Local(t.Name), have.sortingKey))
+	}
+	if err == nil {
+		err = exec("swap the tables", "EXCHANGE TABLES "+p.Local(t.Name)+" AND "+p.Local(build))
+	}
 	if err != nil {
-		return err
-	}
-	if err := exec("create the new table", t.RelayoutDDL(build, t.Name)); err != nil {
-		return err
-	}
-	if err := exec("copy the rows", copyFinal(p.Local(build), p.Local(t.Name), have.sortingKey)); err != nil {
-		return err
-	}
-	if err := exec("swap the tables", "EXCHANGE TABLES "+p.Local(t.Name)+" AND "+p.Local(build)); err != nil {
+		// The old table stays in place: it must merge again, or a sink
+		// that gives up the relayout would pile up its parts.
+		if serr := w.conn.Exec(context.WithoutCancel(ctx), "SYSTEM START MERGES "+p.Local(t.Name)); serr != nil {
+			w.log.Warn("relayout: could not start the old table's merges again; run SYSTEM START MERGES on it", "table", t.QualifiedName(), "err", serr)
+		}
 		return err
 	}
 	copied, err := w.catchUp(ctx, t, build, before)
@@ -174,13 +179,20 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) erro
 // newer versions, so the copy changes nothing but what was missing.
 func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shape) error {
 	p := t.Placement()
-	name := RelayoutBuildName(t.Name)
+	name, kept := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name)
+	if old, err := w.readShape(ctx, t, kept); err != nil || old.exists && !w.relayoutDropOld {
+		if err == nil {
+			err = &sink.TableError{Table: t.QualifiedName(),
+				Err: fmt.Errorf("a relayout interrupted after its swap would keep the old table, now %s, as %s, which an earlier relayout kept there", p.Local(name), p.Local(kept)),
+				Fix: fmt.Sprintf("drop %s once you no longer need it; then restart the sink", p.Local(kept))}
+		}
+		return err
+	}
 	w.log.Warn("relayout: finishing one interrupted after its swap: copying the old table's rows again", "table", t.QualifiedName(), "old_table", p.Local(name))
 	stmt := copyFinal(p.Local(t.Name), p.Local(name), build.sortingKey)
 	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
 		return fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
 	}
-	kept := RelayoutKeptName(t.Name)
 	if err := w.keepOld(ctx, t, name, kept); err != nil {
 		return err
 	}
