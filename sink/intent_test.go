@@ -72,3 +72,15 @@ func TestSinkLoadsHeldRecordsWhenNothingFollows(t *testing.T) {
 	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/0/2-2 n=1")
 	wantCommits(t, fc, "a/0@2 ", "a/0@3 ")
 }
+
+// TestSinkHoldsNothingOfAPartitionAFullPollDidNotReach: a record held at
+// the end of one full poll loads with the next full poll that brings
+// records of other partitions only: busy partitions never hold a quiet
+// one's last record.
+func TestSinkHoldsNothingOfAPartitionAFullPollDidNotReach(t *testing.T) {
+	l := &fakeLoader{}
+	// The second poll is full (two asked for) and brings partition 1 only.
+	fc := runScript(t, Config{MaxBatchRecords: 3}, nil, l, recs("a", 0, 0, 2), recs("a", 1, 0, 1), nil)
+	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/0/2-2 n=1", "a/1/0-0 n=1", "a/1/1-1 n=1")
+	wantCommits(t, fc, "a/0@2 ", "a/0@3 ", "a/1@1 ", "a/1@2 ")
+}

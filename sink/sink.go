@@ -552,16 +552,18 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			ready := map[tp][]*kgo.Record{}
 			var rest pending
 			// A poll cut at want may end between a row's delete and its
-			// re-insert (sameRow): each partition's last record, with the
-			// one before when they are such a pair, waits for the next
-			// poll, which the client has already fetched.
+			// re-insert (sameRow): the last record of each partition this
+			// poll brought records of, with the one before when they are
+			// such a pair, waits for the next poll, which the client has
+			// usually fetched already. A partition this poll did not reach
+			// holds nothing back, so a quiet one is not held by busy ones.
 			cut := fetches.NumRecords() == want // PollRecords returns at most want
 			for k, rs := range p.recs {
 				n := len(rs)
 				switch {
 				case held[k]:
 					n = 0
-				case cut && rowsIn(rs[n-1]) == 1:
+				case cut && len(fresh[k]) > 0 && rowsIn(rs[n-1]) == 1:
 					n--
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--
