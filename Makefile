@@ -193,7 +193,8 @@ kafka-cluster-stop:
 # workload writes, brokers are killed and restarted, and every scenario
 # ends in the chaos matrix's exact comparison. PostgreSQL, Redis and
 # ClickHouse are the local services; the single broker is not touched.
-# CHAOSRUN picks scenarios (a -run pattern below TestChaosCluster/).
+# CHAOSRUN picks scenarios (a -run pattern below TestChaosCluster/; put an
+# alternation in parentheses, or go test reads it as one of whole tests).
 # The durability check's integration test runs first, on the same cluster.
 chaos-cluster: $(TESTSTART) kafka-cluster
 	@$(TESTENV) . ./.local/kafka-cluster/env && export WALHOUSE_INTEGRATION=1 WALHOUSE_KAFKA_BROKERS=$$WALHOUSE_KAFKA_CLUSTER && \

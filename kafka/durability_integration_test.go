@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,14 +77,6 @@ func TestIntegrationKafkaClusterDurability(t *testing.T) {
 	mustCreate(prefix+".public.single", 1, nil)
 	mustCreate(prefix+".public.isr1", 3, map[string]*string{kafka.MinInsyncReplicasConfig: &isr1})
 	mustCreate(prefix+"-dlq", 3, map[string]*string{kafka.UncleanElectionConfig: &unclean})
-	problems, err = kafka.CheckDurability(ctx, adm, kafka.PipelineTopics(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, p := range problems {
-		got = append(got, strings.TrimPrefix(p.Topic, prefix)+": "+p.Setting)
-	}
 	want := []string{
 		"-dlq: unclean.leader.election.enable true",
 		".public.isr1: min.insync.replicas 1 with replication factor 3",
@@ -92,8 +85,25 @@ func TestIntegrationKafkaClusterDurability(t *testing.T) {
 		// with acks=all is ever acknowledged.
 		".public.single: min.insync.replicas 2 above replication factor 1",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the check found\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	// A topic just created reaches every broker's metadata a moment later:
+	// the check reads what the broker it asks knows.
+	var got []string
+	err = testenv.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+		problems, err := kafka.CheckDurability(ctx, adm, kafka.PipelineTopics(prefix))
+		if err != nil {
+			return err
+		}
+		got = got[:0]
+		for _, p := range problems {
+			got = append(got, strings.TrimPrefix(p.Topic, prefix)+": "+p.Setting)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			return fmt.Errorf("the check found\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	if err := kafka.EnforceDurability(ctx, cl, kafka.PipelineTopics(prefix), kafka.DurabilityWarn, nil); err != nil {
 		t.Errorf("warn mode: %v, want nil", err)
