@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,8 @@ import (
 	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
+
+	"github.com/walhouse/walhouse/capture/pgoutput/pgoutputtest"
 )
 
 // The translator's tests feed it decoded pgoutput messages and compare what
@@ -934,31 +935,9 @@ func BenchmarkTranslatorInsert(b *testing.B) {
 	}
 }
 
-// tuple encodes a pgoutput TupleData; nil is NULL, "\x00u" is unchanged.
-func tuple(vals ...*string) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(len(vals)))
-	for _, v := range vals {
-		switch {
-		case v == nil:
-			b = append(b, 'n')
-		case *v == "\x00u":
-			b = append(b, 'u')
-		default:
-			b = append(b, 't')
-			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
-			b = append(b, *v...)
-		}
-	}
-	return b
-}
-
-func s(v string) *string { return &v }
-
-// msg encodes a pgoutput row change of kind for relation rel from its parts.
-func msg(kind byte, rel uint32, parts ...[]byte) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{kind}, rel)
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
+// The encoders of the pgoutput messages the translator's tests build.
+var (
+	tuple = pgoutputtest.Tuple
+	s     = pgoutputtest.Str
+	msg   = pgoutputtest.Msg
+)

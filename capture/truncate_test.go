@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"encoding/binary"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -12,17 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/record"
-)
 
-// truncateMsg encodes a pgoutput Truncate message of protocol version 1.
-func truncateMsg(opts byte, rels ...uint32) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{'T'}, uint32(len(rels)))
-	b = append(b, opts)
-	for _, r := range rels {
-		b = binary.BigEndian.AppendUint32(b, r)
-	}
-	return b
-}
+	"github.com/walhouse/walhouse/capture/pgoutput/pgoutputtest"
+)
 
 // headerLookup looks kr's headers up by key (the first of a key), as
 // record's header parsers take them.
@@ -150,3 +141,6 @@ func TestTruncateMarkersWaitForKafka(t *testing.T) {
 		t.Errorf("durable %s after Kafka acknowledged the markers, want 0/1E", durable)
 	}
 }
+
+// truncateMsg encodes a pgoutput Truncate message of protocol version 1.
+var truncateMsg = pgoutputtest.Truncate

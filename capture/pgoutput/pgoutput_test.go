@@ -1,37 +1,10 @@
 package pgoutput
 
 import (
-	"encoding/binary"
 	"testing"
+
+	"github.com/walhouse/walhouse/capture/pgoutput/pgoutputtest"
 )
-
-// tuple encodes a pgoutput TupleData; nil is NULL, "\x00u" is unchanged.
-func tuple(vals ...*string) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(len(vals)))
-	for _, v := range vals {
-		switch {
-		case v == nil:
-			b = append(b, 'n')
-		case *v == "\x00u":
-			b = append(b, 'u')
-		default:
-			b = append(b, 't')
-			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
-			b = append(b, *v...)
-		}
-	}
-	return b
-}
-
-func s(v string) *string { return &v }
-
-func msg(kind byte, rel uint32, parts ...[]byte) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{kind}, rel)
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
 
 func TestDecodeRowChange(t *testing.T) {
 	unchanged := s("\x00u")
@@ -116,3 +89,10 @@ func FuzzDecodeRowChange(f *testing.F) {
 		}
 	})
 }
+
+// The encoders of the messages the tests decode.
+var (
+	tuple = pgoutputtest.Tuple
+	s     = pgoutputtest.Str
+	msg   = pgoutputtest.Msg
+)

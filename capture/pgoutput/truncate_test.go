@@ -1,20 +1,11 @@
 package pgoutput
 
 import (
-	"encoding/binary"
 	"reflect"
 	"testing"
-)
 
-// truncateMsg encodes a pgoutput Truncate message of protocol version 1.
-func truncateMsg(opts byte, rels ...uint32) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{'T'}, uint32(len(rels)))
-	b = append(b, opts)
-	for _, r := range rels {
-		b = binary.BigEndian.AppendUint32(b, r)
-	}
-	return b
-}
+	"github.com/walhouse/walhouse/capture/pgoutput/pgoutputtest"
+)
 
 func TestDecodeTruncate(t *testing.T) {
 	tests := []struct {
@@ -67,3 +58,6 @@ func FuzzDecodeTruncate(f *testing.F) {
 		}
 	})
 }
+
+// truncateMsg encodes a pgoutput Truncate message of protocol version 1.
+var truncateMsg = pgoutputtest.Truncate

@@ -63,6 +63,8 @@ var importRules = map[string][]string{
 	"cmd/walhouse": {"*"},
 
 	"capture/pgoutput": nil,
+	// Encoders of pgoutput messages, for tests only.
+	"capture/pgoutput/pgoutputtest": nil,
 
 	"internal/chdb":     nil,
 	"internal/pgslot":   nil,
