@@ -225,6 +225,15 @@ func (c *clusterChaos) end() {
 // a condition.
 func (c *clusterChaos) hold(d time.Duration) { time.Sleep(d) }
 
+// down kills cluster node n (kill -9), counts the fault, and starts the
+// node again after d.
+func (c *clusterChaos) down(n string, d time.Duration) {
+	c.cluster("kill", n)
+	c.faults++
+	c.hold(d)
+	c.cluster("start-node", n)
+}
+
 // exits counts capture and sink processes that have exited.
 func (c *clusterChaos) exits() int {
 	n := 0
@@ -338,10 +347,7 @@ func (c *clusterChaos) killLeader() {
 	c.begin(1)
 	p, leader := c.busiestLeader()
 	c.t.Logf("partition %d of %s is led by broker %d: kill -9", p, c.sinkTable.topic, leader)
-	c.cluster("kill", node(leader))
-	c.faults++
-	c.hold(20 * time.Second)
-	c.cluster("start-node", node(leader))
+	c.down(node(leader), 20*time.Second)
 	c.end()
 }
 
@@ -360,10 +366,7 @@ func (c *clusterChaos) killRecopyLeader() {
 	}
 	leader := td[topic].Partitions[0].Leader
 	c.t.Logf("%s is led by broker %d: kill -9", topic, leader)
-	c.cluster("kill", node(leader))
-	c.faults++
-	c.hold(20 * time.Second)
-	c.cluster("start-node", node(leader))
+	c.down(node(leader), 20*time.Second)
 	c.end()
 }
 
@@ -381,10 +384,7 @@ func (c *clusterChaos) killCoordinator() {
 	}
 	id := gs[c.group].Coordinator.NodeID
 	c.t.Logf("group %s is coordinated by broker %d: kill -9", c.group, id)
-	c.cluster("kill", node(id))
-	c.faults++
-	c.hold(60 * time.Second)
-	c.cluster("start-node", node(id))
+	c.down(node(id), 60*time.Second)
 	c.end()
 }
 
@@ -408,10 +408,7 @@ func (c *clusterChaos) rollingRestart() {
 func (c *clusterChaos) brokerDownLong() {
 	c.begin(1)
 	_, leader := c.busiestLeader()
-	c.cluster("kill", node(leader))
-	c.faults++
-	c.hold(70 * time.Second)
-	c.cluster("start-node", node(leader))
+	c.down(node(leader), 70*time.Second)
 	c.end()
 }
 
@@ -424,10 +421,7 @@ func (c *clusterChaos) killController() {
 		c.t.Fatal("kafka-cluster.sh controller named no active controller")
 	}
 	c.t.Logf("active controller: node %s: kill -9", id)
-	c.cluster("kill", id)
-	c.faults++
-	c.hold(15 * time.Second)
-	c.cluster("start-node", id)
+	c.down(id, 15*time.Second)
 	c.end()
 }
 
@@ -471,10 +465,7 @@ func (c *clusterChaos) twoSinksLeadersMove() {
 	c.begin(2)
 	for range 2 {
 		_, leader := c.busiestLeader()
-		c.cluster("kill", node(leader))
-		c.faults++
-		c.hold(15 * time.Second)
-		c.cluster("start-node", node(leader))
+		c.down(node(leader), 15*time.Second)
 		c.waitInSync()
 		c.hold(5 * time.Second)
 	}
