@@ -441,14 +441,29 @@ type pending struct {
 	recs  map[tp][]*kgo.Record
 	count int
 	polls int  // polls since the oldest record arrived
-	pair  bool // the last records of a full poll are held for their pair
+	pair  bool // the last records of partitions are held for their pair
+	// heldAt says, for each partition holding records for their pair,
+	// since when its first held record has been held.
+	heldAt map[tp]heldMark
 }
 
-// pairWait bounds how long the last records of a full poll wait for the
-// next poll (sameRow): the client has usually fetched their successors
-// already; when none follow, they load after it, as a record waits for its
-// batch to fill (walhouse sink's --max-wait defaults to the same).
+// heldMark is since when the record at offset has been held.
+type heldMark struct {
+	offset int64
+	at     time.Time
+}
+
+// pairWait bounds how long a poll waits while records are held for their
+// pair (sameRow), so that held records of a partition with nothing after
+// them load after it, as a record waits for its batch to fill (walhouse
+// sink's --max-wait defaults to the same).
 const pairWait = 500 * time.Millisecond
+
+// maxPairHold bounds how long records wait for their pair when the
+// partition's high watermark says more records follow but no poll brings
+// them (a busy consumer of many partitions, a fetch that keeps failing):
+// after it they load as they are, with a warning.
+const maxPairHold = 30 * time.Second
 
 func (p *pending) add(r *kgo.Record) {
 	if p.recs == nil {
@@ -485,6 +500,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		return err
 	}
 	var p pending
+	// Each partition's high watermark as of its last fetch: a held record
+	// below it has successors to wait for.
+	hwm := map[tp]int64{}
 	for {
 		prog.maybe(s)
 		if err := s.maybeReadRecopies(ctx); err != nil {
@@ -516,6 +534,9 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 				s.m.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(lag))
 				prog.lag[tp{fp.Topic, fp.Partition}] = lag
 				s.m.consumed.Add(float64(n))
+			}
+			if k := (tp{fp.Topic, fp.Partition}); fp.HighWatermark > hwm[k] {
+				hwm[k] = fp.HighWatermark
 			}
 		})
 		p = s.dropRevoked(p)
@@ -551,24 +572,45 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			held := s.holdBack(p.recs, p.polls)
 			ready := map[tp][]*kgo.Record{}
 			var rest pending
-			// A poll cut at want may end between a row's delete and its
-			// re-insert (sameRow): the last record of each partition this
-			// poll brought records of, with the one before when they are
-			// such a pair, waits for the next poll, which the client has
-			// usually fetched already. A partition this poll did not reach
-			// holds nothing back, so a quiet one is not held by busy ones.
+			// A partition's records may end between a row's delete and its
+			// re-insert (sameRow): a poll cut at want, or a fetch cut at the
+			// client's byte limits, stops anywhere. The last record of a
+			// partition, with the one before when they are such a pair,
+			// waits for the next poll when this poll was cut and brought
+			// records of the partition, or when the partition's high
+			// watermark says records follow it (the client has usually
+			// fetched them already, but another partition's may come
+			// first). A quiet partition holds nothing back, and busy ones
+			// never hold a quiet one's last record. Records that waited
+			// maxPairHold load as they are.
 			cut := fetches.NumRecords() == want // PollRecords returns at most want
+			now := time.Now()
 			for k, rs := range p.recs {
 				n := len(rs)
+				last := rs[n-1]
+				mark, wasHeld := p.heldAt[k]
+				wasHeld = wasHeld && mark.offset == rs[0].Offset
+				expired := wasHeld && now.Sub(mark.at) > maxPairHold
 				switch {
 				case held[k]:
 					n = 0
-				case cut && len(fresh[k]) > 0 && rowsIn(rs[n-1]) == 1:
+				case expired:
+					s.log.Warn("records waited for the rest of their row's change longer than it takes to fetch it; loading them as they are (a row whose sorting columns changed may be missing from FINAL until its next batch loads)",
+						"topic", k.topic, "partition", k.partition, "offset", mark.offset, "waited", now.Sub(mark.at).Round(time.Millisecond))
+				case rowsIn(last) != 1:
+				case cut && len(fresh[k]) > 0 || hwm[k] > last.Offset+1:
 					n--
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--
 					}
 					rest.pair = true
+					if !wasHeld || n > 0 {
+						mark = heldMark{offset: rs[n].Offset, at: now}
+					}
+					if rest.heldAt == nil {
+						rest.heldAt = map[tp]heldMark{}
+					}
+					rest.heldAt[k] = mark
 				}
 				if n > 0 {
 					ready[k] = rs[:n]
@@ -609,7 +651,7 @@ func (s *Sink) dropRevoked(p pending) pending {
 		}
 	}
 	if out.count > 0 {
-		out.polls, out.pair = p.polls, p.pair
+		out.polls, out.pair, out.heldAt = p.polls, p.pair, p.heldAt
 	}
 	return out
 }
