@@ -94,32 +94,28 @@ func newDeadLetters(topic string, log *slog.Logger) *deadLetters {
 	}
 }
 
-// record returns the Kafka record of a dead letter.
+// record returns the Kafka record of a dead letter: the change as far as
+// it was built, as a version 1 record, unless it is over maxValue (then
+// without it, record.DeadLetter.WithoutValue's policy: the headers still
+// say which row it was).
 func (d *deadLetters) record(b badRow, maxValue int) *kgo.Record {
-	var key, value []byte
+	l := record.DeadLetter{Topic: b.topic, Partition: -1, Offset: -1, Err: b.err, FirstSeen: time.Now().UTC(), Attempts: 1,
+		Origin: "capture", Reason: b.reason, CommitLSN: b.commit, Table: b.table, PrimaryKey: b.key}
 	if b.rec != nil {
-		key = b.rec.AppendPartitionKey(nil)
+		l.Key = b.rec.AppendPartitionKey(nil)
 		// The size is checked before encoding: a value of control
 		// characters escapes to six times its size.
-		if b.reason != record.ReasonTooLarge && (maxValue <= 0 || record.JSONSize(b.rec, 1) <= maxValue) {
-			value = record.AppendJSONVersion(nil, b.rec, 1)
-		} // else the headers still say which row it was
-
+		if size := record.JSONSize(b.rec, 1); b.reason == record.ReasonTooLarge || maxValue > 0 && size > maxValue {
+			l.ValueDropped = size
+		} else {
+			l.Value = record.AppendJSONVersion(nil, b.rec, 1)
+		}
 	}
-	h := []kgo.RecordHeader{
-		{Key: record.HeaderDLTopic, Value: []byte(b.topic)},
-		{Key: record.HeaderDLPartition, Value: []byte("-1")},
-		{Key: record.HeaderDLOffset, Value: []byte("-1")},
-		{Key: record.HeaderDLError, Value: []byte(b.err.Error())},
-		{Key: record.HeaderDLFirstSeen, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
-		{Key: record.HeaderDLAttempts, Value: []byte("1")},
-		{Key: record.HeaderDLOrigin, Value: []byte("capture")},
-		{Key: record.HeaderDLReason, Value: []byte(b.reason)},
-		{Key: record.HeaderDLCommitLSN, Value: []byte(b.commit.String())},
-		{Key: record.HeaderDLTable, Value: []byte(b.table)},
-		{Key: record.HeaderDLPrimaryKey, Value: []byte(b.key)},
+	kr := &kgo.Record{Topic: d.topic, Key: l.Key, Value: l.Value}
+	for _, h := range l.Headers() {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 	}
-	return &kgo.Record{Topic: d.topic, Key: key, Value: value, Headers: h}
+	return kr
 }
 
 // noted counts a dead letter Kafka acknowledged and logs it unless the

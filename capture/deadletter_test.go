@@ -63,6 +63,9 @@ func TestDeadLetterRecord(t *testing.T) {
 				t.Errorf("%s/%d: header %s = %q, want %q", tc.reason, tc.maxValue, k, h[k], v)
 			}
 		}
+		if _, dropped := h[record.HeaderDLValueDropped]; dropped == tc.wantValue {
+			t.Errorf("%s/%d: header %s present: %v, want it exactly when the value is left out", tc.reason, tc.maxValue, record.HeaderDLValueDropped, dropped)
+		}
 		if kr.Topic != "wh-dlq" || string(kr.Key) != rec.PartitionKey() || (len(kr.Value) > 0) != tc.wantValue {
 			t.Errorf("%s/%d: record %s key %s value %d bytes, want the dead-letter topic, the partition key and a value: %v", tc.reason, tc.maxValue, kr.Topic, kr.Key, len(kr.Value), tc.wantValue)
 		}

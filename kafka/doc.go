@@ -18,12 +18,15 @@
 //     behind capture's state store (State) and the schema registry
 //     (registry.Writer, registry.Reader);
 //   - the adapters the sink takes: Consumer (a group client with the
-//     sink's commit metadata) and DeadLetters (the dead-letter producer).
+//     sink's commit metadata) and DeadLetters (the dead-letter producer);
+//   - dead letters as Kafka records (DeadLetterRecord, ParseDeadLetter),
+//     which `walhouse dlq` lists and replays.
 //
 // It does not own what records say (package record), the schema
 // registry's rules (package registry), capture's placement of records
 // (capture.Partitioner, which ProducerOpts takes) or the dead letter's
-// fields and header names (sink.DeadLetter, sink.ParseDeadLetter).
+// fields and header names (record.DeadLetter, its Headers and
+// record.ParseDeadLetter).
 //
 // Data enters as franz-go records and settings from the composition root
 // (cmd/walhouse), which builds clients here and hands them to capture and

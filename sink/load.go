@@ -324,8 +324,8 @@ func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record,
 	if s.cfg.DeadLetters == nil {
 		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
 	}
-	dl := DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts,
-		Reason: reasonOf(cause)}
+	dl := record.DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts,
+		Origin: "sink", Reason: reasonOf(cause)}
 	switch {
 	case isRowOrigin(kr) && r != nil:
 		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)

@@ -148,39 +148,7 @@ type OffsetFetcher interface {
 
 // DeadLetters receives records that can never be loaded.
 type DeadLetters interface {
-	Send(ctx context.Context, l DeadLetter) error
-}
-
-// DeadLetter is a record that could not be loaded, with why.
-type DeadLetter struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Err       error
-	FirstSeen time.Time
-	Attempts  int
-	// Rows is the row count of a whole row batch set aside (its
-	// record.HeaderRows), 0 for a single record: a replay must send the
-	// header with the value.
-	Rows int
-	// Reason is a short reason code (record.Reason* or the sink's own),
-	// empty when none was recorded.
-	Reason string
-	// The fields below are read from the dead-letter topic
-	// (ParseDeadLetter), not written by the sink.
-
-	// Origin is "capture" or "sink": who set the record aside.
-	Origin string
-	// Table, PrimaryKey and CommitLSN describe a change capture set aside
-	// (record.HeaderDLTable, HeaderDLPrimaryKey, HeaderDLCommitLSN).
-	Table, PrimaryKey string
-	CommitLSN         record.LSN
-	// ValueDropped is the size of a value the dead-letter topic could not
-	// hold, which the dead letter lacks (see HeaderValueDropped); 0 when
-	// it has its value.
-	ValueDropped int
+	Send(ctx context.Context, l record.DeadLetter) error
 }
 
 // Config tunes a Sink.

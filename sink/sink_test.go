@@ -145,9 +145,9 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 	return nil
 }
 
-type fakeDead struct{ got []DeadLetter }
+type fakeDead struct{ got []record.DeadLetter }
 
-func (d *fakeDead) Send(_ context.Context, l DeadLetter) error {
+func (d *fakeDead) Send(_ context.Context, l record.DeadLetter) error {
 	d.got = append(d.got, l)
 	return nil
 }
