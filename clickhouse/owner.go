@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
@@ -83,20 +81,6 @@ func (w *Writer) claim(ctx context.Context, src record.Source, name string) (exi
 // tableComment reads whether the Writer's database has table name, and its
 // comment.
 func (w *Writer) tableComment(ctx context.Context, name string) (exists bool, comment string, err error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(w.database), "tbl": schema.EscapeParam(name)}))
-	rows, err := w.conn.Query(qctx, "SELECT comment FROM system.tables WHERE database = {db:String} AND name = {tbl:String}")
-	if err != nil {
-		return false, "", fmt.Errorf("look up table %s.%s: %w", w.database, name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&comment); err != nil {
-			return false, "", fmt.Errorf("look up table %s.%s: %w", w.database, name, err)
-		}
-		exists = true
-	}
-	if err := rows.Err(); err != nil {
-		return false, "", fmt.Errorf("look up table %s.%s: %w", w.database, name, err)
-	}
-	return exists, comment, nil
+	info, ok, err := schema.ReadTableInfo(ctx, w.conn, w.database, name)
+	return ok, info.Comment, err
 }

@@ -506,24 +506,7 @@ func (w *Writer) evolve(ctx context.Context, t *schema.Table, lsn record.LSN) (t
 
 // columns reads the table's columns, in order.
 func (w *Writer) columns(ctx context.Context, t *schema.Table) ([]schema.ExistingColumn, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Database), "tbl": schema.EscapeParam(t.Name)}))
-	rows, err := w.conn.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position")
-	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
-	}
-	defer rows.Close()
-	var have []schema.ExistingColumn
-	for rows.Next() {
-		var c schema.ExistingColumn
-		if err := rows.Scan(&c.Name, &c.Type, &c.Comment); err != nil {
-			return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
-		}
-		have = append(have, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", t.QualifiedName(), err)
-	}
-	return have, nil
+	return schema.ReadColumns(ctx, w.conn, t.Database, t.Name)
 }
 
 // stop turns a schema change walhouse cannot apply into the sink's

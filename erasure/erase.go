@@ -507,19 +507,14 @@ func (e *Eraser) tenantRows(ctx context.Context, t *target, tenant string) error
 }
 
 func (e *Eraser) tenantType(ctx context.Context, t *target) error {
-	qctx := chParams(ctx, map[string]string{"db": e.database, "tbl": t.name, "col": t.tenantCol})
-	rows, err := e.conn.Query(qctx, "SELECT type FROM system.columns WHERE database = {db:String} AND table = {tbl:String} AND name = {col:String}")
+	cols, err := schema.ReadColumns(ctx, e.conn, e.database, t.name)
 	if err != nil {
 		return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&t.tenantType); err != nil {
-			return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
+	for _, c := range cols {
+		if c.Name == t.tenantCol {
+			t.tenantType = c.Type
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the tenant column of %s: %w", t.name, err)
 	}
 	if t.tenantType == "" {
 		return fmt.Errorf("table %s: its tenant column %q is missing", t.name, t.tenantCol)

@@ -328,38 +328,31 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 		return nil, fmt.Errorf("list the tables of %s: %w", c.database, err)
 	}
 
-	rows, err = c.conn.Query(qctx, "SELECT table, name, type, is_in_sorting_key, comment FROM system.columns WHERE database = {db:String} ORDER BY table, position")
+	columns, err := schema.ReadDatabaseColumns(ctx, c.conn, c.database)
 	if err != nil {
-		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var table, name, typ, comment string
-		var inKey uint8
-		if err := rows.Scan(&table, &name, &typ, &inKey, &comment); err != nil {
-			return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
-		}
+	for table, cols := range columns {
 		t, ok := tables[table]
 		if !ok {
 			continue
 		}
-		if inKey == 1 {
-			if t.inKey == nil {
-				t.inKey = map[string]bool{}
+		for _, col := range cols {
+			if col.InSortingKey {
+				if t.inKey == nil {
+					t.inKey = map[string]bool{}
+				}
+				t.inKey[col.Name] = true
 			}
-			t.inKey[name] = true
-		}
-		if schema.IsSourceColumn(comment) {
-			if t.sourced == nil {
-				t.sourced = map[string]bool{}
+			if schema.IsSourceColumn(col.Comment) {
+				if t.sourced == nil {
+					t.sourced = map[string]bool{}
+				}
+				t.sourced[col.Name] = true
 			}
-			t.sourced[name] = true
+			ct := parseColType(col.Type)
+			t.Columns = append(t.Columns, Column{Name: col.Name, Type: col.Type, Filterable: ct.Kind != kindOther, typ: ct})
 		}
-		ct := parseColType(typ)
-		t.Columns = append(t.Columns, Column{Name: name, Type: typ, Filterable: ct.Kind != kindOther, typ: ct})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the columns of %s: %w", c.database, err)
 	}
 	for name, t := range tables {
 		if !t.valid() {

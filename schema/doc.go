@@ -22,11 +22,14 @@
 //   - schema evolution (PlanEvolution): the diff between a ClickHouse
 //     table as it is and a record's columns, as a Plan of typed changes
 //     with their statements, or an *IncompatibleError naming the column and
-//     the fix.
+//     the fix;
+//   - the one reader of ClickHouse's catalog (ReadTableInfo, ReadColumns,
+//     ReadDatabaseColumns: system.tables and system.columns), which the
+//     loader, the query API, erasure and verify share.
 //
 // Data enters as record.Source and record.Column (the shape capture put
 // in each record), PostgreSQL text values, and ExistingColumn (the
-// ClickHouse table as system.columns shows it, read by clickhouse). It
+// ClickHouse table as system.columns shows it, read here). It
 // leaves as Table and its DDL, Plan and its statements, and converted
 // values, all consumed by package clickhouse; query uses TableName,
 // QuoteIdent, the names of the columns walhouse adds and of its own tables.

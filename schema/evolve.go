@@ -15,6 +15,8 @@ type ExistingColumn struct {
 	Name    string
 	Type    string // e.g. "Nullable(Int32)"
 	Comment string // walhouse's notes on the column (see columnComment)
+	// InSortingKey is system.columns' is_in_sorting_key (ReadColumns).
+	InSortingKey bool
 }
 
 // Plan is what it takes to bring an existing ClickHouse table to the shape

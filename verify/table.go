@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/record"
@@ -95,13 +94,13 @@ func (v *Verifier) describe(ctx context.Context, conn *pgx.Conn, src record.Sour
 	keyed := make([]column, 0, len(keys))
 	keyPos := make([]int, 0, len(keys))
 	for _, c := range chCols {
-		attnum, dropped := schema.ColumnAttnum(c.comment)
-		if c.name == tenantName && attnum == 0 {
-			typ, ok := schema.LoadedType(record.Column{Type: "text"}, c.typ)
+		attnum, dropped := schema.ColumnAttnum(c.Comment)
+		if c.Name == tenantName && attnum == 0 {
+			typ, ok := schema.LoadedType(record.Column{Type: "text"}, c.Type)
 			if !ok {
-				return nil, fmt.Errorf("ClickHouse column %s.%s has type %s, which walhouse does not create", t.chName, c.name, c.typ)
+				return nil, fmt.Errorf("ClickHouse column %s.%s has type %s, which walhouse does not create", t.chName, c.Name, c.Type)
 			}
-			t.tenant, t.synthetic = column{ch: c.name, typ: typ, chType: c.typ}, true
+			t.tenant, t.synthetic = column{ch: c.Name, typ: typ, chType: c.Type}, true
 			continue
 		}
 		if attnum == 0 || dropped {
@@ -111,16 +110,16 @@ func (v *Verifier) describe(ctx context.Context, conn *pgx.Conn, src record.Sour
 		if !ok {
 			continue // dropped in PostgreSQL; the sink has not seen the drop yet
 		}
-		typ, ok := schema.LoadedType(p.src, c.typ)
+		typ, ok := schema.LoadedType(p.src, c.Type)
 		if !ok {
-			return nil, fmt.Errorf("ClickHouse column %s.%s has type %s, which walhouse does not create", t.chName, c.name, c.typ)
+			return nil, fmt.Errorf("ClickHouse column %s.%s has type %s, which walhouse does not create", t.chName, c.Name, c.Type)
 		}
-		col := column{pg: p.name, ch: c.name, typ: typ, chType: strings.TrimSuffix(strings.TrimPrefix(c.typ, "Nullable("), ")"), src: p.src}
-		if !strings.HasPrefix(c.typ, "Nullable(") {
-			col.chType = c.typ
+		col := column{pg: p.name, ch: c.Name, typ: typ, chType: strings.TrimSuffix(strings.TrimPrefix(c.Type, "Nullable("), ")"), src: p.src}
+		if !strings.HasPrefix(c.Type, "Nullable(") {
+			col.chType = c.Type
 		}
 		switch {
-		case c.name == tenantName:
+		case c.Name == tenantName:
 			t.tenant, t.tenantLeads = col, p.key == 1
 		case keyCol[attnum] > 0:
 			keyed = append(keyed, col)
@@ -177,35 +176,18 @@ func firstSortColumn(key string) string {
 	return strings.TrimSpace(name)
 }
 
-// chColumn is a row of system.columns.
-type chColumn struct{ name, typ, comment string }
-
-func (v *Verifier) chColumns(ctx context.Context, name string) ([]chColumn, string, error) {
-	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(v.cfg.database), "tbl": schema.EscapeParam(name)}))
-	rows, err := v.ch.Query(qctx, "SELECT name, type, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position")
+// chColumns reads the columns of ClickHouse table name and its sorting
+// key; none when there is no such table.
+func (v *Verifier) chColumns(ctx context.Context, name string) ([]schema.ExistingColumn, string, error) {
+	cols, err := schema.ReadColumns(ctx, v.ch, v.cfg.database, name)
+	if err != nil || len(cols) == 0 {
+		return nil, "", err
+	}
+	info, _, err := schema.ReadTableInfo(ctx, v.ch, v.cfg.database, name)
 	if err != nil {
-		return nil, "", fmt.Errorf("read the columns of ClickHouse table %s: %w", name, err)
+		return nil, "", err
 	}
-	defer rows.Close()
-	var out []chColumn
-	for rows.Next() {
-		var c chColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.comment); err != nil {
-			return nil, "", fmt.Errorf("read the columns of ClickHouse table %s: %w", name, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("read the columns of ClickHouse table %s: %w", name, err)
-	}
-	if len(out) == 0 {
-		return nil, "", nil
-	}
-	var sortKey string
-	if err := v.ch.QueryRow(qctx, "SELECT sorting_key FROM system.tables WHERE database = {db:String} AND name = {tbl:String}").Scan(&sortKey); err != nil {
-		return nil, "", fmt.Errorf("read the sort key of ClickHouse table %s: %w", name, err)
-	}
-	return out, sortKey, nil
+	return cols, info.SortingKey, nil
 }
 
 // rowFilter returns the row filter with which publication pub publishes
