@@ -137,9 +137,14 @@ func AuditHash(key []byte, value any) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// DeriveAuditKey derives the audit key from the cursor secret, for
-// servers that are given no audit key of their own.
-func DeriveAuditKey(cursorSecret []byte) []byte {
+// AuditKey returns the audit key of a server given auditKey and
+// cursorSecret: auditKey when it has one, else one derived from the
+// cursor secret, else nil. serve, export and --audit-hash all take their
+// key from it, so that the hashes they write and print match.
+func AuditKey(auditKey, cursorSecret []byte) []byte {
+	if len(auditKey) > 0 || len(cursorSecret) == 0 {
+		return auditKey
+	}
 	m := hmac.New(sha256.New, cursorSecret)
 	m.Write([]byte("walhouse audit key v1"))
 	return m.Sum(nil)

@@ -178,8 +178,25 @@ func TestCSVSafe(t *testing.T) {
 	}
 }
 
+// TestAuditKey: a server's own audit key wins; without one it is derived
+// from the cursor secret (the same for serve, export and --audit-hash);
+// with neither there is none.
+func TestAuditKey(t *testing.T) {
+	own, secret := []byte("own-audit-key-0123456"), []byte(testCursorSecret)
+	if got := AuditKey(own, secret); string(got) != string(own) {
+		t.Errorf("with a key of its own: %x", got)
+	}
+	derived := AuditKey(nil, secret)
+	if len(derived) != 32 || string(derived) == string(secret) || string(AuditKey(nil, secret)) != string(derived) {
+		t.Errorf("derived from the cursor secret: %x, want 32 bytes, stable, not the secret", derived)
+	}
+	if got := AuditKey(nil, nil); got != nil {
+		t.Errorf("with neither: %x, want none", got)
+	}
+}
+
 func TestAuditHash(t *testing.T) {
-	k := DeriveAuditKey([]byte(testCursorSecret))
+	k := AuditKey(nil, []byte(testCursorSecret))
 	h := AuditHash(k, "cus_1")
 	if len(h) != 64 || strings.Contains(h, "cus_1") {
 		t.Fatalf("AuditHash = %q", h)

@@ -167,9 +167,7 @@ func NewServer(cfg Config) (*Server, error) {
 	cfg.MaxTokenWait = cmp.Or(cfg.MaxTokenWait, DefaultMaxWait)
 	cfg.DefaultTokenWait = min(cmp.Or(cfg.DefaultTokenWait, DefaultTokenWait), cfg.MaxTokenWait)
 	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, DefaultWatchInterval)
-	if len(cfg.AuditKey) == 0 {
-		cfg.AuditKey = DeriveAuditKey(cfg.CursorSecret)
-	}
+	cfg.AuditKey = AuditKey(cfg.AuditKey, cfg.CursorSecret)
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}

@@ -350,14 +350,11 @@ func runExport(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if len(auditKey) == 0 {
-		if cs := getSecretEnv(secretEnv("cursor-secret-file")); cs != "" {
-			auditKey = query.DeriveAuditKey([]byte(cs)) // what serve uses without an audit key
-		} else {
-			auditKey = make([]byte, 32)
-			_, _ = rand.Read(auditKey)
-			slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
-		}
+	// What serve uses, so that the hashes match.
+	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
+		auditKey = make([]byte, 32)
+		_, _ = rand.Read(auditKey)
+		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
 	}
 	f := query.Format(*format)
 	if f == "" {
@@ -482,11 +479,8 @@ func readAuditKey(file string) ([]byte, error) {
 
 // printAuditHash prints the subject_hmac of a value read from stdin.
 func printAuditHash(auditKey, cursorSecret []byte) error {
-	if len(auditKey) == 0 {
-		if len(cursorSecret) == 0 {
-			return errors.New("--audit-hash needs the server's audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) or its cursor secret")
-		}
-		auditKey = query.DeriveAuditKey(cursorSecret)
+	if auditKey = query.AuditKey(auditKey, cursorSecret); len(auditKey) == 0 {
+		return errors.New("--audit-hash needs the server's audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) or its cursor secret")
 	}
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	if err != nil && line == "" {
