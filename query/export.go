@@ -576,6 +576,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, l
 	for i, t := range p.tables {
 		names[i] = t.Name
 	}
+	waitStart := time.Now()
 	fresh, err := s.awaitTables(ctx, names, tw)
 	if err != nil {
 		s.fail(w, r, err)
@@ -585,6 +586,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, l
 	h := w.Header()
 	if tw.active() {
 		h.Set(FreshHeader, strconv.FormatBool(fresh))
+		h.Set(TimingHeader, timing(time.Since(waitStart)))
 	}
 	switch p.req.Format {
 	case CSV:

@@ -426,10 +426,12 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		s.fail(w, r, err)
 		return
 	}
+	waitStart := time.Now()
 	if _, err := s.awaitTables(ctx, []string{t.Name}, tw); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	waited := time.Since(waitStart)
 	offset := 0
 	if req.Cursor != "" {
 		if offset, err = s.cursors.Verify(req.Cursor, key.Tenant, t.Name, req); err != nil {
@@ -464,6 +466,9 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, key Key, li
 		h.Set("Content-Type", "application/json")
 		if consistency == Approximate {
 			h.Set("X-Walhouse-Consistency", string(Approximate))
+		}
+		if tw.active() {
+			h.Set(TimingHeader, timing(waited))
 		}
 	})
 	n, more, err := writePageRows(page, rows, st.PageSize)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,17 @@ type tokenWait struct {
 
 // active reports whether the request carries a token.
 func (tw tokenWait) active() bool { return tw.lsn > 0 }
+
+// TimingHeader is the W3C Server-Timing response header of a read with
+// consistency tokens: `token-wait;dur=<ms>`, how long it waited for the
+// table's load watermark before reading, so that a client can tell the
+// pipeline's share of its latency from the query's.
+const TimingHeader = "Server-Timing"
+
+// timing returns the TimingHeader value of a wait of d.
+func timing(d time.Duration) string {
+	return "token-wait;dur=" + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
+}
 
 // parseTokenRead checks tr and the request's TokenHeader against the
 // server's source database and bounds. A malformed token or wait is a

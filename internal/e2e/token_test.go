@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,7 @@ type tokenAnswer struct {
 	ids    []int64
 	fresh  *bool
 	lsn    *string
+	timing string // the query.TimingHeader
 }
 
 // read asks the API for tenant's row id, with token in the header and the
@@ -156,7 +158,7 @@ func (rig *tokenRig) read(ctx context.Context, tenant string, id int64, token st
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return tokenAnswer{}, fmt.Errorf("read %s/%d: %s: %w", tenant, id, resp.Status, err)
 	}
-	a := tokenAnswer{status: resp.StatusCode, code: out.Error.Code, fresh: out.Meta.Fresh, lsn: out.Meta.LSN}
+	a := tokenAnswer{status: resp.StatusCode, code: out.Error.Code, fresh: out.Meta.Fresh, lsn: out.Meta.LSN, timing: resp.Header.Get(query.TimingHeader)}
 	for _, d := range out.Data {
 		n, _ := d.ID.Int64()
 		a.ids = append(a.ids, n)
@@ -317,6 +319,10 @@ func TestIntegrationReadYourWrites(t *testing.T) {
 	future.LSN += 1 << 40
 	if a, err := rig.read(ctx, "ta", 9_000_000, future.String(), map[string]any{"wait": "200ms"}); err != nil || a.status != http.StatusOK || a.fresh == nil || *a.fresh || a.lsn == nil {
 		t.Errorf("a wait that ends first: %+v, %v; want 200 with meta.fresh false and meta.lsn", a, err)
+	} else if ms, ok := strings.CutPrefix(a.timing, "token-wait;dur="); !ok {
+		t.Errorf("a wait that ends first: %s %q, want token-wait;dur=<ms>", query.TimingHeader, a.timing)
+	} else if d, err := strconv.ParseFloat(ms, 64); err != nil || d < 200 || d > 10_000 {
+		t.Errorf("a wait of 200ms that ends first: %s %q, want a duration from 200 ms", query.TimingHeader, a.timing)
 	}
 	if a, err := rig.read(ctx, "ta", 9_000_000, future.String(), map[string]any{"wait": "200ms", "onStale": "fail"}); err != nil || a.status != http.StatusTooEarly || a.code != "not_loaded_yet" {
 		t.Errorf("a wait that ends first, onStale fail: %+v, %v; want 425 not_loaded_yet", a, err)
