@@ -142,6 +142,36 @@ func TestBoundedReader(t *testing.T) {
 	}
 }
 
+// countingReader counts the reads of the reader it wraps.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestBoundedReaderBuffers: the bound reads a message's header and body
+// apart, so it reads its connection through a buffer: a stream of small
+// messages costs a read per buffer, not two per message (a system call
+// each on a connection).
+func TestBoundedReaderBuffers(t *testing.T) {
+	const messages = 10_000
+	one := xLogData(0x10, insertMsg(7, []byte("a small row")))
+	conn := &countingReader{r: bytes.NewReader(bytes.Repeat(one, messages))}
+	fe := pgproto3.NewFrontend(newBoundedReader(conn, 1<<20), io.Discard)
+	for n := 0; n < messages; n++ {
+		if _, err := fe.Receive(); err != nil {
+			t.Fatalf("message %d: %v", n, err)
+		}
+	}
+	if want := messages * len(one) / receiveBuffer * 2; conn.reads > max(want, 10) {
+		t.Errorf("%d messages of %d bytes took %d reads of the connection, want at most %d", messages, len(one), conn.reads, max(want, 10))
+	}
+}
+
 // TestBoundedReaderMemory: dropping a message of 64 MiB costs a piece of
 // 64 KiB, not the message.
 func TestBoundedReaderMemory(t *testing.T) {
