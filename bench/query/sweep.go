@@ -286,7 +286,7 @@ func (b *bench) readCost(ctx context.Context, sts []query.Statement) (string, er
 	return fmt.Sprintf("%d/%d", rows, marks), nil
 }
 
-// ordersTableNamed is ordersTable under another name, with opts.
+// ordersTableNamed is the orders table under another name, with opts.
 func ordersTableNamed(name string, opts schema.Options) (*schema.Table, error) {
 	src := record.Source{ID: "bench", Schema: "public", Table: name}
 	return schema.NewTable(src, "tenant_id", ordersColumns(), opts)
