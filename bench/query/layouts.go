@@ -80,7 +80,7 @@ func (l apiLayout) schemaTable(database string) (*schema.Table, error) {
 }
 
 // mergeClosedPartitions merges every partition of t but the one of
-// b.now's month into one part, merges otherwise stopped.
+// b.now's month into one part; the current month's parts stay as loaded.
 func (b *bench) mergeClosedPartitions(ctx context.Context, t *schema.Table) error {
 	rs, err := b.conn.Query(chParams(ctx, map[string]string{"db": b.database, "table": t.Name, "current": b.now.Format("200601")}),
 		"SELECT DISTINCT partition_id FROM system.parts WHERE database = {db:String} AND table = {table:String} AND active AND partition_id != {current:String} ORDER BY partition_id")
@@ -100,23 +100,30 @@ func (b *bench) mergeClosedPartitions(ctx context.Context, t *schema.Table) erro
 	if err := rs.Err(); err != nil {
 		return fmt.Errorf("list the partitions of %s: %w", t.QualifiedName(), err)
 	}
-	// OPTIMIZE needs merges allowed; they are stopped again right after,
-	// so the current month's parts stay as loaded (or nearly: a background
-	// merge may start meanwhile; the parts printed say).
+	// OPTIMIZE needs merges allowed: the current month is detached
+	// meanwhile, so that no background merge touches its parts.
+	current := schema.QuoteString(b.now.Format("200601"))
+	if err := b.conn.Exec(ctx, "ALTER TABLE "+t.QualifiedName()+" DETACH PARTITION ID "+current); err != nil {
+		return fmt.Errorf("detach the current month of %s: %w", t.QualifiedName(), err)
+	}
 	if err := b.conn.Exec(ctx, "SYSTEM START MERGES "+t.QualifiedName()); err != nil {
 		return fmt.Errorf("start merges of %s: %w", t.QualifiedName(), err)
 	}
-	defer func() { _ = b.conn.Exec(context.Background(), "SYSTEM STOP MERGES "+t.QualifiedName()) }()
 	for _, id := range ids {
 		if err := b.conn.Exec(ctx, fmt.Sprintf("OPTIMIZE TABLE %s PARTITION ID %s FINAL", t.QualifiedName(), schema.QuoteString(id))); err != nil {
 			return fmt.Errorf("merge partition %s of %s: %w", id, t.QualifiedName(), err)
 		}
 	}
-	return b.conn.Exec(ctx, "SYSTEM STOP MERGES "+t.QualifiedName())
+	if err := b.conn.Exec(ctx, "SYSTEM STOP MERGES "+t.QualifiedName()); err != nil {
+		return fmt.Errorf("stop merges of %s: %w", t.QualifiedName(), err)
+	}
+	if err := b.conn.Exec(ctx, "ALTER TABLE "+t.QualifiedName()+" ATTACH PARTITION ID "+current); err != nil {
+		return fmt.Errorf("attach the current month of %s: %w", t.QualifiedName(), err)
+	}
+	return nil
 }
 
-// partsOf counts t's active parts, and those of the current month's
-// partition (all of them for a table without monthly partitions).
+// partsOf counts t's active parts and the partitions they are in.
 func (b *bench) partsOf(ctx context.Context, t *schema.Table) (total, partitions uint64, err error) {
 	q := "SELECT count(), uniqExact(partition_id) FROM system.parts WHERE database = {db:String} AND table = {table:String} AND active"
 	err = b.conn.QueryRow(chParams(ctx, map[string]string{"db": b.database, "table": t.Name}), q).Scan(&total, &partitions)
