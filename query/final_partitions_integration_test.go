@@ -86,7 +86,7 @@ func TestIntegrationFinalPartitionsWithMoves(t *testing.T) {
 	direct := func(table string, perPartition int) []string {
 		t.Helper()
 		qctx := ch.Context(ctx, ch.WithSettings(ch.Settings{
-			"do_not_merge_across_partitions_select_final":                        perPartition,
+			"do_not_merge_across_partitions_select_final":                       perPartition,
 			"enable_automatic_decision_for_merging_across_partitions_for_final": 0,
 		}))
 		rows, err := f.conn.Query(qctx, fmt.Sprintf("SELECT toString(id), status FROM %s.%s FINAL WHERE tenant_id = 'acme' AND _is_deleted = 0 ORDER BY id, status", db, schema.QuoteIdent(table)))
