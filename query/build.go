@@ -394,35 +394,48 @@ func BuildSelect(in SelectInput) (Statement, error) {
 	return Statement{
 		SQL:      sql.String(),
 		Params:   b.params,
-		Settings: readSettings(lim, consistency),
+		Settings: readSettings(t, lim, consistency),
 		Columns:  outCols,
 		PageSize: pageSize,
 	}, nil
 }
 
-// readSettings are the settings of every read: bounded time, memory, cores
-// and result size, and finalSettings for a FINAL read.
-func readSettings(lim Limits, c Consistency) map[string]any {
+// readSettings are the settings of every read of t: bounded time,
+// memory, cores and result size, and setFinal's for a FINAL read.
+func readSettings(t *Table, lim Limits, c Consistency) map[string]any {
 	s := lim.resourceSettings()
 	s["max_execution_time"] = seconds(lim.MaxExecutionTime)
 	s["max_result_rows"] = lim.MaxResultRows
 	s["max_result_bytes"] = lim.MaxResultBytes
 	s["result_overflow_mode"] = "throw"
 	if c == Final {
-		setFinal(s)
+		setFinal(s, t)
 	}
 	return s
 }
 
-// setFinal adds the settings of every FINAL read and export: FINAL merges
-// only within partitions, right because walhouse never moves a row between
-// partitions (see schema.Table.PartitionBy; ClickHouse derives the same
-// for partition keys made of sorting-key columns). Every other FINAL
-// setting keeps ClickHouse's default: none measured better for
-// tenant-filtered reads (docs/benchmarks.md, FINAL reads), and
+// setFinal adds the settings of every FINAL read and export of t. FINAL
+// merges only within partitions when every column of t's partition key is
+// in its sorting key: then two versions of one row, which share the
+// sorting key, share the partition too, and a partition that is one
+// merged part is read without merging (docs/shaping-tables.md). That holds
+// for every table walhouse creates: schema.Layout refuses a partition_by
+// column outside order_by, --partition-by takes a primary-key column and
+// tenant partitions the tenant column; a row whose key columns change is
+// moved by a tombstone at its old key, in its old partition. ClickHouse
+// 24.1+ derives the same by itself; the setting says it to older servers.
+// A table partitioned on another column (made by hand) gets 0: FINAL
+// merges across partitions, whatever a settings profile says, or it would
+// return a row's old and new versions both. Every other FINAL setting
+// keeps ClickHouse's default: none measured better for tenant-filtered
+// reads on every server (docs/benchmarks.md, FINAL reads), and
 // optimize_move_to_prewhere_if_final would filter before FINAL picks a
 // row's newest version.
-func setFinal(s map[string]any) {
+func setFinal(s map[string]any, t *Table) {
+	if t.partitionOutsideKey {
+		s["do_not_merge_across_partitions_select_final"] = 0
+		return
+	}
 	s["do_not_merge_across_partitions_select_final"] = 1
 }
 

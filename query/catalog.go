@@ -66,6 +66,13 @@ type Table struct {
 	inKey map[string]bool
 	// sourced holds the columns that come from the source table.
 	sourced map[string]bool
+	// partitionOutsideKey: a column of the partition key is not in the
+	// sorting key (system.columns), so two versions of one row may sit in
+	// two partitions and FINAL must merge across them (see setFinal).
+	// Never so for the tables walhouse creates (schema.Layout); a
+	// Distributed table flags no partition columns, its local table is
+	// walhouse's.
+	partitionOutsideKey bool
 }
 
 // Column returns the named column, including the hidden _is_deleted.
@@ -343,6 +350,9 @@ func (c *Catalog) fetch(ctx context.Context) (map[string]*Table, error) {
 					t.inKey = map[string]bool{}
 				}
 				t.inKey[col.Name] = true
+			}
+			if col.InPartitionKey && !col.InSortingKey {
+				t.partitionOutsideKey = true
 			}
 			if schema.IsSourceColumn(col.Comment) {
 				if t.sourced == nil {

@@ -29,7 +29,9 @@
 // keys that are checked plain names, read by an expression over the column.
 //
 // Consistency: reads use FINAL (one row per key, its latest version) with
-// do_not_merge_across_partitions_select_final=1, unless a request asks for
+// do_not_merge_across_partitions_select_final=1 (0 for a table partitioned
+// on a column outside its sorting key, which walhouse never creates: see
+// setFinal), unless a request asks for
 // "approximate": then FINAL is skipped, rows whose newest stored version is
 // a delete marker are still dropped by _is_deleted = 0, but a row updated or
 // deleted since the last merge can appear in several versions (and count

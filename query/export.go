@@ -231,7 +231,7 @@ func BuildExport(in ExportInput) (Statement, error) {
 		strings.Join(order, ", "))
 	lim := in.Limits.withDefaults()
 	set := lim.resourceSettings()
-	setFinal(set)
+	setFinal(set, t)
 	set["max_execution_time"] = seconds(lim.MaxExportTime)
 	set["optimize_read_in_order"] = 1
 	return Statement{SQL: sql, Params: b.params, Settings: set}, nil

@@ -63,7 +63,7 @@ func ReadTableInfo(ctx context.Context, conn Querier, database, table string) (i
 // in order; none when there is no such table.
 func ReadColumns(ctx context.Context, conn Querier, database, table string) ([]ExistingColumn, error) {
 	byTable, err := readColumns(catalogParams(ctx, database, table), conn,
-		"SELECT table, name, type, is_in_sorting_key, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position")
+		"SELECT table, name, type, is_in_sorting_key, is_in_partition_key, comment FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position")
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of ClickHouse table %s.%s: %w", database, table, err)
 	}
@@ -74,7 +74,7 @@ func ReadColumns(ctx context.Context, conn Querier, database, table string) ([]E
 // system.columns, each table's in order, in one query.
 func ReadDatabaseColumns(ctx context.Context, conn Querier, database string) (map[string][]ExistingColumn, error) {
 	byTable, err := readColumns(catalogParams(ctx, database, ""), conn,
-		"SELECT table, name, type, is_in_sorting_key, comment FROM system.columns WHERE database = {db:String} ORDER BY table, position")
+		"SELECT table, name, type, is_in_sorting_key, is_in_partition_key, comment FROM system.columns WHERE database = {db:String} ORDER BY table, position")
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of ClickHouse database %s: %w", database, err)
 	}
@@ -90,12 +90,12 @@ func readColumns(ctx context.Context, conn Querier, query string) (map[string][]
 	out := map[string][]ExistingColumn{}
 	for rows.Next() {
 		var table string
-		var inKey uint8
+		var inKey, inPartition uint8
 		var c ExistingColumn
-		if err := rows.Scan(&table, &c.Name, &c.Type, &inKey, &c.Comment); err != nil {
+		if err := rows.Scan(&table, &c.Name, &c.Type, &inKey, &inPartition, &c.Comment); err != nil {
 			return nil, err
 		}
-		c.InSortingKey = inKey == 1
+		c.InSortingKey, c.InPartitionKey = inKey == 1, inPartition == 1
 		out[table] = append(out[table], c)
 	}
 	return out, rows.Err()

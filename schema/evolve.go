@@ -17,6 +17,10 @@ type ExistingColumn struct {
 	Comment string // walhouse's notes on the column (see columnComment)
 	// InSortingKey is system.columns' is_in_sorting_key (ReadColumns).
 	InSortingKey bool
+	// InPartitionKey is system.columns' is_in_partition_key: the query
+	// API merges FINAL across partitions when a partition column is
+	// outside the sorting key.
+	InPartitionKey bool
 }
 
 // Plan is what it takes to bring an existing ClickHouse table to the shape

@@ -89,15 +89,15 @@ type queryResponse struct {
 	} `json:"error"`
 }
 
-// query posts req as tenant i and decodes the response; anything but a
-// 200 with the requested consistency and a lastSyncAt is an error.
-func (a *api) query(ctx context.Context, i int, req query.Request) (queryResponse, error) {
+// query posts req to table as tenant i and decodes the response; anything
+// but a 200 with the requested consistency and a lastSyncAt is an error.
+func (a *api) query(ctx context.Context, table string, i int, req query.Request) (queryResponse, error) {
 	var out queryResponse
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, fmt.Errorf("encode the request: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/v1/tables/"+tableName+"/query", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/v1/tables/"+table+"/query", bytes.NewReader(body))
 	if err != nil {
 		return out, err
 	}
@@ -105,7 +105,7 @@ func (a *api) query(ctx context.Context, i int, req query.Request) (queryRespons
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(hr)
 	if err != nil {
-		return out, fmt.Errorf("POST /v1/tables/%s/query: %w", tableName, err)
+		return out, fmt.Errorf("POST /v1/tables/%s/query: %w", table, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)

@@ -22,22 +22,18 @@ const insertChunk = 2_500_000
 // syncPartitions is how many Kafka partitions _walhouse_sync records.
 const syncPartitions = 6
 
-// dataset describes what load wrote.
+// dataset describes what load wrote into one layout's table.
 type dataset struct {
-	current uint64 // rows read FINAL
-	stored  uint64 // rows stored, older versions included
-	parts   uint64 // active parts of the table when measuring started
-	elapsed time.Duration
+	layout     apiLayout
+	current    uint64 // rows read FINAL
+	stored     uint64 // rows stored, older versions and tombstones included
+	parts      uint64 // active parts of the table when measuring started
+	partitions uint64 // partitions those parts are in
+	elapsed    time.Duration
 }
 
-// ordersTable is the source table as capture would describe it: the sink
-// derives the ClickHouse table from these columns.
-func ordersTable(database string) (*schema.Table, error) {
-	src := record.Source{ID: "bench", Schema: "public", Table: tableName}
-	return schema.NewTable(src, "tenant_id", ordersColumns(), schema.Options{Database: database})
-}
-
-// ordersColumns are the source columns of the orders table.
+// ordersColumns are the source columns of the orders table, as capture
+// would describe them: the sink derives the ClickHouse table from them.
 func ordersColumns() []record.Column {
 	return []record.Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
@@ -49,19 +45,37 @@ func ordersColumns() []record.Column {
 	}
 }
 
-// load creates the database, the table with the sink's DDL, its rows and
-// _walhouse_sync.
-func (b *bench) load(ctx context.Context) (dataset, error) {
-	var d dataset
-	start := time.Now()
+// load creates the database, _walhouse_sync and one table per compared
+// layout with the sink's DDL for it, each holding the same rows.
+func (b *bench) load(ctx context.Context, layouts []apiLayout) ([]dataset, error) {
 	db := schema.QuoteIdent(b.database)
 	if err := b.conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		return d, fmt.Errorf("create database %s: %w", b.database, err)
+		return nil, fmt.Errorf("create database %s: %w", b.database, err)
 	}
 	b.created = true
-	t, err := ordersTable(b.database)
+	if err := b.conn.Exec(ctx, schema.SyncTableDDL(b.database)); err != nil {
+		return nil, fmt.Errorf("create %s: %w", schema.SyncTable, err)
+	}
+	var out []dataset
+	for _, l := range layouts {
+		d, err := b.loadLayout(ctx, l)
+		if err != nil {
+			return nil, fmt.Errorf("layout %s: %w", l.name, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// loadLayout creates l's table and loads -rows rows, -old-versions older
+// versions and -tombstones tombstones into it, merges stopped unless
+// -merges.
+func (b *bench) loadLayout(ctx context.Context, l apiLayout) (dataset, error) {
+	d := dataset{layout: l}
+	start := time.Now()
+	t, err := l.schemaTable(b.database)
 	if err != nil {
-		return d, fmt.Errorf("derive the %s table: %w", tableName, err)
+		return d, fmt.Errorf("derive the %s table: %w", l.table, err)
 	}
 	ddl := t.CreateDDL(0x1000000)
 	if b.o.settings != "" {
@@ -80,23 +94,27 @@ func (b *bench) load(ctx context.Context) (dataset, error) {
 			return d, fmt.Errorf("stop merges of %s (or pass -merges): %w", t.QualifiedName(), err)
 		}
 	}
-	if err := b.conn.Exec(ctx, schema.SyncTableDDL(b.database)); err != nil {
-		return d, fmt.Errorf("create %s: %w", schema.SyncTable, err)
-	}
-
-	old := int(float64(b.o.rows) * b.o.oldVersions)
-	fmt.Printf("loading %d rows and %d older versions into %s...\n", b.o.rows, old, t.QualifiedName())
-	if err := b.insertVersions(ctx, t, b.o.rows, old, 0); err != nil {
+	old, deleted := int(float64(b.o.rows)*b.o.oldVersions), int(float64(b.o.rows)*b.o.tombstones)
+	fmt.Printf("loading %d rows, %d older versions and %d tombstones into %s (%s)...\n", b.o.rows, old, deleted, t.QualifiedName(), l.name)
+	if err := b.insertVersions(ctx, t, b.o.rows, old, deleted); err != nil {
 		return d, err
 	}
-	if err := b.markSynced(ctx); err != nil {
+	if l.mergeClosed {
+		if err := b.mergeClosedPartitions(ctx, t); err != nil {
+			return d, err
+		}
+	}
+	if err := b.markSynced(ctx, l.table); err != nil {
 		return d, err
 	}
 	d.elapsed = time.Since(start)
 
-	q := fmt.Sprintf("SELECT (SELECT count() FROM %[1]s), (SELECT count() FROM %[1]s FINAL), (SELECT count() FROM system.parts WHERE database = {db:String} AND table = {table:String} AND active)", t.QualifiedName())
-	if err := b.conn.QueryRow(chParams(ctx, map[string]string{"db": b.database, "table": tableName}), q).Scan(&d.stored, &d.current, &d.parts); err != nil {
+	q := fmt.Sprintf("SELECT (SELECT count() FROM %[1]s), (SELECT count() FROM %[1]s FINAL WHERE _is_deleted = 0)", t.QualifiedName())
+	if err := b.conn.QueryRow(ctx, q).Scan(&d.stored, &d.current); err != nil {
 		return d, fmt.Errorf("count the loaded rows: %w", err)
+	}
+	if d.parts, d.partitions, err = b.partsOf(ctx, t); err != nil {
+		return d, err
 	}
 	return d, nil
 }
@@ -187,15 +205,15 @@ func coprime(rows, p, q int) int {
 // tenant returns the name of tenant i, as insertSQL writes it.
 func tenant(i int) string { return fmt.Sprintf("tenant_%03d", i) }
 
-// markSynced records, as the sink does, that every partition of the table
+// markSynced records, as the sink does, that every partition of table
 // is loaded through a few seconds ago, so responses carry lastSyncAt.
-func (b *bench) markSynced(ctx context.Context) error {
+func (b *bench) markSynced(ctx context.Context, table string) error {
 	// With the topic's partition count, as the sink writes it: without it
 	// lastSyncAt stays unknown.
 	q := fmt.Sprintf(`INSERT INTO %s.%s (source_table, partition, loaded_through, lsn, updated_at, partitions)
 SELECT {table:String}, toInt32(number), now64(6, 'UTC') - toIntervalMillisecond(500 * (number + 1)), 16777216 + {rows:UInt64} * 256, now64(6, 'UTC'), %d
 FROM numbers(%d)`, schema.QuoteIdent(b.database), schema.QuoteIdent(schema.SyncTable), syncPartitions, syncPartitions)
-	ctx = chParams(ctx, map[string]string{"table": tableName, "rows": fmt.Sprint(b.o.rows)})
+	ctx = chParams(ctx, map[string]string{"table": table, "rows": fmt.Sprint(b.o.rows)})
 	if err := b.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("record sync progress in %s: %w", schema.SyncTable, err)
 	}

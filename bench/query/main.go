@@ -22,6 +22,8 @@ type options struct {
 	rows        int
 	tenants     int
 	oldVersions float64
+	tombstones  float64
+	compare     string // the layouts measured through the API (apiLayouts)
 	merges      bool
 	settings    string // more table settings for the CREATE TABLE
 	requests    int
@@ -40,6 +42,8 @@ func run() error {
 	flag.IntVar(&o.rows, "rows", 10_000_000, "current rows in the table (one version each)")
 	flag.IntVar(&o.tenants, "tenants", 100, "tenants the rows are spread over")
 	flag.Float64Var(&o.oldVersions, "old-versions", 0.10, "older versions of existing rows to add, as a fraction of -rows")
+	flag.Float64Var(&o.tombstones, "tombstones", 0.05, "deletes of existing rows to add (tombstones: a later version with _is_deleted = 1), as a fraction of -rows")
+	flag.StringVar(&o.compare, "compare", "default,monthly,monthly-closed-merged", "the layouts measured through the API, each a table of its own with the same rows, comma-separated: default (the sink's DDL), monthly (ORDER BY tenant, created_at, id; PARTITION BY month of created_at), monthly-closed-merged (monthly, past months merged), tenant8 (8 partitions by a hash of the tenant)")
 	flag.BoolVar(&o.merges, "merges", false, "let ClickHouse merge the table's parts in the background during the run; by default merges are stopped so every older version stays for FINAL to collapse and both variants see the same parts")
 	flag.StringVar(&o.settings, "table-settings", "", "more settings of the table, appended to the sink's SETTINGS clause, to weigh a change of the sink's DDL, e.g. 'index_granularity = 1024'")
 	flag.IntVar(&o.requests, "requests", 200, "dashboard loads measured per variant")
@@ -61,8 +65,12 @@ func run() error {
 	if o.rows < 1 || o.tenants < 1 || o.requests < 1 || o.warmup < 0 {
 		problems = append(problems, fmt.Errorf("-rows %d, -tenants %d and -requests %d must be positive and -warmup %d not negative", o.rows, o.tenants, o.requests, o.warmup))
 	}
-	if o.oldVersions < 0 || o.oldVersions > 1 {
-		problems = append(problems, fmt.Errorf("-old-versions %g must be between 0 and 1", o.oldVersions))
+	if o.oldVersions < 0 || o.oldVersions > 1 || o.tombstones < 0 || o.tombstones > 1 {
+		problems = append(problems, fmt.Errorf("-old-versions %g and -tombstones %g must be between 0 and 1", o.oldVersions, o.tombstones))
+	}
+	layouts, err := o.compared()
+	if err != nil {
+		problems = append(problems, err)
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err
@@ -76,7 +84,7 @@ func run() error {
 	}
 	defer conn.Close()
 	b := &bench{o: o, conn: conn, database: testenv.Name("bench_query"), now: time.Now().UTC().Truncate(time.Second)}
-	err = b.run(ctx)
+	err = b.run(ctx, layouts)
 	if cerr := b.cleanup(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
 	}
@@ -94,13 +102,15 @@ type bench struct {
 	now time.Time
 }
 
-func (b *bench) run(ctx context.Context) error {
-	d, err := b.load(ctx)
+func (b *bench) run(ctx context.Context, layouts []apiLayout) error {
+	ds, err := b.load(ctx, layouts)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("loaded in %v: %d rows stored (%d current, %d older versions unmerged) over %d tenants; %d active parts\n",
-		d.elapsed.Round(time.Millisecond), d.stored, d.current, d.stored-d.current, b.o.tenants, d.parts)
+	for _, d := range ds {
+		fmt.Printf("%-22s loaded in %v: %d rows stored (%d current; older versions and tombstones: %d) over %d tenants; %d active parts in %d partitions\n",
+			d.layout.name, loadedIn(d.elapsed), d.stored, d.current, d.stored-d.current, b.o.tenants, d.parts, d.partitions)
+	}
 
 	srv, err := startAPI(ctx, b.conn, b.database, b.o.tenants)
 	if err != nil {
@@ -108,17 +118,17 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	defer srv.close()
 
-	m := &measurer{api: srv, now: b.now, tenants: b.o.tenants}
+	m := &measurer{api: srv, now: b.now, tenants: b.o.tenants, layouts: layouts}
 	fmt.Printf("warming up: %d dashboard loads per variant...\n", b.o.warmup)
 	if _, err := m.measure(ctx, b.o.warmup); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
-	fmt.Printf("measuring: %d dashboard loads per variant (2 requests each), variants alternating, tenants rotating...\n", b.o.requests)
+	fmt.Printf("measuring: %d dashboard loads per layout and variant (2 requests each), layouts and variants alternating, tenants rotating...\n", b.o.requests)
 	res, err := m.measure(ctx, b.o.requests)
 	if err != nil {
 		return err
 	}
-	b.print(d, res)
+	b.print(ds, res)
 	if b.o.sweepRows == 0 {
 		return nil
 	}

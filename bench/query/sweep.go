@@ -19,6 +19,8 @@ import (
 type layout struct {
 	name string
 	opts schema.Options
+	// shape is the table's schema.Layout (zero: the default shape).
+	shape schema.Layout
 	// old and deleted are the older versions and the tombstones (deletes of
 	// existing rows), as fractions of -sweep-rows.
 	old, deleted float64
@@ -55,11 +57,12 @@ func (b *bench) sweepLayouts() []layout {
 		{name: "10% tombstones", old: o, deleted: 0.10},
 		{name: "merged (OPTIMIZE FINAL)", old: o, merged: true},
 		{name: "8 tenant partitions, merged", opts: schema.Options{TenantPartitions: 8}, old: o, merged: true},
+		{name: "monthly by created_at", shape: monthly, old: o},
 	}
 }
 
 // sweepTunings are the FINAL query settings the sweep compares on the
-// default DDL, one at a time.
+// default DDL and on the monthly layout, one at a time.
 var sweepTunings = []tuning{
 	{name: "API settings"},
 	{name: "max_final_threads=1", settings: map[string]any{"max_final_threads": 1}},
@@ -103,7 +106,7 @@ func (b *bench) sweep(ctx context.Context) error {
 		fmt.Printf("  %-30s loaded in %v\n", l.name, time.Since(start).Round(time.Millisecond))
 		ts := []tuning{{name: "API settings"}}
 		switch {
-		case i == 0:
+		case i == 0 || l.shape.PartitionBy != "":
 			ts = sweepTunings
 		case l.opts.TenantPartitions > 0 && !l.merged:
 			ts = partitionTunings
@@ -152,6 +155,9 @@ func (b *bench) wanted(l layout) bool {
 // with l.merged).
 func (b *bench) fill(ctx context.Context, name string, rows int, l layout) error {
 	l.opts.Database = b.database
+	if l.shape.PartitionBy != "" || len(l.shape.OrderBy) > 0 {
+		l.opts.Layouts = map[string]schema.Layout{"public." + name: l.shape}
+	}
 	t, err := ordersTableNamed(name, l.opts)
 	if err != nil {
 		return err
@@ -286,7 +292,7 @@ func (b *bench) readCost(ctx context.Context, sts []query.Statement) (string, er
 	return fmt.Sprintf("%d/%d", rows, marks), nil
 }
 
-// ordersTableNamed is ordersTable under another name, with opts.
+// ordersTableNamed is the orders table under another name, with opts.
 func ordersTableNamed(name string, opts schema.Options) (*schema.Table, error) {
 	src := record.Source{ID: "bench", Schema: "public", Table: name}
 	return schema.NewTable(src, "tenant_id", ordersColumns(), opts)
