@@ -96,7 +96,7 @@ func (r *report) latencyPlot() (*plot.Plot, error) {
 func (r *report) ratioPlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "initial load: rows/s as a fraction of the engine's pull"
-	p.Y.Label.Text = "walhouse / ClickHouse postgresql()"
+	p.Y.Label.Text = "run / ClickHouse postgresql()"
 	p.Add(plotter.NewGrid())
 	var values plotter.Values
 	var names []string
@@ -105,10 +105,13 @@ func (r *report) ratioPlot() (*plot.Plot, error) {
 			if run.Name == runEngine {
 				continue
 			}
-			values = append(values, run.RowsPerSecond/l.Runs[1].RowsPerSecond)
+			values = append(values, run.RowsPerSecond/l.engineRowsPerSecond())
 			label := l.Table
-			if run.Name == runNoLayer2 {
+			switch run.Name {
+			case runNoLayer2:
 				label += ", no Layer 2"
+			case runMaterialized:
+				label += ", MaterializedPostgreSQL"
 			}
 			names = append(names, fmt.Sprintf("%s (%.2f×)", label, values[len(values)-1]))
 		}
