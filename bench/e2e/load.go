@@ -89,11 +89,11 @@ type loadRun struct {
 
 // loadResult is the initial load of one table.
 type loadResult struct {
-	Table       string    `json:"table"`
-	Columns     int       `json:"columns"`
-	RowBytes    float64   `json:"avg_row_bytes"`
-	Rows        int64     `json:"rows"`
-	FillSeconds float64   `json:"fill_seconds"`
+	Table       string  `json:"table"`
+	Columns     int     `json:"columns"`
+	RowBytes    float64 `json:"avg_row_bytes"`
+	Rows        int64   `json:"rows"`
+	FillSeconds float64 `json:"fill_seconds"`
 	// Runs are walhouse first, then the engine's pull, then
 	// MaterializedPostgreSQL (when it ran), then walhouse without Layer 2.
 	Runs []loadRun `json:"runs"`
