@@ -29,7 +29,7 @@ import (
 // reports.
 var engineEvents = []string{
 	"InsertQuery", "InsertedRows", "InsertQueryTimeMicroseconds",
-	"SelectQuery", "SelectQueryTimeMicroseconds",
+	"SelectQuery", "SelectQueryTimeMicroseconds", "SelectedRows", "SelectedParts",
 	"MergeTreeDataWriterBlocks", "MergeTreeDataWriterSortingBlocksMicroseconds", "MergeTreeDataWriterMergingBlocksMicroseconds",
 	"Merge", "MergedRows", "MergeExecuteMilliseconds",
 	"UserTimeMicroseconds", "SystemTimeMicroseconds",
@@ -201,10 +201,10 @@ func (ep *engineProfile) print(w io.Writer, label string) {
 	}
 	fmt.Fprintln(w)
 	if e := ep.Events; e != nil {
-		fmt.Fprintf(w, "    engine counters: %d inserts of %d rows in %.2f s (sorting blocks %.2f s, merging blocks %.2f s; %d parts written); %d selects in %.2f s; %d merges of %d rows in %.2f s; query threads' CPU %.2f s user + %.2f s system\n",
+		fmt.Fprintf(w, "    engine counters: %d inserts of %d rows in %.2f s (sorting blocks %.2f s, merging blocks %.2f s; %d parts written); %d selects in %.2f s reading %d rows of %d parts; %d merges of %d rows in %.2f s; query threads' CPU %.2f s user + %.2f s system\n",
 			e["InsertQuery"], e["InsertedRows"], float64(e["InsertQueryTimeMicroseconds"])/1e6,
 			float64(e["MergeTreeDataWriterSortingBlocksMicroseconds"])/1e6, float64(e["MergeTreeDataWriterMergingBlocksMicroseconds"])/1e6, e["MergeTreeDataWriterBlocks"],
-			e["SelectQuery"], float64(e["SelectQueryTimeMicroseconds"])/1e6,
+			e["SelectQuery"], float64(e["SelectQueryTimeMicroseconds"])/1e6, e["SelectedRows"], e["SelectedParts"],
 			e["Merge"], e["MergedRows"], float64(e["MergeExecuteMilliseconds"])/1e3,
 			float64(e["UserTimeMicroseconds"])/1e6, float64(e["SystemTimeMicroseconds"])/1e6)
 	}
