@@ -49,7 +49,7 @@ help:
 	@echo "make chaos-cluster  faults on that cluster (leader kill -9, rolling restart, ...) under a many-tenant load, each ending in the chaos matrix's exact comparison"
 	@echo "make release   reproducible static binaries (linux/amd64, arm64), SBOMs, the image and SHA256SUMS in dist/ (docs/release.md)"
 	@echo "make release-check  make release twice and compare the checksums"
-	@echo "make bench-e2e the whole pipeline against the engine: initial loads, latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
+	@echo "make bench-e2e the whole pipeline against the engine: initial loads (next to the engine's pull and its MaterializedPostgreSQL CDC), latency per offered rate, a new table's first row, CPU and memory (QUICK=1: ~3 min)"
 
 build:
 	@[ -x bin/walhouse ] || echo "==> building walhouse (the first build takes a minute or two)"

@@ -84,6 +84,11 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	fmt.Printf("walhouse end-to-end benchmark (%s): %d CPUs, %s, load average %s\n", b.rep.Command, b.rep.CPUs, b.rep.GoVersion, b.rep.LoadAverageBefore)
 	fmt.Println("capture and sink run as processes, Layer 2 on unless said; figures are printed, never asserted; other work on this machine adds noise")
+	if b.o.materialized {
+		if err := b.removeMaterializedLeftovers(ctx); err != nil {
+			fmt.Printf("removing what earlier runs left of MaterializedPostgreSQL: %v (going on; its runs may fail)\n", err)
+		}
+	}
 	for _, s := range []shape{narrowShape(), wideShape()} {
 		rows := b.o.narrowRows
 		if s.name == "wide" {
@@ -96,8 +101,10 @@ func (b *bench) run(ctx context.Context) error {
 		b.rep.Loads = append(b.rep.Loads, r)
 		r.print(os.Stdout)
 	}
-	if err := b.steady(ctx); err != nil {
-		return fmt.Errorf("steady phase: %w", err)
+	if b.o.steady {
+		if err := b.steady(ctx); err != nil {
+			return fmt.Errorf("steady phase: %w", err)
+		}
 	}
 	b.rep.LoadAverageAfter = loadAverage()
 	b.rep.summarize()

@@ -80,18 +80,48 @@ type loadRun struct {
 	// (walhouse only): the fixed cost of starting, before the throughput.
 	FirstRowSeconds float64 `json:"first_row_seconds,omitempty"`
 	Usage           []usage `json:"usage"`
+	// Profiles are capture's and the sink's CPU over the load, by stage
+	// (walhouse with -profile).
+	Profiles []processProfile `json:"profiles,omitempty"`
+	// Engine is the engine process's side of the load (engine.go).
+	Engine *engineProfile `json:"engine,omitempty"`
 }
 
 // loadResult is the initial load of one table.
 type loadResult struct {
-	Table       string    `json:"table"`
-	Columns     int       `json:"columns"`
-	RowBytes    float64   `json:"avg_row_bytes"`
-	Rows        int64     `json:"rows"`
-	FillSeconds float64   `json:"fill_seconds"`
-	Runs        []loadRun `json:"runs"` // walhouse first, then the engine, then walhouse without Layer 2
-	// Ratio is walhouse's rows/s over the engine's.
+	Table       string  `json:"table"`
+	Columns     int     `json:"columns"`
+	RowBytes    float64 `json:"avg_row_bytes"`
+	Rows        int64   `json:"rows"`
+	FillSeconds float64 `json:"fill_seconds"`
+	// Runs are walhouse first, then the engine's pull, then
+	// MaterializedPostgreSQL (when it ran), then walhouse without Layer 2.
+	Runs []loadRun `json:"runs"`
+	// Ratio is walhouse's rows/s over the engine's pull.
 	Ratio float64 `json:"ratio_walhouse_to_engine"`
+	// MaterializedRatio and MaterializedCPURatio are walhouse's rows/s and
+	// CPU seconds (every process) over MaterializedPostgreSQL's (0 when it
+	// did not run); MaterializedError says why it did not.
+	MaterializedRatio    float64 `json:"ratio_walhouse_to_materialized,omitempty"`
+	MaterializedCPURatio float64 `json:"cpu_ratio_walhouse_to_materialized,omitempty"`
+	MaterializedError    string  `json:"materialized_error,omitempty"`
+}
+
+// run returns the run named name.
+func (r loadResult) run(name string) (loadRun, bool) {
+	for _, run := range r.Runs {
+		if run.Name == name {
+			return run, true
+		}
+	}
+	return loadRun{}, false
+}
+
+// engineRowsPerSecond returns the engine's pull's rows/s, what every run
+// is compared with (0 when absent).
+func (r loadResult) engineRowsPerSecond() float64 {
+	eng, _ := r.run(runEngine)
+	return eng.RowsPerSecond
 }
 
 // Names of the load runs.
@@ -131,6 +161,23 @@ func (b *bench) load(ctx context.Context, s shape, rows int, layer2Off bool) (lo
 	}
 	res.Runs = append(res.Runs, wh, eng)
 	res.Ratio = wh.RowsPerSecond / eng.RowsPerSecond
+	if b.o.materialized {
+		fmt.Printf("loading with ClickHouse's MaterializedPostgreSQL...\n")
+		// A copy much slower than the pull's has failed (the engine logs
+		// why, and retries); 10× the pull and at least a minute.
+		limit := max(time.Minute, 10*time.Duration(eng.Seconds*float64(time.Second)))
+		mat, err := b.loadWithMaterialized(ctx, s.name, table, int64(rows), limit)
+		if err != nil {
+			res.MaterializedError = err.Error()
+			fmt.Printf("  MaterializedPostgreSQL did not load the table, going on without it: %v\n", err)
+		} else {
+			res.Runs = append(res.Runs, mat)
+			res.MaterializedRatio = wh.RowsPerSecond / mat.RowsPerSecond
+			if c := totalCPU(mat.Usage); c > 0 {
+				res.MaterializedCPURatio = totalCPU(wh.Usage) / c
+			}
+		}
+	}
 	if layer2Off {
 		fmt.Printf("loading with walhouse, Layer 2 off...\n")
 		off, _, err := b.loadWithWalhouse(ctx, s.name+"_l2off", table, int64(rows), false)
@@ -187,13 +234,19 @@ func (b *bench) loadWithWalhouse(ctx context.Context, role, table string, rows i
 		run.Name = runNoLayer2
 	}
 	m := b.startMeter()
+	eng := b.startEngineProfile(ctx, "load-"+role)
 	p, err := b.startPipeline(ctx, pipelineRequest{role: role, tables: []string{"public." + table}, layer2: layer2})
 	if err != nil {
 		m.finish()
+		eng.finish(ctx)
 		return run, nil, err
 	}
 	defer p.stop(b.o.verbose)
 	m.add(p.processes()...)
+	profiles := func() []processProfile { return nil }
+	if p.prof != nil {
+		profiles = p.prof.startLoop(ctx, "load-"+role)
+	}
 	target := p.clickhouseTable(table)
 	var loaded uint64
 	err = b.waitFor(ctx, p, loadLimit, loadPollPeriod, func(ctx context.Context) (bool, error) {
@@ -205,6 +258,8 @@ func (b *bench) loadWithWalhouse(ctx context.Context, role, table string, rows i
 	})
 	took := time.Since(p.capture.Started())
 	run.Usage = m.finish()
+	run.Engine = eng.finish(ctx)
+	run.Profiles = profiles()
 	if err != nil {
 		return run, p, fmt.Errorf("waiting for %d rows in %s (%d there): %w", rows, target, loaded, err)
 	}
@@ -234,10 +289,12 @@ func (b *bench) loadWithEngine(ctx context.Context, p *pipeline, table string, s
 	insert := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM postgresql(%s, %s, %s, %s, %s)", copyTable, list, list,
 		chString(fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)), chString(cfg.Database), chString(table), chString(cfg.User), chString(cfg.Password))
 	m := b.startMeter()
+	eng := b.startEngineProfile(ctx, "load-"+s.name+"-pull")
 	began := time.Now()
 	err = b.ch.Exec(ctx, insert)
 	took := time.Since(began)
 	run.Usage = m.finish()
+	run.Engine = eng.finish(ctx)
 	if err != nil {
 		return run, fmt.Errorf("the engine's pull of %s (does this ClickHouse have the postgresql table function?): %w", table, err)
 	}
@@ -261,13 +318,27 @@ func chString(s string) string {
 func (r loadResult) print(w io.Writer) {
 	fmt.Fprintf(w, "\ninitial load, %s table: %d rows, %d columns, %.0f bytes a row in PostgreSQL\n", r.Table, r.Rows, r.Columns, r.RowBytes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tseconds\trows/s\tvs engine\tfirst row s\tCPU s: total\t"+usageHeader())
+	fmt.Fprintln(tw, "run\tseconds\trows/s\tvs pull\tfirst row s\tCPU s: total\t"+usageHeader())
 	for _, run := range r.Runs {
 		first := "-"
 		if run.FirstRowSeconds > 0 {
 			first = fmt.Sprintf("%.1f", run.FirstRowSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.3f\t%s\t%.1f\t%s\n", run.Name, run.Seconds, run.RowsPerSecond, run.RowsPerSecond/r.Runs[1].RowsPerSecond, first, totalCPU(run.Usage), usageCPU(run.Usage))
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.3f\t%s\t%.1f\t%s\n", run.Name, run.Seconds, run.RowsPerSecond, run.RowsPerSecond/r.engineRowsPerSecond(), first, totalCPU(run.Usage), usageCPU(run.Usage))
 	}
 	tw.Flush()
+	for _, run := range r.Runs {
+		run.Engine.print(w, run.Name)
+	}
+	wh, _ := r.run(runWalhouse)
+	eng, _ := r.run(runEngine)
+	mat, ok := r.run(runMaterialized)
+	if !ok {
+		if r.MaterializedError != "" {
+			fmt.Fprintf(w, "MaterializedPostgreSQL: none (%s)\n", r.MaterializedError)
+		}
+		return
+	}
+	fmt.Fprintf(w, "walhouse / MaterializedPostgreSQL / pull: rows/s %.0f / %.0f / %.0f, CPU s %.1f / %.1f / %.1f; walhouse is %.2f× MaterializedPostgreSQL's rows/s at %.2f× its CPU\n",
+		wh.RowsPerSecond, mat.RowsPerSecond, eng.RowsPerSecond, totalCPU(wh.Usage), totalCPU(mat.Usage), totalCPU(eng.Usage), r.MaterializedRatio, r.MaterializedCPURatio)
 }

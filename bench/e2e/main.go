@@ -34,7 +34,12 @@ type options struct {
 	chartFrom   string   // redraw the chart of this JSON report and exit
 	sinkArgs    []string // more flags for every `walhouse sink`
 	captureArgs []string // more flags for every `walhouse capture`
-	profile     bool     // CPU profiles of capture and sink in each steady step
+	profile     bool     // CPU profiles of capture and sink in each load and steady step
+	// materialized runs ClickHouse's MaterializedPostgreSQL next to
+	// walhouse in the loads and the steady steps.
+	materialized bool
+	steady       bool   // run the steady steps and the first rows after the loads
+	perf         string // perf's path, to profile the engine process during each load ("": not)
 }
 
 func run() error {
@@ -102,7 +107,10 @@ func parseOptions(args []string) (options, error) {
 		o.sinkArgs = strings.Fields(v)
 		return nil
 	})
-	fs.BoolVar(&o.profile, "profile", true, "take a CPU profile of capture and of the sink during each steady step (they serve /debug/pprof/ with WALHOUSE_PPROF=1 on a port of their own; sampling costs them a few percent of CPU), print where their CPU went by stage and write the profiles under -out/<name>-profiles; -profile=false for none")
+	fs.BoolVar(&o.materialized, "materialized", true, "measure ClickHouse's own CDC, a MaterializedPostgreSQL database, next to walhouse: its initial load of each table and, during the steady steps, its lag on the same table (-materialized=false: walhouse and the pull only)")
+	fs.StringVar(&o.perf, "perf", "", "path of Linux perf (e.g. /usr/bin/perf; needs perf_event_paranoid ≤ 1 or root): record the engine process during each load and split its CPU by shared object (HTTP front, engine, kernel) into the report, perf's data under -out/<name>-profiles")
+	fs.BoolVar(&o.steady, "steady", true, "after the initial loads, run the steady steps and the first rows (-steady=false: the loads only)")
+	fs.BoolVar(&o.profile, "profile", true, "take a CPU profile of capture and of the sink during each walhouse load and steady step (they serve /debug/pprof/ with WALHOUSE_PPROF=1 on a port of their own; sampling costs them a few percent of CPU), print where their CPU went by stage and write the profiles under -out/<name>-profiles; -profile=false for none")
 	fs.Func("capture-args", "more flags for every `walhouse capture`, space-separated, e.g. '--metrics-addr 127.0.0.1:9465' (with WALHOUSE_PPROF=1 in the environment, /debug/pprof/ is served there too)", func(v string) error {
 		o.captureArgs = strings.Fields(v)
 		return nil

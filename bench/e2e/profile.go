@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -186,42 +187,143 @@ func (pr *profiler) start(ctx context.Context, d time.Duration, step string) (wa
 
 // take fetches one CPU profile of d from the process name.
 func (pr *profiler) take(ctx context.Context, name string, d time.Duration, step string) (processProfile, error) {
-	pp := processProfile{Process: name}
+	raw, err := pr.fetch(ctx, name, d)
+	if err != nil {
+		return processProfile{Process: name}, err
+	}
+	p, err := profile.Parse(bytes.NewReader(raw))
+	if err != nil {
+		return processProfile{Process: name}, fmt.Errorf("parse the profile: %w", err)
+	}
+	return pr.split(name, step, p)
+}
+
+// fetch returns one raw CPU profile of d from the process name.
+func (pr *profiler) fetch(ctx context.Context, name string, d time.Duration) ([]byte, error) {
 	secs := max(1, int(d.Seconds()))
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pr.addrs[name], secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return pp, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return pp, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return pp, err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return pp, fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(raw))
+		return nil, fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(raw))
 	}
-	p, err := profile.Parse(bytes.NewReader(raw))
-	if err != nil {
-		return pp, fmt.Errorf("parse the profile: %w", err)
-	}
+	return raw, nil
+}
+
+// split divides p by stage and writes it under pr.dir.
+func (pr *profiler) split(name, step string, p *profile.Profile) (processProfile, error) {
+	pp := processProfile{Process: name}
 	pp.Seconds, pp.Stages = byStage(p)
 	if pr.dir != "" {
 		if err := os.MkdirAll(pr.dir, 0o755); err != nil {
 			return pp, err
 		}
 		pp.File = filepath.Join(pr.dir, step+"-"+name+".pprof")
-		if err := os.WriteFile(pp.File, raw, 0o644); err != nil {
+		f, err := os.Create(pp.File)
+		if err != nil {
+			return pp, err
+		}
+		if err := p.Write(f); err != nil {
+			f.Close()
+			return pp, err
+		}
+		if err := f.Close(); err != nil {
 			return pp, err
 		}
 	}
 	return pp, nil
+}
+
+// chunks takes profiles of loopChunk from the process name, back to back,
+// until done is closed. A failure to connect is retried (the process may
+// not serve its endpoint yet); it is returned when no profile was taken.
+func (pr *profiler) chunks(ctx context.Context, name string, done <-chan struct{}) ([]*profile.Profile, error) {
+	var chunks []*profile.Profile
+	var last error
+	for {
+		raw, err := pr.fetch(ctx, name, loopChunk)
+		if err == nil {
+			var p *profile.Profile
+			if p, err = profile.Parse(bytes.NewReader(raw)); err == nil {
+				chunks = append(chunks, p)
+			}
+		}
+		if err != nil {
+			last = err
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		select {
+		case <-done:
+			return chunks, last
+		case <-ctx.Done():
+			return chunks, ctx.Err()
+		default:
+		}
+	}
+}
+
+// loopChunk is the length of each profile startLoop takes: the most it
+// adds to the phase it profiles, waiting for the last one.
+const loopChunk = time.Second
+
+// startLoop profiles each process in chunks of loopChunk, back to back,
+// until the returned function is called, which merges each process's
+// chunks into one profile (named after step) and returns them: for a phase
+// whose length is not known in advance, such as a load.
+func (pr *profiler) startLoop(ctx context.Context, step string) (stop func() []processProfile) {
+	done := make(chan struct{})
+	type result struct {
+		pp  processProfile
+		err error
+	}
+	names := slices.Sorted(maps.Keys(pr.addrs))
+	results := make([]chan result, len(names))
+	for i, name := range names {
+		results[i] = make(chan result, 1)
+		go func() {
+			chunks, err := pr.chunks(ctx, name, done)
+			if len(chunks) == 0 {
+				results[i] <- result{err: errors.Join(errors.New("no profile taken"), err)}
+				return
+			}
+			merged, err := profile.Merge(chunks)
+			if err != nil {
+				results[i] <- result{err: fmt.Errorf("merge %d profiles: %w", len(chunks), err)}
+				return
+			}
+			pp, err := pr.split(name, step, merged)
+			results[i] <- result{pp, err}
+		}()
+	}
+	return func() []processProfile {
+		close(done)
+		var out []processProfile
+		for i, name := range names {
+			r := <-results[i]
+			if r.err != nil {
+				fmt.Fprintf(os.Stderr, "  profile of %s during %s: %v\n", name, step, r.err)
+				continue
+			}
+			out = append(out, r.pp)
+		}
+		return out
+	}
 }
 
 // layer2Share returns Layer 2's part of the pipeline's CPU in a step with
@@ -246,6 +348,35 @@ func (r stepResult) layer2Share() (float64, bool) {
 	return 0, false
 }
 
+// printLoadProfiles prints where capture's and the sink's CPU went in each
+// walhouse load that has profiles.
+func printLoadProfiles(w io.Writer, loads []loadResult) {
+	header := false
+	for _, l := range loads {
+		for _, run := range l.Runs {
+			for _, pp := range run.Profiles {
+				if !header {
+					fmt.Fprintf(w, "\nwhere capture's and the sink's CPU went in the initial loads (CPU profiles over each load; seconds, then share of the process)\n")
+					header = true
+				}
+				fmt.Fprintf(w, "  %-6s %-22s %-7s %5.2f s: %s\n", l.Table, run.Name, pp.Process, pp.Seconds, pp.stageList())
+			}
+		}
+	}
+}
+
+// stageList lists pp's stages of at least 0.5% of its samples.
+func (pp processProfile) stageList() string {
+	parts := make([]string, 0, len(pp.Stages))
+	for _, s := range pp.Stages {
+		if s.Seconds/pp.Seconds < 0.005 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f (%.0f%%)", s.Stage, s.Seconds, 100*s.Seconds/pp.Seconds))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // printProfiles prints where capture's and the sink's CPU went in each
 // steady step that has profiles.
 func printProfiles(w io.Writer, steps []stepResult) {
@@ -256,14 +387,7 @@ func printProfiles(w io.Writer, steps []stepResult) {
 				fmt.Fprintf(w, "\nwhere capture's and the sink's CPU went (CPU profiles over each step's offered load; seconds, then share of the process)\n")
 				header = true
 			}
-			parts := make([]string, 0, len(pp.Stages))
-			for _, s := range pp.Stages {
-				if s.Seconds/pp.Seconds < 0.005 {
-					continue
-				}
-				parts = append(parts, fmt.Sprintf("%s %.2f (%.0f%%)", s.Stage, s.Seconds, 100*s.Seconds/pp.Seconds))
-			}
-			fmt.Fprintf(w, "  %6d rows/s  %-7s %5.2f s: %s\n", st.OfferedRowsPerSecond, pp.Process, pp.Seconds, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  %6d rows/s  %-7s %5.2f s: %s\n", st.OfferedRowsPerSecond, pp.Process, pp.Seconds, pp.stageList())
 		}
 	}
 }

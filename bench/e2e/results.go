@@ -30,8 +30,13 @@ type report struct {
 // summary holds the figures the issue's targets are about.
 type summary struct {
 	// LoadRatio is walhouse's initial load rows/s over the engine's pull,
-	// per table (target ≥ 0.5).
+	// per table (target ≥ 0.8).
 	LoadRatio map[string]float64 `json:"load_ratio"`
+	// MaterializedRatio and MaterializedCPURatio are walhouse's initial
+	// load rows/s and CPU seconds over MaterializedPostgreSQL's, per table
+	// it loaded (targets ≥ 1 and ≤ 2).
+	MaterializedRatio    map[string]float64 `json:"load_ratio_to_materialized,omitempty"`
+	MaterializedCPURatio map[string]float64 `json:"load_cpu_ratio_to_materialized,omitempty"`
 	// MaxRateP99UnderOneSecond is the highest offered rows/s whose step
 	// drained with p99 ≤ 1 s (0: none).
 	MaxRateP99UnderOneSecond int `json:"max_rate_p99_under_1s"`
@@ -56,15 +61,22 @@ func (r *report) summarize() {
 	s := summary{LoadRatio: map[string]float64{}}
 	for _, l := range r.Loads {
 		s.LoadRatio[l.Table] = l.Ratio
+		if l.MaterializedRatio > 0 {
+			if s.MaterializedRatio == nil {
+				s.MaterializedRatio, s.MaterializedCPURatio = map[string]float64{}, map[string]float64{}
+			}
+			s.MaterializedRatio[l.Table], s.MaterializedCPURatio[l.Table] = l.MaterializedRatio, l.MaterializedCPURatio
+		}
 		if l.Table != "narrow" {
 			continue
 		}
-		on := totalCPU(l.Runs[0].Usage)
+		wh, _ := l.run(runWalhouse)
+		on := totalCPU(wh.Usage)
 		if on > 0 {
-			s.RedisShare = cpuOf(l.Runs[0].Usage, "redis") / on
+			s.RedisShare = cpuOf(wh.Usage, "redis") / on
 		}
-		if len(l.Runs) > 2 && on > 0 {
-			s.Layer2Share = (on - totalCPU(l.Runs[2].Usage)) / on
+		if off, ok := l.run(runNoLayer2); ok && on > 0 {
+			s.Layer2Share = (on - totalCPU(off.Usage)) / on
 		}
 	}
 	for _, st := range r.Steady {
@@ -141,7 +153,32 @@ func (r *report) phases() []phase {
 	return out
 }
 
+// printLag prints the lag sampler's figures of each steady step, walhouse
+// and MaterializedPostgreSQL side by side.
+func (r *report) printLag(w io.Writer) {
+	if len(r.Steady) == 0 || len(r.Steady[0].Lag) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nlag: the newest row visible, sampled every %v while the rate was offered (send time of the query − the row's created_at), the same for each system\n", lagInterval)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered rows/s\tsystem\tsamples\tp50 s\tp99 s\tmax s\tvisible after the drain\t")
+	for _, s := range r.Steady {
+		for _, l := range s.Lag {
+			visible := s.Visible
+			if l.System == runMaterialized {
+				visible = s.MaterializedVisible
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d of %d\t\n", s.OfferedRowsPerSecond, l.System, l.Samples, l.P50, l.P99, l.Max, visible, s.Rows)
+		}
+	}
+	tw.Flush()
+}
+
 func (r *report) print(w io.Writer) {
+	if len(r.Steady) == 0 {
+		r.printTargets(w)
+		return
+	}
 	fmt.Fprintf(w, "\nsteady: pgbench, %d-row transactions over %d tenants; commit → visible is _synced_at − _commit_ts;\n"+
 		"behind: the most rows committed but not in Kafka yet (capture) and in Kafka but not visible yet (sink), sampled every second;\n"+
 		"token: %d writers each write a row through Layer 1, then read it through the query API with its consistency token (wait %v),\n"+
@@ -161,6 +198,7 @@ func (r *report) print(w io.Writer) {
 			fmt.Fprintf(w, "  at %d rows/s, %d token probe(s) failed (not in the token figures); the first: %s\n", s.OfferedRowsPerSecond, s.TokenFailed, s.TokenError)
 		}
 	}
+	r.printLag(w)
 	printProfiles(w, r.Steady)
 
 	if len(r.FirstRows) > 0 {
@@ -181,10 +219,23 @@ func (r *report) print(w io.Writer) {
 	}
 	tw.Flush()
 
+	r.printTargets(w)
+}
+
+// printTargets prints the figures the issue's targets are about.
+func (r *report) printTargets(w io.Writer) {
+	printLoadProfiles(w, r.Loads)
 	s := r.Summary
 	fmt.Fprintf(w, "\nagainst the targets (load average %s before, %s after; a shared machine: read ratios, not absolutes)\n", r.LoadAverageBefore, r.LoadAverageAfter)
 	for _, l := range r.Loads {
-		fmt.Fprintf(w, "  initial load, %s: %.2f× the engine's pull (target ≥ 0.5×)\n", l.Table, l.Ratio)
+		fmt.Fprintf(w, "  initial load, %s: %.2f× the engine's pull (target ≥ 0.8×)\n", l.Table, l.Ratio)
+		if l.MaterializedRatio > 0 {
+			fmt.Fprintf(w, "  initial load, %s: %.2f× MaterializedPostgreSQL's rows/s (target ≥ 1×) at %.2f× its CPU (target ≤ 2×)\n", l.Table, l.MaterializedRatio, l.MaterializedCPURatio)
+		}
+	}
+	if len(r.Steady) == 0 {
+		fmt.Fprintf(w, "  Layer 2: Redis %.1f%% of the narrow load's CPU; all processes %.1f%% more CPU than with Layer 2 off (target ≤ 10%%)\n", 100*s.RedisShare, 100*s.Layer2Share)
+		return
 	}
 	if s.MaxRateP99UnderOneSecond > 0 {
 		fmt.Fprintf(w, "  highest offered rate with p99 ≤ 1 s: %d rows/s (target: 60000)\n", s.MaxRateP99UnderOneSecond)
@@ -228,16 +279,18 @@ func (r *report) write(dir, name string) ([]string, error) {
 	for _, l := range r.Loads {
 		for _, run := range l.Runs {
 			load = append(load, []string{l.Table, itoa(l.Columns), ftoa(l.RowBytes, 0), itoa(int(l.Rows)), run.Name,
-				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.Runs[1].RowsPerSecond, 3), ftoa(run.FirstRowSeconds, 2), ftoa(totalCPU(run.Usage), 1)})
+				ftoa(run.Seconds, 3), ftoa(run.RowsPerSecond, 0), ftoa(run.RowsPerSecond/l.engineRowsPerSecond(), 3), ftoa(run.FirstRowSeconds, 2), ftoa(totalCPU(run.Usage), 1)})
 		}
 	}
 	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds",
-		"token_wait_p50_seconds", "token_wait_p99_seconds", "token_wait_max_seconds", "token_reads", "token_stale", "token_failed", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total"}}
+		"token_wait_p50_seconds", "token_wait_p99_seconds", "token_wait_max_seconds", "token_reads", "token_stale", "token_failed", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total",
+		"lag_p50_seconds", "lag_p99_seconds", "materialized_lag_p50_seconds", "materialized_lag_p99_seconds", "materialized_visible"}}
 	for _, s := range r.Steady {
 		steady = append(steady, []string{itoa(s.OfferedRowsPerSecond), ftoa(s.AchievedRowsPerSecond, 0), itoa(int(s.Rows)), itoa(int(s.Visible)),
 			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3),
 			ftoa(s.TokenWaitP50, 3), ftoa(s.TokenWaitP99, 3), ftoa(s.TokenWaitMax, 3), itoa(s.TokenReads), itoa(s.TokenStale), itoa(s.TokenFailed),
-			itoa(int(s.MaxCaptureBacklog)), itoa(int(s.MaxSinkBacklog)), ftoa(totalCPU(s.Usage), 1)})
+			itoa(int(s.MaxCaptureBacklog)), itoa(int(s.MaxSinkBacklog)), ftoa(totalCPU(s.Usage), 1),
+			lagCSV(s.Lag, runWalhouse, 0), lagCSV(s.Lag, runWalhouse, 1), lagCSV(s.Lag, runMaterialized, 0), lagCSV(s.Lag, runMaterialized, 1), itoa(int(s.MaterializedVisible))})
 	}
 	first := [][]string{{"table", "visible_after_seconds", "commit_to_synced_seconds"}}
 	for _, f := range r.FirstRows {
@@ -264,6 +317,17 @@ func (r *report) write(dir, name string) ([]string, error) {
 		return files, fmt.Errorf("draw the chart: %w", err)
 	}
 	return append(files, path), nil
+}
+
+// lagCSV returns system's lag p50 (which 0) or p99 (1) in lags, "" when
+// it was not sampled.
+func lagCSV(lags []lagResult, system string, which int) string {
+	for _, l := range lags {
+		if l.System == system {
+			return ftoa([]float64{l.P50, l.P99}[which], 3)
+		}
+	}
+	return ""
 }
 
 func writeCSV(path string, rows [][]string) error {

@@ -35,9 +35,10 @@ func TestSummarize(t *testing.T) {
 	}
 	r := report{
 		Loads: []loadResult{
-			{Table: "narrow", Ratio: 0.25, Runs: []loadRun{
+			{Table: "narrow", Ratio: 0.25, MaterializedRatio: 0.4, MaterializedCPURatio: 2.5, Runs: []loadRun{
 				{Name: runWalhouse, Usage: cpu("sink", 6.0, "redis", 2.0, "clickhouse", 2.0)},
 				{Name: runEngine},
+				{Name: runMaterialized, Usage: cpu("clickhouse", 3.0, "postgres", 1.0)}, // not Layer 2 off
 				{Name: runNoLayer2, Usage: cpu("sink", 5.0, "clickhouse", 2.0)},
 			}},
 			{Table: "wide", Ratio: 0.5, Runs: []loadRun{{Name: runWalhouse}, {Name: runEngine}}},
@@ -54,6 +55,9 @@ func TestSummarize(t *testing.T) {
 	s := r.Summary
 	if s.LoadRatio["narrow"] != 0.25 || s.LoadRatio["wide"] != 0.5 {
 		t.Errorf("load ratios %v", s.LoadRatio)
+	}
+	if s.MaterializedRatio["narrow"] != 0.4 || s.MaterializedCPURatio["narrow"] != 2.5 || len(s.MaterializedRatio) != 1 {
+		t.Errorf("ratios to MaterializedPostgreSQL %v, CPU %v; want narrow's only (wide's did not run)", s.MaterializedRatio, s.MaterializedCPURatio)
 	}
 	if s.MaxRateP99UnderOneSecond != 30_000 {
 		t.Errorf("highest rate with p99 ≤ 1 s = %d, want 30000", s.MaxRateP99UnderOneSecond)

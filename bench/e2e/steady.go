@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,13 @@ type stepResult struct {
 	TokenWaitP99 float64 `json:"token_wait_p99_seconds"`
 	TokenWaitMax float64 `json:"token_wait_max_seconds"`
 	Usage        []usage `json:"usage"`
+	// Lag is walhouse's and (with -materialized) MaterializedPostgreSQL's
+	// newest visible row's age while the rate was offered (lag.go), the
+	// same sampler for both.
+	Lag []lagResult `json:"lag,omitempty"`
+	// MaterializedVisible are the step's rows in MaterializedPostgreSQL's
+	// table when walhouse's drain ended.
+	MaterializedVisible int64 `json:"materialized_visible,omitempty"`
 	// Profiles are capture's and the sink's CPU over the offered load, by
 	// stage (with -profile).
 	Profiles []processProfile `json:"profiles,omitempty"`
@@ -120,6 +128,22 @@ func (b *bench) steady(ctx context.Context) error {
 	if err := b.waitFor(ctx, p, 2*time.Minute, 100*time.Millisecond, b.countAtLeast(target, 0, 1)); err != nil {
 		return fmt.Errorf("the pipeline did not load a first row: %w", err)
 	}
+	lag := []lagTarget{{name: runWalhouse, table: target}}
+	stopMat := func() {}
+	if b.o.materialized {
+		mat, err := b.steadyMaterialized(ctx, table)
+		if err != nil {
+			fmt.Printf("steady: MaterializedPostgreSQL did not start, going on without it: %v\n", err)
+		} else {
+			lag = append(lag, lagTarget{name: runMaterialized, table: mat.table(table)})
+			stopMat = func() {
+				if err := b.stopMaterialized(ctx, mat); err != nil {
+					fmt.Printf("  removing %s: %v\n", mat.db, err)
+				}
+			}
+		}
+	}
+	defer stopMat()
 	// The query API, as serve runs it, for the token probes of each step.
 	tr, err := b.startTokenReader(ctx, p.name, table, schema.TableName(record.Source{Schema: "public", Table: table}))
 	if err != nil {
@@ -130,7 +154,7 @@ func (b *bench) steady(ctx context.Context) error {
 	for i, rate := range b.o.rates {
 		step := i + 1
 		fmt.Printf("steady: offering %d rows/s for %v...\n", rate, b.o.step)
-		r, err := b.runStep(ctx, p, tr, script, target, step, rate)
+		r, err := b.runStep(ctx, p, tr, script, target, step, rate, lag)
 		if err != nil {
 			return fmt.Errorf("step at %d rows/s: %w", rate, err)
 		}
@@ -142,20 +166,52 @@ func (b *bench) steady(ctx context.Context) error {
 		if r.TokenFailed > 0 {
 			fmt.Printf("  %d token probe(s) failed; the first: %s\n", r.TokenFailed, r.TokenError)
 		}
+		for _, l := range r.Lag {
+			fmt.Printf("  lag (newest row visible, sampled every %v) %s: p50 %.3fs p99 %.3fs max %.3fs over %d samples\n", lagInterval, l.System, l.P50, l.P99, l.Max, l.Samples)
+		}
+		if len(lag) > 1 {
+			fmt.Printf("  MaterializedPostgreSQL: %d of %d visible when walhouse's drain ended\n", r.MaterializedVisible, r.Rows)
+		}
 		if !r.Drained {
 			fmt.Printf("  not drained within %v: the sweep stops here (higher rates would start behind)\n", b.o.drain)
 			break
 		}
 	}
+	// The first rows measure walhouse alone (stopMaterialized is idempotent).
+	stopMat()
 	if b.o.newTables == 0 {
 		return nil
 	}
 	return b.firstRows(ctx, p, script)
 }
 
+// steadyMaterialized starts a MaterializedPostgreSQL database on the
+// steady table, which holds a first row, and waits until it shows that row.
+func (b *bench) steadyMaterialized(ctx context.Context, table string) (*materialized, error) {
+	fmt.Printf("steady: starting a MaterializedPostgreSQL database on the same table...\n")
+	mat, err := b.startMaterialized(ctx, "steady", []string{table})
+	if err == nil {
+		err = b.waitFor(ctx, nil, 2*time.Minute, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+			var n uint64
+			err := b.ch.QueryRow(ctx, "SELECT count() FROM "+mat.table(table)).Scan(&n)
+			return n > 0, err
+		})
+	}
+	if err != nil {
+		if mat != nil {
+			if serr := b.stopMaterialized(ctx, mat); serr != nil {
+				err = errors.Join(err, serr)
+			}
+		}
+		return nil, err
+	}
+	return mat, nil
+}
+
 // runStep offers rate rows/s for one step, waits until its rows are
-// visible (at most the drain time) and reads their latencies.
-func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, script, target string, step, rate int) (stepResult, error) {
+// visible (at most the drain time) and reads their latencies. lag lists
+// the tables the lag sampler asks, walhouse's first.
+func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, script, target string, step, rate int, lag []lagTarget) (stepResult, error) {
 	r := stepResult{OfferedRowsPerSecond: rate}
 	bl, err := b.startBacklog(ctx, p.topic(b.base+"_steady"), target, step)
 	if err != nil {
@@ -170,7 +226,9 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	probes := make(chan probeRun, 1)
 	go func() { probes <- tr.probes(probeCtx, step) }()
+	ls := b.startLag(ctx, step, lag)
 	out, err := b.pgbench(ctx, m, script, step, rate, b.o.step)
+	r.Lag = ls.finish()
 	stopProbes()
 	pr := <-probes
 	r.TokenReads, r.TokenStale, r.TokenWaitP50, r.TokenWaitP99, r.TokenWaitMax = tokenWaits(pr.probes)
@@ -206,6 +264,13 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 		return r, fmt.Errorf("read the step's latencies: %w", err)
 	}
 	r.Visible = int64(visible)
+	if len(lag) > 1 {
+		var n uint64
+		if err := b.ch.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s WHERE step = %d", lag[1].table, step)).Scan(&n); err != nil {
+			return r, fmt.Errorf("count MaterializedPostgreSQL's rows of the step: %w", err)
+		}
+		r.MaterializedVisible = int64(n)
+	}
 	return r, nil
 }
 
