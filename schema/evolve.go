@@ -186,9 +186,10 @@ func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, erro
 			return nil, p.incompatible(cur.name, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
 		}
 		use, alter, err := reconcile(haveType, c.Type)
-		if err == nil && alter && c.Override != "" {
+		if err == nil && alter && c.Override != "" && !(haveType.kind == kEnum && c.Type.kind == kEnum) {
 			// The layout chose the column's type: a column of another
 			// type (made before the override) is not changed behind it.
+			// An Enum gains the labels its enum gained (reconcileEnum).
 			err = fmt.Errorf("ClickHouse column is %s, not the %s its layout gives it, and cannot hold every value of it; walhouse changes no column whose type a layout overrides", haveType.DDL, c.Type.DDL)
 		}
 		if err != nil {
