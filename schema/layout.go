@@ -485,3 +485,11 @@ func (t *Table) overrideMisfit(err error) *IncompatibleError {
 			"or remove the override; then restart the sink",
 	}
 }
+
+// IsEnumOverride reports whether the override type typ stores a PostgreSQL
+// enum as a ClickHouse Enum8 or Enum16, built from its labels: capture
+// then carries the column's labels in its records (record.Column.Labels).
+func IsEnumOverride(typ string) bool {
+	k, _, err := overrideShape(typ)
+	return err == nil && k == kEnum
+}
