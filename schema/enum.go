@@ -64,11 +64,37 @@ func enumOverride(c record.Column, bits int, nullable bool) (Type, error) {
 	case n > enum16Max:
 		return Type{}, fmt.Errorf("%s: enum %s has %d labels, more than the %d an Enum16 holds: use LowCardinality(String)", c.Name, c.Type, n, enum16Max)
 	}
-	labels := make([]enumLabel, n)
+	labels := make([]enumLabel, 0, n)
+	var unread []string
 	for i, l := range c.Labels {
-		labels[i] = enumLabel{name: l, value: i + 1}
+		if readable(l) {
+			labels = append(labels, enumLabel{name: l, value: i + 1})
+		} else {
+			unread = append(unread, l)
+		}
 	}
-	return newEnumType(bits, labels, nullable), nil
+	if len(labels) == 0 {
+		return Type{}, fmt.Errorf("%s: no label of enum %s can be an Enum label walhouse reads back (every one has a quote, a backslash or a control character): use LowCardinality(String)", c.Name, c.Type)
+	}
+	t := newEnumType(bits, labels, nullable)
+	t.enumUnread = unread
+	return t, nil
+}
+
+// readable reports whether label can be a label of walhouse's Enum
+// columns. ClickHouse writes a column's type with ', \ and control
+// characters escaped, and clickhouse-go (v2.50.0) misreads every label
+// after an escaped one when it builds an insert, which would fail every
+// insert of the table. Such a label is left out of the column (its
+// number stays taken, so a later fix can add it), and a value of it fails
+// its record, which goes to the dead letters naming LowCardinality(String).
+func readable(label string) bool {
+	for i := 0; i < len(label); i++ {
+		if c := label[i]; c == '\'' || c == '\\' || c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func pgTypeName(c record.Column) string {
@@ -106,6 +132,9 @@ func newEnumType(bits int, labels []enumLabel, nullable bool) Type {
 func enumValue(t Type, s string) (string, bool, error) {
 	if _, ok := t.enumIndex[s]; ok {
 		return s, true, nil
+	}
+	if !readable(s) {
+		return "", false, fmt.Errorf("enum value %q has a quote, a backslash or a control character, which walhouse does not put in a ClickHouse Enum (its client misreads such labels): store the column as LowCardinality(String)", truncate(s))
 	}
 	return "", false, fmt.Errorf("enum value %q is not a label of the ClickHouse column's Enum%d (%d labels): the enum gained it in a way walhouse could not follow (see docs/shaping-tables.md, Enums); store the column as LowCardinality(String) to take any label", truncate(s), t.enumBits, len(t.enum))
 }
@@ -184,18 +213,19 @@ var errEnumRenamed = errors.New("enum labels were renamed")
 func reconcileEnum(have, want Type) (use Type, alter bool, err error) {
 	var gone, added []string
 	for _, l := range have.enum {
-		if _, ok := want.enumIndex[l.name]; !ok {
+		if _, ok := want.enumIndex[l.name]; !ok && readable(l.name) {
 			gone = append(gone, l.name)
 		}
 	}
-	for _, l := range want.enum {
+	for _, l := range want.enum { // readable labels only
 		if _, ok := have.enumIndex[l.name]; !ok {
 			added = append(added, l.name)
 		}
 	}
+	renamedTo := slices.Concat(added, want.enumUnread)
 	switch {
-	case len(gone) > 0 && len(added) > 0:
-		return Type{}, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has, and the enum has %q instead (ALTER TYPE ... RENAME VALUE); a ClickHouse Enum keeps the rows it holds under their old label", errEnumRenamed, have.DDL, gone, added)
+	case len(gone) > 0 && len(renamedTo) > 0:
+		return Type{}, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has, and the enum has %q instead (ALTER TYPE ... RENAME VALUE); a ClickHouse Enum keeps the rows it holds under their old label", errEnumRenamed, have.DDL, gone, renamedTo)
 	case len(added) == 0 && want.enumBits <= have.enumBits:
 		return have, false, nil
 	}

@@ -35,7 +35,6 @@ func TestEnumOverride(t *testing.T) {
 		{"Enum16", enumColumn("new", "paid"), "Enum16", "Nullable(Enum16('new' = 1, 'paid' = 2))", false},
 		{"Enum picks Enum8", enumColumn(numbered(127)...), "Enum", "Nullable(Enum8('l0' = 1, ", false},
 		{"Enum picks Enum16", enumColumn(numbered(128)...), "Enum", "Nullable(Enum16('l0' = 1, ", false},
-		{"quotes and backslashes", enumColumn(`it's`, `a\b`, ""), "Enum8", `Nullable(Enum8('it\'s' = 1, 'a\\b' = 2, '' = 3))`, false},
 		{"Enum8 over 127", enumColumn(numbered(128)...), "Enum8", "more than the 127 an Enum8 holds: use Enum16", true},
 		{"Enum16 over", enumColumn(numbered(enum16Max + 1)...), "Enum16", "use LowCardinality(String)", true},
 		{"text", record.Column{Name: "status", Type: "text", TypMod: -1}, "Enum8", "status is text, not a PostgreSQL enum", true},
@@ -62,6 +61,33 @@ func TestEnumOverride(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEnumLabelsLeftOut: labels with a quote, a backslash or a control
+// character are left out of the Enum (clickhouse-go misreads the labels
+// after one), keeping the others' numbers; their values fail their
+// records naming LowCardinality(String); a rename to one is still a
+// rename.
+func TestEnumLabelsLeftOut(t *testing.T) {
+	c := enumColumn(`it's`, "ok", `a\b`, "", "tab\there", "glad")
+	typ, err := override(c, Map(c, true), ColumnLayout{Type: "Enum8"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Nullable(Enum8('ok' = 2, '' = 4, 'glad' = 6))"; typ.DDL != want {
+		t.Errorf("%s, want %s", typ.DDL, want)
+	}
+	if _, err := typ.Convert("it's"); err == nil || !strings.Contains(err.Error(), "LowCardinality(String)") {
+		t.Errorf("it's: %v, want an error naming LowCardinality(String)", err)
+	}
+	if _, err := override(enumColumn(`it's`), Map(c, true), ColumnLayout{Type: "Enum8"}, true); err == nil {
+		t.Error("an enum of no readable label: accepted")
+	}
+	renamed, _ := enumOverride(enumColumn("ok", `gl'ad`), 8, true)
+	have, _ := parseType("Nullable(Enum8('ok' = 1, 'glad' = 2))")
+	if _, _, err := reconcile(have, renamed); !errors.Is(err, errEnumRenamed) {
+		t.Errorf("glad renamed to gl'ad: %v, want errEnumRenamed", err)
 	}
 }
 

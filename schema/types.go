@@ -173,9 +173,12 @@ type Type struct {
 	clamp bool
 	// A kEnum's width (8 or 16), labels with their numbers, and numbers
 	// by label (enum.go).
-	enumBits  int
-	enum      []enumLabel
-	enumIndex map[string]int
+	// enumUnread are the source's labels left out of the Enum (see
+	// readable).
+	enumBits   int
+	enum       []enumLabel
+	enumIndex  map[string]int
+	enumUnread []string
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
