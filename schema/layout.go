@@ -62,6 +62,10 @@ type Layout struct {
 //   - DateTime64(P), 0 <= P <= 6: timestamp and timestamptz with P
 //     fractional digits, the rest of the fraction truncated (towards the
 //     earlier time), never rounded up;
+//   - Enum8, Enum16 or Enum (the narrower that holds the labels): a
+//     PostgreSQL enum, as a ClickHouse Enum built from its labels, which
+//     capture reads from pg_enum (enum.go: numbering, added and renamed
+//     labels);
 //   - JSON: json and jsonb, as ClickHouse's JSON type (server 25.3+),
 //     read by path. Only objects fit it: a value that is a scalar or an
 //     array at its top level, or that the type cannot hold as it is (a
@@ -72,7 +76,7 @@ type Layout struct {
 // lookups bind their values by it.
 type ColumnLayout struct {
 	// Type is the override: LowCardinality(String), Decimal(P, S), String,
-	// Float64, DateTime64(P) or JSON.
+	// Float64, DateTime64(P), JSON, Enum8, Enum16 or Enum.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
 	// dead_letter (the default) fails its record, which goes to the dead
