@@ -24,10 +24,9 @@ import (
 // read back from the ClickHouse column each time, so every sink and every
 // restart agrees on them.
 //
-// A label the ClickHouse column lacks that the PostgreSQL enum has not
-// gained, but renamed (ALTER TYPE ... RENAME VALUE), cannot be followed:
-// the rows ClickHouse holds would keep the old name. reconcileEnum makes
-// that an incompatible change, which stops the table with the fix.
+// A label renamed in PostgreSQL (ALTER TYPE ... RENAME VALUE) is renamed
+// in the column too, keeping its number (reconcileEnum), so the rows
+// ClickHouse holds read the new name, as PostgreSQL's do.
 
 // Enum widths: the most labels each holds numbered from 1.
 const (
@@ -133,6 +132,9 @@ func enumValue(t Type, s string) (string, bool, error) {
 	if _, ok := t.enumIndex[s]; ok {
 		return s, true, nil
 	}
+	if renamed, ok := t.enumAlias[s]; ok {
+		return renamed, true, nil // a label of an older shape, renamed since
+	}
 	if !readable(s) {
 		return "", false, fmt.Errorf("enum value %q has a quote, a backslash or a control character, which walhouse does not put in a ClickHouse Enum (its client misreads such labels): store the column as LowCardinality(String)", truncate(s))
 	}
@@ -197,20 +199,33 @@ func parseEnum(ddl string) (Type, bool) {
 	return newEnumType(bits, labels, false), true
 }
 
-// errEnumRenamed is reconcileEnum's error for labels that left the enum.
+// errEnumRenamed is reconcileEnum's error for labels renamed in a way it
+// cannot follow.
 var errEnumRenamed = errors.New("enum labels were renamed")
 
 // reconcileEnum decides how an Enum column of type have serves a source
-// column whose labels are want's (see the numbering rule above):
+// column whose labels are want's (see the numbering rule above); newer
+// tells whether want's shape is newer than the column's last rename
+// (PlanEvolution knows it from the column's comment):
 //   - want's labels are have's or fewer (records of an older shape): keep
 //     have;
 //   - want adds labels (ALTER TYPE ... ADD VALUE): have's labels with their
 //     numbers, then the new ones numbered from have's highest + 1 in
 //     PostgreSQL's order, as wide as have or want, whichever is wider
 //     (alter);
-//   - have holds labels want lacks while want adds others: a label was
-//     renamed, which the ClickHouse column cannot follow (an error).
-func reconcileEnum(have, want Type) (use Type, alter bool, err error) {
+//   - one label of have is gone and one label is new (ALTER TYPE ...
+//     RENAME VALUE; PostgreSQL never drops a label, so a label that is
+//     gone was renamed): a newer shape renames it in the column, keeping
+//     its number (renamed, alter), which ClickHouse does in its metadata
+//     alone, so the rows it holds read the new name as PostgreSQL's do;
+//     an older shape keeps have and loads the old name as the new one;
+//   - more labels gone and new at once (which became which is not
+//     known), or a label gone in a newer shape without a new one (renamed
+//     to a label left out, see readable): errEnumRenamed.
+//
+// PlanEvolution notes every change of an Enum column's labels in its
+// comment, so that a shape is newer only than the column's last change.
+func reconcileEnum(have, want Type, newer bool) (use Type, alter, renamed bool, err error) {
 	var gone, added []string
 	for _, l := range have.enum {
 		if _, ok := want.enumIndex[l.name]; !ok && readable(l.name) {
@@ -222,12 +237,27 @@ func reconcileEnum(have, want Type) (use Type, alter bool, err error) {
 			added = append(added, l.name)
 		}
 	}
-	renamedTo := slices.Concat(added, want.enumUnread)
 	switch {
-	case len(gone) > 0 && len(renamedTo) > 0:
-		return Type{}, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has, and the enum has %q instead (ALTER TYPE ... RENAME VALUE); a ClickHouse Enum keeps the rows it holds under their old label", errEnumRenamed, have.DDL, gone, renamedTo)
+	case len(gone) == 1 && len(added) == 1 && !newer:
+		use = have
+		use.enumAlias = map[string]string{added[0]: gone[0]}
+		return use, false, false, nil
+	case len(gone) == 1 && len(added) == 1:
+		labels := slices.Clone(have.enum)
+		for i := range labels {
+			if labels[i].name == gone[0] {
+				labels[i].name = added[0]
+			}
+		}
+		return newEnumType(max(have.enumBits, want.enumBits), labels, have.nullable()), true, true, nil
+	case len(gone) > 0 && len(added) > 0:
+		return Type{}, false, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has, and the enum has %q instead (ALTER TYPE ... RENAME VALUE), more than one at once, so which became which is not known", errEnumRenamed, have.DDL, gone, added)
+	case len(gone) > 0 && newer:
+		// PostgreSQL drops no label: it was renamed to one left out
+		// (readable), or the column was changed by hand.
+		return Type{}, false, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has (renamed to labels %q, which walhouse does not put in an Enum, or the column was changed by hand)", errEnumRenamed, have.DDL, gone, want.enumUnread)
 	case len(added) == 0 && want.enumBits <= have.enumBits:
-		return have, false, nil
+		return have, false, false, nil
 	}
 	labels := slices.Clone(have.enum)
 	next := 0
@@ -240,7 +270,7 @@ func reconcileEnum(have, want Type) (use Type, alter bool, err error) {
 	}
 	bits := max(have.enumBits, want.enumBits)
 	if limit := map[int]int{8: enum8Max, 16: enum16Max}[bits]; next > limit {
-		return Type{}, false, fmt.Errorf("the PostgreSQL enum gained labels %q, which would number up to %d, beyond the %d an Enum%d holds: change the column's override to Enum16 (walhouse widens the column, keeping every label's number) or LowCardinality(String)", added, next, limit, bits)
+		return Type{}, false, false, fmt.Errorf("the PostgreSQL enum gained labels %q, which would number up to %d, beyond the %d an Enum%d holds: change the column's override to Enum16 (walhouse widens the column, keeping every label's number) or LowCardinality(String)", added, next, limit, bits)
 	}
-	return newEnumType(bits, labels, have.nullable()), true, nil
+	return newEnumType(bits, labels, have.nullable()), true, false, nil
 }

@@ -86,8 +86,11 @@ func TestEnumLabelsLeftOut(t *testing.T) {
 	}
 	renamed, _ := enumOverride(enumColumn("ok", `gl'ad`), 8, true)
 	have, _ := parseType("Nullable(Enum8('ok' = 1, 'glad' = 2))")
-	if _, _, err := reconcile(have, renamed); !errors.Is(err, errEnumRenamed) {
+	if _, _, _, err := reconcileEnum(have, renamed, true); !errors.Is(err, errEnumRenamed) {
 		t.Errorf("glad renamed to gl'ad: %v, want errEnumRenamed", err)
+	}
+	if use, alter, _, err := reconcileEnum(have, renamed, false); err != nil || alter || use.DDL != have.DDL {
+		t.Errorf("an older shape without glad: %s, %v, %v; want the column kept", use.DDL, alter, err)
 	}
 }
 
@@ -168,11 +171,13 @@ func TestReconcileEnum(t *testing.T) {
 		{"numbers of ClickHouse kept", col("Nullable(Enum8('b' = 5, 'a' = 9))"), want(8, "a", "b", "c"), "Nullable(Enum8('b' = 5, 'a' = 9, 'c' = 10))", true},
 		{"to Enum16", col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(16, "a", "b"), "Nullable(Enum16('a' = 1, 'b' = 2))", true},
 		{"Enum16 kept under Enum8", col("Nullable(Enum16('a' = 1, 'b' = 2))"), want(8, "a", "b"), "Nullable(Enum16('a' = 1, 'b' = 2))", false},
-		{"renamed", col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(8, "a", "z"), "", false},
+		{"renamed", col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(8, "z", "b"), "Nullable(Enum8('z' = 1, 'b' = 2))", true},
+		{"two renamed", col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(8, "y", "z"), "", false},
+		{"renamed and added", col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(8, "a", "y", "z"), "", false},
 		{"Enum8 full", col("Nullable(Enum8('a' = 127))"), want(8, "a", "b"), "", false},
 		{"Enum8 to Enum16 past 127", col(enum8DDL(127)), want(0, append(numbered(127), "new")...), "Nullable(Enum16(", true},
 	} {
-		use, alter, err := reconcile(tc.have, tc.want)
+		use, alter, _, err := reconcileEnum(tc.have, tc.want, tc.name != "an older shape")
 		switch {
 		case tc.use == "" && err == nil:
 			t.Errorf("%s: %s, want an error", tc.name, use.DDL)
@@ -180,11 +185,11 @@ func TestReconcileEnum(t *testing.T) {
 			t.Errorf("%s: %s, alter %v, %v; want %s, alter %v", tc.name, use.DDL, alter, err, tc.use, tc.alter)
 		}
 	}
-	if _, _, err := reconcile(col("Nullable(Enum8('a' = 127))"), want(8, "a", "b")); err == nil || !strings.Contains(err.Error(), "beyond the 127 an Enum8 holds") {
+	if _, _, _, err := reconcileEnum(col("Nullable(Enum8('a' = 127))"), want(8, "a", "b"), true); err == nil || !strings.Contains(err.Error(), "beyond the 127 an Enum8 holds") {
 		t.Errorf("Enum8 full: %v", err)
 	}
-	if _, _, err := reconcile(col("Nullable(Enum8('a' = 1))"), want(8, "z")); !errors.Is(err, errEnumRenamed) {
-		t.Errorf("renamed: %v, want errEnumRenamed", err)
+	if _, _, _, err := reconcileEnum(col("Nullable(Enum8('a' = 1, 'b' = 2))"), want(8, "y", "z"), true); !errors.Is(err, errEnumRenamed) {
+		t.Errorf("two renamed: %v, want errEnumRenamed", err)
 	}
 	// A String column made before the override holds every label: kept.
 	if use, alter, err := reconcile(col("Nullable(String)"), want(8, "a")); err != nil || alter || use.DDL != "Nullable(String)" {
@@ -199,7 +204,8 @@ func enum8DDL(n int) string {
 
 // TestEnumOverrideEvolves: a table whose enum column is an Enum widens it
 // with ALTER TABLE ... MODIFY COLUMN when the enum gains a label, and
-// stops (incompatible) when a label is renamed or the column becomes text.
+// renames a label in place when one is renamed, stops (incompatible)
+// when more are renamed at once or the column becomes text.
 func TestEnumOverrideEvolves(t *testing.T) {
 	opts := Options{Database: "db", Layouts: map[string]Layout{"public.t": {Columns: map[string]ColumnLayout{"status": {Type: "Enum8"}}}}}
 	src := record.Source{Schema: "public", Table: "t"}
@@ -223,7 +229,7 @@ func TestEnumOverrideEvolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := PlanEvolution(next, have, 2)
-	if err != nil || len(p.Changes) != 1 || p.Changes[0].Op != WidenColumn {
+	if err != nil || len(p.Changes) != 2 || p.Changes[0].Op != WidenColumn || p.Changes[1].Op != NoteColumn {
 		t.Fatalf("refunded added: plan %+v, %v; want the column widened", p, err)
 	}
 	if want := "ALTER TABLE `db`.`t` MODIFY COLUMN `status` Nullable(Enum8('new' = 1, 'paid' = 2, 'refunded' = 3))"; p.Changes[0].SQL != want {
@@ -232,13 +238,36 @@ func TestEnumOverrideEvolves(t *testing.T) {
 	if v, err := p.Columns[2].Type.Convert("refunded"); err != nil || v != "refunded" {
 		t.Errorf("refunded converts to %v, %v", v, err)
 	}
+	// RENAME VALUE 'paid' TO 'settled': renamed in place, keeping its
+	// number, and noted, so that an older shape loads paid as settled.
+	have = created(first, 1)
 	renamed, err := NewTable(src, "tenant_id", cols(enumColumn("new", "settled")), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, err = PlanEvolution(renamed, have, 3)
+	if err != nil || len(p.Changes) != 2 || p.Changes[0].Op != WidenColumn || p.Changes[1].Op != NoteColumn {
+		t.Fatalf("paid renamed: plan %+v, %v; want the label renamed and the column noted", p, err)
+	}
+	if want := "ALTER TABLE `db`.`t` MODIFY COLUMN `status` Nullable(Enum8('new' = 1, 'settled' = 2))"; p.Changes[0].SQL != want {
+		t.Errorf("rename: %s\nwant %s", p.Changes[0].SQL, want)
+	}
+	have[2].Type = p.Columns[2].Type.DDL
+	have[2].Comment = "walhouse:attnum=3,lsn=0/3"
+	older, err := PlanEvolution(first, have, 2)
+	if err != nil || len(older.Changes) != 0 {
+		t.Fatalf("the older shape: plan %+v, %v; want no change", older, err)
+	}
+	if v, err := older.Columns[2].Type.Convert("paid"); err != nil || v != "settled" {
+		t.Errorf("the older shape's paid converts to %v, %v; want settled", v, err)
+	}
 	var ie *IncompatibleError
-	if _, err := PlanEvolution(renamed, have, 3); !errors.As(err, &ie) || !errors.Is(err, errEnumRenamed) {
-		t.Errorf("paid renamed: %v, want an IncompatibleError", err)
+	twice, err := NewTable(src, "tenant_id", cols(enumColumn("fresh", "done")), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PlanEvolution(twice, created(first, 1), 3); !errors.As(err, &ie) || !errors.Is(err, errEnumRenamed) {
+		t.Errorf("both renamed: %v, want an IncompatibleError", err)
 	}
 	if _, err := NewTable(src, "tenant_id", cols(record.Column{Name: "status", Type: "text", TypMod: -1, Attnum: 3}), opts); !errors.As(err, &ie) {
 		t.Errorf("status becomes text: %v, want the override refused", err)

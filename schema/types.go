@@ -179,6 +179,9 @@ type Type struct {
 	enum       []enumLabel
 	enumIndex  map[string]int
 	enumUnread []string
+	// enumAlias maps labels of an older shape, renamed since, to their
+	// new names (reconcileEnum).
+	enumAlias map[string]string
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
@@ -361,7 +364,9 @@ func reconcile(have, want Type) (use Type, alter bool, err error) {
 		return want, false, nil // same column; the source mapping knows how to read values (bytea hex, say)
 	}
 	if have.kind == kEnum && want.kind == kEnum {
-		return reconcileEnum(have, want)
+		// PlanEvolution knows whether want is newer than the column.
+		use, alter, _, err := reconcileEnum(have, want, false)
+		return use, alter, err
 	}
 	switch {
 	case covers(have, want):
