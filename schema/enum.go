@@ -219,9 +219,14 @@ var errEnumRenamed = errors.New("enum labels were renamed")
 //     its number (renamed, alter), which ClickHouse does in its metadata
 //     alone, so the rows it holds read the new name as PostgreSQL's do;
 //     an older shape keeps have and loads the old name as the new one;
-//   - more labels gone and new at once (which became which is not
-//     known), or a label gone in a newer shape without a new one (renamed
-//     to a label left out, see readable): errEnumRenamed.
+//   - more labels gone and new at once: which became which is not known
+//     (errEnumRenamed).
+//
+// A label gone without a new one is taken for an older shape, even in a
+// newer one: an initial copy's records may carry labels the stream's
+// first records do not, and stopping the table for that would be wrong.
+// (It is also what a label renamed to one left out looks like, see
+// readable: rows with the new name then go to the dead letters.)
 //
 // PlanEvolution notes every change of an Enum column's labels in its
 // comment, so that a shape is newer only than the column's last change.
@@ -252,10 +257,6 @@ func reconcileEnum(have, want Type, newer bool) (use Type, alter, renamed bool, 
 		return newEnumType(max(have.enumBits, want.enumBits), labels, have.nullable()), true, true, nil
 	case len(gone) > 0 && len(added) > 0:
 		return Type{}, false, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has, and the enum has %q instead (ALTER TYPE ... RENAME VALUE), more than one at once, so which became which is not known", errEnumRenamed, have.DDL, gone, added)
-	case len(gone) > 0 && newer:
-		// PostgreSQL drops no label: it was renamed to one left out
-		// (readable), or the column was changed by hand.
-		return Type{}, false, false, fmt.Errorf("%w: the ClickHouse column's %s has labels %q that the PostgreSQL enum no longer has (renamed to labels %q, which walhouse does not put in an Enum, or the column was changed by hand)", errEnumRenamed, have.DDL, gone, want.enumUnread)
 	case len(added) == 0 && want.enumBits <= have.enumBits:
 		return have, false, false, nil
 	}
