@@ -294,3 +294,17 @@ func TestLayoutCheckEnum(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumLoadedType: verify reads an Enum column back as its type, whose
+// values compare as their labels.
+func TestEnumLoadedType(t *testing.T) {
+	typ, ok := LoadedType(enumColumn("a", "b"), "Nullable(Enum8('a' = 1, 'b' = 2))")
+	if !ok || typ.kind != kEnum {
+		t.Fatalf("LoadedType = %+v, %v", typ, ok)
+	}
+	for _, v := range []any{"b", ptr("b")} {
+		if got, err := typ.Canonical(v); err != nil || got != "b" {
+			t.Errorf("Canonical(%#v) = %q, %v", v, got, err)
+		}
+	}
+}
