@@ -135,7 +135,15 @@ func (c *catalog) typeOf(ctx context.Context, oid uint32) (typeInfo, error) {
 // cached: a label added later (ALTER TYPE ... ADD VALUE) changes neither
 // the type's OID nor the table, so no Relation message would say so.
 func (c *catalog) enumLabels(ctx context.Context, oid uint32) ([]string, error) {
-	rows, err := c.conn.Query(ctx, `SELECT enumlabel FROM pg_catalog.pg_enum WHERE enumtypid = $1 ORDER BY enumsortorder LIMIT $2`, oid, record.MaxEnumLabels+1)
+	return queryEnumLabels(ctx, c.conn, oid)
+}
+
+// queryEnumLabels reads an enum type's labels in its order, one more than
+// record.MaxEnumLabels at most (so that too many are seen).
+func queryEnumLabels(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, oid uint32) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT enumlabel FROM pg_catalog.pg_enum WHERE enumtypid = $1 ORDER BY enumsortorder LIMIT $2`, oid, record.MaxEnumLabels+1)
 	if err != nil {
 		return nil, fmt.Errorf("read the labels of enum type %d from pg_enum: %w", oid, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -81,13 +83,46 @@ func (t *translator) refreshLabels(ctx context.Context, r *relation, values []re
 	if !changed {
 		return nil
 	}
-	if err := record.ValidateColumns(r.tenantColumn, cols); err != nil {
-		return fmt.Errorf("table %s: the enum labels read again make no valid schema: %w", r.name, err)
-	}
-	r.columns = cols
-	if err := r.setSchema(ctx, t.cfg); err != nil {
+	if err := r.relabel(ctx, t.cfg, cols); err != nil {
 		return err
 	}
 	slog.Default().InfoContext(ctx, "enum labels changed: new schema", "component", "capture", "table", r.name, "schema", r.schemaID)
 	return nil
+}
+
+// relabel makes cols, r's columns with other labels, its schema.
+func (r *relation) relabel(ctx context.Context, cfg *config, cols []record.Column) error {
+	if err := record.ValidateColumns(r.tenantColumn, cols); err != nil {
+		return fmt.Errorf("table %s: the enum labels read again make no valid schema: %w", r.name, err)
+	}
+	r.columns = cols
+	return r.setSchema(ctx, cfg)
+}
+
+// snapshotLabels reads the labels of r's labelled columns again in a
+// copy's transaction, whose snapshot its rows are read from: the labels
+// are then those of its rows, even when one was added after the relation
+// was built (an online copy's rows are newer than that).
+func snapshotLabels(ctx context.Context, tx pgx.Tx, r *relation, cfg *config) error {
+	if len(r.labelled) == 0 {
+		return nil
+	}
+	cols := slices.Clone(r.columns)
+	changed := false
+	for i := range r.labelled {
+		l := &r.labelled[i]
+		labels, err := queryEnumLabels(ctx, tx, l.oid)
+		if err != nil {
+			return fmt.Errorf("column %s: %w", cols[l.idx].Name, err)
+		}
+		if len(labels) <= record.MaxEnumLabels && !slices.Equal(labels, cols[l.idx].Labels) {
+			cols[l.idx].Labels = labels
+			*l = newLabelledColumn(l.idx, l.oid, labels)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return r.relabel(ctx, cfg, cols)
 }
