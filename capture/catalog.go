@@ -21,6 +21,7 @@ type typeInfo struct {
 	name  string // base (or element) type name
 	enum  bool
 	array bool
+	oid   uint32 // of the base (or element) type: an enum's, for its labels
 }
 
 // relation is the cached shape of one published table, built from a
@@ -47,7 +48,10 @@ type relation struct {
 	// moveIdx are the indexes of the columns of the table's layout
 	// (WithTableLayout) outside the tenant and the key: a change of one
 	// moves the row in ClickHouse, as a key change does.
-	moveIdx  []int
+	moveIdx []int
+	// labelled are the enum columns whose labels the records carry (the
+	// layout stores them as Enum8 or Enum16, schema.IsEnumOverride).
+	labelled []labelledColumn
 	full     bool     // REPLICA IDENTITY FULL: old tuples carry every column
 	lastSize int      // size of the table's last encoded record
 	keyTypes []string // SQL types of the key columns, once looked up
@@ -121,10 +125,33 @@ func (c *catalog) typeOf(ctx context.Context, oid uint32) (typeInfo, error) {
 		}
 		t = typeInfo{name: et.name, enum: et.enum, array: true}
 	default:
-		t = typeInfo{name: name, enum: typtype == "e"}
+		t = typeInfo{name: name, enum: typtype == "e", oid: oid}
 	}
 	c.types[oid] = t
 	return t, nil
+}
+
+// enumLabels reads an enum type's labels in its order. They are never
+// cached: a label added later (ALTER TYPE ... ADD VALUE) changes neither
+// the type's OID nor the table, so no Relation message would say so.
+func (c *catalog) enumLabels(ctx context.Context, oid uint32) ([]string, error) {
+	return queryEnumLabels(ctx, c.conn, oid)
+}
+
+// queryEnumLabels reads an enum type's labels in its order, one more than
+// record.MaxEnumLabels at most (so that too many are seen).
+func queryEnumLabels(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, oid uint32) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT enumlabel FROM pg_catalog.pg_enum WHERE enumtypid = $1 ORDER BY enumsortorder LIMIT $2`, oid, record.MaxEnumLabels+1)
+	if err != nil {
+		return nil, fmt.Errorf("read the labels of enum type %d from pg_enum: %w", oid, err)
+	}
+	labels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the labels of enum type %d from pg_enum: %w", oid, err)
+	}
+	return labels, nil
 }
 
 // tableKey returns the primary-key columns of a table or, without one, the
@@ -353,6 +380,18 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 			return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
 		}
 		rc := record.Column{Name: col.Name, Type: t.name, Enum: t.enum, Array: t.array, TypMod: col.TypeModifier, Key: key[col.Name], Attnum: nums[col.Name].attnum, Missing: nums[col.Name].missing}
+		if o, ok := layout.Columns[col.Name]; ok && schema.IsEnumOverride(o.Type) {
+			if !t.enum || t.array {
+				return nil, refusal(reasonLayout, "table %s: its layout stores column %s as %s, which is for PostgreSQL enum columns, and %s is %s: use LowCardinality(String) for text, or remove the override", name, col.Name, o.Type, col.Name, columnTypeName(t))
+			}
+			if rc.Labels, err = cat.enumLabels(ctx, t.oid); err != nil {
+				return nil, fmt.Errorf("table %s column %s: %w", name, col.Name, err)
+			}
+			if len(rc.Labels) > record.MaxEnumLabels {
+				return nil, refusal(reasonLayout, "table %s: enum column %s has more than %d labels, more than a ClickHouse Enum16 holds: store it as LowCardinality(String)", name, col.Name, record.MaxEnumLabels)
+			}
+			r.labelled = append(r.labelled, newLabelledColumn(i, t.oid, rc.Labels))
+		}
 		inIdentity := col.Flags&pgoutput.ColumnInIdentity != 0
 		if rc.Key {
 			r.keyIdx = append(r.keyIdx, i)
@@ -385,11 +424,22 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	if r.tenantIdx < 0 && cfg.defaultTenant == "" {
 		return nil, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, tenantCol, name)
 	}
-	r.schemaID = record.SchemaID(r.tenantColumn, r.columns)
 	if err := record.ValidateColumns(r.tenantColumn, r.columns); err != nil {
 		return nil, refusal(reasonColumns, "table %s: %w", name, err)
 	}
 	r.lastSize = 256 + 64*len(r.columns)
+	if err := r.setSchema(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// setSchema makes r's columns its schema: the id, the encoder and, with
+// envelope 2, the registry entry, published before any record refers to
+// it.
+func (r *relation) setSchema(ctx context.Context, cfg *config) error {
+	name := r.name
+	r.schemaID = record.SchemaID(r.tenantColumn, r.columns)
 	r.enc = record.NewEncoder(r.source, r.tenantColumn, r.columns, r.schemaID, cfg.envelope)
 	if cfg.envelope == 2 {
 		// Before any record that refers to it: a sink that meets the record
@@ -399,10 +449,17 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 			if errors.Is(err, record.ErrSchemaIDConflict) {
 				// A hash collision, maybe crafted by whoever may create
 				// tables: leave this table out rather than stop capture.
-				return nil, refusal(reasonColumns, "table %s: %w", name, err)
+				return refusal(reasonColumns, "table %s: %w", name, err)
 			}
-			return nil, fmt.Errorf("table %s: publish its schema %s: %w", name, r.schemaID, err)
+			return fmt.Errorf("table %s: publish its schema %s: %w", name, r.schemaID, err)
 		}
 	}
-	return r, nil
+	return nil
+}
+
+func columnTypeName(t typeInfo) string {
+	if t.array {
+		return t.name + "[]"
+	}
+	return t.name
 }

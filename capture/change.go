@@ -128,6 +128,11 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 			return err
 		}
 	}
+	if len(rel.labelled) > 0 {
+		if err := t.refreshLabels(ctx, rel, t.values); err != nil {
+			return err
+		}
+	}
 	r := &t.rec
 	*r = record.Record{
 		OccurredAt:   t.commitTime,

@@ -131,6 +131,9 @@ type relationCatalog interface {
 	// volatileDefaults returns the relation's columns with a default and
 	// no stored value for older rows (see rewrittenByCatalog).
 	volatileDefaults(ctx context.Context, relID uint32) (map[string]bool, error)
+	// enumLabels returns an enum type's labels in its order, as the
+	// catalog has them now.
+	enumLabels(ctx context.Context, oid uint32) ([]string, error)
 }
 
 // tableSet is what the translator asks of the stream about the tables.

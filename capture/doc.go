@@ -44,7 +44,8 @@
 //     cache and walhouse's logical messages. change.go: a row change to a
 //     record (eventIds, ordinals, key and tenant changes, TOAST, bad rows).
 //     Package capture/pgoutput decodes the messages; catalog.go builds
-//     relations.
+//     relations; labels.go keeps the enum labels of columns a layout
+//     stores as Enum8/Enum16 current (ADD VALUE sends no Relation message).
 //   - heartbeat.go: heartbeats written into the WAL and sent to every
 //     partition; truncate.go: TRUNCATE as markers.
 //   - tables.go: tables joining and leaving the publication, partitions;

@@ -35,6 +35,9 @@ func (s *snapshotter) readChunk(ctx context.Context, conn *pgx.Conn, bound *boun
 			return fmt.Errorf("snapshot %s: import the slot's snapshot: %w", p.Table, err)
 		}
 	}
+	if err := snapshotLabels(ctx, tx, rel, &s.c.cfg); err != nil {
+		return fmt.Errorf("snapshot %s: %w", p.Table, err)
+	}
 	// No ::text casts: in the text result format every value is its type's
 	// output function, exactly what pgoutput sends for streamed rows, while
 	// a cast to text differs for some types (char(n) loses its padding,

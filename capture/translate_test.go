@@ -37,6 +37,7 @@ const (
 const (
 	oidInt8 = 20
 	oidText = 25
+	oidMood = 16400 // an enum type
 )
 
 // relationMsg describes a table the way pgoutput does. Columns are
@@ -50,8 +51,11 @@ func relationMsg(id uint32, table string, identity byte, cols ...string) *pglogr
 			col.Flags = pgoutput.ColumnInIdentity
 			oid = strings.TrimSuffix(oid, "*")
 		}
-		if oid == "int8" {
+		switch oid {
+		case "int8":
 			col.DataType = oidInt8
+		case "mood":
+			col.DataType = oidMood
 		}
 		m.Columns = append(m.Columns, col)
 	}
@@ -72,6 +76,8 @@ type scriptedCatalog struct {
 	keys     map[uint32][]string
 	log      *[]string
 	volatile map[string]bool // columns with a volatile default
+	labels   *[]string       // the labels of every enum type
+	reads    *int            // counts enumLabels calls
 }
 
 func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error) {
@@ -80,6 +86,8 @@ func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error)
 		return typeInfo{name: "int8"}, nil
 	case oidText:
 		return typeInfo{name: "text"}, nil
+	case oidMood:
+		return typeInfo{name: "mood", enum: true, oid: oidMood}, nil
 	}
 	return typeInfo{}, fmt.Errorf("type %d not scripted", oid)
 }
@@ -94,6 +102,14 @@ func (c scriptedCatalog) tableKey(_ context.Context, relID uint32) (map[string]b
 
 func (c scriptedCatalog) attnums(context.Context, uint32) (map[string]columnInfo, error) {
 	return nil, nil
+}
+
+func (c scriptedCatalog) enumLabels(_ context.Context, oid uint32) ([]string, error) {
+	if c.labels == nil {
+		return nil, fmt.Errorf("enum %d not scripted", oid)
+	}
+	*c.reads++
+	return *c.labels, nil
 }
 
 func (c scriptedCatalog) volatileDefaults(context.Context, uint32) (map[string]bool, error) {

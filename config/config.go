@@ -286,8 +286,9 @@ type TableLayout struct {
 // ColumnLayout is one column's ClickHouse type in a TableLayout.
 type ColumnLayout struct {
 	// Type is LowCardinality(String) (text, enums), Decimal(P, S),
-	// String or Float64 (numeric), DateTime64(P) (timestamps) or JSON
-	// (json, jsonb).
+	// String or Float64 (numeric), DateTime64(P) (timestamps), JSON
+	// (json, jsonb), or Enum8, Enum16 or Enum (enums: built from their
+	// labels; Enum is the narrower that holds them).
 	Type string `yaml:"type" json:"type"`
 	// OnOverflow is dead_letter (the default: a value the type cannot
 	// hold exactly goes to the dead letters) or, for Decimal(P, S), clamp

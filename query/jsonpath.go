@@ -81,9 +81,15 @@ func (c Column) sql() string {
 }
 
 // forValue returns the column a filter compares v with: a JSON path
-// compared with a number reads as a Float64.
+// compared with a number reads as a Float64; an Enum8 or Enum16 column
+// reads as its label's text, because ClickHouse refuses to compare an
+// Enum with a string that is none of its labels (in IN, !=) or to call
+// startsWith on it, where a filter must simply match nothing.
 func (c Column) forValue(v any) Column {
 	if c.expr == "" {
+		if isEnumType(c.Type) {
+			c.expr = "toString(" + schema.QuoteIdent(c.Name) + ")"
+		}
 		return c // a column, not a path
 	}
 	if vs, ok := v.([]any); ok && len(vs) > 0 {
@@ -95,4 +101,11 @@ func (c Column) forValue(v any) Column {
 		c.expr = "toFloat64OrNull(" + c.expr + ")"
 	}
 	return c
+}
+
+// isEnumType reports whether typ (as system.columns reports it) is an
+// Enum8 or Enum16, Nullable or not.
+func isEnumType(typ string) bool {
+	typ = strings.TrimPrefix(typ, "Nullable(")
+	return strings.HasPrefix(typ, "Enum8(") || strings.HasPrefix(typ, "Enum16(")
 }

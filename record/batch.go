@@ -33,6 +33,13 @@ const (
 	MaxBatchRows = 1 << 15
 	// MaxBatchCells bounds the values of all rows of one row batch.
 	MaxBatchCells = 1 << 17
+	// MaxEnumLabels bounds the labels of one enum column (Column.Labels):
+	// the most a ClickHouse Enum16 numbered 1..n holds.
+	MaxEnumLabels = 32767
+	// MaxSchemaLabels bounds the labels of all columns of one schema, so
+	// that a forged schema of many columns cannot make each of them a
+	// full MaxEnumLabels list.
+	MaxSchemaLabels = 1 << 16
 )
 
 // ErrOverBudget marks a record refused because decoding it would take more

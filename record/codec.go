@@ -185,6 +185,16 @@ func appendSchemaColumns(dst []byte, schemaID string, cols []Column) []byte {
 			dst = append(dst, `,"missing":`...)
 			dst = appendJSONString(dst, *c.Missing)
 		}
+		if len(c.Labels) > 0 {
+			dst = append(dst, `,"labels":[`...)
+			for j, l := range c.Labels {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendJSONString(dst, l)
+			}
+			dst = append(dst, ']')
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

@@ -69,6 +69,7 @@ type decoder struct {
 	key       []member
 	unchanged []span // in names
 	columns   []columnSpec
+	labels    []span // in keep: the enum labels of all columns
 
 	assigned []bool // per column: given by the object values reads
 
@@ -101,6 +102,7 @@ type columnSpec struct {
 	enum, array, key   bool
 	typMod             int32
 	attnum             int16
+	labels             [2]int // the column's labels: labels[0]:labels[1] of decoder.labels
 }
 
 // The top-level fields of a record, in the order capture writes them, so
@@ -379,5 +381,6 @@ func (d *decoder) readField(s *scanner, i int, e *envelope) error {
 func (d *decoder) reset() {
 	d.keep, d.check, d.names = d.keep[:0], d.check[:0], d.names[:0]
 	d.payload, d.key, d.unchanged, d.columns = d.payload[:0], d.key[:0], d.unchanged[:0], d.columns[:0]
+	d.labels = d.labels[:0]
 	d.cells, d.rowEnds = d.cells[:0], d.rowEnds[:0]
 }

@@ -31,6 +31,7 @@ const (
 	columnKey
 	columnAttnum
 	columnMissing
+	columnLabels
 	numColumnFields
 )
 
@@ -43,6 +44,7 @@ var columnFields = [numColumnFields]string{
 	columnKey:     "key",
 	columnAttnum:  "attnum",
 	columnMissing: "missing",
+	columnLabels:  "labels",
 }
 
 // readSource reads the source object.
@@ -123,10 +125,41 @@ func (d *decoder) readColumn(s *scanner, c *columnSpec) error {
 				return s.valueError("column missing", "a string")
 			}
 			c.missing, c.hasMissing = span{start, len(d.keep)}, !null
+		case columnLabels:
+			err = d.readLabels(s, c)
 		}
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// readLabels reads an enum column's labels into d.labels, refusing more
+// than MaxEnumLabels for the column or MaxSchemaLabels for the record
+// before they are kept.
+func (d *decoder) readLabels(s *scanner, c *columnSpec) error {
+	c.labels = [2]int{len(d.labels), len(d.labels)}
+	if given, err := s.open('[', "column labels", "an array"); !given {
+		return err
+	}
+	for first := true; ; first = false {
+		more, err := s.more(first, ']')
+		if err != nil || !more {
+			return err
+		}
+		switch {
+		case len(d.labels)-c.labels[0] == MaxEnumLabels:
+			return fmt.Errorf("%w: a column has more than %d enum labels", ErrOverBudget, MaxEnumLabels)
+		case len(d.labels) == MaxSchemaLabels:
+			return fmt.Errorf("%w: the columns have more than %d enum labels", ErrOverBudget, MaxSchemaLabels)
+		}
+		start := len(d.keep)
+		var null, ok bool
+		if d.keep, null, ok = s.appendString(d.keep); !ok || null {
+			return s.valueError("column labels[]", "a string")
+		}
+		d.labels = append(d.labels, span{start, len(d.keep)})
+		c.labels[1] = len(d.labels)
 	}
 }
 
@@ -146,6 +179,12 @@ func (d *decoder) makeColumns(text string) []Column {
 			}
 			missing = append(missing, c.missing.of(text))
 			cols[i].Missing = &missing[len(missing)-1]
+		}
+		if n := c.labels[1] - c.labels[0]; n > 0 {
+			cols[i].Labels = make([]string, n)
+			for j, l := range d.labels[c.labels[0]:c.labels[1]] {
+				cols[i].Labels[j] = l.of(text)
+			}
 		}
 	}
 	return cols

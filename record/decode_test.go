@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,19 @@ func expectedDeviation(data []byte) string {
 	if json.Unmarshal(first, &wide) == nil && max(len(wide.Columns), len(wide.Unchanged), len(wide.Key), len(wide.Payload)) > MaxColumns {
 		return "more members than MaxColumns"
 	}
+	var labelled struct{ Columns []struct{ Labels []*string } }
+	if json.Unmarshal(first, &labelled) == nil {
+		total := 0
+		for _, c := range labelled.Columns {
+			total += len(c.Labels)
+			if len(c.Labels) > MaxEnumLabels || total > MaxSchemaLabels {
+				return "more enum labels than MaxEnumLabels or MaxSchemaLabels"
+			}
+			if slices.Contains(c.Labels, nil) {
+				return "a null enum label" // encoding/json made it ""
+			}
+		}
+	}
 	inStruct, inMap := repeatedNames(first)
 	switch {
 	case inStruct:
@@ -116,7 +130,7 @@ func expectedDeviation(data []byte) string {
 var (
 	refRecordFields = []string{"eventId", "eventType", "eventVersion", "occurredAt", "ingestedAt", "tenantId", "tenantColumn", "partitionKey", "source", "lsn", "commitLsn", "ordinal", "version", "op", "schemaId", "columns", "key", "payload", "unchanged"}
 	refSourceFields = []string{"id", "schema", "table"}
-	refColumnFields = []string{"name", "type", "enum", "array", "typmod", "key", "attnum", "missing"}
+	refColumnFields = []string{"name", "type", "enum", "array", "typmod", "key", "attnum", "missing", "labels"}
 )
 
 // repeatedNames reports whether the JSON value v names a field twice in
@@ -328,6 +342,12 @@ func FuzzDecodeMatchesReference(f *testing.F) {
 			f.Add(data)
 			f.Add(mutateRecord(rng, data))
 		}
+	}
+	labelled := sample()
+	labelled.Columns[5].Labels = []string{"new", "paid \"in full\"", "shipped"}
+	schemas.Add(Schema{TenantColumn: labelled.TenantColumn, Columns: labelled.Columns})
+	for _, version := range []int{1, 2} {
+		f.Add(AppendJSONVersion(nil, labelled, version))
 	}
 	moved := sample()
 	moved.OldKey = []Value{{Text: "acme"}, {Text: "41"}, {Null: true}, {Null: true}, {Null: true}, {Null: true}}

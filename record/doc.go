@@ -51,8 +51,11 @@
 //
 // where columns lists, in order, each column's name, type (PostgreSQL type
 // name, of the element for arrays, domains resolved), enum, array, typmod,
-// key (part of the replica identity), attnum and missing (the value rows
-// older than an ADD COLUMN ... DEFAULT have). A consumer that meets an
+// key (part of the replica identity), attnum, missing (the value rows
+// older than an ADD COLUMN ... DEFAULT have) and labels (an enum's labels
+// in PostgreSQL's order, only for an enum a layout stores as a ClickHouse
+// Enum; at most MaxEnumLabels per column and MaxSchemaLabels in all,
+// refused with ErrOverBudget before they are kept). A consumer that meets an
 // unknown schemaId reads the registry to its end; DecodeSchema checks that
 // an entry hashes to its id.
 //

@@ -102,6 +102,13 @@ type Column struct {
 	// (ALTER TABLE ADD COLUMN ... DEFAULT, which PostgreSQL applies without
 	// rewriting, so without changes in the stream); nil when none.
 	Missing *string `json:"missing,omitempty"`
+	// Labels are an enum column's labels in PostgreSQL's order
+	// (pg_enum.enumsortorder), carried only when a layout stores the
+	// column as a ClickHouse Enum8 or Enum16, which is built from them;
+	// empty otherwise. A label added later (ALTER TYPE ... ADD VALUE)
+	// makes a new schema. At most MaxEnumLabels, MaxSchemaLabels over a
+	// schema.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Source says where a change was read.
@@ -209,8 +216,12 @@ func ValidateColumns(tenantColumn string, cols []Column) error {
 		bad("columns are missing")
 	}
 	seen := make(map[string]bool, len(cols))
-	keys := 0
+	keys, labels := 0, 0
 	for _, c := range cols {
+		labels += len(c.Labels)
+		if err := validateLabels(c); err != nil {
+			bad("column %q: %v", c.Name, err)
+		}
 		if c.Name == "" || c.Type == "" {
 			bad("column %+v must have a name and a type", c)
 		}
@@ -228,7 +239,33 @@ func ValidateColumns(tenantColumn string, cols []Column) error {
 	if keys == 0 {
 		bad("no key column: the source table needs a primary key or replica identity index")
 	}
+	if labels > MaxSchemaLabels {
+		bad("%d enum labels in all, more than the %d a schema may carry", labels, MaxSchemaLabels)
+	}
 	return errs.err()
+}
+
+// validateLabels checks an enum column's labels: only on a single enum
+// column, at most MaxEnumLabels, each once (PostgreSQL's labels are
+// unique within their type).
+func validateLabels(c Column) error {
+	if len(c.Labels) == 0 {
+		return nil
+	}
+	switch {
+	case !c.Enum || c.Array:
+		return errors.New("labels are for enum columns that are not arrays")
+	case len(c.Labels) > MaxEnumLabels:
+		return fmt.Errorf("%d enum labels, more than %d", len(c.Labels), MaxEnumLabels)
+	}
+	seen := make(map[string]bool, len(c.Labels))
+	for _, l := range c.Labels {
+		if seen[l] {
+			return fmt.Errorf("enum label %q appears twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
 }
 
 // ValidateRow checks what varies per row: identity, position, op, tenant
@@ -293,7 +330,7 @@ func (r *Record) ValidateRow() error {
 // equal carry the same id, so a consumer can cache what it derived from them.
 //
 // The hashed text is, per column, `"name" "type" enum array typmod key
-// attnum[ "missing"]` (Go-quoted strings, true/false, decimals) after a
+// attnum[ "missing"][ labels "label"…]` (Go-quoted strings, true/false, decimals) after a
 // line `tenant "column"`; it is written with strconv rather than fmt, which
 // made this a third of decoding a version 1 record, and
 // TestSchemaIDMatchesReference pins it to the fmt form.
@@ -336,6 +373,15 @@ func appendColumnIdentity(b []byte, c Column) []byte {
 	if c.Missing != nil {
 		b = append(b, ' ')
 		b = strconv.AppendQuote(b, *c.Missing)
+	}
+	if len(c.Labels) > 0 {
+		// Only when given, so the id of every schema without labels is
+		// what it was before they existed.
+		b = append(b, " labels"...)
+		for _, l := range c.Labels {
+			b = append(b, ' ')
+			b = strconv.AppendQuote(b, l)
+		}
 	}
 	return append(b, '\n')
 }

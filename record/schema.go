@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -85,8 +86,12 @@ var ErrUnknownSchema = errors.New("unknown schemaId")
 // checks it: a known format, valid columns and a schemaId that is the hash
 // of its content, so an entry can never be mistaken for another schema's.
 // Errors wrap ErrInvalid, and ErrOverBudget for more than MaxColumns
-// columns.
+// columns or more enum labels than MaxEnumLabels (for a column) or
+// MaxSchemaLabels (in all).
 func DecodeSchema(data []byte) (Schema, error) {
+	if err := checkLabelBudget(data); err != nil {
+		return Schema{}, err
+	}
 	var w schemaWire
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -153,4 +158,67 @@ func (ss *SchemaSet) Len() int {
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	return len(ss.m)
+}
+
+// checkLabelBudget counts the enum labels of a registry entry before it is
+// decoded, one token at a time, so that a forged entry with a huge list is
+// refused rather than held in memory as strings (a label of two bytes
+// would be a string header of 16). Malformed JSON is left to the decoder.
+func checkLabelBudget(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type level struct {
+		object, wantKey bool   // an object, whose next token is a key
+		key             string // an object's key whose value comes next
+		labels          bool   // an array that is some object's labels
+	}
+	var (
+		stack         []level
+		column, total int
+	)
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or malformed: DecodeSchema's decoder says which
+		}
+		var parentKey string
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if top.object {
+				if top.wantKey {
+					if k, ok := tok.(string); ok {
+						top.key, top.wantKey = k, false
+						continue
+					}
+				} else if d, ok := tok.(json.Delim); !ok || d == '{' || d == '[' {
+					parentKey, top.key, top.wantKey = top.key, "", true // a value
+				}
+			} else if top.labels {
+				if _, ok := tok.(json.Delim); !ok {
+					column++
+					total++
+					switch {
+					case column > MaxEnumLabels:
+						return fmt.Errorf("%w: schema registry entry has a column of more than %d enum labels", ErrOverBudget, MaxEnumLabels)
+					case total > MaxSchemaLabels:
+						return fmt.Errorf("%w: schema registry entry has more than %d enum labels", ErrOverBudget, MaxSchemaLabels)
+					}
+				}
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				stack = append(stack, level{object: true, wantKey: true})
+			case '[':
+				// encoding/json matches field names in any case.
+				labels := strings.EqualFold(parentKey, "labels")
+				if labels {
+					column = 0
+				}
+				stack = append(stack, level{labels: labels})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		}
+	}
 }

@@ -27,6 +27,7 @@ func TestSchemaSame(t *testing.T) {
 		"missing value": func(s *Schema) { s.Columns[1].Missing = &other },
 		"no missing":    func(s *Schema) { s.Columns[1].Missing = nil },
 		"fewer columns": func(s *Schema) { s.Columns = s.Columns[:1] },
+		"labels":        func(s *Schema) { s.Columns[1].Labels = []string{"a"} },
 	} {
 		s := base()
 		change(&s)

@@ -123,7 +123,7 @@ func canonicalScalar(k kind, v any) (string, error) {
 	}
 	v = rv.Interface()
 	switch k {
-	case kString, kBytes:
+	case kString, kBytes, kEnum:
 		switch x := v.(type) {
 		case string:
 			return x, nil

@@ -192,9 +192,16 @@ func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, erro
 			return nil, p.incompatible(cur.name, fmt.Errorf("column %s is %s, a type walhouse did not create", cur.name, cur.typ))
 		}
 		use, alter, err := reconcile(haveType, c.Type)
-		if err == nil && alter && c.Override != "" {
+		if haveType.kind == kEnum && c.Type.kind == kEnum {
+			// A label renamed in PostgreSQL: only a shape newer than the
+			// column's last rename renames it, so records of an older shape
+			// still arriving load the old name as the new one.
+			use, alter, _, err = reconcileEnum(haveType, c.Type, lsn > cur.lsn)
+		}
+		if err == nil && alter && c.Override != "" && !(haveType.kind == kEnum && c.Type.kind == kEnum) {
 			// The layout chose the column's type: a column of another
 			// type (made before the override) is not changed behind it.
+			// An Enum gains the labels its enum gained (reconcileEnum).
 			err = fmt.Errorf("ClickHouse column is %s, not the %s its layout gives it, and cannot hold every value of it; walhouse changes no column whose type a layout overrides", haveType.DDL, c.Type.DDL)
 		}
 		if err != nil {
@@ -203,6 +210,12 @@ func PlanEvolution(t *Table, have []ExistingColumn, lsn record.LSN) (*Plan, erro
 		if alter {
 			p.widen(cur.name, cur.typ, use.DDL)
 			cur.typ = use.DDL
+		}
+		if alter && haveType.kind == kEnum && c.Type.kind == kEnum && c.Source.Attnum > 0 {
+			// Noted, so that a shape older than the change is known as one
+			// (reconcileEnum).
+			p.note(cur.name, columnComment(c.Source.Attnum, lsn))
+			cur.lsn = lsn
 		}
 		p.Columns[i] = Target{Name: cur.name, Type: use}
 	}

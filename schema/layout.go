@@ -62,6 +62,10 @@ type Layout struct {
 //   - DateTime64(P), 0 <= P <= 6: timestamp and timestamptz with P
 //     fractional digits, the rest of the fraction truncated (towards the
 //     earlier time), never rounded up;
+//   - Enum8, Enum16 or Enum (the narrower that holds the labels): a
+//     PostgreSQL enum, as a ClickHouse Enum built from its labels, which
+//     capture reads from pg_enum (enum.go: numbering, added and renamed
+//     labels);
 //   - JSON: json and jsonb, as ClickHouse's JSON type (server 25.3+),
 //     read by path. Only objects fit it: a value that is a scalar or an
 //     array at its top level, or that the type cannot hold as it is (a
@@ -72,7 +76,7 @@ type Layout struct {
 // lookups bind their values by it.
 type ColumnLayout struct {
 	// Type is the override: LowCardinality(String), Decimal(P, S), String,
-	// Float64, DateTime64(P) or JSON.
+	// Float64, DateTime64(P), JSON, Enum8, Enum16 or Enum.
 	Type string `json:"type"`
 	// OnOverflow is what happens to a value the type cannot hold:
 	// dead_letter (the default) fails its record, which goes to the dead
@@ -403,6 +407,12 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		return kFloat64, Type{}, nil
 	case "JSON":
 		return kJSON, Type{}, nil
+	case "Enum8":
+		return kEnum, Type{enumBits: 8}, nil
+	case "Enum16":
+		return kEnum, Type{enumBits: 16}, nil
+	case "Enum":
+		return kEnum, Type{}, nil // the narrower that holds the labels
 	}
 	if strings.HasPrefix(ddl, "DateTime64(") {
 		p, ok := dateTimeShape(ddl)
@@ -417,7 +427,7 @@ func overrideShape(ddl string) (k kind, t Type, err error) {
 		}
 		return kDecimal, Type{precision: p, scale: s}, nil
 	}
-	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64, JSON or DateTime64(P)", ddl)
+	return 0, Type{}, fmt.Errorf("type %q is not an override walhouse knows; want LowCardinality(String), Decimal(P, S), String, Float64, JSON, DateTime64(P), Enum8, Enum16 or Enum", ddl)
 }
 
 // override returns the type of column c, which Map mapped to base, under
@@ -429,6 +439,9 @@ func override(c record.Column, base Type, o ColumnLayout, nullable bool) (Type, 
 	}
 	if base.array {
 		return Type{}, fmt.Errorf("%s is an array; overrides take single values", c.Name)
+	}
+	if k == kEnum {
+		return enumOverride(c, shape.enumBits, nullable)
 	}
 	lowCard := strings.HasPrefix(o.Type, "LowCardinality(")
 	switch {
@@ -472,7 +485,15 @@ func (t *Table) overrideMisfit(err error) *IncompatibleError {
 		Err:   fmt.Errorf("layout: columns: %w", err),
 		Fix: "fix the table's layout (the configuration file's layout key, or --layout of the sink and capture): " +
 			"override only columns the table has, outside its key and tenant, with a type their PostgreSQL type takes " +
-			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; DateTime64(P) for timestamps; JSON for json and jsonb; docs/shaping-tables.md), " +
+			"(LowCardinality(String) for text and enums; Decimal(P, S), String or Float64 for numeric; DateTime64(P) for timestamps; JSON for json and jsonb; Enum8, Enum16 or Enum for enums; docs/shaping-tables.md), " +
 			"or remove the override; then restart the sink",
 	}
+}
+
+// IsEnumOverride reports whether the override type typ stores a PostgreSQL
+// enum as a ClickHouse Enum8 or Enum16, built from its labels: capture
+// then carries the column's labels in its records (record.Column.Labels).
+func IsEnumOverride(typ string) bool {
+	k, _, err := overrideShape(typ)
+	return err == nil && k == kEnum
 }

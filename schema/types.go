@@ -76,6 +76,10 @@ var scalars = [kindCount]scalar{
 	// checks first what the server would refuse, so that one value fails
 	// its record rather than the whole insert).
 	kJSON: {ch: "JSON", conv: conv(parseJSONObject), example: `{"customer": {"id": 42, "tags": ["a", "b"]}}`, overrideOnly: true},
+	// ClickHouse's Enum8 and Enum16: only a layout's override maps an
+	// enum column to them, built from its labels (enum.go). Values go as
+	// their labels, which the client numbers by the column's type.
+	kEnum: {ch: "Enum8", conv: convType(enumValue), example: "paid", overrideOnly: true},
 }
 
 // kind is an entry of scalars: the ClickHouse scalar a PostgreSQL type
@@ -97,6 +101,7 @@ const (
 	kDateTime
 	kUUID
 	kJSON
+	kEnum
 	kindCount // the table's length: a kind without an entry fails the tests
 )
 
@@ -166,6 +171,17 @@ type Type struct {
 	// clamp: a kDecimal value beyond the type's range becomes its bound
 	// (a layout's on_overflow clamp) rather than an error.
 	clamp bool
+	// A kEnum's width (8 or 16), labels with their numbers, and numbers
+	// by label (enum.go).
+	// enumUnread are the source's labels left out of the Enum (see
+	// readable).
+	enumBits   int
+	enum       []enumLabel
+	enumIndex  map[string]int
+	enumUnread []string
+	// enumAlias maps labels of an older shape, renamed since, to their
+	// new names (reconcileEnum).
+	enumAlias map[string]string
 }
 
 // Null returns the value to append for SQL NULL: nil, or for arrays (which
@@ -291,6 +307,14 @@ func parseType(ddl string) (t Type, ok bool) {
 	} else if s, found := unwrap(inner, "Nullable("); found {
 		inner = s
 	}
+	if strings.HasPrefix(inner, "Enum") && !t.array {
+		e, ok := parseEnum(inner)
+		if !ok {
+			return Type{}, false
+		}
+		e.DDL = ddl
+		return e, true
+	}
 	if strings.HasPrefix(inner, "DateTime64(") {
 		p, ok := dateTimeShape(inner)
 		if !ok || !strings.HasSuffix(inner, ", 'UTC')") {
@@ -338,6 +362,11 @@ func unwrap(s, prefix string) (string, bool) {
 func reconcile(have, want Type) (use Type, alter bool, err error) {
 	if have.DDL == want.DDL {
 		return want, false, nil // same column; the source mapping knows how to read values (bytea hex, say)
+	}
+	if have.kind == kEnum && want.kind == kEnum {
+		// PlanEvolution knows whether want is newer than the column.
+		use, alter, _, err := reconcileEnum(have, want, false)
+		return use, alter, err
 	}
 	switch {
 	case covers(have, want):
