@@ -184,13 +184,13 @@ func (r *report) print(w io.Writer) {
 		"token: %d writers each write a row through Layer 1, then read it through the query API with its consistency token (wait %v),\n"+
 		"one after another: the wait from the write's commit until the read returned, and the reads whose wait ended without the write\n", txRows, tenants, tokenProbers, tokenWait)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered rows/s\tcommitted rows/s\trows\tvisible\tdrained after s\tp50 s\tp99 s\tmax s\ttoken p50 s\ttoken p99 s\tstale/reads\tbehind: capture\tsink\tCPU s: total\t"+usageHeader())
+	fmt.Fprintln(tw, "offered rows/s\tcommitted rows/s\trows\tvisible\tdrained after s\tp50 s\tp99 s\tmax s\ttoken p50 s\ttoken p99 s\tof it waiting p50/p99 s\tstale/reads\tbehind: capture\tsink\tCPU s: total\t"+usageHeader())
 	for _, s := range r.Steady {
 		drain := fmt.Sprintf("%.1f", s.DrainSeconds)
 		if !s.Drained {
 			drain = "> " + drain
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d/%d\t%d\t%d\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, s.TokenWaitP50, s.TokenWaitP99, s.TokenStale, s.TokenReads, s.MaxCaptureBacklog, s.MaxSinkBacklog, totalCPU(s.Usage), usageCPU(s.Usage))
+		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f/%.3f\t%d/%d\t%d\t%d\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, s.TokenWaitP50, s.TokenWaitP99, s.TokenServerP50, s.TokenServerP99, s.TokenStale, s.TokenReads, s.MaxCaptureBacklog, s.MaxSinkBacklog, totalCPU(s.Usage), usageCPU(s.Usage))
 	}
 	tw.Flush()
 	for _, s := range r.Steady {
@@ -283,12 +283,12 @@ func (r *report) write(dir, name string) ([]string, error) {
 		}
 	}
 	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds",
-		"token_wait_p50_seconds", "token_wait_p99_seconds", "token_wait_max_seconds", "token_reads", "token_stale", "token_failed", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total",
+		"token_wait_p50_seconds", "token_wait_p99_seconds", "token_wait_max_seconds", "token_server_wait_p50_seconds", "token_server_wait_p99_seconds", "token_reads", "token_stale", "token_failed", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total",
 		"lag_p50_seconds", "lag_p99_seconds", "materialized_lag_p50_seconds", "materialized_lag_p99_seconds", "materialized_visible"}}
 	for _, s := range r.Steady {
 		steady = append(steady, []string{itoa(s.OfferedRowsPerSecond), ftoa(s.AchievedRowsPerSecond, 0), itoa(int(s.Rows)), itoa(int(s.Visible)),
 			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3),
-			ftoa(s.TokenWaitP50, 3), ftoa(s.TokenWaitP99, 3), ftoa(s.TokenWaitMax, 3), itoa(s.TokenReads), itoa(s.TokenStale), itoa(s.TokenFailed),
+			ftoa(s.TokenWaitP50, 3), ftoa(s.TokenWaitP99, 3), ftoa(s.TokenWaitMax, 3), ftoa(s.TokenServerP50, 3), ftoa(s.TokenServerP99, 3), itoa(s.TokenReads), itoa(s.TokenStale), itoa(s.TokenFailed),
 			itoa(int(s.MaxCaptureBacklog)), itoa(int(s.MaxSinkBacklog)), ftoa(totalCPU(s.Usage), 1),
 			lagCSV(s.Lag, runWalhouse, 0), lagCSV(s.Lag, runWalhouse, 1), lagCSV(s.Lag, runMaterialized, 0), lagCSV(s.Lag, runMaterialized, 1), itoa(int(s.MaterializedVisible))})
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,10 +125,26 @@ func (r *tokenReader) close() {
 }
 
 // tokenProbe is one write and its read: how long from the write's commit
-// until the read returned, and whether the read included the write.
+// until the read returned, how much of that the server waited for the
+// table's load watermark (its query.TimingHeader), and whether the read
+// included the write.
 type tokenProbe struct {
-	wait  time.Duration
-	fresh bool
+	wait, server time.Duration
+	fresh        bool
+}
+
+// serverWait reads the wait of a query.TimingHeader value,
+// "token-wait;dur=<ms>"; 0 when there is none.
+func serverWait(header string) time.Duration {
+	_, ms, ok := strings.Cut(header, "token-wait;dur=")
+	if !ok {
+		return 0
+	}
+	f, err := strconv.ParseFloat(ms, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(f * float64(time.Millisecond))
 }
 
 // probeRun is what a step's probers did: every probe that got an answer,
@@ -232,7 +249,7 @@ func (r *tokenReader) probe(ctx context.Context, tenant string, step, n int) (to
 		} `json:"error"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&ans)
-	p := tokenProbe{wait: time.Since(committed)}
+	p := tokenProbe{wait: time.Since(committed), server: serverWait(resp.Header.Get(query.TimingHeader))}
 	if err != nil {
 		return p, fmt.Errorf("token probe: read answered %s: %w", resp.Status, err)
 	}
@@ -268,6 +285,21 @@ func tokenWaits(ps []tokenProbe) (n, stale int, p50, p99, maxWait float64) {
 	}
 	slices.Sort(w)
 	return len(w), stale, quantile(w, 0.5), quantile(w, 0.99), w[len(w)-1]
+}
+
+// serverWaits returns the quantiles of the probes' waits for the load
+// watermark, as the server said them (the rest of a token wait is the
+// write's token, the query and HTTP).
+func serverWaits(ps []tokenProbe) (p50, p99 float64) {
+	if len(ps) == 0 {
+		return 0, 0
+	}
+	w := make([]float64, len(ps))
+	for i, p := range ps {
+		w[i] = p.server.Seconds()
+	}
+	slices.Sort(w)
+	return quantile(w, 0.5), quantile(w, 0.99)
 }
 
 // quantile returns the q-quantile of sorted (nearest rank, as
