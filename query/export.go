@@ -577,7 +577,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, key Key, l
 		names[i] = t.Name
 	}
 	waitStart := time.Now()
-	fresh, err := s.awaitTables(ctx, names, tw)
+	fresh, _, err := s.awaitTables(ctx, names, tw)
 	if err != nil {
 		s.fail(w, r, err)
 		return

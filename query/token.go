@@ -144,11 +144,13 @@ func errNotLoadedYet(tables []string, target LSN, wait time.Duration) error {
 
 // awaitTables waits, outside the caller's concurrency slots (slotHold),
 // until every table is loaded through tw's position or tw.wait passed, and
-// reports whether all are. With onStale fail, an unfinished wait is
-// errNotLoadedYet.
-func (s *Server) awaitTables(ctx context.Context, tables []string, tw tokenWait) (fresh bool, err error) {
+// reports whether all are, with the reads of their sync state that saw
+// them loaded when they are (a read's meta may take them: read before its
+// data, they claim no more than is loaded, and spare it a query). With
+// onStale fail, an unfinished wait is errNotLoadedYet.
+func (s *Server) awaitTables(ctx context.Context, tables []string, tw tokenWait) (fresh bool, states map[string]SyncState, err error) {
 	if !tw.active() {
-		return true, nil
+		return true, nil, nil
 	}
 	hold := slotHoldOf(ctx)
 	suspended := false
@@ -162,25 +164,30 @@ func (s *Server) awaitTables(ctx context.Context, tables []string, tw tokenWait)
 	wctx, cancel := context.WithTimeout(ctx, tw.wait)
 	defer cancel()
 	var pending []string
+	states = map[string]SyncState{}
 	for _, t := range tables {
-		if s.watch.loaded(t, tw.lsn) {
+		if st, ok := s.watch.loaded(t, tw.lsn); ok {
+			states[t] = st
 			continue // loaded already: no wait, no slot given up
 		}
 		if hold != nil && !suspended {
 			hold.suspend()
 			suspended = true
 		}
-		if err := s.watch.await(wctx, t, tw.lsn); err != nil {
+		st, err := s.watch.await(wctx, t, tw.lsn)
+		if err != nil {
 			if ctx.Err() != nil || err == errTooManyWaiters {
-				return false, cmp.Or(ctx.Err(), err)
+				return false, nil, cmp.Or(ctx.Err(), err)
 			}
 			pending = append(pending, t)
+			continue
 		}
+		states[t] = st
 	}
 	if len(pending) > 0 && tw.onStale == StaleFail {
-		return false, errNotLoadedYet(pending, tw.lsn, tw.wait)
+		return false, nil, errNotLoadedYet(pending, tw.lsn, tw.wait)
 	}
-	return len(pending) == 0, nil
+	return len(pending) == 0, states, nil
 }
 
 // freshOf reports whether st is loaded through tw's position: meta.fresh,
@@ -203,7 +210,7 @@ func (s *Server) tenantTableAfter(ctx context.Context, tenant string, lim Limits
 	if !tw.active() || !errors.Is(err, ErrUnknownTable) {
 		return t, err
 	}
-	if _, werr := s.awaitTables(ctx, []string{name}, tw); werr != nil {
+	if _, _, werr := s.awaitTables(ctx, []string{name}, tw); werr != nil {
 		return nil, werr
 	}
 	s.catalog.forget(tenant)

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -78,7 +79,13 @@ func TestWatchersShareReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for range waiters {
-		wg.Go(func() { errs <- ws.await(ctx, "orders", 1000) })
+		wg.Go(func() {
+			st, err := ws.await(ctx, "orders", 1000)
+			if err == nil && (st.LSN == nil || *st.LSN < 1000) {
+				err = fmt.Errorf("the wait ended with a sync state %+v that is not loaded through 1000", st)
+			}
+			errs <- err
+		})
 	}
 	// Let the watcher read a while with nothing loaded, then load.
 	for reads.Load() < 20 {
@@ -96,13 +103,13 @@ func TestWatchersShareReads(t *testing.T) {
 	if n := reads.Load(); n > 20+waiters {
 		t.Errorf("%d reads for %d waiters: want one per interval, shared", n, waiters)
 	}
-	if !ws.loaded("orders", 1000) && reads.Load() == 0 {
+	if _, ok := ws.loaded("orders", 1000); !ok && reads.Load() == 0 {
 		t.Error("no read")
 	}
 
 	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancelShort()
-	if err := ws.await(short, "orders", 2000); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := ws.await(short, "orders", 2000); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a wait for a position never loaded: %v, want its deadline", err)
 	}
 }

@@ -39,7 +39,8 @@ var errTooManyWaiters = &apiError{Status: http.StatusTooManyRequests, Code: "ser
 // when a newer one is read.
 type watcher struct {
 	waiters int
-	lsn     LSN // the table's LSN as last read; 0: unknown
+	lsn     LSN       // the table's LSN as last read; 0: unknown
+	state   SyncState // the read that gave lsn
 	changed chan struct{}
 }
 
@@ -48,21 +49,26 @@ func newWatchers(read func(ctx context.Context, table string) (SyncState, error)
 }
 
 // loaded reports whether a running watcher of table already saw it loaded
-// through lsn (false when none runs: the caller waits, which starts one).
-func (ws *watchers) loaded(table string, lsn LSN) bool {
+// through lsn, with the read that saw it (false when none runs: the caller
+// waits, which starts one).
+func (ws *watchers) loaded(table string, lsn LSN) (SyncState, bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w, ok := ws.tables[table]
-	return ok && w.lsn >= lsn
+	if !ok || w.lsn < lsn {
+		return SyncState{}, false
+	}
+	return w.state, true
 }
 
-// await blocks until table is loaded through lsn (nil) or ctx ends
-// (ctx.Err()); errTooManyWaiters when maxWaiters wait already.
-func (ws *watchers) await(ctx context.Context, table string, lsn LSN) error {
+// await blocks until table is loaded through lsn, and returns the read of
+// its sync state that saw it, or until ctx ends (ctx.Err());
+// errTooManyWaiters when maxWaiters wait already.
+func (ws *watchers) await(ctx context.Context, table string, lsn LSN) (SyncState, error) {
 	ws.mu.Lock()
 	if ws.waiting >= maxWaiters {
 		ws.mu.Unlock()
-		return errTooManyWaiters
+		return SyncState{}, errTooManyWaiters
 	}
 	ws.waiting++
 	w, ok := ws.tables[table]
@@ -82,15 +88,15 @@ func (ws *watchers) await(ctx context.Context, table string, lsn LSN) error {
 	}()
 	for {
 		ws.mu.Lock()
-		got, changed := w.lsn, w.changed
+		got, st, changed := w.lsn, w.state, w.changed
 		ws.mu.Unlock()
 		if got >= lsn {
-			return nil
+			return st, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return SyncState{}, ctx.Err()
 		}
 	}
 }
@@ -120,7 +126,7 @@ func (ws *watchers) run(table string, w *watcher) {
 		}
 		ws.mu.Lock()
 		if err == nil && st.LSN != nil && *st.LSN > w.lsn {
-			w.lsn = *st.LSN
+			w.lsn, w.state = *st.LSN, st
 			close(w.changed)
 			w.changed = make(chan struct{})
 		}
