@@ -49,7 +49,10 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *pgoutput
 		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
 	}
 	if len(old) > 0 && keyChanged(rel, old, cur) {
-		if err := t.emit(ctx, rel, lsn, record.Delete, old, nil, nil); err != nil {
+		t.move = true
+		err := t.emit(ctx, rel, lsn, record.Delete, old, nil, nil)
+		t.move = false
+		if err != nil {
 			return err
 		}
 		return t.emit(ctx, rel, lsn, record.Update, cur, old, fill)
@@ -187,7 +190,7 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 	if exact == 0 { // a large record says nothing about the table's next one
 		rel.lastSize = max(size, 256)
 	}
-	return t.out.record(rel, r, key, value)
+	return t.out.record(rel, r, key, value, t.move)
 }
 
 // bad describes a change of the transaction in progress that cannot become

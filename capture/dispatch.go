@@ -109,6 +109,9 @@ type translator struct {
 	commitLSN  record.LSN
 	commitTime time.Time
 	ordinal    uint32
+	// move is set while the delete half of a row's move is emitted
+	// (record.HeaderMove).
+	move bool
 
 	// reused from change to change, so the hot path does not allocate
 	change pgoutput.RowChange
@@ -172,8 +175,10 @@ type output interface {
 	begin()
 	commit(end record.LSN, at time.Time)
 	// record takes one change of rel as r, encoded as key and value. All
-	// of them alias buffers that are reused after it returns.
-	record(rel *relation, r *record.Record, key, value []byte) error
+	// of them alias buffers that are reused after it returns. move says r
+	// is the delete of a row's old position whose new one follows
+	// (record.HeaderMove).
+	record(rel *relation, r *record.Record, key, value []byte, move bool) error
 	// badRow takes a change that cannot become a record.
 	badRow(b badRow) error
 	// truncate takes the TRUNCATE of a captured table.

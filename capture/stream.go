@@ -251,12 +251,15 @@ func (s *stream) commit(end record.LSN, at time.Time) {
 }
 
 // record produces one record of the transaction in progress.
-func (s *stream) record(rel *relation, _ *record.Record, key, value []byte) error {
+func (s *stream) record(rel *relation, _ *record.Record, key, value []byte, move bool) error {
 	size := len(value) + len(key)
 	kr := &kgo.Record{Topic: rel.topic, Key: key, Value: value}
 	s.marks.touch(rel.name, time.Now())
 	if s.online.copying(rel.name) { // see record.HeaderCopying
 		kr.Headers = []kgo.RecordHeader{{Key: record.HeaderCopying, Value: []byte("1")}}
+	}
+	if move {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: record.HeaderMove, Value: []byte("1")})
 	}
 	if err := s.acks.add(s.tx, size, s.c.cfg.maxPendingBytes); err != nil {
 		return fmt.Errorf("kafka did not accept a record: %w", err)

@@ -203,7 +203,7 @@ func (c *collector) commit(end record.LSN, at time.Time) {
 	c.log = append(c.log, fmt.Sprintf("commit %s at %s", end, at.UTC().Format(time.TimeOnly)))
 }
 
-func (c *collector) record(rel *relation, r *record.Record, key, value []byte) error {
+func (c *collector) record(rel *relation, r *record.Record, key, value []byte, move bool) error {
 	got, err := c.dec.Decode(value, c.schemas)
 	if err != nil {
 		c.t.Fatalf("record of %s does not decode: %v", rel.name, err)
@@ -223,6 +223,9 @@ func (c *collector) record(rel *relation, r *record.Record, key, value []byte) e
 	line := fmt.Sprintf("%s %s.%s lsn %s #%d tenant %q %s", op, got.Source.Schema, got.Source.Table, got.LSN, got.Ordinal, got.TenantID, values(got.Values))
 	if got.OldKey != nil {
 		line += " old key " + values(got.OldKey)
+	}
+	if move {
+		line += " (move)"
 	}
 	c.log = append(c.log, line)
 	return nil
@@ -409,7 +412,7 @@ func TestTranslator(t *testing.T) {
 			},
 			want: []string{
 				"topic wh.public.orders", "begin",
-				`delete public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', NULL)`,
+				`delete public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', NULL) (move)`,
 				`update public.orders lsn 0/20 #1 tenant "acme" ('acme', '2', 'b') old key ('acme', '1', NULL)`,
 				`insert public.orders lsn 0/30 #2 tenant "acme" ('acme', '3', 'c')`,
 				"commit 0/108 at 05:06:07",
@@ -425,7 +428,7 @@ func TestTranslator(t *testing.T) {
 			},
 			want: []string{
 				"topic wh.public.docs", "begin",
-				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x')`,
+				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x') (move)`,
 				`update public.docs lsn 0/20 #1 tenant "globex" ('1', 'globex', 'x') old key ('1', NULL, NULL)`, // the key columns only
 				`update public.docs lsn 0/30 #2 tenant "globex" ('1', 'globex', 'y')`,
 				"commit 0/108 at 05:06:07",
@@ -444,7 +447,7 @@ func TestTranslator(t *testing.T) {
 			want: []string{
 				"topic wh.public.docs", "begin",
 				`insert public.docs lsn 0/10 #0 tenant "acme" ('1', 'acme')`,
-				`delete public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme')`,
+				`delete public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme') (move)`,
 				`update public.docs lsn 0/20 #2 tenant "globex" ('1', 'globex') old key ('1', NULL)`,
 				`delete public.docs lsn 0/30 #3 tenant "globex" ('1', 'globex')`,
 				"commit 0/108 at 05:06:07",
@@ -463,10 +466,10 @@ func TestTranslator(t *testing.T) {
 			},
 			want: []string{
 				"topic wh.public.docs", "begin",
-				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x')`,
+				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x') (move)`,
 				`update public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme', 'y') old key ('1', NULL, NULL)`,
 				`update public.docs lsn 0/30 #2 tenant "acme" ('1', 'acme', 'y')`, // same body: stays
-				`delete public.docs lsn 0/40 #3 tenant "acme" ('1', 'acme', 'y')`, // to NULL: a move too
+				`delete public.docs lsn 0/40 #3 tenant "acme" ('1', 'acme', 'y') (move)`, // to NULL: a move too
 				`update public.docs lsn 0/40 #4 tenant "acme" ('1', 'acme', NULL) old key ('1', NULL, NULL)`,
 				`update public.docs lsn 0/50 #5 tenant "acme" ('1', 'acme', ?)`, // unchanged TOAST: not a move
 				"commit 0/108 at 05:06:07",
@@ -925,7 +928,7 @@ func (discard) fillUnchanged(context.Context, *relation, record.Op, []record.Val
 func (discard) rewritten(context.Context, rewrite) error                                  { return nil }
 func (discard) begin()                                                                    {}
 func (discard) commit(record.LSN, time.Time)                                              {}
-func (discard) record(*relation, *record.Record, []byte, []byte) error                    { return nil }
+func (discard) record(*relation, *record.Record, []byte, []byte, bool) error              { return nil }
 func (discard) badRow(badRow) error                                                       { return nil }
 func (discard) truncate(context.Context, *relation, record.Truncate) error                { return nil }
 func (discard) heartbeat(context.Context, record.LSN, time.Time) error                    { return nil }

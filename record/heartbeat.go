@@ -30,6 +30,15 @@ const (
 // watermark; the heartbeat sent after the copy does.
 const HeaderCopying = "walhouse-copying"
 
+// HeaderMove marks (value "1") the delete of a row's old position that
+// capture sends when an update moved the row to another ClickHouse key (its
+// tenant, primary key or a sorting column of its layout changed): the row
+// at its new position follows it, next in the same partition when the
+// Kafka key is unchanged. A consumer loads the two together, as loading the
+// delete alone leaves the row out of FINAL until the row loads. Optional:
+// older captures do not set it.
+const HeaderMove = "walhouse-move"
+
 // Heartbeat is the content of a heartbeat record.
 type Heartbeat struct {
 	At     time.Time

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/failpoint"
+	"github.com/walhouse/walhouse/record"
 )
 
 // A flush loads what one poll brought, chunk by chunk, between two
@@ -191,6 +192,13 @@ func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 // FINAL until the next one. One record more is enough for that pair.
 func sameRow(a, b *kgo.Record) bool {
 	return len(a.Key) > 0 && bytes.Equal(a.Key, b.Key) && rowsIn(a) == 1 && rowsIn(b) == 1
+}
+
+// isMove reports whether kr is the delete half of a row's move
+// (record.HeaderMove): the row at its new position follows it.
+func isMove(kr *kgo.Record) bool {
+	v, ok := headers(kr)(record.HeaderMove)
+	return ok && v == "1"
 }
 
 // holdBack returns the partitions whose interrupted batch is not fully

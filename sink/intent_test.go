@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // TestCutKeepsOneRowsPairTogether: a chunk ends at MaxBatchRecords, except
@@ -115,4 +117,33 @@ func TestSinkHoldsAPartitionsLastRecordWhileRecordsFollowIt(t *testing.T) {
 	}
 	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/1/0-0 n=1", "a/0/2-3 n=2")
 	wantCommits(t, fc, "a/0@2 ", "a/1@1 ", "a/0@4 ")
+}
+
+// TestSinkHoldsAMoveUntilItsRow: a delete capture marked as the first half
+// of a move (record.HeaderMove) waits for the row that follows it even when
+// Kafka has nothing after it yet (capture's producer may send the two in
+// separate requests), and the two load together.
+func TestSinkHoldsAMoveUntilItsRow(t *testing.T) {
+	pair := recs("a", 0, 0, 2)
+	pair[1].Key, pair[2].Key = []byte(`["t","7"]`), []byte(`["t","7"]`)
+	pair[1].Headers = append(pair[1].Headers, kgo.RecordHeader{Key: record.HeaderMove, Value: []byte("1")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := &fakeConsumer{
+		// The first poll, not full, ends with the delete, nothing after it
+		// in Kafka yet (high watermark 2); the next brings the row.
+		polls:  [][]*kgo.Record{pair[:2], pair[2:]},
+		cancel: cancel,
+		hwm:    map[int32]int64{0: 2},
+	}
+	l := &fakeLoader{}
+	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", MaxBatchRecords: 10, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Schemas: testSchemas()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	wantBatches(t, l.batches, "a/0/0-0 n=1", "a/0/1-2 n=2")
+	wantCommits(t, fc, "a/0@1 ", "a/0@3 ")
 }

@@ -548,9 +548,12 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			// records of the partition, or when the partition's high
 			// watermark says records follow it (the client has usually
 			// fetched them already, but another partition's may come
-			// first). A quiet partition holds nothing back, and busy ones
-			// never hold a quiet one's last record. Records that waited
-			// maxPairHold load as they are.
+			// first). A delete capture marked as the first half of a move
+			// (record.HeaderMove) waits for the row even when nothing is in
+			// Kafka after it yet: capture's producer may send the two in
+			// separate requests. A quiet partition holds nothing back, and
+			// busy ones never hold a quiet one's last record. Records that
+			// waited maxPairHold load as they are.
 			cut := fetches.NumRecords() == want // PollRecords returns at most want
 			now := time.Now()
 			for k, rs := range p.recs {
@@ -566,7 +569,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 					s.log.Warn("records waited for the rest of their row's change longer than it takes to fetch it; loading them as they are (a row whose sorting columns changed may be missing from FINAL until its next batch loads)",
 						"topic", k.topic, "partition", k.partition, "offset", mark.offset, "waited", now.Sub(mark.at).Round(time.Millisecond))
 				case rowsIn(last) != 1:
-				case cut && len(fresh[k]) > 0 || hwm[k] > last.Offset+1:
+				case cut && len(fresh[k]) > 0 || hwm[k] > last.Offset+1 || isMove(last):
 					n--
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--
