@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
@@ -162,6 +163,9 @@ func newestRecord(ctx context.Context, kc kafka.Config, topic string, schemas *r
 		err = ends.Error()
 	}
 	cl.Close()
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the offsets of topic %s: %w", topic, err)
 	}

@@ -66,7 +66,6 @@ func TestRelayoutUsage(t *testing.T) {
 		{[]string{"relayout", "--drop-old", "public.orders"}, "unexpected arguments"},
 		{[]string{"relayout", "orders"}, "want schema.table"},
 		{[]string{"relayout", "public.orders", "--cluster", "c1"}, "not supported on a cluster yet"},
-		{[]string{"relayout", "public.orders", "--layout", `public.orders={"bogus":1}`}, "layout"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
