@@ -10,6 +10,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
@@ -98,6 +99,13 @@ type RelayoutResult struct {
 	// now.
 	NewSortingKey   []string
 	NewPartitionKey string
+}
+
+// WithFailpoints gives the Writer the fault tests' crash points
+// (failpoint.RelayoutCopied, RelayoutSwapped); nil, the default, turns
+// them off.
+func WithFailpoints(fps *failpoint.Set) WriterOption {
+	return func(w *Writer) { w.failpoints = fps }
 }
 
 // WithRelayout makes the Writer rebuild a table whose sorting key or
@@ -208,6 +216,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 		res.CaughtUp, err = w.copyNewParts(ctx, t, t.Name, build, seen)
 	}
 	if err == nil {
+		w.failpoints.At(failpoint.RelayoutCopied)
 		w.log.Info("relayout: swapping the tables", "table", t.QualifiedName())
 		err = exec("swap the tables", "EXCHANGE TABLES "+p.Local(t.Name)+" AND "+p.Local(build))
 	}
@@ -223,6 +232,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 		}
 		return res, err
 	}
+	w.failpoints.At(failpoint.RelayoutSwapped)
 	// The view now forwards inserts into the new table to the old one:
 	// harmless, and no longer needed.
 	if err := exec("drop the forwarding view", "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {

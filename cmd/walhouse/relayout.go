@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
@@ -39,6 +41,10 @@ func runRelayout(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return usageErrorf("%s: %w", failpointsEnv, err)
+	}
 	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
@@ -48,7 +54,7 @@ func runRelayout(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.WithLayouts(layouts), clickhouse.WithRelayout(*dropOld))
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.WithLayouts(layouts), clickhouse.WithRelayout(*dropOld), clickhouse.WithFailpoints(fps))
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,15 @@ const (
 	// applies a TRUNCATE marker.
 	SinkTruncating Name = "sink.truncating"
 	SinkTruncated  Name = "sink.truncated"
+	// RelayoutCopied is hit when a relayout's new table holds the old
+	// one's rows and the view forwards the inserts into the old one to
+	// it, before the swap: a crash there leaves the old table in place,
+	// the view and the new table, which the next relayout drops.
+	RelayoutCopied Name = "relayout.copied"
+	// RelayoutSwapped is hit right after a relayout's swap, before the
+	// view is dropped: a crash there leaves the new table in place and the
+	// old one under its building name, which the next relayout finishes.
+	RelayoutSwapped Name = "relayout.swapped"
 )
 
 // canFail reports whether n is an error point, called through Err.
@@ -52,7 +61,7 @@ func canFail(n Name) bool { return n == SinkInserted }
 
 // Names returns every point, crash points first, in a stable order.
 func Names() []Name {
-	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted}
+	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, RelayoutCopied, RelayoutSwapped}
 }
 
 // ErrInjected is the error an error point returns when told to fail.
