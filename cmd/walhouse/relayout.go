@@ -18,6 +18,7 @@ import (
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
+	"github.com/walhouse/walhouse/sink"
 )
 
 // runRelayout rebuilds tables in the shape of their layout while the
@@ -118,9 +119,12 @@ func relayoutOne(ctx context.Context, inv *invocation, w *clickhouse.Writer, kc 
 	src.ID = r.Source.ID
 	start := time.Now()
 	res, err := w.Relayout(ctx, src, record.Schema{TenantColumn: r.TenantColumn, Columns: r.Columns})
+	var terr *sink.TableError
 	switch {
 	case errors.Is(err, clickhouse.ErrNoTable):
 		return fmt.Errorf("table %s: %w", name, err)
+	case errors.As(err, &terr):
+		return err // it names the fix
 	case err != nil:
 		return fmt.Errorf("table %s: %w (run walhouse relayout again: it goes on from where it stopped)", name, err)
 	case !res.Changed:
