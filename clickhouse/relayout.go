@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -26,21 +29,35 @@ import (
 // back). Versions collapse by the old sorting key there, which holds the
 // primary key, so that is one row per row of PostgreSQL whatever the new
 // key is. Then EXCHANGE TABLES swaps the two atomically: a reader sees the
-// old table, then the new one, never a missing or doubled row. Rows other
-// sinks of the group inserted into the old table meanwhile (their parts
-// are new: merges of the old table are stopped first) are copied after the
-// swap, as they were inserted: capture's layout moves every row whose new
-// sorting columns changed, so they land at the new key. The old table is
-// kept under RelayoutKeptName, outside what the query API, erasure and
-// cleanup see, unless WithRelayout said to drop it.
+// old table, then the new one, never a missing or doubled row.
 //
-// This sink loads nothing into the table meanwhile (the table is opened
-// under Writer.ddl), so the table's lastSyncAt stays where it was. A crash
-// before the swap leaves the old table as it was and the half-built one,
-// which the next start drops and builds again; a crash after it leaves
-// the new table in place and the old one under its building name, whose
-// rows the next start copies again (at FINAL, so the newer versions the
-// new table has win) before keeping it.
+// Sinks keep loading the old table meanwhile (other sinks of the group,
+// and every sink when walhouse relayout runs, Writer.Relayout). Before
+// the copy reads, a materialized view (RelayoutForwardName) forwards every
+// insert into the old table to the new one as well, as it was inserted:
+// capture's layout moves every row whose new sorting columns changed, so
+// the rows land at the new key. Inserts that began before the view existed
+// do not pass through it: the relayout waits until they ended and copies
+// their parts (merges of the old table are stopped first, so a part not
+// listed before the copy is new) before the swap. So at the swap the new
+// table holds everything the old one holds, and a row a reader saw in the
+// old table is in the new one. A row copied twice (by the copy and the
+// view, or the view and the catch-up) is the same version at the same
+// key, which FINAL keeps once. After the swap the view is dropped and the
+// parts the old table still got (inserts that ran across the swap) are
+// copied as well. The old table is kept under RelayoutKeptName, outside
+// what the query API, erasure and cleanup see, unless WithRelayout said to
+// drop it.
+//
+// A sink started with --relayout loads nothing into the table meanwhile
+// (the table is opened under Writer.ddl), so the table's lastSyncAt stays
+// where it was. A crash before the swap leaves the old table as it was,
+// the view and the half-built table, which the next relayout drops (the
+// view first: inserts into the old table would fail without its target)
+// and builds again; a crash after it leaves the new table in place and the
+// old one under its building name, whose rows the next relayout copies
+// again (at FINAL, so the newer versions the new table has win) before
+// keeping it.
 
 // RelayoutBuildName is the name of the table a relayout of table builds.
 func RelayoutBuildName(table string) string { return schema.ReservedPrefix + "_relayout_" + table }
@@ -48,6 +65,48 @@ func RelayoutBuildName(table string) string { return schema.ReservedPrefix + "_r
 // RelayoutKeptName is the name a relayout of table keeps the old table
 // under, until an operator drops it.
 func RelayoutKeptName(table string) string { return schema.ReservedPrefix + "_old_" + table }
+
+// RelayoutForwardName is the name of the materialized view that forwards
+// the inserts into table to the table a relayout builds, until the swap.
+func RelayoutForwardName(table string) string {
+	return schema.ReservedPrefix + "_relayout_fwd_" + table
+}
+
+// ErrNoTable is returned by Writer.Relayout for a table ClickHouse does
+// not have.
+var ErrNoTable = errors.New("no such table in ClickHouse")
+
+// RelayoutResult says what Writer.Relayout did.
+type RelayoutResult struct {
+	// Changed is false when the table had its layout's shape already and
+	// no relayout was left unfinished: nothing was done.
+	Changed bool
+	// Resumed says a relayout interrupted after its swap was finished.
+	Resumed bool
+	// Rows is the number of rows of the new table once the copy ended
+	// (live rows, tombstones, and rows loaded meanwhile).
+	Rows uint64
+	// CaughtUp is the parts of the old table copied after the copy: rows
+	// of inserts that began before the forwarding view or ran across the
+	// swap.
+	CaughtUp int
+	// Old is where the old table is kept; empty when it was dropped.
+	Old string
+	// SortingKey and PartitionKey are the table's shape before.
+	SortingKey   []string
+	PartitionKey string
+	// NewSortingKey and NewPartitionKey are its layout's: the shape it has
+	// now.
+	NewSortingKey   []string
+	NewPartitionKey string
+}
+
+// WithFailpoints gives the Writer the fault tests' crash points
+// (failpoint.RelayoutCopied, RelayoutSwapped); nil, the default, turns
+// them off.
+func WithFailpoints(fps *failpoint.Set) WriterOption {
+	return func(w *Writer) { w.failpoints = fps }
+}
 
 // WithRelayout makes the Writer rebuild a table whose sorting key or
 // partitions differ from its layout (or the default shape), the first
@@ -98,25 +157,26 @@ func sameShape(s shape, t *schema.Table) bool {
 
 // relayout rebuilds t's table in the shape of t (see above); have is the
 // shape it has. It runs under w.ddl.
-func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) error {
+func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (RelayoutResult, error) {
 	p := t.Placement()
+	res := RelayoutResult{Changed: true, SortingKey: have.sortingKey, PartitionKey: have.partitionKey}
 	if p.OnCluster() {
-		return &sink.TableError{Table: t.QualifiedName(),
+		return res, &sink.TableError{Table: t.QualifiedName(),
 			Err: fmt.Errorf("its sorting key is %s, not its layout's, and a relayout is not supported on a cluster yet", strings.Join(have.sortingKey, ", ")),
 			Fix: "start the sink without --relayout (the table keeps its shape; capture's layout must then name the sorting columns it has), or rebuild the table by hand (docs/shaping-tables.md#changing-a-layout)"}
 	}
-	build, kept := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name)
+	build, kept, fwd := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name), RelayoutForwardName(t.Name)
 	old, err := w.readShape(ctx, t, kept)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if old.exists && !w.relayoutDropOld {
-		return &sink.TableError{Table: t.QualifiedName(),
+		return res, &sink.TableError{Table: t.QualifiedName(),
 			Err: fmt.Errorf("a relayout would keep the old table as %s, which an earlier relayout kept there", p.Local(kept)),
-			Fix: fmt.Sprintf("drop it (DROP TABLE %s) once you no longer need it, or start the sink with --relayout-drop-old; then restart the sink", p.Local(kept))}
+			Fix: fmt.Sprintf("drop it (DROP TABLE %s) once you no longer need it, or relayout with --drop-old (the sink: --relayout-drop-old); then try again", p.Local(kept))}
 	}
 	start := time.Now()
-	w.log.Info("relayout: building the table in its new shape beside the old one; loading into it waits meanwhile, readers read the old one",
+	w.log.Info("relayout: building the table in its new shape beside the old one; readers read the old one until the swap",
 		"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "new_sorting_key", strings.Join(t.OrderBy, ", "),
 		"partition_key", have.partitionKey, "new_partition_key", t.PartitionKey())
 	exec := func(what, stmt string) error {
@@ -126,50 +186,194 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) erro
 		return nil
 	}
 	// A build an earlier start left before its swap is incomplete, unless
-	// another sink of the group, also started with --relayout, is copying
-	// into it: then this one waits (the load is retried) until it swapped.
-	// Should the two cross anyway, a step of one fails and is retried
-	// against what the other did.
+	// another relayout is copying into it: then this one waits (the load
+	// is retried) until it swapped. Should the two cross anyway, a step of
+	// one fails and is retried against what the other did.
 	if busy, err := w.copying(ctx, build); err != nil || busy {
 		if err == nil {
-			err = fmt.Errorf("relayout of %s: another sink is copying its rows into %s; waiting until it swaps the tables (start --relayout on one sink of a group)", t.QualifiedName(), p.Local(build))
+			err = fmt.Errorf("relayout of %s: another relayout is copying its rows into %s; waiting until it swaps the tables (run one relayout of a table at a time)", t.QualifiedName(), p.Local(build))
 		}
-		return err
+		return res, err
+	}
+	// The view first: without its target, every insert into the old
+	// table would fail.
+	if err := exec("drop an unfinished build's forwarding view", "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
+		return res, err
 	}
 	if err := exec("drop an unfinished build", "DROP TABLE IF EXISTS "+p.Local(build)+" SYNC"); err != nil {
-		return err
+		return res, err
 	}
 	// Parts made from here on hold rows inserted after the copy's read.
 	if err := exec("stop merges of the old table", "SYSTEM STOP MERGES "+p.Local(t.Name)); err != nil {
-		return err
+		return res, err
 	}
-	before, err := w.activeParts(ctx, t, t.Name)
+	seen, err := w.buildBeside(ctx, t, have, exec)
 	if err == nil {
-		err = exec("create the new table", t.RelayoutDDL(build, t.Name))
-	}
-	if err == nil {
-		err = exec("copy the rows", copyFinal(p.Local(build), p.Local(t.Name), have.sortingKey))
+		res.Rows, err = w.count(ctx, p.Local(build))
 	}
 	if err == nil {
+		w.log.Info("relayout: copied; copying the parts of inserts that began before the forwarding view", "table", t.QualifiedName(), "rows", res.Rows)
+		res.CaughtUp, err = w.copyNewParts(ctx, t, t.Name, build, seen)
+	}
+	if err == nil {
+		w.failpoints.At(failpoint.RelayoutCopied)
+		w.log.Info("relayout: swapping the tables", "table", t.QualifiedName())
 		err = exec("swap the tables", "EXCHANGE TABLES "+p.Local(t.Name)+" AND "+p.Local(build))
 	}
 	if err != nil {
-		// The old table stays in place: it must merge again, or a sink
-		// that gives up the relayout would pile up its parts.
+		// The old table stays in place: nothing may forward into the
+		// build any more, and it must merge again, or a sink that gives
+		// up the relayout would pile up its parts.
+		if derr := w.conn.Exec(context.WithoutCancel(ctx), "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); derr != nil {
+			w.log.Warn("relayout: could not drop the forwarding view; drop it (DROP VIEW) before the table it writes to", "view", p.Local(fwd), "err", derr)
+		}
 		if serr := w.conn.Exec(context.WithoutCancel(ctx), "SYSTEM START MERGES "+p.Local(t.Name)); serr != nil {
 			w.log.Warn("relayout: could not start the old table's merges again; run SYSTEM START MERGES on it", "table", t.QualifiedName(), "err", serr)
 		}
-		return err
+		return res, err
 	}
-	copied, err := w.catchUp(ctx, t, build, before)
+	w.failpoints.At(failpoint.RelayoutSwapped)
+	// The view now forwards inserts into the new table to the old one:
+	// harmless, and no longer needed.
+	if err := exec("drop the forwarding view", "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
+		return res, err
+	}
+	copied, err := w.catchUp(ctx, t, build, seen)
+	res.CaughtUp += copied
 	if err != nil {
-		return err
+		return res, err
 	}
 	if err := w.keepOld(ctx, t, build, kept); err != nil {
-		return err
+		return res, err
 	}
-	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "rows_copied_after_swap", copied,
+	if !w.relayoutDropOld {
+		res.Old = p.Local(kept)
+	}
+	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "rows", res.Rows, "parts_caught_up", res.CaughtUp,
 		"took", time.Since(start).Round(time.Millisecond), "old_table", w.keptNote(p, kept))
+	return res, nil
+}
+
+// buildBeside creates the new table of t (RelayoutBuildName) and the view
+// that forwards inserts into the old one to it, copies the old table's
+// rows, and returns the old table's parts whose rows the new table has
+// (those listed before the copy read). Inserts that began before the view
+// may still run.
+func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, exec func(what, stmt string) error) (map[string]bool, error) {
+	p := t.Placement()
+	build, fwd := RelayoutBuildName(t.Name), RelayoutForwardName(t.Name)
+	if err := exec("create the new table", t.RelayoutDDL(build, t.Name)); err != nil {
+		return nil, err
+	}
+	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT * FROM "+p.Local(t.Name)); err != nil {
+		return nil, err
+	}
+	before, err := w.activeParts(ctx, t, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	w.log.Info("relayout: copying the rows of the old table (FINAL, and the newest tombstones)", "table", t.QualifiedName(), "parts", len(before))
+	copyID := fmt.Sprintf("walhouse-relayout-%s-%d", t.Name, time.Now().UnixNano())
+	stop := w.reportCopy(ctx, t, copyID)
+	err = w.conn.Exec(ch.Context(ctx, ch.WithQueryID(copyID), ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), copyFinal(p.Local(build), p.Local(t.Name), have.sortingKey))
+	stop()
+	if err != nil {
+		return nil, fmt.Errorf("relayout of %s: copy the rows: %w", t.QualifiedName(), err)
+	}
+	return before, nil
+}
+
+// reportCopy logs the progress of the copy running as query id every
+// relayoutReport, until the returned function is called.
+func (w *Writer) reportCopy(ctx context.Context, t *schema.Table, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(relayoutReport)
+		defer tick.Stop()
+		qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"id": schema.EscapeParam(id)}))
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var read, total, written uint64
+			err := w.conn.QueryRow(qctx, "SELECT read_rows, total_rows_approx, written_rows FROM system.processes WHERE query_id = {id:String}").Scan(&read, &total, &written)
+			if err == nil {
+				w.log.Info("relayout: copying", "table", t.QualifiedName(), "rows_read", read, "rows_to_read", total, "rows_written", written)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// relayoutReport is how often a relayout logs the progress of its copy.
+const relayoutReport = 5 * time.Second
+
+// count returns the number of rows of table (quoted).
+func (w *Writer) count(ctx context.Context, table string) (uint64, error) {
+	var n uint64
+	if err := w.conn.QueryRow(ctx, "SELECT count() FROM "+table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("relayout: count the rows of %s: %w", table, err)
+	}
+	return n, nil
+}
+
+// copyNewParts waits until the inserts into t's table that were running
+// when the forwarding view was created have ended, then copies the rows
+// of the parts of table from (t's old table) not in seen into table to,
+// and adds them to seen. Inserts that began later passed through the view.
+func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, from, to string, seen map[string]bool) (int, error) {
+	if err := w.waitInserts(ctx, t); err != nil {
+		return 0, err
+	}
+	parts, err := w.activeParts(ctx, t, from)
+	if err != nil {
+		return 0, err
+	}
+	var fresh []string
+	for name := range parts {
+		if !seen[name] {
+			fresh = append(fresh, schema.QuoteString(name))
+			seen[name] = true
+		}
+	}
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+	p := t.Placement()
+	slices.Sort(fresh)
+	stmt := fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE _part IN (%s)", p.Local(to), p.Local(from), strings.Join(fresh, ", "))
+	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
+		return 0, fmt.Errorf("relayout of %s: copy rows inserted during the copy: %w", t.QualifiedName(), err)
+	}
+	return len(fresh), nil
+}
+
+// waitInserts waits until the inserts into t's table running now have
+// ended (those that begin later are not waited for).
+func (w *Writer) waitInserts(ctx context.Context, t *schema.Table) error {
+	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"tbl": schema.EscapeParam(t.Name)}))
+	running, err := queryStrings(qctx, w.conn, "SELECT query_id FROM system.processes WHERE query ILIKE 'INSERT%' AND position(query, {tbl:String}) > 0")
+	if err != nil {
+		return fmt.Errorf("relayout of %s: list the server's running inserts: %w", t.QualifiedName(), err)
+	}
+	for len(running) > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		ids := make([]string, len(running))
+		for i, id := range running {
+			ids[i] = schema.QuoteString(id)
+		}
+		if running, err = queryStrings(ctx, w.conn, "SELECT query_id FROM system.processes WHERE query_id IN ("+strings.Join(ids, ", ")+")"); err != nil {
+			return fmt.Errorf("relayout of %s: list the server's running inserts: %w", t.QualifiedName(), err)
+		}
+	}
 	return nil
 }
 
@@ -177,27 +381,36 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) erro
 // t's table has its new shape and the old one is still under its building
 // name. Its rows are copied again at FINAL: the new table has them or
 // newer versions, so the copy changes nothing but what was missing.
-func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shape) error {
+func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shape) (RelayoutResult, error) {
 	p := t.Placement()
-	name, kept := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name)
+	res := RelayoutResult{Changed: true, Resumed: true, SortingKey: build.sortingKey, PartitionKey: build.partitionKey}
+	name, kept, fwd := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name), RelayoutForwardName(t.Name)
 	if old, err := w.readShape(ctx, t, kept); err != nil || old.exists && !w.relayoutDropOld {
 		if err == nil {
 			err = &sink.TableError{Table: t.QualifiedName(),
 				Err: fmt.Errorf("a relayout interrupted after its swap would keep the old table, now %s, as %s, which an earlier relayout kept there", p.Local(name), p.Local(kept)),
-				Fix: fmt.Sprintf("drop %s once you no longer need it; then restart the sink", p.Local(kept))}
+				Fix: fmt.Sprintf("drop %s once you no longer need it; then try again", p.Local(kept))}
 		}
-		return err
+		return res, err
 	}
 	w.log.Warn("relayout: finishing one interrupted after its swap: copying the old table's rows again", "table", t.QualifiedName(), "old_table", p.Local(name))
+	// The view, if the crash left it, forwards from the new table to the
+	// old one, which is renamed or dropped below.
+	if err := w.conn.Exec(ctx, "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
+		return res, fmt.Errorf("relayout of %s: drop the forwarding view: %w", t.QualifiedName(), err)
+	}
 	stmt := copyFinal(p.Local(t.Name), p.Local(name), build.sortingKey)
 	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
-		return fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
+		return res, fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
 	}
 	if err := w.keepOld(ctx, t, name, kept); err != nil {
-		return err
+		return res, err
+	}
+	if !w.relayoutDropOld {
+		res.Old = p.Local(kept)
 	}
 	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "old_table", w.keptNote(p, kept))
-	return nil
+	return res, nil
 }
 
 // copyFinal returns the INSERT that copies into dst the rows of src that
@@ -312,21 +525,66 @@ func (w *Writer) reshape(ctx context.Context, t *schema.Table) error {
 	if err != nil {
 		return err
 	}
+	_, err = w.reshapeFrom(ctx, t, have, w.relayoutOn)
+	return err
+}
+
+// reshapeFrom is reshape of a table whose shape is have; relayout says
+// whether to rebuild it (or only warn).
+func (w *Writer) reshapeFrom(ctx context.Context, t *schema.Table, have shape, relayout bool) (RelayoutResult, error) {
 	build, err := w.readShape(ctx, t, RelayoutBuildName(t.Name))
 	if err != nil {
-		return err
+		return RelayoutResult{}, err
 	}
 	if sameShape(have, t) {
 		if build.exists && !sameShape(build, t) {
 			return w.resumeRelayout(ctx, t, build)
 		}
-		return nil
+		return RelayoutResult{SortingKey: have.sortingKey, PartitionKey: have.partitionKey}, nil
 	}
-	if !w.relayoutOn {
-		w.log.Warn("the table keeps the sorting key it was created with, not the one its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Start the sink with --relayout to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
+	if !relayout {
+		w.log.Warn("the table keeps the sorting key it was created with, not the one its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
 			"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "layout", strings.Join(t.OrderBy, ", "),
 			"partition_key", have.partitionKey, "layout_partition_key", t.PartitionKey())
-		return nil
+		return RelayoutResult{}, nil
 	}
 	return w.relayout(ctx, t, have)
+}
+
+// Relayout gives the ClickHouse table of source table src, whose records
+// have schema s (the newest, as the sink reads it from the schema
+// registry), the shape of its layout or the default shape, now: what a
+// sink started with WithRelayout does when it first loads the table, for
+// walhouse relayout. Sinks may keep loading the table meanwhile (see the
+// top of this file). It finishes a relayout a crash interrupted, and
+// changes nothing when the table has its shape (Changed false). The old
+// table is kept unless WithRelayout said to drop it. It returns an error
+// wrapping ErrNoTable when ClickHouse has no such table.
+func (w *Writer) Relayout(ctx context.Context, src record.Source, s record.Schema) (RelayoutResult, error) {
+	t, err := schema.NewTable(src, s.TenantColumn, s.Columns, w.opts)
+	if err != nil {
+		return RelayoutResult{}, err
+	}
+	w.ddl.Lock()
+	defer w.ddl.Unlock()
+	have, err := w.readShape(ctx, t, t.Name)
+	if err != nil {
+		return RelayoutResult{}, err
+	}
+	if !have.exists {
+		return RelayoutResult{}, fmt.Errorf("%w: %s.%s has no table %s: the sink creates it when it first loads a change of the table; check --database and the table's name", ErrNoTable, src.Schema, src.Table, t.QualifiedName())
+	}
+	res, err := w.reshapeFrom(ctx, t, have, true)
+	res.NewSortingKey, res.NewPartitionKey = t.OrderBy, t.PartitionKey()
+	if err != nil {
+		return res, err
+	}
+	now, err := w.readShape(ctx, t, t.Name)
+	if err != nil {
+		return res, err
+	}
+	if !sameShape(now, t) {
+		return res, fmt.Errorf("relayout of %s: the table's sorting key is %s and its partition key %q after the relayout, not its layout's %s and %q; run walhouse relayout again", t.QualifiedName(), strings.Join(now.sortingKey, ", "), now.partitionKey, strings.Join(t.OrderBy, ", "), t.PartitionKey())
+	}
+	return res, nil
 }

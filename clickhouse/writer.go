@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/internal/redact"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
@@ -157,6 +158,7 @@ type Writer struct {
 	recopyReady bool               // RecopyTable was created (recopy.go)
 
 	relayoutOn, relayoutDropOld bool // WithRelayout
+	failpoints                  *failpoint.Set
 }
 
 // WriterOption configures a Writer.

@@ -38,7 +38,7 @@ type Config struct {
 	// "schema.table" (docs/shaping-tables.md); a table without an entry
 	// keeps walhouse's default shape. Capture needs it too: an update of
 	// a sorting or partition column moves the row.
-	Layout map[string]TableLayout `yaml:"layout" flag:"layout" cmd:"capture,sink"`
+	Layout map[string]TableLayout `yaml:"layout" flag:"layout" cmd:"capture,sink,relayout"`
 
 	// set holds the keys the file gives, with their lines.
 	set map[string]int

@@ -110,6 +110,14 @@ func commands() map[string]command {
 			},
 			run: runCleanup,
 		},
+		"relayout": {
+			summary: "rebuild tables in the sorting key and partitions of their layout, beside the old ones, then swap them, while the sinks keep loading", usage: "TABLE... [--drop-old] [flags]",
+			examples: []string{
+				"walhouse --config walhouse.yaml relayout public.orders",
+				"walhouse --config walhouse.yaml relayout public.orders public.items --drop-old",
+			},
+			run: runRelayout,
+		},
 		"verify": {
 			summary: "compare PostgreSQL with ClickHouse FINAL row by row, report (and with --repair reload) the rows that differ", usage: "--tables T [--every D] [--report FILE] [--repair] [flags]",
 			examples: []string{

@@ -15,8 +15,11 @@
 //	crash@N    exit at the Nth hit (N from 1)
 //	error      fail every hit of an error point (Err) with ErrInjected
 //	error:N    fail its first N hits, then pass
+//	pause:D    hold every hit for the duration D (e.g. 3s): a slow step, so
+//	           that what runs beside it meets the state the point is in
 //
 // for example WALHOUSE_FAILPOINTS=sink.loaded=crash@3,sink.inserted=error:2.
-// Crash points (At) take only crash actions; error points (Err) take both.
+// Crash points (At) take crash and pause actions; error points (Err) take
+// every action.
 // Data enters as that string and leaves as a process exit or an error.
 package failpoint

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Name is a point of capture or the sink where a fault can be injected.
@@ -45,6 +46,15 @@ const (
 	// applies a TRUNCATE marker.
 	SinkTruncating Name = "sink.truncating"
 	SinkTruncated  Name = "sink.truncated"
+	// RelayoutCopied is hit when a relayout's new table holds the old
+	// one's rows and the view forwards the inserts into the old one to
+	// it, before the swap: a crash there leaves the old table in place,
+	// the view and the new table, which the next relayout drops.
+	RelayoutCopied Name = "relayout.copied"
+	// RelayoutSwapped is hit right after a relayout's swap, before the
+	// view is dropped: a crash there leaves the new table in place and the
+	// old one under its building name, which the next relayout finishes.
+	RelayoutSwapped Name = "relayout.swapped"
 )
 
 // canFail reports whether n is an error point, called through Err.
@@ -52,7 +62,7 @@ func canFail(n Name) bool { return n == SinkInserted }
 
 // Names returns every point, crash points first, in a stable order.
 func Names() []Name {
-	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted}
+	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, RelayoutCopied, RelayoutSwapped}
 }
 
 // ErrInjected is the error an error point returns when told to fail.
@@ -65,7 +75,8 @@ const CrashStatus = 137
 // action is what one point does.
 type action struct {
 	crash bool
-	at    int // crash: the hit that crashes (1-based); error: failures left, -1 for always
+	at    int           // crash: the hit that crashes (1-based); error: failures left, -1 for always
+	pause time.Duration // pause: how long every hit is held
 
 	mu   sync.Mutex
 	hits int
@@ -116,8 +127,8 @@ func Parse(spec string) (*Set, error) {
 	return s, nil
 }
 
-// parseAction parses crash, crash@N, error or error:N; errors only where
-// the point can fail.
+// parseAction parses crash, crash@N, pause:D, error or error:N; errors
+// only where the point can fail.
 func parseAction(s string, canFail bool) (*action, error) {
 	count := func(v string) (int, error) {
 		n, err := strconv.Atoi(v)
@@ -133,8 +144,15 @@ func parseAction(s string, canFail bool) (*action, error) {
 		n, err := count(arg)
 		return &action{crash: true, at: n}, err
 	}
+	if d, ok := strings.CutPrefix(s, "pause:"); ok {
+		p, err := time.ParseDuration(d)
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("action %q: the pause must be a positive duration, e.g. pause:3s", s)
+		}
+		return &action{pause: p}, nil
+	}
 	if !canFail {
-		return nil, fmt.Errorf("action %q: a crash point takes crash or crash@N", s)
+		return nil, fmt.Errorf("action %q: a crash point takes crash, crash@N or pause:D", s)
 	}
 	switch verb, arg, hasArg := strings.Cut(s, ":"); {
 	case verb == "error" && !hasArg:
@@ -143,7 +161,7 @@ func parseAction(s string, canFail bool) (*action, error) {
 		n, err := count(arg)
 		return &action{at: n}, err
 	}
-	return nil, fmt.Errorf("action %q: want crash, crash@N, error or error:N", s)
+	return nil, fmt.Errorf("action %q: want crash, crash@N, pause:D, error or error:N", s)
 }
 
 // At is a crash point: it ends the process when name is set to crash at
@@ -168,6 +186,11 @@ func (s *Set) Err(name Name) error {
 func (s *Set) hit(name Name) error {
 	a := s.points[name]
 	if a == nil {
+		return nil
+	}
+	if a.pause > 0 {
+		fmt.Fprintf(s.log, "walhouse: pausing %v at %s (WALHOUSE_FAILPOINTS)\n", a.pause, name)
+		time.Sleep(a.pause)
 		return nil
 	}
 	a.mu.Lock()

@@ -21,10 +21,14 @@ func TestParse(t *testing.T) {
 		{spec: "sink.loaded", wantErr: "want name=action"},
 		{spec: "sink.nowhere=crash", wantErr: "unknown point"},
 		{spec: "sink.loaded=crash,sink.loaded=crash@2", wantErr: "given twice"},
-		{spec: "sink.loaded=error:1", wantErr: "a crash point takes crash or crash@N"},
+		{spec: "sink.loaded=error:1", wantErr: "a crash point takes crash, crash@N or pause:D"},
+		{spec: "relayout.copied=pause:2s"},
+		{spec: "sink.inserted=pause:10ms"},
+		{spec: "relayout.copied=pause:0s", wantErr: "positive duration"},
+		{spec: "relayout.copied=pause:soon", wantErr: "positive duration"},
 		{spec: "sink.loaded=crash@0", wantErr: "positive integer"},
 		{spec: "sink.inserted=error:x", wantErr: "positive integer"},
-		{spec: "sink.inserted=explode", wantErr: "want crash, crash@N, error or error:N"},
+		{spec: "sink.inserted=explode", wantErr: "want crash, crash@N, pause:D, error or error:N"},
 		// Every problem at once.
 		{spec: "a=crash,sink.loaded=boom", wantErr: "unknown point"},
 	} {
@@ -123,5 +127,15 @@ func BenchmarkOff(b *testing.B) {
 	var s *Set
 	for b.Loop() {
 		s.At(SinkLoaded)
+	}
+}
+
+func TestPauseHoldsAndPasses(t *testing.T) {
+	exitedAt, errs, log := run(t, "sink.inserted=pause:1ms", SinkInserted, 2)
+	if exitedAt != 0 || errs[0] != nil || errs[1] != nil {
+		t.Errorf("a pause point exited at hit %d or failed: %v", exitedAt, errs)
+	}
+	if strings.Count(log, "pausing 1ms at sink.inserted") != 2 {
+		t.Errorf("log %q: want a pause per hit", log)
 	}
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/internal/failpoint"
+	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/registry"
+	"github.com/walhouse/walhouse/sink"
+)
+
+// runRelayout rebuilds tables in the shape of their layout while the
+// sinks keep loading them (clickhouse.Writer.Relayout). The table's
+// columns come from where the sink takes them: the newest record of the
+// table's topic, whose schema the schema registry holds.
+func runRelayout(ctx context.Context, inv *invocation) error {
+	var tables []string
+	for len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
+		tables, inv.args = append(tables, inv.args[0]), inv.args[1:]
+	}
+	fs, ep := newFlagSet("relayout", usesKafka|usesClickHouse|usesCluster)
+	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline: the tables' topics are <prefix>.<schema>.<table>, their schemas in <prefix>-schemas")
+	partitionBy := fs.String("partition-by", "", "the sink's --partition-by: the default shape of a table without a layout")
+	dropOld := fs.Bool("drop-old", false, "drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
+	layouts := registerLayout(fs)
+	if err := inv.parse(fs); err != nil {
+		return err
+	}
+	sources, err := relayoutTables(tables, ep.cluster)
+	if err != nil {
+		return err
+	}
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return usageErrorf("%s: %w", failpointsEnv, err)
+	}
+	kc, err := ep.kafkaConfig()
+	if err != nil {
+		return err
+	}
+	conn, err := ep.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.WithLayouts(layouts), clickhouse.WithRelayout(*dropOld), clickhouse.WithFailpoints(fps))
+	if err != nil {
+		return err
+	}
+	cl, err := kafka.NewClient(ctx, kc)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	schemas := registry.NewReader(cl, kafka.SchemasTopic(*prefix), slog.Default())
+	for _, src := range sources {
+		if err := relayoutOne(ctx, inv, w, kc, schemas, *prefix, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relayoutTables checks the tables of walhouse relayout: at least one,
+// each schema.table and named once, and not on a cluster.
+func relayoutTables(args []string, cluster string) ([]record.Source, error) {
+	if cluster != "" {
+		return nil, usageErrorf("--cluster %s: walhouse relayout is not supported on a cluster yet; stop the sinks, create the new table ON CLUSTER beside the old one (CREATE TABLE … AS the old, with the new ORDER BY and PARTITION BY), INSERT INTO it SELECT * FROM the old FINAL, EXCHANGE TABLES … ON CLUSTER, then start the sinks (docs/shaping-tables.md#changing-a-layout)", cluster)
+	}
+	if len(args) == 0 {
+		return nil, usageErrorf("want the tables to relayout, schema.table, before the flags: walhouse relayout public.orders [--drop-old]")
+	}
+	var (
+		out      []record.Source
+		problems []error
+		seen     = map[string]bool{}
+	)
+	for _, a := range args {
+		s, t, ok := strings.Cut(a, ".")
+		switch {
+		case !ok || s == "" || t == "":
+			problems = append(problems, fmt.Errorf("table %q: want schema.table, e.g. public.orders", a))
+		case seen[a]:
+			problems = append(problems, fmt.Errorf("table %q is named twice", a))
+		default:
+			seen[a] = true
+			out = append(out, record.Source{Schema: s, Table: t})
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, &usageError{err}
+	}
+	return out, nil
+}
+
+// relayoutOne relayouts the table of src and says what it did.
+func relayoutOne(ctx context.Context, inv *invocation, w *clickhouse.Writer, kc kafka.Config, schemas *registry.Reader, prefix string, src record.Source) error {
+	name := src.Schema + "." + src.Table
+	topic := record.TopicName(prefix, src.Schema, src.Table)
+	r, err := newestRecord(ctx, kc, topic, schemas)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", name, err)
+	}
+	if r == nil {
+		return fmt.Errorf("table %s is unknown to walhouse: its topic %s holds no change of it; check the table's name and --topic-prefix, and that capture streams it (--tables)", name, topic)
+	}
+	src.ID = r.Source.ID
+	start := time.Now()
+	res, err := w.Relayout(ctx, src, record.Schema{TenantColumn: r.TenantColumn, Columns: r.Columns})
+	var terr *sink.TableError
+	switch {
+	case errors.Is(err, clickhouse.ErrNoTable):
+		return fmt.Errorf("table %s: %w", name, err)
+	case errors.As(err, &terr):
+		return err // it names the fix
+	case err != nil:
+		return fmt.Errorf("table %s: %w (run walhouse relayout again: it goes on from where it stopped)", name, err)
+	case !res.Changed:
+		fmt.Fprintf(inv.stdout, "%s: already in its layout (ORDER BY %s, PARTITION BY %s); nothing to do\n", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
+		return nil
+	case res.Resumed:
+		fmt.Fprintf(inv.stdout, "%s: finished a relayout interrupted after its swap: ORDER BY %s, PARTITION BY %s", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
+	default:
+		fmt.Fprintf(inv.stdout, "%s: relayouted from ORDER BY %s, PARTITION BY %s to ORDER BY %s, PARTITION BY %s: %d rows copied, %d parts caught up, in %s",
+			name, strings.Join(res.SortingKey, ", "), orNone(res.PartitionKey), strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey),
+			res.Rows, res.CaughtUp, time.Since(start).Round(time.Millisecond))
+	}
+	if res.Old != "" {
+		fmt.Fprintf(inv.stdout, "; the old table is kept as %s (drop it once checked, e.g. by walhouse verify)\n", res.Old)
+	} else {
+		fmt.Fprintln(inv.stdout, "; the old table is dropped")
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// newestRecord returns the newest change (by LSN) among the last records
+// of each partition of topic, decoded with schemas, or nil when the topic
+// holds none. It reads further back while it finds only heartbeats.
+func newestRecord(ctx context.Context, kc kafka.Config, topic string, schemas *registry.Reader) (*record.Record, error) {
+	cl, err := kafka.NewClient(ctx, kc)
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	cl.Close()
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the offsets of topic %s: %w", topic, err)
+	}
+	// Capture registers a schema before the records that refer to it.
+	if err := schemas.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	for back := int64(256); ; back *= 8 {
+		from, to := map[int32]kgo.Offset{}, map[int32]int64{}
+		whole := true
+		ends.Each(func(o kadm.ListedOffset) {
+			s, _ := starts.Lookup(topic, o.Partition)
+			f := max(s.Offset, o.Offset-back)
+			if f > s.Offset {
+				whole = false
+			}
+			if f < o.Offset {
+				from[o.Partition], to[o.Partition] = kgo.NewOffset().At(f), o.Offset
+			}
+		})
+		if len(from) == 0 {
+			return nil, nil
+		}
+		r, err := newestIn(ctx, kc, topic, from, to, schemas)
+		if err != nil || r != nil || whole {
+			return r, err
+		}
+	}
+}
+
+// newestIn reads the records of topic's partitions from the offsets from
+// up to (not including) to and returns the newest change among them.
+func newestIn(ctx context.Context, kc kafka.Config, topic string, from map[int32]kgo.Offset, to map[int32]int64, schemas *registry.Reader) (*record.Record, error) {
+	cl, err := kafka.NewClient(ctx, kc, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var newest *record.Record
+	for len(to) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if fetches.Empty() {
+			break // transaction markers or compaction left the end unreachable
+		}
+		fetches.EachError(func(_ string, _ int32, e error) {
+			if err == nil && !errors.Is(e, context.DeadlineExceeded) {
+				err = e
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read topic %s: %w", topic, err)
+		}
+		fetches.EachRecord(func(kr *kgo.Record) {
+			if kr.Offset >= to[kr.Partition]-1 {
+				delete(to, kr.Partition)
+			}
+			r, err := record.Decode(kr.Value, schemas)
+			if err != nil || len(r.Columns) == 0 {
+				return // a heartbeat, or a record the sink dead-letters
+			}
+			if newest == nil || r.LSN > newest.LSN {
+				newest = r
+			}
+		})
+	}
+	return newest, nil
+}
