@@ -468,7 +468,7 @@ func TestTranslator(t *testing.T) {
 				"topic wh.public.docs", "begin",
 				`delete public.docs lsn 0/20 #0 tenant "acme" ('1', 'acme', 'x') (move)`,
 				`update public.docs lsn 0/20 #1 tenant "acme" ('1', 'acme', 'y') old key ('1', NULL, NULL)`,
-				`update public.docs lsn 0/30 #2 tenant "acme" ('1', 'acme', 'y')`, // same body: stays
+				`update public.docs lsn 0/30 #2 tenant "acme" ('1', 'acme', 'y')`,        // same body: stays
 				`delete public.docs lsn 0/40 #3 tenant "acme" ('1', 'acme', 'y') (move)`, // to NULL: a move too
 				`update public.docs lsn 0/40 #4 tenant "acme" ('1', 'acme', NULL) old key ('1', NULL, NULL)`,
 				`update public.docs lsn 0/50 #5 tenant "acme" ('1', 'acme', ?)`, // unchanged TOAST: not a move
