@@ -90,35 +90,6 @@ func TestSinkHoldsNothingOfAPartitionAFullPollDidNotReach(t *testing.T) {
 	wantCommits(t, fc, "a/0@2 ", "a/0@3 ", "a/1@1 ", "a/1@2 ")
 }
 
-// TestSinkHoldsAPartitionsLastRecordWhileRecordsFollowIt: a partition
-// whose high watermark says records follow its last one holds that record
-// even through full polls of other partitions, so a row's delete and its
-// re-insert load together (a sample of FINAL between the two would miss
-// the row).
-func TestSinkHoldsAPartitionsLastRecordWhileRecordsFollowIt(t *testing.T) {
-	pair := recs("a", 0, 0, 3)
-	pair[2].Key, pair[3].Key = []byte(`["t","7"]`), []byte(`["t","7"]`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fc := &fakeConsumer{
-		// The first poll, full, ends inside the pair; the second brings
-		// partition 1 only; the third the pair's other half.
-		polls:  [][]*kgo.Record{pair[:3], recs("a", 1, 0, 0), pair[3:]},
-		cancel: cancel,
-		hwm:    map[int32]int64{0: 4, 1: 1},
-	}
-	l := &fakeLoader{}
-	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", MaxBatchRecords: 3, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Schemas: testSchemas()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v", err)
-	}
-	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/1/0-0 n=1", "a/0/2-3 n=2")
-	wantCommits(t, fc, "a/0@2 ", "a/1@1 ", "a/0@4 ")
-}
-
 // TestSinkHoldsAMoveUntilItsRow: a delete capture marked as the first half
 // of a move (record.HeaderMove) waits for the row that follows it even when
 // Kafka has nothing after it yet (capture's producer may send the two in
@@ -131,10 +102,10 @@ func TestSinkHoldsAMoveUntilItsRow(t *testing.T) {
 	defer cancel()
 	fc := &fakeConsumer{
 		// The first poll, not full, ends with the delete, nothing after it
-		// in Kafka yet (high watermark 2); the next brings the row.
-		polls:  [][]*kgo.Record{pair[:2], pair[2:]},
+		// in Kafka yet; a poll of another partition comes first, then the
+		// row.
+		polls:  [][]*kgo.Record{pair[:2], recs("a", 1, 0, 9), pair[2:]},
 		cancel: cancel,
-		hwm:    map[int32]int64{0: 2},
 	}
 	l := &fakeLoader{}
 	s, err := New(fc, fakeOffsets{}, l, Config{Group: "g", MaxBatchRecords: 10, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Schemas: testSchemas()})
@@ -144,6 +115,6 @@ func TestSinkHoldsAMoveUntilItsRow(t *testing.T) {
 	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
-	wantBatches(t, l.batches, "a/0/0-0 n=1", "a/0/1-2 n=2")
+	wantBatches(t, l.batches, "a/0/0-0 n=1", "a/1/0-9 n=10", "a/0/1-2 n=2")
 	wantCommits(t, fc, "a/0@1 ", "a/0@3 ")
 }

@@ -468,9 +468,6 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 		return err
 	}
 	var p pending
-	// Each partition's high watermark as of its last fetch: a held record
-	// below it has successors to wait for.
-	hwm := map[tp]int64{}
 	for {
 		prog.maybe(s)
 		if err := s.maybeReadRecopies(ctx); err != nil {
@@ -502,9 +499,6 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 				s.m.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(lag))
 				prog.lag[tp{fp.Topic, fp.Partition}] = lag
 				s.m.consumed.Add(float64(n))
-			}
-			if k := (tp{fp.Topic, fp.Partition}); fp.HighWatermark > hwm[k] {
-				hwm[k] = fp.HighWatermark
 			}
 		})
 		p = s.dropRevoked(p)
@@ -541,19 +535,16 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			ready := map[tp][]*kgo.Record{}
 			var rest pending
 			// A partition's records may end between a row's delete and its
-			// re-insert (sameRow): a poll cut at want, or a fetch cut at the
-			// client's byte limits, stops anywhere. The last record of a
-			// partition, with the one before when they are such a pair,
-			// waits for the next poll when this poll was cut and brought
-			// records of the partition, or when the partition's high
-			// watermark says records follow it (the client has usually
-			// fetched them already, but another partition's may come
-			// first). A delete capture marked as the first half of a move
-			// (record.HeaderMove) waits for the row even when nothing is in
-			// Kafka after it yet: capture's producer may send the two in
-			// separate requests. A quiet partition holds nothing back, and
-			// busy ones never hold a quiet one's last record. Records that
-			// waited maxPairHold load as they are.
+			// re-insert (sameRow): a poll cut at want stops anywhere, and
+			// capture's producer may send the two in separate requests. A
+			// delete capture marked as the first half of a move
+			// (record.HeaderMove) waits for the row that follows it; so
+			// does the last record of each partition a poll cut at want
+			// brought records of (with the one before when they are such a
+			// pair: records of older captures have no mark), which the
+			// client has usually fetched already. A quiet partition holds
+			// nothing back, and busy ones never hold a quiet one's last
+			// record. Records that waited maxPairHold load as they are.
 			cut := fetches.NumRecords() == want // PollRecords returns at most want
 			now := time.Now()
 			for k, rs := range p.recs {
@@ -569,7 +560,7 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 					s.log.Warn("records waited for the rest of their row's change longer than it takes to fetch it; loading them as they are (a row whose sorting columns changed may be missing from FINAL until its next batch loads)",
 						"topic", k.topic, "partition", k.partition, "offset", mark.offset, "waited", now.Sub(mark.at).Round(time.Millisecond))
 				case rowsIn(last) != 1:
-				case cut && len(fresh[k]) > 0 || hwm[k] > last.Offset+1 || isMove(last):
+				case cut && len(fresh[k]) > 0 || isMove(last):
 					n--
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--

@@ -25,9 +25,6 @@ type fakeConsumer struct {
 	commits []string // "topic/partition@offset meta"
 	paused  []string
 	cancel  context.CancelFunc
-	// hwm is each partition's high watermark in the fetches (0 when
-	// unset: nothing after the records polled).
-	hwm map[int32]int64
 }
 
 func (f *fakeConsumer) PollRecords(ctx context.Context, _ int) kgo.Fetches {
@@ -52,7 +49,7 @@ func (f *fakeConsumer) PollRecords(ctx context.Context, _ int) kgo.Fetches {
 	for t, ps := range byTP {
 		ft := kgo.FetchTopic{Topic: t}
 		for p, rs := range ps {
-			fp := kgo.FetchPartition{Partition: p, HighWatermark: f.hwm[p]}
+			fp := kgo.FetchPartition{Partition: p}
 			for i := range rs {
 				fp.Records = append(fp.Records, &rs[i])
 			}

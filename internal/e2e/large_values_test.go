@@ -83,8 +83,12 @@ func TestIntegrationLargeValues(t *testing.T) {
 		t.Logf("peak resident memory of %s: %d MiB", proc.Name, peak>>20)
 		// A 60 MiB record is held a few times over (the WAL message, its
 		// encoding, Kafka's buffers, ClickHouse's block), never the table:
-		// about 320 MiB (capture) and 550 MiB (sink) measured.
-		if limit := int64(640 << 20); peak > limit {
+		// about 320 MiB (capture) and 550 MiB (sink) measured, the sink's
+		// peak ranging 538–661 MiB over 16 runs under -race (GC timing
+		// with 60 MiB allocations). Holding the table's large values at
+		// once would take well over 1 GiB (380 MiB of records, a few
+		// copies each).
+		if limit := int64(720 << 20); peak > limit {
 			t.Errorf("%s peaked at %d MiB, want under %d MiB: memory is not bounded by the record size", proc.Name, peak>>20, limit>>20)
 		}
 	}
