@@ -17,7 +17,7 @@ ifeq ($(WALHOUSE_SERVICES),containers)
 START     :=
 TESTSTART := chdb-lib
 TESTENV   := WALHOUSE_CHDB_LIB=$${WALHOUSE_LOCAL_DIR:-$(CURDIR)/.local}/chdb/libchdb.so
-WITHENV   := $(GO) run ./internal/testenv/withcontainers --
+WITHENV   := $(GO) run ./harness/testenv/withcontainers --
 else
 START     := services
 TESTSTART := services
@@ -89,7 +89,7 @@ lint-deploy:
 services:
 ifeq ($(WALHOUSE_SERVICES),containers)
 	@mkdir -p .local
-	$(GO) run ./internal/testenv/withcontainers -env-file .local/containers.env
+	$(GO) run ./harness/testenv/withcontainers -env-file .local/containers.env
 else
 	@echo "==> starting PostgreSQL, Kafka, Redis and ClickHouse (the first run installs them: a few minutes)"
 	@$(SERVICES) start
@@ -138,7 +138,7 @@ release-check:
 PG_HA_MAJOR ?= 17
 test-ha: $(TESTSTART)
 	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
-	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -v -run '^TestIntegrationHA' ./internal/e2e/
+	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -v -run '^TestIntegrationHA' ./harness/e2e/
 
 # The PostgreSQL version matrix (docs/postgres-versions.md): for each major
 # of PG_MAJORS, PostgreSQL restarts on it (the other services stay up) and
@@ -159,7 +159,7 @@ HOSTILE := Hostile|WithinBudget|FuturePositions|RowsHeader|Anchors|LoadedPositio
 hostile: $(TESTSTART)
 	$(TESTENV) WALHOUSE_INTEGRATION=1 $(GO) test $(TESTFLAGS) -run '$(HOSTILE)' ./...
 
-# The chaos matrix (docs/reliability.md, internal/e2e/chaos_test.go): each
+# The chaos matrix (docs/reliability.md, harness/e2e/chaos_test.go): each
 # scenario injects its faults (kill -9, failpoints, duplicates, service
 # outages) while a workload writes, then compares PostgreSQL with
 # ClickHouse FINAL per tenant, exactly. It restarts the local services with
@@ -169,7 +169,7 @@ hostile: $(TESTSTART)
 # changes of the randomized run, default 1,000,000), CHAOS_SCENARIO_ROWS
 # (of the others, 20,000), CHAOS_TENANTS (50); CHAOSRUN picks scenarios
 # (a -run pattern below TestChaos/, e.g. CHAOSRUN=ClickHouse).
-CHAOSCMD = $(TESTENV) WALHOUSE_INTEGRATION=1 WALHOUSE_CHAOS=1 CHAOS_QUICK=$(CHAOS_QUICK) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$/$(CHAOSRUN)' ./internal/e2e/; \
+CHAOSCMD = $(TESTENV) WALHOUSE_INTEGRATION=1 WALHOUSE_CHAOS=1 CHAOS_QUICK=$(CHAOS_QUICK) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$/$(CHAOSRUN)' ./harness/e2e/; \
 	status=$$?; cat .local/chaos/table.md 2>/dev/null; exit $$status
 
 chaos: $(TESTSTART)
@@ -199,7 +199,7 @@ kafka-cluster-stop:
 chaos-cluster: $(TESTSTART) kafka-cluster
 	@$(TESTENV) . ./.local/kafka-cluster/env && export WALHOUSE_INTEGRATION=1 WALHOUSE_KAFKA_BROKERS=$$WALHOUSE_KAFKA_CLUSTER && \
 		$(GO) test -count=1 -timeout 5m -run '^TestIntegrationKafkaClusterDurability$$' ./kafka/ && \
-		$(GO) test -count=1 -timeout 2h -v -run '^TestChaosCluster$$/$(CHAOSRUN)' ./internal/e2e/; \
+		$(GO) test -count=1 -timeout 2h -v -run '^TestChaosCluster$$/$(CHAOSRUN)' ./harness/e2e/; \
 		status=$$?; cat .local/chaos/cluster-table.md 2>/dev/null; exit $$status
 
 # The services' environment names PostgreSQL and Redis by the tests'

@@ -17,7 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"

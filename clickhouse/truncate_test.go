@@ -9,7 +9,7 @@ import (
 
 	"gotest.tools/v3/golden"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"

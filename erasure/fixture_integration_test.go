@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )

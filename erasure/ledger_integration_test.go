@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/record"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // ledgerConn answers the ledger's read with an empty ledger, or with err.

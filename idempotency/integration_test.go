@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // fixture is the key table, an orders table of the row pattern with

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestIntegrationConsistencyToken checks the token of a write, a replay and

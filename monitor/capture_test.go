@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 func TestCaptureStatusURL(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"

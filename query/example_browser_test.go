@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/harness/testenv"
+	"github.com/walhouse/walhouse/harness/writeapi"
 	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/internal/testenv"
-	"github.com/walhouse/walhouse/internal/writeapi"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -16,7 +16,7 @@ import (
 // that the server streams them: its heap stays well below the size of the
 // data. Under the race detector the exports take minutes, so `make test`
 // runs this test in a second pass without it (the embedded engine's HTTP
-// front serves slow readers to the end all the same: see internal/chdb
+// front serves slow readers to the end all the same: see harness/chdb
 // TestIntegrationHTTPSlowReader).
 func TestIntegrationExportMemoryBounded(t *testing.T) {
 	if raceDetector {

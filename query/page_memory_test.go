@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 

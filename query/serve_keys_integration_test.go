@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 

@@ -61,7 +61,7 @@ func TestReaderRefusesConflictingEntries(t *testing.T) {
 // whose id it registered for another schema, with ErrSchemaIDConflict,
 // also when both registrations run at once; the same schema again is fine.
 func TestIntegrationWriterRefusesConflictingSchema(t *testing.T) {
-	// Not internal/testenv, which imports this package: its two rules.
+	// Not harness/testenv, which imports this package: its two rules.
 	brokers := os.Getenv("WALHOUSE_KAFKA_BROKERS")
 	switch {
 	case os.Getenv("WALHOUSE_INTEGRATION") == "0":

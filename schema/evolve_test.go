@@ -303,7 +303,7 @@ func TestPlanEvolution(t *testing.T) {
 			column(have, "note").Type = "FixedString(8)"
 			return have
 		}()},
-		// The changes of TestIntegrationSchemaChanges (internal/e2e), seen
+		// The changes of TestIntegrationSchemaChanges (harness/e2e), seen
 		// in one shape.
 		{name: "all_at_once", lsn: lsn3, edit: edits(drop("legacy"), rename("note", "remark"),
 			retype("qty", "int8", -1), retype("price", "numeric", numericMod(16, 4)), retype("remark", "text", -1),

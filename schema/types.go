@@ -25,7 +25,7 @@ import (
 // from). Then run `go test ./schema/ ./query/` (the tests derive their
 // lists from this table; query's classifier of ClickHouse types must
 // filter the new type, see query/types.go) and add a column of the type to
-// TestIntegrationTypes (internal/e2e/types_test.go), which compares it
+// TestIntegrationTypes (harness/e2e/types_test.go), which compares it
 // with PostgreSQL row by row.
 //
 // A type not in the table is stored as its text, with a warning (see

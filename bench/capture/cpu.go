@@ -1,6 +1,6 @@
 package main
 
-import "github.com/walhouse/walhouse/internal/testenv"
+import "github.com/walhouse/walhouse/harness/testenv"
 
 // serviceCPU is the CPU time, in seconds, used so far by the local
 // PostgreSQL (postmaster and every backend, live or exited) and the Kafka

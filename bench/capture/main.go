@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // options are the benchmark's settings, from flags and the environment.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/internal/pgslot"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/record"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // snapshot measures reading the whole table: psql's COPY to /dev/null

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // The engine's side of a walhouse load. libchdb is stripped, and the

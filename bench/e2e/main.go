@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 func main() { testenv.BenchMain("bench e2e", run) }

@@ -36,7 +36,7 @@ const runMaterialized = "ClickHouse MaterializedPostgreSQL"
 
 // materializedSettings are the request settings CREATE DATABASE needs:
 // the engine is experimental. The HTTP front passes every unknown URL
-// parameter as a setting of that request (internal/chdb).
+// parameter as a setting of that request (harness/chdb).
 func materializedSettings(ctx context.Context) context.Context {
 	return ch.Context(ctx, ch.WithSettings(ch.Settings{"allow_experimental_database_materialized_postgresql": 1}))
 }

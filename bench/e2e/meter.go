@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // usage is the CPU and memory one process (or service) used in a phase.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"

@@ -12,7 +12,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/walhouse/walhouse/internal/chdb"
+	"github.com/walhouse/walhouse/harness/chdb"
 )
 
 // runChdb serves the embedded ClickHouse engine (libchdb.so) over

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/walhouse/walhouse/config"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // TestCommandLine runs the built binary: exit statuses (0 help, 1 failure,

@@ -23,8 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walhouse/walhouse/harness/writeapi"
 	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/internal/writeapi"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/query"
@@ -45,7 +45,7 @@ type demoAPIRequest struct {
 
 // demoAPI is what `walhouse serve` would run for the demo, in process: the
 // query API with its status page and example dashboard, and next to it
-// the Layer 1 write API (internal/writeapi) the dashboard writes through,
+// the Layer 1 write API (harness/writeapi) the dashboard writes through,
 // which allows the query API's origin (CORS).
 type demoAPI struct {
 	api               *query.Server

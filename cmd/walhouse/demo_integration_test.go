@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/internal/pgslot"
-	"github.com/walhouse/walhouse/internal/testenv"
 	"github.com/walhouse/walhouse/schema"
 )
 

@@ -9,7 +9,7 @@ import (
 
 // TestBinaryLinksNoTestPackages keeps the test harness out of the shipped
 // binary: package testing registers its flags and brings its runtime
-// along, and internal/testenv (which imports it) is for tests, the
+// along, and harness/testenv (which imports it) is for tests, the
 // benchmarks and nothing else. Helpers the binary shares with them (such
 // as internal/pgslot) must not import testing.
 func TestBinaryLinksNoTestPackages(t *testing.T) {
@@ -24,8 +24,8 @@ func TestBinaryLinksNoTestPackages(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		switch {
 		case pkg == "testing", strings.HasPrefix(pkg, "testing/"),
-			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/internal/testenv"),
-			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/internal/e2e"),
+			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/harness/testenv"),
+			strings.HasPrefix(pkg, "github.com/walhouse/walhouse/harness/e2e"),
 			strings.HasPrefix(pkg, "github.com/testcontainers/"):
 			t.Errorf("the walhouse binary links %s; find who imports it with go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/walhouse | grep %s, and move what it needs out of the test harness", pkg, pkg)
 		}
@@ -44,7 +44,7 @@ const module = "github.com/walhouse/walhouse/"
 // goes the way the data does. Tests may import any package (TestImportRules
 // reads no test file). Every package may import the leaf tools
 // (leafTools), which import nothing of walhouse. "*" allows every package
-// but the test harness (internal/testenv, internal/e2e).
+// but the test harness (harness/testenv, harness/e2e).
 var importRules = map[string][]string{
 	"record":       nil,
 	"schema":       {"record"},
@@ -66,28 +66,30 @@ var importRules = map[string][]string{
 	// Encoders of pgoutput messages, for tests only.
 	"capture/pgoutput/pgoutputtest": nil,
 
-	"internal/chdb":     nil,
-	"internal/pgslot":   nil,
-	"internal/writeapi": {"idempotency"},
-	// The test harness, imported by tests and bench/ only (no other row
-	// names it).
-	"internal/testenv":                {"record", "kafka", "registry", "idempotency", "internal/pgslot"},
-	"internal/testenv/withcontainers": {"internal/testenv"},
-	"internal/e2e":                    nil,
+	// The harness walhouse is tested and shown with: the embedded
+	// engine's server (walhouse chdb) and the demo's orders API, which the
+	// binary links; the test harness, imported by tests and bench/ only
+	// (no other row names it).
+	"harness/chdb":                   nil,
+	"harness/writeapi":               {"idempotency"},
+	"harness/testenv":                {"record", "kafka", "registry", "idempotency"},
+	"harness/testenv/withcontainers": {"harness/testenv"},
+	"harness/e2e":                    nil,
 
-	"bench/capture": {"*", "internal/testenv"},
-	"bench/e2e":     {"*", "internal/testenv"},
-	"bench/query":   {"*", "internal/testenv"},
-	"bench/sink":    {"*", "internal/testenv"},
-	"bench/verify":  {"*", "internal/testenv"},
+	"bench/capture": {"*", "harness/testenv"},
+	"bench/e2e":     {"*", "harness/testenv"},
+	"bench/query":   {"*", "harness/testenv"},
+	"bench/sink":    {"*", "harness/testenv"},
+	"bench/verify":  {"*", "harness/testenv"},
 
 	"docs":                nil,
 	"deploy/docker/probe": nil,
 }
 
-// leafTools are the internal packages any package may import; they import
-// nothing of walhouse (their rows in importRules are implied: empty).
-var leafTools = []string{"internal/backoff", "internal/failpoint", "internal/redact", "internal/textcut"}
+// leafTools are the packages under internal/, and nothing else is there:
+// any package may import them, and they import nothing of walhouse but
+// one another (their rows in importRules are implied: empty).
+var leafTools = []string{"internal/backoff", "internal/failpoint", "internal/pgslot", "internal/redact", "internal/textcut"}
 
 // readSide are the packages that read what the pipeline wrote, and
 // writeSide what none of them may depend on, even through another package:
@@ -135,13 +137,23 @@ func TestImportRules(t *testing.T) {
 		}
 		for _, imp := range fields[1:] {
 			dep, ours := strings.CutPrefix(imp, module)
-			if !ours || slices.Contains(allowed, dep) || slices.Contains(leafTools, dep) && !slices.Contains(leafTools, pkg) {
+			if !ours || slices.Contains(allowed, dep) || slices.Contains(leafTools, dep) {
 				continue
 			}
-			if slices.Contains(allowed, "*") && dep != "internal/testenv" && !strings.HasPrefix(dep, "internal/testenv/") && dep != "internal/e2e" {
+			if slices.Contains(allowed, "*") && dep != "harness/testenv" && !strings.HasPrefix(dep, "harness/testenv/") && dep != "harness/e2e" {
 				continue
 			}
 			t.Errorf("package %s imports %s, against the import rules of docs/architecture.md: %s may import %s; turn the arrow around (an interface %s declares, a type in a package both import) rather than add it", pkg, dep, pkg, describe(allowed), pkg)
+		}
+	}
+}
+
+// TestInternalHoldsLeafToolsOnly: internal/ means one thing, the leaf
+// tools (docs/architecture.md); the harness has a folder of its own.
+func TestInternalHoldsLeafToolsOnly(t *testing.T) {
+	for _, path := range goList(t, "./internal/...") {
+		if pkg := strings.TrimPrefix(path, module); !slices.Contains(leafTools, pkg) {
+			t.Errorf("package %s is under internal/, which holds the leaf tools only (leafTools): a tool that imports a stage, or part of the harness, goes elsewhere (harness/ for what tests and the demo run)", pkg)
 		}
 	}
 }

@@ -17,10 +17,10 @@
 //	keys.go              keys prune: Layer 1's expired idempotency keys
 //	                     (idempotency.Pruner), once or daily
 //	demo.go              demo: capture and sink in one process on a workload
-//	                     written through Layer 1 (internal/writeapi for HTTP);
+//	                     written through Layer 1 (harness/writeapi for HTTP);
 //	                     demo_api.go the query API and the write API it
 //	                     serves, a dashboard read and a token read
-//	chdb.go              chdb: the embedded ClickHouse (internal/chdb) over HTTP;
+//	chdb.go              chdb: the embedded ClickHouse (harness/chdb) over HTTP;
 //	                     chdb_off.go stands in for it with -tags nochdb
 //	                     (the static container image)
 //	health.go            /healthz and /readyz of capture, sink and serve

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/walhouse/walhouse/config"
-	"github.com/walhouse/walhouse/internal/testenv"
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // cleanEnv is the environment of the test's walhouse runs: none of the

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/internal/testenv"
 )
 
 // TestKeyTableNamesAgree: capture leaves out the table the idempotency

@@ -87,7 +87,7 @@ for m in $majors; do
 			say "PostgreSQL $m ($version): capture's integration tests"
 			capture=$(run_tests capture ./capture/ '^TestIntegration' "$log")
 			say "PostgreSQL $m ($version): the end-to-end basics"
-			e2e=$(run_tests e2e ./internal/e2e/ "$e2e_run" "$log")
+			e2e=$(run_tests e2e ./harness/e2e/ "$e2e_run" "$log")
 		fi
 	fi
 	secs=$((SECONDS - t0))
