@@ -427,10 +427,11 @@ type heldMark struct {
 // sink's --max-wait defaults to the same).
 const pairWait = 500 * time.Millisecond
 
-// maxPairHold bounds how long records wait for their pair when the
-// partition's high watermark says more records follow but no poll brings
-// them (a busy consumer of many partitions, a fetch that keeps failing):
-// after it they load as they are, with a warning.
+// maxPairHold bounds how long records wait for their pair when nothing
+// follows them (a capture killed between a move's two records, a row
+// capture set aside; any later record of the partition, a heartbeat
+// included, ends the wait sooner) or no poll brings what does (a fetch
+// that keeps failing): after it they load as they are, with a warning.
 const maxPairHold = 30 * time.Second
 
 func (p *pending) add(r *kgo.Record) {
