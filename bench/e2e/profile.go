@@ -158,31 +158,37 @@ func freeAddr() (string, error) {
 // start takes a profile of each process for d, in the background; wait
 // returns them, named after step.
 func (pr *profiler) start(ctx context.Context, d time.Duration, step string) (wait func() []processProfile) {
-	type result struct {
-		pp  processProfile
-		err error
-	}
 	names := slices.Sorted(maps.Keys(pr.addrs))
-	results := make([]chan result, len(names))
+	results := make([]chan profileResult, len(names))
 	for i, name := range names {
-		results[i] = make(chan result, 1)
+		results[i] = make(chan profileResult, 1)
 		go func() {
 			pp, err := pr.take(ctx, name, d, step)
-			results[i] <- result{pp, err}
+			results[i] <- profileResult{pp, err}
 		}()
 	}
-	return func() []processProfile {
-		var out []processProfile
-		for i, name := range names {
-			r := <-results[i]
-			if r.err != nil {
-				fmt.Fprintf(os.Stderr, "  profile of %s during %s: %v\n", name, step, r.err)
-				continue
-			}
-			out = append(out, r.pp)
+	return func() []processProfile { return collectProfiles(step, names, results) }
+}
+
+// profileResult is one process's profile, or why it could not be taken.
+type profileResult struct {
+	pp  processProfile
+	err error
+}
+
+// collectProfiles waits for the profile of each of names and returns those
+// taken, saying on stderr why the others were not.
+func collectProfiles(step string, names []string, results []chan profileResult) []processProfile {
+	var out []processProfile
+	for i, name := range names {
+		r := <-results[i]
+		if r.err != nil {
+			fmt.Fprintf(os.Stderr, "  profile of %s during %s: %v\n", name, step, r.err)
+			continue
 		}
-		return out
+		out = append(out, r.pp)
 	}
+	return out
 }
 
 // take fetches one CPU profile of d from the process name.
@@ -288,41 +294,28 @@ const loopChunk = time.Second
 // whose length is not known in advance, such as a load.
 func (pr *profiler) startLoop(ctx context.Context, step string) (stop func() []processProfile) {
 	done := make(chan struct{})
-	type result struct {
-		pp  processProfile
-		err error
-	}
 	names := slices.Sorted(maps.Keys(pr.addrs))
-	results := make([]chan result, len(names))
+	results := make([]chan profileResult, len(names))
 	for i, name := range names {
-		results[i] = make(chan result, 1)
+		results[i] = make(chan profileResult, 1)
 		go func() {
 			chunks, err := pr.chunks(ctx, name, done)
 			if len(chunks) == 0 {
-				results[i] <- result{err: errors.Join(errors.New("no profile taken"), err)}
+				results[i] <- profileResult{err: errors.Join(errors.New("no profile taken"), err)}
 				return
 			}
 			merged, err := profile.Merge(chunks)
 			if err != nil {
-				results[i] <- result{err: fmt.Errorf("merge %d profiles: %w", len(chunks), err)}
+				results[i] <- profileResult{err: fmt.Errorf("merge %d profiles: %w", len(chunks), err)}
 				return
 			}
 			pp, err := pr.split(name, step, merged)
-			results[i] <- result{pp, err}
+			results[i] <- profileResult{pp, err}
 		}()
 	}
 	return func() []processProfile {
 		close(done)
-		var out []processProfile
-		for i, name := range names {
-			r := <-results[i]
-			if r.err != nil {
-				fmt.Fprintf(os.Stderr, "  profile of %s during %s: %v\n", name, step, r.err)
-				continue
-			}
-			out = append(out, r.pp)
-		}
-		return out
+		return collectProfiles(step, names, results)
 	}
 }
 
