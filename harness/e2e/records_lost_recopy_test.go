@@ -27,20 +27,7 @@ func TestIntegrationSinkRecopiesAfterARetentionGap(t *testing.T) {
 	sink := p.sink("--recopy-on-gap", "--metrics-addr", metrics)
 	p.change(tb, 2001)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if err := testenv.Eventually(ctx, 60*time.Second, func(ctx context.Context) error {
-		marks, err := p.loadedThrough(ctx, tb.name)
-		if err == nil && len(marks) < 3 {
-			err = fmt.Errorf("%d of 3 partitions recorded", len(marks))
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("no lastSyncAt before the gap: %v", err)
-	}
-	sink.Kill()
-	before, err := p.loadedThrough(ctx, tb.name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := p.syncedThenKilled(t, tb.name, sink)
 	// DELETEs and UPDATEs first, so that some of them are among the
 	// records retention removes from partition 0.
 	n := p.execCount(fmt.Sprintf(`DELETE FROM %s WHERE id %% 4 = 1`, tb.quoted))

@@ -14,6 +14,28 @@ import (
 	"github.com/walhouse/walhouse/harness/testenv"
 )
 
+// syncedThenKilled waits until sink recorded every one of table's three
+// partitions as loaded, kills it, and returns how far each is loaded.
+func (p *pipeline) syncedThenKilled(t *testing.T, table string, sink *testenv.Proc) map[int32]time.Time {
+	t.Helper()
+	ctx := context.Background()
+	if err := testenv.Eventually(ctx, 60*time.Second, func(ctx context.Context) error {
+		marks, err := p.loadedThrough(ctx, table)
+		if err == nil && len(marks) < 3 {
+			err = fmt.Errorf("%d of 3 partitions recorded", len(marks))
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("no lastSyncAt before the gap: %v", err)
+	}
+	sink.Kill()
+	before, err := p.loadedThrough(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return before
+}
+
 // loadedThrough returns each partition's loaded_through of table in
 // _walhouse_sync, the rows lastSyncAt is the least of.
 func (p *pipeline) loadedThrough(ctx context.Context, table string) (map[int32]time.Time, error) {
@@ -89,20 +111,7 @@ func TestIntegrationSinkStopsAtARetentionGap(t *testing.T) {
 	sink := p.sink("--metrics-addr", metrics)
 	p.change(tb, 1)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
-	if err := testenv.Eventually(ctx, 60*time.Second, func(ctx context.Context) error {
-		marks, err := p.loadedThrough(ctx, tb.name)
-		if err == nil && len(marks) < 3 {
-			err = fmt.Errorf("%d of 3 partitions recorded", len(marks))
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("no lastSyncAt before the gap: %v", err)
-	}
-	sink.Kill()
-	before, err := p.loadedThrough(ctx, tb.name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := p.syncedThenKilled(t, tb.name, sink)
 	n := p.change(tb, 2) + p.change(tb, 3)
 	p.waitProduced(tb.topic, n)
 	committed, start := p.deleteRecordsMidway(tb.topic, 0)

@@ -83,13 +83,19 @@ func newRelayoutRun(t *testing.T) *relayoutRun {
 	return r
 }
 
-// sample samples FINAL until the returned function is called, which
-// reports every wrong sample: each must hold every live row exactly once,
-// and never an older version of a row than a sample before (every change
-// raises an amount, so their sum under FINAL never falls; a change loaded
-// into the old table between the copy and the swap and missing from the
-// new table would lower it).
+// sample samples FINAL of the run's table (sampleFinal).
 func (r *relayoutRun) sample(t *testing.T) (done func()) {
+	return sampleFinal(t, r.p, r.table, relayoutLive)
+}
+
+// sampleFinal samples FINAL of table until the returned function is
+// called, which reports every wrong sample: each must hold every one of
+// the live rows exactly once, and never an older version of a row than a
+// sample before (every change of the relayout tests' workloads raises an
+// amount, so their sum under FINAL never falls; a change loaded into the
+// old table between the copy and the swap and missing from the new table
+// would lower it).
+func sampleFinal(t *testing.T, p *pipeline, table string, live uint64) (done func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		wg      sync.WaitGroup
@@ -99,18 +105,18 @@ func (r *relayoutRun) sample(t *testing.T) (done func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		q := fmt.Sprintf("SELECT count(), uniqExact(tenant_id, id), toInt64(sum(ifNull(amount, 0))) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, r.table)
+		q := fmt.Sprintf("SELECT count(), uniqExact(tenant_id, id), toInt64(sum(ifNull(amount, 0))) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", p.database, table)
 		var last int64
 		for ctx.Err() == nil {
 			var n, distinct uint64
 			var sum int64
-			err := r.p.ch.QueryRow(ctx, q).Scan(&n, &distinct, &sum)
+			err := p.ch.QueryRow(ctx, q).Scan(&n, &distinct, &sum)
 			now := time.Now().UTC().Format("15:04:05.000 ")
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
 				bad = append(bad, now+err.Error())
-			case n != relayoutLive || distinct != relayoutLive:
+			case n != live || distinct != live:
 				bad = append(bad, now+fmt.Sprintf("%d rows, %d distinct", n, distinct))
 			case sum < last:
 				bad = append(bad, now+fmt.Sprintf("sum of amounts fell from %d to %d: changes seen before are gone", last, sum))

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 // capture restarts with the new layout, the sink with --relayout, which
 // builds the table beside the old one and swaps them. A reader sampling
 // FINAL the whole time must see every row exactly once in every sample
-// (the workload changes rows, never their number), and FINAL must end
+// (the workload changes rows, never their number) and no change undone,
+// and FINAL must end
 // equal to PostgreSQL, in the new shape, with the old table kept.
 func TestIntegrationRelayout(t *testing.T) {
 	p := newPipeline(t)
@@ -56,31 +56,7 @@ func TestIntegrationRelayout(t *testing.T) {
 	capture = p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
 
 	// A reader samples FINAL through the relayout.
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		wg      sync.WaitGroup
-		samples int
-		bad     []string
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		q := fmt.Sprintf("SELECT count(), uniqExact(tenant_id, id) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", p.database, table)
-		for ctx.Err() == nil {
-			var n, distinct uint64
-			err := p.ch.QueryRow(ctx, q).Scan(&n, &distinct)
-			switch {
-			case ctx.Err() != nil:
-			case err != nil:
-				bad = append(bad, time.Now().UTC().Format("15:04:05.000 ")+err.Error())
-			case n != live || distinct != live:
-				bad = append(bad, time.Now().UTC().Format("15:04:05.000 ")+fmt.Sprintf("%d rows, %d distinct", n, distinct))
-			default:
-				samples++
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	done := sampleFinal(t, p, table, live)
 	relayout := p.sink("--config", file, "--relayout")
 	waitLog(t, relayout, "relayout: the table has its new shape")
 	// The tombstones came along: a stale version of a deleted row
@@ -91,15 +67,7 @@ func TestIntegrationRelayout(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	stop()
 	p.convergeWithin(3*time.Minute, pgQuery, chQuery, capture, relayout)
-	cancel()
-	wg.Wait()
-	t.Logf("%d samples of FINAL during the relayout", samples)
-	if len(bad) > 0 {
-		t.Errorf("%d samples were wrong: %s", len(bad), strings.Join(bad, "; "))
-	}
-	if samples == 0 {
-		t.Error("no sample of FINAL succeeded")
-	}
+	done()
 
 	var sortingKey, partitionKey string
 	q := fmt.Sprintf("SELECT sorting_key, partition_key FROM system.tables WHERE database = %s AND name = %s", schema.QuoteString(p.database), schema.QuoteString(table))
