@@ -74,9 +74,27 @@ func (tw tokenWait) active() bool { return tw.lsn > 0 }
 // pipeline's share of its latency from the query's.
 const TimingHeader = "Server-Timing"
 
+// timingMetric is the name of the TimingHeader metric.
+const timingMetric = "token-wait;dur="
+
 // timing returns the TimingHeader value of a wait of d.
 func timing(d time.Duration) string {
-	return "token-wait;dur=" + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
+	return timingMetric + strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
+}
+
+// TokenWaitOf reads the wait of a TimingHeader value (among other
+// metrics, as Server-Timing allows); ok is false when it has none.
+func TokenWaitOf(header string) (wait time.Duration, ok bool) {
+	_, ms, found := strings.Cut(header, timingMetric)
+	if !found {
+		return 0, false
+	}
+	ms, _, _ = strings.Cut(ms, ",")
+	f, err := strconv.ParseFloat(strings.TrimSpace(ms), 64)
+	if err != nil || f < 0 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Millisecond)), true
 }
 
 // parseTokenRead checks tr and the request's TokenHeader against the

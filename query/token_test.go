@@ -113,3 +113,23 @@ func TestWatchersShareReads(t *testing.T) {
 		t.Errorf("a wait for a position never loaded: %v, want its deadline", err)
 	}
 }
+
+// TestTokenWaitOf reads back what timing writes, also among other
+// metrics, and nothing from anything else.
+func TestTokenWaitOf(t *testing.T) {
+	for header, want := range map[string]time.Duration{
+		timing(412500 * time.Microsecond):  412500 * time.Microsecond,
+		timing(0):                          0,
+		"cache;dur=3, token-wait;dur=1000": time.Second,
+		"token-wait;dur=1000, db;dur=3":    time.Second,
+		"":                                 -1,
+		"token-wait;dur=x":                 -1,
+		"token-wait;dur=-5":                -1,
+		"other;dur=5":                      -1,
+	} {
+		got, ok := TokenWaitOf(header)
+		if want < 0 && ok || want >= 0 && (!ok || got != want) {
+			t.Errorf("TokenWaitOf(%q) = %v, %v; want %v", header, got, ok, want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -133,20 +132,6 @@ type tokenProbe struct {
 	fresh        bool
 }
 
-// serverWait reads the wait of a query.TimingHeader value,
-// "token-wait;dur=<ms>"; 0 when there is none.
-func serverWait(header string) time.Duration {
-	_, ms, ok := strings.Cut(header, "token-wait;dur=")
-	if !ok {
-		return 0
-	}
-	f, err := strconv.ParseFloat(ms, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(f * float64(time.Millisecond))
-}
-
 // probeRun is what a step's probers did: every probe that got an answer,
 // and the probes that failed (a write or a read that returned an error),
 // with the first error.
@@ -249,7 +234,8 @@ func (r *tokenReader) probe(ctx context.Context, tenant string, step, n int) (to
 		} `json:"error"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&ans)
-	p := tokenProbe{wait: time.Since(committed), server: serverWait(resp.Header.Get(query.TimingHeader))}
+	p := tokenProbe{wait: time.Since(committed)}
+	p.server, _ = query.TokenWaitOf(resp.Header.Get(query.TimingHeader))
 	if err != nil {
 		return p, fmt.Errorf("token probe: read answered %s: %w", resp.Status, err)
 	}
