@@ -33,6 +33,7 @@ type relation struct {
 	refused      prometheus.Counter // of a table left out: counts its changes
 	source       record.Source
 	eventSource  string // record.ChangeSource of the table: the source of its changes' eventIds
+	moveSource   string // record.MoveSource of the table: that of its moves' deletes
 	topic        string
 	columns      []record.Column
 	schemaID     string
@@ -350,6 +351,7 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 		quoted:      pgx.Identifier{m.Namespace, m.RelationName}.Sanitize(),
 		source:      record.Source{ID: sourceID, Schema: m.Namespace, Table: m.RelationName},
 		eventSource: record.ChangeSource(sourceID, m.Namespace, m.RelationName),
+		moveSource:  record.MoveSource(sourceID, m.Namespace, m.RelationName),
 		topic:       record.TopicName(cfg.topicPrefix, m.Namespace, m.RelationName),
 		tenantIdx:   -1,
 		full:        m.ReplicaIdentity == pgoutput.ReplicaIdentityFull,

@@ -49,9 +49,13 @@ func (t *translator) rowChange(ctx context.Context, lsn record.LSN, ch *pgoutput
 		fill = old // REPLICA IDENTITY FULL: unchanged TOAST values are in the old row
 	}
 	if len(old) > 0 && keyChanged(rel, old, cur) {
+		// The delete takes the update's ordinal and leaves it to the row
+		// (record.MoveSource): the eventIds of the transaction's other
+		// records do not depend on which updates the layout sees as moves.
+		ordinal := t.ordinal
 		t.move = true
 		err := t.emit(ctx, rel, lsn, record.Delete, old, nil, nil)
-		t.move = false
+		t.move, t.ordinal = false, ordinal
 		if err != nil {
 			return err
 		}
@@ -136,6 +140,10 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 			return err
 		}
 	}
+	version := record.Version(lsn)
+	if t.move {
+		version = record.MoveVersion(lsn) // below the row that follows it
+	}
 	r := &t.rec
 	*r = record.Record{
 		OccurredAt:   t.commitTime,
@@ -145,7 +153,7 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		LSN:          lsn,
 		CommitLSN:    t.commitLSN,
 		Ordinal:      t.ordinal,
-		Version:      record.Version(lsn),
+		Version:      version,
 		Op:           op,
 		Columns:      rel.columns,
 		SchemaID:     rel.schemaID,
@@ -155,7 +163,11 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		t.oldKey = toValues(t.oldKey[:0], oldKey, nil)
 		r.OldKey = t.oldKey
 	}
-	r.EventID = record.EventID(rel.eventSource, t.commitLSN, t.ordinal, t.commitTime)
+	source := rel.eventSource
+	if t.move {
+		source = rel.moveSource
+	}
+	r.EventID = record.EventID(source, t.commitLSN, t.ordinal, t.commitTime)
 	t.ordinal++ // also for a change set aside: the eventIds after it stay as they were
 	if rel.tenantIdx >= 0 {
 		v := t.values[rel.tenantIdx]

@@ -24,8 +24,10 @@
 //	source        {"id","schema","table"}: where the change was read
 //	lsn           the change's own WAL position ("X/Y"), also the version
 //	commitLsn     the commit LSN of its transaction
-//	ordinal       position of the change in its transaction, from 0
-//	version       the ReplacingMergeTree version (see Version)
+//	ordinal       position of the change in its transaction, from 0 (a move's
+//	              delete shares its update's; its eventId is a MoveSource's)
+//	version       the ReplacingMergeTree version (see Version; the delete half
+//	              of a row's move has one below, MoveVersion)
 //	op            "c" insert, "u" update, "d" delete, "r" row read by the initial snapshot
 //	schemaId      the content hash of the relation's Schema (columns and tenant
 //	              column) at the time of the change: the key of its entry in the

@@ -130,6 +130,19 @@ func RewriteCopyVersion(at LSN) uint64 { return Version(at) }
 // over old rows.
 func Version(lsn LSN) uint64 { return uint64(lsn) }
 
+// MoveVersion returns the version of the delete that removes a row from
+// its old position when an update moves it (its key or a sorting column of
+// its layout changed): one below the version of the row that follows it,
+// Version(lsn), both from the update at lsn.
+//
+// Where the two share a ClickHouse key (a table whose sorting key lacks
+// the moved column, as during a relayout, before the swap) the row must
+// win whatever order they land in: equal versions leave it to insertion
+// order, which a load split by a hold's expiry, a retry or a replay does
+// not keep. One below is still above every earlier change of the row,
+// whose WAL records end before lsn, so the delete still removes them.
+func MoveVersion(lsn LSN) uint64 { return uint64(lsn) - 1 }
+
 // EventID returns the deterministic eventId of the change at position ordinal
 // of the transaction that committed at commitLSN, read from source (capture
 // passes ChangeSource: the database and the change's table).
@@ -168,6 +181,19 @@ func EventID(source string, commitLSN LSN, ordinal uint32, commitTime time.Time)
 // input apart from a snapshot row's ("snapshot", AppendSnapshotEventID).
 func ChangeSource(source, schema, table string) string {
 	return source + "\x00change\x00" + schema + "\x00" + table
+}
+
+// MoveSource returns the source of the eventIds of the deletes that remove
+// moved rows from their old positions (MoveVersion), in table schema.table
+// read from the database source: ChangeSource's, with the tag "move".
+//
+// Such a delete takes the ordinal of its update, which the row that
+// follows it keeps too: ordinals number the transaction's changes, not its
+// records. So a layout that starts (or stops) watching a column for moves
+// changes no other record's eventId, and a change captured before the
+// layout changed and again after it is still recognised by Layer 2.
+func MoveSource(source, schema, table string) string {
+	return source + "\x00move\x00" + schema + "\x00" + table
 }
 
 // appendPosition ends an eventId's hash input: a zero byte after the

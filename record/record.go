@@ -292,13 +292,14 @@ func (r *Record) ValidateRow() error {
 		bad("lsn and commitLsn must be set")
 	}
 	// A change precedes its commit, and its version is its own WAL
-	// position (see Version): a record that says otherwise would order
-	// itself above or below changes it never saw.
+	// position (see Version; one below for a move's delete, MoveVersion):
+	// a record that says otherwise would order itself above or below
+	// changes it never saw.
 	if r.LSN > r.CommitLSN {
 		bad("lsn %s is after commitLsn %s", r.LSN, r.CommitLSN)
 	}
-	if r.Op != Read && r.Version != Version(r.LSN) {
-		bad("version %d is not the change's WAL position %s (%d)", r.Version, r.LSN, Version(r.LSN))
+	if r.Op != Read && r.Version != Version(r.LSN) && (r.Op != Delete || r.Version != MoveVersion(r.LSN)) {
+		bad("version %d is not the change's WAL position %s (%d), nor one below it (a move's delete)", r.Version, r.LSN, Version(r.LSN))
 	}
 	if len(r.Values) != len(r.Columns) {
 		bad("%d values for %d columns", len(r.Values), len(r.Columns))
