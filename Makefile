@@ -25,7 +25,7 @@ TESTENV   := . ./$(ENVFILE) &&
 WITHENV   := . ./$(ENVFILE) &&
 endif
 
-.PHONY: all build demo test test-ha unit vet lint rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick chaos-cluster kafka-cluster kafka-cluster-stop test-pg-matrix release release-check
+.PHONY: all build demo test test-ha test-relayout-scale unit vet lint rules lint-deploy services chdb-lib stop status clean fuzz help hostile bench bench-capture bench-sink bench-query bench-e2e bench-verify chaos chaos-quick chaos-cluster kafka-cluster kafka-cluster-stop test-pg-matrix release release-check
 
 all: build
 
@@ -37,6 +37,7 @@ help:
 	@echo "make services  start PostgreSQL, Kafka, Redis and ClickHouse locally (make stop to stop)"
 	@echo "               WALHOUSE_SERVICES=containers make test|demo|services: as containers instead (needs Docker)"
 	@echo "make test-ha   decoding on a standby and a failover with failover slots, on a primary/standby pair (deploy/local/ha.sh; PG_HA_MAJOR=16-18, default 17; ~2 min)"
+	@echo "make test-relayout-scale  walhouse relayout of a RELAYOUT_ROWS-row table (default a million) under a write load, FINAL and the query API sampled throughout"
 	@echo "make hostile   the hostile-input suites alone (bad rows, forged messages and records, large values, odd names, hostile tenants)"
 	@echo "make bench     print throughput figures (bench-capture, bench-sink, bench-query)"
 	@echo "make lint      staticcheck (staticcheck.conf) over the module, its nochdb build and the image writer (part of make test)"
@@ -139,6 +140,14 @@ PG_HA_MAJOR ?= 17
 test-ha: $(TESTSTART)
 	PG_HA_MAJOR=$(PG_HA_MAJOR) deploy/local/ha.sh start
 	$(TESTENV) . ./.local/ha.env && WALHOUSE_INTEGRATION=1 WALHOUSE_HA=1 $(GO) test $(TESTFLAGS) -v -run '^TestIntegrationHA' ./harness/e2e/
+
+# walhouse relayout of a table of RELAYOUT_ROWS rows (a million unless
+# given) under a steady write load, FINAL and the query API sampled the
+# whole time (docs/shaping-tables.md#changing-a-layout); make test runs
+# the same tests on 20,000 rows. A few minutes on 2 cores.
+RELAYOUT_ROWS ?= 1000000
+test-relayout-scale: $(TESTSTART)
+	$(TESTENV) WALHOUSE_INTEGRATION=1 WALHOUSE_RELAYOUT_ROWS=$(RELAYOUT_ROWS) $(GO) test -count=1 -timeout 30m -v -run '^TestIntegrationRelayoutAtScale$$' ./harness/e2e/
 
 # The PostgreSQL version matrix (docs/postgres-versions.md): for each major
 # of PG_MAJORS, PostgreSQL restarts on it (the other services stay up) and

@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +19,8 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/harness/testenv"
+	"github.com/walhouse/walhouse/query"
+	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -27,34 +34,48 @@ type relayoutRun struct {
 	capture, sink    *testenv.Proc
 	pgQuery, chQuery string
 	stop             func() // ends the write load
+	// live is the number of live rows: the workload changes rows, never
+	// their number. apiLive is tenant apiTenant's share of them.
+	live, apiLive uint64
 }
 
-// relayoutLive is the number of live rows of a relayoutRun's table: the
-// workload changes rows, never their number.
-const relayoutLive = 20_000 - 20_000/50
+// relayoutRows is the size of the relayout tests' table in make test;
+// make test-relayout-scale runs TestIntegrationRelayoutAtScale with more
+// (WALHOUSE_RELAYOUT_ROWS).
+const relayoutRows = 20_000
+
+// apiTenant is the tenant whose rows relayoutRun.sample reads through the
+// query API.
+const apiTenant = "t3"
 
 // newRelayoutRun loads the table, starts the write load (status and
 // creation-time changes: moves under the new layout) and gives capture
 // the new layout, in the operator's order: capture first, and the
 // relayout once the sink loaded what the old capture wrote (rows it moved
 // have no tombstone at the new key). The sink keeps running throughout.
-func newRelayoutRun(t *testing.T) *relayoutRun {
+func newRelayoutRun(t *testing.T, rows int) *relayoutRun {
 	p := newPipeline(t)
-	r := &relayoutRun{p: p}
+	r := &relayoutRun{p: p, live: uint64(rows - rows/50)}
 	table, qt := p.table("relayoutcmd", `(tenant_id text, id int, status text NOT NULL, created_at timestamptz NOT NULL, amount int, PRIMARY KEY (tenant_id, id))`)
 	r.table = table
 	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, qt))
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], '2026-01-01 00:00:00+00'::timestamptz + (i %% 90) * interval '1 day', i FROM generate_series(1, 20000) i`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], '2026-01-01 00:00:00+00'::timestamptz + (i %% 90) * interval '1 day', i FROM generate_series(1, %d) i`, qt, rows))
 	r.capture = p.runCapture(p.captureArgs([]string{table}))
 	r.sink = p.sink()
 	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, status, (extract(epoch FROM created_at) * 1000000)::bigint::text, coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	r.chQuery = fmt.Sprintf("SELECT tenant_id, toString(id), status, toString(toUnixTimestamp64Micro(created_at)), ifNull(toString(amount), 'NULL')"+
 		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
-	p.converge(r.pgQuery, r.chQuery, r.capture, r.sink)
+	if err := p.pg.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s WHERE tenant_id = $1`, qt), apiTenant).Scan(&r.apiLive); err != nil {
+		t.Fatal(err)
+	}
+	// A larger table takes longer to load and compare.
+	p.convergeWithin(time.Duration(90+rows/5_000)*time.Second, r.pgQuery, r.chQuery, r.capture, r.sink)
 
+	// About 200 rows a statement, whatever the table's size.
+	mod := max(97, rows/200)
 	r.stop = p.keepWriting(20*time.Millisecond, func(k int) string {
-		return fmt.Sprintf(`UPDATE %s SET status = (ARRAY['new', 'paid', 'sent', 'held'])[1 + %d %% 4], created_at = created_at + interval '17 days', amount = amount + 1 WHERE id %% 97 = %d`, qt, k, k%97)
+		return fmt.Sprintf(`UPDATE %s SET status = (ARRAY['new', 'paid', 'sent', 'held'])[1 + %d %% 4], created_at = created_at + interval '17 days', amount = amount + 1 WHERE id %% %d = %d`, qt, k, mod, k%mod)
 	})
 	t.Cleanup(r.stop)
 	r.file = filepath.Join(t.TempDir(), "walhouse.yaml")
@@ -83,9 +104,16 @@ func newRelayoutRun(t *testing.T) *relayoutRun {
 	return r
 }
 
-// sample samples FINAL of the run's table (sampleFinal).
+// sample samples FINAL of the run's table (sampleFinal) and, through the
+// query API, tenant apiTenant's rows (sampleAPI).
 func (r *relayoutRun) sample(t *testing.T) (done func()) {
-	return sampleFinal(t, r.p, r.table, relayoutLive)
+	final := sampleFinal(t, r.p, r.table, r.live)
+	api := sampleAPI(t, r.p, r.table, r.apiLive)
+	return func() {
+		t.Helper()
+		final()
+		api()
+	}
 }
 
 // sampleFinal samples FINAL of table until the returned function is
@@ -153,6 +181,98 @@ func sampleFinal(t *testing.T, p *pipeline, table string, live uint64) (done fun
 	}
 }
 
+// sampleAPI reads, until the returned function is called, the count and
+// the sum of amounts of tenant's rows of table through the query API (in
+// process, FINAL as every read of the API), and then reports every wrong
+// answer: each must count live rows, and the sum must never fall (see
+// sampleFinal).
+func sampleAPI(t *testing.T, p *pipeline, table string, live uint64) (done func()) {
+	secret, err := query.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal([]query.Key{{ID: "relayout-reader", Hash: query.HashKey(secret), Tenant: apiTenant, Scopes: []query.Scope{query.ScopeRead}}})
+	keys, err := query.ParseKeys(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("relayout-test-cursor-secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	url := srv.URL + "/v1/tables/" + schema.TableName(record.Source{Schema: "public", Table: table}) + "/query"
+	body := []byte(`{"aggregates":[{"fn":"count","as":"n"},{"fn":"sum","column":"amount","as":"s"}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg      sync.WaitGroup
+		samples int
+		bad     []string
+	)
+	read := func() (n uint64, sum int64, err error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Data []struct {
+				N json.Number `json:"n"`
+				S json.Number `json:"s"`
+			} `json:"data"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			return 0, 0, fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Data) != 1 {
+			return 0, 0, fmt.Errorf("answer %+v: %v", out, err)
+		}
+		c, err := strconv.ParseUint(out.Data[0].N.String(), 10, 64)
+		if err == nil {
+			sum, err = strconv.ParseInt(out.Data[0].S.String(), 10, 64)
+		}
+		return c, sum, err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var last int64
+		for ctx.Err() == nil {
+			n, sum, err := read()
+			now := time.Now().UTC().Format("15:04:05.000 ")
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				bad = append(bad, now+err.Error())
+			case n != live:
+				bad = append(bad, now+fmt.Sprintf("%d rows of tenant %s, want %d", n, apiTenant, live))
+			case sum < last:
+				bad = append(bad, now+fmt.Sprintf("sum of tenant %s's amounts fell from %d to %d: changes seen before are gone", apiTenant, last, sum))
+			default:
+				last = sum
+				samples++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func() {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		srv.Close()
+		t.Logf("%d reads through the query API during the relayout", samples)
+		if len(bad) > 0 {
+			t.Errorf("%d reads through the query API were wrong: %s", len(bad), strings.Join(bad, "; "))
+		}
+		if samples == 0 {
+			t.Error("no read through the query API succeeded")
+		}
+	}
+}
+
 // relayout runs walhouse relayout on the table with extra arguments and
 // environment env (NAME=value, may be empty) until it exits.
 func (r *relayoutRun) relayout(t *testing.T, env string, extra ...string) (*testenv.Proc, error) {
@@ -198,7 +318,7 @@ func (r *relayoutRun) finish(t *testing.T, done func()) {
 // ends equal to PostgreSQL. A second run finds the layout in place and
 // says so; a table walhouse does not know is refused.
 func TestIntegrationRelayoutCommand(t *testing.T) {
-	r := newRelayoutRun(t)
+	r := newRelayoutRun(t, relayoutRows)
 	done := r.sample(t)
 	// Held between the copy and the swap, and right after the swap: the
 	// sink inserts into the old table after the copy read it, and readers
@@ -236,13 +356,35 @@ func TestIntegrationRelayoutCommand(t *testing.T) {
 	}
 }
 
+// TestIntegrationRelayoutAtScale runs TestIntegrationRelayoutCommand's
+// relayout on a table of WALHOUSE_RELAYOUT_ROWS rows (make
+// test-relayout-scale: a million) under the same write load, with FINAL and
+// the query API sampled throughout, and FINAL equal to PostgreSQL at the
+// end. Without the variable it is skipped: make test runs the relayout
+// tests on relayoutRows rows.
+func TestIntegrationRelayoutAtScale(t *testing.T) {
+	rows, _ := strconv.Atoi(os.Getenv("WALHOUSE_RELAYOUT_ROWS"))
+	if rows <= 0 {
+		t.Skip("WALHOUSE_RELAYOUT_ROWS is not set (make test-relayout-scale sets it)")
+	}
+	r := newRelayoutRun(t, rows)
+	done := r.sample(t)
+	start := time.Now()
+	proc, err := r.relayout(t, "")
+	if err != nil {
+		t.Fatalf("walhouse relayout: %v\n%s", err, proc.Output())
+	}
+	t.Logf("walhouse relayout of %d rows took %v:\n%s", rows, time.Since(start).Round(time.Millisecond), proc.Output())
+	r.finish(t, done)
+}
+
 // TestIntegrationRelayoutCommandResumes kills walhouse relayout (as kill
 // -9 would) before its swap, with the forwarding view in place, and then
 // right after it, while the sink keeps loading; each run after a crash
 // goes on from what the crash left, readers see every row once
 // throughout, and FINAL ends equal to PostgreSQL in the new shape.
 func TestIntegrationRelayoutCommandResumes(t *testing.T) {
-	r := newRelayoutRun(t)
+	r := newRelayoutRun(t, relayoutRows)
 	done := r.sample(t)
 	for _, point := range []string{"relayout.copied", "relayout.swapped"} {
 		proc, err := r.relayout(t, "WALHOUSE_FAILPOINTS="+point+"=crash")
@@ -261,7 +403,7 @@ func TestIntegrationRelayoutCommandResumes(t *testing.T) {
 	}
 	r.finish(t, done)
 	kept := clickhouse.RelayoutKeptName(r.table)
-	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, kept)); n != relayoutLive {
-		t.Errorf("the kept old table has %d rows, want %d", n, relayoutLive)
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, kept)); uint64(n) != r.live {
+		t.Errorf("the kept old table has %d rows, want %d", n, r.live)
 	}
 }
