@@ -113,31 +113,40 @@ func (p *pipeline) checkColumnTypes(table string, want map[string]string) {
 	}
 }
 
-// checkJSONPathReads reads the table's paths through the query API, in
-// process: a filter on a number and on text, a path among the columns,
-// a group by a path, and the whole column as an object.
-func (p *pipeline) checkJSONPathReads(table string) {
+// queryAPI serves the query API in process over the pipeline's database
+// until the test ends, and returns the URL of table's query endpoint and a
+// read key of tenant.
+func (p *pipeline) queryAPI(tenant, table string) (url, secret string) {
 	t := p.t
 	t.Helper()
 	secret, err := query.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal([]query.Key{{ID: "k-t1", Hash: query.HashKey(secret), Tenant: "t1", Scopes: []query.Scope{query.ScopeRead}}})
+	raw, _ := json.Marshal([]query.Key{{ID: "reader-" + tenant, Hash: query.HashKey(secret), Tenant: tenant, Scopes: []query.Scope{query.ScopeRead}}})
 	keys, err := query.ParseKeys(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("json-test-cursor-secret")})
+	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("e2e-test-cursor-secret")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
-	defer srv.Close()
-	chTable := schema.TableName(record.Source{Schema: "public", Table: table})
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/tables/" + schema.TableName(record.Source{Schema: "public", Table: table}) + "/query", secret
+}
+
+// checkJSONPathReads reads the table's paths through the query API, in
+// process: a filter on a number and on text, a path among the columns,
+// a group by a path, and the whole column as an object.
+func (p *pipeline) checkJSONPathReads(table string) {
+	t := p.t
+	t.Helper()
+	url, secret := p.queryAPI("t1", table)
 	ask := func(body string) []map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tables/"+chTable+"/query", bytes.NewReader([]byte(body)))
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
 		req.Header.Set("Authorization", "Bearer "+secret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,8 +18,6 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/harness/testenv"
-	"github.com/walhouse/walhouse/query"
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -116,14 +113,71 @@ func (r *relayoutRun) sample(t *testing.T) (done func()) {
 	}
 }
 
-// sampleFinal samples FINAL of table until the returned function is
-// called, which reports every wrong sample: each must hold every one of
-// the live rows exactly once, and never an older version of a row than a
-// sample before (every change of the relayout tests' workloads raises an
-// amount, so their sum under FINAL never falls; a change loaded into the
-// old table between the copy and the swap and missing from the new table
-// would lower it).
+// sampleFinal samples FINAL of table (sample) until the returned function
+// is called. The first wrong count logs the versions of a few lost rows.
 func sampleFinal(t *testing.T, p *pipeline, table string, live uint64) (done func()) {
+	tbl := fmt.Sprintf("`%s`.`%s`", p.database, table)
+	q := fmt.Sprintf("SELECT count(), uniqExact(tenant_id, id), toInt64(sum(ifNull(amount, 0))) FROM %s FINAL WHERE _is_deleted = 0", tbl)
+	// The workloads delete only rows whose id is a multiple of 50: any
+	// other row missing from FINAL is a row lost, and its versions say
+	// how (which one won, from which part).
+	lost := fmt.Sprintf("SELECT tenant_id, toString(id), toString(arraySort(groupArray(tuple(_version, _is_deleted, status, _part)))) FROM %[1]s"+
+		" WHERE id %% 50 != 0 AND (tenant_id, id) NOT IN (SELECT tenant_id, id FROM %[1]s FINAL WHERE _is_deleted = 0) GROUP BY tenant_id, id LIMIT 3", tbl)
+	described := false
+	return sample(t, "samples of FINAL", live, func(ctx context.Context) (n, distinct uint64, sum int64, err error) {
+		err = p.ch.QueryRow(ctx, q).Scan(&n, &distinct, &sum)
+		if err == nil && (n != live || distinct != live) && !described {
+			described = true
+			rows, err := chRows(ctx, p.ch, lost, nil)
+			t.Logf("rows lost from FINAL, with their versions: %v %v", rows, err)
+		}
+		return n, distinct, sum, err
+	})
+}
+
+// sampleAPI reads tenant apiTenant's count and sum of amounts of table
+// through the query API (sample; in process, FINAL as every read of the
+// API) until the returned function is called.
+func sampleAPI(t *testing.T, p *pipeline, table string, live uint64) (done func()) {
+	url, secret := p.queryAPI(apiTenant, table)
+	body := []byte(`{"aggregates":[{"fn":"count","as":"n"},{"fn":"sum","column":"amount","as":"s"}]}`)
+	return sample(t, "reads of tenant "+apiTenant+" through the query API", live, func(ctx context.Context) (n, distinct uint64, sum int64, err error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			return 0, 0, 0, fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		var out struct {
+			Data []struct {
+				N json.Number `json:"n"`
+				S json.Number `json:"s"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Data) != 1 {
+			return 0, 0, 0, fmt.Errorf("answer %+v: %v", out, err)
+		}
+		n, err = strconv.ParseUint(out.Data[0].N.String(), 10, 64)
+		if err == nil {
+			sum, err = strconv.ParseInt(out.Data[0].S.String(), 10, 64)
+		}
+		return n, n, sum, err // the API counts rows of distinct keys: FINAL
+	})
+}
+
+// sample calls read every 20 ms until the returned function is called,
+// which reports every wrong sample: each must hold every one of the live
+// rows exactly once, and never an older version of a row than a sample
+// before (every change of the relayout tests' workloads raises an amount,
+// so their sum under FINAL never falls; a change loaded into the old table
+// between the copy and the swap and missing from the new table would lower
+// it).
+func sample(t *testing.T, what string, live uint64, read func(ctx context.Context) (n, distinct uint64, sum int64, err error)) (done func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		wg      sync.WaitGroup
@@ -133,31 +187,16 @@ func sampleFinal(t *testing.T, p *pipeline, table string, live uint64) (done fun
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tbl := fmt.Sprintf("`%s`.`%s`", p.database, table)
-		q := fmt.Sprintf("SELECT count(), uniqExact(tenant_id, id), toInt64(sum(ifNull(amount, 0))) FROM %s FINAL WHERE _is_deleted = 0", tbl)
-		// The workloads delete only rows whose id is a multiple of 50: any
-		// other row missing from FINAL is a row lost, and its versions say
-		// how (which one won, from which part).
-		lost := fmt.Sprintf("SELECT tenant_id, toString(id), toString(arraySort(groupArray(tuple(_version, _is_deleted, status, _part)))) FROM %[1]s"+
-			" WHERE id %% 50 != 0 AND (tenant_id, id) NOT IN (SELECT tenant_id, id FROM %[1]s FINAL WHERE _is_deleted = 0) GROUP BY tenant_id, id LIMIT 3", tbl)
-		described := false
 		var last int64
 		for ctx.Err() == nil {
-			var n, distinct uint64
-			var sum int64
-			err := p.ch.QueryRow(ctx, q).Scan(&n, &distinct, &sum)
+			n, distinct, sum, err := read(ctx)
 			now := time.Now().UTC().Format("15:04:05.000 ")
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
 				bad = append(bad, now+err.Error())
 			case n != live || distinct != live:
-				bad = append(bad, now+fmt.Sprintf("%d rows, %d distinct", n, distinct))
-				if !described {
-					described = true
-					rows, err := chRows(ctx, p.ch, lost, nil)
-					t.Logf("%s: rows deleted at FINAL that the workload never deletes, with their versions: %v %v", now, rows, err)
-				}
+				bad = append(bad, now+fmt.Sprintf("%d rows, %d distinct, want %d", n, distinct, live))
 			case sum < last:
 				bad = append(bad, now+fmt.Sprintf("sum of amounts fell from %d to %d: changes seen before are gone", last, sum))
 			default:
@@ -171,104 +210,12 @@ func sampleFinal(t *testing.T, p *pipeline, table string, live uint64) (done fun
 		t.Helper()
 		cancel()
 		wg.Wait()
-		t.Logf("%d samples of FINAL during the relayout", samples)
+		t.Logf("%d %s during the relayout", samples, what)
 		if len(bad) > 0 {
-			t.Errorf("%d samples were wrong: %s", len(bad), strings.Join(bad, "; "))
+			t.Errorf("%d %s were wrong: %s", len(bad), what, strings.Join(bad, "; "))
 		}
 		if samples == 0 {
-			t.Error("no sample of FINAL succeeded")
-		}
-	}
-}
-
-// sampleAPI reads, until the returned function is called, the count and
-// the sum of amounts of tenant's rows of table through the query API (in
-// process, FINAL as every read of the API), and then reports every wrong
-// answer: each must count live rows, and the sum must never fall (see
-// sampleFinal).
-func sampleAPI(t *testing.T, p *pipeline, table string, live uint64) (done func()) {
-	secret, err := query.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal([]query.Key{{ID: "relayout-reader", Hash: query.HashKey(secret), Tenant: apiTenant, Scopes: []query.Scope{query.ScopeRead}}})
-	keys, err := query.ParseKeys(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("relayout-test-cursor-secret")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	url := srv.URL + "/v1/tables/" + schema.TableName(record.Source{Schema: "public", Table: table}) + "/query"
-	body := []byte(`{"aggregates":[{"fn":"count","as":"n"},{"fn":"sum","column":"amount","as":"s"}]}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		wg      sync.WaitGroup
-		samples int
-		bad     []string
-	)
-	read := func() (n uint64, sum int64, err error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Data []struct {
-				N json.Number `json:"n"`
-				S json.Number `json:"s"`
-			} `json:"data"`
-		}
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			return 0, 0, fmt.Errorf("%s: %s", resp.Status, b)
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Data) != 1 {
-			return 0, 0, fmt.Errorf("answer %+v: %v", out, err)
-		}
-		c, err := strconv.ParseUint(out.Data[0].N.String(), 10, 64)
-		if err == nil {
-			sum, err = strconv.ParseInt(out.Data[0].S.String(), 10, 64)
-		}
-		return c, sum, err
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var last int64
-		for ctx.Err() == nil {
-			n, sum, err := read()
-			now := time.Now().UTC().Format("15:04:05.000 ")
-			switch {
-			case ctx.Err() != nil:
-			case err != nil:
-				bad = append(bad, now+err.Error())
-			case n != live:
-				bad = append(bad, now+fmt.Sprintf("%d rows of tenant %s, want %d", n, apiTenant, live))
-			case sum < last:
-				bad = append(bad, now+fmt.Sprintf("sum of tenant %s's amounts fell from %d to %d: changes seen before are gone", apiTenant, last, sum))
-			default:
-				last = sum
-				samples++
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	return func() {
-		t.Helper()
-		cancel()
-		wg.Wait()
-		srv.Close()
-		t.Logf("%d reads through the query API during the relayout", samples)
-		if len(bad) > 0 {
-			t.Errorf("%d reads through the query API were wrong: %s", len(bad), strings.Join(bad, "; "))
-		}
-		if samples == 0 {
-			t.Error("no read through the query API succeeded")
+			t.Errorf("none of the %s succeeded", what)
 		}
 	}
 }
