@@ -33,11 +33,11 @@ func appendRowOrigins(origin []*kgo.Record, kr *kgo.Record, n int) []*kgo.Record
 func isRowOrigin(kr *kgo.Record) bool { return kr.Value == nil }
 
 // decodeBatch decodes row batch it, whose record.HeaderRows passed
-// record.ParseRows (it.err is nil), with dec, and holds the rows to that
+// record.ParseRows (it.err() is nil), with dec, and holds the rows to that
 // count: the sink weighs batches by it before decoding them.
 func decodeBatch(ctx context.Context, s *Sink, it item, dec *record.Decoder) ([]*record.Record, error) {
 	rows, err := decodeWith(ctx, s, it.Record, dec.DecodeBatch)
-	if err == nil && len(rows) != it.rows {
+	if err == nil && len(rows) != int(it.rows) {
 		return nil, fmt.Errorf("%w: header %s says %d rows, the batch has %d", record.ErrInvalid, record.HeaderRows, it.rows, len(rows))
 	}
 	return rows, err

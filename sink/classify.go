@@ -52,29 +52,48 @@ func (k kind) String() string {
 	}
 }
 
-// item is a Kafka record with what the sink read of its headers. Exactly
-// one of heartbeat, truncate and recopy is set for a record of that kind
-// (with what could be parsed when err is set), none for the others.
+// item is a Kafka record with what the sink read of its headers. A poll
+// holds one per record, so it is kept small (24 bytes): what few records
+// have is behind detail.
 type item struct {
 	*kgo.Record
-	kind kind
 	// rows is what the record weighs when batches are cut: the count of
 	// its record.HeaderRows when it has a well-formed one (record.RowsOf),
-	// else 1.
-	rows int
+	// else 1. At most record.MaxBatchRows.
+	rows int32
+	kind kind
 	// copying marks a change captured while its table's copy ran
 	// (record.HeaderCopying): it proves nothing for the watermark.
 	copying bool
 	// move marks the delete half of a row's move (record.HeaderMove): the
 	// row at its new position follows it.
 	move bool
-	// err is why the record can never be loaded, found in its headers (a
-	// malformed marker, heartbeat or rows count); it goes to the dead
-	// letters with it.
-	err       error
-	heartbeat *record.Heartbeat
-	truncate  *record.Truncate
-	recopy    *record.RecopyDone
+	// detail is set only for a heartbeat, a marker, and a record whose
+	// headers are malformed.
+	detail *detail
+}
+
+// detail is what a heartbeat's or marker's headers say, and why a record
+// can never be loaded when its headers say so.
+type detail struct {
+	// err is why the record can never be loaded (a malformed marker,
+	// heartbeat or rows count); it goes to the dead letters with it.
+	err error
+	// The content of a heartbeat, truncate or re-copy done marker: the
+	// field of the item's kind is set, with what could be parsed when err
+	// is set.
+	heartbeat record.Heartbeat
+	truncate  record.Truncate
+	recopy    record.RecopyDone
+}
+
+// err returns why it can never be loaded, as its headers say; nil for
+// most records.
+func (it item) err() error {
+	if it.detail == nil {
+		return nil
+	}
+	return it.detail.err
 }
 
 // classify reads kr's headers once. A valueless record with headers is a
@@ -83,41 +102,49 @@ type item struct {
 func classify(kr *kgo.Record) item {
 	it := item{Record: kr, rows: 1}
 	var rows string
-	var batch, move bool
+	var hasRows, hasMove bool
 	for _, h := range kr.Headers { // the first of a key counts, as for headerOf
 		switch h.Key {
 		case record.HeaderRows:
-			if !batch {
-				rows, batch = string(h.Value), true
+			if !hasRows {
+				rows, hasRows = string(h.Value), true
 			}
 		case record.HeaderCopying:
 			it.copying = true
 		case record.HeaderMove:
-			if !move {
-				it.move, move = string(h.Value) == "1", true
+			if !hasMove {
+				it.move, hasMove = string(h.Value) == "1", true
 			}
 		}
 	}
-	if batch {
+	if hasRows {
 		n, err := record.ParseRows(rows)
 		if err == nil {
-			it.rows = n // else 1: record.RowsOf
+			it.rows = int32(n) // else 1: record.RowsOf
 		}
 		if kr.Value != nil {
-			it.kind, it.err = kindRowBatch, err
+			it.kind = kindRowBatch
+			if err != nil {
+				it.detail = &detail{err: err}
+			}
 		}
 	}
 	if kr.Value != nil || len(kr.Headers) == 0 {
 		return it
 	}
 	get := headerOf(kr)
-	if d, ok, err := record.ParseRecopyDone(get); ok {
-		it.kind, it.recopy, it.err = kindRecopy, &d, err
-	} else if tr, ok, err := record.ParseTruncate(get); ok {
-		it.kind, it.truncate, it.err = kindTruncate, &tr, err
-	} else if h, ok, err := record.ParseHeartbeat(get); ok {
-		it.kind, it.heartbeat, it.err = kindHeartbeat, &h, err
+	var d detail
+	var ok bool
+	if d.recopy, ok, d.err = record.ParseRecopyDone(get); ok {
+		it.kind = kindRecopy
+	} else if d.truncate, ok, d.err = record.ParseTruncate(get); ok {
+		it.kind = kindTruncate
+	} else if d.heartbeat, ok, d.err = record.ParseHeartbeat(get); ok {
+		it.kind = kindHeartbeat
+	} else {
+		return it
 	}
+	it.detail = &d
 	return it
 }
 

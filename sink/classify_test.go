@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -72,22 +73,30 @@ func TestClassify(t *testing.T) {
 			if it.move {
 				got += " move"
 			}
-			if it.err == nil {
+			if it.err() == nil {
 				switch {
-				case it.heartbeat != nil:
-					got += fmt.Sprintf(" %s.%s@%s", it.heartbeat.Source.Schema, it.heartbeat.Source.Table, it.heartbeat.LSN)
-				case it.truncate != nil:
-					got += fmt.Sprintf(" %s.%s@%s", it.truncate.Source.Schema, it.truncate.Source.Table, it.truncate.LSN)
-				case it.recopy != nil:
-					got += fmt.Sprintf(" %s.%s@%s %s", it.recopy.Source.Schema, it.recopy.Source.Table, it.recopy.LSN, it.recopy.ID)
+				case it.kind == kindHeartbeat:
+					got += fmt.Sprintf(" %s.%s@%s", it.detail.heartbeat.Source.Schema, it.detail.heartbeat.Source.Table, it.detail.heartbeat.LSN)
+				case it.kind == kindTruncate:
+					got += fmt.Sprintf(" %s.%s@%s", it.detail.truncate.Source.Schema, it.detail.truncate.Source.Table, it.detail.truncate.LSN)
+				case it.kind == kindRecopy:
+					got += fmt.Sprintf(" %s.%s@%s %s", it.detail.recopy.Source.Schema, it.detail.recopy.Source.Table, it.detail.recopy.LSN, it.detail.recopy.ID)
 				}
 			}
-			if got != tc.want || (it.err != nil) != tc.wantErr {
-				t.Fatalf("classify = %s, err %v; want %s, error %v", got, it.err, tc.want, tc.wantErr)
+			if got != tc.want || (it.err() != nil) != tc.wantErr {
+				t.Fatalf("classify = %s, err %v; want %s, error %v", got, it.err(), tc.want, tc.wantErr)
 			}
-			if it.err != nil && !errors.Is(it.err, record.ErrInvalid) {
-				t.Fatalf("err %v does not wrap record.ErrInvalid", it.err)
+			if it.err() != nil && !errors.Is(it.err(), record.ErrInvalid) {
+				t.Fatalf("err %v does not wrap record.ErrInvalid", it.err())
 			}
 		})
+	}
+}
+
+// TestItemStaysSmall: a poll holds an item per record (50,000 and more),
+// so what few records have stays behind item.detail.
+func TestItemStaysSmall(t *testing.T) {
+	if n := unsafe.Sizeof(item{}); n > 24 {
+		t.Fatalf("an item takes %d bytes, want at most 24 (three words)", n)
 	}
 }

@@ -169,9 +169,9 @@ func (s *Sink) cut(k tp, recs []item) [][]item {
 	for len(recs) > 0 {
 		// At least one record, then as many as keep the rows (a row batch
 		// weighs its rows) within MaxBatchRecords.
-		n, rows := 1, recs[0].rows
-		for n < len(recs) && rows+recs[n].rows <= s.cfg.MaxBatchRecords {
-			rows += recs[n].rows
+		n, rows := 1, int(recs[0].rows)
+		for n < len(recs) && rows+int(recs[n].rows) <= s.cfg.MaxBatchRecords {
+			rows += int(recs[n].rows)
 			n++
 		}
 		if n < len(recs) && sameRow(recs[n-1], recs[n]) {

@@ -60,10 +60,10 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []item)
 // letters instead.
 func (s *Sink) applyMarker(ctx context.Context, it item) error {
 	k := tp{it.Topic, it.Partition}
-	err := it.err
+	err := it.err()
 	switch it.kind {
 	case kindTruncate:
-		tr := *it.truncate
+		tr := it.detail.truncate
 		if err == nil {
 			err = s.checkTruncate(it.Topic, &tr)
 		}
@@ -74,7 +74,7 @@ func (s *Sink) applyMarker(ctx context.Context, it item) error {
 			return s.applyTruncate(ctx, it.Record, tr)
 		}
 	case kindRecopy:
-		d := *it.recopy
+		d := it.detail.recopy
 		if err == nil {
 			err = s.checkRecopy(it.Topic, &d)
 		}
@@ -125,9 +125,9 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 	var beats []record.Heartbeat
 	var single [1]*record.Record // a single record's rows, without allocating
 	for _, it := range seg {
-		err := it.err
+		err := it.err()
 		if it.kind == kindHeartbeat {
-			h := *it.heartbeat
+			h := it.detail.heartbeat
 			if err == nil {
 				err = s.checkHeartbeat(it.Topic, &h)
 			}
@@ -322,7 +322,7 @@ func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func
 func (s *Sink) deadLetter(ctx context.Context, it item, cause error) error {
 	dl := s.letter(it.Record, cause, 1)
 	if it.kind == kindRowBatch {
-		dl.Rows = it.rows
+		dl.Rows = int(it.rows)
 	}
 	return s.setAside(ctx, dl, nil, cause)
 }

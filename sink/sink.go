@@ -443,7 +443,7 @@ func (p *pending) add(it item) {
 	}
 	k := tp{it.Topic, it.Partition}
 	p.recs[k] = append(p.recs[k], it)
-	p.count += it.rows
+	p.count += int(it.rows)
 }
 
 // Run consumes until ctx is done or a record can never be loaded (and no
