@@ -15,11 +15,11 @@ import (
 )
 
 // loadChunk loads one partition chunk. Truncate and re-copy done markers
-// cut it into segments: each segment is loaded as one batch (named by its own first and
-// last offsets, so a chunk rebuilt after a crash gives the same batches and
-// tokens), and each marker is applied after the segment before it and
-// before the one after it. The partition's watermark advances once the
-// whole chunk is safe.
+// cut it into segments: each segment is loaded as one batch (named by its
+// own first and last offsets, so a chunk rebuilt after a crash gives the
+// same batches and tokens), and each marker is applied after the segment
+// before it and before the one after it. The partition's watermark
+// advances once the whole chunk is safe.
 func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []item) error {
 	var prog progress
 	start := 0
