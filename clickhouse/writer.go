@@ -258,9 +258,12 @@ func (w *Writer) checkPlacement(ctx context.Context) error {
 	return nil
 }
 
-// Load inserts b. Records are split into runs of equal source schema; each
-// run's table is created or altered before its rows are inserted, so a
-// column added in PostgreSQL is present before the first row that has it.
+// Load inserts b as the sink cut and named its inserts (sink.Batch.Inserts:
+// runs of equal source schema, named so that a retry names each as
+// before), one after another under their tokens. Each run's table is
+// created or altered before its rows are inserted, so a column added in
+// PostgreSQL is present before the first row that has it. Errors name
+// records and runs by their positions in b.Records.
 func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 	for _, in := range b.Inserts() {
 		if len(in.Records) == 0 {

@@ -20,21 +20,27 @@
 // Where things are:
 //
 //   - sink.go: the contract (Batch, Loader, its errors, Consumer, DeadLetters,
-//     Config, Sink, New) and Run, the poll loop.
+//     Config, Sink, New) and Run, the poll loop. classify.go: each Kafka
+//     record read once as a poll brings it, into an item (change, row batch,
+//     heartbeat, truncate or re-copy done marker, with what its headers
+//     say), which every later step uses.
+//   - inserts.go: how a batch is cut into inserts and each one named
+//     (Batch.Inserts); a Loader executes them as they are.
 //   - intent.go: a flush: the batch intent committed before loading, chunks
 //     cut exactly as before a crash, the commit after, tables stopped at a
-//     record. load.go: a chunk's segments between truncate markers, decoding,
-//     isolating a record that can never load, setting it aside. retry.go:
-//     retries with backoff.
-//   - batch.go: row batches (their rows header held to the decoding
-//     budget); truncate.go: truncate markers; trust.go: the checks of what
-//     Kafka says; future.go: positions and times bounded by what
-//     PostgreSQL can have written; gap.go: records Kafka deleted before the
-//     sink read them, which stop their partition; watermark.go: load
-//     progress for freshness;
-//     layer2.go: eventId deduplication; erasure.go: records of erased
-//     data subjects left out of a batch when it is built and before every
-//     insert attempt, and no insert while the erasure ledger is too old;
-//     deadletter.go: the dead letters' format and the sink's reasons;
-//     metrics.go: the sink's metrics.
+//     record. load.go: a chunk's segments between markers, the markers
+//     applied, decoding, isolating a record that can never load, setting it
+//     aside. retry.go: retries with backoff.
+//   - batch.go: row batches (decoded rows held to their rows header, a
+//     stand-in for the record per row); truncate.go: truncate markers;
+//     recopy.go: copying a table again after a gap, and its done markers;
+//     trust.go: the checks of what Kafka says; future.go: positions and
+//     times bounded by what PostgreSQL can have written; gap.go: records
+//     Kafka deleted before the sink read them, which stop their partition;
+//     watermark.go: load progress for freshness; layer2.go: eventId
+//     deduplication; erasure.go: records of erased data subjects left out
+//     of a batch when it is built and before every insert attempt, and no
+//     insert while the erasure ledger is too old; deadletter.go: the dead
+//     letters' format and the sink's reasons; metrics.go: the sink's
+//     metrics.
 package sink

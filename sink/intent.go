@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/internal/failpoint"
-	"github.com/walhouse/walhouse/record"
 )
 
 // A flush loads what one poll brought, chunk by chunk, between two
@@ -27,7 +26,7 @@ import (
 const intentPrefix = "walhouse:batch-end="
 
 // flush loads everything pending, partition by partition, and commits.
-func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
+func (s *Sink) flush(ctx context.Context, recs map[tp][]item) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -41,7 +40,7 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]*kgo.Record) error {
 		}
 		return keys[i].partition < keys[j].partition
 	})
-	var chunks [][]*kgo.Record
+	var chunks [][]item
 	for _, k := range keys {
 		chunks = append(chunks, s.cut(k, recs[k])...)
 	}
@@ -154,8 +153,8 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 
 // cut splits one partition's records into chunks: first exactly at the
 // chunk ends of an interrupted flush, then every MaxBatchRecords.
-func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
-	var out [][]*kgo.Record
+func (s *Sink) cut(k tp, recs []item) [][]item {
+	var out [][]item
 	s.mu.Lock()
 	ends := s.intents[k]
 	delete(s.intents, k)
@@ -170,9 +169,9 @@ func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 	for len(recs) > 0 {
 		// At least one record, then as many as keep the rows (a row batch
 		// weighs its rows) within MaxBatchRecords.
-		n, rows := 1, rowsIn(recs[0])
-		for n < len(recs) && rows+rowsIn(recs[n]) <= s.cfg.MaxBatchRecords {
-			rows += rowsIn(recs[n])
+		n, rows := 1, int(recs[0].rows)
+		for n < len(recs) && rows+int(recs[n].rows) <= s.cfg.MaxBatchRecords {
+			rows += int(recs[n].rows)
 			n++
 		}
 		if n < len(recs) && sameRow(recs[n-1], recs[n]) {
@@ -190,22 +189,15 @@ func (s *Sink) cut(k tp, recs []*kgo.Record) [][]*kgo.Record {
 // travels as a delete at its old position and then the row (capture's
 // keyChanged), and an insert between the two would leave the row out of
 // FINAL until the next one. One record more is enough for that pair.
-func sameRow(a, b *kgo.Record) bool {
-	return len(a.Key) > 0 && bytes.Equal(a.Key, b.Key) && rowsIn(a) == 1 && rowsIn(b) == 1
-}
-
-// isMove reports whether kr is the delete half of a row's move
-// (record.HeaderMove): the row at its new position follows it.
-func isMove(kr *kgo.Record) bool {
-	v, ok := headers(kr)(record.HeaderMove)
-	return ok && v == "1"
+func sameRow(a, b item) bool {
+	return len(a.Key) > 0 && bytes.Equal(a.Key, b.Key) && a.rows == 1 && b.rows == 1
 }
 
 // holdBack returns the partitions whose interrupted batch is not fully
 // polled yet: they wait for more records, so the batch is rebuilt exactly.
 // After maxHoldPolls polls without completing (the records are gone, for
 // example by retention) the intent is dropped with a warning.
-func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
+func (s *Sink) holdBack(recs map[tp][]item, polls int) map[tp]bool {
 	const maxHoldPolls = 50
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,7 +224,7 @@ func (s *Sink) holdBack(recs map[tp][]*kgo.Record, polls int) map[tp]bool {
 // commit commits, per partition, either the intent of the flush (its
 // first offset, with every chunk's last offset as metadata) or, after
 // loading, the offset after its last chunk.
-func (s *Sink) commit(ctx context.Context, chunks [][]*kgo.Record, intent bool) error {
+func (s *Sink) commit(ctx context.Context, chunks [][]item, intent bool) error {
 	var offsets []Offset
 	index := map[tp]int{}
 	for _, c := range chunks {

@@ -30,9 +30,9 @@ func TestCutKeepsOneRowsPairTogether(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := &Sink{cfg: Config{MaxBatchRecords: tc.max}, intents: map[tp][]int64{}}
-			var recs []*kgo.Record
+			var recs []item
 			for i, k := range tc.keys {
-				recs = append(recs, &kgo.Record{Topic: "t", Offset: int64(i), Key: []byte(k)})
+				recs = append(recs, classify(&kgo.Record{Topic: "t", Offset: int64(i), Key: []byte(k), Value: []byte("{}")}))
 			}
 			var got []int
 			for _, c := range s.cut(tp{"t", 0}, recs) {

@@ -139,7 +139,7 @@ func (s *Sink) filter(ctx context.Context, recs []*record.Record, origin []*kgo.
 			continue
 		default:
 			l.m.mismatches.Inc()
-			if err := s.deadLetter(ctx, origin[i], r, fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {
+			if err := s.deadRow(ctx, origin[i], r, fmt.Errorf("%w: eventId %s", ErrEventIDReused, r.EventID), 1); err != nil {
 				return nil, nil, nil, err
 			}
 			continue

@@ -14,59 +14,24 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-// loadChunk loads one partition chunk. Truncate markers cut it into
-// segments: each segment is loaded as one batch (named by its own first and
-// last offsets, so a chunk rebuilt after a crash gives the same batches and
-// tokens), and each marker is applied after the segment before it and
-// before the one after it. The partition's watermark advances once the
-// whole chunk is safe.
-func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.Record) error {
+// loadChunk loads one partition chunk. Truncate and re-copy done markers
+// cut it into segments: each segment is loaded as one batch (named by its
+// own first and last offsets, so a chunk rebuilt after a crash gives the
+// same batches and tokens), and each marker is applied after the segment
+// before it and before the one after it. The partition's watermark
+// advances once the whole chunk is safe.
+func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []item) error {
 	var prog progress
 	start := 0
-	for i, kr := range chunk {
-		if d, isRecopy, err := recopyOf(kr); isRecopy {
-			if err := s.loadSegment(ctx, dec, chunk[start:i], &prog); err != nil {
-				return err
-			}
-			start = i + 1
-			if err == nil {
-				err = s.checkRecopy(kr.Topic, &d)
-			}
-			if err == nil {
-				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, d.Source, "re-copy done marker", d.LSN, d.At, false)
-			}
-			if err != nil {
-				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := s.passRecopy(ctx, kr, d); err != nil {
-				return err
-			}
+	for i, it := range chunk {
+		if it.kind != kindTruncate && it.kind != kindRecopy {
 			continue
-		}
-		tr, isTruncate, err := truncateOf(kr)
-		if !isTruncate {
-			continue
-		}
-		if err == nil {
-			err = s.checkTruncate(kr.Topic, &tr)
 		}
 		if err := s.loadSegment(ctx, dec, chunk[start:i], &prog); err != nil {
 			return err
 		}
 		start = i + 1
-		if err == nil { // after the segment: its items may raise the anchor
-			err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, tr.Source, "truncate marker", tr.LSN, tr.CommitTime, true)
-		}
-		if err != nil {
-			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := s.applyTruncate(ctx, kr, tr); err != nil {
+		if err := s.applyMarker(ctx, it); err != nil {
 			return err
 		}
 	}
@@ -87,6 +52,42 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []*kgo.
 	s.mu.Unlock()
 	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog)
 	return nil
+}
+
+// applyMarker applies truncate or re-copy done marker it, whose
+// partition's earlier records are loaded; a marker that is malformed, not
+// of its topic's table or at a position from the future goes to the dead
+// letters instead.
+func (s *Sink) applyMarker(ctx context.Context, it item) error {
+	k := tp{it.Topic, it.Partition}
+	err := it.err()
+	switch it.kind {
+	case kindTruncate:
+		tr := it.detail.truncate
+		if err == nil {
+			err = s.checkTruncate(it.Topic, &tr)
+		}
+		if err == nil { // after the segment: its items may raise the anchor
+			err = s.checkPosition(ctx, k, tr.Source, "truncate marker", tr.LSN, tr.CommitTime, true)
+		}
+		if err == nil {
+			return s.applyTruncate(ctx, it.Record, tr)
+		}
+	case kindRecopy:
+		d := it.detail.recopy
+		if err == nil {
+			err = s.checkRecopy(it.Topic, &d)
+		}
+		if err == nil {
+			err = s.checkPosition(ctx, k, d.Source, "re-copy done marker", d.LSN, d.At, false)
+		}
+		if err == nil {
+			return s.passRecopy(ctx, it.Record, d)
+		}
+	default:
+		return fmt.Errorf("record at %s/%d offset %d is a %s, not a marker: a bug in the sink", it.Topic, it.Partition, it.Offset, it.kind)
+	}
+	return s.deadLetter(ctx, it, err)
 }
 
 // progress is what the segments of a chunk prove loaded, for the
@@ -110,10 +111,10 @@ func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
 	p.lsn = max(p.lsn, lsn)
 }
 
-// loadSegment decodes records of one partition that no truncate marker
-// separates and loads them as one batch, decoding with dec; records that can never be loaded
-// go to the dead letters. Heartbeats among them only add to prog.
-func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.Record, prog *progress) error {
+// loadSegment decodes records of one partition that no marker separates
+// and loads them as one batch, decoding with dec; records that can never be
+// loaded go to the dead letters. Heartbeats among them only add to prog.
+func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item, prog *progress) error {
 	if len(seg) == 0 {
 		return nil
 	}
@@ -123,17 +124,18 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 	var seen progress
 	var beats []record.Heartbeat
 	var single [1]*record.Record // a single record's rows, without allocating
-	for _, kr := range seg {
-		h, isHB, err := heartbeatOf(kr)
-		if isHB {
+	for _, it := range seg {
+		err := it.err()
+		if it.kind == kindHeartbeat {
+			h := it.detail.heartbeat
 			if err == nil {
-				err = s.checkHeartbeat(kr.Topic, &h)
+				err = s.checkHeartbeat(it.Topic, &h)
 			}
 			if err == nil {
-				err = s.checkPosition(ctx, tp{kr.Topic, kr.Partition}, h.Source, "heartbeat", h.LSN, h.At, true)
+				err = s.checkPosition(ctx, tp{it.Topic, it.Partition}, h.Source, "heartbeat", h.LSN, h.At, true)
 			}
 			if err != nil {
-				if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+				if err := s.deadLetter(ctx, it, err); err != nil {
 					return err
 				}
 				continue
@@ -142,11 +144,12 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			continue
 		}
 		var rows []*record.Record
-		batch := isBatch(kr)
-		if batch {
-			rows, err = decodeBatch(ctx, s, kr, dec)
-		} else {
-			single[0], err = decodeWith(ctx, s, kr, dec.Decode)
+		switch {
+		case err != nil: // a malformed rows count
+		case it.kind == kindRowBatch:
+			rows, err = decodeBatch(ctx, s, it, dec)
+		default:
+			single[0], err = decodeWith(ctx, s, it.Record, dec.Decode)
 			rows = single[:]
 		}
 		if ctx.Err() != nil {
@@ -156,16 +159,16 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			return err // no registry to look in: a configuration error, not a poison record
 		}
 		if err == nil {
-			err = s.checkTopic(kr.Topic, rows[0].Source)
+			err = s.checkTopic(it.Topic, rows[0].Source)
 		}
 		if err == nil {
-			err = s.checkRecordPosition(ctx, kr, rows[len(rows)-1]) // a batch's rows share times and positions
+			err = s.checkRecordPosition(ctx, it.Record, rows[len(rows)-1]) // a batch's rows share times and positions
 		}
 		if err == nil && len(b.Records) > 0 && (rows[0].Source.Schema != b.Source.Schema || rows[0].Source.Table != b.Source.Table) {
-			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, kr.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
+			err = fmt.Errorf("%w: topic %s carries both %s.%s and %s.%s; each table needs its own topic", record.ErrInvalid, it.Topic, b.Source.Schema, b.Source.Table, rows[0].Source.Schema, rows[0].Source.Table)
 		}
 		if err != nil {
-			if err := s.deadLetter(ctx, kr, nil, err, 1); err != nil {
+			if err := s.deadLetter(ctx, it, err); err != nil {
 				return err
 			}
 			continue
@@ -174,12 +177,12 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []*kgo.
 			b.Source = rows[0].Source
 		}
 		b.Records = append(b.Records, rows...)
-		if batch {
-			origin = appendRowOrigins(origin, kr, len(rows))
+		if it.kind == kindRowBatch {
+			origin = appendRowOrigins(origin, it.Record, len(rows))
 		} else {
-			origin = append(origin, kr)
+			origin = append(origin, it.Record)
 		}
-		if r := rows[len(rows)-1]; provesLoaded(kr, r) { // a batch's rows share the times and positions
+		if r := rows[len(rows)-1]; provesLoaded(it, r) { // a batch's rows share the times and positions
 			seen.saw(r.Source, r.OccurredAt.Add(-commitMargin), r.CommitLSN)
 		}
 	}
@@ -257,14 +260,14 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 	var re *RecordError
 	if errors.As(err, &re) && re.Index >= b.From && re.Index < b.End() {
 		aside[origin[re.Index]] = true
-		if err := s.deadLetter(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
+		if err := s.deadRow(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
 			return err
 		}
 		return s.loadParts(ctx, b, origin, [][2]int{{b.From, re.Index}, {re.Index + 1, b.End()}}, aside)
 	}
 	if b.End()-b.From == 1 {
 		aside[origin[b.From]] = true
-		return s.deadLetter(ctx, origin[b.From], b.Records[b.From], err, attempt)
+		return s.deadRow(ctx, origin[b.From], b.Records[b.From], err, attempt)
 	}
 	mid := b.From + (b.End()-b.From)/2
 	return s.loadParts(ctx, b, origin, [][2]int{{b.From, mid}, {mid, b.End()}}, aside)
@@ -313,31 +316,50 @@ func decodeWith[T any](ctx context.Context, s *Sink, kr *kgo.Record, decode func
 	return r, err
 }
 
-// deadLetter sends kr to the dead letters with the cause. r is the decoded
-// row when there is one: a row of a row batch goes there as a record of its
-// own (key and value of the single record capture would have sent), not as
-// the whole batch, whose other rows were loaded.
-func (s *Sink) deadLetter(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
+// deadLetter sends the Kafka record of it, whole, to the dead letters with
+// the cause: a marker, heartbeat or record that cannot be decoded or is
+// refused before loading.
+func (s *Sink) deadLetter(ctx context.Context, it item, cause error) error {
+	dl := s.letter(it.Record, cause, 1)
+	if it.kind == kindRowBatch {
+		dl.Rows = int(it.rows)
+	}
+	return s.setAside(ctx, dl, nil, cause)
+}
+
+// deadRow sends decoded row r, which kr (an origin of its batch) carried,
+// to the dead letters with the cause. A row of a row batch goes there as a
+// record of its own (key and value of the single record capture would have
+// sent), not as the whole batch, whose other rows were loaded.
+func (s *Sink) deadRow(ctx context.Context, kr *kgo.Record, r *record.Record, cause error, attempts int) error {
+	dl := s.letter(kr, cause, attempts)
+	if isRowOrigin(kr) {
+		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)
+	}
+	return s.setAside(ctx, dl, r, cause)
+}
+
+// letter is the dead letter of kr with the cause.
+func (s *Sink) letter(kr *kgo.Record, cause error, attempts int) record.DeadLetter {
+	return record.DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts,
+		Origin: "sink", Reason: reasonOf(cause)}
+}
+
+// setAside sends dl, whose row is r when it was decoded, to the dead
+// letters, or stops with an error naming it when there are none.
+func (s *Sink) setAside(ctx context.Context, dl record.DeadLetter, r *record.Record, cause error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping (a check that ended with ctx): nothing is set aside
 	}
 	if s.cfg.DeadLetters == nil {
-		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", kr.Topic, kr.Partition, kr.Offset, cause)
-	}
-	dl := record.DeadLetter{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Key: kr.Key, Value: kr.Value, Err: cause, FirstSeen: time.Now().UTC(), Attempts: attempts,
-		Origin: "sink", Reason: reasonOf(cause)}
-	switch {
-	case isRowOrigin(kr) && r != nil:
-		dl.Key, dl.Value = r.AppendPartitionKey(nil), record.AppendJSON(nil, r)
-	case isBatch(kr):
-		dl.Rows = rowsIn(kr)
+		return fmt.Errorf("record at %s/%d offset %d can never be loaded and no dead-letter topic is configured: %w", dl.Topic, dl.Partition, dl.Offset, cause)
 	}
 	if err := s.retry(ctx, "send to the dead-letter topic", func() error { return s.cfg.DeadLetters.Send(ctx, dl) }); err != nil {
 		return err
 	}
 	s.dead.Add(1)
 	s.m.dead.Inc()
-	attrs := append(r.LogAttrs(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset)
+	attrs := append(r.LogAttrs(), "topic", dl.Topic, "partition", dl.Partition, "offset", dl.Offset)
 	if dl.Reason != "" {
 		attrs = append(attrs, "reason", dl.Reason)
 	}

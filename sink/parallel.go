@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walhouse/walhouse/record"
@@ -26,8 +25,8 @@ const maxInsertParallelism = 64
 // finished first. The first error other than a TableError ends the flush
 // (nothing is committed; the partitions loading meanwhile finish their
 // current insert or stop at ctx).
-func (s *Sink) loadChunks(ctx context.Context, chunks [][]*kgo.Record) ([][]*kgo.Record, error) {
-	var parts [][][]*kgo.Record // chunks by partition, in the order of chunks
+func (s *Sink) loadChunks(ctx context.Context, chunks [][]item) ([][]item, error) {
+	var parts [][][]item // chunks by partition, in the order of chunks
 	index := map[tp]int{}
 	for _, c := range chunks {
 		k := tp{c[0].Topic, c[0].Partition}
@@ -62,7 +61,7 @@ func (s *Sink) loadChunks(ctx context.Context, chunks [][]*kgo.Record) ([][]*kgo
 	if err := ctx.Err(); err != nil {
 		return nil, err // stopping: partitions may have been skipped
 	}
-	var loaded [][]*kgo.Record
+	var loaded [][]item
 	for _, r := range results {
 		loaded = append(loaded, r.loaded...)
 		if r.stop != nil {
@@ -75,14 +74,14 @@ func (s *Sink) loadChunks(ctx context.Context, chunks [][]*kgo.Record) ([][]*kgo
 // partitionLoad is what loading one partition's chunks did.
 type partitionLoad struct {
 	key    tp
-	loaded [][]*kgo.Record // chunks, or a chunk's start, safe to commit
-	stop   *TableError     // the table stopped at the chunk after loaded
+	loaded [][]item    // chunks, or a chunk's start, safe to commit
+	stop   *TableError // the table stopped at the chunk after loaded
 	err    error
 }
 
 // loadPartition loads one partition's chunks in order, decoding with dec,
 // until the last or the first error.
-func (s *Sink) loadPartition(ctx context.Context, dec *record.Decoder, chunks [][]*kgo.Record) partitionLoad {
+func (s *Sink) loadPartition(ctx context.Context, dec *record.Decoder, chunks [][]item) partitionLoad {
 	res := partitionLoad{key: tp{chunks[0][0].Topic, chunks[0][0].Partition}}
 	for _, c := range chunks {
 		err := s.loadChunk(ctx, dec, c)

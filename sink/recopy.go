@@ -157,15 +157,6 @@ func (s *Sink) maybeReadRecopies(ctx context.Context) error {
 	return s.readRecopies(ctx)
 }
 
-// recopyOf parses a re-copy done marker; ok is false for other records.
-// Markers carry heartbeat headers too, so callers check for one first.
-func recopyOf(kr *kgo.Record) (record.RecopyDone, bool, error) {
-	if kr.Value != nil || len(kr.Headers) == 0 {
-		return record.RecopyDone{}, false, nil
-	}
-	return record.ParseRecopyDone(headers(kr))
-}
-
 // checkRecopy reports a re-copy done marker that is not for its topic's
 // table.
 func (s *Sink) checkRecopy(topic string, d *record.RecopyDone) error {

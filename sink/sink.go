@@ -406,7 +406,7 @@ func (s *Sink) OnRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 
 // pending is what the sink holds between polls.
 type pending struct {
-	recs  map[tp][]*kgo.Record
+	recs  map[tp][]item
 	count int
 	polls int  // polls since the oldest record arrived
 	pair  bool // the last records of partitions are held for their pair
@@ -434,16 +434,16 @@ const pairWait = 500 * time.Millisecond
 // that keeps failing): after it they load as they are, with a warning.
 const maxPairHold = 30 * time.Second
 
-func (p *pending) add(r *kgo.Record) {
+func (p *pending) add(it item) {
 	if p.recs == nil {
-		p.recs = map[tp][]*kgo.Record{}
+		p.recs = map[tp][]item{}
 	}
 	if p.count == 0 {
 		p.polls = 0
 	}
-	k := tp{r.Topic, r.Partition}
-	p.recs[k] = append(p.recs[k], r)
-	p.count += rowsIn(r)
+	k := tp{it.Topic, it.Partition}
+	p.recs[k] = append(p.recs[k], it)
+	p.count += int(it.rows)
 }
 
 // Run consumes until ctx is done or a record can never be loaded (and no
@@ -526,14 +526,14 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 			}
 			for _, rs := range fresh {
 				for _, r := range rs {
-					p.add(r)
+					p.add(classify(r))
 				}
 			}
 		}
 		p.polls++
 		if p.count > 0 {
 			held := s.holdBack(p.recs, p.polls)
-			ready := map[tp][]*kgo.Record{}
+			ready := map[tp][]item{}
 			var rest pending
 			// A partition's records may end between a row's delete and its
 			// re-insert (sameRow): a poll cut at want stops anywhere, and
@@ -560,8 +560,8 @@ func (s *Sink) Run(ctx context.Context) (err error) {
 				case expired:
 					s.log.Warn("records waited for the rest of their row's change longer than it takes to fetch it; loading them as they are (a row whose sorting columns changed may be missing from FINAL until its next batch loads)",
 						"topic", k.topic, "partition", k.partition, "offset", mark.offset, "waited", now.Sub(mark.at).Round(time.Millisecond))
-				case rowsIn(last) != 1:
-				case cut && len(fresh[k]) > 0 || isMove(last):
+				case last.rows != 1:
+				case cut && len(fresh[k]) > 0 || last.move:
 					n--
 					if n > 0 && sameRow(rs[n-1], rs[n]) {
 						n--

@@ -42,15 +42,6 @@ type TruncateRequest struct {
 // cannot apply it.
 var ErrNoTruncater = errors.New("the loader cannot apply TRUNCATE")
 
-// truncateOf parses a truncate marker; ok is false for other records.
-// Markers carry heartbeat headers too, so callers check for a marker first.
-func truncateOf(kr *kgo.Record) (record.Truncate, bool, error) {
-	if kr.Value != nil || len(kr.Headers) == 0 {
-		return record.Truncate{}, false, nil
-	}
-	return record.ParseTruncate(headers(kr))
-}
-
 // applyTruncate applies the marker kr, whose earlier records of the same
 // partition are loaded, retrying transient failures.
 func (s *Sink) applyTruncate(ctx context.Context, kr *kgo.Record, tr record.Truncate) error {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -37,14 +35,10 @@ type Watermark struct {
 	Partitions int32
 }
 
-// provesLoaded reports whether loading r, which kr carried, proves its
+// provesLoaded reports whether loading r, which it carried, proves its
 // partition loaded through r's commit time (see Watermark).
-func provesLoaded(kr *kgo.Record, r *record.Record) bool {
-	if r.Op == record.Read {
-		return false
-	}
-	_, copying := headers(kr)(record.HeaderCopying)
-	return !copying
+func provesLoaded(it item, r *record.Record) bool {
+	return r.Op != record.Read && !it.copying
 }
 
 // commitMargin is taken off a record's commit time before it counts as a
@@ -52,14 +46,6 @@ func provesLoaded(kr *kgo.Record, r *record.Record) bool {
 // commit record reaches the WAL, so one that committed slightly earlier may
 // still follow in the stream.
 const commitMargin = time.Second
-
-// heartbeatOf parses a heartbeat record; ok is false for other records.
-func heartbeatOf(kr *kgo.Record) (record.Heartbeat, bool, error) {
-	if kr.Value != nil || len(kr.Headers) == 0 {
-		return record.Heartbeat{}, false, nil
-	}
-	return record.ParseHeartbeat(headers(kr))
-}
 
 // advance raises the pending watermark of a partition to what a chunk
 // proved.

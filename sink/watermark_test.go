@@ -22,7 +22,7 @@ func TestProvesLoaded(t *testing.T) {
 		{name: "change during its table's copy", op: record.Update, headers: copying, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := provesLoaded(&kgo.Record{Headers: tc.headers}, &record.Record{Op: tc.op}); got != tc.want {
+			if got := provesLoaded(classify(&kgo.Record{Headers: tc.headers, Value: []byte("{}")}), &record.Record{Op: tc.op}); got != tc.want {
 				t.Fatalf("provesLoaded = %v, want %v", got, tc.want)
 			}
 		})
