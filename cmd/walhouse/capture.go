@@ -3,22 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/walhouse/walhouse/capture"
 	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
-	"github.com/walhouse/walhouse/registry"
+	"github.com/walhouse/walhouse/pipeline"
 )
 
 func runCapture(ctx context.Context, inv *invocation) error {
@@ -173,60 +167,17 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		}
 		opts = append(opts, capture.WithPrimary(primary))
 	}
-	// What it connects to, for an operator following the log; the
-	// logger redacts passwords in the URL.
-	slog.Info("capture: starting", "pg", ep.pg, "primary_url", *primaryURL, "failover_slot", *failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
-		"topic_prefix", *prefix, "snapshot", *snapshot, "on_bad_row", *onBadRow, "metrics_addr", *metricsAddr)
-	cl, err := ep.kafkaClient(ctx, kafka.ProducerOpts(*maxRecord, capture.Partitioner())...)
+	kc, err := ep.kafkaConfig()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	if err := kafka.CheckProducer(cl); err != nil {
-		return err
-	}
-	topicOpts := []kafka.TopicOption{kafka.MinInsyncReplicas(*minInsync)}
-	state, err := kafka.NewState(ctx, cl, kafka.StateTopic(*prefix), int16(*replication), topicOpts...)
-	if err != nil {
-		return err
-	}
-	// Sinks run with --recopy-on-gap ask for copies here.
-	recopies, err := kafka.NewRecopies(ctx, cl, *prefix, int16(*replication), slog.Default().With("component", "capture"), topicOpts...)
-	if err != nil {
-		return err
-	}
-	defer recopies.Close()
-	// The state and re-copy topics exist now, made as the tables' topics
-	// will be: what the check finds in them holds for those too.
-	if err := kafka.EnforceDurability(ctx, cl, kafka.PipelineTopics(*prefix, *dlqTopic), durabilityMode, slog.Default().With("component", "capture")); err != nil {
-		return err
-	}
-	c, err := capture.New(pgURL, cl, append(append(opts, captureKafka(cl, *prefix, int16(*replication), *maxRecord, topicOpts...)...), capture.WithStateStore(state), capture.WithRecopies(recopies))...)
-	if err != nil {
-		return err
-	}
-	if *metricsAddr == "" {
-		return c.Run(ctx)
-	}
-	reg := prometheus.NewRegistry()
-	if err := capture.RegisterMetrics(reg, c); err != nil {
-		return err
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveCaptureHTTP(gctx, *metricsAddr, reg, newCaptureStatus(*slot, c)) })
-	g.Go(func() error { return c.Run(gctx) })
-	return g.Wait()
-}
-
-// captureKafka wires a Capturer of the pipeline with the given topic prefix
-// to Kafka through its producer cl: the tables' topics are created sized
-// for maxRecordBytes, and the schemas that version 2 records refer to are
-// registered in the pipeline's registry topic (created with the given
-// replication factor); topicOpts set further settings of every topic it
-// creates (kafka.MinInsyncReplicas).
-func captureKafka(cl *kgo.Client, prefix string, replication int16, maxRecordBytes int, topicOpts ...kafka.TopicOption) []capture.Option {
-	return []capture.Option{
-		capture.WithTopicCreator(kafka.Topics(cl, maxRecordBytes, topicOpts...)),
-		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(prefix), replication, topicOpts...)),
-	}
+	return pipeline.RunCapture(ctx, pipeline.CaptureRun{
+		PG: pgURL, Kafka: kc, Slot: *slot, Prefix: *prefix, DLQ: *dlqTopic,
+		Replication: int16(*replication), MinInsync: *minInsync, MaxRecordBytes: *maxRecord,
+		Durability: durabilityMode, Options: opts, HTTP: metricsHTTP(*metricsAddr),
+		// What it connects to, for an operator following the log; the
+		// logger redacts passwords in the URL.
+		LogAttrs: []any{"pg", ep.pg, "primary_url", *primaryURL, "failover_slot", *failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "slot", *slot, "publication", *publication,
+			"topic_prefix", *prefix, "snapshot", *snapshot, "on_bad_row", *onBadRow, "metrics_addr", *metricsAddr},
+	})
 }

@@ -2,28 +2,43 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"os"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/pipeline"
 )
+
+// pprofEnv turns on Go's profiling endpoints (/debug/pprof/) on the
+// --metrics-addr of capture and sink when it is "1" (pipeline.HTTP.Pprof).
+// Off by default: an operator turns it on for an investigation (and `make
+// bench-e2e PROFILE=1` does, to show where a load's time goes).
+const pprofEnv = "WALHOUSE_PPROF"
+
+// metricsHTTP is where a command serves its metrics and health: addr
+// (--metrics-addr), with the profiling endpoints when pprofEnv is "1".
+func metricsHTTP(addr string) pipeline.HTTP {
+	return pipeline.HTTP{Addr: addr, Pprof: os.Getenv(pprofEnv) == "1"}
+}
+
+// clickHouse is the ClickHouse of the flags, with its password.
+func (e *endpoints) clickHouse() (pipeline.ClickHouse, error) {
+	dsn, err := e.clickhouseDSN()
+	return pipeline.ClickHouse{DSN: dsn, Cluster: e.cluster, Database: e.database}, err
+}
 
 // openClickHouse connects to the ClickHouse of the flags, with its
 // password, as a host of --cluster when it is given. The caller closes the
 // connection.
 func (e *endpoints) openClickHouse(ctx context.Context) (driver.Conn, error) {
-	dsn, err := e.clickhouseDSN()
+	ch, err := e.clickHouse()
 	if err != nil {
 		return nil, err
 	}
-	if e.cluster != "" {
-		return clickhouse.OpenCluster(ctx, dsn, e.cluster)
-	}
-	return clickhouse.Open(ctx, dsn)
+	return ch.Open(ctx)
 }
 
 // kafkaClient connects to the Kafka of the flags, with its security
@@ -44,9 +59,5 @@ func (e *endpoints) openPG(ctx context.Context, dsn string) (*pgxpool.Pool, erro
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	return pool, nil
+	return pipeline.OpenPG(ctx, url)
 }

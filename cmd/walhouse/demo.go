@@ -30,6 +30,7 @@ import (
 	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/internal/pgslot"
 	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
@@ -109,7 +110,7 @@ func runDemo(ctx context.Context, inv *invocation) error {
 		return err
 	}
 
-	capt, err := capture.New(pgURL, kc, append(captureKafka(kc, *name, -1, record.DefaultMaxBytes),
+	capt, err := capture.New(pgURL, kc, append(pipeline.CaptureKafka(kc, *name, -1, record.DefaultMaxBytes),
 		capture.WithSlot(*name), capture.WithPublication(*name), capture.WithTables(demoTables...),
 		capture.WithTopicPrefix(*name), capture.WithTopicPartitions(4),
 		capture.WithDeadLetterTopic(kafka.DeadLetterTopic(*name)), capture.WithStatusInterval(time.Second),
@@ -125,12 +126,12 @@ func runDemo(ctx context.Context, inv *invocation) error {
 	// A fresh group per run: members of an earlier, killed run would hold
 	// the partitions until their session times out.
 	group := fmt.Sprintf("%s_%d", *name, time.Now().UnixNano())
-	schemas, closeSchemas, err := schemaReader(ctx, kcfg, *name)
+	schemas, closeSchemas, err := pipeline.SchemaReader(ctx, kcfg, *name)
 	if err != nil {
 		return err
 	}
 	defer closeSchemas()
-	st := sinkSettings{group: group, prefix: *name, watermarks: w, maxWait: 500 * time.Millisecond, schemas: schemas}
+	st := pipeline.SinkSettings{Group: group, Prefix: *name, Watermarks: w, MaxWait: 500 * time.Millisecond, Schemas: schemas}
 	if layer2 {
 		// An hour is plenty for a demo; the keys of earlier runs expire
 		// on their own (eventIds are WAL positions: a new run never
@@ -140,9 +141,9 @@ func runDemo(ctx context.Context, inv *invocation) error {
 			return err
 		}
 		defer store.Close()
-		st.dedup = store
+		st.Dedup = store
 	}
-	snk, cc, err := newSink(ctx, kcfg, w, st)
+	snk, cc, err := pipeline.Sink(ctx, kcfg, w, st)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,9 @@ var importRules = map[string][]string{
 	"query":        {"record", "schema", "monitor", "erasure", "idempotency"},
 	"config":       {"record"},
 	"cmd/walhouse": {"*"},
+	// The composition root as a library: it builds the stages from
+	// settings for cmd/walhouse, the demo and bench/; no stage imports it.
+	"pipeline": {"record", "capture", "kafka", "registry", "sink", "dedup", "clickhouse", "erasure", "monitor", "idempotency", "query"},
 
 	"capture/pgoutput": nil,
 	// Encoders of pgoutput messages, for tests only.

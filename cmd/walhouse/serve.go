@@ -28,6 +28,7 @@ import (
 	"github.com/walhouse/walhouse/idempotency"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/query"
 )
 
@@ -254,7 +255,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
 	}
 	srv := api.HTTPServer()
-	srv.Handler = withHealth(srv.Handler, newClickhouseReadiness(conn, slog.Default()).checks)
+	srv.Handler = pipeline.WithHealth(srv.Handler, pipeline.NewClickHouseReadiness(conn, slog.Default()).Checks)
 	// The lag history sampler runs as long as the server, and is waited for.
 	histCtx, stopHistory := context.WithCancel(ctx)
 	histDone := make(chan struct{})

@@ -85,7 +85,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	if *metricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		g.Go(func() error { return serveHTTP(gctx, *metricsAddr, mux, "verify metrics") })
+		g.Go(func() error { return metricsHTTP(*metricsAddr).Serve(gctx, mux, "verify metrics") })
 	}
 	g.Go(func() error {
 		for {
