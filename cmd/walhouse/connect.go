@@ -6,9 +6,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
 )
 
@@ -39,16 +37,6 @@ func (e *endpoints) openClickHouse(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	return ch.Open(ctx)
-}
-
-// kafkaClient connects to the Kafka of the flags, with its security
-// settings and opts. The caller closes the client.
-func (e *endpoints) kafkaClient(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
-	kc, err := e.kafkaConfig()
-	if err != nil {
-		return nil, err
-	}
-	return kafka.NewClient(ctx, kc, opts...)
 }
 
 // openPG opens a pool of connections to the PostgreSQL at dsn (--pg, or
