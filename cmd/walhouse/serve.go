@@ -42,6 +42,8 @@ type serveFlags struct {
 	erasureKey, cursorSecretSrc                          *secretSource
 }
 
+// register registers the flags on fs, and the endpoints' that serve
+// adds to ep.
 func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	fs.StringVar(&f.keysFile, "keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -19,72 +20,122 @@ import (
 	"github.com/walhouse/walhouse/sink"
 )
 
-func runSink(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
-	var (
-		group       = fs.String("group", "walhouse-sink", "Kafka consumer group")
-		prefix      = fs.String("topic-prefix", "walhouse", "consume every topic <prefix>.*")
-		dlq         = fs.String("dlq-topic", "", "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
-		maxBatch    = fs.Int("max-batch", 50_000, "most records in one insert (one more where a row moved by its layout would be split from its delete)")
-		maxWait     = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
-		parallel    = fs.Int("insert-parallelism", 2, "partitions loaded at the same time, each its own inserts in order: one partition's decoding and Layer 2 overlap another's insert (a ClickHouse server: up to the topics' partitions, which it inserts in parallel; the embedded engine runs one statement at a time)")
-		partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
-		dedupAddr   = fs.String("dedup-addr", "", "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it")
-		dedupPrefix = fs.String("dedup-prefix", "walhouse:dedup:", "key prefix in the dedup store")
-		dedupTTL    = fs.Int("dedup-ttl-hours", 24, "hours an eventId is remembered")
-		mismatch    = fs.String("mismatch-mode", "error", "eventId reused with another payload: error (dead-letter it) or warn (load it)")
-		maxRecord   = maxRecordBytesFlag(fs)
-		durability  = topicDurabilityFlag(fs)
-		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
-		progress    = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
-		cleanEvery  = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
-		cleanAge    = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
-		eraseEvery  = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
-		recopyOnGap = fs.Bool("recopy-on-gap", false, "when Kafka deleted records of a table's topic before the sink read them, ask capture to copy the table again online (through the <prefix>-recopy topic) and load on after the gap, instead of stopping there; the table's lastSyncAt stays before the gap until the copy is loaded (docs/operations.md#records-lost)")
-		relayout    = fs.Bool("relayout", false, "rebuild a table whose sorting key or partitions are not its layout's (--layout, or the default) when the sink first loads it: built beside the old one from the rows ClickHouse has, then swapped atomically; loading into it waits meanwhile (docs/shaping-tables.md#changing-a-layout)")
-		dropOld     = fs.Bool("relayout-drop-old", false, "with --relayout: drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
-		eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
-	)
-	var acceptLost listFlag
-	fs.Var(&acceptLost, "accept-lost-records", "topic/partition (or topic: all its partitions) whose records Kafka deleted before the sink read them, to load on after the gap once its table was copied again (docs/operations.md#records-lost); for one start")
-	erasureKey := registerErasureKey(fs)
-	layouts := registerLayout(fs)
-	var dedupSec dedupSecurity
-	dedupSec.register(fs)
-	if err := inv.parse(fs); err != nil {
-		return err
+// sinkFlags are the sink's flags but the endpoints'.
+type sinkFlags struct {
+	group       *string
+	prefix      *string
+	dlq         *string
+	maxBatch    *int
+	maxWait     *time.Duration
+	parallel    *int
+	partitionBy *string
+	dedupAddr   *string
+	dedupPrefix *string
+	dedupTTL    *int
+	mismatch    *string
+	maxRecord   *int
+	durability  *string
+	metricsAddr *string
+	progress    *time.Duration
+	cleanEvery  *time.Duration
+	cleanAge    *time.Duration
+	eraseEvery  *time.Duration
+	recopyOnGap *bool
+	relayout    *bool
+	dropOld     *bool
+	eraseMaxAge *time.Duration
+	acceptLost  listFlag
+	erasureKey  *secretSource
+	layouts     layoutFlag
+	dedupSec    dedupSecurity
+}
+
+// register registers the flags on fs.
+func (f *sinkFlags) register(fs *flag.FlagSet) {
+	f.group = fs.String("group", "walhouse-sink", "Kafka consumer group")
+	f.prefix = fs.String("topic-prefix", "walhouse", "consume every topic <prefix>.*")
+	f.dlq = fs.String("dlq-topic", "", "dead-letter topic for records that can never be loaded (default <prefix>-dlq; \"off\" stops the sink on such a record instead)")
+	f.maxBatch = fs.Int("max-batch", 50_000, "most records in one insert (one more where a row moved by its layout would be split from its delete)")
+	f.maxWait = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
+	f.parallel = fs.Int("insert-parallelism", 2, "partitions loaded at the same time, each its own inserts in order: one partition's decoding and Layer 2 overlap another's insert (a ClickHouse server: up to the topics' partitions, which it inserts in parallel; the embedded engine runs one statement at a time)")
+	f.partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
+	f.dedupAddr = fs.String("dedup-addr", "", "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it")
+	f.dedupPrefix = fs.String("dedup-prefix", "walhouse:dedup:", "key prefix in the dedup store")
+	f.dedupTTL = fs.Int("dedup-ttl-hours", 24, "hours an eventId is remembered")
+	f.mismatch = fs.String("mismatch-mode", "error", "eventId reused with another payload: error (dead-letter it) or warn (load it)")
+	f.maxRecord = maxRecordBytesFlag(fs)
+	f.durability = topicDurabilityFlag(fs)
+	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
+	f.progress = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
+	f.cleanEvery = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
+	f.cleanAge = fs.Duration("cleanup-min-age", defaultCleanupMinAge, "with --cleanup-interval: clean only partitions whose newest tombstone is older than this; must exceed the topics' retention.ms")
+	f.eraseEvery = fs.Duration("erasure-refresh", erasure.DefaultRefresh, "how often the erasure ledger is read again (walhouse erase --settle waits for it)")
+	f.recopyOnGap = fs.Bool("recopy-on-gap", false, "when Kafka deleted records of a table's topic before the sink read them, ask capture to copy the table again online (through the <prefix>-recopy topic) and load on after the gap, instead of stopping there; the table's lastSyncAt stays before the gap until the copy is loaded (docs/operations.md#records-lost)")
+	f.relayout = fs.Bool("relayout", false, "rebuild a table whose sorting key or partitions are not its layout's (--layout, or the default) when the sink first loads it: built beside the old one from the rows ClickHouse has, then swapped atomically; loading into it waits meanwhile (docs/shaping-tables.md#changing-a-layout)")
+	f.dropOld = fs.Bool("relayout-drop-old", false, "with --relayout: drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
+	f.eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
+	fs.Var(&f.acceptLost, "accept-lost-records", "topic/partition (or topic: all its partitions) whose records Kafka deleted before the sink read them, to load on after the gap once its table was copied again (docs/operations.md#records-lost); for one start")
+	f.erasureKey = registerErasureKey(fs)
+	f.layouts = registerLayout(fs)
+	f.dedupSec.register(fs)
+}
+
+// run checks the flags that need no connection, and returns what they
+// set of pipeline.RunSink's run.
+func (f *sinkFlags) run() (pipeline.SinkRun, error) {
+	if *f.dropOld && !*f.relayout {
+		return pipeline.SinkRun{}, usageErrorf("--relayout-drop-old: only with --relayout")
 	}
-	if *dropOld && !*relayout {
-		return usageErrorf("--relayout-drop-old: only with --relayout")
+	if *f.cleanEvery < 0 || *f.cleanAge <= 0 {
+		return pipeline.SinkRun{}, usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *f.cleanEvery, *f.cleanAge)
 	}
-	if *cleanEvery < 0 || *cleanAge <= 0 {
-		return usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *cleanEvery, *cleanAge)
-	}
-	mode, err := sink.ParseMismatchMode(*mismatch)
+	mode, err := sink.ParseMismatchMode(*f.mismatch)
 	if err != nil {
-		return &usageError{fmt.Errorf("--mismatch-mode: %w", err)}
+		return pipeline.SinkRun{}, &usageError{fmt.Errorf("--mismatch-mode: %w", err)}
 	}
-	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return usageErrorf("--max-record-bytes: %w", err)
+	if err := record.ValidateMaxBytes(*f.maxRecord); err != nil {
+		return pipeline.SinkRun{}, usageErrorf("--max-record-bytes: %w", err)
 	}
-	durabilityMode, err := kafka.ParseDurabilityMode(*durability)
+	durabilityMode, err := kafka.ParseDurabilityMode(*f.durability)
 	if err != nil {
-		return usageErrorf("--topic-durability %w", err)
+		return pipeline.SinkRun{}, usageErrorf("--topic-durability %w", err)
 	}
-	if *dedupTTL < 1 {
-		return usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *dedupTTL)
+	if *f.dedupTTL < 1 {
+		return pipeline.SinkRun{}, usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *f.dedupTTL)
 	}
 	// What needs no connection is checked before the first one.
-	accept, err := parseAcceptLost(acceptLost)
+	accept, err := parseAcceptLost(f.acceptLost)
 	if err != nil {
-		return &usageError{err}
+		return pipeline.SinkRun{}, &usageError{err}
 	}
 	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
 	if err != nil {
-		return usageErrorf("%s: %w", failpointsEnv, err)
+		return pipeline.SinkRun{}, usageErrorf("%s: %w", failpointsEnv, err)
 	}
-	kc, err := ep.kafkaConfig()
+	return pipeline.SinkRun{
+		PartitionBy: *f.partitionBy,
+		Writer:      []clickhouse.WriterOption{clickhouse.WithLayouts(f.layouts), relayoutOpt(*f.relayout, *f.dropOld)},
+		Ledger:      erasure.LedgerConfig{Refresh: *f.eraseEvery, MaxAge: *f.eraseMaxAge},
+		Sink:        pipeline.SinkSettings{AcceptGap: accept, Group: *f.group, Prefix: *f.prefix, DLQ: *f.dlq, MaxBatch: *f.maxBatch, Parallel: *f.parallel, MaxWait: *f.maxWait, Mismatch: mode, MaxRecordBytes: *f.maxRecord, Progress: *f.progress, Failpoints: fps},
+		RecopyOnGap: *f.recopyOnGap, Durability: durabilityMode, HTTP: metricsHTTP(*f.metricsAddr),
+		CleanupEvery: *f.cleanEvery, CleanupMinAge: *f.cleanAge,
+	}, nil
+}
+
+// runSink loads the tables' topics into ClickHouse until ctx ends
+// (pipeline.RunSink).
+func runSink(ctx context.Context, inv *invocation) error {
+	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
+	var f sinkFlags
+	f.register(fs)
+	if err := inv.parse(fs); err != nil {
+		return err
+	}
+	run, err := f.run()
 	if err != nil {
+		return err
+	}
+	if run.Kafka, err = ep.kafkaConfig(); err != nil {
 		return err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -92,31 +143,21 @@ func runSink(ctx context.Context, inv *invocation) error {
 		// fetched record, its decoded values, ClickHouse's block and its
 		// compressed body); a soft limit collects between them instead of
 		// letting garbage double the heap.
-		debug.SetMemoryLimit(256<<20 + 4*int64(*maxRecord))
+		debug.SetMemoryLimit(256<<20 + 4*int64(*f.maxRecord))
 	}
-	keys, err := erasureKeys(erasureKey)
-	if err != nil {
+	if run.Ledger.Keys, err = erasureKeys(f.erasureKey); err != nil {
 		return err
 	}
-	ch, err := ep.clickHouse()
-	if err != nil {
+	if run.ClickHouse, err = ep.clickHouse(); err != nil {
 		return err
 	}
-	run := pipeline.SinkRun{
-		Kafka: kc, ClickHouse: ch, PartitionBy: *partitionBy,
-		Writer:      []clickhouse.WriterOption{clickhouse.WithLayouts(layouts), relayoutOpt(*relayout, *dropOld)},
-		Ledger:      erasure.LedgerConfig{Keys: keys, Refresh: *eraseEvery, MaxAge: *eraseMaxAge},
-		Sink:        pipeline.SinkSettings{AcceptGap: accept, Group: *group, Prefix: *prefix, DLQ: *dlq, MaxBatch: *maxBatch, Parallel: *parallel, MaxWait: *maxWait, Mismatch: mode, MaxRecordBytes: *maxRecord, Progress: *progress, Failpoints: fps},
-		RecopyOnGap: *recopyOnGap, Durability: durabilityMode, HTTP: metricsHTTP(*metricsAddr),
-		CleanupEvery: *cleanEvery, CleanupMinAge: *cleanAge,
-		// What it connects to, for an operator following the log; the
-		// logger redacts passwords in the URLs.
-		LogAttrs: []any{"kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
-			"group", *group, "topic_prefix", *prefix, "dedup", *dedupAddr},
-	}
-	if *dedupAddr != "" && *dedupAddr != "off" {
-		cfg := dedup.Config{Addr: *dedupAddr, Prefix: *dedupPrefix, TTL: time.Duration(*dedupTTL) * time.Hour}
-		if err := dedupSec.apply(&cfg); err != nil {
+	// What it connects to, for an operator following the log; the logger
+	// redacts passwords in the URLs.
+	run.LogAttrs = []any{"kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
+		"group", *f.group, "topic_prefix", *f.prefix, "dedup", *f.dedupAddr}
+	if *f.dedupAddr != "" && *f.dedupAddr != "off" {
+		cfg := dedup.Config{Addr: *f.dedupAddr, Prefix: *f.dedupPrefix, TTL: time.Duration(*f.dedupTTL) * time.Hour}
+		if err := f.dedupSec.apply(&cfg); err != nil {
 			return err
 		}
 		run.Dedup = &cfg
