@@ -159,6 +159,21 @@ func registerSubject(fs *flag.FlagSet, tablesHelp string) *subjectFlags {
 	return s
 }
 
+// require returns a usage error naming the subject's flags that are not
+// set, and --pg when pg is empty.
+func (s *subjectFlags) require(pg string) error {
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"tenant", s.tenant}, {"subject-column", s.column}, {"subject", s.value}, {"pg", pg}} {
+		if f.value == "" {
+			missing = append(missing, "--"+f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf("missing %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false

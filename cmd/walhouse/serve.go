@@ -286,27 +286,11 @@ func runExport(ctx context.Context, inv *invocation) error {
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
-	auditKey, err := readAuditKey(*auditKF)
+	auditKey, err := exportAuditKey(*auditKF)
 	if err != nil {
 		return err
 	}
-	// What serve uses, so that the hashes match.
-	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
-		auditKey = make([]byte, 32)
-		_, _ = rand.Read(auditKey)
-		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
-	}
-	f := query.Format(*format)
-	if f == "" {
-		switch strings.ToLower(filepath.Ext(*out)) {
-		case ".csv":
-			f = query.CSV
-		case ".parquet":
-			f = query.Parquet
-		default:
-			f = query.JSONL
-		}
-	}
+	f := exportFormat(*format, *out)
 	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
@@ -321,22 +305,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 
 	var rows atomic.Int64
 	start := time.Now()
-	done := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := rows.Load()
-				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
-			}
-		}
-	}()
+	stopProgress := exportProgress(&rows, start)
 	by := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
@@ -346,8 +315,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 		Format: f, RequestedBy: by, Rows: &rows,
 		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
 	})
-	close(done)
-	<-progressDone
+	stopProgress()
 	if ferr := w.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("write %s: %w", *out, ferr)
 	}
@@ -369,6 +337,64 @@ func runExport(ctx context.Context, inv *invocation) error {
 	}
 	fmt.Fprintf(os.Stderr, "export: %s (%d rows, sha256 %s), manifest %s.manifest.json\n", *out, m.Rows, m.SHA256, *out)
 	return nil
+}
+
+// exportAuditKey is the audit key of an export: the one serve uses, so
+// that the hashes match (--audit-key-file, WALHOUSE_API_AUDIT_KEY, else
+// derived from WALHOUSE_API_CURSOR_SECRET), else a random one, with a
+// warning.
+func exportAuditKey(file string) ([]byte, error) {
+	auditKey, err := readAuditKey(file)
+	if err != nil {
+		return nil, err
+	}
+	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
+		auditKey = make([]byte, 32)
+		_, _ = rand.Read(auditKey)
+		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
+	}
+	return auditKey, nil
+}
+
+// exportFormat is --format, else the one of out's extension: csv for a
+// .csv file, parquet for a .parquet file, else jsonl.
+func exportFormat(format, out string) query.Format {
+	if f := query.Format(format); f != "" {
+		return f
+	}
+	switch strings.ToLower(filepath.Ext(out)) {
+	case ".csv":
+		return query.CSV
+	case ".parquet":
+		return query.Parquet
+	default:
+		return query.JSONL
+	}
+}
+
+// exportProgress prints the rows exported so far and their rate on stderr
+// every second, until the function it returns is called.
+func exportProgress(rows *atomic.Int64, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				n := rows.Load()
+				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-progressDone
+	}
 }
 
 // createPrivate creates (or truncates) path readable by its owner only:
