@@ -5,13 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
 )
@@ -129,9 +126,9 @@ func (f *captureFlags) options(fs *flag.FlagSet) ([]capture.Option, error) {
 		*f.dlqTopic = kafka.DeadLetterTopic(*f.prefix)
 	}
 	opts = append(opts, capture.WithDeadLetterTopic(*f.dlqTopic))
-	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	fps, err := failpoints()
 	if err != nil {
-		return nil, usageErrorf("%s: %w", failpointsEnv, err)
+		return nil, err
 	}
 	opts = append(opts, capture.WithFailpoints(fps))
 	if *f.envelope == 1 && *f.batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
@@ -210,13 +207,11 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// A soft limit keeps capture's heap near its working set instead of
-		// letting garbage grow to twice the live size between collections;
-		// a record at the bound is held about twice (the WAL message, its
-		// encoding), so the limit makes room for that.
-		debug.SetMemoryLimit(128<<20 + 2*int64(*f.maxRecord))
-	}
+	// A soft limit keeps capture's heap near its working set instead of
+	// letting garbage grow to twice the live size between collections;
+	// a record at the bound is held about twice (the WAL message, its
+	// encoding), so the limit makes room for that.
+	setMemoryLimit(128<<20 + 2*int64(*f.maxRecord))
 	pgURL, err := ep.pgURL()
 	if err != nil {
 		return err

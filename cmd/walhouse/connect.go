@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -10,16 +9,10 @@ import (
 	"github.com/walhouse/walhouse/pipeline"
 )
 
-// pprofEnv turns on Go's profiling endpoints (/debug/pprof/) on the
-// --metrics-addr of capture and sink when it is "1" (pipeline.HTTP.Pprof).
-// Off by default: an operator turns it on for an investigation (and `make
-// bench-e2e PROFILE=1` does, to show where a load's time goes).
-const pprofEnv = "WALHOUSE_PPROF"
-
 // metricsHTTP is where a command serves its metrics and health: addr
 // (--metrics-addr), with the profiling endpoints when pprofEnv is "1".
 func metricsHTTP(addr string) pipeline.HTTP {
-	return pipeline.HTTP{Addr: addr, Pprof: os.Getenv(pprofEnv) == "1"}
+	return pipeline.HTTP{Addr: addr, Pprof: pprofOn()}
 }
 
 // clickHouse is the ClickHouse of the flags, with its password.

@@ -14,10 +14,6 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
-// failpointsEnv names the crash and error points that fault tests make
-// capture and the sink trigger (package failpoint); unset in production.
-const failpointsEnv = "WALHOUSE_FAILPOINTS"
-
 // endpoints are the service addresses every subcommand shares. Use
 // pgURL and clickhouseDSN, which add the passwords, rather than the pg and
 // clickhouse fields.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
@@ -42,9 +40,9 @@ func runRelayout(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	fps, err := failpoints()
 	if err != nil {
-		return usageErrorf("%s: %w", failpointsEnv, err)
+		return err
 	}
 	kc, err := ep.kafkaConfig()
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/erasure"
-	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
@@ -108,9 +105,9 @@ func (f *sinkFlags) run() (pipeline.SinkRun, error) {
 	if err != nil {
 		return pipeline.SinkRun{}, &usageError{err}
 	}
-	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	fps, err := failpoints()
 	if err != nil {
-		return pipeline.SinkRun{}, usageErrorf("%s: %w", failpointsEnv, err)
+		return pipeline.SinkRun{}, err
 	}
 	return pipeline.SinkRun{
 		PartitionBy: *f.partitionBy,
@@ -138,13 +135,11 @@ func runSink(ctx context.Context, inv *invocation) error {
 	if run.Kafka, err = ep.kafkaConfig(); err != nil {
 		return err
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// A batch with records at the bound holds each several times (the
-		// fetched record, its decoded values, ClickHouse's block and its
-		// compressed body); a soft limit collects between them instead of
-		// letting garbage double the heap.
-		debug.SetMemoryLimit(256<<20 + 4*int64(*f.maxRecord))
-	}
+	// A batch with records at the bound holds each several times (the
+	// fetched record, its decoded values, ClickHouse's block and its
+	// compressed body); a soft limit collects between them instead of
+	// letting garbage double the heap.
+	setMemoryLimit(256<<20 + 4*int64(*f.maxRecord))
 	if run.Ledger.Keys, err = erasureKeys(f.erasureKey); err != nil {
 		return err
 	}
