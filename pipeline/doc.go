@@ -11,6 +11,7 @@
 // the environment and the secrets into the settings), and never exits the
 // process; every blocking call takes a context and returns an error.
 //
-// cmd/walhouse, the demo (package demo) and bench/ build the pipeline
-// through it, so that each runs the stages wired the same way.
+// cmd/walhouse and the demo (package demo) build the pipeline through it,
+// and bench/capture wires capture to Kafka with it, so that each runs the
+// stages wired the same way.
 package pipeline
