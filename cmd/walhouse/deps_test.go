@@ -66,7 +66,7 @@ var importRules = map[string][]string{
 	// The demo, outside the binary's main package: the stages through
 	// pipeline, and the harness's orders API the binary links anyway.
 	"demo":     {"pipeline", "record", "schema", "capture", "kafka", "sink", "dedup", "clickhouse", "verify", "monitor", "idempotency", "query", "harness/writeapi"},
-	"pipeline": {"record", "capture", "kafka", "registry", "sink", "dedup", "clickhouse", "erasure", "monitor", "idempotency", "query"},
+	"pipeline": {"record", "schema", "capture", "kafka", "registry", "sink", "dedup", "clickhouse", "erasure", "verify", "monitor", "idempotency", "query"},
 
 	"capture/pgoutput": nil,
 	// Encoders of pgoutput messages, for tests only.
