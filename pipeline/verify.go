@@ -41,12 +41,10 @@ type VerifyRun struct {
 	// loads the differing keys again.
 	Report string
 	Repair bool
-	// UsageError wraps an error of the options as a usage error of the
-	// caller (nil: returned as it is).
-	UsageError func(error) error
 }
 
-// RunVerify runs the rounds of r until ctx ends, or one round.
+// RunVerify runs the rounds of r until ctx ends, or one round; options
+// the verifier refuses are a *SettingsError.
 func RunVerify(ctx context.Context, r VerifyRun) error {
 	conn, err := r.ClickHouse.Open(ctx)
 	if err != nil {
@@ -55,10 +53,7 @@ func RunVerify(ctx context.Context, r VerifyRun) error {
 	defer conn.Close()
 	v, err := verify.New(r.PG, conn, append(r.Options, verify.WithDatabase(r.ClickHouse.Database), verify.WithLogger(slog.Default().With("component", "verify")))...)
 	if err != nil {
-		if r.UsageError != nil {
-			return r.UsageError(err)
-		}
-		return err
+		return &SettingsError{err}
 	}
 	rounds := verifyRounds{v: v, tables: r.Tables, report: r.Report, repair: r.Repair, log: clickhouse.NewVerifyLog(conn, r.ClickHouse.Database)}
 	if r.Every == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -54,11 +55,15 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return pipeline.RunVerify(ctx, pipeline.VerifyRun{
+	err = pipeline.RunVerify(ctx, pipeline.VerifyRun{
 		PG: pgURL, ClickHouse: ch, Tables: sources, Every: *every, Report: *report, Repair: *repair, HTTP: metricsHTTP(*metricsAddr),
 		Options: []verify.Option{verify.WithBucketRows(*bucketRows), verify.WithMaxBucketRows(*maxBucketRows),
 			verify.WithMaxMismatches(*maxMismatches), verify.WithRowsPerSecond(*rowsPerSecond), verify.WithStatementTimeout(*stmtTimeout),
 			verify.WithLoadWait(*loadWait), verify.WithPublication(*publication), verify.WithClickHouseLimits(int(max(1, maxExec.Seconds())), *maxMemory)},
-		UsageError: func(err error) error { return usageErrorf("%v", err) },
 	})
+	var se *pipeline.SettingsError
+	if errors.As(err, &se) {
+		return usageErrorf("%v", se.Err)
+	}
+	return err
 }
