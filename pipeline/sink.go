@@ -231,9 +231,12 @@ type SinkSettings struct {
 	Dedup    sink.Deduper
 	Mismatch sink.MismatchMode
 	// Registry receives the sink's metrics (nil: none).
-	Registry   *prometheus.Registry
+	Registry *prometheus.Registry
+	// Watermarks records the load watermarks (the ClickHouse writer, which
+	// also gives the loaded positions and the re-copy barrier).
 	Watermarks sink.Watermarker
-	Schemas    sink.Schemas
+	// Schemas resolves version 2 records' schemaIds (SchemaReader).
+	Schemas sink.Schemas
 	// MaxRecordBytes is capture's record bound (0: the default): the
 	// client reads such records and dead-letters them.
 	MaxRecordBytes int
