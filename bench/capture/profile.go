@@ -13,9 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/capture"
-	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
-	"github.com/walhouse/walhouse/registry"
 )
 
 // producerOpts mirrors the producer settings of cmd/walhouse
@@ -62,14 +61,13 @@ func (b *bench) profile(ctx context.Context, req profileRequest) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	opts := append([]capture.Option{
+	// Wired to Kafka as walhouse capture is (pipeline.CaptureKafka).
+	opts := append(append([]capture.Option{
 		capture.WithPublication(b.names.publication),
 		capture.WithTables(b.names.table),
 		capture.WithStatusInterval(statusInterval),
 		capture.WithTopicPrefix(req.prefix),
-		capture.WithTopicCreator(kafka.Topics(cl, record.DefaultMaxBytes)),
-		capture.WithSchemaRegistry(registry.NewWriter(cl, kafka.SchemasTopic(req.prefix), -1)),
-	}, req.opts...)
+	}, pipeline.CaptureKafka(cl, req.prefix, -1, record.DefaultMaxBytes)...), req.opts...)
 	c, err := capture.New(b.opts.pgURL, cl, opts...)
 	if err != nil {
 		return err

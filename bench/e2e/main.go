@@ -51,7 +51,7 @@ func run() error {
 		return redraw(o.chartFrom)
 	}
 	if o.profile {
-		// The processes the run starts inherit it (cmd/walhouse/pprof.go).
+		// The processes the run starts inherit it (pipeline.HTTP.Pprof).
 		if err := os.Setenv("WALHOUSE_PPROF", "1"); err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 )
 
 // With -profile, capture and sink serve Go's profiling endpoints
-// (WALHOUSE_PPROF=1, cmd/walhouse/pprof.go) on a --metrics-addr of their
+// (WALHOUSE_PPROF=1, pipeline.HTTP.Pprof) on a --metrics-addr of their
 // own, and every steady step takes a CPU profile of each over the step's
 // offered load. The profiles are split into stages (stageRules), which
 // shows where a step's CPU goes without opening pprof; the raw profiles

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -58,64 +54,8 @@ func runAPIKey(_ context.Context, inv *invocation) error {
 	}
 }
 
-// readKeyList reads the keys file as a list, nil when it does not exist
-// yet.
-func readKeyList(path string) ([]query.Key, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the API keys file: %w", err)
-	}
-	if _, err := query.ParseKeys(data); err != nil {
-		return nil, fmt.Errorf("API keys file %s: %w; fix it before changing it", path, err)
-	}
-	var list []query.Key
-	if err := json.Unmarshal(data, &list); err != nil {
-		return nil, fmt.Errorf("API keys file %s: %w", path, err)
-	}
-	return list, nil
-}
-
-// writeKeyList checks list as serve will and replaces the file with it in
-// one rename, readable by its owner only.
-func writeKeyList(path string, list []query.Key) error {
-	if list == nil {
-		list = []query.Key{}
-	}
-	data, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return err
-	}
-	data = append(data, '\n')
-	if _, err := query.ParseKeys(data); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write the API keys file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write the API keys file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write the API keys file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write the API keys file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write the API keys file: %w", err)
-	}
-	return nil
-}
-
 func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
-	list, err := readKeyList(path)
+	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
 	}
@@ -142,7 +82,7 @@ func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
 	if _, err := query.ParseKeys(b); err != nil {
 		return &usageError{err}
 	}
-	if err := writeKeyList(path, append(list, key)); err != nil {
+	if err := query.WriteKeyList(path, append(list, key)); err != nil {
 		return err
 	}
 	fmt.Fprintf(inv.stdout, "%s\n", secret)
@@ -151,7 +91,7 @@ func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
 }
 
 func listAPIKeys(inv *invocation, path string) error {
-	list, err := readKeyList(path)
+	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
 	}
@@ -168,7 +108,7 @@ func listAPIKeys(inv *invocation, path string) error {
 }
 
 func revokeAPIKey(inv *invocation, path, id string) error {
-	list, err := readKeyList(path)
+	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
 	}
@@ -180,7 +120,7 @@ func revokeAPIKey(inv *invocation, path, id string) error {
 		}
 		return fmt.Errorf("%s has no key %q (its ids:%s)", path, id, ids.String())
 	}
-	if err := writeKeyList(path, slices.Delete(list, i, i+1)); err != nil {
+	if err := query.WriteKeyList(path, slices.Delete(list, i, i+1)); err != nil {
 		return err
 	}
 	fmt.Fprintf(inv.stderr, "apikey: removed %q from %s; walhouse serve reads the file at start: restart it to refuse the key.\n", id, path)

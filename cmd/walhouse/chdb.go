@@ -20,7 +20,7 @@ import (
 // integration tests, the benchmarks and the demo.
 func runChdb(ctx context.Context, inv *invocation) error {
 	fs := flag.NewFlagSet("chdb", flag.ContinueOnError)
-	lib := fs.String("lib", os.Getenv("WALHOUSE_CHDB_LIB"), "path of libchdb.so (env WALHOUSE_CHDB_LIB)")
+	lib := fs.String("lib", os.Getenv(chdbLibEnv), "path of libchdb.so (env WALHOUSE_CHDB_LIB)")
 	path := fs.String("path", "", "data directory of the engine (created if missing)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address for ClickHouse's HTTP interface")
 	maxBody := fs.Int64("max-body", chdb.DefaultMaxBodySize, "largest request body in bytes, after decompression")

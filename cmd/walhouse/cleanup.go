@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/walhouse/walhouse/clickhouse"
-	"github.com/walhouse/walhouse/internal/backoff"
 )
 
 // defaultCleanupMinAge exceeds Kafka's default retention (7 days): no
@@ -38,17 +35,4 @@ func runCleanup(ctx context.Context, inv *invocation) error {
 		fmt.Fprintf(inv.stdout, "%s partition %s: %d → %d stored rows\n", c.Table, c.Partition, c.RowsBefore, c.RowsAfter)
 	}
 	return err
-}
-
-// cleanupLoop runs clickhouse.Cleanup every interval until ctx ends; a
-// failed run is logged and tried again at the next.
-func cleanupLoop(ctx context.Context, conn driver.Conn, database string, every, minAge time.Duration) error {
-	for {
-		if err := backoff.Sleep(ctx, every); err != nil {
-			return err
-		}
-		if _, err := clickhouse.Cleanup(ctx, conn, clickhouse.CleanupRequest{Database: database, Before: time.Now().Add(-minAge)}, slog.Default()); err != nil && ctx.Err() == nil {
-			slog.Warn("cleanup of deleted rows failed; trying again at the next interval", "err", err)
-		}
-	}
 }

@@ -96,17 +96,10 @@ accepted in a flag or a variable.
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s | %s |\n", s.Key, s.Flag, variable,
 			perCommand(byDefault, showDefault), strings.Join(cmds, ", "), perCommand(byUsage, cell))
 	}
-	b.WriteString(`
-## Variables that are not keys
-
-| Variable | Meaning |
-|---|---|
-| ` + "`WALHOUSE_CONFIG`" + ` | the configuration file, as ` + "`--config`" + ` before the command |
-| ` + "`WALHOUSE_CHDB_LIB`" + ` | ` + "`walhouse chdb --lib`" + `: the path of libchdb.so |
-| ` + "`GOMEMLIMIT`" + ` | Go's soft memory limit; unset, capture and the sink set one from ` + "`--max-record-bytes`" + ` |
-| ` + "`WALHOUSE_PPROF`" + ` | ` + "`1`" + `: Go's profiling endpoints (/debug/pprof/) on the ` + "`--metrics-addr`" + ` of capture and sink |
-| ` + "`WALHOUSE_FAILPOINTS`" + ` | the crash and error points of the fault tests; never set in production |
-`)
+	b.WriteString("\n## Variables that are not keys\n\n| Variable | Meaning |\n|---|---|\n")
+	for _, v := range otherVars() {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", v.name, v.meaning)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

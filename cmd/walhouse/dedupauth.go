@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"log/slog"
 
 	"github.com/walhouse/walhouse/dedup"
+	"github.com/walhouse/walhouse/pipeline"
 )
 
 // dedupSecurity holds the flags that log in to the dedup store (Valkey or
@@ -45,30 +44,11 @@ func (d *dedupSecurity) apply(cfg *dedup.Config) error {
 	return errors.Join(errs...)
 }
 
-// openDedup opens the dedup store and checks it at start: a refused login
-// or a certificate that does not verify stop the sink with the fix, since
-// retrying never helps; a store that does not answer only means starting
-// in fail-open mode, as when it fails later.
+// openDedup opens the dedup store of cfg with the login and TLS of sec
+// (pipeline.OpenDedup).
 func openDedup(ctx context.Context, cfg dedup.Config, sec *dedupSecurity) (*dedup.Store, error) {
 	if err := sec.apply(&cfg); err != nil {
 		return nil, err
 	}
-	store, err := dedup.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	err = store.Ping(ctx)
-	switch {
-	case err == nil:
-		return store, nil
-	case errors.Is(err, dedup.ErrAuth):
-		store.Close()
-		return nil, fmt.Errorf("%w; check --dedup-user and the password (WALHOUSE_DEDUP_PASSWORD or --dedup-password-file)", err)
-	case certificateError(err):
-		store.Close()
-		return nil, fmt.Errorf("%w; the dedup store's certificate did not verify: give the CA that signed it with --dedup-tls-ca, and name the store in --dedup-addr as its certificate does", err)
-	default:
-		slog.Warn("sink: the dedup store does not answer; starting without Layer 2 (fail open) until it does", "err", err)
-		return store, nil
-	}
+	return pipeline.OpenDedup(ctx, cfg)
 }

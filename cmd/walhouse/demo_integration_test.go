@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/demo"
 	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/internal/pgslot"
 	"github.com/walhouse/walhouse/schema"
@@ -145,7 +146,7 @@ func TestIntegrationDemo(t *testing.T) {
 func dropDemo(t *testing.T, env testenv.Env, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if db, err := withDatabase(env.PG, name); err == nil {
+	if db, err := demo.WithDatabase(env.PG, name); err == nil {
 		if conn, err := pgx.Connect(ctx, db); err == nil {
 			if err := pgslot.Drop(ctx, conn, name); err != nil {
 				t.Errorf("drop the demo's slot %s: %v", name, err)

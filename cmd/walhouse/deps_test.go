@@ -61,6 +61,12 @@ var importRules = map[string][]string{
 	"query":        {"record", "schema", "monitor", "erasure", "idempotency"},
 	"config":       {"record"},
 	"cmd/walhouse": {"*"},
+	// The composition root as a library: it builds the stages from
+	// settings for cmd/walhouse, the demo and bench/; no stage imports it.
+	// The demo, outside the binary's main package: the stages through
+	// pipeline, and the harness's orders API the binary links anyway.
+	"demo":     {"pipeline", "record", "schema", "capture", "kafka", "sink", "dedup", "clickhouse", "verify", "monitor", "idempotency", "query", "harness/writeapi"},
+	"pipeline": {"record", "schema", "capture", "kafka", "registry", "sink", "dedup", "clickhouse", "erasure", "verify", "monitor", "idempotency", "query"},
 
 	"capture/pgoutput": nil,
 	// Encoders of pgoutput messages, for tests only.

@@ -1,31 +1,27 @@
 // Command walhouse streams PostgreSQL changes into ClickHouse.
 //
-// It is one binary with subcommands; each subcommand is wired in its own file
-// of this package, which is the composition root: it reads configuration
-// (flags, WALHOUSE_* variables, secret files), opens the connections
-// (PostgreSQL, Kafka with its TLS and SASL settings, Valkey/Redis,
-// ClickHouse), builds the components and runs them until a signal ends them.
-// The components live in the packages named for their stage:
+// It is one binary with subcommands; each subcommand has its own file of
+// this package, which reads configuration (flags, WALHOUSE_* variables,
+// secret files) and resolves it into the settings of package pipeline, the
+// composition root as a library: it opens the connections (PostgreSQL,
+// Kafka with its TLS and SASL settings, Valkey/Redis, ClickHouse), builds
+// the components and runs them until a signal ends them. The components live
+// in the packages named for their stage:
 //
-//	capture.go           capture: PostgreSQL → Kafka; capture_status.go serves
-//	                     its /metrics and its record.CaptureStatus at /status
-//	sink.go              sink: Kafka → ClickHouse (clickhouse.Writer as the
-//	                     Loader, dedup for Layer 2, the dead-letter producer)
+//	capture.go           capture: PostgreSQL → Kafka (pipeline.RunCapture)
+//	sink.go              sink: Kafka → ClickHouse (pipeline.RunSink)
 //	serve.go             serve: the query API (query.Server) with monitor.Probe
 //	                     for the pipeline's lag; export: one subject to a file
 //	dlq.go               dlq list / replay of the dead-letter topic
 //	keys.go              keys prune: Layer 1's expired idempotency keys
 //	                     (idempotency.Pruner), once or daily
-//	demo.go              demo: capture and sink in one process on a workload
-//	                     written through Layer 1 (harness/writeapi for HTTP);
-//	                     demo_api.go the query API and the write API it
-//	                     serves, a dashboard read and a token read
+//	demo.go              demo: its flags; package demo runs capture, the sink
+//	                     and the query API in one process on a workload
 //	chdb.go              chdb: the embedded ClickHouse (harness/chdb) over HTTP;
 //	                     chdb_off.go stands in for it with -tags nochdb
 //	                     (the static container image)
-//	health.go            /healthz and /readyz of capture, sink and serve
-//	flags.go, kafka*.go, dedupauth.go, secrets.go
-//	                     the shared flags and how they become clients
+//	flags.go, connect.go, kafka*.go, dedupauth.go, secrets.go
+//	                     the shared flags and how they become settings
 //	main.go, cli.go      the command table, exit statuses, parsing with the
 //	                     configuration file (package config) under the
 //	                     environment and the flags, help

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walhouse/walhouse/config"
+	"github.com/walhouse/walhouse/internal/failpoint"
 )
 
 // Environment variables follow one rule, taken from the configuration
@@ -21,6 +23,52 @@ import (
 // command line is parsed, not as the flags' defaults, so that a bad value
 // is an error that names the variable instead of a silent default, and
 // so that every value knows its source (walhouse config view).
+
+// The variables that are not keys of the configuration schema, each read
+// in one place below; otherVars lists them, for docs/configuration.md.
+const (
+	configEnv     = "WALHOUSE_CONFIG"
+	chdbLibEnv    = "WALHOUSE_CHDB_LIB"
+	memLimitEnv   = "GOMEMLIMIT"
+	pprofEnv      = "WALHOUSE_PPROF"
+	failpointsEnv = "WALHOUSE_FAILPOINTS"
+)
+
+// otherVar is a variable that is not a key, and what it means.
+type otherVar struct{ name, meaning string }
+
+// otherVars are the variables that are not keys, as the reference lists
+// them (Markdown).
+func otherVars() []otherVar {
+	return []otherVar{
+		{configEnv, "the configuration file, as `--config` before the command"},
+		{chdbLibEnv, "`walhouse chdb --lib`: the path of libchdb.so"},
+		{memLimitEnv, "Go's soft memory limit; unset, capture and the sink set one from `--max-record-bytes`"},
+		{pprofEnv, "`1`: Go's profiling endpoints (/debug/pprof/) on the `--metrics-addr` of capture and sink"},
+		{failpointsEnv, "the crash and error points of the fault tests; never set in production"},
+	}
+}
+
+// failpoints are the crash and error points of failpointsEnv (nil when
+// unset: production).
+func failpoints() (*failpoint.Set, error) {
+	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
+	if err != nil {
+		return nil, usageErrorf("%s: %w", failpointsEnv, err)
+	}
+	return fps, nil
+}
+
+// setMemoryLimit sets Go's soft memory limit to bytes unless memLimitEnv
+// sets one.
+func setMemoryLimit(bytes int64) {
+	if os.Getenv(memLimitEnv) == "" {
+		debug.SetMemoryLimit(bytes)
+	}
+}
+
+// pprofOn reports whether pprofEnv turns the profiling endpoints on.
+func pprofOn() bool { return os.Getenv(pprofEnv) == "1" }
 
 // keySettings returns the settings of command cmd by flag name: the key
 // each flag stands for (the secrets' …_env keys left out).

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -47,29 +48,15 @@ func runErase(ctx context.Context, inv *invocation) error {
 		}
 		return eraseVerify(inv, file, *publicKey, keySrc)
 	case "public-key":
-		keys, err := erasureKeys(keySrc)
-		if err != nil {
-			return err
-		}
-		if keys == nil {
-			return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
-		}
-		fmt.Fprintln(inv.stdout, hex.EncodeToString(keys.PublicKey()))
-		return nil
+		return printPublicKey(inv, keySrc)
 	default:
 		return usageErrorf("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
-	var missing []string
-	for _, f := range []struct{ name, value string }{{"tenant", subj.tenant}, {"subject-column", subj.column}, {"subject", subj.value}, {"pg", ep.pg}} {
-		if f.value == "" {
-			missing = append(missing, "--"+f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return usageErrorf("missing %s", strings.Join(missing, ", "))
+	if err := subj.require(ep.pg); err != nil {
+		return err
 	}
 	if *maxRows < 1 {
 		return usageErrorf("--max-rows %d: want a positive number", *maxRows)
@@ -105,14 +92,36 @@ func runErase(ctx context.Context, inv *invocation) error {
 		w = f
 	}
 	m, err := er.Erase(ctx, erasure.Request{Tenant: subj.tenant, Column: subj.column, Value: subj.value, Tables: subj.tables, RequestedBy: "cli"})
-	if m.Signature != "" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(m); werr != nil {
-			return errors.Join(err, fmt.Errorf("write the manifest: %w", werr))
-		}
+	return writeManifest(w, m, err)
+}
+
+// writeManifest writes a signed manifest m to w (none when the erasure
+// was refused before it began), and returns the erasure's error eraseErr
+// with the writing's.
+func writeManifest(w io.Writer, m erasure.Manifest, eraseErr error) error {
+	if m.Signature == "" {
+		return eraseErr
 	}
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if werr := enc.Encode(m); werr != nil {
+		return errors.Join(eraseErr, fmt.Errorf("write the manifest: %w", werr))
+	}
+	return eraseErr
+}
+
+// printPublicKey prints the hex key that verifies manifests signed with
+// the erasure key of keySrc.
+func printPublicKey(inv *invocation, keySrc *secretSource) error {
+	keys, err := erasureKeys(keySrc)
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
+	}
+	fmt.Fprintln(inv.stdout, hex.EncodeToString(keys.PublicKey()))
+	return nil
 }
 
 // eraseVerify checks the signature of a manifest file and prints what it

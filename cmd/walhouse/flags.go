@@ -14,10 +14,6 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
-// failpointsEnv names the crash and error points that fault tests make
-// capture and the sink trigger (package failpoint); unset in production.
-const failpointsEnv = "WALHOUSE_FAILPOINTS"
-
 // endpoints are the service addresses every subcommand shares. Use
 // pgURL and clickhouseDSN, which add the passwords, rather than the pg and
 // clickhouse fields.
@@ -157,6 +153,21 @@ func registerSubject(fs *flag.FlagSet, tablesHelp string) *subjectFlags {
 	fs.StringVar(&s.value, "subject", "", "value of the subject column, as PostgreSQL writes it")
 	fs.Var(&s.tables, "tables", tablesHelp+", comma-separated (default: every table with the subject column)")
 	return s
+}
+
+// require returns a usage error naming the subject's flags that are not
+// set, and --pg when pg is empty.
+func (s *subjectFlags) require(pg string) error {
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"tenant", s.tenant}, {"subject-column", s.column}, {"subject", s.value}, {"pg", pg}} {
+		if f.value == "" {
+			missing = append(missing, "--"+f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf("missing %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // flagSet reports whether the flag name was given on the command line.

@@ -175,7 +175,7 @@ const (
 func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	// The options before the command: --config, --version, -h.
-	configPath := os.Getenv("WALHOUSE_CONFIG")
+	configPath := os.Getenv(configEnv)
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 		switch name {

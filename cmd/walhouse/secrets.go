@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -157,14 +156,4 @@ func (t tlsFlags) config(name string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
-}
-
-// certificateError reports whether err is a server certificate that did
-// not verify (an unknown CA, a name the certificate does not cover):
-// retrying never fixes it, and the fix is a CA flag.
-func certificateError(err error) bool {
-	var certErr *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	return errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname)
 }

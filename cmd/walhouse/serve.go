@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,113 +18,142 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/walhouse/walhouse/erasure"
-	"github.com/walhouse/walhouse/idempotency"
-	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/monitor"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/query"
 )
+
+// serveFlags are serve's flags but the endpoints' and the limits'.
+type serveFlags struct {
+	listen, keysFile, corsOrigins                        string
+	jwtJWKS, jwtClaim, jwtIssuer, jwtAudience, jwtScopes string
+	cursorSecret                                         string
+	keysReload, maxExec, lagTimeout, histEvery, histSpan time.Duration
+	eraseSettle, tokenWait, maxTokenWait                 time.Duration
+	defaultRows, maxRows, maxResult, maxConc             int
+	hashKey, newKey, auditHash                           bool
+	keyID, keyTenant, keyScopes                          string
+	lagPG, lagSlot, lagKafka, lagGroup, lagPrefix        string
+	lagCaptures, auditKeyFile, tokenSource               string
+	lim                                                  query.Limits
+	hl                                                   query.HTTPLimits
+	inFlight                                             int
+	erasureKey, cursorSecretSrc                          *secretSource
+}
+
+// register registers the flags on fs, and the endpoints' that serve
+// adds to ep.
+func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
+	fs.StringVar(&f.keysFile, "keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
+	fs.DurationVar(&f.keysReload, "keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
+	fs.StringVar(&f.corsOrigins, "cors-origin", "", "comma-separated origins (https://host[:port], or *) whose browser pages may call the API; none by default")
+	fs.StringVar(&f.jwtJWKS, "jwt-jwks", "", "accept bearer JWTs signed by a key of this JWK Set (a file, or an https:// URL refreshed hourly) beside API keys; none by default")
+	fs.StringVar(&f.jwtClaim, "jwt-tenant-claim", "tenant", "with --jwt-jwks: the claim that holds the tenant, a non-empty string")
+	fs.StringVar(&f.jwtIssuer, "jwt-issuer", "", "with --jwt-jwks: the iss a token must have (recommended)")
+	fs.StringVar(&f.jwtAudience, "jwt-audience", "", "with --jwt-jwks: the aud a token must have (recommended)")
+	fs.StringVar(&f.jwtScopes, "jwt-scopes", "read", "with --jwt-jwks: comma-separated scopes a token grants (read, export)")
+	fs.StringVar(&f.cursorSecret, "cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_API_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
+	fs.IntVar(&f.defaultRows, "default-limit", 100, "rows per page when a query sets no limit")
+	fs.IntVar(&f.maxRows, "max-limit", 10_000, "largest page a query may ask for")
+	fs.DurationVar(&f.maxExec, "max-execution-time", 30*time.Second, "longest a query may run in ClickHouse")
+	fs.IntVar(&f.maxResult, "max-result-rows", 0, "ClickHouse max_result_rows for reads (default max-limit+1)")
+	fs.IntVar(&f.maxConc, "max-concurrent", 4, "queries and exports one tenant may run at once (more get 429)")
+	fs.BoolVar(&f.hashKey, "hash-key", false, "read an API key from stdin, print its SHA-256 for the keys file, and exit")
+	fs.BoolVar(&f.newKey, "new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit; walhouse apikey create also adds it to the file")
+	fs.StringVar(&f.keyID, "key-id", "", "with -new-key: id of the key")
+	fs.StringVar(&f.keyTenant, "key-tenant", "", "with -new-key: tenant of the key")
+	fs.StringVar(&f.keyScopes, "key-scopes", "read", "with -new-key: comma-separated scopes (read, export, erase, admin)")
+	fs.StringVar(&f.lagPG, "pg", "", "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics and to check PostgreSQL before POST /v1/erasures (optional)")
+	fs.StringVar(&f.lagSlot, "slot", "walhouse", "capture's replication slot")
+	fs.StringVar(&f.lagKafka, "kafka", "", "Kafka brokers, to report consumer lag and dead-letter depth (optional)")
+	fs.StringVar(&f.lagGroup, "group", "walhouse-sink", "the sink's consumer group")
+	fs.StringVar(&f.lagPrefix, "topic-prefix", "walhouse", "the pipeline's topic prefix")
+	fs.StringVar(&f.lagCaptures, "capture-url", "", "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional)")
+	fs.DurationVar(&f.lagTimeout, "capture-timeout", monitor.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
+	fs.DurationVar(&f.histEvery, "lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
+	fs.DurationVar(&f.histSpan, "lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
+	fs.StringVar(&f.auditKeyFile, "audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_API_AUDIT_KEY; default: derived from the cursor secret)")
+	fs.DurationVar(&f.eraseSettle, "erasure-settle", erasure.DefaultSettle, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
+	fs.StringVar(&f.tokenSource, "token-source", "", "the captured database as SYSID.OID (pg_control_system()'s system_identifier, pg_database's oid), whose consistency tokens reads accept; default: read with --pg; without either, token reads are refused")
+	fs.DurationVar(&f.tokenWait, "token-wait", query.DefaultTokenWait, "how long a read with consistency tokens waits for its tables to load when it names no wait")
+	fs.DurationVar(&f.maxTokenWait, "max-token-wait", query.DefaultMaxWait, "the longest wait a read with consistency tokens may ask for")
+	fs.BoolVar(&f.auditHash, "audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
+	limitFlags(fs, &f.lim, &f.hl, &f.inFlight)
+	f.erasureKey = registerErasureKey(fs)
+	ep.kafkaSec.register(fs)
+	ep.registerPGPassword(fs)
+	f.cursorSecretSrc = registerSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
+}
 
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
 func runServe(ctx context.Context, inv *invocation) error {
 	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
-	var (
-		listen       = fs.String("listen", "127.0.0.1:8080", "address of the HTTP API")
-		keysFile     = fs.String("keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
-		keysReload   = fs.Duration("keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
-		corsOrigins  = fs.String("cors-origin", "", "comma-separated origins (https://host[:port], or *) whose browser pages may call the API; none by default")
-		jwtJWKS      = fs.String("jwt-jwks", "", "accept bearer JWTs signed by a key of this JWK Set (a file, or an https:// URL refreshed hourly) beside API keys; none by default")
-		jwtClaim     = fs.String("jwt-tenant-claim", "tenant", "with --jwt-jwks: the claim that holds the tenant, a non-empty string")
-		jwtIssuer    = fs.String("jwt-issuer", "", "with --jwt-jwks: the iss a token must have (recommended)")
-		jwtAudience  = fs.String("jwt-audience", "", "with --jwt-jwks: the aud a token must have (recommended)")
-		jwtScopes    = fs.String("jwt-scopes", "read", "with --jwt-jwks: comma-separated scopes a token grants (read, export)")
-		cursorSecret = fs.String("cursor-secret", "", "secret (16+ bytes) that signs pagination cursors, better given by WALHOUSE_API_CURSOR_SECRET or --cursor-secret-file (a flag shows in the process list); generated when none is given, and then cursors do not survive a restart")
-		defaultRows  = fs.Int("default-limit", 100, "rows per page when a query sets no limit")
-		maxRows      = fs.Int("max-limit", 10_000, "largest page a query may ask for")
-		maxExec      = fs.Duration("max-execution-time", 30*time.Second, "longest a query may run in ClickHouse")
-		maxResult    = fs.Int("max-result-rows", 0, "ClickHouse max_result_rows for reads (default max-limit+1)")
-		maxConc      = fs.Int("max-concurrent", 4, "queries and exports one tenant may run at once (more get 429)")
-		hashKey      = fs.Bool("hash-key", false, "read an API key from stdin, print its SHA-256 for the keys file, and exit")
-		newKey       = fs.Bool("new-key", false, "generate an API key, print it and its keys-file entry (with -key-id, -key-tenant, -key-scopes), and exit; walhouse apikey create also adds it to the file")
-		keyID        = fs.String("key-id", "", "with -new-key: id of the key")
-		keyTenant    = fs.String("key-tenant", "", "with -new-key: tenant of the key")
-		keyScopes    = fs.String("key-scopes", "read", "with -new-key: comma-separated scopes (read, export, erase, admin)")
-		lagPG        = fs.String("pg", "", "PostgreSQL URL, to report the slot's lag in /v1/lag and /metrics and to check PostgreSQL before POST /v1/erasures (optional)")
-		lagSlot      = fs.String("slot", "walhouse", "capture's replication slot")
-		lagKafka     = fs.String("kafka", "", "Kafka brokers, to report consumer lag and dead-letter depth (optional)")
-		lagGroup     = fs.String("group", "walhouse-sink", "the sink's consumer group")
-		lagPrefix    = fs.String("topic-prefix", "walhouse", "the pipeline's topic prefix")
-		lagCaptures  = fs.String("capture-url", "", "comma-separated --metrics-addr (or http://host:port) of the capture processes, to report their producer backlog in /v1/lag and /metrics (optional)")
-		lagTimeout   = fs.Duration("capture-timeout", monitor.DefaultCaptureTimeout, "longest wait for one capture's status; an unreachable capture is reported down, never fails /v1/lag")
-		histEvery    = fs.Duration("lag-history-interval", monitor.DefaultHistoryInterval, "how often the lag is sampled for /v1/lag/history and the status page's charts")
-		histSpan     = fs.Duration("lag-history-span", monitor.DefaultHistorySpan, "how much lag history is kept in memory")
-		auditKeyFile = fs.String("audit-key-file", "", "file holding the key (16+ bytes) of the HMAC-SHA256 that export audit entries record instead of the subject value (or env WALHOUSE_API_AUDIT_KEY; default: derived from the cursor secret)")
-		eraseSettle  = fs.Duration("erasure-settle", erasure.DefaultSettle, "POST /v1/erasures: wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
-		tokenSource  = fs.String("token-source", "", "the captured database as SYSID.OID (pg_control_system()'s system_identifier, pg_database's oid), whose consistency tokens reads accept; default: read with --pg; without either, token reads are refused")
-		tokenWait    = fs.Duration("token-wait", query.DefaultTokenWait, "how long a read with consistency tokens waits for its tables to load when it names no wait")
-		maxTokenWait = fs.Duration("max-token-wait", query.DefaultMaxWait, "the longest wait a read with consistency tokens may ask for")
-		auditHash    = fs.Bool("audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
-	)
-	var (
-		lim  query.Limits
-		hl   query.HTTPLimits
-		inFl int
-	)
-	limitFlags(fs, &lim, &hl, &inFl)
-	erasureKey := registerErasureKey(fs)
-	ep.kafkaSec.register(fs)
-	ep.registerPGPassword(fs)
-	cursorSecretSrc := registerSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
+	var f serveFlags
+	f.register(fs, ep)
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
-	lim.DefaultRows, lim.MaxRows, lim.MaxExecutionTime, lim.MaxResultRows, lim.MaxConcurrent = *defaultRows, *maxRows, *maxExec, *maxResult, *maxConc
-	if *hashKey {
-		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
-		if err != nil && line == "" {
-			return fmt.Errorf("read the key from stdin: %w (pipe it in: echo -n \"$KEY\" | walhouse serve --hash-key)", err)
-		}
-		fmt.Println(query.HashKey(strings.TrimSpace(line)))
-		return nil
+	f.lim.DefaultRows, f.lim.MaxRows, f.lim.MaxExecutionTime, f.lim.MaxResultRows, f.lim.MaxConcurrent = f.defaultRows, f.maxRows, f.maxExec, f.maxResult, f.maxConc
+	if f.hashKey {
+		return printKeyHash()
 	}
-	if *newKey {
-		return printNewKey(*keyID, *keyTenant, *keyScopes)
+	if f.newKey {
+		return printNewKey(f.keyID, f.keyTenant, f.keyScopes)
 	}
-	auditKey, err := readAuditKey(*auditKeyFile)
+	auditKey, err := readAuditKey(f.auditKeyFile)
 	if err != nil {
 		return err
 	}
 	var problems []error
-	if *cursorSecret == "" {
-		v, err := cursorSecretSrc.value()
+	if f.cursorSecret == "" {
+		v, err := f.cursorSecretSrc.value()
 		if err != nil {
 			problems = append(problems, err)
 		}
-		*cursorSecret = v
+		f.cursorSecret = v
 	}
-	if *auditHash {
+	if f.auditHash {
 		// After the cursor secret is read from wherever it comes: the
 		// audit key derives from it by default.
 		if err := errors.Join(problems...); err != nil {
 			return err
 		}
-		return printAuditHash(auditKey, []byte(*cursorSecret))
+		return printAuditHash(auditKey, []byte(f.cursorSecret))
 	}
-	if *keysFile == "" {
+	captures, problems := f.check(problems)
+	if err := errors.Join(problems...); err != nil {
+		return &usageError{err}
+	}
+	keys, err := query.OpenKeyFile(f.keysFile, slog.Default())
+	if err != nil {
+		return err
+	}
+	run, err := f.run(ep, keys, auditKey, captures)
+	if err != nil {
+		return err
+	}
+	// The keys file is read again on SIGHUP and when it changed, as long
+	// as the server runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	run.Reload = hup
+	return pipeline.RunServe(ctx, run)
+}
+
+// check returns the status addresses of --capture-url, and problems with
+// the problems of the flags added.
+func (f *serveFlags) check(problems []error) (captures []string, _ []error) {
+	if f.keysFile == "" {
 		problems = append(problems, errors.New("--keys is not set (nor WALHOUSE_API_KEYS_FILE): create one with `walhouse apikey create --keys FILE`"))
 	}
-	secret := []byte(*cursorSecret)
-	if len(secret) > 0 && len(secret) < 16 {
-		problems = append(problems, fmt.Errorf("--cursor-secret has %d bytes; use at least 16 random bytes", len(secret)))
+	if n := len(f.cursorSecret); n > 0 && n < 16 {
+		problems = append(problems, fmt.Errorf("--cursor-secret has %d bytes; use at least 16 random bytes", n))
 	}
-	var captures []string
-	for _, c := range strings.Split(*lagCaptures, ",") {
+	for _, c := range strings.Split(f.lagCaptures, ",") {
 		if strings.TrimSpace(c) == "" {
 			continue
 		}
@@ -136,170 +164,82 @@ func runServe(ctx context.Context, inv *invocation) error {
 		}
 		captures = append(captures, u)
 	}
-	if *keysReload < 0 {
-		problems = append(problems, fmt.Errorf("--keys-reload %v: want 0 (on SIGHUP only) or a positive duration, e.g. 10s", *keysReload))
+	if f.keysReload < 0 {
+		problems = append(problems, fmt.Errorf("--keys-reload %v: want 0 (on SIGHUP only) or a positive duration, e.g. 10s", f.keysReload))
 	}
-	if *lagTimeout <= 0 {
-		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", *lagTimeout))
+	if f.lagTimeout <= 0 {
+		problems = append(problems, fmt.Errorf("--capture-timeout %v: want a positive duration, e.g. 2s", f.lagTimeout))
 	}
-	if err := errors.Join(problems...); err != nil {
-		return &usageError{err}
-	}
-	keys, err := query.OpenKeyFile(*keysFile, slog.Default())
-	if err != nil {
-		return err
-	}
-	var cors query.CORS
-	for _, o := range strings.Split(*corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			cors.AllowedOrigins = append(cors.AllowedOrigins, o)
-		}
-	}
+	return captures, problems
+}
+
+// run resolves the flags into what pipeline.RunServe runs: the secrets,
+// the endpoints with their passwords, the query API's settings.
+func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
+	secret := []byte(f.cursorSecret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
-			return fmt.Errorf("generate a cursor secret: %w", err)
+			return pipeline.ServeRun{}, fmt.Errorf("generate a cursor secret: %w", err)
 		}
 		slog.Warn("serve: no --cursor-secret; generated one, so pagination cursors will not survive a restart (set WALHOUSE_API_CURSOR_SECRET)")
 		if len(auditKey) == 0 {
 			slog.Warn("serve: no audit key nor cursor secret; the subject_hmac of export audit entries will not match across restarts (set WALHOUSE_API_AUDIT_KEY)")
 		}
 	}
-	conn, err := ep.openClickHouse(ctx)
-	if err != nil {
-		return err
+	r := pipeline.ServeRun{Listen: f.listen, Keys: keys, KeysReload: f.keysReload, TokenSource: f.tokenSource, EraseSettle: f.eraseSettle,
+		Monitor: monitor.Config{Slot: f.lagSlot, Group: f.lagGroup, Prefix: f.lagPrefix, Captures: captures, CaptureTimeout: f.lagTimeout},
+		Query: query.Config{CORS: query.CORS{AllowedOrigins: commaList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
+			HistoryInterval: f.histEvery, HistorySpan: f.histSpan, DefaultTokenWait: f.tokenWait, MaxTokenWait: f.maxTokenWait}}
+	var err error
+	if r.ClickHouse, err = ep.clickHouse(); err != nil {
+		return r, err
 	}
-	defer conn.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), keys)
-	var probe query.PipelineProbe // an interface: a nil *monitor.Probe must stay a nil probe
-	var pgPool *pgxpool.Pool
-	if *lagPG != "" {
-		var err error
-		if pgPool, err = ep.openPG(ctx, *lagPG); err != nil {
-			return fmt.Errorf("--pg: %w", err)
-		}
-		defer pgPool.Close()
-	}
-	src, err := tokenSourceOf(ctx, *tokenSource, pgPool)
-	if err != nil {
-		return err
-	}
-	var eraser query.Eraser // an interface, as probe
-	if keys, err := erasureKeys(erasureKey); err != nil {
-		return err
-	} else if keys != nil {
-		if pgPool == nil {
-			return errors.New("the erasure key is set but --pg is not: POST /v1/erasures checks PostgreSQL before it erases; give --pg")
-		}
-		if eraser, err = erasure.NewEraser(erasure.Config{PG: pgPool, Conn: conn, Database: ep.database, Keys: *keys, Settle: *eraseSettle}); err != nil {
-			return err
+	if f.lagPG != "" {
+		if r.PG, err = ep.pgConnString(f.lagPG); err != nil {
+			return r, err
 		}
 	}
-	if *lagPG != "" || *lagKafka != "" || len(captures) > 0 {
-		pc := monitor.Config{Slot: *lagSlot, Group: *lagGroup, Prefix: *lagPrefix, DLQTopic: kafka.DeadLetterTopic(*lagPrefix), Captures: captures, CaptureTimeout: *lagTimeout}
-		if pgPool != nil {
-			pc.PG = pgPool
+	if r.ErasureKeys, err = erasureKeys(f.erasureKey); err != nil {
+		return r, err
+	}
+	if f.lagKafka != "" {
+		ep.kafka = f.lagKafka
+		kc, err := ep.kafkaConfig()
+		if err != nil {
+			return r, err
 		}
-		if *lagKafka != "" {
-			ep.kafka = *lagKafka
-			cl, err := ep.kafkaClient(ctx)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			pc.Kafka = kadm.NewClient(cl)
-		}
-		probe = monitor.NewProbe(pc)
+		r.Kafka = &kc
 	}
-	var jwtAuth *query.JWTAuth
-	if *jwtJWKS != "" {
-		o := query.JWTOptions{JWKS: *jwtJWKS, TenantClaim: *jwtClaim, Issuer: *jwtIssuer, Audience: *jwtAudience}
-		for _, sc := range strings.Split(*jwtScopes, ",") {
-			if sc = strings.TrimSpace(sc); sc != "" {
-				o.Scopes = append(o.Scopes, query.Scope(sc))
-			}
+	if f.jwtJWKS != "" {
+		o := query.JWTOptions{JWKS: f.jwtJWKS, TenantClaim: f.jwtClaim, Issuer: f.jwtIssuer, Audience: f.jwtAudience}
+		for _, sc := range commaList(f.jwtScopes) {
+			o.Scopes = append(o.Scopes, query.Scope(sc))
 		}
-		// The JWKS refresh of a URL ends with ctx, as serve does.
-		if jwtAuth, err = query.NewJWTAuth(ctx, o); err != nil {
-			return err
+		r.JWT = &o
+	}
+	return r, nil
+}
+
+// commaList is the non-empty items of a comma-separated flag, trimmed.
+func commaList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
-	api, err := query.NewServer(query.Config{
-		Pipeline:         probe,
-		Eraser:           eraser,
-		Conn:             conn,
-		Database:         ep.database,
-		Keys:             keys,
-		CORS:             cors,
-		JWT:              jwtAuth,
-		CursorSecret:     secret,
-		Limits:           lim,
-		MaxInFlight:      inFl,
-		HTTP:             hl,
-		AuditKey:         auditKey,
-		Registry:         reg,
-		Logger:           slog.Default(),
-		HistoryInterval:  *histEvery,
-		HistorySpan:      *histSpan,
-		TokenSource:      src,
-		DefaultTokenWait: *tokenWait,
-		MaxTokenWait:     *maxTokenWait,
-	})
-	if err != nil {
-		return err
+	return out
+}
+
+// printKeyHash reads an API key from stdin and prints its hash for the
+// keys file (--hash-key).
+func printKeyHash() error {
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return fmt.Errorf("read the key from stdin: %w (pipe it in: echo -n \"$KEY\" | walhouse serve --hash-key)", err)
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w; pass another --listen", *listen, err)
-	}
-	srv := api.HTTPServer()
-	srv.Handler = withHealth(srv.Handler, newClickhouseReadiness(conn, slog.Default()).checks)
-	// The lag history sampler runs as long as the server, and is waited for.
-	histCtx, stopHistory := context.WithCancel(ctx)
-	histDone := make(chan struct{})
-	go func() {
-		defer close(histDone)
-		_ = api.Run(histCtx) // returns nil when histCtx ends
-	}()
-	defer func() {
-		stopHistory()
-		<-histDone
-	}()
-	// The keys file is read again on SIGHUP and when it changed, as long
-	// as the server runs.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	keysCtx, stopKeys := context.WithCancel(ctx)
-	keysDone := make(chan struct{})
-	go func() {
-		defer close(keysDone)
-		_ = keys.Run(keysCtx, *keysReload, hup) // returns nil when keysCtx ends
-	}()
-	defer func() {
-		stopKeys()
-		<-keysDone
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	slog.Info("serve: query API listening", "addr", ln.Addr().String(), "database", ep.database)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve HTTP: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	<-errc
-	// Erasures run detached from their requests: they get a while more,
-	// then record their failure, before the connections close.
-	api.WaitErasures(sctx)
-	if err != nil {
-		return fmt.Errorf("shut down the HTTP server: %w", err)
-	}
-	slog.Info("serve: stopped")
+	fmt.Println(query.HashKey(strings.TrimSpace(line)))
 	return nil
 }
 
@@ -346,27 +286,11 @@ func runExport(ctx context.Context, inv *invocation) error {
 	if err := inv.parse(fs); err != nil {
 		return err
 	}
-	auditKey, err := readAuditKey(*auditKF)
+	auditKey, err := exportAuditKey(*auditKF)
 	if err != nil {
 		return err
 	}
-	// What serve uses, so that the hashes match.
-	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
-		auditKey = make([]byte, 32)
-		_, _ = rand.Read(auditKey)
-		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
-	}
-	f := query.Format(*format)
-	if f == "" {
-		switch strings.ToLower(filepath.Ext(*out)) {
-		case ".csv":
-			f = query.CSV
-		case ".parquet":
-			f = query.Parquet
-		default:
-			f = query.JSONL
-		}
-	}
+	f := exportFormat(*format, *out)
 	conn, err := ep.openClickHouse(ctx)
 	if err != nil {
 		return err
@@ -381,22 +305,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 
 	var rows atomic.Int64
 	start := time.Now()
-	done := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := rows.Load()
-				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
-			}
-		}
-	}()
+	stopProgress := exportProgress(&rows, start)
 	by := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
@@ -406,8 +315,7 @@ func runExport(ctx context.Context, inv *invocation) error {
 		Format: f, RequestedBy: by, Rows: &rows,
 		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
 	})
-	close(done)
-	<-progressDone
+	stopProgress()
 	if ferr := w.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("write %s: %w", *out, ferr)
 	}
@@ -429,6 +337,64 @@ func runExport(ctx context.Context, inv *invocation) error {
 	}
 	fmt.Fprintf(os.Stderr, "export: %s (%d rows, sha256 %s), manifest %s.manifest.json\n", *out, m.Rows, m.SHA256, *out)
 	return nil
+}
+
+// exportAuditKey is the audit key of an export: the one serve uses, so
+// that the hashes match (--audit-key-file, WALHOUSE_API_AUDIT_KEY, else
+// derived from WALHOUSE_API_CURSOR_SECRET), else a random one, with a
+// warning.
+func exportAuditKey(file string) ([]byte, error) {
+	auditKey, err := readAuditKey(file)
+	if err != nil {
+		return nil, err
+	}
+	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
+		auditKey = make([]byte, 32)
+		_, _ = rand.Read(auditKey)
+		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
+	}
+	return auditKey, nil
+}
+
+// exportFormat is --format, else the one of out's extension: csv for a
+// .csv file, parquet for a .parquet file, else jsonl.
+func exportFormat(format, out string) query.Format {
+	if f := query.Format(format); f != "" {
+		return f
+	}
+	switch strings.ToLower(filepath.Ext(out)) {
+	case ".csv":
+		return query.CSV
+	case ".parquet":
+		return query.Parquet
+	default:
+		return query.JSONL
+	}
+}
+
+// exportProgress prints the rows exported so far and their rate on stderr
+// every second, until the function it returns is called.
+func exportProgress(rows *atomic.Int64, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				n := rows.Load()
+				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-progressDone
+	}
 }
 
 // createPrivate creates (or truncates) path readable by its owner only:
@@ -509,26 +475,4 @@ func limitFlags(fs *flag.FlagSet, lim *query.Limits, hl *query.HTTPLimits, inFli
 	fs.DurationVar(&hl.WriteTimeout, "write-timeout", time.Minute, "longest writing a read's response may take; an export gets it for each write instead")
 	fs.DurationVar(&hl.IdleTimeout, "idle-timeout", 2*time.Minute, "longest a keep-alive connection may wait for its next request")
 	fs.IntVar(&hl.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers accepted, in bytes (more get 431)")
-}
-
-// tokenSourceOf is the database whose consistency tokens serve accepts:
-// --token-source, else read on --pg, else none (token reads refused).
-func tokenSourceOf(ctx context.Context, flagValue string, pg *pgxpool.Pool) (idempotency.Token, error) {
-	if flagValue != "" {
-		src, err := idempotency.ParseSource(flagValue)
-		if err != nil {
-			return idempotency.Token{}, fmt.Errorf("--token-source: %w", err)
-		}
-		return src, nil
-	}
-	if pg == nil {
-		slog.Info("serve: no --pg nor --token-source: reads with consistency tokens are refused (tokens_unavailable)")
-		return idempotency.Token{}, nil
-	}
-	tok, err := idempotency.ReadToken(ctx, pg)
-	if err != nil {
-		return idempotency.Token{}, fmt.Errorf("--pg: read the database's identity for consistency tokens (or give --token-source): %w", err)
-	}
-	tok.LSN = 0
-	return tok, nil
 }

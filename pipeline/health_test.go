@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 // /readyz: liveness answers whatever readiness says.
 func TestHealthEndpoints(t *testing.T) {
 	for name, tc := range map[string]struct {
-		checks     []check
+		checks     []Check
 		wantCode   int
 		wantStatus string
 	}{
-		"ready":       {[]check{{Name: "a", OK: true}, {Name: "b", OK: true}}, http.StatusOK, "ok"},
-		"one not":     {[]check{{Name: "a", OK: true}, {Name: "b", Detail: "why"}}, http.StatusServiceUnavailable, "unavailable"},
+		"ready":       {[]Check{{Name: "a", OK: true}, {Name: "b", OK: true}}, http.StatusOK, "ok"},
+		"one not":     {[]Check{{Name: "a", OK: true}, {Name: "b", Detail: "why"}}, http.StatusServiceUnavailable, "unavailable"},
 		"no findings": {nil, http.StatusOK, "ok"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mux := http.NewServeMux()
-			handleHealth(mux, func(context.Context) []check { return tc.checks })
+			HandleHealth(mux, func(context.Context) []Check { return tc.checks })
 			rec := httptest.NewRecorder()
 			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"ok"`) {
@@ -59,7 +59,7 @@ func TestCaptureReadiness(t *testing.T) {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	var st capture.Stats
 	now := start
-	cr := newCaptureReadiness("walhouse", func() capture.Stats { return st })
+	cr := NewCaptureReadiness("walhouse", func() capture.Stats { return st })
 	cr.now, cr.movedAt = func() time.Time { return now }, start
 	for _, step := range []struct {
 		name    string
@@ -79,7 +79,7 @@ func TestCaptureReadiness(t *testing.T) {
 		{"idle: nothing to confirm", 30 * time.Minute, capture.Stats{Confirmed: 900, Received: 900, ServerWALEnd: 900}, true, ""},
 	} {
 		st, now = step.stats, start.Add(step.after)
-		checks := cr.checks(context.Background())
+		checks := cr.Checks(context.Background())
 		ready, text := judge(checks)
 		if ready != step.ready || !strings.Contains(text, step.mention) {
 			t.Errorf("%s: ready %v (%s), want %v mentioning %q", step.name, ready, text, step.ready, step.mention)
@@ -91,10 +91,10 @@ func TestCaptureReadiness(t *testing.T) {
 func TestSinkHealth(t *testing.T) {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
-	h := newSinkHealth()
+	h := NewSinkHealth()
 	h.now = func() time.Time { return now }
 	var loadErr error
-	l := h.watch(loaderFunc(func(context.Context, sink.Batch) error { return loadErr }))
+	l := h.Watch(loaderFunc(func(context.Context, sink.Batch) error { return loadErr }))
 	if _, ok := l.(sink.Truncater); ok {
 		t.Error("a loader without Truncate gained one")
 	}
@@ -111,7 +111,7 @@ func TestSinkHealth(t *testing.T) {
 		mention string
 	}{
 		{"joining", 0, func() {}, false, "no partition assigned"},
-		{"assigned", time.Second, func() { h.assign(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, true, "3 partitions of 2 topics"},
+		{"assigned", time.Second, func() { h.Assign(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, true, "3 partitions of 2 topics"},
 		{"a load fails", 2 * time.Second, func() { load("a", transient) }, true, ""},
 		{"and keeps failing", 40 * time.Second, func() { load("a", transient) }, false, "public.a: loads failing for 38s, retrying: dial tcp"},
 		{"loads again", 41 * time.Second, func() { load("a", nil) }, true, ""},
@@ -120,9 +120,9 @@ func TestSinkHealth(t *testing.T) {
 		{"a table stops", 3 * time.Minute, func() {
 			load("b", &sink.TableError{Table: "public.b", Err: errors.New("uuid→int"), Fix: "re-copy"})
 		}, true, "stopped on a schema change (see the log): public.b"},
-		{"partitions revoked", 4 * time.Minute, func() { h.revoke(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, false, "no partition assigned"},
+		{"partitions revoked", 4 * time.Minute, func() { h.Revoke(map[string][]int32{"wh.public.a": {0, 1}, "wh.public.b": {0}}) }, false, "no partition assigned"},
 		{"stopping", 5 * time.Minute, func() {
-			h.assign(map[string][]int32{"wh.public.a": {0}})
+			h.Assign(map[string][]int32{"wh.public.a": {0}})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			_ = l.Load(ctx, sink.Batch{Source: record.Source{Schema: "public", Table: "a"}})
@@ -131,14 +131,14 @@ func TestSinkHealth(t *testing.T) {
 	} {
 		now = start.Add(step.after)
 		step.do()
-		ready, text := judge(h.checks(context.Background()))
+		ready, text := judge(h.Checks(context.Background()))
 		if ready != step.ready || !strings.Contains(text, step.mention) {
 			t.Errorf("%s: ready %v (%s), want %v mentioning %q", step.name, ready, text, step.ready, step.mention)
 		}
 	}
-	var nilHealth *sinkHealth // without --metrics-addr
-	nilHealth.assign(map[string][]int32{"t": {0}})
-	nilHealth.revoke(map[string][]int32{"t": {0}})
+	var nilHealth *SinkHealth // without --metrics-addr
+	nilHealth.Assign(map[string][]int32{"t": {0}})
+	nilHealth.Revoke(map[string][]int32{"t": {0}})
 }
 
 // The sink reads a partition's loaded position before its first load:
@@ -147,11 +147,11 @@ func TestSinkHealth(t *testing.T) {
 func TestSinkHealthWatchesPositions(t *testing.T) {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
-	h := newSinkHealth()
+	h := NewSinkHealth()
 	h.now = func() time.Time { return now }
-	h.assign(map[string][]int32{"wh.public.a": {0}})
+	h.Assign(map[string][]int32{"wh.public.a": {0}})
 	var readErr error
-	p := h.watchPositions(positionsFunc(func() error { return readErr }))
+	p := h.WatchPositions(positionsFunc(func() error { return readErr }))
 	read := func(err error) {
 		readErr = err
 		_, _, _ = p.LoadedPosition(context.Background(), record.Source{Schema: "public", Table: "a"}, 0)
@@ -159,7 +159,7 @@ func TestSinkHealthWatchesPositions(t *testing.T) {
 	read(errors.New("connection reset by peer"))
 	now = start.Add(40 * time.Second)
 	read(nil)
-	if ready, text := judge(h.checks(context.Background())); ready || !strings.Contains(text, "public.a: loads failing for 40s") {
+	if ready, text := judge(h.Checks(context.Background())); ready || !strings.Contains(text, "public.a: loads failing for 40s") {
 		t.Errorf("ready %v (%s), want not ready with public.a's loads failing", ready, text)
 	}
 }
@@ -175,7 +175,7 @@ type loaderFunc func(context.Context, sink.Batch) error
 func (f loaderFunc) Load(ctx context.Context, b sink.Batch) error { return f(ctx, b) }
 
 // judge returns whether checks say ready, and all of them as text.
-func judge(checks []check) (bool, string) {
+func judge(checks []Check) (bool, string) {
 	ready := true
 	var b strings.Builder
 	for _, c := range checks {
@@ -200,14 +200,14 @@ type freshFunc func() error
 
 func (f freshFunc) Fresh() error { return f() }
 
-// The erasure ledger is a readiness check: not ready while its copy is too
+// The erasure ledger is a readiness Check: not ready while its copy is too
 // old to load with, saying why.
 func TestLedgerCheck(t *testing.T) {
-	if c := ledgerCheck(freshFunc(func() error { return nil })); !c.OK || c.Name != "erasure ledger" {
+	if c := LedgerCheck(freshFunc(func() error { return nil })); !c.OK || c.Name != "erasure ledger" {
 		t.Errorf("fresh ledger: %+v, want ok", c)
 	}
 	stale := errors.New("the erasure ledger could not be read for too long: the last read failed: connection refused")
-	if c := ledgerCheck(freshFunc(func() error { return stale })); c.OK || !strings.Contains(c.Detail, "connection refused") {
+	if c := LedgerCheck(freshFunc(func() error { return stale })); c.OK || !strings.Contains(c.Detail, "connection refused") {
 		t.Errorf("stale ledger: %+v, want not ok with the reason", c)
 	}
 }
@@ -233,10 +233,10 @@ func TestClickhouseReadiness(t *testing.T) {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
 	ch := &pings{err: errors.New("dial tcp 10.1.2.3:9000: user walhouse_admin: connection refused")}
-	cr := newClickhouseReadiness(ch, slog.New(slog.DiscardHandler))
+	cr := NewClickHouseReadiness(ch, slog.New(slog.DiscardHandler))
 	cr.now = func() time.Time { return now }
 	mux := http.NewServeMux()
-	handleHealth(mux, cr.checks)
+	HandleHealth(mux, cr.Checks)
 	get := func() (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
@@ -269,31 +269,12 @@ func (f gapsFunc) Gaps() []sink.Gap { return f() }
 // A partition stopped at records Kafka deleted makes the sink not ready,
 // naming the partition and the offsets.
 func TestGapCheck(t *testing.T) {
-	if c := gapCheck(gapsFunc(func() []sink.Gap { return nil })); !c.OK || c.Name != "records lost" {
+	if c := GapCheck(gapsFunc(func() []sink.Gap { return nil })); !c.OK || c.Name != "records lost" {
 		t.Errorf("no gap: %+v, want ok", c)
 	}
 	gap := sink.Gap{Topic: "wh.public.orders", Partition: 2, From: 10, To: 15}
-	if c := gapCheck(gapsFunc(func() []sink.Gap { return []sink.Gap{gap} })); c.OK || !strings.Contains(c.Detail, "wh.public.orders/2 offsets 10 to 14") {
+	if c := GapCheck(gapsFunc(func() []sink.Gap { return []sink.Gap{gap} })); c.OK || !strings.Contains(c.Detail, "wh.public.orders/2 offsets 10 to 14") {
 		t.Errorf("a gap: %+v, want not ok naming it", c)
-	}
-}
-
-func TestParseAcceptLost(t *testing.T) {
-	accept, err := parseAcceptLost([]string{"wh.public.a/2", "wh.public.b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		topic     string
-		partition int32
-		want      bool
-	}{{"wh.public.a", 2, true}, {"wh.public.a", 1, false}, {"wh.public.b", 7, true}, {"wh.public.c", 0, false}} {
-		if got := accept(c.topic, c.partition); got != c.want {
-			t.Errorf("accept(%s, %d) = %v, want %v", c.topic, c.partition, got, c.want)
-		}
-	}
-	if _, err := parseAcceptLost([]string{"wh.public.a/x"}); err == nil {
-		t.Error("a partition that is no number was accepted")
 	}
 }
 
@@ -302,11 +283,11 @@ func TestParseAcceptLost(t *testing.T) {
 // would answer every probe 503 for clickhousePingEvery with ClickHouse up.
 func TestClickhouseReadinessIgnoresCallersGone(t *testing.T) {
 	ch := &pings{}
-	cr := newClickhouseReadiness(ch, slog.New(slog.DiscardHandler))
+	cr := NewClickHouseReadiness(ch, slog.New(slog.DiscardHandler))
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	cr.checks(gone)
-	if c := cr.checks(context.Background()); len(c) != 1 || !c[0].OK || ch.n != 1 {
+	cr.Checks(gone)
+	if c := cr.Checks(context.Background()); len(c) != 1 || !c[0].OK || ch.n != 1 {
 		t.Errorf("after a caller that hung up: %+v after %d pings, want ready on the one ping", c, ch.n)
 	}
 }

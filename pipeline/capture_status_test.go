@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 func TestCaptureStatus(t *testing.T) {
 	now := time.Date(2024, 5, 1, 10, 0, 10, 0, time.UTC)
 	stats := capture.Stats{Rows: 42, Received: 0x3000, Confirmed: 0x2000, ServerWALEnd: 0x3800, LastEvent: now.Add(-4 * time.Second), PendingBytes: 777}
-	cs := captureStatus{slot: "walhouse_x", stats: func() capture.Stats { return stats }, now: func() time.Time { return now }}
+	cs := CaptureStatus{slot: "walhouse_x", stats: func() capture.Stats { return stats }, now: func() time.Time { return now }}
 	rec := httptest.NewRecorder()
 	cs.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Cache-Control") != "no-store" {

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 // answers 200 when the command is connected and making progress, 503 when
 // not, each check saying why in a small JSON body.
 
-// check is one finding of a readiness probe.
-type check struct {
+// Check is one finding of a readiness probe.
+type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
@@ -35,19 +35,19 @@ type check struct {
 // healthReport is the body of /healthz and /readyz.
 type healthReport struct {
 	Status string  `json:"status"` // "ok" or "unavailable"
-	Checks []check `json:"checks,omitempty"`
+	Checks []Check `json:"checks,omitempty"`
 }
 
-// readiness returns the checks behind /readyz. It is called for every
+// Readiness returns the checks behind /readyz. It is called for every
 // request, so it is quick and safe for concurrent use; ctx bounds what it
 // may ask a service.
-type readiness func(ctx context.Context) []check
+type Readiness func(ctx context.Context) []Check
 
 // readyTimeout bounds one /readyz: probes time out after a few seconds.
 const readyTimeout = 3 * time.Second
 
-// handleHealth adds GET /healthz and GET /readyz (and their HEAD) to mux.
-func handleHealth(mux *http.ServeMux, ready readiness) {
+// HandleHealth adds GET /healthz and GET /readyz (and their HEAD) to mux.
+func HandleHealth(mux *http.ServeMux, ready Readiness) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeHealth(w, http.StatusOK, healthReport{Status: "ok"})
 	})
@@ -73,11 +73,11 @@ func writeHealth(w http.ResponseWriter, code int, rep healthReport) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// withHealth serves /healthz and /readyz beside next, which gets every
+// WithHealth serves /healthz and /readyz beside next, which gets every
 // other request (serve's query API, whose routes need a key).
-func withHealth(next http.Handler, ready readiness) http.Handler {
+func WithHealth(next http.Handler, ready Readiness) http.Handler {
 	mux := http.NewServeMux()
-	handleHealth(mux, ready)
+	HandleHealth(mux, ready)
 	mux.Handle("/", next)
 	return mux
 }
@@ -87,17 +87,17 @@ func withHealth(next http.Handler, ready readiness) http.Handler {
 // needs no key) never cost ClickHouse more than a ping this often.
 const clickhousePingEvery = 5 * time.Second
 
-// pinger is the part of driver.Conn that readiness uses.
-type pinger interface {
+// Pinger is the part of driver.Conn that readiness uses.
+type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// clickhouseReadiness is serve's readiness: ClickHouse answered a ping
+// ClickHouseReadiness is serve's readiness: ClickHouse answered a ping
 // within clickhousePingEvery. /readyz needs no key, so its answer says
 // only that ClickHouse does not answer; the error, which may name hosts
 // and users, goes to the log, once per ping. Safe for concurrent use.
-type clickhouseReadiness struct {
-	conn pinger
+type ClickHouseReadiness struct {
+	conn Pinger
 	log  *slog.Logger
 	now  func() time.Time
 
@@ -106,12 +106,14 @@ type clickhouseReadiness struct {
 	failed bool
 }
 
-func newClickhouseReadiness(conn pinger, log *slog.Logger) *clickhouseReadiness {
-	return &clickhouseReadiness{conn: conn, log: log, now: time.Now}
+// NewClickHouseReadiness pings conn at most every clickhousePingEvery and
+// logs its failures to log.
+func NewClickHouseReadiness(conn Pinger, log *slog.Logger) *ClickHouseReadiness {
+	return &ClickHouseReadiness{conn: conn, log: log, now: time.Now}
 }
 
-// checks is serve's readiness.
-func (cr *clickhouseReadiness) checks(ctx context.Context) []check {
+// Checks is serve's readiness.
+func (cr *ClickHouseReadiness) Checks(ctx context.Context) []Check {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if now := cr.now(); cr.at.IsZero() || now.Sub(cr.at) >= clickhousePingEvery {
@@ -127,9 +129,9 @@ func (cr *clickhouseReadiness) checks(ctx context.Context) []check {
 		}
 	}
 	if cr.failed {
-		return []check{{Name: "clickhouse", Detail: "ClickHouse does not answer; serve's log has the error"}}
+		return []Check{{Name: "clickhouse", Detail: "ClickHouse does not answer; serve's log has the error"}}
 	}
-	return []check{{Name: "clickhouse", OK: true}}
+	return []Check{{Name: "clickhouse", OK: true}}
 }
 
 // captureStallAfter is how long capture's confirmed position (and its
@@ -139,10 +141,10 @@ func (cr *clickhouseReadiness) checks(ctx context.Context) []check {
 // moves the received one.
 const captureStallAfter = time.Minute
 
-// captureReadiness judges capture ready when it streams from its slot and
+// CaptureReadiness judges capture ready when it streams from its slot and
 // its confirmed position moves whenever the slot holds WAL to confirm. It
 // remembers the positions it saw last, so it is used through a pointer.
-type captureReadiness struct {
+type CaptureReadiness struct {
 	slot       string
 	stats      func() capture.Stats // (*capture.Capturer).Stats
 	now        func() time.Time
@@ -154,13 +156,13 @@ type captureReadiness struct {
 	observed bool
 }
 
-// newCaptureReadiness judges the capture c streaming from slot.
-func newCaptureReadiness(slot string, stats func() capture.Stats) *captureReadiness {
-	return &captureReadiness{slot: slot, stats: stats, now: time.Now, stallAfter: captureStallAfter, movedAt: time.Now()}
+// NewCaptureReadiness judges the capture c streaming from slot.
+func NewCaptureReadiness(slot string, stats func() capture.Stats) *CaptureReadiness {
+	return &CaptureReadiness{slot: slot, stats: stats, now: time.Now, stallAfter: captureStallAfter, movedAt: time.Now()}
 }
 
-// checks is capture's readiness.
-func (cr *captureReadiness) checks(context.Context) []check {
+// Checks is capture's readiness.
+func (cr *CaptureReadiness) Checks(context.Context) []Check {
 	st, now := cr.stats(), cr.now()
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
@@ -168,13 +170,13 @@ func (cr *captureReadiness) checks(context.Context) []check {
 	// zero confirmed position means it is still connecting, creating the
 	// slot or copying a new slot's snapshot.
 	if st.Confirmed == 0 {
-		return []check{{Name: "streaming", Detail: fmt.Sprintf("not streaming from slot %s yet: connecting, creating the slot or copying the initial snapshot (%d rows produced so far)", cr.slot, st.Rows)}}
+		return []Check{{Name: "streaming", Detail: fmt.Sprintf("not streaming from slot %s yet: connecting, creating the slot or copying the initial snapshot (%d rows produced so far)", cr.slot, st.Rows)}}
 	}
 	if !cr.observed || st.Confirmed != cr.seen.Confirmed || st.Received != cr.seen.Received {
 		cr.seen, cr.movedAt, cr.observed = st, now, true
 	}
-	out := []check{{Name: "streaming", OK: true, Detail: fmt.Sprintf("slot %s, confirmed %s", cr.slot, st.Confirmed)}}
-	progress := check{Name: "progress", OK: true}
+	out := []Check{{Name: "streaming", OK: true, Detail: fmt.Sprintf("slot %s, confirmed %s", cr.slot, st.Confirmed)}}
+	progress := Check{Name: "progress", OK: true}
 	if held := st.ServerWALEnd - st.Confirmed; st.ServerWALEnd > st.Confirmed {
 		if still := now.Sub(cr.movedAt); still > cr.stallAfter {
 			progress.OK = false
@@ -192,11 +194,11 @@ func (cr *captureReadiness) checks(context.Context) []check {
 // ClickHouse restart, shorter than anyone waits for fresh data.
 const sinkStuckAfter = 30 * time.Second
 
-// sinkHealth follows what the sink's /readyz reports: the partitions the
+// SinkHealth follows what the sink's /readyz reports: the partitions the
 // group assigned to this member (fed by the client's assignment callbacks)
 // and the tables whose loads keep failing (fed by the loader it wraps,
-// watch). Safe for concurrent use; the nil *sinkHealth ignores everything.
-type sinkHealth struct {
+// watch). Safe for concurrent use; the nil *SinkHealth ignores everything.
+type SinkHealth struct {
 	now        func() time.Time
 	stuckAfter time.Duration
 
@@ -212,12 +214,14 @@ type loadFailure struct {
 	err   string
 }
 
-func newSinkHealth() *sinkHealth {
-	return &sinkHealth{now: time.Now, stuckAfter: sinkStuckAfter, assigned: map[string]map[int32]bool{}, failing: map[string]loadFailure{}, stopped: map[string]bool{}}
+// NewSinkHealth follows a sink that has no partition and no failing load
+// yet; give it to SinkSettings.Health.
+func NewSinkHealth() *SinkHealth {
+	return &SinkHealth{now: time.Now, stuckAfter: sinkStuckAfter, assigned: map[string]map[int32]bool{}, failing: map[string]loadFailure{}, stopped: map[string]bool{}}
 }
 
-// assign records partitions the group assigned (kgo.OnPartitionsAssigned).
-func (h *sinkHealth) assign(m map[string][]int32) {
+// Assign records partitions the group assigned (kgo.OnPartitionsAssigned).
+func (h *SinkHealth) Assign(m map[string][]int32) {
 	if h == nil {
 		return
 	}
@@ -233,9 +237,9 @@ func (h *sinkHealth) assign(m map[string][]int32) {
 	}
 }
 
-// revoke forgets partitions revoked or lost (kgo.OnPartitionsRevoked,
+// Revoke forgets partitions revoked or lost (kgo.OnPartitionsRevoked,
 // kgo.OnPartitionsLost).
-func (h *sinkHealth) revoke(m map[string][]int32) {
+func (h *SinkHealth) Revoke(m map[string][]int32) {
 	if h == nil {
 		return
 	}
@@ -252,7 +256,7 @@ func (h *sinkHealth) revoke(m map[string][]int32) {
 }
 
 // loaded notes the outcome of one load (or TRUNCATE) of table.
-func (h *sinkHealth) loaded(ctx context.Context, table string, err error) {
+func (h *SinkHealth) loaded(ctx context.Context, table string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var te *sink.TableError
@@ -275,12 +279,12 @@ func (h *sinkHealth) loaded(ctx context.Context, table string, err error) {
 	}
 }
 
-// checks is the sink's readiness.
-func (h *sinkHealth) checks(context.Context) []check {
+// Checks is the sink's readiness.
+func (h *SinkHealth) Checks(context.Context) []Check {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
-	parts := check{Name: "partitions", OK: len(h.assigned) > 0}
+	parts := Check{Name: "partitions", OK: len(h.assigned) > 0}
 	if parts.OK {
 		n := 0
 		for _, ps := range h.assigned {
@@ -290,7 +294,7 @@ func (h *sinkHealth) checks(context.Context) []check {
 	} else {
 		parts.Detail = "no partition assigned: the group is joining or rebalancing, no table topic exists yet, or the group has more sinks than partitions"
 	}
-	loads := check{Name: "loads", OK: true}
+	loads := Check{Name: "loads", OK: true}
 	var stuck []string
 	for table, f := range h.failing {
 		if d := now.Sub(f.since); d > h.stuckAfter {
@@ -301,7 +305,7 @@ func (h *sinkHealth) checks(context.Context) []check {
 		slices.Sort(stuck)
 		loads.OK, loads.Detail = false, strings.Join(stuck, "; ")
 	}
-	out := []check{parts, loads}
+	out := []Check{parts, loads}
 	if len(h.stopped) > 0 {
 		// A stopped table waits for an operator (the log says what to do);
 		// the other tables load, and a restart would stop it again, so it
@@ -312,29 +316,29 @@ func (h *sinkHealth) checks(context.Context) []check {
 			stopped = append(stopped, t)
 		}
 		slices.Sort(stopped)
-		out = append(out, check{Name: "stopped tables", OK: true, Detail: "loading stopped on a schema change (see the log): " + strings.Join(stopped, ", ")})
+		out = append(out, Check{Name: "stopped tables", OK: true, Detail: "loading stopped on a schema change (see the log): " + strings.Join(stopped, ", ")})
 	}
 	return out
 }
 
-// ledgerCheck is the erasure ledger's part of the sink's readiness: not
+// LedgerCheck is the erasure ledger's part of the sink's readiness: not
 // ready while its copy is too old to load with, when the sink loads
 // nothing (erasure.Ledger.Fresh).
-func ledgerCheck(l interface{ Fresh() error }) check {
+func LedgerCheck(l interface{ Fresh() error }) Check {
 	if err := l.Fresh(); err != nil {
-		return check{Name: "erasure ledger", Detail: cut(redact.Error(err).Error())}
+		return Check{Name: "erasure ledger", Detail: cut(redact.Error(err).Error())}
 	}
-	return check{Name: "erasure ledger", OK: true}
+	return Check{Name: "erasure ledger", OK: true}
 }
 
-// gapCheck is the sink's readiness on records Kafka deleted before it read
+// GapCheck is the sink's readiness on records Kafka deleted before it read
 // them: not ready while loading of a partition stopped at such a gap, which
 // waits for an operator (sink.Gap.Fix), nor while a table is copied again
 // after one (--recopy-on-gap).
-func gapCheck(s interface{ Gaps() []sink.Gap }) check {
+func GapCheck(s interface{ Gaps() []sink.Gap }) Check {
 	gaps := s.Gaps()
 	if len(gaps) == 0 {
-		return check{Name: "records lost", OK: true}
+		return Check{Name: "records lost", OK: true}
 	}
 	var stopped, recovering []string
 	for _, g := range gaps {
@@ -353,12 +357,12 @@ func gapCheck(s interface{ Gaps() []sink.Gap }) check {
 		// --recopy-on-gap: loading goes on, the tables are not exact yet.
 		detail = append(detail, "recovering: Kafka deleted records before the sink read them, and their tables are being copied again (lastSyncAt held): "+strings.Join(recovering, ", "))
 	}
-	return check{Name: "records lost", Detail: cut(strings.Join(detail, "; "))}
+	return Check{Name: "records lost", Detail: cut(strings.Join(detail, "; "))}
 }
 
-// watch returns l reporting the outcome of every load to h; a loader that
+// Watch returns l reporting the outcome of every load to h; a loader that
 // applies TRUNCATEs still does.
-func (h *sinkHealth) watch(l sink.Loader) sink.Loader {
+func (h *SinkHealth) Watch(l sink.Loader) sink.Loader {
 	w := watchedLoader{next: l, h: h}
 	if t, ok := l.(sink.Truncater); ok {
 		return watchedTruncater{watchedLoader: w, truncater: t}
@@ -368,7 +372,7 @@ func (h *sinkHealth) watch(l sink.Loader) sink.Loader {
 
 type watchedLoader struct {
 	next sink.Loader
-	h    *sinkHealth
+	h    *SinkHealth
 }
 
 // Load loads b and notes the outcome.
@@ -390,17 +394,17 @@ func (w watchedTruncater) Truncate(ctx context.Context, req sink.TruncateRequest
 	return err
 }
 
-// watchPositions returns p reporting its failures to h as the table's
+// WatchPositions returns p reporting its failures to h as the table's
 // loads failing: the sink reads a partition's loaded position before its
 // first load, so while ClickHouse fails that read is where loading waits.
 // A read that works says nothing of the loads, so it clears nothing.
-func (h *sinkHealth) watchPositions(p sink.Positions) sink.Positions {
+func (h *SinkHealth) WatchPositions(p sink.Positions) sink.Positions {
 	return watchedPositions{next: p, h: h}
 }
 
 type watchedPositions struct {
 	next sink.Positions
-	h    *sinkHealth
+	h    *SinkHealth
 }
 
 // LoadedPosition reads the position and notes a failure.

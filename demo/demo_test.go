@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"strings"
@@ -16,9 +16,9 @@ func TestWithDatabase(t *testing.T) {
 		{"postgres://u@db", "postgres://u@db/walhouse_demo"},
 		{"host=db user=u dbname=app sslmode=disable", "host=db user=u dbname=app sslmode=disable dbname=walhouse_demo"},
 	} {
-		got, err := withDatabase(tc.conn, "walhouse_demo")
+		got, err := WithDatabase(tc.conn, "walhouse_demo")
 		if err != nil || got != tc.want {
-			t.Errorf("withDatabase(%q) = %q, %v; want %q", tc.conn, got, err, tc.want)
+			t.Errorf("WithDatabase(%q) = %q, %v; want %q", tc.conn, got, err, tc.want)
 			continue
 		}
 		cfg, err := pgx.ParseConfig(got)
