@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -16,7 +18,9 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/harness/testenv"
+	"github.com/walhouse/walhouse/query"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 var walhouseBin string
@@ -342,4 +346,28 @@ func (p *pipeline) requireCH(q string, want []string, what string) {
 	if d := diff(want, got); d != "" {
 		p.t.Errorf("ClickHouse's rows (%s) are not %s:\n%s", q, what, d)
 	}
+}
+
+// queryAPI serves the query API in process over the pipeline's database
+// until the test ends, and returns the URL of table's query endpoint and a
+// read key of tenant.
+func (p *pipeline) queryAPI(tenant, table string) (url, secret string) {
+	t := p.t
+	t.Helper()
+	secret, err := query.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal([]query.Key{{ID: "reader-" + tenant, Hash: query.HashKey(secret), Tenant: tenant, Scopes: []query.Scope{query.ScopeRead}}})
+	keys, err := query.ParseKeys(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("e2e-test-cursor-secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/tables/" + schema.TableName(record.Source{Schema: "public", Table: table}) + "/query", secret
 }

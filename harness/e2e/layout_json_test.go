@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/harness/testenv"
-	"github.com/walhouse/walhouse/query"
-	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
 
@@ -111,30 +108,6 @@ func (p *pipeline) checkColumnTypes(table string, want map[string]string) {
 			p.t.Errorf("column %s is %q (%v), want %s", name, got, err, typ)
 		}
 	}
-}
-
-// queryAPI serves the query API in process over the pipeline's database
-// until the test ends, and returns the URL of table's query endpoint and a
-// read key of tenant.
-func (p *pipeline) queryAPI(tenant, table string) (url, secret string) {
-	t := p.t
-	t.Helper()
-	secret, err := query.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal([]query.Key{{ID: "reader-" + tenant, Hash: query.HashKey(secret), Tenant: tenant, Scopes: []query.Scope{query.ScopeRead}}})
-	keys, err := query.ParseKeys(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := query.NewServer(query.Config{Conn: p.ch, Database: p.database, Keys: keys, CursorSecret: []byte("e2e-test-cursor-secret")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1/tables/" + schema.TableName(record.Source{Schema: "public", Table: table}) + "/query", secret
 }
 
 // checkJSONPathReads reads the table's paths through the query API, in
