@@ -132,6 +132,7 @@ type Sink struct {
 	Group        string        `yaml:"group" flag:"group" env:"WALHOUSE_GROUP"`
 	MaxBatch     int           `yaml:"max_batch" flag:"max-batch"`
 	Parallelism  int           `yaml:"insert_parallelism" flag:"insert-parallelism"`
+	Combine      bool          `yaml:"combine_partitions" flag:"combine-partitions" cmd:"sink"`
 	MaxWait      time.Duration `yaml:"max_wait" flag:"max-wait"`
 	PartitionBy  string        `yaml:"partition_by" flag:"partition-by"`
 	MismatchMode string        `yaml:"mismatch_mode" flag:"mismatch-mode" env:"WALHOUSE_MISMATCH_MODE"`

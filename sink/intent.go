@@ -22,8 +22,29 @@ import (
 
 // intentPrefix marks commit metadata written by the sink: the last offset
 // of every chunk of the flush in flight, comma-separated, so a restart cuts
-// exactly the same chunks (and insert tokens) however often it crashes.
+// exactly the same chunks (and insert tokens) however often it crashes. A
+// chunk that loads in a group (group.go) has its group's label after its
+// end ("120~0:118*3"), so a restart groups exactly the same chunks.
 const intentPrefix = "walhouse:batch-end="
+
+// chunk is a run of one partition's records that loads as one batch, or
+// as a member of a group: several partitions' chunks in one batch.
+type chunk struct {
+	items []item
+	group groupLabel // zero: the chunk loads alone
+	// rebuilt marks a chunk cut at an interrupted flush's end: it keeps
+	// the group it had (or had none), so its insert is named as before.
+	rebuilt bool
+}
+
+// key is the chunk's partition.
+func (c *chunk) key() tp { return tp{c.items[0].Topic, c.items[0].Partition} }
+
+// intentEnd is where a chunk of an interrupted flush ended, and its group.
+type intentEnd struct {
+	end   int64
+	group groupLabel
+}
 
 // flush loads everything pending, partition by partition, and commits.
 func (s *Sink) flush(ctx context.Context, recs map[tp][]item) error {
@@ -40,18 +61,19 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]item) error {
 		}
 		return keys[i].partition < keys[j].partition
 	})
-	var chunks [][]item
+	var chunks []chunk
 	for _, k := range keys {
 		chunks = append(chunks, s.cut(k, recs[k])...)
 	}
-	// Record the intent (the last offset of each partition's first chunk)
-	// before loading: a sink that crashes after loading but before
-	// committing restarts with exactly this chunk, so its insert token
-	// matches and ClickHouse drops the repeat.
+	units := s.group(chunks)
+	// Record the intent (the last offset of each partition's chunks, and
+	// their groups) before loading: a sink that crashes after loading but
+	// before committing restarts with exactly these chunks and groups, so
+	// their insert tokens match and ClickHouse drops the repeats.
 	if err := s.commit(ctx, chunks, true); err != nil {
 		return err
 	}
-	loaded, err := s.loadChunks(ctx, chunks)
+	loaded, err := s.loadChunks(ctx, units)
 	if err != nil {
 		return err
 	}
@@ -133,15 +155,7 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 		if !ok || !strings.HasPrefix(o.Metadata, intentPrefix) {
 			continue
 		}
-		var ends []int64
-		for _, f := range strings.Split(strings.TrimPrefix(o.Metadata, intentPrefix), ",") {
-			end, err := strconv.ParseInt(f, 10, 64)
-			if err != nil || end < o.At || (len(ends) > 0 && end <= ends[len(ends)-1]) {
-				ends = nil
-				break
-			}
-			ends = append(ends, end)
-		}
+		ends := parseIntent(k.partition, o.At, strings.TrimPrefix(o.Metadata, intentPrefix))
 		if len(ends) == 0 {
 			continue
 		}
@@ -151,18 +165,42 @@ func (s *Sink) readIntents(ctx context.Context, recs map[tp][]*kgo.Record) error
 	return nil
 }
 
+// parseIntent reads the chunk ends (and groups) of partition's intent
+// metadata, the flush's first offset being first. Metadata it cannot read
+// whole gives none: the records then load under new names, and
+// ReplacingMergeTree removes any repeat at FINAL.
+func parseIntent(partition int32, first int64, meta string) []intentEnd {
+	var ends []intentEnd
+	for _, f := range strings.Split(meta, ",") {
+		e, label, grouped := strings.Cut(f, "~")
+		end, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || end < first || (len(ends) > 0 && end <= ends[len(ends)-1].end) {
+			return nil
+		}
+		var g groupLabel
+		if grouped {
+			if g, err = parseGroupLabel(label); err != nil || (g.leader == partition && g.end != end) {
+				return nil
+			}
+		}
+		ends = append(ends, intentEnd{end: end, group: g})
+	}
+	return ends
+}
+
 // cut splits one partition's records into chunks: first exactly at the
-// chunk ends of an interrupted flush, then every MaxBatchRecords.
-func (s *Sink) cut(k tp, recs []item) [][]item {
-	var out [][]item
+// chunk ends of an interrupted flush, in their groups, then every
+// MaxBatchRecords.
+func (s *Sink) cut(k tp, recs []item) []chunk {
+	var out []chunk
 	s.mu.Lock()
 	ends := s.intents[k]
 	delete(s.intents, k)
 	s.mu.Unlock()
-	for _, end := range ends {
-		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset > end })
+	for _, e := range ends {
+		i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset > e.end })
 		if i > 0 {
-			out = append(out, recs[:i])
+			out = append(out, chunk{items: recs[:i], group: e.group, rebuilt: true})
 			recs = recs[i:]
 		}
 	}
@@ -177,7 +215,7 @@ func (s *Sink) cut(k tp, recs []item) [][]item {
 		if n < len(recs) && sameRow(recs[n-1], recs[n]) {
 			n++ // see sameRow
 		}
-		out = append(out, recs[:n])
+		out = append(out, chunk{items: recs[:n]})
 		recs = recs[n:]
 	}
 	return out
@@ -195,8 +233,11 @@ func sameRow(a, b item) bool {
 
 // holdBack returns the partitions whose interrupted batch is not fully
 // polled yet: they wait for more records, so the batch is rebuilt exactly.
-// After maxHoldPolls polls without completing (the records are gone, for
-// example by retention) the intent is dropped with a warning.
+// So do those whose interrupted batch grouped chunks with a partition that
+// waits or has not been polled. After maxHoldPolls polls without
+// completing (the records are gone, for example by retention, or the
+// partitions now belong to other members of the group) the intent is
+// dropped, or the group loads apart, with a warning.
 func (s *Sink) holdBack(recs map[tp][]item, polls int) map[tp]bool {
 	const maxHoldPolls = 50
 	s.mu.Lock()
@@ -204,10 +245,10 @@ func (s *Sink) holdBack(recs map[tp][]item, polls int) map[tp]bool {
 	var held map[tp]bool
 	for k, rs := range recs {
 		ends, ok := s.intents[k]
-		if !ok || rs[len(rs)-1].Offset >= ends[len(ends)-1] {
+		if !ok || rs[len(rs)-1].Offset >= ends[len(ends)-1].end {
 			continue
 		}
-		end := ends[len(ends)-1]
+		end := ends[len(ends)-1].end
 		if polls >= maxHoldPolls {
 			s.log.Warn("interrupted batch cannot be rebuilt exactly; loading what is there (ReplacingMergeTree still removes duplicates at FINAL)", "topic", k.topic, "partition", k.partition, "intent_end", end)
 			delete(s.intents, k)
@@ -218,26 +259,71 @@ func (s *Sink) holdBack(recs map[tp][]item, polls int) map[tp]bool {
 		}
 		held[k] = true
 	}
+	if polls < maxHoldPolls {
+		held = s.holdGroups(recs, held)
+	}
 	return held
 }
 
+// holdGroups adds to held the partitions of recs whose interrupted batch
+// grouped a chunk with one of a partition held or not polled, until no
+// more are added (holding one may leave another's group short). s.mu is
+// held.
+func (s *Sink) holdGroups(recs map[tp][]item, held map[tp]bool) map[tp]bool {
+	for {
+		found := map[groupKey]int{}
+		for k := range recs {
+			if held[k] {
+				continue
+			}
+			for _, e := range s.intents[k] {
+				if e.group.n > 1 {
+					found[groupKey{k.topic, e.group}]++
+				}
+			}
+		}
+		more := false
+		for k := range recs {
+			if held[k] {
+				continue
+			}
+			for _, e := range s.intents[k] {
+				if e.group.n > 1 && found[groupKey{k.topic, e.group}] < e.group.n {
+					if held == nil {
+						held = map[tp]bool{}
+					}
+					held[k], more = true, true
+					break
+				}
+			}
+		}
+		if !more {
+			return held
+		}
+	}
+}
+
 // commit commits, per partition, either the intent of the flush (its
-// first offset, with every chunk's last offset as metadata) or, after
-// loading, the offset after its last chunk.
-func (s *Sink) commit(ctx context.Context, chunks [][]item, intent bool) error {
+// first offset, with every chunk's last offset and group as metadata) or,
+// after loading, the offset after its last chunk.
+func (s *Sink) commit(ctx context.Context, chunks []chunk, intent bool) error {
 	var offsets []Offset
 	index := map[tp]int{}
 	for _, c := range chunks {
-		first, last := c[0], c[len(c)-1]
+		first, last := c.items[0], c.items[len(c.items)-1]
 		k := tp{first.Topic, first.Partition}
 		i, seen := index[k]
+		end := strconv.FormatInt(last.Offset, 10)
+		if intent && c.group.n > 1 {
+			end += "~" + c.group.String()
+		}
 		switch {
 		case intent && seen:
-			offsets[i].Metadata += "," + strconv.FormatInt(last.Offset, 10)
+			offsets[i].Metadata += "," + end
 		case intent:
 			index[k] = len(offsets)
 			offsets = append(offsets, Offset{Topic: k.topic, Partition: k.partition, Epoch: first.LeaderEpoch, At: first.Offset,
-				Metadata: intentPrefix + strconv.FormatInt(last.Offset, 10)})
+				Metadata: intentPrefix + end})
 		case seen:
 			offsets[i].Epoch, offsets[i].At = last.LeaderEpoch, last.Offset+1
 		default:

@@ -29,13 +29,14 @@ func TestCutKeepsOneRowsPairTogether(t *testing.T) {
 		"no key":                 {[]string{"", "", "", ""}, 2, []int{2, 2}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := &Sink{cfg: Config{MaxBatchRecords: tc.max}, intents: map[tp][]int64{}}
+			s := &Sink{cfg: Config{MaxBatchRecords: tc.max}, intents: map[tp][]intentEnd{}}
 			var recs []item
 			for i, k := range tc.keys {
 				recs = append(recs, classify(&kgo.Record{Topic: "t", Offset: int64(i), Key: []byte(k), Value: []byte("{}")}))
 			}
 			var got []int
 			for _, c := range s.cut(tp{"t", 0}, recs) {
+				c := c.items
 				got = append(got, len(c))
 			}
 			if !slices.Equal(got, tc.want) {

@@ -38,8 +38,15 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []item)
 	if err := s.loadSegment(ctx, dec, chunk[start:], &prog); err != nil {
 		return err
 	}
+	s.loadedChunk(chunk, prog)
+	return nil
+}
+
+// loadedChunk advances the watermark of chunk's partition by prog, what
+// loading the chunk proved.
+func (s *Sink) loadedChunk(chunk []item, prog progress) {
 	if prog.src.Table == "" || prog.through.IsZero() {
-		return nil
+		return
 	}
 	// A commit time ahead of the sink's clock (a source clock running
 	// ahead) never makes lastSyncAt claim the future.
@@ -51,7 +58,6 @@ func (s *Sink) loadChunk(ctx context.Context, dec *record.Decoder, chunk []item)
 	s.topicOf[key] = chunk[0].Topic
 	s.mu.Unlock()
 	s.advance(tp{chunk[0].Topic, chunk[0].Partition}, key, prog)
-	return nil
 }
 
 // applyMarker applies truncate or re-copy done marker it, whose
@@ -101,6 +107,12 @@ type progress struct {
 	partitions int32 // the topic's partition count, from heartbeats; 0: not said
 }
 
+// add adds what another segment of the chunk proved.
+func (p *progress) add(o progress) {
+	p.saw(o.src, o.through, o.lsn)
+	p.partitions = max(p.partitions, o.partitions)
+}
+
 func (p *progress) saw(src record.Source, through time.Time, lsn record.LSN) {
 	if p.src.Table == "" {
 		p.src = src
@@ -118,6 +130,45 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 	if len(seg) == 0 {
 		return nil
 	}
+	sg, err := s.prepare(ctx, dec, seg)
+	if err != nil {
+		return err
+	}
+	if err := s.loadStopping(ctx, sg); err != nil {
+		return err
+	}
+	prog.add(sg.seen)
+	return nil
+}
+
+// loadStopping is loadPrepared, whose TableError, when it says where
+// the table stopped, becomes a stopAt there.
+func (s *Sink) loadStopping(ctx context.Context, sg *segment) error {
+	err := s.loadPrepared(ctx, sg)
+	var te *TableError
+	if errors.As(err, &te) && te.Index >= 0 && te.Index < len(sg.origin) {
+		return &stopAt{te: te, next: sg.origin[te.Index].Offset}
+	}
+	return err
+}
+
+// segment is a batch made ready to load: decoded, checked, its erased
+// records and Layer 2's repeats marked in Skip.
+type segment struct {
+	b Batch
+	// origin is the Kafka record (or a row's stand-in) of each of
+	// b.Records; hashes their Layer 2 claims ("" none; nil without Layer
+	// 2 or when nothing loads).
+	origin []*kgo.Record
+	hashes []string
+	// seen is what the segment proves loaded once its batch is.
+	seen progress
+}
+
+// prepare decodes and checks seg, records of one partition that no marker
+// separates, into a segment, decoding with dec; records that can never be
+// loaded go to the dead letters.
+func (s *Sink) prepare(ctx context.Context, dec *record.Decoder, seg []item) (*segment, error) {
 	first, last := seg[0], seg[len(seg)-1]
 	b := Batch{Token: fmt.Sprintf("%s/%d/%d-%d", first.Topic, first.Partition, first.Offset, last.Offset)}
 	origin := make([]*kgo.Record, 0, len(seg))
@@ -136,7 +187,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 			}
 			if err != nil {
 				if err := s.deadLetter(ctx, it, err); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
@@ -153,10 +204,10 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 			rows = single[:]
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if errors.Is(err, record.ErrUnknownSchema) && !errors.Is(err, record.ErrInvalid) {
-			return err // no registry to look in: a configuration error, not a poison record
+			return nil, err // no registry to look in: a configuration error, not a poison record
 		}
 		if err == nil {
 			err = s.checkTopic(it.Topic, rows[0].Source)
@@ -169,7 +220,7 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 		}
 		if err != nil {
 			if err := s.deadLetter(ctx, it, err); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -196,38 +247,41 @@ func (s *Sink) loadSegment(ctx context.Context, dec *record.Decoder, seg []item,
 	if s.l2 != nil && b.loadable() > 0 {
 		var err error
 		if origin, hashes, err = s.filterLive(ctx, &b, origin); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if b.loadable() > 0 {
-		s.cfg.Failpoints.At(failpoint.SinkDeduped)
-		aside := map[*kgo.Record]bool{}
-		if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
-			var te *TableError
-			if errors.As(err, &te) && te.Index >= 0 && te.Index < len(origin) {
-				return &stopAt{te: te, next: origin[te.Index].Offset}
-			}
-			return err
-		}
-		if s.l2 != nil {
-			// Claim only what was loaded: a dead-lettered record must not
-			// look processed when it is replayed.
-			var ids []*record.Record
-			var hs []string
-			for i, r := range b.Records {
-				// b.Skip has the marks of every attempt (they share its
-				// array): a record erased meanwhile was not loaded.
-				if !aside[origin[i]] && hashes[i] != "" && (b.Skip == nil || !b.Skip[i]) {
-					ids = append(ids, r)
-					hs = append(hs, hashes[i])
-				}
-			}
-			s.remember(ctx, ids, hs)
-			s.cfg.Failpoints.At(failpoint.SinkClaimed)
-		}
+	return &segment{b: b, origin: origin, hashes: hashes, seen: seen}, nil
+}
+
+// loadPrepared loads sg's batch, isolating records that can never load,
+// and claims in Layer 2 what it loaded. A TableError says where the table
+// stopped (its Index).
+func (s *Sink) loadPrepared(ctx context.Context, sg *segment) error {
+	b, origin, hashes := sg.b, sg.origin, sg.hashes
+	if b.loadable() == 0 {
+		return nil
 	}
-	prog.saw(seen.src, seen.through, seen.lsn)
-	prog.partitions = max(prog.partitions, seen.partitions)
+	s.cfg.Failpoints.At(failpoint.SinkDeduped)
+	aside := map[*kgo.Record]bool{}
+	if err := s.loadIsolating(ctx, b, origin, 1, aside); err != nil {
+		return err
+	}
+	if s.l2 != nil && hashes != nil {
+		// Claim only what was loaded: a dead-lettered record must not
+		// look processed when it is replayed.
+		var ids []*record.Record
+		var hs []string
+		for i, r := range b.Records {
+			// b.Skip has the marks of every attempt (they share its
+			// array): a record erased meanwhile was not loaded.
+			if !aside[origin[i]] && hashes[i] != "" && (b.Skip == nil || !b.Skip[i]) {
+				ids = append(ids, r)
+				hs = append(hs, hashes[i])
+			}
+		}
+		s.remember(ctx, ids, hs)
+		s.cfg.Failpoints.At(failpoint.SinkClaimed)
+	}
 	return nil
 }
 

@@ -18,8 +18,10 @@ import (
 	"github.com/walhouse/walhouse/record"
 )
 
-// Batch is the records of one Kafka partition (so of one source table), in
-// offset order, to be loaded all or nothing.
+// Batch is records of one source table to be loaded all or nothing: of
+// one Kafka partition in offset order, or, with Config.CombinePartitions,
+// of several partitions of the table's topic, each partition's in offset
+// order (a row's changes all travel in one partition).
 type Batch struct {
 	Source  record.Source
 	Records []*record.Record
@@ -35,7 +37,8 @@ type Batch struct {
 	// repeat, never loaded twice, and no other record is lost with it.
 	Skip []bool
 	// Token names the batch by its Kafka positions
-	// ("<topic>/<partition>/<first>-<last>"). The sink cuts batches so that
+	// ("<topic>/<partition>/<first>-<last>", or for several partitions
+	// "<topic>/<partition>:<first>-<last>+…"). The sink cuts batches so that
 	// a batch retried after a crash has exactly the same records and token;
 	// a loader passes it as ClickHouse's insert_deduplication_token so the
 	// retry is a no-op even before merges.
@@ -174,6 +177,13 @@ type Config struct {
 	// embedded engine answers one statement at a time, so there only the
 	// sink's own work overlaps.
 	InsertParallelism int
+	// CombinePartitions makes one insert of the chunks of several
+	// partitions of a table that a flush holds (up to MaxBatchRecords
+	// rows), where each partition's chunk would otherwise be an insert of
+	// its own: fewer, larger inserts, so fewer parts for ClickHouse to
+	// merge. The group is part of the flush's intent, so a crash rebuilds
+	// it, and its insert token, exactly (group.go).
+	CombinePartitions bool
 	// RetryBackoff is the first wait after a failed load; it doubles up to
 	// MaxRetryBackoff (defaults 200ms and 30s). Transient errors are retried
 	// until the context ends.
@@ -261,7 +271,7 @@ type Sink struct {
 	anchors  anchors // each partition's newest position (sink/future.go)
 
 	mu      sync.Mutex
-	intents map[tp][]int64 // partition → chunk ends of the flush in flight when it was last committed
+	intents map[tp][]intentEnd // partition → chunk ends (and groups) of the flush in flight when it was last committed
 	checked map[tp]bool    // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
@@ -342,7 +352,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	s := &Sink{
 		consumer: c, offsets: offsets, loader: l, cfg: cfg, m: m,
 		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "sink"),
-		intents:   map[tp][]int64{},
+		intents:   map[tp][]intentEnd{},
 		checked:   map[tp]bool{},
 		marks:     map[tp]Watermark{},
 		topicOf:   map[record.Source]string{},

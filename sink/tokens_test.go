@@ -21,16 +21,19 @@ import (
 // insert deduplication does whatever the insert carries.
 type dedupLoader struct {
 	mu      sync.Mutex
-	landed  map[string]bool
+	tokens  map[string]bool
 	stored  map[string]int // id -> times stored
 	failOn  string         // an id no insert can store (RecordError)
 	crashAt int            // > 0: the crashAt-th insert is cut off by a crash
+	// landed, with crashAt, lands the crashAt-th insert before the crash
+	// (its answer is lost).
+	landed bool
 	inserts int
 	cancel  func()
 }
 
 func newDedupLoader() *dedupLoader {
-	return &dedupLoader{landed: map[string]bool{}, stored: map[string]int{}}
+	return &dedupLoader{tokens: map[string]bool{}, stored: map[string]int{}}
 }
 
 func (l *dedupLoader) Load(ctx context.Context, b Batch) error {
@@ -45,18 +48,23 @@ func (l *dedupLoader) Load(ctx context.Context, b Batch) error {
 		}
 		l.mu.Lock()
 		l.inserts++
-		if l.inserts == l.crashAt {
+		crash := l.inserts == l.crashAt
+		if crash && !l.landed {
 			l.mu.Unlock()
 			l.cancel()
 			return ctx.Err()
 		}
-		if !l.landed[in.Token] {
-			l.landed[in.Token] = true
+		if !l.tokens[in.Token] {
+			l.tokens[in.Token] = true
 			for _, r := range in.Records {
 				l.stored[r.Values[1].Text]++
 			}
 		}
 		l.mu.Unlock()
+		if crash {
+			l.cancel()
+			return ctx.Err()
+		}
 	}
 	return nil
 }
