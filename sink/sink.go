@@ -272,7 +272,7 @@ type Sink struct {
 
 	mu      sync.Mutex
 	intents map[tp][]intentEnd // partition → chunk ends (and groups) of the flush in flight when it was last committed
-	checked map[tp]bool    // partitions whose intent was read since assignment
+	checked map[tp]bool        // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
 	stopped map[tp]error // partition → why its table stopped there

@@ -27,7 +27,7 @@ type dedupLoader struct {
 	crashAt int            // > 0: the crashAt-th insert is cut off by a crash
 	// landed, with crashAt, lands the crashAt-th insert before the crash
 	// (its answer is lost).
-	landed bool
+	landed  bool
 	inserts int
 	cancel  func()
 }
