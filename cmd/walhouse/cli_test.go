@@ -65,8 +65,8 @@ func TestCommandLine(t *testing.T) {
 		"unknown before cmd":  {[]string{"--verbose", "sink"}, want{2, nil, []string{"unknown option --verbose"}}},
 	}
 	for name, cmd := range commands() {
-		w := want{0, []string{"walhouse " + name + ": " + cmd.summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}
-		for _, r := range cmd.required {
+		w := want{0, []string{"walhouse " + name + ": " + cmd.Summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}
+		for _, r := range cmd.Required {
 			w.stdout = append(w.stdout, "--"+r+" string   (required)")
 		}
 		cases[name+" -h"] = struct {
@@ -156,7 +156,7 @@ func TestConfigKeysMatchFlags(t *testing.T) {
 				continue
 			}
 			var help bytes.Buffer
-			(&invocation{name: name}).help(&help, fs)
+			(&Invocation{name: name}).help(&help, fs)
 			if want := "; env " + s.Env + "]"; !strings.Contains(strings.Join(strings.Fields(help.String()), " "), want) {
 				t.Errorf("%s: the help of walhouse %s does not show [%s", s.Key, name, want)
 			}
@@ -238,15 +238,15 @@ log: {level: debug}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			fs, ep := newFlagSet("capture", usesPG)
+			fs, ep := NewFlagSet("capture", UsesPG)
 			slot := fs.String("slot", "walhouse", "slot")
 			parts := fs.Int("partitions", 6, "partitions")
-			var tables, tenantFor listFlag
+			var tables, tenantFor ListFlag
 			fs.Var(&tables, "tables", "tables")
 			fs.Var(&tenantFor, "tenant-column-for", "per table")
 			var stderr bytes.Buffer
-			inv := &invocation{name: "capture", args: tc.args, configPath: file, stdout: &stderr, stderr: &stderr}
-			if err := inv.parse(fs); err != nil {
+			inv := &Invocation{name: "capture", Args: tc.args, configPath: file, Stdout: &stderr, Stderr: &stderr}
+			if err := inv.Parse(fs); err != nil {
 				t.Fatal(err)
 			}
 			if *slot != tc.slot || tables.String() != tc.tables || *parts != tc.parts {
@@ -255,9 +255,9 @@ log: {level: debug}
 			if tenantFor.String() != "public.b=org" {
 				t.Errorf("tenant columns %q", tenantFor.String())
 			}
-			url, err := ep.pgURL()
+			url, err := ep.PGURL()
 			if err != nil || url != "postgres://file@db/app?password=pw-from-app-var" {
-				t.Errorf("pgURL = %q, %v", url, err)
+				t.Errorf("PGURL = %q, %v", url, err)
 			}
 		})
 	}

@@ -16,19 +16,19 @@ import (
 // runConfig prints the example configuration file or checks one: check
 // exits 0 when the file is valid for every command, 1 with every problem
 // listed when it is not.
-func runConfig(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
+func runConfig(_ context.Context, inv *Invocation) error {
+	if inv.PlainHelp() {
 		return flag.ErrHelp
 	}
-	if len(inv.args) == 0 {
-		return usageErrorf("want a subcommand: example, check FILE, view COMMAND or reference")
+	if len(inv.Args) == 0 {
+		return Usagef("want a subcommand: example, check FILE, view COMMAND or reference")
 	}
-	switch sub, rest := inv.args[0], inv.args[1:]; sub {
+	switch sub, rest := inv.Args[0], inv.Args[1:]; sub {
 	case "example":
 		if len(rest) > 0 {
-			return usageErrorf("config example takes no arguments")
+			return Usagef("config example takes no arguments")
 		}
-		_, err := io.WriteString(inv.stdout, config.Example())
+		_, err := io.WriteString(inv.Stdout, config.Example())
 		return err
 	case "check":
 		path := inv.configPath
@@ -36,9 +36,9 @@ func runConfig(_ context.Context, inv *invocation) error {
 		case len(rest) == 1:
 			path = rest[0]
 		case len(rest) > 1:
-			return usageErrorf("config check takes one file")
+			return Usagef("config check takes one file")
 		case path == "":
-			return usageErrorf("config check needs a file: walhouse config check FILE")
+			return Usagef("config check needs a file: walhouse config check FILE")
 		}
 		c, err := config.Load(path)
 		if err != nil {
@@ -67,17 +67,17 @@ func runConfig(_ context.Context, inv *invocation) error {
 		if err := errors.Join(problems...); err != nil {
 			return err
 		}
-		fmt.Fprintf(inv.stdout, "%s: ok (%d keys)\n", path, len(c.Values()))
+		fmt.Fprintf(inv.Stdout, "%s: ok (%d keys)\n", path, len(c.Values()))
 		return nil
 	case "view":
 		return viewConfig(inv, rest)
 	case "reference":
 		if len(rest) > 0 {
-			return usageErrorf("config reference takes no arguments")
+			return Usagef("config reference takes no arguments")
 		}
-		return writeReference(inv.stdout)
+		return writeReference(inv.Stdout)
 	default:
-		return usageErrorf("unknown subcommand %q: want example, check FILE, view COMMAND or reference", sub)
+		return Usagef("unknown subcommand %q: want example, check FILE, view COMMAND or reference", sub)
 	}
 }
 
@@ -85,35 +85,35 @@ func runConfig(_ context.Context, inv *invocation) error {
 // flags. The command is asked to describe them, not run.
 func flagsOf(name string) *flag.FlagSet {
 	cmd := commands()[name]
-	if cmd.plain {
+	if cmd.Plain {
 		return nil
 	}
 	var got *flag.FlagSet
-	inv := &invocation{name: name, stdout: io.Discard, stderr: io.Discard, describe: func(fs *flag.FlagSet) { got = fs }}
-	_ = cmd.run(context.Background(), inv)
+	inv := &Invocation{name: name, Stdout: io.Discard, Stderr: io.Discard, describe: func(fs *flag.FlagSet) { got = fs }}
+	_ = cmd.Run(context.Background(), inv)
 	return got
 }
 
 // runCompletion prints a completion script for bash, zsh or fish, made
 // from the commands and their flags: commands, subcommands, flag names
 // with their descriptions, and file names for a flag's value.
-func runCompletion(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
+func runCompletion(_ context.Context, inv *Invocation) error {
+	if inv.PlainHelp() {
 		return flag.ErrHelp
 	}
-	if len(inv.args) != 1 {
-		return usageErrorf("want one shell: bash, zsh or fish")
+	if len(inv.Args) != 1 {
+		return Usagef("want one shell: bash, zsh or fish")
 	}
 	spec := completionSpec()
-	switch inv.args[0] {
+	switch inv.Args[0] {
 	case "bash":
-		writeBash(inv.stdout, spec)
+		writeBash(inv.Stdout, spec)
 	case "zsh":
-		writeZsh(inv.stdout, spec)
+		writeZsh(inv.Stdout, spec)
 	case "fish":
-		writeFish(inv.stdout, spec)
+		writeFish(inv.Stdout, spec)
 	default:
-		return usageErrorf("unknown shell %q: want bash, zsh or fish", inv.args[0])
+		return Usagef("unknown shell %q: want bash, zsh or fish", inv.Args[0])
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func completionSpec() []completed {
 	cmds := commands()
 	var out []completed
 	for _, name := range slices.Sorted(maps.Keys(cmds)) {
-		c := completed{name: name, summary: cmds[name].summary, words: subcommands[name]}
+		c := completed{name: name, summary: cmds[name].Summary, words: subcommands[name]}
 		if fs := flagsOf(name); fs != nil {
 			fs.VisitAll(func(f *flag.Flag) {
 				bf, isBool := f.Value.(interface{ IsBoolFlag() bool })

@@ -15,107 +15,107 @@ import (
 )
 
 // endpoints are the service addresses every subcommand shares. Use
-// pgURL and clickhouseDSN, which add the passwords, rather than the pg and
-// clickhouse fields.
-type endpoints struct {
-	pg, kafka, clickhouse, database string
-	// cluster is the ClickHouse cluster of --cluster (usesCluster);
+// PGURL and ClickHouseDSN, which add the passwords, rather than the PG and
+// ClickHouse fields.
+type Endpoints struct {
+	PG, Kafka, ClickHouse, Database string
+	// cluster is the ClickHouse cluster of --cluster (UsesCluster);
 	// empty: one server.
-	cluster                string
-	kafkaSec               kafkaSecurity
-	pgPassword, chPassword *secretSource
+	Cluster                string
+	KafkaSec               KafkaSecurity
+	pgPassword, chPassword *SecretSource
 }
 
-// services is the set of services a command connects to: newFlagSet
+// services is the set of services a command connects to: NewFlagSet
 // registers the flags of each.
-type services uint8
+type Services uint8
 
 const (
-	usesPG services = 1 << iota
-	usesKafka
-	usesClickHouse
-	// usesCluster adds --cluster, for the commands that create or read the
+	UsesPG Services = 1 << iota
+	UsesKafka
+	UsesClickHouse
+	// UsesCluster adds --cluster, for the commands that create or read the
 	// tables (sink, serve, export).
-	usesCluster
+	UsesCluster
 )
 
-// newFlagSet returns the flag set of the command name, with the flags of
+// NewFlagSet returns the flag set of the command name, with the flags of
 // the services it uses registered on it and bound to the returned
 // endpoints.
-func newFlagSet(name string, uses services) (*flag.FlagSet, *endpoints) {
+func NewFlagSet(name string, uses Services) (*flag.FlagSet, *Endpoints) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	ep := &endpoints{}
+	ep := &Endpoints{}
 	ep.register(fs, uses)
 	return fs, ep
 }
 
 // register registers on fs the flags of the services in uses, bound to e.
-func (e *endpoints) register(fs *flag.FlagSet, uses services) {
-	if uses&usesPG != 0 {
-		fs.StringVar(&e.pg, "pg", "", "PostgreSQL URL or key=value connection string (PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
-		e.registerPGPassword(fs)
+func (e *Endpoints) register(fs *flag.FlagSet, uses Services) {
+	if uses&UsesPG != 0 {
+		fs.StringVar(&e.PG, "pg", "", "PostgreSQL URL or key=value connection string (PGPASSWORD and PGPASSFILE are honoured when neither it nor --pg-password-file gives a password)")
+		e.RegisterPGPassword(fs)
 	}
-	if uses&usesKafka != 0 {
-		fs.StringVar(&e.kafka, "kafka", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
-		e.kafkaSec.register(fs)
+	if uses&UsesKafka != 0 {
+		fs.StringVar(&e.Kafka, "kafka", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+		e.KafkaSec.Register(fs)
 	}
-	if uses&usesClickHouse != 0 {
-		fs.StringVar(&e.clickhouse, "clickhouse", "clickhouse://127.0.0.1:9000", "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123")
-		e.chPassword = registerSecret(fs, "clickhouse-password-file", "the ClickHouse password")
-		fs.StringVar(&e.database, "database", "walhouse", "ClickHouse database for the replicated tables")
+	if uses&UsesClickHouse != 0 {
+		fs.StringVar(&e.ClickHouse, "clickhouse", "clickhouse://127.0.0.1:9000", "ClickHouse DSN: clickhouse://host:9000 (native) or http://host:8123")
+		e.chPassword = RegisterSecret(fs, "clickhouse-password-file", "the ClickHouse password")
+		fs.StringVar(&e.Database, "database", "walhouse", "ClickHouse database for the replicated tables")
 	}
-	if uses&usesCluster != 0 {
-		fs.StringVar(&e.cluster, "cluster", "", "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse")
+	if uses&UsesCluster != 0 {
+		fs.StringVar(&e.Cluster, "cluster", "", "ClickHouse cluster (a name in the servers' remote_servers): replicated tables and Distributed tables sharded by tenant, created ON CLUSTER, read and written through the Distributed tables (docs/clickhouse-cluster.md); empty: the one server of --clickhouse")
 	}
 }
 
-// registerPGPassword registers --pg-password-file, for commands that
+// RegisterPGPassword registers --pg-password-file, for commands that
 // register their own --pg.
-func (e *endpoints) registerPGPassword(fs *flag.FlagSet) {
-	e.pgPassword = registerSecret(fs, "pg-password-file", "the PostgreSQL password")
+func (e *Endpoints) RegisterPGPassword(fs *flag.FlagSet) {
+	e.pgPassword = RegisterSecret(fs, "pg-password-file", "the PostgreSQL password")
 }
 
-// pgURL returns the PostgreSQL connection string with the password from
+// PGURL returns the PostgreSQL connection string with the password from
 // WALHOUSE_SOURCE_POSTGRES_PASSWORD or --pg-password-file, if one is given.
-func (e *endpoints) pgURL() (string, error) {
-	return e.pgConnString(e.pg)
+func (e *Endpoints) PGURL() (string, error) {
+	return e.PGConnString(e.PG)
 }
 
-// pgConnString adds the PostgreSQL password to dsn.
-func (e *endpoints) pgConnString(dsn string) (string, error) {
+// PGConnString adds the PostgreSQL password to dsn.
+func (e *Endpoints) PGConnString(dsn string) (string, error) {
 	if e.pgPassword == nil {
 		return dsn, nil
 	}
-	pw, err := e.pgPassword.value()
+	pw, err := e.pgPassword.Value()
 	if err != nil {
 		return "", err
 	}
 	return withPassword(dsn, pw, "pg")
 }
 
-// clickhouseDSN returns the ClickHouse DSN with the password from
+// ClickHouseDSN returns the ClickHouse DSN with the password from
 // WALHOUSE_CLICKHOUSE_PASSWORD or --clickhouse-password-file, if one is
 // given.
-func (e *endpoints) clickhouseDSN() (string, error) {
+func (e *Endpoints) ClickHouseDSN() (string, error) {
 	if e.chPassword == nil {
-		return e.clickhouse, nil
+		return e.ClickHouse, nil
 	}
-	pw, err := e.chPassword.value()
+	pw, err := e.chPassword.Value()
 	if err != nil {
 		return "", err
 	}
-	return withPassword(e.clickhouse, pw, "clickhouse")
+	return withPassword(e.ClickHouse, pw, "clickhouse")
 }
 
-// kafkaConfig returns the brokers and the security options of the flags.
-func (e *endpoints) kafkaConfig() (kafka.Config, error) {
-	sec, err := e.kafkaSec.options()
-	return kafka.Config{Brokers: e.brokers(), Security: sec}, err
+// KafkaConfig returns the brokers and the security options of the flags.
+func (e *Endpoints) KafkaConfig() (kafka.Config, error) {
+	sec, err := e.KafkaSec.options()
+	return kafka.Config{Brokers: e.Brokers(), Security: sec}, err
 }
 
-func (e *endpoints) brokers() []string {
+func (e *Endpoints) Brokers() []string {
 	var out []string
-	for _, b := range strings.Split(e.kafka, ",") {
+	for _, b := range strings.Split(e.Kafka, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			out = append(out, b)
 		}
@@ -123,12 +123,12 @@ func (e *endpoints) brokers() []string {
 	return out
 }
 
-// listFlag is a repeatable (or comma-separated) string flag.
-type listFlag []string
+// ListFlag is a repeatable (or comma-separated) string flag.
+type ListFlag []string
 
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *ListFlag) String() string { return strings.Join(*l, ",") }
 
-func (l *listFlag) Set(v string) error {
+func (l *ListFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			*l = append(*l, p)
@@ -137,64 +137,64 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// subjectFlags name one data subject (GDPR) and the tables to look in:
+// SubjectFlags name one data subject (GDPR) and the tables to look in:
 // the flags export and erase share.
-type subjectFlags struct {
-	tenant, column, value string
-	tables                listFlag
+type SubjectFlags struct {
+	Tenant, Column, Value string
+	Tables                ListFlag
 }
 
-// registerSubject registers --tenant, --subject-column, --subject and
+// RegisterSubject registers --tenant, --subject-column, --subject and
 // --tables on fs; tablesHelp says what the tables are for.
-func registerSubject(fs *flag.FlagSet, tablesHelp string) *subjectFlags {
-	s := &subjectFlags{}
-	fs.StringVar(&s.tenant, "tenant", "", "tenant of the subject")
-	fs.StringVar(&s.column, "subject-column", "", "column that identifies the subject, e.g. customer_id")
-	fs.StringVar(&s.value, "subject", "", "value of the subject column, as PostgreSQL writes it")
-	fs.Var(&s.tables, "tables", tablesHelp+", comma-separated (default: every table with the subject column)")
+func RegisterSubject(fs *flag.FlagSet, tablesHelp string) *SubjectFlags {
+	s := &SubjectFlags{}
+	fs.StringVar(&s.Tenant, "tenant", "", "tenant of the subject")
+	fs.StringVar(&s.Column, "subject-column", "", "column that identifies the subject, e.g. customer_id")
+	fs.StringVar(&s.Value, "subject", "", "value of the subject column, as PostgreSQL writes it")
+	fs.Var(&s.Tables, "tables", tablesHelp+", comma-separated (default: every table with the subject column)")
 	return s
 }
 
 // require returns a usage error naming the subject's flags that are not
 // set, and --pg when pg is empty.
-func (s *subjectFlags) require(pg string) error {
+func (s *SubjectFlags) Require(pg string) error {
 	var missing []string
-	for _, f := range []struct{ name, value string }{{"tenant", s.tenant}, {"subject-column", s.column}, {"subject", s.value}, {"pg", pg}} {
+	for _, f := range []struct{ name, value string }{{"tenant", s.Tenant}, {"subject-column", s.Column}, {"subject", s.Value}, {"pg", pg}} {
 		if f.value == "" {
 			missing = append(missing, "--"+f.name)
 		}
 	}
 	if len(missing) > 0 {
-		return usageErrorf("missing %s", strings.Join(missing, ", "))
+		return Usagef("missing %s", strings.Join(missing, ", "))
 	}
 	return nil
 }
 
 // flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
+func Given(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
 
-// maxRecordBytesFlag registers --max-record-bytes on fs: the commands that
+// MaxRecordBytesFlag registers --max-record-bytes on fs: the commands that
 // produce or read the tables' topics must agree on it.
-func maxRecordBytesFlag(fs *flag.FlagSet) *int {
+func MaxRecordBytesFlag(fs *flag.FlagSet) *int {
 	return fs.Int("max-record-bytes", record.DefaultMaxBytes,
 		"largest Kafka record (key plus value) a row may become, in bytes; capture dead-letters larger rows (and drops replication messages over it + 1 MiB unread), and the topics walhouse creates or finds get a max.message.bytes that holds it")
 }
 
-// topicDurabilityFlag registers --topic-durability, capture's and the
+// TopicDurabilityFlag registers --topic-durability, capture's and the
 // sink's check at start of the pipeline's Kafka topics
 // (kafka.EnforceDurability).
-func topicDurabilityFlag(fs *flag.FlagSet) *string {
+func TopicDurabilityFlag(fs *flag.FlagSet) *string {
 	return fs.String("topic-durability", "warn",
 		"at start, check the pipeline's Kafka topics for settings that cannot keep every acknowledged record (replication factor 1 on a cluster of several brokers, min.insync.replicas 1 or above the replication factor, unclean.leader.election.enable true): warn logs each with its fix, refuse stops the start, off checks nothing (docs/scale-out.md)")
 }
 
-// deprecatedFlag registers --old as another name of the registered flag
+// DeprecatedFlag registers --old as another name of the registered flag
 // --current: it sets the same value, with a warning naming --current.
-func deprecatedFlag(fs *flag.FlagSet, old, current string) {
+func DeprecatedFlag(fs *flag.FlagSet, old, current string) {
 	f := fs.Lookup(current)
 	fs.Var(&renamedFlag{Value: f.Value, old: old, current: current}, old, "deprecated name of --"+current)
 }
@@ -210,14 +210,14 @@ func (r *renamedFlag) Set(v string) error {
 	return r.Value.Set(v)
 }
 
-// layoutFlag is --layout of capture and sink: a table's ClickHouse shape,
+// LayoutFlag is --layout of capture and sink: a table's ClickHouse shape,
 // schema.table=JSON (the configuration file's layout key gives one per
 // table; docs/shaping-tables.md). Each value is checked as it is set, so
 // config check finds a layout's problems too. Repeatable; a table given
 // again takes the later value.
-type layoutFlag map[string]schema.Layout
+type LayoutFlag map[string]schema.Layout
 
-func (f layoutFlag) String() string {
+func (f LayoutFlag) String() string {
 	var out []string
 	for _, t := range slices.Sorted(maps.Keys(f)) {
 		b, _ := json.Marshal(f[t])
@@ -226,7 +226,7 @@ func (f layoutFlag) String() string {
 	return strings.Join(out, " ")
 }
 
-func (f layoutFlag) Set(v string) error {
+func (f LayoutFlag) Set(v string) error {
 	table, js, ok := strings.Cut(v, "=")
 	if !ok || !strings.Contains(table, ".") {
 		return fmt.Errorf("%q: want schema.table={\"order_by\":[…],\"partition_by\":\"…\",\"settings\":{…}}", v)
@@ -244,8 +244,8 @@ func (f layoutFlag) Set(v string) error {
 	return nil
 }
 
-func registerLayout(fs *flag.FlagSet) layoutFlag {
-	f := layoutFlag{}
+func RegisterLayout(fs *flag.FlagSet) LayoutFlag {
+	f := LayoutFlag{}
 	fs.Var(f, "layout", `a table's ClickHouse shape, schema.table={"order_by":[tenant,…,key…],"partition_by":"toYYYYMM(col)","settings":{…},"exclude_columns":[…],"columns":{"col":{"type":"Decimal(38, 4)"}}} (repeatable; docs/shaping-tables.md)`)
 	return f
 }

@@ -42,7 +42,7 @@ func TestRelayoutTables(t *testing.T) {
 				}
 				return
 			}
-			var uerr *usageError
+			var uerr *UsageError
 			if !errors.As(err, &uerr) {
 				t.Fatalf("got %v, want a usage error", err)
 			}

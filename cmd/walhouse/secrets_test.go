@@ -89,7 +89,7 @@ func TestSecretSource(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			src := registerSecret(fs, "pg-password-file", "a test secret")
+			src := RegisterSecret(fs, "pg-password-file", "a test secret")
 			var args []string
 			if tc.file != "" {
 				args = []string{"--pg-password-file", tc.file}
@@ -97,7 +97,7 @@ func TestSecretSource(t *testing.T) {
 			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			got, err := src.value()
+			got, err := src.Value()
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)

@@ -28,10 +28,10 @@ import (
 // start with an error that says what failed, instead of retrying forever.
 func TestIntegrationKafkaSASL(t *testing.T) {
 	env := testenv.Require(t, "kafka-sasl")
-	plainUser := kafkaSecurity{mechanism: "plain", user: "walhouse"}
+	plainUser := KafkaSecurity{Mechanism: "plain", user: "walhouse"}
 	checkKafkaSecurity(t, env.KafkaSASL, "SASL", plainUser, map[string]refusal{
 		"wrong password": {"nope", plainUser, []string{"check --kafka-sasl-user and the password"}},
-		"no SASL":        {"", kafkaSecurity{}, []string{"--kafka-sasl"}},
+		"no SASL":        {"", KafkaSecurity{}, []string{"--kafka-sasl"}},
 	})
 }
 
@@ -42,9 +42,9 @@ func TestIntegrationKafkaSASL(t *testing.T) {
 // password over TLS fails with the login message.
 func TestIntegrationKafkaTLS(t *testing.T) {
 	env := testenv.Require(t, "kafka-tls")
-	withCA := kafkaSecurity{tls: tlsFlags{on: true, ca: env.KafkaTLSCA}, mechanism: "plain", user: "walhouse"}
+	withCA := KafkaSecurity{TLS: TLSFlags{on: true, ca: env.KafkaTLSCA}, Mechanism: "plain", user: "walhouse"}
 	checkKafkaSecurity(t, env.KafkaTLS, "TLS", withCA, map[string]refusal{
-		"system CAs only": {"walhouse-local", kafkaSecurity{tls: tlsFlags{on: true}, mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
+		"system CAs only": {"walhouse-local", KafkaSecurity{TLS: TLSFlags{on: true}, Mechanism: "plain", user: "walhouse"}, []string{"certificate", "--kafka-tls-ca"}},
 		"wrong password":  {"nope", withCA, []string{"check --kafka-sasl-user and the password"}},
 	})
 }
@@ -53,18 +53,18 @@ func TestIntegrationKafkaTLS(t *testing.T) {
 // mentions each of want.
 type refusal struct {
 	password string
-	sec      kafkaSecurity
+	sec      KafkaSecurity
 	want     []string
 }
 
 // checkKafkaSecurity connects to brokers with good and the password
 // walhouse-local, creates a topic, produces and consumes a record over the
 // connection (named via in messages), then checks each refusal.
-func checkKafkaSecurity(t *testing.T, brokers, via string, good kafkaSecurity, refusals map[string]refusal) {
+func checkKafkaSecurity(t *testing.T, brokers, via string, good KafkaSecurity, refusals map[string]refusal) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	connect := func(password string, sec kafkaSecurity, opts ...kgo.Opt) (*kgo.Client, error) {
+	connect := func(password string, sec KafkaSecurity, opts ...kgo.Opt) (*kgo.Client, error) {
 		t.Setenv("WALHOUSE_KAFKA_SASL_PASSWORD", password)
 		secOpts, err := sec.options()
 		if err != nil {
@@ -126,23 +126,23 @@ func TestIntegrationDedupAuthTLS(t *testing.T) {
 	for name, tc := range map[string]struct {
 		addr     string
 		password string
-		sec      dedupSecurity
+		sec      DedupSecurity
 		want     []string // parts of the error; none: the store works
 		auth     bool     // the error is dedup.ErrAuth
 	}{
-		"user, password and CA":       {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
-		"password from a file":        {env.RedisTLS, "", dedupSecurity{user: "walhouse", password: &secretSource{file: pwFile}, tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
-		"client certificate":          {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA, cert: env.RedisTLSClientCert, key: env.RedisTLSClientKey}}, nil, false},
-		"rediss URL":                  {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{tls: tlsFlags{ca: env.RedisTLSCA}}, nil, false},
-		"wrong password":              {env.RedisTLS, "nope", dedupSecurity{user: "walhouse", tls: tlsFlags{ca: env.RedisTLSCA}}, []string{"refused the login", "check --dedup-user and the password"}, true},
-		"wrong password in a URL":     {"rediss://walhouse:nope@" + env.RedisTLS, "", dedupSecurity{tls: tlsFlags{ca: env.RedisTLSCA}}, []string{"check --dedup-user and the password"}, true},
-		"system CAs only":             {env.RedisTLS, "walhouse-local", dedupSecurity{user: "walhouse", tls: tlsFlags{on: true}}, []string{"certificate", "--dedup-tls-ca"}, false},
-		"rediss URL, system CAs only": {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", dedupSecurity{}, []string{"--dedup-tls-ca"}, false},
+		"user, password and CA":       {env.RedisTLS, "walhouse-local", DedupSecurity{user: "walhouse", TLS: TLSFlags{ca: env.RedisTLSCA}}, nil, false},
+		"password from a file":        {env.RedisTLS, "", DedupSecurity{user: "walhouse", password: &SecretSource{file: pwFile}, TLS: TLSFlags{ca: env.RedisTLSCA}}, nil, false},
+		"client certificate":          {env.RedisTLS, "walhouse-local", DedupSecurity{user: "walhouse", TLS: TLSFlags{ca: env.RedisTLSCA, cert: env.RedisTLSClientCert, key: env.RedisTLSClientKey}}, nil, false},
+		"rediss URL":                  {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", DedupSecurity{TLS: TLSFlags{ca: env.RedisTLSCA}}, nil, false},
+		"wrong password":              {env.RedisTLS, "nope", DedupSecurity{user: "walhouse", TLS: TLSFlags{ca: env.RedisTLSCA}}, []string{"refused the login", "check --dedup-user and the password"}, true},
+		"wrong password in a URL":     {"rediss://walhouse:nope@" + env.RedisTLS, "", DedupSecurity{TLS: TLSFlags{ca: env.RedisTLSCA}}, []string{"check --dedup-user and the password"}, true},
+		"system CAs only":             {env.RedisTLS, "walhouse-local", DedupSecurity{user: "walhouse", TLS: TLSFlags{on: true}}, []string{"certificate", "--dedup-tls-ca"}, false},
+		"rediss URL, system CAs only": {"rediss://walhouse:walhouse-local@" + env.RedisTLS, "", DedupSecurity{}, []string{"--dedup-tls-ca"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("WALHOUSE_DEDUP_PASSWORD", tc.password)
 			if tc.sec.password == nil {
-				tc.sec.password = &secretSource{}
+				tc.sec.password = &SecretSource{}
 			}
 			tc.sec.password.env, tc.sec.password.fileFlag = secretEnv("dedup-password-file"), "dedup-password-file"
 			store, err := openDedup(ctx, dedup.Config{Addr: tc.addr, Prefix: testenv.Name("dedup") + ":"}, &tc.sec)
@@ -266,7 +266,7 @@ func TestIntegrationExportFilesArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("WALHOUSE_API_AUDIT_KEY", "audit-key-0123456789")
-	if err := runExport(ctx, &invocation{name: "export", stdout: io.Discard, stderr: io.Discard, args: []string{"--clickhouse", env.ClickHouse, "--database", db, "--tenant", "acme",
+	if err := runExport(ctx, &Invocation{name: "export", Stdout: io.Discard, Stderr: io.Discard, Args: []string{"--clickhouse", env.ClickHouse, "--database", db, "--tenant", "acme",
 		"--subject-column", "customer_id", "--subject", "cus_1", "--out", out}}); err != nil {
 		t.Fatal(err)
 	}

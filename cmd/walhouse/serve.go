@@ -39,12 +39,12 @@ type serveFlags struct {
 	lim                                                  query.Limits
 	hl                                                   query.HTTPLimits
 	inFlight                                             int
-	erasureKey, cursorSecretSrc                          *secretSource
+	erasureKey, cursorSecretSrc                          *SecretSource
 }
 
 // register registers the flags on fs, and the endpoints' that serve
 // adds to ep.
-func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
+func (f *serveFlags) register(fs *flag.FlagSet, ep *Endpoints) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	fs.StringVar(&f.keysFile, "keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
 	fs.DurationVar(&f.keysReload, "keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
@@ -82,18 +82,18 @@ func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
 	fs.BoolVar(&f.auditHash, "audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	limitFlags(fs, &f.lim, &f.hl, &f.inFlight)
 	f.erasureKey = registerErasureKey(fs)
-	ep.kafkaSec.register(fs)
-	ep.registerPGPassword(fs)
-	f.cursorSecretSrc = registerSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
+	ep.KafkaSec.Register(fs)
+	ep.RegisterPGPassword(fs)
+	f.cursorSecretSrc = RegisterSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
 }
 
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
-func runServe(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
+func runServe(ctx context.Context, inv *Invocation) error {
+	fs, ep := NewFlagSet("serve", UsesClickHouse|UsesCluster)
 	var f serveFlags
 	f.register(fs, ep)
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	f.lim.DefaultRows, f.lim.MaxRows, f.lim.MaxExecutionTime, f.lim.MaxResultRows, f.lim.MaxConcurrent = f.defaultRows, f.maxRows, f.maxExec, f.maxResult, f.maxConc
@@ -109,7 +109,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	var problems []error
 	if f.cursorSecret == "" {
-		v, err := f.cursorSecretSrc.value()
+		v, err := f.cursorSecretSrc.Value()
 		if err != nil {
 			problems = append(problems, err)
 		}
@@ -125,7 +125,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	captures, problems := f.check(problems)
 	if err := errors.Join(problems...); err != nil {
-		return &usageError{err}
+		return &UsageError{err}
 	}
 	keys, err := query.OpenKeyFile(f.keysFile, slog.Default())
 	if err != nil {
@@ -175,7 +175,7 @@ func (f *serveFlags) check(problems []error) (captures []string, _ []error) {
 
 // run resolves the flags into what pipeline.RunServe runs: the secrets,
 // the endpoints with their passwords, the query API's settings.
-func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
+func (f *serveFlags) run(ep *Endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
 	secret := []byte(f.cursorSecret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -196,7 +196,7 @@ func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, ca
 		return r, err
 	}
 	if f.lagPG != "" {
-		if r.PG, err = ep.pgConnString(f.lagPG); err != nil {
+		if r.PG, err = ep.PGConnString(f.lagPG); err != nil {
 			return r, err
 		}
 	}
@@ -204,8 +204,8 @@ func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, ca
 		return r, err
 	}
 	if f.lagKafka != "" {
-		ep.kafka = f.lagKafka
-		kc, err := ep.kafkaConfig()
+		ep.Kafka = f.lagKafka
+		kc, err := ep.KafkaConfig()
 		if err != nil {
 			return r, err
 		}
@@ -268,9 +268,9 @@ func printNewKey(id, tenant, scopes string) error {
 
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
-func runExport(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("export", usesClickHouse|usesCluster)
-	subj := registerSubject(fs, "tables to export")
+func runExport(ctx context.Context, inv *Invocation) error {
+	fs, ep := NewFlagSet("export", UsesClickHouse|UsesCluster)
+	subj := RegisterSubject(fs, "tables to export")
 	var (
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
@@ -280,10 +280,10 @@ func runExport(ctx context.Context, inv *invocation) error {
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_API_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
 	// The names before serve's spelling, still accepted.
-	deprecatedFlag(fs, "max-execution-time", "export-max-time")
-	deprecatedFlag(fs, "max-rows", "export-max-rows")
-	deprecatedFlag(fs, "max-bytes", "export-max-bytes")
-	if err := inv.parse(fs); err != nil {
+	DeprecatedFlag(fs, "max-execution-time", "export-max-time")
+	DeprecatedFlag(fs, "max-rows", "export-max-rows")
+	DeprecatedFlag(fs, "max-bytes", "export-max-bytes")
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	auditKey, err := exportAuditKey(*auditKF)
@@ -310,8 +310,8 @@ func runExport(ctx context.Context, inv *invocation) error {
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
 	}
-	m, err := query.NewExporter(conn, ep.database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
-		Tenant: subj.tenant, Subject: query.Subject{Column: subj.column, Value: subj.value}, Tables: subj.tables,
+	m, err := query.NewExporter(conn, ep.Database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
+		Tenant: subj.Tenant, Subject: query.Subject{Column: subj.Column, Value: subj.Value}, Tables: subj.Tables,
 		Format: f, RequestedBy: by, Rows: &rows,
 		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
 	})
