@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/query"
 )
 
@@ -19,13 +20,13 @@ import (
 // keeps only each key's SHA-256; serve reads it at start, so a change
 // takes effect when serve restarts. These are the query API's keys, not
 // Layer 1's idempotency keys (walhouse keys prune).
-func runAPIKey(_ context.Context, inv *Invocation) error {
+func runAPIKey(_ context.Context, inv *cli.Invocation) error {
 	sub := inv.Subcommand()
 	var id string
 	if sub == "revoke" && len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
 		id, inv.Args = inv.Args[0], inv.Args[1:]
 	}
-	fset, _ := NewFlagSet("apikey", 0)
+	fset, _ := cli.NewFlagSet("apikey", 0)
 	file := fset.String("keys", "", "JSON file of API keys that walhouse serve reads: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]; created by the first apikey create")
 	tenant := fset.String("tenant", "", "create: the only tenant the key may read, export or erase (required for those scopes)")
 	scopes := fset.String("scopes", "read", "create: comma-separated scopes: read, export, erase, admin")
@@ -34,10 +35,10 @@ func runAPIKey(_ context.Context, inv *Invocation) error {
 		return err
 	}
 	if sub != "create" && sub != "list" && sub != "revoke" {
-		return Usagef("want a subcommand: create, list or revoke ID")
+		return cli.Usagef("want a subcommand: create, list or revoke ID")
 	}
 	if *file == "" {
-		return Usagef("--keys is required%s", OtherSources("apikey", fset.Lookup("keys")))
+		return cli.Usagef("--keys is required%s", cli.OtherSources("apikey", fset.Lookup("keys")))
 	}
 	switch sub {
 	case "create":
@@ -46,15 +47,15 @@ func runAPIKey(_ context.Context, inv *Invocation) error {
 		return listAPIKeys(inv, *file)
 	case "revoke":
 		if id == "" {
-			return Usagef("apikey revoke needs the key's id: walhouse apikey revoke ID --keys FILE")
+			return cli.Usagef("apikey revoke needs the key's id: walhouse apikey revoke ID --keys FILE")
 		}
 		return revokeAPIKey(inv, *file, id)
 	default:
-		return Usagef("want a subcommand: create, list or revoke ID")
+		return cli.Usagef("want a subcommand: create, list or revoke ID")
 	}
 }
 
-func createAPIKey(inv *Invocation, path, id, tenant, scopes string) error {
+func createAPIKey(inv *cli.Invocation, path, id, tenant, scopes string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func createAPIKey(inv *Invocation, path, id, tenant, scopes string) error {
 		id = "key-" + time.Now().UTC().Format("20060102-150405")
 	}
 	if slices.ContainsFunc(list, func(k query.Key) bool { return k.ID == id }) {
-		return Usagef("--id %q: %s already has a key with this id; revoke it first or pick another", id, path)
+		return cli.Usagef("--id %q: %s already has a key with this id; revoke it first or pick another", id, path)
 	}
 	secret, err := query.NewSecret()
 	if err != nil {
@@ -80,7 +81,7 @@ func createAPIKey(inv *Invocation, path, id, tenant, scopes string) error {
 		return err
 	}
 	if _, err := query.ParseKeys(b); err != nil {
-		return &UsageError{err}
+		return cli.Usage(err)
 	}
 	if err := query.WriteKeyList(path, append(list, key)); err != nil {
 		return err
@@ -90,7 +91,7 @@ func createAPIKey(inv *Invocation, path, id, tenant, scopes string) error {
 	return nil
 }
 
-func listAPIKeys(inv *Invocation, path string) error {
+func listAPIKeys(inv *cli.Invocation, path string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func listAPIKeys(inv *Invocation, path string) error {
 	return tw.Flush()
 }
 
-func revokeAPIKey(inv *Invocation, path, id string) error {
+func revokeAPIKey(inv *cli.Invocation, path, id string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/clickhouse"
 )
 
@@ -14,18 +15,18 @@ import (
 const defaultCleanupMinAge = 8 * 24 * time.Hour
 
 // runCleanup cleans deleted and superseded rows once (clickhouse.Cleanup).
-func runCleanup(ctx context.Context, inv *Invocation) error {
-	fs, ep := NewFlagSet("cleanup", UsesClickHouse)
+func runCleanup(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("cleanup", cli.UsesClickHouse)
 	minAge := fs.Duration("min-age", defaultCleanupMinAge, "clean only partitions whose newest tombstone is older than this; must exceed the retention.ms of the table topics and of the dead-letter topic, and the longest copy (docs/operations.md)")
-	var tables ListFlag
+	var tables cli.ListFlag
 	fs.Var(&tables, "tables", "ClickHouse tables to clean, comma-separated (default: every table walhouse loads)")
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	if *minAge <= 0 {
-		return Usagef("--min-age %v: want a positive duration", *minAge)
+		return cli.Usagef("--min-age %v: want a positive duration", *minAge)
 	}
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}

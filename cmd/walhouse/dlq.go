@@ -8,22 +8,23 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 )
 
-func runDLQ(ctx context.Context, inv *Invocation) error {
+func runDLQ(ctx context.Context, inv *cli.Invocation) error {
 	sub := inv.Subcommand()
-	fs, ep := NewFlagSet("dlq", UsesKafka)
+	fs, ep := cli.NewFlagSet("dlq", cli.UsesKafka)
 	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline")
 	topic := fs.String("dlq-topic", "", "dead-letter topic (default <prefix>-dlq)")
-	maxRecord := MaxRecordBytesFlag(fs)
+	maxRecord := cli.MaxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	if sub != "list" && sub != "replay" {
-		return Usagef("want a subcommand: list (print the records in the dead-letter topic as JSON lines) or replay (produce them again to their original topics, once per replay group)")
+		return cli.Usagef("want a subcommand: list (print the records in the dead-letter topic as JSON lines) or replay (produce them again to their original topics, once per replay group)")
 	}
 	if *topic == "" {
 		*topic = kafka.DeadLetterTopic(*prefix)
@@ -33,7 +34,7 @@ func runDLQ(ctx context.Context, inv *Invocation) error {
 		return err
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return Usagef("--max-record-bytes: %w", err)
+		return cli.Usagef("--max-record-bytes: %w", err)
 	}
 	limits := kafka.RecordLimitOpts(*maxRecord)
 	if sub == "list" {

@@ -13,12 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/erasure"
 )
 
 // runErase erases a data subject (erasure.Eraser), or verifies the
 // manifest of an erasure, or prints the key that verifies manifests.
-func runErase(ctx context.Context, inv *Invocation) error {
+func runErase(ctx context.Context, inv *cli.Invocation) error {
 	sub, file := "run", ""
 	if len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
 		sub, inv.Args = inv.Args[0], inv.Args[1:]
@@ -26,8 +27,8 @@ func runErase(ctx context.Context, inv *Invocation) error {
 	if sub == "verify" && len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
 		file, inv.Args = inv.Args[0], inv.Args[1:] // before or after the flags
 	}
-	fs, ep := NewFlagSet("erase", UsesPG|UsesClickHouse)
-	subj := RegisterSubject(fs, "ClickHouse tables to erase from")
+	fs, ep := cli.NewFlagSet("erase", cli.UsesPG|cli.UsesClickHouse)
+	subj := cli.RegisterSubject(fs, "ClickHouse tables to erase from")
 	var (
 		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
 		settle    = fs.Duration("settle", erasure.DefaultSettle, "wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
@@ -44,36 +45,36 @@ func runErase(ctx context.Context, inv *Invocation) error {
 		if file == "" && fs.NArg() == 1 {
 			file = fs.Arg(0)
 		} else if file == "" || fs.NArg() > 0 {
-			return Usagef("erase verify takes one manifest file")
+			return cli.Usagef("erase verify takes one manifest file")
 		}
 		return eraseVerify(inv, file, *publicKey, keySrc)
 	case "public-key":
 		return printPublicKey(inv, keySrc)
 	default:
-		return Usagef("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
+		return cli.Usagef("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
 	}
 	if fs.NArg() > 0 {
-		return Usagef("unexpected arguments %q", fs.Args())
+		return cli.Usagef("unexpected arguments %q", fs.Args())
 	}
 	if err := subj.Require(ep.PG); err != nil {
 		return err
 	}
 	if *maxRows < 1 {
-		return Usagef("--max-rows %d: want a positive number", *maxRows)
+		return cli.Usagef("--max-rows %d: want a positive number", *maxRows)
 	}
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return err
 	}
 	if keys == nil {
-		return Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
+		return cli.Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
 	}
-	pg, err := ep.openPG(ctx, ep.PG)
+	pg, err := openPG(ctx, ep, ep.PG)
 	if err != nil {
 		return err
 	}
 	defer pg.Close()
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}
@@ -112,13 +113,13 @@ func writeManifest(w io.Writer, m erasure.Manifest, eraseErr error) error {
 
 // printPublicKey prints the hex key that verifies manifests signed with
 // the erasure key of keySrc.
-func printPublicKey(inv *Invocation, keySrc *SecretSource) error {
+func printPublicKey(inv *cli.Invocation, keySrc *cli.SecretSource) error {
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return err
 	}
 	if keys == nil {
-		return Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
+		return cli.Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
 	}
 	fmt.Fprintln(inv.Stdout, hex.EncodeToString(keys.PublicKey()))
 	return nil
@@ -126,7 +127,7 @@ func printPublicKey(inv *Invocation, keySrc *SecretSource) error {
 
 // eraseVerify checks the signature of a manifest file and prints what it
 // says.
-func eraseVerify(inv *Invocation, file, publicKey string, keySrc *SecretSource) error {
+func eraseVerify(inv *cli.Invocation, file, publicKey string, keySrc *cli.SecretSource) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func eraseVerify(inv *Invocation, file, publicKey string, keySrc *SecretSource) 
 	var pub ed25519.PublicKey
 	if publicKey != "" {
 		if pub, err = hex.DecodeString(publicKey); err != nil || len(pub) != ed25519.PublicKeySize {
-			return Usagef("--public-key: want %d hex digits", 2*ed25519.PublicKeySize)
+			return cli.Usagef("--public-key: want %d hex digits", 2*ed25519.PublicKeySize)
 		}
 	} else {
 		keys, err := erasureKeys(keySrc)
@@ -142,7 +143,7 @@ func eraseVerify(inv *Invocation, file, publicKey string, keySrc *SecretSource) 
 			return err
 		}
 		if keys == nil {
-			return Usagef("give --public-key, or the erasure key (WALHOUSE_ERASURE_KEY or --erasure-key-file)")
+			return cli.Usagef("give --public-key, or the erasure key (WALHOUSE_ERASURE_KEY or --erasure-key-file)")
 		}
 		pub = keys.PublicKey()
 	}
@@ -168,13 +169,13 @@ func eraseVerify(inv *Invocation, file, publicKey string, keySrc *SecretSource) 
 
 // registerErasureKey registers --erasure-key-file (env
 // WALHOUSE_ERASURE_KEY, WALHOUSE_ERASURE_KEY_FILE).
-func registerErasureKey(fs *flag.FlagSet) *SecretSource {
-	return RegisterSecret(fs, "erasure-key-file", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
+func registerErasureKey(fs *flag.FlagSet) *cli.SecretSource {
+	return cli.RegisterSecret(fs, "erasure-key-file", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
 }
 
 // erasureKeys derives the erasure keys from the secret, nil when none was
 // given.
-func erasureKeys(src *SecretSource) (*erasure.Keys, error) {
+func erasureKeys(src *cli.SecretSource) (*erasure.Keys, error) {
 	secret, err := src.Value()
 	if err != nil || secret == "" {
 		return nil, err

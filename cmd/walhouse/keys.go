@@ -8,14 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/idempotency"
 )
 
 // runKeys runs the subcommands of walhouse keys; prune deletes Layer 1's
 // expired idempotency keys, once or daily.
-func runKeys(ctx context.Context, inv *Invocation) error {
+func runKeys(ctx context.Context, inv *cli.Invocation) error {
 	sub := inv.Subcommand()
-	fs, ep := NewFlagSet("keys", UsesPG)
+	fs, ep := cli.NewFlagSet("keys", cli.UsesPG)
 	days := fs.Int("retention-days", idempotency.DefaultRetentionDays, "delete the keys created more than this many days ago; at least 1")
 	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
 	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")
@@ -24,13 +25,13 @@ func runKeys(ctx context.Context, inv *Invocation) error {
 		return err
 	}
 	if sub != "prune" {
-		return Usagef("want a subcommand: prune (delete the idempotency keys older than --retention-days from %s)", idempotency.KeyTable)
+		return cli.Usagef("want a subcommand: prune (delete the idempotency keys older than --retention-days from %s)", idempotency.KeyTable)
 	}
 	tod, err := parseTimeOfDay(*at)
 	if err != nil {
-		return Usagef("--daily-at: %v", err)
+		return cli.Usagef("--daily-at: %v", err)
 	}
-	pool, err := ep.openPG(ctx, ep.PG)
+	pool, err := openPG(ctx, ep, ep.PG)
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func runKeys(ctx context.Context, inv *Invocation) error {
 			}
 		}))
 	if err != nil {
-		return Usagef("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	if *daily {
 		fmt.Fprintf(inv.Stdout, "pruning %s every day at %s UTC (keys older than %d days), next at %s\n", idempotency.KeyTable, *at, *days, idempotency.NextRun(time.Now(), tod).Format(time.RFC3339))

@@ -1,43 +1,14 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"os"
-	"os/signal"
-	"slices"
-	"strings"
-	"syscall"
 
-	"github.com/walhouse/walhouse/config"
-	"github.com/walhouse/walhouse/internal/redact"
+	"github.com/walhouse/walhouse/cli"
 )
 
-// command is one subcommand of the walhouse binary.
-type command struct {
-	// Summary is the command's line in the list of commands.
-	Summary string
-	// Usage is what follows "walhouse <name>" in the usage line.
-	Usage string
-	// Examples are shown by -h.
-	Examples []string
-	// Required are the flags that must have a value, from the command
-	// line, the environment or the configuration file.
-	Required []string
-	// Run runs the command; it defines its flags and calls inv.Parse.
-	Run func(ctx context.Context, inv *Invocation) error
-	// Plain commands take no flags (version, config, completion): help and
-	// completion do not ask them for a flag set.
-	Plain bool
-}
-
-func commands() map[string]command {
-	return map[string]command{
+func commands() cli.Commands {
+	return cli.Commands{
 		"capture": {
 			Summary: "stream PostgreSQL changes (pgoutput) into Kafka", Usage: "--pg URL [flags]",
 			Examples: []string{
@@ -63,7 +34,8 @@ func commands() map[string]command {
 				"walhouse dlq list --kafka broker:9092 --topic-prefix walhouse > dead-letters.jsonl",
 				"walhouse dlq replay --kafka broker:9092 --topic-prefix walhouse",
 			},
-			Run: runDLQ,
+			Subcommands: []string{"list", "replay"},
+			Run:         runDLQ,
 		},
 		"serve": {
 			Summary: "serve the query API: tenant reads with FINAL, GDPR exports, lag, metrics and status page", Usage: "--keys FILE [flags]",
@@ -87,7 +59,8 @@ func commands() map[string]command {
 				"WALHOUSE_IDEMPOTENCY_RETENTION_DAYS=7 walhouse keys prune --batch-size 5000",
 				"walhouse keys prune --daily --daily-at 03:00   # the daily job, as a long-running process",
 			},
-			Required: []string{"pg"}, Run: runKeys,
+			Subcommands: []string{"prune"},
+			Required:    []string{"pg"}, Run: runKeys,
 		},
 		"apikey": {
 			Summary: "create, list or revoke the query API's keys in serve's keys file", Usage: "create|list|revoke ID --keys FILE [flags]",
@@ -96,7 +69,8 @@ func commands() map[string]command {
 				"walhouse apikey list --keys keys.json",
 				"walhouse apikey revoke acme-reporting --keys keys.json",
 			},
-			Run: runAPIKey,
+			Subcommands: []string{"create", "list", "revoke"},
+			Run:         runAPIKey,
 		},
 		"erase": {
 			Summary: "erase a data subject (GDPR) from ClickHouse once PostgreSQL no longer has it, and keep it erased; verify a manifest", Usage: "[verify FILE | public-key] --tenant T --subject-column C --subject V [flags]",
@@ -104,7 +78,8 @@ func commands() map[string]command {
 				"walhouse erase --tenant acme --subject-column customer_id --subject 42 --out erasure-42.json",
 				"walhouse erase verify erasure-42.json --public-key $(walhouse erase public-key)",
 			},
-			Run: runErase,
+			Subcommands: []string{"verify", "public-key"},
+			Run:         runErase,
 		},
 		"cleanup": {
 			Summary: "remove tombstones and superseded versions from partitions old enough that no older version can arrive", Usage: "[--min-age D] [flags]",
@@ -143,8 +118,9 @@ func commands() map[string]command {
 		},
 		"config": {
 			Summary: "print an example configuration file, check one, show a command's effective configuration, or the reference of every key", Usage: "example | check FILE | view [--config FILE] COMMAND [flags] | reference",
-			Examples: []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000", "walhouse config reference > docs/configuration.md"},
-			Run:      runConfig, Plain: true,
+			Examples:    []string{"walhouse config example > walhouse.yaml", "walhouse config check walhouse.yaml", "walhouse config view --config walhouse.yaml sink --max-batch 10000", "walhouse config reference > docs/configuration.md"},
+			Subcommands: []string{"example", "check", "view", "reference"},
+			Run:         cli.RunConfig, Plain: true,
 		},
 		"version": {
 			Summary: "print walhouse's version, commit, commit date and Go version", Usage: "",
@@ -158,114 +134,19 @@ func commands() map[string]command {
 				"walhouse completion zsh > \"${fpath[1]}/_walhouse\"",
 				"walhouse completion fish > ~/.config/fish/completions/walhouse.fish",
 			},
-			Run: runCompletion, Plain: true,
+			Subcommands: []string{"bash", "zsh", "fish"},
+			Run:         cli.RunCompletion, Plain: true,
 		},
 	}
 }
+
+//go:generate sh -c "go run . config reference > ../../docs/configuration.md"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exit statuses: 0 for success and for help, 2 for a usage error (a flag,
-// an argument or the configuration file), 1 for a failure.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-)
-
 // run runs the walhouse command line args and returns its exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
-	// The options before the command: --config, --version, -h.
-	configPath := os.Getenv(configEnv)
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
-		switch name {
-		case "h", "help":
-			usage(stdout, cmds)
-			return exitOK
-		case "version":
-			args = []string{"version"}
-			continue
-		case "config":
-			if !hasValue {
-				if len(args) < 2 {
-					return usageFailed(stderr, "", errors.New("--config needs a file"))
-				}
-				value, args = args[1], args[1:]
-			}
-			configPath = value
-			args = args[1:]
-			continue
-		}
-		return usageFailed(stderr, "", fmt.Errorf("unknown option %s before the command (only --config, --version and -h go there)", args[0]))
-	}
-	if len(args) == 0 {
-		usage(stderr, cmds)
-		return exitUsage
-	}
-	name := args[0]
-	if name == "help" {
-		if len(args) < 2 {
-			usage(stdout, cmds)
-			return exitOK
-		}
-		name, args = args[1], []string{args[1], "-h"}
-	}
-	cmd, ok := cmds[name]
-	if !ok {
-		msg := fmt.Sprintf("unknown command %q", name)
-		if s := config.Closest(name, slices.Sorted(maps.Keys(cmds))); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
-		}
-		fmt.Fprintf(stderr, "walhouse: %s\nRun 'walhouse -h' for the commands.\n", msg)
-		return exitUsage
-	}
-	// Every log line and the final error pass through redact: a DSN with a
-	// password may reach either, quoted by a driver's error.
-	slog.SetDefault(newLogger(stderr, slog.LevelInfo, "text"))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	inv := &Invocation{name: name, Args: args[1:], configPath: configPath, Stdout: stdout, Stderr: stderr}
-	err := cmd.Run(ctx, inv)
-	var uerr *UsageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return exitOK
-	case errors.As(err, &uerr):
-		return usageFailed(stderr, name, uerr.err)
-	}
-	fmt.Fprintf(stderr, "walhouse %s: %v\n", name, redact.Error(err))
-	return exitFailure
-}
-
-// usageFailed prints a usage error briefly, with where to read more.
-func usageFailed(w io.Writer, name string, err error) int {
-	prog := strings.TrimSpace("walhouse " + name)
-	msg := redact.Error(err).Error()
-	if strings.Contains(msg, "\n") {
-		msg = "\n  " + strings.ReplaceAll(msg, "\n", "\n  ")
-	} else {
-		msg = " " + msg
-	}
-	fmt.Fprintf(w, "%s:%s\nRun '%s -h' for usage.\n", prog, msg, prog)
-	return exitUsage
-}
-
-func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "walhouse streams PostgreSQL changes into ClickHouse.")
-	fmt.Fprintln(w, "\nUsage: walhouse [--config FILE] <command> [flags]\n\nCommands:")
-	for _, n := range slices.Sorted(maps.Keys(cmds)) {
-		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].Summary)
-	}
-	fmt.Fprintln(w, "\nOptions before the command:")
-	fmt.Fprintln(w, "  --config FILE   YAML configuration file (env WALHOUSE_CONFIG; `walhouse config example` prints one);")
-	fmt.Fprintln(w, "                  flags override environment variables, which override the file")
-	fmt.Fprintln(w, "  --version       print the version and exit")
-	fmt.Fprintln(w, "\nRun 'walhouse <command> -h' for the flags and examples of one command.")
-	fmt.Fprintln(w, "Exit status: 0 success or help, 1 failure, 2 usage error (a flag, an argument, the configuration file).")
+	return commands().Run(args, stdout, stderr)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
@@ -20,16 +21,16 @@ import (
 // sinks keep loading them (clickhouse.Writer.Relayout). The table's
 // columns come from where the sink takes them: the newest record of the
 // table's topic, whose schema the schema registry holds.
-func runRelayout(ctx context.Context, inv *Invocation) error {
+func runRelayout(ctx context.Context, inv *cli.Invocation) error {
 	var tables []string
 	for len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
 		tables, inv.Args = append(tables, inv.Args[0]), inv.Args[1:]
 	}
-	fs, ep := NewFlagSet("relayout", UsesKafka|UsesClickHouse|UsesCluster)
+	fs, ep := cli.NewFlagSet("relayout", cli.UsesKafka|cli.UsesClickHouse|cli.UsesCluster)
 	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline: the tables' topics are <prefix>.<schema>.<table>, their schemas in <prefix>-schemas")
 	partitionBy := fs.String("partition-by", "", "the sink's --partition-by: the default shape of a table without a layout")
 	dropOld := fs.Bool("drop-old", false, "drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
-	layouts := RegisterLayout(fs)
+	layouts := cli.RegisterLayout(fs)
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func runRelayout(ctx context.Context, inv *Invocation) error {
 	if err != nil {
 		return err
 	}
-	fps, err := Failpoints()
+	fps, err := cli.Failpoints()
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runRelayout(ctx context.Context, inv *Invocation) error {
 	if err != nil {
 		return err
 	}
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}
@@ -72,10 +73,10 @@ func runRelayout(ctx context.Context, inv *Invocation) error {
 // each schema.table and named once, and not on a cluster.
 func relayoutTables(args []string, cluster string) ([]record.Source, error) {
 	if cluster != "" {
-		return nil, Usagef("--cluster %s: walhouse relayout is not supported on a cluster yet; stop the sinks, create the new table ON CLUSTER beside the old one (CREATE TABLE … AS the old, with the new ORDER BY and PARTITION BY), INSERT INTO it SELECT * FROM the old FINAL, EXCHANGE TABLES … ON CLUSTER, then start the sinks (docs/shaping-tables.md#changing-a-layout)", cluster)
+		return nil, cli.Usagef("--cluster %s: walhouse relayout is not supported on a cluster yet; stop the sinks, create the new table ON CLUSTER beside the old one (CREATE TABLE … AS the old, with the new ORDER BY and PARTITION BY), INSERT INTO it SELECT * FROM the old FINAL, EXCHANGE TABLES … ON CLUSTER, then start the sinks (docs/shaping-tables.md#changing-a-layout)", cluster)
 	}
 	if len(args) == 0 {
-		return nil, Usagef("want the tables to relayout, schema.table, before the flags: walhouse relayout public.orders [--drop-old]")
+		return nil, cli.Usagef("want the tables to relayout, schema.table, before the flags: walhouse relayout public.orders [--drop-old]")
 	}
 	var (
 		out      []record.Source
@@ -95,13 +96,13 @@ func relayoutTables(args []string, cluster string) ([]record.Source, error) {
 		}
 	}
 	if err := errors.Join(problems...); err != nil {
-		return nil, &UsageError{err}
+		return nil, cli.Usage(err)
 	}
 	return out, nil
 }
 
 // relayoutOne relayouts the table of src and says what it did.
-func relayoutOne(ctx context.Context, inv *Invocation, w *clickhouse.Writer, kc kafka.Config, schemas *registry.Reader, prefix string, src record.Source) error {
+func relayoutOne(ctx context.Context, inv *cli.Invocation, w *clickhouse.Writer, kc kafka.Config, schemas *registry.Reader, prefix string, src record.Source) error {
 	name := src.Schema + "." + src.Table
 	topic := record.TopicName(prefix, src.Schema, src.Table)
 	r, err := pipeline.NewestChange(ctx, kc, topic, schemas)

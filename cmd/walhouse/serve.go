@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/erasure"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/pipeline"
@@ -39,12 +40,12 @@ type serveFlags struct {
 	lim                                                  query.Limits
 	hl                                                   query.HTTPLimits
 	inFlight                                             int
-	erasureKey, cursorSecretSrc                          *SecretSource
+	erasureKey, cursorSecretSrc                          *cli.SecretSource
 }
 
 // register registers the flags on fs, and the endpoints' that serve
 // adds to ep.
-func (f *serveFlags) register(fs *flag.FlagSet, ep *Endpoints) {
+func (f *serveFlags) register(fs *flag.FlagSet, ep *cli.Endpoints) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	fs.StringVar(&f.keysFile, "keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
 	fs.DurationVar(&f.keysReload, "keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
@@ -84,13 +85,13 @@ func (f *serveFlags) register(fs *flag.FlagSet, ep *Endpoints) {
 	f.erasureKey = registerErasureKey(fs)
 	ep.KafkaSec.Register(fs)
 	ep.RegisterPGPassword(fs)
-	f.cursorSecretSrc = RegisterSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
+	f.cursorSecretSrc = cli.RegisterSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
 }
 
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
-func runServe(ctx context.Context, inv *Invocation) error {
-	fs, ep := NewFlagSet("serve", UsesClickHouse|UsesCluster)
+func runServe(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("serve", cli.UsesClickHouse|cli.UsesCluster)
 	var f serveFlags
 	f.register(fs, ep)
 	if err := inv.Parse(fs); err != nil {
@@ -125,7 +126,7 @@ func runServe(ctx context.Context, inv *Invocation) error {
 	}
 	captures, problems := f.check(problems)
 	if err := errors.Join(problems...); err != nil {
-		return &UsageError{err}
+		return cli.Usage(err)
 	}
 	keys, err := query.OpenKeyFile(f.keysFile, slog.Default())
 	if err != nil {
@@ -175,7 +176,7 @@ func (f *serveFlags) check(problems []error) (captures []string, _ []error) {
 
 // run resolves the flags into what pipeline.RunServe runs: the secrets,
 // the endpoints with their passwords, the query API's settings.
-func (f *serveFlags) run(ep *Endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
+func (f *serveFlags) run(ep *cli.Endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
 	secret := []byte(f.cursorSecret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -192,7 +193,7 @@ func (f *serveFlags) run(ep *Endpoints, keys *query.KeyFile, auditKey []byte, ca
 		Query: query.Config{CORS: query.CORS{AllowedOrigins: commaList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
 			HistoryInterval: f.histEvery, HistorySpan: f.histSpan, DefaultTokenWait: f.tokenWait, MaxTokenWait: f.maxTokenWait}}
 	var err error
-	if r.ClickHouse, err = ep.clickHouse(); err != nil {
+	if r.ClickHouse, err = clickHouse(ep); err != nil {
 		return r, err
 	}
 	if f.lagPG != "" {
@@ -268,9 +269,9 @@ func printNewKey(id, tenant, scopes string) error {
 
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
-func runExport(ctx context.Context, inv *Invocation) error {
-	fs, ep := NewFlagSet("export", UsesClickHouse|UsesCluster)
-	subj := RegisterSubject(fs, "tables to export")
+func runExport(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("export", cli.UsesClickHouse|cli.UsesCluster)
+	subj := cli.RegisterSubject(fs, "tables to export")
 	var (
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
@@ -280,9 +281,9 @@ func runExport(ctx context.Context, inv *Invocation) error {
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_API_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
 	// The names before serve's spelling, still accepted.
-	DeprecatedFlag(fs, "max-execution-time", "export-max-time")
-	DeprecatedFlag(fs, "max-rows", "export-max-rows")
-	DeprecatedFlag(fs, "max-bytes", "export-max-bytes")
+	cli.DeprecatedFlag(fs, "max-execution-time", "export-max-time")
+	cli.DeprecatedFlag(fs, "max-rows", "export-max-rows")
+	cli.DeprecatedFlag(fs, "max-bytes", "export-max-bytes")
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func runExport(ctx context.Context, inv *Invocation) error {
 		return err
 	}
 	f := exportFormat(*format, *out)
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}
@@ -348,7 +349,7 @@ func exportAuditKey(file string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
+	if auditKey = query.AuditKey(auditKey, []byte(cli.EnvSecret("cursor-secret-file"))); len(auditKey) == 0 {
 		auditKey = make([]byte, 32)
 		_, _ = rand.Read(auditKey)
 		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
@@ -429,7 +430,7 @@ func writePrivate(path string, data []byte) error {
 // WALHOUSE_API_AUDIT_KEY; nil when neither is set. A key is a secret, so it
 // never comes from a flag's value (the process list shows those).
 func readAuditKey(file string) ([]byte, error) {
-	key := []byte(getSecretEnv(secretEnv("audit-key-file")))
+	key := []byte(cli.EnvSecret("audit-key-file"))
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

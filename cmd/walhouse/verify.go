@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/verify"
@@ -13,9 +14,9 @@ import (
 
 // runVerify compares PostgreSQL with ClickHouse FINAL (package verify),
 // once or every --every.
-func runVerify(ctx context.Context, inv *Invocation) error {
-	fs, ep := NewFlagSet("verify", UsesPG|UsesClickHouse)
-	var tables ListFlag
+func runVerify(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("verify", cli.UsesPG|cli.UsesClickHouse)
+	var tables cli.ListFlag
 	fs.Var(&tables, "tables", "source tables to verify, comma-separated schema.table")
 	publication := fs.String("publication", "walhouse", "the publication capture streams the tables from: a table it publishes with a row filter (PostgreSQL 15+) is compared, and repaired, through the filter; one another publication filters is an error")
 	every := fs.Duration("every", 0, "run a round every this long, as a long-running process with --metrics-addr; 0: one round, exit status 1 when rows differ")
@@ -37,33 +38,33 @@ func runVerify(ctx context.Context, inv *Invocation) error {
 	for _, t := range tables {
 		s, n, ok := strings.Cut(t, ".")
 		if !ok || s == "" || n == "" {
-			return Usagef("--tables %q: want schema.table", t)
+			return cli.Usagef("--tables %q: want schema.table", t)
 		}
 		sources = append(sources, record.Source{Schema: s, Table: n})
 	}
 	if len(sources) == 0 {
-		return Usagef("--tables: name at least one schema.table")
+		return cli.Usagef("--tables: name at least one schema.table")
 	}
 	if *every < 0 {
-		return Usagef("--every %v: want 0 or a positive duration", *every)
+		return cli.Usagef("--every %v: want 0 or a positive duration", *every)
 	}
-	PGURL, err := ep.PGURL()
+	pgURL, err := ep.PGURL()
 	if err != nil {
 		return err
 	}
-	ch, err := ep.clickHouse()
+	ch, err := clickHouse(ep)
 	if err != nil {
 		return err
 	}
 	err = pipeline.RunVerify(ctx, pipeline.VerifyRun{
-		PG: PGURL, ClickHouse: ch, Tables: sources, Every: *every, Report: *report, Repair: *repair, HTTP: metricsHTTP(*metricsAddr),
+		PG: pgURL, ClickHouse: ch, Tables: sources, Every: *every, Report: *report, Repair: *repair, HTTP: metricsHTTP(*metricsAddr),
 		Options: []verify.Option{verify.WithBucketRows(*bucketRows), verify.WithMaxBucketRows(*maxBucketRows),
 			verify.WithMaxMismatches(*maxMismatches), verify.WithRowsPerSecond(*rowsPerSecond), verify.WithStatementTimeout(*stmtTimeout),
 			verify.WithLoadWait(*loadWait), verify.WithPublication(*publication), verify.WithClickHouseLimits(int(max(1, maxExec.Seconds())), *maxMemory)},
 	})
 	var se *pipeline.SettingsError
 	if errors.As(err, &se) {
-		return Usagef("%v", se.Err)
+		return cli.Usagef("%v", se.Err)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 // read from the environment or a file, never from a flag, so that it does
 // not show in the process list.
 type KafkaSecurity struct {
+	// TLS are the --kafka-tls flags.
 	TLS TLSFlags
 	// Mechanism is the SASL mechanism of --kafka-sasl; empty: no SASL.
 	Mechanism    string
@@ -27,6 +28,8 @@ type KafkaSecurity struct {
 	passwordEnv []string
 }
 
+// Register registers the --kafka-tls and --kafka-sasl flags on fs, bound
+// to k.
 func (k *KafkaSecurity) Register(fs *flag.FlagSet) {
 	k.TLS.register(fs, "kafka", "the Kafka brokers", "")
 	fs.StringVar(&k.Mechanism, "kafka-sasl", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512; the password comes from WALHOUSE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -14,19 +14,22 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
-// endpoints are the service addresses every subcommand shares. Use
+// Endpoints are the service addresses every subcommand shares. Use
 // PGURL and ClickHouseDSN, which add the passwords, rather than the PG and
 // ClickHouse fields.
 type Endpoints struct {
+	// PG, Kafka, ClickHouse and Database are the values of --pg, --kafka,
+	// --clickhouse and --database (empty when the command lacks one).
 	PG, Kafka, ClickHouse, Database string
-	// cluster is the ClickHouse cluster of --cluster (UsesCluster);
+	// Cluster is the ClickHouse cluster of --cluster (UsesCluster);
 	// empty: one server.
-	Cluster                string
+	Cluster string
+	// KafkaSec are the TLS and SASL flags of Kafka (UsesKafka).
 	KafkaSec               KafkaSecurity
 	pgPassword, chPassword *SecretSource
 }
 
-// services is the set of services a command connects to: NewFlagSet
+// Services is the set of services a command connects to: NewFlagSet
 // registers the flags of each.
 type Services uint8
 
@@ -113,6 +116,7 @@ func (e *Endpoints) KafkaConfig() (kafka.Config, error) {
 	return kafka.Config{Brokers: e.Brokers(), Security: sec}, err
 }
 
+// Brokers returns the seed brokers of --kafka, without blanks.
 func (e *Endpoints) Brokers() []string {
 	var out []string
 	for _, b := range strings.Split(e.Kafka, ",") {
@@ -126,8 +130,10 @@ func (e *Endpoints) Brokers() []string {
 // ListFlag is a repeatable (or comma-separated) string flag.
 type ListFlag []string
 
+// String returns the list comma-separated.
 func (l *ListFlag) String() string { return strings.Join(*l, ",") }
 
+// Set appends the comma-separated items of v.
 func (l *ListFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -155,7 +161,7 @@ func RegisterSubject(fs *flag.FlagSet, tablesHelp string) *SubjectFlags {
 	return s
 }
 
-// require returns a usage error naming the subject's flags that are not
+// Require returns a usage error naming the subject's flags that are not
 // set, and --pg when pg is empty.
 func (s *SubjectFlags) Require(pg string) error {
 	var missing []string
@@ -170,7 +176,7 @@ func (s *SubjectFlags) Require(pg string) error {
 	return nil
 }
 
-// flagSet reports whether the flag name was given on the command line.
+// Given reports whether the flag name was given on the command line.
 func Given(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
@@ -217,6 +223,7 @@ func (r *renamedFlag) Set(v string) error {
 // again takes the later value.
 type LayoutFlag map[string]schema.Layout
 
+// String returns each table's layout as table=JSON, sorted by table.
 func (f LayoutFlag) String() string {
 	var out []string
 	for _, t := range slices.Sorted(maps.Keys(f)) {
@@ -226,6 +233,7 @@ func (f LayoutFlag) String() string {
 	return strings.Join(out, " ")
 }
 
+// Set checks and records one table's layout, schema.table=JSON.
 func (f LayoutFlag) Set(v string) error {
 	table, js, ok := strings.Cut(v, "=")
 	if !ok || !strings.Contains(table, ".") {
@@ -244,6 +252,8 @@ func (f LayoutFlag) Set(v string) error {
 	return nil
 }
 
+// RegisterLayout registers --layout on fs and returns its layouts by
+// table.
 func RegisterLayout(fs *flag.FlagSet) LayoutFlag {
 	f := LayoutFlag{}
 	fs.Var(f, "layout", `a table's ClickHouse shape, schema.table={"order_by":[tenant,…,key…],"partition_by":"toYYYYMM(col)","settings":{…},"exclude_columns":[…],"columns":{"col":{"type":"Decimal(38, 4)"}}} (repeatable; docs/shaping-tables.md)`)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
@@ -56,7 +56,7 @@ func (f *secretFlag) Set(v string) error {
 // useEnv makes name the environment variable that holds the secret.
 func (f *secretFlag) useEnv(name string) { *f.env = []string{name} }
 
-// value returns the secret, "" when neither source is set. A file's
+// Value returns the secret, "" when neither source is set. A file's
 // trailing line break is not part of it.
 func (s *SecretSource) Value() (string, error) {
 	if s.file == "" {
@@ -125,7 +125,7 @@ func (t *TLSFlags) register(fs *flag.FlagSet, name, servers, implied string) {
 	fs.StringVar(&t.key, name+"-tls-key", "", fmt.Sprintf("PEM private key of --%s-tls-cert", name))
 }
 
-// enabled reports whether TLS is on: asked for, or implied by a file.
+// Enabled reports whether TLS is on: asked for, or implied by a file.
 func (t TLSFlags) Enabled() bool { return t.on || t.ca != "" || t.cert != "" || t.key != "" }
 
 // config builds the TLS client configuration of the flags of the service

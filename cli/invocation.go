@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ import (
 // exit codes and completion are small here because they are generated
 // from the same flag sets.
 
-// invocation is one run of a command: its arguments, the configuration
+// Invocation is one run of a command: its arguments, the configuration
 // file named before it (or by WALHOUSE_CONFIG), and where it writes.
 type Invocation struct {
 	name string
@@ -42,6 +42,9 @@ type Invocation struct {
 	// parsed, when set, receives the command's flags once parsed and
 	// checked, instead of the command running (walhouse config view).
 	parsed func(*flag.FlagSet)
+	// cmds are the binary's commands: help, config view and completion
+	// read them.
+	cmds Commands
 	// describe, when set, receives the command's flags instead of the
 	// command running: help and completion learn the flags this way.
 	describe func(*flag.FlagSet)
@@ -50,18 +53,26 @@ type Invocation struct {
 // errDescribed ends a command run only to describe its flags.
 var errDescribed = errors.New("flags described")
 
-// usageError is a mistake in how walhouse was called (a flag, an argument,
-// the configuration file): exit status 2, with a pointer to -h.
-type UsageError struct{ err error }
+// UsageError is a mistake in how walhouse was called (a flag, an argument,
+// the configuration file): Run prints it briefly, with a pointer to -h, and
+// exits with ExitUsage.
+type UsageError struct{ Err error }
 
-func (e *UsageError) Error() string { return e.err.Error() }
-func (e *UsageError) Unwrap() error { return e.err }
+// Error returns the mistake's message.
+func (e *UsageError) Error() string { return e.Err.Error() }
 
+// Unwrap returns the mistake itself.
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usage marks err as a usage error (UsageError).
+func Usage(err error) error { return &UsageError{err} }
+
+// Usagef is Usage of an error formatted as by fmt.Errorf.
 func Usagef(format string, a ...any) error {
 	return &UsageError{fmt.Errorf(format, a...)}
 }
 
-// subcommand takes the subcommand (list in `walhouse dlq list`) off the
+// Subcommand takes the subcommand (list in `walhouse dlq list`) off the
 // front of inv's arguments, so that the flags after it parse, and returns
 // it; "" when the arguments start with a flag or there are none. Commands check it
 // after parse, so that -h works without one.
@@ -74,7 +85,7 @@ func (inv *Invocation) Subcommand() string {
 	return sub
 }
 
-// parse registers the common flags on fs, parses the command line, applies
+// Parse registers the common flags on fs, parses the command line, applies
 // the configuration file and sets up logging. It returns flag.ErrHelp
 // after printing help for -h, and a *UsageError for every mistake.
 func (inv *Invocation) Parse(fs *flag.FlagSet) error {
@@ -152,7 +163,7 @@ func (inv *Invocation) Parse(fs *flag.FlagSet) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil && !slices.ContainsFunc(problems, func(e error) bool { return strings.Contains(e.Error(), "key log.level") }) {
 		problems = append(problems, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel))
 	}
-	for _, name := range commands()[inv.name].Required {
+	for _, name := range inv.cmds[inv.name].Required {
 		if fs.Lookup(name).Value.String() == "" {
 			problems = append(problems, fmt.Errorf("--%s is required%s", name, OtherSources(inv.name, fs.Lookup(name))))
 		}
@@ -253,7 +264,7 @@ func configKeys(cmd string) map[string]string {
 
 // help prints the command's description, usage, examples and flags.
 func (inv *Invocation) help(w io.Writer, fs *flag.FlagSet) {
-	cmd := commands()[inv.name]
+	cmd := inv.cmds[inv.name]
 	fmt.Fprintf(w, "walhouse %s: %s\n\nUsage: walhouse [--config FILE] %s %s\n", inv.name, cmd.Summary, inv.name, cmd.Usage)
 	if len(cmd.Examples) > 0 {
 		fmt.Fprintln(w, "\nExamples:")
@@ -302,7 +313,7 @@ func (inv *Invocation) help(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "\nExit status: 0 success or help, 1 failure, 2 usage error.\n")
 }
 
-// plainHelp prints the help of a command without flags when its
+// PlainHelp prints the help of a command without flags when its
 // arguments ask for it, and reports whether they did.
 func (inv *Invocation) PlainHelp() bool {
 	if !slices.ContainsFunc(inv.Args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {

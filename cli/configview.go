@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -37,12 +37,12 @@ func viewConfig(inv *Invocation, args []string) error {
 		return Usagef("config view needs a command: walhouse config view sink [flags]")
 	}
 	name := args[0]
-	cmd, ok := commands()[name]
+	cmd, ok := inv.cmds[name]
 	if !ok || cmd.Plain {
 		return Usagef("config view: %q is not a command with flags", name)
 	}
 	var view string
-	sub := &Invocation{name: name, Args: args[1:], configPath: configPath, Stdout: inv.Stdout, Stderr: inv.Stderr}
+	sub := &Invocation{name: name, Args: args[1:], configPath: configPath, Stdout: inv.Stdout, Stderr: inv.Stderr, cmds: inv.cmds}
 	sub.parsed = func(fs *flag.FlagSet) { view = formatView(name, fs, sub.sources) }
 	err := cmd.Run(context.Background(), sub)
 	if !errors.Is(err, errDescribed) {

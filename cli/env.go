@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"flag"
@@ -49,7 +49,7 @@ func otherVars() []otherVar {
 	}
 }
 
-// failpoints are the crash and error points of failpointsEnv (nil when
+// Failpoints are the crash and error points of failpointsEnv (nil when
 // unset: production).
 func Failpoints() (*failpoint.Set, error) {
 	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
@@ -242,3 +242,8 @@ func unwrapLenient(fs *flag.FlagSet) {
 		}
 	})
 }
+
+// EnvSecret returns the secret of the file flag fileFlag held by its
+// variable itself (WALHOUSE_…_FILE without _FILE, or an old name, with a
+// warning), "" when none is set.
+func EnvSecret(fileFlag string) string { return getSecretEnv(secretEnv(fileFlag)) }

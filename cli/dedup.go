@@ -1,12 +1,10 @@
-package main
+package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 
 	"github.com/walhouse/walhouse/dedup"
-	"github.com/walhouse/walhouse/pipeline"
 )
 
 // DedupSecurity holds the flags that log in to the dedup store (Valkey or
@@ -16,16 +14,19 @@ import (
 type DedupSecurity struct {
 	user     string
 	password *SecretSource
-	TLS      TLSFlags
+	// TLS are the --dedup-tls flags.
+	TLS TLSFlags
 }
 
+// Register registers --dedup-user, --dedup-password-file and the
+// --dedup-tls flags on fs, bound to d.
 func (d *DedupSecurity) Register(fs *flag.FlagSet) {
 	fs.StringVar(&d.user, "dedup-user", "", "dedup store ACL user (empty: the default user); the password comes from WALHOUSE_DEDUP_PASSWORD or --dedup-password-file")
 	d.password = RegisterSecret(fs, "dedup-password-file", "the dedup store's password")
 	d.TLS.register(fs, "dedup", "the dedup store", " and by a rediss:// --dedup-addr")
 }
 
-// apply sets the login and TLS of the flags in cfg, or returns every
+// Apply sets the login and TLS of the flags in cfg, or returns every
 // problem with them at once.
 func (d *DedupSecurity) Apply(cfg *dedup.Config) error {
 	var errs []error
@@ -42,13 +43,4 @@ func (d *DedupSecurity) Apply(cfg *dedup.Config) error {
 		cfg.TLS = tc
 	}
 	return errors.Join(errs...)
-}
-
-// openDedup opens the dedup store of cfg with the login and TLS of sec
-// (pipeline.OpenDedup).
-func openDedup(ctx context.Context, cfg dedup.Config, sec *DedupSecurity) (*dedup.Store, error) {
-	if err := sec.Apply(&cfg); err != nil {
-		return nil, err
-	}
-	return pipeline.OpenDedup(ctx, cfg)
 }
