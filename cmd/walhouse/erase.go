@@ -15,6 +15,7 @@ import (
 
 	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/erasure"
+	"github.com/walhouse/walhouse/pipeline"
 )
 
 // runErase erases a data subject (erasure.Eraser), or verifies the
@@ -85,7 +86,7 @@ func runErase(ctx context.Context, inv *cli.Invocation) error {
 	}
 	w := inv.Stdout
 	if *out != "" {
-		f, err := createPrivate(*out)
+		f, err := pipeline.CreatePrivate(*out)
 		if err != nil {
 			return err
 		}

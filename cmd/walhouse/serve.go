@@ -12,9 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -291,53 +289,20 @@ func runExport(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return err
 	}
-	f := exportFormat(*format, *out)
-	conn, err := openClickHouse(ctx, ep)
+	ch, err := clickHouse(ep)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	file, err := createPrivate(*out)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	w := bufio.NewWriterSize(file, 1<<20)
-
-	var rows atomic.Int64
-	start := time.Now()
-	stopProgress := exportProgress(&rows, start)
 	by := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
 	}
-	m, err := query.NewExporter(conn, ep.Database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
-		Tenant: subj.Tenant, Subject: query.Subject{Column: subj.Column, Value: subj.Value}, Tables: subj.Tables,
-		Format: f, RequestedBy: by, Rows: &rows,
-		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
-	})
-	stopProgress()
-	if ferr := w.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("write %s: %w", *out, ferr)
-	}
-	if cerr := file.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close %s: %w", *out, cerr)
-	}
-	n := rows.Load()
-	fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s, done in %s\n", n, float64(n)/time.Since(start).Seconds(), time.Since(start).Round(time.Millisecond))
-	if m.ID == "" {
-		_ = os.Remove(*out) // refused before anything was written
-		return err
-	}
-	mb, _ := json.MarshalIndent(m, "", "  ")
-	if werr := writePrivate(*out+".manifest.json", append(mb, '\n')); werr != nil && err == nil {
-		err = fmt.Errorf("write the manifest: %w", werr)
-	}
-	if err != nil {
-		return fmt.Errorf("export stopped early (the manifest says complete=false): %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "export: %s (%d rows, sha256 %s), manifest %s.manifest.json\n", *out, m.Rows, m.SHA256, *out)
-	return nil
+	return pipeline.RunExport(ctx, pipeline.ExportRun{ClickHouse: ch, Out: *out, AuditKey: auditKey, Progress: os.Stderr,
+		Request: query.ExportRequest{
+			Tenant: subj.Tenant, Subject: query.Subject{Column: subj.Column, Value: subj.Value}, Tables: subj.Tables,
+			Format: query.Format(*format), RequestedBy: by,
+			Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
+		}})
 }
 
 // exportAuditKey is the audit key of an export: the one serve uses, so
@@ -355,75 +320,6 @@ func exportAuditKey(file string) ([]byte, error) {
 		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
 	}
 	return auditKey, nil
-}
-
-// exportFormat is --format, else the one of out's extension: csv for a
-// .csv file, parquet for a .parquet file, else jsonl.
-func exportFormat(format, out string) query.Format {
-	if f := query.Format(format); f != "" {
-		return f
-	}
-	switch strings.ToLower(filepath.Ext(out)) {
-	case ".csv":
-		return query.CSV
-	case ".parquet":
-		return query.Parquet
-	default:
-		return query.JSONL
-	}
-}
-
-// exportProgress prints the rows exported so far and their rate on stderr
-// every second, until the function it returns is called.
-func exportProgress(rows *atomic.Int64, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := rows.Load()
-				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-progressDone
-	}
-}
-
-// createPrivate creates (or truncates) path readable by its owner only:
-// an export holds one person's data. A file that existed keeps no wider
-// mode than 0600 either.
-func createPrivate(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("make %s private (mode 0600): %w", path, err)
-	}
-	return f, nil
-}
-
-// writePrivate writes data to path with mode 0600, as createPrivate.
-func writePrivate(path string, data []byte) error {
-	f, err := createPrivate(path)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // readAuditKey returns the audit key from file, or else from
