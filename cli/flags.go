@@ -118,10 +118,16 @@ func (e *Endpoints) KafkaConfig() (kafka.Config, error) {
 
 // Brokers returns the seed brokers of --kafka, without blanks.
 func (e *Endpoints) Brokers() []string {
+	return SplitList(e.Kafka)
+}
+
+// SplitList returns the items of a comma-separated value, trimmed, without
+// the empty ones.
+func SplitList(v string) []string {
 	var out []string
-	for _, b := range strings.Split(e.Kafka, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
 	return out
@@ -135,11 +141,7 @@ func (l *ListFlag) String() string { return strings.Join(*l, ",") }
 
 // Set appends the comma-separated items of v.
 func (l *ListFlag) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
+	*l = append(*l, SplitList(v)...)
 	return nil
 }
 

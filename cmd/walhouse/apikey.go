@@ -71,10 +71,8 @@ func createAPIKey(inv *cli.Invocation, path, id, tenant, scopes string) error {
 		return err
 	}
 	key := query.Key{ID: id, Hash: query.HashKey(secret), Tenant: tenant}
-	for _, s := range strings.Split(scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			key.Scopes = append(key.Scopes, query.Scope(s))
-		}
+	for _, s := range cli.SplitList(scopes) {
+		key.Scopes = append(key.Scopes, query.Scope(s))
 	}
 	b, err := json.Marshal([]query.Key{key})
 	if err != nil {

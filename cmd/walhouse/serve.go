@@ -188,7 +188,7 @@ func (f *serveFlags) run(ep *cli.Endpoints, keys *query.KeyFile, auditKey []byte
 	}
 	r := pipeline.ServeRun{Listen: f.listen, Keys: keys, KeysReload: f.keysReload, TokenSource: f.tokenSource, EraseSettle: f.eraseSettle,
 		Monitor: monitor.Config{Slot: f.lagSlot, Group: f.lagGroup, Prefix: f.lagPrefix, Captures: captures, CaptureTimeout: f.lagTimeout},
-		Query: query.Config{CORS: query.CORS{AllowedOrigins: commaList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
+		Query: query.Config{CORS: query.CORS{AllowedOrigins: cli.SplitList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
 			HistoryInterval: f.histEvery, HistorySpan: f.histSpan, DefaultTokenWait: f.tokenWait, MaxTokenWait: f.maxTokenWait}}
 	var err error
 	if r.ClickHouse, err = clickHouse(ep); err != nil {
@@ -212,23 +212,12 @@ func (f *serveFlags) run(ep *cli.Endpoints, keys *query.KeyFile, auditKey []byte
 	}
 	if f.jwtJWKS != "" {
 		o := query.JWTOptions{JWKS: f.jwtJWKS, TenantClaim: f.jwtClaim, Issuer: f.jwtIssuer, Audience: f.jwtAudience}
-		for _, sc := range commaList(f.jwtScopes) {
+		for _, sc := range cli.SplitList(f.jwtScopes) {
 			o.Scopes = append(o.Scopes, query.Scope(sc))
 		}
 		r.JWT = &o
 	}
 	return r, nil
-}
-
-// commaList is the non-empty items of a comma-separated flag, trimmed.
-func commaList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // printKeyHash reads an API key from stdin and prints its hash for the
@@ -251,10 +240,8 @@ func printNewKey(id, tenant, scopes string) error {
 		id = "key-" + time.Now().UTC().Format("20060102-150405")
 	}
 	entry := query.Key{ID: id, Hash: query.HashKey(secret), Tenant: tenant}
-	for _, s := range strings.Split(scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			entry.Scopes = append(entry.Scopes, query.Scope(s))
-		}
+	for _, s := range cli.SplitList(scopes) {
+		entry.Scopes = append(entry.Scopes, query.Scope(s))
 	}
 	b, _ := json.Marshal([]query.Key{entry})
 	if _, err := query.ParseKeys(b); err != nil {
