@@ -16,7 +16,7 @@ import (
 
 // The command line stays on the standard flag package. Each command
 // defines its flags in its own run function, with defaults that name their
-// environment variables; invocation.parse adds what every command shares
+// environment variables; Invocation.Parse adds what every command shares
 // (--config, --log-level, --log-format), parses, fills in the flags the
 // command line and the environment left alone from the configuration file,
 // and checks the required ones, so every value passes through its flag
