@@ -1,9 +1,9 @@
 // Package pipeline is walhouse's composition root as a library: it builds
-// the stages (capture, the sink, the query API) and what they need around
-// them (the clients of PostgreSQL, Kafka, ClickHouse and the dedup store,
-// the health and readiness endpoints, the metrics server, the loader's
-// wrappers, the erasure ledger, the schema reader, the re-copy topic) from
-// plain settings structs, and runs them.
+// the stages (capture, the sink, the query API, an export to a file) and
+// what they need around them (the clients of PostgreSQL, Kafka, ClickHouse
+// and the dedup store, the health and readiness endpoints, the metrics
+// server, the loader's wrappers, the erasure ledger, the schema reader, the
+// re-copy topic) from plain settings structs, and runs them.
 //
 // It owns the wiring, not the stages' logic (that is in capture, sink,
 // clickhouse, query...) nor the command line: it parses no flag, reads no

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/query"
 )
 
@@ -19,25 +20,25 @@ import (
 // keeps only each key's SHA-256; serve reads it at start, so a change
 // takes effect when serve restarts. These are the query API's keys, not
 // Layer 1's idempotency keys (walhouse keys prune).
-func runAPIKey(_ context.Context, inv *invocation) error {
-	sub := inv.subcommand()
+func runAPIKey(_ context.Context, inv *cli.Invocation) error {
+	sub := inv.Subcommand()
 	var id string
-	if sub == "revoke" && len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		id, inv.args = inv.args[0], inv.args[1:]
+	if sub == "revoke" && len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
+		id, inv.Args = inv.Args[0], inv.Args[1:]
 	}
-	fset, _ := newFlagSet("apikey", 0)
+	fset, _ := cli.NewFlagSet("apikey", 0)
 	file := fset.String("keys", "", "JSON file of API keys that walhouse serve reads: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]; created by the first apikey create")
 	tenant := fset.String("tenant", "", "create: the only tenant the key may read, export or erase (required for those scopes)")
 	scopes := fset.String("scopes", "read", "create: comma-separated scopes: read, export, erase, admin")
 	newID := fset.String("id", "", "create: the key's id, by which list and revoke name it (default key-<UTC time>)")
-	if err := inv.parse(fset); err != nil {
+	if err := inv.Parse(fset); err != nil {
 		return err
 	}
 	if sub != "create" && sub != "list" && sub != "revoke" {
-		return usageErrorf("want a subcommand: create, list or revoke ID")
+		return cli.Usagef("want a subcommand: create, list or revoke ID")
 	}
 	if *file == "" {
-		return usageErrorf("--keys is required%s", otherSources("apikey", fset.Lookup("keys")))
+		return cli.Usagef("--keys is required%s", cli.OtherSources("apikey", fset.Lookup("keys")))
 	}
 	switch sub {
 	case "create":
@@ -46,15 +47,15 @@ func runAPIKey(_ context.Context, inv *invocation) error {
 		return listAPIKeys(inv, *file)
 	case "revoke":
 		if id == "" {
-			return usageErrorf("apikey revoke needs the key's id: walhouse apikey revoke ID --keys FILE")
+			return cli.Usagef("apikey revoke needs the key's id: walhouse apikey revoke ID --keys FILE")
 		}
 		return revokeAPIKey(inv, *file, id)
 	default:
-		return usageErrorf("want a subcommand: create, list or revoke ID")
+		return cli.Usagef("want a subcommand: create, list or revoke ID")
 	}
 }
 
-func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
+func createAPIKey(inv *cli.Invocation, path, id, tenant, scopes string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
@@ -63,39 +64,37 @@ func createAPIKey(inv *invocation, path, id, tenant, scopes string) error {
 		id = "key-" + time.Now().UTC().Format("20060102-150405")
 	}
 	if slices.ContainsFunc(list, func(k query.Key) bool { return k.ID == id }) {
-		return usageErrorf("--id %q: %s already has a key with this id; revoke it first or pick another", id, path)
+		return cli.Usagef("--id %q: %s already has a key with this id; revoke it first or pick another", id, path)
 	}
 	secret, err := query.NewSecret()
 	if err != nil {
 		return err
 	}
 	key := query.Key{ID: id, Hash: query.HashKey(secret), Tenant: tenant}
-	for _, s := range strings.Split(scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			key.Scopes = append(key.Scopes, query.Scope(s))
-		}
+	for _, s := range cli.SplitList(scopes) {
+		key.Scopes = append(key.Scopes, query.Scope(s))
 	}
 	b, err := json.Marshal([]query.Key{key})
 	if err != nil {
 		return err
 	}
 	if _, err := query.ParseKeys(b); err != nil {
-		return &usageError{err}
+		return cli.Usage(err)
 	}
 	if err := query.WriteKeyList(path, append(list, key)); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.stdout, "%s\n", secret)
-	fmt.Fprintf(inv.stderr, "apikey: added %q (tenant %q, scopes %s) to %s; the key above is shown once and not stored. walhouse serve reads the file at start: restart it to accept the key.\n", id, tenant, scopes, path)
+	fmt.Fprintf(inv.Stdout, "%s\n", secret)
+	fmt.Fprintf(inv.Stderr, "apikey: added %q (tenant %q, scopes %s) to %s; the key above is shown once and not stored. walhouse serve reads the file at start: restart it to accept the key.\n", id, tenant, scopes, path)
 	return nil
 }
 
-func listAPIKeys(inv *invocation, path string) error {
+func listAPIKeys(inv *cli.Invocation, path string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(inv.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTENANT\tSCOPES")
 	for _, k := range list {
 		var scopes []string
@@ -107,7 +106,7 @@ func listAPIKeys(inv *invocation, path string) error {
 	return tw.Flush()
 }
 
-func revokeAPIKey(inv *invocation, path, id string) error {
+func revokeAPIKey(inv *cli.Invocation, path, id string) error {
 	list, err := query.ReadKeyList(path)
 	if err != nil {
 		return err
@@ -123,6 +122,6 @@ func revokeAPIKey(inv *invocation, path, id string) error {
 	if err := query.WriteKeyList(path, slices.Delete(list, i, i+1)); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.stderr, "apikey: removed %q from %s; walhouse serve reads the file at start: restart it to refuse the key.\n", id, path)
+	fmt.Fprintf(inv.Stderr, "apikey: removed %q from %s; walhouse serve reads the file at start: restart it to refuse the key.\n", id, path)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
 )
@@ -44,11 +45,11 @@ type captureFlags struct {
 	dlqTopic    *string
 	rewriteCopy *string
 	rewriteMax  *int64
-	tables      listFlag
-	exclude     listFlag
-	tenantFor   listFlag
-	resnapshot  listFlag
-	layouts     layoutFlag
+	tables      cli.ListFlag
+	exclude     cli.ListFlag
+	tenantFor   cli.ListFlag
+	resnapshot  cli.ListFlag
+	layouts     cli.LayoutFlag
 }
 
 // register registers the flags on fs.
@@ -59,7 +60,7 @@ func (f *captureFlags) register(fs *flag.FlagSet) {
 	f.partitions = fs.Int("partitions", 6, "partitions of the topics walhouse creates")
 	f.replication = fs.Int("replication-factor", -1, "replication factor of the topics walhouse creates, the tables' and its own state and schema registry topics (-1: broker default)")
 	f.minInsync = fs.Int("min-insync-replicas", -1, "min.insync.replicas of the topics walhouse creates: how many replicas must have a record before Kafka acknowledges it (-1: the broker's default; 2 with replication factor 3, docs/scale-out.md)")
-	f.durability = topicDurabilityFlag(fs)
+	f.durability = cli.TopicDurabilityFlag(fs)
 	f.tenantCol = fs.String("tenant-column", "tenant_id", "column holding the tenant")
 	f.defTenant = fs.String("default-tenant", "", "tenant of every table that has no tenant column (single-tenant tables; tables with one keep theirs); without it such tables are refused")
 	f.status = fs.Duration("status-interval", 5*time.Second, "how often the confirmed position is reported to PostgreSQL")
@@ -74,7 +75,7 @@ func (f *captureFlags) register(fs *flag.FlagSet) {
 	f.primaryURL = fs.String("primary-url", "", "when --pg is a physical standby (PostgreSQL 16+): the primary's URL, where capture creates the publication and the DDL trigger and writes its heartbeats (the --pg password applies to it too; docs/ha.md)")
 	f.failover = fs.Bool("failover-slot", false, "create the slot with failover = true (PostgreSQL 17+), or turn it on for an existing one, so that standbys with sync_replication_slots = on keep a copy to stream on from after a failover (docs/ha.md)")
 	f.reconnect = fs.Duration("reconnect-timeout", 0, "when a connection is lost (PostgreSQL restarting or failing over, a network cut), reconnect for up to this long and stream on from the slot's confirmed position, instead of exiting (0: exit at once; give --pg both servers with target_session_attrs=read-write to follow a failover)")
-	f.maxRecord = maxRecordBytesFlag(fs)
+	f.maxRecord = cli.MaxRecordBytesFlag(fs)
 	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9465); empty: off")
 	f.envelope = fs.Int("envelope-version", 2, "record envelope: 2 refers to each table's columns in the schema registry topic <prefix>-schemas; 1 repeats them in every record, for consumers that cannot read the registry")
 	f.batchRows = fs.Int("snapshot-batch-rows", 1000, "most snapshot rows in one Kafka record (row batches, envelope version 2; a batch also closes at 128 KiB); 1: a record per row, for consumers that read the topics and only know single records")
@@ -86,7 +87,7 @@ func (f *captureFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.tables, "tables", "tables to capture, comma-separated schema.table (default: the publication's tables)")
 	fs.Var(&f.exclude, "exclude-tables", "published tables to leave out, comma-separated schema.table patterns with * ? [...] wildcards, e.g. audit.*,public.tmp_*")
 	fs.Var(&f.tenantFor, "tenant-column-for", "per-table tenant column, schema.table=column (repeatable)")
-	f.layouts = registerLayout(fs)
+	f.layouts = cli.RegisterLayout(fs)
 }
 
 // options are capture's options of the flags of fs, or the first usage
@@ -119,20 +120,20 @@ func (f *captureFlags) options(fs *flag.FlagSet) ([]capture.Option, error) {
 	}
 	policy, err := capture.ParseBadRowPolicy(*f.onBadRow)
 	if err != nil {
-		return nil, &usageError{fmt.Errorf("--on-bad-row: %w", err)}
+		return nil, cli.Usage(fmt.Errorf("--on-bad-row: %w", err))
 	}
 	opts = append(opts, capture.WithOnBadRow(policy))
 	if *f.dlqTopic == "" {
 		*f.dlqTopic = kafka.DeadLetterTopic(*f.prefix)
 	}
 	opts = append(opts, capture.WithDeadLetterTopic(*f.dlqTopic))
-	fps, err := failpoints()
+	fps, err := cli.Failpoints()
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, capture.WithFailpoints(fps))
-	if *f.envelope == 1 && *f.batchRows > 1 && flagSet(fs, "snapshot-batch-rows") {
-		return nil, usageErrorf("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *f.batchRows)
+	if *f.envelope == 1 && *f.batchRows > 1 && cli.Given(fs, "snapshot-batch-rows") {
+		return nil, cli.Usagef("--snapshot-batch-rows %d needs --envelope-version 2: version 1 records carry one row each", *f.batchRows)
 	}
 	if *f.envelope == 1 {
 		opts = append(opts, capture.WithSnapshotBatchRows(1))
@@ -148,7 +149,7 @@ func (f *captureFlags) options(fs *flag.FlagSet) ([]capture.Option, error) {
 	case "off":
 		opts = append(opts, capture.WithoutRewriteCopy())
 	default:
-		return nil, usageErrorf("--rewrite-copy %q: want on or off", *f.rewriteCopy)
+		return nil, cli.Usagef("--rewrite-copy %q: want on or off", *f.rewriteCopy)
 	}
 	opts = append(opts, capture.WithRewriteCopyMaxRows(*f.rewriteMax))
 	switch *f.snapshot {
@@ -156,12 +157,12 @@ func (f *captureFlags) options(fs *flag.FlagSet) ([]capture.Option, error) {
 	case "never":
 		opts = append(opts, capture.WithoutSnapshot())
 	default:
-		return nil, usageErrorf("--snapshot %q: want initial or never", *f.snapshot)
+		return nil, cli.Usagef("--snapshot %q: want initial or never", *f.snapshot)
 	}
 	for _, tf := range f.tenantFor {
 		table, col, ok := strings.Cut(tf, "=")
 		if !ok || table == "" || col == "" {
-			return nil, usageErrorf("--tenant-column-for %q: want schema.table=column", tf)
+			return nil, cli.Usagef("--tenant-column-for %q: want schema.table=column", tf)
 		}
 		opts = append(opts, capture.WithTableTenantColumn(table, col))
 	}
@@ -175,28 +176,28 @@ func (f *captureFlags) options(fs *flag.FlagSet) ([]capture.Option, error) {
 // the check of the pipeline's topics at start.
 func (f *captureFlags) topicChecks() (kafka.DurabilityMode, error) {
 	if *f.replication == 0 || *f.replication < -1 || *f.replication > math.MaxInt16 {
-		return 0, usageErrorf("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *f.replication)
+		return 0, cli.Usagef("--replication-factor %d: want -1 (the broker's default) or a number of replicas from 1", *f.replication)
 	}
 	if *f.minInsync == 0 || *f.minInsync < -1 {
-		return 0, usageErrorf("--min-insync-replicas %d: want -1 (the broker's default) or a number of replicas from 1", *f.minInsync)
+		return 0, cli.Usagef("--min-insync-replicas %d: want -1 (the broker's default) or a number of replicas from 1", *f.minInsync)
 	}
 	mode, err := kafka.ParseDurabilityMode(*f.durability)
 	if err != nil {
-		return 0, usageErrorf("--topic-durability %w", err)
+		return 0, cli.Usagef("--topic-durability %w", err)
 	}
 	if *f.partitions < 1 || *f.partitions > math.MaxInt32 {
-		return 0, usageErrorf("--partitions %d: want at least 1", *f.partitions)
+		return 0, cli.Usagef("--partitions %d: want at least 1", *f.partitions)
 	}
 	return mode, nil
 }
 
 // runCapture streams PostgreSQL's changes into Kafka until ctx ends
 // (pipeline.RunCapture).
-func runCapture(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("capture", usesPG|usesKafka)
+func runCapture(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("capture", cli.UsesPG|cli.UsesKafka)
 	var f captureFlags
 	f.register(fs)
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	opts, err := f.options(fs)
@@ -211,19 +212,19 @@ func runCapture(ctx context.Context, inv *invocation) error {
 	// letting garbage grow to twice the live size between collections;
 	// a record at the bound is held about twice (the WAL message, its
 	// encoding), so the limit makes room for that.
-	setMemoryLimit(128<<20 + 2*int64(*f.maxRecord))
-	pgURL, err := ep.pgURL()
+	cli.SetMemoryLimit(128<<20 + 2*int64(*f.maxRecord))
+	pgURL, err := ep.PGURL()
 	if err != nil {
 		return err
 	}
 	if *f.primaryURL != "" {
-		primary, err := ep.pgConnString(*f.primaryURL)
+		primary, err := ep.PGConnString(*f.primaryURL)
 		if err != nil {
 			return err
 		}
 		opts = append(opts, capture.WithPrimary(primary))
 	}
-	kc, err := ep.kafkaConfig()
+	kc, err := ep.KafkaConfig()
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func runCapture(ctx context.Context, inv *invocation) error {
 		Durability: durabilityMode, Options: opts, HTTP: metricsHTTP(*f.metricsAddr),
 		// What it connects to, for an operator following the log; the
 		// logger redacts passwords in the URL.
-		LogAttrs: []any{"pg", ep.pg, "primary_url", *f.primaryURL, "failover_slot", *f.failover, "kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "slot", *f.slot, "publication", *f.publication,
+		LogAttrs: []any{"pg", ep.PG, "primary_url", *f.primaryURL, "failover_slot", *f.failover, "kafka", ep.Kafka, "kafka_tls", ep.KafkaSec.TLS.Enabled(), "kafka_sasl", ep.KafkaSec.Mechanism, "slot", *f.slot, "publication", *f.publication,
 			"topic_prefix", *f.prefix, "snapshot", *f.snapshot, "on_bad_row", *f.onBadRow, "metrics_addr", *f.metricsAddr},
 	})
 }

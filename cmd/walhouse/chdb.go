@@ -12,19 +12,20 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/harness/chdb"
 )
 
 // runChdb serves the embedded ClickHouse engine (libchdb.so) over
 // ClickHouse's HTTP interface until ctx ends: the ClickHouse "server" of the
 // integration tests, the benchmarks and the demo.
-func runChdb(ctx context.Context, inv *invocation) error {
+func runChdb(ctx context.Context, inv *cli.Invocation) error {
 	fs := flag.NewFlagSet("chdb", flag.ContinueOnError)
-	lib := fs.String("lib", os.Getenv(chdbLibEnv), "path of libchdb.so (env WALHOUSE_CHDB_LIB)")
+	lib := fs.String("lib", os.Getenv(cli.ChdbLibEnv), "path of libchdb.so (env WALHOUSE_CHDB_LIB)")
 	path := fs.String("path", "", "data directory of the engine (created if missing)")
 	listen := fs.String("listen", "127.0.0.1:8123", "address for ClickHouse's HTTP interface")
 	maxBody := fs.Int64("max-body", chdb.DefaultMaxBodySize, "largest request body in bytes, after decompression")
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	var problems []error

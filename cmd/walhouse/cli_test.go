@@ -65,8 +65,8 @@ func TestCommandLine(t *testing.T) {
 		"unknown before cmd":  {[]string{"--verbose", "sink"}, want{2, nil, []string{"unknown option --verbose"}}},
 	}
 	for name, cmd := range commands() {
-		w := want{0, []string{"walhouse " + name + ": " + cmd.summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}
-		for _, r := range cmd.required {
+		w := want{0, []string{"walhouse " + name + ": " + cmd.Summary, "Usage: walhouse [--config FILE] " + name, "Examples:"}, nil}
+		for _, r := range cmd.Required {
 			w.stdout = append(w.stdout, "--"+r+" string   (required)")
 		}
 		cases[name+" -h"] = struct {
@@ -139,8 +139,9 @@ func TestCommandLine(t *testing.T) {
 // environment variable its flag's help names.
 func TestConfigKeysMatchFlags(t *testing.T) {
 	sets := map[string]*flag.FlagSet{}
-	for name := range commands() {
-		if fs := flagsOf(name); fs != nil {
+	cmds := commands()
+	for name := range cmds {
+		if fs := cmds.Flags(name); fs != nil {
 			sets[name] = fs
 		}
 	}
@@ -156,7 +157,7 @@ func TestConfigKeysMatchFlags(t *testing.T) {
 				continue
 			}
 			var help bytes.Buffer
-			(&invocation{name: name}).help(&help, fs)
+			cmds.Help(&help, name)
 			if want := "; env " + s.Env + "]"; !strings.Contains(strings.Join(strings.Fields(help.String()), " "), want) {
 				t.Errorf("%s: the help of walhouse %s does not show [%s", s.Key, name, want)
 			}
@@ -186,7 +187,7 @@ func TestServiceFlagsHaveKeys(t *testing.T) {
 		"cursor-secret":       "a secret on the command line; the file takes cursor_secret_file",
 	}
 	for _, name := range []string{"capture", "sink", "serve", "verify"} {
-		flagsOf(name).VisitAll(func(f *flag.Flag) {
+		commands().Flags(name).VisitAll(func(f *flag.Flag) {
 			if _, ok := oneShot[f.Name]; ok {
 				return
 			}
@@ -197,68 +198,28 @@ func TestServiceFlagsHaveKeys(t *testing.T) {
 	}
 }
 
-// TestConfigPrecedence checks flags > environment > file > defaults, that a
-// list flag on the command line replaces the file's list, and that a
-// secret's …_env key points the secret at that variable.
-func TestConfigPrecedence(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "walhouse.yaml")
-	if err := os.WriteFile(file, []byte(`
-source:
-  postgres:
-    url: postgres://file@db/app
-    password_env: APP_DB_PASSWORD
-  slot: from_file
-  tables: [public.a, public.b]
-  tenant_columns: {public.b: org}
-topics: {partitions: 12}
-log: {level: debug}
-`), 0o600); err != nil {
-		t.Fatal(err)
+// -h shows no value of the environment (variables are read after the
+// command line, not as defaults): neither a DSN's password nor a secret.
+func TestHelpHidesPasswords(t *testing.T) {
+	t.Setenv("WALHOUSE_PG_URL", "postgres://walhouse:s3cret-pg@db/app")
+	t.Setenv("WALHOUSE_CLICKHOUSE_URL", "http://ch:8123/?user=u&password=s3cret-ch")
+	t.Setenv("WALHOUSE_REDIS_ADDR", "rediss://walhouse:s3cret-redis@cache:6380")
+	t.Setenv("WALHOUSE_REDIS_PASSWORD", "s3cret-env")
+	t.Setenv("WALHOUSE_CURSOR_SECRET", "s3cret-cursor-0123456789")
+	for _, args := range [][]string{{"capture"}, {"sink"}, {"serve"}, {"demo"}} {
+		out := helpText(t, append(args, "-h"))
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("walhouse %s -h shows a password:\n%s", args[0], out)
+		}
 	}
-	t.Setenv("APP_DB_PASSWORD", "pw-from-app-var")
-	for _, tc := range []struct {
-		name   string
-		env    map[string]string
-		args   []string
-		slot   string
-		tables string
-		parts  int
-	}{
-		{"file", nil, nil, "from_file", "public.a,public.b", 12},
-		{"environment beats file", map[string]string{"WALHOUSE_SLOT": "from_env"}, nil, "from_env", "public.a,public.b", 12},
-		{"flag beats both", map[string]string{"WALHOUSE_SLOT": "from_env"}, []string{"--slot", "from_flag", "--tables", "public.c", "--partitions", "3"}, "from_flag", "public.c", 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// The environment of `make test` names the local services;
-			// the file must be what speaks here.
-			t.Setenv("WALHOUSE_PG_URL", "")
-			t.Setenv("WALHOUSE_SLOT", "")
-			t.Setenv("WALHOUSE_PG_PASSWORD", "")
-			t.Setenv("WALHOUSE_PG_PASSWORD_FILE", "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			fs, ep := newFlagSet("capture", usesPG)
-			slot := fs.String("slot", "walhouse", "slot")
-			parts := fs.Int("partitions", 6, "partitions")
-			var tables, tenantFor listFlag
-			fs.Var(&tables, "tables", "tables")
-			fs.Var(&tenantFor, "tenant-column-for", "per table")
-			var stderr bytes.Buffer
-			inv := &invocation{name: "capture", args: tc.args, configPath: file, stdout: &stderr, stderr: &stderr}
-			if err := inv.parse(fs); err != nil {
-				t.Fatal(err)
-			}
-			if *slot != tc.slot || tables.String() != tc.tables || *parts != tc.parts {
-				t.Errorf("slot %q, tables %q, partitions %d; want %q, %q, %d", *slot, tables.String(), *parts, tc.slot, tc.tables, tc.parts)
-			}
-			if tenantFor.String() != "public.b=org" {
-				t.Errorf("tenant columns %q", tenantFor.String())
-			}
-			url, err := ep.pgURL()
-			if err != nil || url != "postgres://file@db/app?password=pw-from-app-var" {
-				t.Errorf("pgURL = %q, %v", url, err)
-			}
-		})
+}
+
+// helpText runs walhouse with args and returns the help it printed.
+func helpText(t *testing.T, args []string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("walhouse %v exited with %d: %s", args, code, errOut.String())
 	}
+	return out.String()
 }

@@ -6,26 +6,27 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/pipeline"
 )
 
 // metricsHTTP is where a command serves its metrics and health: addr
-// (--metrics-addr), with the profiling endpoints when pprofEnv is "1".
+// (--metrics-addr), with the profiling endpoints when cli.PprofEnv is "1".
 func metricsHTTP(addr string) pipeline.HTTP {
-	return pipeline.HTTP{Addr: addr, Pprof: pprofOn()}
+	return pipeline.HTTP{Addr: addr, Pprof: cli.PprofOn()}
 }
 
-// clickHouse is the ClickHouse of the flags, with its password.
-func (e *endpoints) clickHouse() (pipeline.ClickHouse, error) {
-	dsn, err := e.clickhouseDSN()
-	return pipeline.ClickHouse{DSN: dsn, Cluster: e.cluster, Database: e.database}, err
+// clickHouse is the ClickHouse of the flags of ep, with its password.
+func clickHouse(ep *cli.Endpoints) (pipeline.ClickHouse, error) {
+	dsn, err := ep.ClickHouseDSN()
+	return pipeline.ClickHouse{DSN: dsn, Cluster: ep.Cluster, Database: ep.Database}, err
 }
 
-// openClickHouse connects to the ClickHouse of the flags, with its
+// openClickHouse connects to the ClickHouse of the flags of ep, with its
 // password, as a host of --cluster when it is given. The caller closes the
 // connection.
-func (e *endpoints) openClickHouse(ctx context.Context) (driver.Conn, error) {
-	ch, err := e.clickHouse()
+func openClickHouse(ctx context.Context, ep *cli.Endpoints) (driver.Conn, error) {
+	ch, err := clickHouse(ep)
 	if err != nil {
 		return nil, err
 	}
@@ -33,10 +34,10 @@ func (e *endpoints) openClickHouse(ctx context.Context) (driver.Conn, error) {
 }
 
 // openPG opens a pool of connections to the PostgreSQL at dsn (--pg, or
-// serve's lag --pg) with the password of the flags. The caller closes the
-// pool.
-func (e *endpoints) openPG(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	url, err := e.pgConnString(dsn)
+// serve's lag --pg) with the password of the flags of ep. The caller
+// closes the pool.
+func openPG(ctx context.Context, ep *cli.Endpoints, dsn string) (*pgxpool.Pool, error) {
+	url, err := ep.PGConnString(dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,11 @@ var importRules = map[string][]string{
 	"query":        {"record", "schema", "monitor", "erasure", "idempotency"},
 	"config":       {"record"},
 	"cmd/walhouse": {"*"},
+	// The command line: flag sets bound to the configuration schema's
+	// keys, their precedence over the environment and the file, secrets,
+	// help and completion, for cmd/walhouse only; no stage imports it. It
+	// builds the Kafka and dedup settings of the security flags.
+	"cli": {"config", "record", "schema", "kafka", "dedup"},
 	// The composition root as a library: it builds the stages from
 	// settings for cmd/walhouse, the demo and bench/; no stage imports it.
 	// The demo, outside the binary's main package: the stages through

@@ -8,32 +8,33 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/record"
 )
 
-func runDLQ(ctx context.Context, inv *invocation) error {
-	sub := inv.subcommand()
-	fs, ep := newFlagSet("dlq", usesKafka)
+func runDLQ(ctx context.Context, inv *cli.Invocation) error {
+	sub := inv.Subcommand()
+	fs, ep := cli.NewFlagSet("dlq", cli.UsesKafka)
 	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline")
 	topic := fs.String("dlq-topic", "", "dead-letter topic (default <prefix>-dlq)")
-	maxRecord := maxRecordBytesFlag(fs)
+	maxRecord := cli.MaxRecordBytesFlag(fs)
 	group := fs.String("replay-group", "walhouse-dlq-replay", "consumer group that remembers what replay already re-produced")
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	if sub != "list" && sub != "replay" {
-		return usageErrorf("want a subcommand: list (print the records in the dead-letter topic as JSON lines) or replay (produce them again to their original topics, once per replay group)")
+		return cli.Usagef("want a subcommand: list (print the records in the dead-letter topic as JSON lines) or replay (produce them again to their original topics, once per replay group)")
 	}
 	if *topic == "" {
 		*topic = kafka.DeadLetterTopic(*prefix)
 	}
-	kc, err := ep.kafkaConfig()
+	kc, err := ep.KafkaConfig()
 	if err != nil {
 		return err
 	}
 	if err := record.ValidateMaxBytes(*maxRecord); err != nil {
-		return usageErrorf("--max-record-bytes: %w", err)
+		return cli.Usagef("--max-record-bytes: %w", err)
 	}
 	limits := kafka.RecordLimitOpts(*maxRecord)
 	if sub == "list" {

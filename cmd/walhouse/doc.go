@@ -1,8 +1,9 @@
 // Command walhouse streams PostgreSQL changes into ClickHouse.
 //
 // It is one binary with subcommands; each subcommand has its own file of
-// this package, which reads configuration (flags, WALHOUSE_* variables,
-// secret files) and resolves it into the settings of package pipeline, the
+// this package, which declares its flags (package cli binds them to the
+// configuration file and WALHOUSE_* variables, and reads secret files)
+// and resolves them into the settings of package pipeline, the
 // composition root as a library: it opens the connections (PostgreSQL,
 // Kafka with its TLS and SASL settings, Valkey/Redis, ClickHouse), builds
 // the components and runs them until a signal ends them. The components live
@@ -20,12 +21,12 @@
 //	chdb.go              chdb: the embedded ClickHouse (harness/chdb) over HTTP;
 //	                     chdb_off.go stands in for it with -tags nochdb
 //	                     (the static container image)
-//	flags.go, connect.go, kafka*.go, dedupauth.go, secrets.go
-//	                     the shared flags and how they become settings
-//	main.go, cli.go      the command table, exit statuses, parsing with the
-//	                     configuration file (package config) under the
-//	                     environment and the flags, help
-//	commands.go          config example|check, completion scripts
+//	connect.go           the connections of the service flags (cli.Endpoints)
+//	main.go              the command table: each command's summary, usage,
+//	                     examples and run function; package cli parses, reads
+//	                     the environment and the configuration file (package
+//	                     config), prints help and completion, and runs
+//	                     walhouse config
 //	version.go           version: what make build/release stamp (-X), else
 //	                     Go's build information (docs/release.md)
 //

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/config"
 	"github.com/walhouse/walhouse/harness/testenv"
 )
@@ -101,8 +102,8 @@ func TestValuesCheckedBeforeConnecting(t *testing.T) {
 			c.Env = cleanEnv(tc.env...)
 			c.Stdout, c.Stderr = &stdout, &stderr
 			_ = c.Run()
-			if got := c.ProcessState.ExitCode(); got != exitUsage {
-				t.Errorf("exit status %d, want %d (a usage error)\n%s", got, exitUsage, stderr.String())
+			if got := c.ProcessState.ExitCode(); got != cli.ExitUsage {
+				t.Errorf("exit status %d, want %d (a usage error)\n%s", got, cli.ExitUsage, stderr.String())
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(stderr.String(), w) {
@@ -187,32 +188,12 @@ func squeeze(s string) string { return columnGap.ReplaceAllString(s, "  ") }
 
 var columnGap = regexp.MustCompile(`  +`)
 
-// TestEnvNames keeps the naming rule: every key's variable is WALHOUSE_
-// and its path, and no two keys of one command share a variable.
-func TestEnvNames(t *testing.T) {
-	seen := map[string]string{}
-	for _, s := range config.Schema() {
-		if s.SecretEnv {
-			continue
-		}
-		if want := "WALHOUSE_" + strings.ToUpper(strings.ReplaceAll(s.Key, ".", "_")); s.Env != want {
-			t.Errorf("%s: variable %s, want %s", s.Key, s.Env, want)
-		}
-		for _, old := range append(append([]string{s.Env}, s.OldEnv...), s.OldSecretVar...) {
-			if k, dup := seen[old]; dup {
-				t.Errorf("%s and %s both read %s", k, s.Key, old)
-			}
-			seen[old] = s.Key
-		}
-	}
-}
-
 // TestConfigurationReferenceIsCurrent fails when docs/configuration.md is
 // not what walhouse config reference writes from the schema and the
 // flags: regenerate it with go generate ./cmd/walhouse.
 func TestConfigurationReferenceIsCurrent(t *testing.T) {
 	var want bytes.Buffer
-	if err := writeReference(&want); err != nil {
+	if err := commands().WriteReference(&want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile("../../docs/configuration.md")
@@ -238,8 +219,8 @@ func TestConfigCheckRunsTheStartChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != exitFailure {
-		t.Fatalf("config check exited %d, want %d:\n%s%s", code, exitFailure, stdout.String(), stderr.String())
+	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != cli.ExitFailure {
+		t.Fatalf("config check exited %d, want %d:\n%s%s", code, cli.ExitFailure, stdout.String(), stderr.String())
 	}
 	if want := `file source.postgres.url (line 2): "notaurl" is not a PostgreSQL URL`; strings.Count(stderr.String(), want) != 1 {
 		t.Errorf("config check does not report %q once:\n%s", want, stderr.String())
@@ -266,8 +247,8 @@ func TestConfigCheckColumnOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != exitFailure {
-		t.Fatalf("config check exited %d, want %d:\n%s%s", code, exitFailure, stdout.String(), stderr.String())
+	if code := run([]string{"config", "check", file}, &stdout, &stderr); code != cli.ExitFailure {
+		t.Fatalf("config check exited %d, want %d:\n%s%s", code, cli.ExitFailure, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{
 		`bad: type "Json" is not an override walhouse knows`,

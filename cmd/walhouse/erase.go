@@ -13,21 +13,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/erasure"
+	"github.com/walhouse/walhouse/pipeline"
 )
 
 // runErase erases a data subject (erasure.Eraser), or verifies the
 // manifest of an erasure, or prints the key that verifies manifests.
-func runErase(ctx context.Context, inv *invocation) error {
+func runErase(ctx context.Context, inv *cli.Invocation) error {
 	sub, file := "run", ""
-	if len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		sub, inv.args = inv.args[0], inv.args[1:]
+	if len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
+		sub, inv.Args = inv.Args[0], inv.Args[1:]
 	}
-	if sub == "verify" && len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		file, inv.args = inv.args[0], inv.args[1:] // before or after the flags
+	if sub == "verify" && len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
+		file, inv.Args = inv.Args[0], inv.Args[1:] // before or after the flags
 	}
-	fs, ep := newFlagSet("erase", usesPG|usesClickHouse)
-	subj := registerSubject(fs, "ClickHouse tables to erase from")
+	fs, ep := cli.NewFlagSet("erase", cli.UsesPG|cli.UsesClickHouse)
+	subj := cli.RegisterSubject(fs, "ClickHouse tables to erase from")
 	var (
 		out       = fs.String("out", "", "file for the signed manifest (created 0600; default: standard output)")
 		settle    = fs.Duration("settle", erasure.DefaultSettle, "wait between recording the ledger entry and removing rows, so every sink has read it; more than the sinks' --erasure-max-age plus an insert's duration (docs/erasure.md)")
@@ -35,7 +37,7 @@ func runErase(ctx context.Context, inv *invocation) error {
 		publicKey = fs.String("public-key", "", "with verify: the hex ed25519 key that signed the manifest (walhouse erase public-key prints it); default: derived from the erasure key")
 	)
 	keySrc := registerErasureKey(fs)
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	switch sub {
@@ -44,54 +46,54 @@ func runErase(ctx context.Context, inv *invocation) error {
 		if file == "" && fs.NArg() == 1 {
 			file = fs.Arg(0)
 		} else if file == "" || fs.NArg() > 0 {
-			return usageErrorf("erase verify takes one manifest file")
+			return cli.Usagef("erase verify takes one manifest file")
 		}
 		return eraseVerify(inv, file, *publicKey, keySrc)
 	case "public-key":
 		return printPublicKey(inv, keySrc)
 	default:
-		return usageErrorf("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
+		return cli.Usagef("unknown subcommand %q: want none (erase), verify FILE or public-key", sub)
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
+		return cli.Usagef("unexpected arguments %q", fs.Args())
 	}
-	if err := subj.require(ep.pg); err != nil {
+	if err := subj.Require(ep.PG); err != nil {
 		return err
 	}
 	if *maxRows < 1 {
-		return usageErrorf("--max-rows %d: want a positive number", *maxRows)
+		return cli.Usagef("--max-rows %d: want a positive number", *maxRows)
 	}
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return err
 	}
 	if keys == nil {
-		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
+		return cli.Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file (the sinks need the same key)")
 	}
-	pg, err := ep.openPG(ctx, ep.pg)
+	pg, err := openPG(ctx, ep, ep.PG)
 	if err != nil {
 		return err
 	}
 	defer pg.Close()
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	er, err := erasure.NewEraser(erasure.Config{PG: pg, Conn: conn, Database: ep.database, Keys: *keys, Settle: *settle, MaxRows: *maxRows})
+	er, err := erasure.NewEraser(erasure.Config{PG: pg, Conn: conn, Database: ep.Database, Keys: *keys, Settle: *settle, MaxRows: *maxRows})
 	if err != nil {
 		return err
 	}
-	w := inv.stdout
+	w := inv.Stdout
 	if *out != "" {
-		f, err := createPrivate(*out)
+		f, err := pipeline.CreatePrivate(*out)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		w = f
 	}
-	m, err := er.Erase(ctx, erasure.Request{Tenant: subj.tenant, Column: subj.column, Value: subj.value, Tables: subj.tables, RequestedBy: "cli"})
+	m, err := er.Erase(ctx, erasure.Request{Tenant: subj.Tenant, Column: subj.Column, Value: subj.Value, Tables: subj.Tables, RequestedBy: "cli"})
 	return writeManifest(w, m, err)
 }
 
@@ -112,21 +114,21 @@ func writeManifest(w io.Writer, m erasure.Manifest, eraseErr error) error {
 
 // printPublicKey prints the hex key that verifies manifests signed with
 // the erasure key of keySrc.
-func printPublicKey(inv *invocation, keySrc *secretSource) error {
+func printPublicKey(inv *cli.Invocation, keySrc *cli.SecretSource) error {
 	keys, err := erasureKeys(keySrc)
 	if err != nil {
 		return err
 	}
 	if keys == nil {
-		return usageErrorf("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
+		return cli.Usagef("no erasure key: set WALHOUSE_ERASURE_KEY or --erasure-key-file")
 	}
-	fmt.Fprintln(inv.stdout, hex.EncodeToString(keys.PublicKey()))
+	fmt.Fprintln(inv.Stdout, hex.EncodeToString(keys.PublicKey()))
 	return nil
 }
 
 // eraseVerify checks the signature of a manifest file and prints what it
 // says.
-func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) error {
+func eraseVerify(inv *cli.Invocation, file, publicKey string, keySrc *cli.SecretSource) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -134,7 +136,7 @@ func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) 
 	var pub ed25519.PublicKey
 	if publicKey != "" {
 		if pub, err = hex.DecodeString(publicKey); err != nil || len(pub) != ed25519.PublicKeySize {
-			return usageErrorf("--public-key: want %d hex digits", 2*ed25519.PublicKeySize)
+			return cli.Usagef("--public-key: want %d hex digits", 2*ed25519.PublicKeySize)
 		}
 	} else {
 		keys, err := erasureKeys(keySrc)
@@ -142,7 +144,7 @@ func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) 
 			return err
 		}
 		if keys == nil {
-			return usageErrorf("give --public-key, or the erasure key (WALHOUSE_ERASURE_KEY or --erasure-key-file)")
+			return cli.Usagef("give --public-key, or the erasure key (WALHOUSE_ERASURE_KEY or --erasure-key-file)")
 		}
 		pub = keys.PublicKey()
 	}
@@ -158,7 +160,7 @@ func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) 
 	if !m.Verified {
 		state = "NOT verified: versions were left"
 	}
-	fmt.Fprintf(inv.stdout, "signature OK: erasure %s of tenant %s, %d versions removed from %d tables as of LSN %s, %s (%s)\n",
+	fmt.Fprintf(inv.Stdout, "signature OK: erasure %s of tenant %s, %d versions removed from %d tables as of LSN %s, %s (%s)\n",
 		m.ID, m.Tenant, removed, len(m.Tables), m.AsOfLSN, state, m.FinishedAt.Format(time.RFC3339))
 	if !m.Verified {
 		return errors.New("the manifest records an erasure that left versions behind")
@@ -168,14 +170,14 @@ func eraseVerify(inv *invocation, file, publicKey string, keySrc *secretSource) 
 
 // registerErasureKey registers --erasure-key-file (env
 // WALHOUSE_ERASURE_KEY, WALHOUSE_ERASURE_KEY_FILE).
-func registerErasureKey(fs *flag.FlagSet) *secretSource {
-	return registerSecret(fs, "erasure-key-file", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
+func registerErasureKey(fs *flag.FlagSet) *cli.SecretSource {
+	return cli.RegisterSecret(fs, "erasure-key-file", "the erasure key (16+ bytes): the key of the erasure ledger's hashes and manifest signatures; the same for every sink, serve and walhouse erase")
 }
 
 // erasureKeys derives the erasure keys from the secret, nil when none was
 // given.
-func erasureKeys(src *secretSource) (*erasure.Keys, error) {
-	secret, err := src.value()
+func erasureKeys(src *cli.SecretSource) (*erasure.Keys, error) {
+	secret, err := src.Value()
 	if err != nil || secret == "" {
 		return nil, err
 	}

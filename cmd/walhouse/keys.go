@@ -8,29 +8,30 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/idempotency"
 )
 
 // runKeys runs the subcommands of walhouse keys; prune deletes Layer 1's
 // expired idempotency keys, once or daily.
-func runKeys(ctx context.Context, inv *invocation) error {
-	sub := inv.subcommand()
-	fs, ep := newFlagSet("keys", usesPG)
+func runKeys(ctx context.Context, inv *cli.Invocation) error {
+	sub := inv.Subcommand()
+	fs, ep := cli.NewFlagSet("keys", cli.UsesPG)
 	days := fs.Int("retention-days", idempotency.DefaultRetentionDays, "delete the keys created more than this many days ago; at least 1")
 	batch := fs.Int("batch-size", idempotency.DefaultPruneBatch, "keys deleted per transaction")
 	daily := fs.Bool("daily", false, "keep running and prune every day at --daily-at, instead of once now")
 	at := fs.String("daily-at", "03:00", "time of day of the daily prune, HH:MM in UTC")
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	if sub != "prune" {
-		return usageErrorf("want a subcommand: prune (delete the idempotency keys older than --retention-days from %s)", idempotency.KeyTable)
+		return cli.Usagef("want a subcommand: prune (delete the idempotency keys older than --retention-days from %s)", idempotency.KeyTable)
 	}
 	tod, err := parseTimeOfDay(*at)
 	if err != nil {
-		return usageErrorf("--daily-at: %v", err)
+		return cli.Usagef("--daily-at: %v", err)
 	}
-	pool, err := ep.openPG(ctx, ep.pg)
+	pool, err := openPG(ctx, ep, ep.PG)
 	if err != nil {
 		return err
 	}
@@ -39,23 +40,23 @@ func runKeys(ctx context.Context, inv *invocation) error {
 	p, err := idempotency.NewPruner(pool, idempotency.WithRetentionDays(*days), idempotency.WithBatchSize(*batch), idempotency.WithDailyAt(tod),
 		idempotency.WithProgress(func(pp idempotency.PruneProgress) {
 			if time.Since(lastPrint) >= time.Second {
-				fmt.Fprintf(inv.stdout, "  %d keys deleted in %d batches (%.1fs)\n", pp.Deleted, pp.Batches, pp.Elapsed.Seconds())
+				fmt.Fprintf(inv.Stdout, "  %d keys deleted in %d batches (%.1fs)\n", pp.Deleted, pp.Batches, pp.Elapsed.Seconds())
 				lastPrint = time.Now()
 			}
 		}))
 	if err != nil {
-		return usageErrorf("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	if *daily {
-		fmt.Fprintf(inv.stdout, "pruning %s every day at %s UTC (keys older than %d days), next at %s\n", idempotency.KeyTable, *at, *days, idempotency.NextRun(time.Now(), tod).Format(time.RFC3339))
+		fmt.Fprintf(inv.Stdout, "pruning %s every day at %s UTC (keys older than %d days), next at %s\n", idempotency.KeyTable, *at, *days, idempotency.NextRun(time.Now(), tod).Format(time.RFC3339))
 		return explainMissingTable(p.Run(ctx))
 	}
-	fmt.Fprintf(inv.stdout, "pruning %s: keys older than %d days, %d per batch\n", idempotency.KeyTable, *days, *batch)
+	fmt.Fprintf(inv.Stdout, "pruning %s: keys older than %d days, %d per batch\n", idempotency.KeyTable, *days, *batch)
 	prog, err := p.Prune(ctx)
 	if err != nil {
 		return explainMissingTable(fmt.Errorf("after deleting %d keys: %w", prog.Deleted, err))
 	}
-	fmt.Fprintf(inv.stdout, "deleted %d keys created before %s in %d batches (%.1fs)\n", prog.Deleted, prog.Cutoff.Format(time.RFC3339), prog.Batches, prog.Elapsed.Seconds())
+	fmt.Fprintf(inv.Stdout, "deleted %d keys created before %s in %d batches (%.1fs)\n", prog.Deleted, prog.Cutoff.Format(time.RFC3339), prog.Batches, prog.Elapsed.Seconds())
 	return nil
 }
 

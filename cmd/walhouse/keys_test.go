@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walhouse/walhouse/capture"
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/idempotency"
 )
@@ -61,10 +62,10 @@ func TestIntegrationKeysPrune(t *testing.T) {
 		code   int
 		output string
 	}{
-		{"no subcommand", []string{"keys", "--pg", env.PG}, exitUsage, "want a subcommand: prune"},
-		{"bad time", []string{"keys", "prune", "--pg", env.PG, "--daily-at", "3am"}, exitUsage, "--daily-at"},
-		{"zero days", []string{"keys", "prune", "--pg", env.PG, "--retention-days", "0"}, exitUsage, "at least 1"},
-		{"prune", []string{"keys", "prune", "--pg", env.PG, "--retention-days", "7", "--batch-size", "7"}, exitOK, "deleted "},
+		{"no subcommand", []string{"keys", "--pg", env.PG}, cli.ExitUsage, "want a subcommand: prune"},
+		{"bad time", []string{"keys", "prune", "--pg", env.PG, "--daily-at", "3am"}, cli.ExitUsage, "--daily-at"},
+		{"zero days", []string{"keys", "prune", "--pg", env.PG, "--retention-days", "0"}, cli.ExitUsage, "at least 1"},
+		{"prune", []string{"keys", "prune", "--pg", env.PG, "--retention-days", "7", "--batch-size", "7"}, cli.ExitOK, "deleted "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

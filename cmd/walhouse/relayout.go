@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
@@ -20,37 +21,37 @@ import (
 // sinks keep loading them (clickhouse.Writer.Relayout). The table's
 // columns come from where the sink takes them: the newest record of the
 // table's topic, whose schema the schema registry holds.
-func runRelayout(ctx context.Context, inv *invocation) error {
+func runRelayout(ctx context.Context, inv *cli.Invocation) error {
 	var tables []string
-	for len(inv.args) > 0 && !strings.HasPrefix(inv.args[0], "-") {
-		tables, inv.args = append(tables, inv.args[0]), inv.args[1:]
+	for len(inv.Args) > 0 && !strings.HasPrefix(inv.Args[0], "-") {
+		tables, inv.Args = append(tables, inv.Args[0]), inv.Args[1:]
 	}
-	fs, ep := newFlagSet("relayout", usesKafka|usesClickHouse|usesCluster)
+	fs, ep := cli.NewFlagSet("relayout", cli.UsesKafka|cli.UsesClickHouse|cli.UsesCluster)
 	prefix := fs.String("topic-prefix", "walhouse", "topic prefix of the pipeline: the tables' topics are <prefix>.<schema>.<table>, their schemas in <prefix>-schemas")
 	partitionBy := fs.String("partition-by", "", "the sink's --partition-by: the default shape of a table without a layout")
 	dropOld := fs.Bool("drop-old", false, "drop the old table once the new one is in place, instead of keeping it as _walhouse_old_<table>")
-	layouts := registerLayout(fs)
-	if err := inv.parse(fs); err != nil {
+	layouts := cli.RegisterLayout(fs)
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
-	sources, err := relayoutTables(tables, ep.cluster)
+	sources, err := relayoutTables(tables, ep.Cluster)
 	if err != nil {
 		return err
 	}
-	fps, err := failpoints()
+	fps, err := cli.Failpoints()
 	if err != nil {
 		return err
 	}
-	kc, err := ep.kafkaConfig()
+	kc, err := ep.KafkaConfig()
 	if err != nil {
 		return err
 	}
-	conn, err := ep.openClickHouse(ctx)
+	conn, err := openClickHouse(ctx, ep)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	w, err := clickhouse.NewWriter(ctx, conn, ep.database, *partitionBy, clickhouse.WithLayouts(layouts), clickhouse.WithRelayout(*dropOld), clickhouse.WithFailpoints(fps))
+	w, err := clickhouse.NewWriter(ctx, conn, ep.Database, *partitionBy, clickhouse.WithLayouts(layouts), clickhouse.WithRelayout(*dropOld), clickhouse.WithFailpoints(fps))
 	if err != nil {
 		return err
 	}
@@ -72,10 +73,10 @@ func runRelayout(ctx context.Context, inv *invocation) error {
 // each schema.table and named once, and not on a cluster.
 func relayoutTables(args []string, cluster string) ([]record.Source, error) {
 	if cluster != "" {
-		return nil, usageErrorf("--cluster %s: walhouse relayout is not supported on a cluster yet; stop the sinks, create the new table ON CLUSTER beside the old one (CREATE TABLE … AS the old, with the new ORDER BY and PARTITION BY), INSERT INTO it SELECT * FROM the old FINAL, EXCHANGE TABLES … ON CLUSTER, then start the sinks (docs/shaping-tables.md#changing-a-layout)", cluster)
+		return nil, cli.Usagef("--cluster %s: walhouse relayout is not supported on a cluster yet; stop the sinks, create the new table ON CLUSTER beside the old one (CREATE TABLE … AS the old, with the new ORDER BY and PARTITION BY), INSERT INTO it SELECT * FROM the old FINAL, EXCHANGE TABLES … ON CLUSTER, then start the sinks (docs/shaping-tables.md#changing-a-layout)", cluster)
 	}
 	if len(args) == 0 {
-		return nil, usageErrorf("want the tables to relayout, schema.table, before the flags: walhouse relayout public.orders [--drop-old]")
+		return nil, cli.Usagef("want the tables to relayout, schema.table, before the flags: walhouse relayout public.orders [--drop-old]")
 	}
 	var (
 		out      []record.Source
@@ -95,13 +96,13 @@ func relayoutTables(args []string, cluster string) ([]record.Source, error) {
 		}
 	}
 	if err := errors.Join(problems...); err != nil {
-		return nil, &usageError{err}
+		return nil, cli.Usage(err)
 	}
 	return out, nil
 }
 
 // relayoutOne relayouts the table of src and says what it did.
-func relayoutOne(ctx context.Context, inv *invocation, w *clickhouse.Writer, kc kafka.Config, schemas *registry.Reader, prefix string, src record.Source) error {
+func relayoutOne(ctx context.Context, inv *cli.Invocation, w *clickhouse.Writer, kc kafka.Config, schemas *registry.Reader, prefix string, src record.Source) error {
 	name := src.Schema + "." + src.Table
 	topic := record.TopicName(prefix, src.Schema, src.Table)
 	r, err := pipeline.NewestChange(ctx, kc, topic, schemas)
@@ -123,19 +124,19 @@ func relayoutOne(ctx context.Context, inv *invocation, w *clickhouse.Writer, kc 
 	case err != nil:
 		return fmt.Errorf("table %s: %w (run walhouse relayout again: it goes on from where it stopped)", name, err)
 	case !res.Changed:
-		fmt.Fprintf(inv.stdout, "%s: already in its layout (ORDER BY %s, PARTITION BY %s); nothing to do\n", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
+		fmt.Fprintf(inv.Stdout, "%s: already in its layout (ORDER BY %s, PARTITION BY %s); nothing to do\n", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
 		return nil
 	case res.Resumed:
-		fmt.Fprintf(inv.stdout, "%s: finished a relayout interrupted after its swap: ORDER BY %s, PARTITION BY %s", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
+		fmt.Fprintf(inv.Stdout, "%s: finished a relayout interrupted after its swap: ORDER BY %s, PARTITION BY %s", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
 	default:
-		fmt.Fprintf(inv.stdout, "%s: relayouted from ORDER BY %s, PARTITION BY %s to ORDER BY %s, PARTITION BY %s: %d rows copied, %d parts caught up, in %s",
+		fmt.Fprintf(inv.Stdout, "%s: relayouted from ORDER BY %s, PARTITION BY %s to ORDER BY %s, PARTITION BY %s: %d rows copied, %d parts caught up, in %s",
 			name, strings.Join(res.SortingKey, ", "), orNone(res.PartitionKey), strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey),
 			res.Rows, res.CaughtUp, time.Since(start).Round(time.Millisecond))
 	}
 	if res.Old != "" {
-		fmt.Fprintf(inv.stdout, "; the old table is kept as %s (drop it once checked, e.g. by walhouse verify)\n", res.Old)
+		fmt.Fprintf(inv.Stdout, "; the old table is kept as %s (drop it once checked, e.g. by walhouse verify)\n", res.Old)
 	} else {
-		fmt.Fprintln(inv.stdout, "; the old table is dropped")
+		fmt.Fprintln(inv.Stdout, "; the old table is dropped")
 	}
 	return nil
 }

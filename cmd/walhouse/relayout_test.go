@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -42,7 +43,7 @@ func TestRelayoutTables(t *testing.T) {
 				}
 				return
 			}
-			var uerr *usageError
+			var uerr *cli.UsageError
 			if !errors.As(err, &uerr) {
 				t.Fatalf("got %v, want a usage error", err)
 			}
@@ -70,8 +71,8 @@ func TestRelayoutUsage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(tc.args, &stdout, &stderr); code != exitUsage {
-				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			if code := run(tc.args, &stdout, &stderr); code != cli.ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, cli.ExitUsage, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("stderr lacks %q:\n%s", tc.want, stderr.String())

@@ -12,12 +12,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/erasure"
 	"github.com/walhouse/walhouse/monitor"
 	"github.com/walhouse/walhouse/pipeline"
@@ -39,12 +38,12 @@ type serveFlags struct {
 	lim                                                  query.Limits
 	hl                                                   query.HTTPLimits
 	inFlight                                             int
-	erasureKey, cursorSecretSrc                          *secretSource
+	erasureKey, cursorSecretSrc                          *cli.SecretSource
 }
 
 // register registers the flags on fs, and the endpoints' that serve
 // adds to ep.
-func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
+func (f *serveFlags) register(fs *flag.FlagSet, ep *cli.Endpoints) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	fs.StringVar(&f.keysFile, "keys", "", "JSON file of API keys: [{\"id\",\"hash\",\"tenant\",\"scopes\"}]")
 	fs.DurationVar(&f.keysReload, "keys-reload", query.DefaultKeysReload, "how often the keys file is read again when it changed, so keys added or revoked take effect without a restart (SIGHUP reads it at once; 0: on SIGHUP only)")
@@ -82,18 +81,18 @@ func (f *serveFlags) register(fs *flag.FlagSet, ep *endpoints) {
 	fs.BoolVar(&f.auditHash, "audit-hash", false, "read a subject value from stdin, print the subject_hmac an export audit entry records for it under this server's audit key, and exit")
 	limitFlags(fs, &f.lim, &f.hl, &f.inFlight)
 	f.erasureKey = registerErasureKey(fs)
-	ep.kafkaSec.register(fs)
-	ep.registerPGPassword(fs)
-	f.cursorSecretSrc = registerSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
+	ep.KafkaSec.Register(fs)
+	ep.RegisterPGPassword(fs)
+	f.cursorSecretSrc = cli.RegisterSecret(fs, "cursor-secret-file", "the secret that signs pagination cursors")
 }
 
 // runServe serves the query API until ctx ends, then drains requests for
 // up to 10 s.
-func runServe(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("serve", usesClickHouse|usesCluster)
+func runServe(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("serve", cli.UsesClickHouse|cli.UsesCluster)
 	var f serveFlags
 	f.register(fs, ep)
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	f.lim.DefaultRows, f.lim.MaxRows, f.lim.MaxExecutionTime, f.lim.MaxResultRows, f.lim.MaxConcurrent = f.defaultRows, f.maxRows, f.maxExec, f.maxResult, f.maxConc
@@ -109,7 +108,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	var problems []error
 	if f.cursorSecret == "" {
-		v, err := f.cursorSecretSrc.value()
+		v, err := f.cursorSecretSrc.Value()
 		if err != nil {
 			problems = append(problems, err)
 		}
@@ -125,7 +124,7 @@ func runServe(ctx context.Context, inv *invocation) error {
 	}
 	captures, problems := f.check(problems)
 	if err := errors.Join(problems...); err != nil {
-		return &usageError{err}
+		return cli.Usage(err)
 	}
 	keys, err := query.OpenKeyFile(f.keysFile, slog.Default())
 	if err != nil {
@@ -175,7 +174,7 @@ func (f *serveFlags) check(problems []error) (captures []string, _ []error) {
 
 // run resolves the flags into what pipeline.RunServe runs: the secrets,
 // the endpoints with their passwords, the query API's settings.
-func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
+func (f *serveFlags) run(ep *cli.Endpoints, keys *query.KeyFile, auditKey []byte, captures []string) (pipeline.ServeRun, error) {
 	secret := []byte(f.cursorSecret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -189,14 +188,14 @@ func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, ca
 	}
 	r := pipeline.ServeRun{Listen: f.listen, Keys: keys, KeysReload: f.keysReload, TokenSource: f.tokenSource, EraseSettle: f.eraseSettle,
 		Monitor: monitor.Config{Slot: f.lagSlot, Group: f.lagGroup, Prefix: f.lagPrefix, Captures: captures, CaptureTimeout: f.lagTimeout},
-		Query: query.Config{CORS: query.CORS{AllowedOrigins: commaList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
+		Query: query.Config{CORS: query.CORS{AllowedOrigins: cli.SplitList(f.corsOrigins)}, CursorSecret: secret, Limits: f.lim, MaxInFlight: f.inFlight, HTTP: f.hl, AuditKey: auditKey,
 			HistoryInterval: f.histEvery, HistorySpan: f.histSpan, DefaultTokenWait: f.tokenWait, MaxTokenWait: f.maxTokenWait}}
 	var err error
-	if r.ClickHouse, err = ep.clickHouse(); err != nil {
+	if r.ClickHouse, err = clickHouse(ep); err != nil {
 		return r, err
 	}
 	if f.lagPG != "" {
-		if r.PG, err = ep.pgConnString(f.lagPG); err != nil {
+		if r.PG, err = ep.PGConnString(f.lagPG); err != nil {
 			return r, err
 		}
 	}
@@ -204,8 +203,8 @@ func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, ca
 		return r, err
 	}
 	if f.lagKafka != "" {
-		ep.kafka = f.lagKafka
-		kc, err := ep.kafkaConfig()
+		ep.Kafka = f.lagKafka
+		kc, err := ep.KafkaConfig()
 		if err != nil {
 			return r, err
 		}
@@ -213,23 +212,12 @@ func (f *serveFlags) run(ep *endpoints, keys *query.KeyFile, auditKey []byte, ca
 	}
 	if f.jwtJWKS != "" {
 		o := query.JWTOptions{JWKS: f.jwtJWKS, TenantClaim: f.jwtClaim, Issuer: f.jwtIssuer, Audience: f.jwtAudience}
-		for _, sc := range commaList(f.jwtScopes) {
+		for _, sc := range cli.SplitList(f.jwtScopes) {
 			o.Scopes = append(o.Scopes, query.Scope(sc))
 		}
 		r.JWT = &o
 	}
 	return r, nil
-}
-
-// commaList is the non-empty items of a comma-separated flag, trimmed.
-func commaList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // printKeyHash reads an API key from stdin and prints its hash for the
@@ -252,10 +240,8 @@ func printNewKey(id, tenant, scopes string) error {
 		id = "key-" + time.Now().UTC().Format("20060102-150405")
 	}
 	entry := query.Key{ID: id, Hash: query.HashKey(secret), Tenant: tenant}
-	for _, s := range strings.Split(scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			entry.Scopes = append(entry.Scopes, query.Scope(s))
-		}
+	for _, s := range cli.SplitList(scopes) {
+		entry.Scopes = append(entry.Scopes, query.Scope(s))
 	}
 	b, _ := json.Marshal([]query.Key{entry})
 	if _, err := query.ParseKeys(b); err != nil {
@@ -268,9 +254,9 @@ func printNewKey(id, tenant, scopes string) error {
 
 // runExport exports every row of one data subject to a file, with a
 // manifest next to it, reporting progress on stderr.
-func runExport(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("export", usesClickHouse|usesCluster)
-	subj := registerSubject(fs, "tables to export")
+func runExport(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("export", cli.UsesClickHouse|cli.UsesCluster)
+	subj := cli.RegisterSubject(fs, "tables to export")
 	var (
 		out     = fs.String("out", "", "file to write; the manifest goes to <out>.manifest.json")
 		format  = fs.String("format", "", "jsonl, csv or parquet (default: csv for a .csv file, parquet for a .parquet file, else jsonl)")
@@ -280,63 +266,30 @@ func runExport(ctx context.Context, inv *invocation) error {
 		auditKF = fs.String("audit-key-file", "", "file holding the audit key, as for serve (or env WALHOUSE_API_AUDIT_KEY); the audit entry records the HMAC of the subject under it")
 	)
 	// The names before serve's spelling, still accepted.
-	deprecatedFlag(fs, "max-execution-time", "export-max-time")
-	deprecatedFlag(fs, "max-rows", "export-max-rows")
-	deprecatedFlag(fs, "max-bytes", "export-max-bytes")
-	if err := inv.parse(fs); err != nil {
+	cli.DeprecatedFlag(fs, "max-execution-time", "export-max-time")
+	cli.DeprecatedFlag(fs, "max-rows", "export-max-rows")
+	cli.DeprecatedFlag(fs, "max-bytes", "export-max-bytes")
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	auditKey, err := exportAuditKey(*auditKF)
 	if err != nil {
 		return err
 	}
-	f := exportFormat(*format, *out)
-	conn, err := ep.openClickHouse(ctx)
+	ch, err := clickHouse(ep)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	file, err := createPrivate(*out)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	w := bufio.NewWriterSize(file, 1<<20)
-
-	var rows atomic.Int64
-	start := time.Now()
-	stopProgress := exportProgress(&rows, start)
 	by := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		by += ":" + u
 	}
-	m, err := query.NewExporter(conn, ep.database, auditKey, slog.Default()).Export(ctx, w, query.ExportRequest{
-		Tenant: subj.tenant, Subject: query.Subject{Column: subj.column, Value: subj.value}, Tables: subj.tables,
-		Format: f, RequestedBy: by, Rows: &rows,
-		Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
-	})
-	stopProgress()
-	if ferr := w.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("write %s: %w", *out, ferr)
-	}
-	if cerr := file.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close %s: %w", *out, cerr)
-	}
-	n := rows.Load()
-	fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s, done in %s\n", n, float64(n)/time.Since(start).Seconds(), time.Since(start).Round(time.Millisecond))
-	if m.ID == "" {
-		_ = os.Remove(*out) // refused before anything was written
-		return err
-	}
-	mb, _ := json.MarshalIndent(m, "", "  ")
-	if werr := writePrivate(*out+".manifest.json", append(mb, '\n')); werr != nil && err == nil {
-		err = fmt.Errorf("write the manifest: %w", werr)
-	}
-	if err != nil {
-		return fmt.Errorf("export stopped early (the manifest says complete=false): %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "export: %s (%d rows, sha256 %s), manifest %s.manifest.json\n", *out, m.Rows, m.SHA256, *out)
-	return nil
+	return pipeline.RunExport(ctx, pipeline.ExportRun{ClickHouse: ch, Out: *out, AuditKey: auditKey, Progress: os.Stderr,
+		Request: query.ExportRequest{
+			Tenant: subj.Tenant, Subject: query.Subject{Column: subj.Column, Value: subj.Value}, Tables: subj.Tables,
+			Format: query.Format(*format), RequestedBy: by,
+			Limits: query.Limits{MaxExportTime: *maxExec, MaxExportRows: *maxRows, MaxExportBytes: *maxSize},
+		}})
 }
 
 // exportAuditKey is the audit key of an export: the one serve uses, so
@@ -348,7 +301,7 @@ func exportAuditKey(file string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if auditKey = query.AuditKey(auditKey, []byte(getSecretEnv(secretEnv("cursor-secret-file")))); len(auditKey) == 0 {
+	if auditKey = query.AuditKey(auditKey, []byte(cli.EnvSecret("cursor-secret-file"))); len(auditKey) == 0 {
 		auditKey = make([]byte, 32)
 		_, _ = rand.Read(auditKey)
 		slog.Warn("export: no audit key (WALHOUSE_API_AUDIT_KEY, --audit-key-file) nor WALHOUSE_API_CURSOR_SECRET; the audit entry's subject_hmac cannot be matched later")
@@ -356,80 +309,11 @@ func exportAuditKey(file string) ([]byte, error) {
 	return auditKey, nil
 }
 
-// exportFormat is --format, else the one of out's extension: csv for a
-// .csv file, parquet for a .parquet file, else jsonl.
-func exportFormat(format, out string) query.Format {
-	if f := query.Format(format); f != "" {
-		return f
-	}
-	switch strings.ToLower(filepath.Ext(out)) {
-	case ".csv":
-		return query.CSV
-	case ".parquet":
-		return query.Parquet
-	default:
-		return query.JSONL
-	}
-}
-
-// exportProgress prints the rows exported so far and their rate on stderr
-// every second, until the function it returns is called.
-func exportProgress(rows *atomic.Int64, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := rows.Load()
-				fmt.Fprintf(os.Stderr, "\rexport: %d rows, %.0f rows/s   ", n, float64(n)/time.Since(start).Seconds())
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-progressDone
-	}
-}
-
-// createPrivate creates (or truncates) path readable by its owner only:
-// an export holds one person's data. A file that existed keeps no wider
-// mode than 0600 either.
-func createPrivate(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("make %s private (mode 0600): %w", path, err)
-	}
-	return f, nil
-}
-
-// writePrivate writes data to path with mode 0600, as createPrivate.
-func writePrivate(path string, data []byte) error {
-	f, err := createPrivate(path)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // readAuditKey returns the audit key from file, or else from
 // WALHOUSE_API_AUDIT_KEY; nil when neither is set. A key is a secret, so it
 // never comes from a flag's value (the process list shows those).
 func readAuditKey(file string) ([]byte, error) {
-	key := []byte(getSecretEnv(secretEnv("audit-key-file")))
+	key := []byte(cli.EnvSecret("audit-key-file"))
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

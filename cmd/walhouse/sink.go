@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/erasure"
@@ -42,10 +43,10 @@ type sinkFlags struct {
 	relayout    *bool
 	dropOld     *bool
 	eraseMaxAge *time.Duration
-	acceptLost  listFlag
-	erasureKey  *secretSource
-	layouts     layoutFlag
-	dedupSec    dedupSecurity
+	acceptLost  cli.ListFlag
+	erasureKey  *cli.SecretSource
+	layouts     cli.LayoutFlag
+	dedupSec    cli.DedupSecurity
 }
 
 // register registers the flags on fs.
@@ -62,8 +63,8 @@ func (f *sinkFlags) register(fs *flag.FlagSet) {
 	f.dedupPrefix = fs.String("dedup-prefix", "walhouse:dedup:", "key prefix in the dedup store")
 	f.dedupTTL = fs.Int("dedup-ttl-hours", 24, "hours an eventId is remembered")
 	f.mismatch = fs.String("mismatch-mode", "error", "eventId reused with another payload: error (dead-letter it) or warn (load it)")
-	f.maxRecord = maxRecordBytesFlag(fs)
-	f.durability = topicDurabilityFlag(fs)
+	f.maxRecord = cli.MaxRecordBytesFlag(fs)
+	f.durability = cli.TopicDurabilityFlag(fs)
 	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464); empty: off")
 	f.progress = fs.Duration("progress-interval", 30*time.Second, "how often a progress line is logged: records and rate, batches, dead letters, consumer lag, stopped tables (0: off)")
 	f.cleanEvery = fs.Duration("cleanup-interval", 0, "how often the sink removes tombstones and superseded versions (walhouse cleanup); 0: never (the default: see docs/operations.md, Deleted rows)")
@@ -75,39 +76,39 @@ func (f *sinkFlags) register(fs *flag.FlagSet) {
 	f.eraseMaxAge = fs.Duration("erasure-max-age", 0, "longest the sink loads with a copy of the erasure ledger it could not read again: past it loading waits, committing nothing, until the ledger is read (default 2× --erasure-refresh; walhouse erase --settle must exceed it)")
 	fs.Var(&f.acceptLost, "accept-lost-records", "topic/partition (or topic: all its partitions) whose records Kafka deleted before the sink read them, to load on after the gap once its table was copied again (docs/operations.md#records-lost); for one start")
 	f.erasureKey = registerErasureKey(fs)
-	f.layouts = registerLayout(fs)
-	f.dedupSec.register(fs)
+	f.layouts = cli.RegisterLayout(fs)
+	f.dedupSec.Register(fs)
 }
 
 // run checks the flags that need no connection, and returns what they
 // set of pipeline.RunSink's run.
 func (f *sinkFlags) run() (pipeline.SinkRun, error) {
 	if *f.dropOld && !*f.relayout {
-		return pipeline.SinkRun{}, usageErrorf("--relayout-drop-old: only with --relayout")
+		return pipeline.SinkRun{}, cli.Usagef("--relayout-drop-old: only with --relayout")
 	}
 	if *f.cleanEvery < 0 || *f.cleanAge <= 0 {
-		return pipeline.SinkRun{}, usageErrorf("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *f.cleanEvery, *f.cleanAge)
+		return pipeline.SinkRun{}, cli.Usagef("--cleanup-interval %v, --cleanup-min-age %v: want a positive interval (or 0: off) and a positive age", *f.cleanEvery, *f.cleanAge)
 	}
 	mode, err := sink.ParseMismatchMode(*f.mismatch)
 	if err != nil {
-		return pipeline.SinkRun{}, &usageError{fmt.Errorf("--mismatch-mode: %w", err)}
+		return pipeline.SinkRun{}, cli.Usage(fmt.Errorf("--mismatch-mode: %w", err))
 	}
 	if err := record.ValidateMaxBytes(*f.maxRecord); err != nil {
-		return pipeline.SinkRun{}, usageErrorf("--max-record-bytes: %w", err)
+		return pipeline.SinkRun{}, cli.Usagef("--max-record-bytes: %w", err)
 	}
 	durabilityMode, err := kafka.ParseDurabilityMode(*f.durability)
 	if err != nil {
-		return pipeline.SinkRun{}, usageErrorf("--topic-durability %w", err)
+		return pipeline.SinkRun{}, cli.Usagef("--topic-durability %w", err)
 	}
 	if *f.dedupTTL < 1 {
-		return pipeline.SinkRun{}, usageErrorf("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *f.dedupTTL)
+		return pipeline.SinkRun{}, cli.Usagef("--dedup-ttl-hours %d: an eventId must be remembered for at least 1 hour", *f.dedupTTL)
 	}
 	// What needs no connection is checked before the first one.
 	accept, err := parseAcceptLost(f.acceptLost)
 	if err != nil {
-		return pipeline.SinkRun{}, &usageError{err}
+		return pipeline.SinkRun{}, cli.Usage(err)
 	}
-	fps, err := failpoints()
+	fps, err := cli.Failpoints()
 	if err != nil {
 		return pipeline.SinkRun{}, err
 	}
@@ -123,38 +124,38 @@ func (f *sinkFlags) run() (pipeline.SinkRun, error) {
 
 // runSink loads the tables' topics into ClickHouse until ctx ends
 // (pipeline.RunSink).
-func runSink(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("sink", usesKafka|usesClickHouse|usesCluster)
+func runSink(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("sink", cli.UsesKafka|cli.UsesClickHouse|cli.UsesCluster)
 	var f sinkFlags
 	f.register(fs)
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	run, err := f.run()
 	if err != nil {
 		return err
 	}
-	if run.Kafka, err = ep.kafkaConfig(); err != nil {
+	if run.Kafka, err = ep.KafkaConfig(); err != nil {
 		return err
 	}
 	// A batch with records at the bound holds each several times (the
 	// fetched record, its decoded values, ClickHouse's block and its
 	// compressed body); a soft limit collects between them instead of
 	// letting garbage double the heap.
-	setMemoryLimit(256<<20 + 4*int64(*f.maxRecord))
+	cli.SetMemoryLimit(256<<20 + 4*int64(*f.maxRecord))
 	if run.Ledger.Keys, err = erasureKeys(f.erasureKey); err != nil {
 		return err
 	}
-	if run.ClickHouse, err = ep.clickHouse(); err != nil {
+	if run.ClickHouse, err = clickHouse(ep); err != nil {
 		return err
 	}
 	// What it connects to, for an operator following the log; the logger
 	// redacts passwords in the URLs.
-	run.LogAttrs = []any{"kafka", ep.kafka, "kafka_tls", ep.kafkaSec.tls.enabled(), "kafka_sasl", ep.kafkaSec.mechanism, "clickhouse", ep.clickhouse, "database", ep.database, "cluster", ep.cluster,
+	run.LogAttrs = []any{"kafka", ep.Kafka, "kafka_tls", ep.KafkaSec.TLS.Enabled(), "kafka_sasl", ep.KafkaSec.Mechanism, "clickhouse", ep.ClickHouse, "database", ep.Database, "cluster", ep.Cluster,
 		"group", *f.group, "topic_prefix", *f.prefix, "dedup", *f.dedupAddr}
 	if *f.dedupAddr != "" && *f.dedupAddr != "off" {
 		cfg := dedup.Config{Addr: *f.dedupAddr, Prefix: *f.dedupPrefix, TTL: time.Duration(*f.dedupTTL) * time.Hour}
-		if err := f.dedupSec.apply(&cfg); err != nil {
+		if err := f.dedupSec.Apply(&cfg); err != nil {
 			return err
 		}
 		run.Dedup = &cfg
@@ -178,7 +179,7 @@ func parseAcceptLost(entries []string) (func(topic string, partition int32) bool
 		}
 		p, err := strconv.ParseInt(e[i+1:], 10, 32)
 		if err != nil || p < 0 || i == 0 {
-			return nil, usageErrorf("--accept-lost-records %q: want topic/partition (a partition number) or a topic", e)
+			return nil, cli.Usagef("--accept-lost-records %q: want topic/partition (a partition number) or a topic", e)
 		}
 		if parts[e[:i]] == nil {
 			parts[e[:i]] = map[int32]bool{}

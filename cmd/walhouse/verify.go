@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walhouse/walhouse/cli"
 	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/verify"
@@ -13,9 +14,9 @@ import (
 
 // runVerify compares PostgreSQL with ClickHouse FINAL (package verify),
 // once or every --every.
-func runVerify(ctx context.Context, inv *invocation) error {
-	fs, ep := newFlagSet("verify", usesPG|usesClickHouse)
-	var tables listFlag
+func runVerify(ctx context.Context, inv *cli.Invocation) error {
+	fs, ep := cli.NewFlagSet("verify", cli.UsesPG|cli.UsesClickHouse)
+	var tables cli.ListFlag
 	fs.Var(&tables, "tables", "source tables to verify, comma-separated schema.table")
 	publication := fs.String("publication", "walhouse", "the publication capture streams the tables from: a table it publishes with a row filter (PostgreSQL 15+) is compared, and repaired, through the filter; one another publication filters is an error")
 	every := fs.Duration("every", 0, "run a round every this long, as a long-running process with --metrics-addr; 0: one round, exit status 1 when rows differ")
@@ -30,28 +31,28 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	loadWait := fs.Duration("load-wait", 5*time.Minute, "how long to wait for the sink to load a table past a snapshot's WAL position")
 	maxExec := fs.Duration("max-execution-time", time.Minute, "ClickHouse max_execution_time of each query")
 	maxMemory := fs.Int64("max-memory-usage", 1<<30, "ClickHouse max_memory_usage of each query, in bytes")
-	if err := inv.parse(fs); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	var sources []record.Source
 	for _, t := range tables {
 		s, n, ok := strings.Cut(t, ".")
 		if !ok || s == "" || n == "" {
-			return usageErrorf("--tables %q: want schema.table", t)
+			return cli.Usagef("--tables %q: want schema.table", t)
 		}
 		sources = append(sources, record.Source{Schema: s, Table: n})
 	}
 	if len(sources) == 0 {
-		return usageErrorf("--tables: name at least one schema.table")
+		return cli.Usagef("--tables: name at least one schema.table")
 	}
 	if *every < 0 {
-		return usageErrorf("--every %v: want 0 or a positive duration", *every)
+		return cli.Usagef("--every %v: want 0 or a positive duration", *every)
 	}
-	pgURL, err := ep.pgURL()
+	pgURL, err := ep.PGURL()
 	if err != nil {
 		return err
 	}
-	ch, err := ep.clickHouse()
+	ch, err := clickHouse(ep)
 	if err != nil {
 		return err
 	}
@@ -63,7 +64,7 @@ func runVerify(ctx context.Context, inv *invocation) error {
 	})
 	var se *pipeline.SettingsError
 	if errors.As(err, &se) {
-		return usageErrorf("%v", se.Err)
+		return cli.Usagef("%v", se.Err)
 	}
 	return err
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/walhouse/walhouse/cli"
 )
 
 // The version, commit and commit date that make release (and the
@@ -93,14 +95,14 @@ func (s buildStamp) String() string {
 
 // runVersion prints the version, the commit it was built from with that
 // commit's date, and the Go version.
-func runVersion(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
+func runVersion(_ context.Context, inv *cli.Invocation) error {
+	if inv.PlainHelp() {
 		return flag.ErrHelp
 	}
-	if len(inv.args) > 0 {
-		return usageErrorf("takes no arguments")
+	if len(inv.Args) > 0 {
+		return cli.Usagef("takes no arguments")
 	}
 	bi, _ := debug.ReadBuildInfo()
-	fmt.Fprint(inv.stdout, resolveStamp(version, commit, commitDate, bi).String())
+	fmt.Fprint(inv.Stdout, resolveStamp(version, commit, commitDate, bi).String())
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // The command line stays on the standard flag package. Each command
 // defines its flags in its own run function, with defaults that name their
-// environment variables; invocation.parse adds what every command shares
+// environment variables; Invocation.Parse adds what every command shares
 // (--config, --log-level, --log-format), parses, fills in the flags the
 // command line and the environment left alone from the configuration file,
 // and checks the required ones, so every value passes through its flag
@@ -26,19 +26,25 @@ import (
 // exit codes and completion are small here because they are generated
 // from the same flag sets.
 
-// invocation is one run of a command: its arguments, the configuration
+// Invocation is one run of a command: its arguments, the configuration
 // file named before it (or by WALHOUSE_CONFIG), and where it writes.
-type invocation struct {
-	name       string
-	args       []string
+type Invocation struct {
+	name string
+	// Args are the arguments after the command's name; a command takes
+	// its subcommand and positional arguments off the front before Parse.
+	Args       []string
 	configPath string
-	stdout     io.Writer
-	stderr     io.Writer
+	// Stdout and Stderr are where the command writes its output and its
+	// messages.
+	Stdout, Stderr io.Writer
 	// sources are where the flags got their values, once parsed.
 	sources flagSources
 	// parsed, when set, receives the command's flags once parsed and
 	// checked, instead of the command running (walhouse config view).
 	parsed func(*flag.FlagSet)
+	// cmds are the binary's commands: help, config view and completion
+	// read them.
+	cmds Commands
 	// describe, when set, receives the command's flags instead of the
 	// command running: help and completion learn the flags this way.
 	describe func(*flag.FlagSet)
@@ -47,34 +53,42 @@ type invocation struct {
 // errDescribed ends a command run only to describe its flags.
 var errDescribed = errors.New("flags described")
 
-// usageError is a mistake in how walhouse was called (a flag, an argument,
-// the configuration file): exit status 2, with a pointer to -h.
-type usageError struct{ err error }
+// UsageError is a mistake in how walhouse was called (a flag, an argument,
+// the configuration file): Run prints it briefly, with a pointer to -h, and
+// exits with ExitUsage.
+type UsageError struct{ Err error }
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+// Error returns the mistake's message.
+func (e *UsageError) Error() string { return e.Err.Error() }
 
-func usageErrorf(format string, a ...any) error {
-	return &usageError{fmt.Errorf(format, a...)}
+// Unwrap returns the mistake itself.
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usage marks err as a usage error (UsageError).
+func Usage(err error) error { return &UsageError{err} }
+
+// Usagef is Usage of an error formatted as by fmt.Errorf.
+func Usagef(format string, a ...any) error {
+	return &UsageError{fmt.Errorf(format, a...)}
 }
 
-// subcommand takes the subcommand (list in `walhouse dlq list`) off the
+// Subcommand takes the subcommand (list in `walhouse dlq list`) off the
 // front of inv's arguments, so that the flags after it parse, and returns
 // it; "" when the arguments start with a flag or there are none. Commands check it
 // after parse, so that -h works without one.
-func (inv *invocation) subcommand() string {
-	if len(inv.args) == 0 || strings.HasPrefix(inv.args[0], "-") {
+func (inv *Invocation) Subcommand() string {
+	if len(inv.Args) == 0 || strings.HasPrefix(inv.Args[0], "-") {
 		return ""
 	}
-	sub := inv.args[0]
-	inv.args = inv.args[1:]
+	sub := inv.Args[0]
+	inv.Args = inv.Args[1:]
 	return sub
 }
 
-// parse registers the common flags on fs, parses the command line, applies
+// Parse registers the common flags on fs, parses the command line, applies
 // the configuration file and sets up logging. It returns flag.ErrHelp
-// after printing help for -h, and a *usageError for every mistake.
-func (inv *invocation) parse(fs *flag.FlagSet) error {
+// after printing help for -h, and a *UsageError for every mistake.
+func (inv *Invocation) Parse(fs *flag.FlagSet) error {
 	configPath := fs.String("config", inv.configPath, "YAML configuration file; flags and environment variables override its values (env WALHOUSE_CONFIG; walhouse config example prints one)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -91,11 +105,11 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	// A value a flag refuses does not stop the parse: every problem is
 	// reported at once, after the environment and the file.
 	badValues := lenient(fs)
-	err := fs.Parse(inv.args)
+	err := fs.Parse(inv.Args)
 	unwrapLenient(fs)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			inv.help(inv.stdout, fs)
+			inv.help(inv.Stdout, fs)
 			return err
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
@@ -103,14 +117,14 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 			var names []string
 			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 			if s := config.Closest(name, names); s != "" {
-				return usageErrorf("unknown flag --%s; did you mean --%s?", name, s)
+				return Usagef("unknown flag --%s; did you mean --%s?", name, s)
 			}
-			return usageErrorf("unknown flag --%s", name)
+			return Usagef("unknown flag --%s", name)
 		}
-		return &usageError{err}
+		return &UsageError{err}
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q: every setting is a --flag", fs.Args())
+		return Usagef("unexpected arguments %q: every setting is a --flag", fs.Args())
 	}
 	inv.sources = flagSources{}
 	fs.Visit(func(f *flag.Flag) {
@@ -138,10 +152,10 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	if *configPath != "" {
 		c, err := config.Load(*configPath)
 		if err != nil {
-			return &usageError{err}
+			return &UsageError{err}
 		}
 		if err := applyConfig(fs, inv.name, c, true, inv.sources, values); err != nil {
-			return &usageError{fmt.Errorf("configuration file %s: %w", *configPath, err)}
+			return &UsageError{fmt.Errorf("configuration file %s: %w", *configPath, err)}
 		}
 	}
 	problems = append(problems, checkValues(fs, inv.name, inv.sources, values)...)
@@ -149,15 +163,15 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil && !slices.ContainsFunc(problems, func(e error) bool { return strings.Contains(e.Error(), "key log.level") }) {
 		problems = append(problems, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel))
 	}
-	for _, name := range commands()[inv.name].required {
+	for _, name := range inv.cmds[inv.name].Required {
 		if fs.Lookup(name).Value.String() == "" {
-			problems = append(problems, fmt.Errorf("--%s is required%s", name, otherSources(inv.name, fs.Lookup(name))))
+			problems = append(problems, fmt.Errorf("--%s is required%s", name, OtherSources(inv.name, fs.Lookup(name))))
 		}
 	}
 	if err := errors.Join(problems...); err != nil {
-		return &usageError{err}
+		return &UsageError{err}
 	}
-	slog.SetDefault(newLogger(inv.stderr, level, *logFormat))
+	slog.SetDefault(newLogger(inv.Stderr, level, *logFormat))
 	for _, d := range deprecated {
 		deprecatedEnv(d[0], d[1])
 	}
@@ -171,8 +185,8 @@ func (inv *invocation) parse(fs *flag.FlagSet) error {
 	return nil
 }
 
-// otherSources names where else a flag's value may come from.
-func otherSources(cmd string, f *flag.Flag) string {
+// OtherSources names where else a flag's value may come from.
+func OtherSources(cmd string, f *flag.Flag) string {
 	var alt []string
 	if s, ok := keySettings(cmd)[f.Name]; ok {
 		alt = append(alt, "env "+s.Env)
@@ -249,12 +263,12 @@ func configKeys(cmd string) map[string]string {
 }
 
 // help prints the command's description, usage, examples and flags.
-func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
-	cmd := commands()[inv.name]
-	fmt.Fprintf(w, "walhouse %s: %s\n\nUsage: walhouse [--config FILE] %s %s\n", inv.name, cmd.summary, inv.name, cmd.usage)
-	if len(cmd.examples) > 0 {
+func (inv *Invocation) help(w io.Writer, fs *flag.FlagSet) {
+	cmd := inv.cmds[inv.name]
+	fmt.Fprintf(w, "walhouse %s: %s\n\nUsage: walhouse [--config FILE] %s %s\n", inv.name, cmd.Summary, inv.name, cmd.Usage)
+	if len(cmd.Examples) > 0 {
 		fmt.Fprintln(w, "\nExamples:")
-		for _, e := range cmd.examples {
+		for _, e := range cmd.Examples {
 			fmt.Fprintln(w, "  "+e)
 		}
 	}
@@ -267,7 +281,7 @@ func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
 		switch f.Value.(type) {
-		case *listFlag:
+		case *ListFlag:
 			typ = "list"
 		case *secretFlag:
 			typ = "file"
@@ -276,7 +290,7 @@ func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
 		if typ != "" {
 			line += " " + typ
 		}
-		if slices.Contains(cmd.required, f.Name) {
+		if slices.Contains(cmd.Required, f.Name) {
 			line += "   (required)"
 		}
 		fmt.Fprintln(w, line)
@@ -299,13 +313,13 @@ func (inv *invocation) help(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "\nExit status: 0 success or help, 1 failure, 2 usage error.\n")
 }
 
-// plainHelp prints the help of a command without flags when its
+// PlainHelp prints the help of a command without flags when its
 // arguments ask for it, and reports whether they did.
-func (inv *invocation) plainHelp() bool {
-	if !slices.ContainsFunc(inv.args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
+func (inv *Invocation) PlainHelp() bool {
+	if !slices.ContainsFunc(inv.Args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
 		return false
 	}
-	inv.help(inv.stdout, nil)
+	inv.help(inv.Stdout, nil)
 	return true
 }
 

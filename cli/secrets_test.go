@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -89,7 +88,7 @@ func TestSecretSource(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			src := registerSecret(fs, "pg-password-file", "a test secret")
+			src := RegisterSecret(fs, "pg-password-file", "a test secret")
 			var args []string
 			if tc.file != "" {
 				args = []string{"--pg-password-file", tc.file}
@@ -97,7 +96,7 @@ func TestSecretSource(t *testing.T) {
 			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			got, err := src.value()
+			got, err := src.Value()
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
@@ -109,30 +108,4 @@ func TestSecretSource(t *testing.T) {
 			}
 		})
 	}
-}
-
-// -h shows no value of the environment (variables are read after the
-// command line, not as defaults): neither a DSN's password nor a secret.
-func TestHelpHidesPasswords(t *testing.T) {
-	t.Setenv("WALHOUSE_PG_URL", "postgres://walhouse:s3cret-pg@db/app")
-	t.Setenv("WALHOUSE_CLICKHOUSE_URL", "http://ch:8123/?user=u&password=s3cret-ch")
-	t.Setenv("WALHOUSE_REDIS_ADDR", "rediss://walhouse:s3cret-redis@cache:6380")
-	t.Setenv("WALHOUSE_REDIS_PASSWORD", "s3cret-env")
-	t.Setenv("WALHOUSE_CURSOR_SECRET", "s3cret-cursor-0123456789")
-	for _, args := range [][]string{{"capture"}, {"sink"}, {"serve"}, {"demo"}} {
-		out := helpText(t, append(args, "-h"))
-		if strings.Contains(out, "s3cret") {
-			t.Errorf("walhouse %s -h shows a password:\n%s", args[0], out)
-		}
-	}
-}
-
-// helpText runs walhouse with args and returns the help it printed.
-func helpText(t *testing.T, args []string) string {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	if code := run(args, &out, &errOut); code != 0 {
-		t.Fatalf("walhouse %v exited with %d: %s", args, code, errOut.String())
-	}
-	return out.String()
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
@@ -16,8 +16,8 @@ import (
 // the variable that holds the secret itself (the same name without _FILE);
 // the file wins when both are set.
 
-// secretSource is where one secret may come from.
-type secretSource struct {
+// SecretSource is where one secret may come from.
+type SecretSource struct {
 	// env are the variables that may hold the secret itself, the current
 	// name first, then its deprecated ones.
 	env      []string
@@ -25,10 +25,10 @@ type secretSource struct {
 	file     string
 }
 
-// registerSecret registers --<fileFlag> on fs: the secret is in the file
+// RegisterSecret registers --<fileFlag> on fs: the secret is in the file
 // it names, or else in the variable of the flag's key without _FILE.
-func registerSecret(fs *flag.FlagSet, fileFlag, what string) *secretSource {
-	s := &secretSource{env: secretEnv(fileFlag), fileFlag: fileFlag}
+func RegisterSecret(fs *flag.FlagSet, fileFlag, what string) *SecretSource {
+	s := &SecretSource{env: secretEnv(fileFlag), fileFlag: fileFlag}
 	fs.Var(&secretFlag{file: &s.file, env: &s.env}, fileFlag, fmt.Sprintf("file holding %s (or the secret itself in env %s)", what, s.env[0]))
 	return s
 }
@@ -56,9 +56,9 @@ func (f *secretFlag) Set(v string) error {
 // useEnv makes name the environment variable that holds the secret.
 func (f *secretFlag) useEnv(name string) { *f.env = []string{name} }
 
-// value returns the secret, "" when neither source is set. A file's
+// Value returns the secret, "" when neither source is set. A file's
 // trailing line break is not part of it.
-func (s *secretSource) value() (string, error) {
+func (s *SecretSource) Value() (string, error) {
 	if s.file == "" {
 		return getSecretEnv(s.env), nil
 	}
@@ -107,9 +107,9 @@ func withPassword(dsn, password, flagName string) (string, error) {
 	return strings.TrimSpace(dsn + " password='" + quoted + "'"), nil
 }
 
-// tlsFlags are the TLS flags of one service: --NAME-tls, --NAME-tls-ca,
+// TLSFlags are the TLS flags of one service: --NAME-tls, --NAME-tls-ca,
 // --NAME-tls-cert and --NAME-tls-key.
-type tlsFlags struct {
+type TLSFlags struct {
 	on        bool
 	ca        string
 	cert, key string
@@ -118,20 +118,20 @@ type tlsFlags struct {
 // register registers the TLS flags of the service name (kafka, dedup).
 // servers names the service's servers in the help, and implied what else
 // turns TLS on (" and by …", or "").
-func (t *tlsFlags) register(fs *flag.FlagSet, name, servers, implied string) {
+func (t *TLSFlags) register(fs *flag.FlagSet, name, servers, implied string) {
 	fs.BoolVar(&t.on, name+"-tls", false, fmt.Sprintf("connect to %s over TLS (implied by the other --%s-tls-* flags%s)", servers, name, implied))
 	fs.StringVar(&t.ca, name+"-tls-ca", "", fmt.Sprintf("PEM file of the CAs that sign the certificates of %s (default: the system's)", servers))
 	fs.StringVar(&t.cert, name+"-tls-cert", "", "PEM client certificate, for servers that require mutual TLS")
 	fs.StringVar(&t.key, name+"-tls-key", "", fmt.Sprintf("PEM private key of --%s-tls-cert", name))
 }
 
-// enabled reports whether TLS is on: asked for, or implied by a file.
-func (t tlsFlags) enabled() bool { return t.on || t.ca != "" || t.cert != "" || t.key != "" }
+// Enabled reports whether TLS is on: asked for, or implied by a file.
+func (t TLSFlags) Enabled() bool { return t.on || t.ca != "" || t.cert != "" || t.key != "" }
 
 // config builds the TLS client configuration of the flags of the service
 // name from their PEM files: the CAs (default: the system's) and, for
 // mutual TLS, the client certificate and key.
-func (t tlsFlags) config(name string) (*tls.Config, error) {
+func (t TLSFlags) config(name string) (*tls.Config, error) {
 	prefix := "--" + name + "-tls"
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.ca != "" {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,18 +10,16 @@ import (
 	"github.com/walhouse/walhouse/config"
 )
 
-//go:generate sh -c "go run . config reference > ../../docs/configuration.md"
-
-// writeReference writes docs/configuration.md: every key of the
+// WriteReference writes docs/configuration.md: every key of the
 // configuration file with its flag, its variable (and the old names still
 // read), its default, the commands that read it and its meaning, all
 // taken from the schema and the commands' flags, so that it cannot drift
 // (TestConfigurationReferenceIsCurrent).
-func writeReference(w io.Writer) error {
+func (cmds Commands) WriteReference(w io.Writer) error {
 	flagSets := map[string]map[string]string{} // command → flag → usage
 	defaults := map[string]map[string]string{} // command → flag → default
-	for name := range commands() {
-		fs := flagsOf(name)
+	for name := range cmds {
+		fs := cmds.Flags(name)
 		if fs == nil {
 			continue
 		}

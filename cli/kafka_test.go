@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/ecdsa"
@@ -55,30 +55,30 @@ func TestKafkaSecurityOptions(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		sec      kafkaSecurity
+		sec      KafkaSecurity
 		password string // WALHOUSE_KAFKA_SASL_PASSWORD
 		opts     int
 		err      string // part of the error; empty: none
 	}{
-		{"nothing", kafkaSecurity{}, "", 0, ""},
-		{"tls", kafkaSecurity{tls: tlsFlags{on: true}}, "", 1, ""},
-		{"tls with a CA", kafkaSecurity{tls: tlsFlags{ca: cert}}, "", 1, ""},
-		{"mutual tls", kafkaSecurity{tls: tlsFlags{ca: cert, cert: cert, key: key}}, "", 1, ""},
-		{"missing CA file", kafkaSecurity{tls: tlsFlags{ca: filepath.Join(dir, "nope.pem")}}, "", 0, "--kafka-tls-ca"},
-		{"CA not PEM", kafkaSecurity{tls: tlsFlags{ca: notPEM}}, "", 0, "no PEM certificate"},
-		{"cert without key", kafkaSecurity{tls: tlsFlags{cert: cert}}, "", 0, "go together"},
-		{"key not matching", kafkaSecurity{tls: tlsFlags{cert: cert, key: notPEM}}, "", 0, "--kafka-tls-cert/--kafka-tls-key"},
-		{"plain", kafkaSecurity{mechanism: "plain", user: "u"}, "p", 1, ""},
-		{"plain over tls", kafkaSecurity{tls: tlsFlags{on: true}, mechanism: "PLAIN", user: "u"}, "p", 2, ""},
-		{"scram-sha-256", kafkaSecurity{mechanism: "scram-sha-256", user: "u"}, "p", 1, ""},
-		{"scram-sha-512 from a file", kafkaSecurity{mechanism: "scram-sha-512", user: "u", passwordFile: pwFile}, "", 1, ""},
-		{"no password", kafkaSecurity{mechanism: "plain", user: "u"}, "", 0, "needs --kafka-sasl-user and a password"},
-		{"no user", kafkaSecurity{mechanism: "plain"}, "p", 0, "needs --kafka-sasl-user"},
-		{"user without mechanism", kafkaSecurity{user: "u"}, "p", 0, "--kafka-sasl is not"},
-		{"unknown mechanism", kafkaSecurity{mechanism: "gssapi", user: "u"}, "p", 0, "want plain, scram-sha-256 or scram-sha-512"},
-		{"unknown mechanism, no user", kafkaSecurity{mechanism: "gssapi"}, "", 0, "want plain, scram-sha-256 or scram-sha-512"},
-		{"missing password file", kafkaSecurity{mechanism: "plain", user: "u", passwordFile: filepath.Join(dir, "nope")}, "", 0, "--kafka-sasl-password-file"},
-		{"every problem at once", kafkaSecurity{tls: tlsFlags{ca: notPEM}, mechanism: "x", user: "u"}, "p", 0, "no PEM certificate"},
+		{"nothing", KafkaSecurity{}, "", 0, ""},
+		{"tls", KafkaSecurity{TLS: TLSFlags{on: true}}, "", 1, ""},
+		{"tls with a CA", KafkaSecurity{TLS: TLSFlags{ca: cert}}, "", 1, ""},
+		{"mutual tls", KafkaSecurity{TLS: TLSFlags{ca: cert, cert: cert, key: key}}, "", 1, ""},
+		{"missing CA file", KafkaSecurity{TLS: TLSFlags{ca: filepath.Join(dir, "nope.pem")}}, "", 0, "--kafka-tls-ca"},
+		{"CA not PEM", KafkaSecurity{TLS: TLSFlags{ca: notPEM}}, "", 0, "no PEM certificate"},
+		{"cert without key", KafkaSecurity{TLS: TLSFlags{cert: cert}}, "", 0, "go together"},
+		{"key not matching", KafkaSecurity{TLS: TLSFlags{cert: cert, key: notPEM}}, "", 0, "--kafka-tls-cert/--kafka-tls-key"},
+		{"plain", KafkaSecurity{Mechanism: "plain", user: "u"}, "p", 1, ""},
+		{"plain over tls", KafkaSecurity{TLS: TLSFlags{on: true}, Mechanism: "PLAIN", user: "u"}, "p", 2, ""},
+		{"scram-sha-256", KafkaSecurity{Mechanism: "scram-sha-256", user: "u"}, "p", 1, ""},
+		{"scram-sha-512 from a file", KafkaSecurity{Mechanism: "scram-sha-512", user: "u", passwordFile: pwFile}, "", 1, ""},
+		{"no password", KafkaSecurity{Mechanism: "plain", user: "u"}, "", 0, "needs --kafka-sasl-user and a password"},
+		{"no user", KafkaSecurity{Mechanism: "plain"}, "p", 0, "needs --kafka-sasl-user"},
+		{"user without mechanism", KafkaSecurity{user: "u"}, "p", 0, "--kafka-sasl is not"},
+		{"unknown mechanism", KafkaSecurity{Mechanism: "gssapi", user: "u"}, "p", 0, "want plain, scram-sha-256 or scram-sha-512"},
+		{"unknown mechanism, no user", KafkaSecurity{Mechanism: "gssapi"}, "", 0, "want plain, scram-sha-256 or scram-sha-512"},
+		{"missing password file", KafkaSecurity{Mechanism: "plain", user: "u", passwordFile: filepath.Join(dir, "nope")}, "", 0, "--kafka-sasl-password-file"},
+		{"every problem at once", KafkaSecurity{TLS: TLSFlags{ca: notPEM}, Mechanism: "x", user: "u"}, "p", 0, "no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("WALHOUSE_KAFKA_SASL_PASSWORD", tc.password)

@@ -1,119 +1,35 @@
-package main
+package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/walhouse/walhouse/config"
 )
 
-// runConfig prints the example configuration file or checks one: check
-// exits 0 when the file is valid for every command, 1 with every problem
-// listed when it is not.
-func runConfig(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
-		return flag.ErrHelp
-	}
-	if len(inv.args) == 0 {
-		return usageErrorf("want a subcommand: example, check FILE, view COMMAND or reference")
-	}
-	switch sub, rest := inv.args[0], inv.args[1:]; sub {
-	case "example":
-		if len(rest) > 0 {
-			return usageErrorf("config example takes no arguments")
-		}
-		_, err := io.WriteString(inv.stdout, config.Example())
-		return err
-	case "check":
-		path := inv.configPath
-		switch {
-		case len(rest) == 1:
-			path = rest[0]
-		case len(rest) > 1:
-			return usageErrorf("config check takes one file")
-		case path == "":
-			return usageErrorf("config check needs a file: walhouse config check FILE")
-		}
-		c, err := config.Load(path)
-		if err != nil {
-			return err
-		}
-		// The values pass through every command's flags and checks, as
-		// at start; a problem several commands share is listed once.
-		var problems []error
-		seen := map[string]bool{}
-		for _, name := range slices.Sorted(maps.Keys(commands())) {
-			fs := flagsOf(name)
-			if fs == nil {
-				continue
-			}
-			sources, values := flagSources{}, map[string]string{}
-			if err := applyConfig(fs, name, c, false, sources, values); err != nil {
-				problems = append(problems, fmt.Errorf("for walhouse %s: %w", name, err))
-			}
-			for _, err := range checkValues(fs, name, sources, values) {
-				if !seen[err.Error()] {
-					seen[err.Error()] = true
-					problems = append(problems, err)
-				}
-			}
-		}
-		if err := errors.Join(problems...); err != nil {
-			return err
-		}
-		fmt.Fprintf(inv.stdout, "%s: ok (%d keys)\n", path, len(c.Values()))
-		return nil
-	case "view":
-		return viewConfig(inv, rest)
-	case "reference":
-		if len(rest) > 0 {
-			return usageErrorf("config reference takes no arguments")
-		}
-		return writeReference(inv.stdout)
-	default:
-		return usageErrorf("unknown subcommand %q: want example, check FILE, view COMMAND or reference", sub)
-	}
-}
-
-// flagsOf returns the flags of command name, nil for a command without
-// flags. The command is asked to describe them, not run.
-func flagsOf(name string) *flag.FlagSet {
-	cmd := commands()[name]
-	if cmd.plain {
-		return nil
-	}
-	var got *flag.FlagSet
-	inv := &invocation{name: name, stdout: io.Discard, stderr: io.Discard, describe: func(fs *flag.FlagSet) { got = fs }}
-	_ = cmd.run(context.Background(), inv)
-	return got
-}
-
-// runCompletion prints a completion script for bash, zsh or fish, made
+// RunCompletion is walhouse completion: it prints a completion script for bash, zsh or fish, made
 // from the commands and their flags: commands, subcommands, flag names
 // with their descriptions, and file names for a flag's value.
-func runCompletion(_ context.Context, inv *invocation) error {
-	if inv.plainHelp() {
+func RunCompletion(_ context.Context, inv *Invocation) error {
+	if inv.PlainHelp() {
 		return flag.ErrHelp
 	}
-	if len(inv.args) != 1 {
-		return usageErrorf("want one shell: bash, zsh or fish")
+	if len(inv.Args) != 1 {
+		return Usagef("want one shell: bash, zsh or fish")
 	}
-	spec := completionSpec()
-	switch inv.args[0] {
+	spec := completionSpec(inv.cmds)
+	switch inv.Args[0] {
 	case "bash":
-		writeBash(inv.stdout, spec)
+		writeBash(inv.Stdout, spec)
 	case "zsh":
-		writeZsh(inv.stdout, spec)
+		writeZsh(inv.Stdout, spec)
 	case "fish":
-		writeFish(inv.stdout, spec)
+		writeFish(inv.Stdout, spec)
 	default:
-		return usageErrorf("unknown shell %q: want bash, zsh or fish", inv.args[0])
+		return Usagef("unknown shell %q: want bash, zsh or fish", inv.Args[0])
 	}
 	return nil
 }
@@ -130,22 +46,11 @@ type completedFlag struct {
 	value      bool // takes a value
 }
 
-// subcommands are the words that may follow a command.
-var subcommands = map[string][]string{
-	"dlq":        {"list", "replay"},
-	"keys":       {"prune"},
-	"apikey":     {"create", "list", "revoke"},
-	"erase":      {"verify", "public-key"},
-	"config":     {"example", "check", "view", "reference"},
-	"completion": {"bash", "zsh", "fish"},
-}
-
-func completionSpec() []completed {
-	cmds := commands()
+func completionSpec(cmds Commands) []completed {
 	var out []completed
 	for _, name := range slices.Sorted(maps.Keys(cmds)) {
-		c := completed{name: name, summary: cmds[name].summary, words: subcommands[name]}
-		if fs := flagsOf(name); fs != nil {
+		c := completed{name: name, summary: cmds[name].Summary, words: cmds[name].Subcommands}
+		if fs := cmds.Flags(name); fs != nil {
 			fs.VisitAll(func(f *flag.Flag) {
 				bf, isBool := f.Value.(interface{ IsBoolFlag() bool })
 				c.flags = append(c.flags, completedFlag{name: f.Name, help: shortHelp(f.Usage), value: !(isBool && bf.IsBoolFlag())})

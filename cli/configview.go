@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,40 +18,40 @@ import (
 // same parsing and checks as a start, without connecting to anything.
 // Passwords in URLs are masked; a secret is never shown, only where it
 // would be read.
-func viewConfig(inv *invocation, args []string) error {
+func viewConfig(inv *Invocation, args []string) error {
 	configPath := inv.configPath
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 		if name != "config" {
-			return usageErrorf("config view: want [--config FILE] <command> [flags], not %s", args[0])
+			return Usagef("config view: want [--config FILE] <command> [flags], not %s", args[0])
 		}
 		if !hasValue {
 			if len(args) < 2 {
-				return usageErrorf("--config needs a file")
+				return Usagef("--config needs a file")
 			}
 			value, args = args[1], args[1:]
 		}
 		configPath, args = value, args[1:]
 	}
 	if len(args) == 0 {
-		return usageErrorf("config view needs a command: walhouse config view sink [flags]")
+		return Usagef("config view needs a command: walhouse config view sink [flags]")
 	}
 	name := args[0]
-	cmd, ok := commands()[name]
-	if !ok || cmd.plain {
-		return usageErrorf("config view: %q is not a command with flags", name)
+	cmd, ok := inv.cmds[name]
+	if !ok || cmd.Plain {
+		return Usagef("config view: %q is not a command with flags", name)
 	}
 	var view string
-	sub := &invocation{name: name, args: args[1:], configPath: configPath, stdout: inv.stdout, stderr: inv.stderr}
+	sub := &Invocation{name: name, Args: args[1:], configPath: configPath, Stdout: inv.Stdout, Stderr: inv.Stderr, cmds: inv.cmds}
 	sub.parsed = func(fs *flag.FlagSet) { view = formatView(name, fs, sub.sources) }
-	err := cmd.run(context.Background(), sub)
+	err := cmd.Run(context.Background(), sub)
 	if !errors.Is(err, errDescribed) {
 		if err == nil {
 			err = fmt.Errorf("walhouse %s ran instead of showing its configuration", name)
 		}
 		return err
 	}
-	_, err = io.WriteString(inv.stdout, view)
+	_, err = io.WriteString(inv.Stdout, view)
 	return err
 }
 

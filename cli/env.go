@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"flag"
@@ -28,9 +28,9 @@ import (
 // in one place below; otherVars lists them, for docs/configuration.md.
 const (
 	configEnv     = "WALHOUSE_CONFIG"
-	chdbLibEnv    = "WALHOUSE_CHDB_LIB"
+	ChdbLibEnv    = "WALHOUSE_CHDB_LIB"
 	memLimitEnv   = "GOMEMLIMIT"
-	pprofEnv      = "WALHOUSE_PPROF"
+	PprofEnv      = "WALHOUSE_PPROF"
 	failpointsEnv = "WALHOUSE_FAILPOINTS"
 )
 
@@ -42,33 +42,33 @@ type otherVar struct{ name, meaning string }
 func otherVars() []otherVar {
 	return []otherVar{
 		{configEnv, "the configuration file, as `--config` before the command"},
-		{chdbLibEnv, "`walhouse chdb --lib`: the path of libchdb.so"},
+		{ChdbLibEnv, "`walhouse chdb --lib`: the path of libchdb.so"},
 		{memLimitEnv, "Go's soft memory limit; unset, capture and the sink set one from `--max-record-bytes`"},
-		{pprofEnv, "`1`: Go's profiling endpoints (/debug/pprof/) on the `--metrics-addr` of capture and sink"},
+		{PprofEnv, "`1`: Go's profiling endpoints (/debug/pprof/) on the `--metrics-addr` of capture and sink"},
 		{failpointsEnv, "the crash and error points of the fault tests; never set in production"},
 	}
 }
 
-// failpoints are the crash and error points of failpointsEnv (nil when
+// Failpoints are the crash and error points of failpointsEnv (nil when
 // unset: production).
-func failpoints() (*failpoint.Set, error) {
+func Failpoints() (*failpoint.Set, error) {
 	fps, err := failpoint.Parse(os.Getenv(failpointsEnv))
 	if err != nil {
-		return nil, usageErrorf("%s: %w", failpointsEnv, err)
+		return nil, Usagef("%s: %w", failpointsEnv, err)
 	}
 	return fps, nil
 }
 
-// setMemoryLimit sets Go's soft memory limit to bytes unless memLimitEnv
+// SetMemoryLimit sets Go's soft memory limit to bytes unless memLimitEnv
 // sets one.
-func setMemoryLimit(bytes int64) {
+func SetMemoryLimit(bytes int64) {
 	if os.Getenv(memLimitEnv) == "" {
 		debug.SetMemoryLimit(bytes)
 	}
 }
 
-// pprofOn reports whether pprofEnv turns the profiling endpoints on.
-func pprofOn() bool { return os.Getenv(pprofEnv) == "1" }
+// PprofOn reports whether PprofEnv turns the profiling endpoints on.
+func PprofOn() bool { return os.Getenv(PprofEnv) == "1" }
 
 // keySettings returns the settings of command cmd by flag name: the key
 // each flag stands for (the secrets' …_env keys left out).
@@ -242,3 +242,8 @@ func unwrapLenient(fs *flag.FlagSet) {
 		}
 	})
 }
+
+// EnvSecret returns the secret of the file flag fileFlag held by its
+// variable itself (WALHOUSE_…_FILE without _FILE, or an old name, with a
+// warning), "" when none is set.
+func EnvSecret(fileFlag string) string { return getSecretEnv(secretEnv(fileFlag)) }
