@@ -137,7 +137,7 @@ func (inv *Invocation) Parse(fs *flag.FlagSet) error {
 	var problems []error
 	keys := keySettings(inv.name)
 	for _, b := range *badValues {
-		if s, ok := keys[b.flag]; ok {
+		if s, ok := keys[b.flag]; ok && len(config.Check(map[string]string{s.Key: b.value})) > 0 {
 			values[s.Key] = b.value // config.Check says what is wrong with it
 			continue
 		}

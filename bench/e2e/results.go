@@ -153,6 +153,25 @@ func (r *report) phases() []phase {
 	return out
 }
 
+// printInserts prints how often each steady step inserted into the
+// engine and how many parts it wrote into the table.
+func (r *report) printInserts(w io.Writer) {
+	fmt.Fprintln(w, "\ninserts into the engine per steady step and its drain: every insert is a part (per partition of the table) to merge")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered rows/s\tseconds\tengine inserts/s (the table's and the sink's watermarks)\tparts written into the table/s\trows a part\t")
+	for _, s := range r.Steady {
+		if s.InsertSeconds <= 0 {
+			continue
+		}
+		perPart := 0.0
+		if s.TableParts > 0 {
+			perPart = float64(s.Visible) / float64(s.TableParts)
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.0f\t\n", s.OfferedRowsPerSecond, s.InsertSeconds, float64(s.EngineInserts)/s.InsertSeconds, float64(s.TableParts)/s.InsertSeconds, perPart)
+	}
+	tw.Flush()
+}
+
 // printLag prints the lag sampler's figures of each steady step, walhouse
 // and MaterializedPostgreSQL side by side.
 func (r *report) printLag(w io.Writer) {
@@ -193,6 +212,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f/%.3f\t%d/%d\t%d\t%d\t%.1f\t%s\n", s.OfferedRowsPerSecond, s.AchievedRowsPerSecond, s.Rows, s.Visible, drain, s.P50, s.P99, s.Max, s.TokenWaitP50, s.TokenWaitP99, s.TokenServerP50, s.TokenServerP99, s.TokenStale, s.TokenReads, s.MaxCaptureBacklog, s.MaxSinkBacklog, totalCPU(s.Usage), usageCPU(s.Usage))
 	}
 	tw.Flush()
+	r.printInserts(w)
 	for _, s := range r.Steady {
 		if s.TokenFailed > 0 {
 			fmt.Fprintf(w, "  at %d rows/s, %d token probe(s) failed (not in the token figures); the first: %s\n", s.OfferedRowsPerSecond, s.TokenFailed, s.TokenError)
@@ -284,13 +304,15 @@ func (r *report) write(dir, name string) ([]string, error) {
 	}
 	steady := [][]string{{"offered_rows_per_second", "committed_rows_per_second", "rows", "visible", "drained", "drain_seconds", "p50_seconds", "p99_seconds", "max_seconds",
 		"token_wait_p50_seconds", "token_wait_p99_seconds", "token_wait_max_seconds", "token_server_wait_p50_seconds", "token_server_wait_p99_seconds", "token_reads", "token_stale", "token_failed", "max_capture_backlog_rows", "max_sink_backlog_rows", "cpu_seconds_total",
-		"lag_p50_seconds", "lag_p99_seconds", "materialized_lag_p50_seconds", "materialized_lag_p99_seconds", "materialized_visible"}}
+		"lag_p50_seconds", "lag_p99_seconds", "materialized_lag_p50_seconds", "materialized_lag_p99_seconds", "materialized_visible",
+		"engine_inserts", "table_parts", "insert_seconds"}}
 	for _, s := range r.Steady {
 		steady = append(steady, []string{itoa(s.OfferedRowsPerSecond), ftoa(s.AchievedRowsPerSecond, 0), itoa(int(s.Rows)), itoa(int(s.Visible)),
 			strconv.FormatBool(s.Drained), ftoa(s.DrainSeconds, 2), ftoa(s.P50, 3), ftoa(s.P99, 3), ftoa(s.Max, 3),
 			ftoa(s.TokenWaitP50, 3), ftoa(s.TokenWaitP99, 3), ftoa(s.TokenWaitMax, 3), ftoa(s.TokenServerP50, 3), ftoa(s.TokenServerP99, 3), itoa(s.TokenReads), itoa(s.TokenStale), itoa(s.TokenFailed),
 			itoa(int(s.MaxCaptureBacklog)), itoa(int(s.MaxSinkBacklog)), ftoa(totalCPU(s.Usage), 1),
-			lagCSV(s.Lag, runWalhouse, 0), lagCSV(s.Lag, runWalhouse, 1), lagCSV(s.Lag, runMaterialized, 0), lagCSV(s.Lag, runMaterialized, 1), itoa(int(s.MaterializedVisible))})
+			lagCSV(s.Lag, runWalhouse, 0), lagCSV(s.Lag, runWalhouse, 1), lagCSV(s.Lag, runMaterialized, 0), lagCSV(s.Lag, runMaterialized, 1), itoa(int(s.MaterializedVisible)),
+			itoa(int(s.EngineInserts)), itoa(int(s.TableParts)), ftoa(s.InsertSeconds, 1)})
 	}
 	first := [][]string{{"table", "visible_after_seconds", "commit_to_synced_seconds"}}
 	for _, f := range r.FirstRows {

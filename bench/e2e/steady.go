@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walhouse/walhouse/harness/testenv"
@@ -55,7 +56,14 @@ type stepResult struct {
 	// watermark (query.TimingHeader); the rest is the query and HTTP.
 	TokenServerP50 float64 `json:"token_server_wait_p50_seconds"`
 	TokenServerP99 float64 `json:"token_server_wait_p99_seconds"`
-	Usage          []usage `json:"usage"`
+	// EngineInserts are the engine's inserts (InsertQuery: the table's and
+	// the sink's watermarks') and TableParts the parts written into the
+	// table (its block numbers), over InsertSeconds: the step and its
+	// drain.
+	EngineInserts int64   `json:"engine_inserts"`
+	TableParts    int64   `json:"table_parts"`
+	InsertSeconds float64 `json:"insert_seconds"`
+	Usage         []usage `json:"usage"`
 	// Lag is walhouse's and (with -materialized) MaterializedPostgreSQL's
 	// newest visible row's age while the rate was offered (lag.go), the
 	// same sampler for both.
@@ -227,6 +235,12 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 	if p.prof != nil {
 		profiles = p.prof.start(ctx, b.o.step, fmt.Sprintf("steady-%d", rate))
 	}
+	db, table := p.name, schema.TableName(record.Source{Schema: "public", Table: b.base + "_steady"})
+	inserts0, parts0, err := b.insertCounters(ctx, db, table)
+	if err != nil {
+		return r, err
+	}
+	insertsFrom := time.Now()
 	// The token probes run while pgbench offers the rate.
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	probes := make(chan probeRun, 1)
@@ -260,6 +274,11 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 	r.DrainSeconds = time.Since(stepEnd).Seconds()
 	r.Usage = m.finish()
 	r.MaxCaptureBacklog, r.MaxSinkBacklog = bl.finish().max(r.AchievedRowsPerSecond, r.Rows)
+	inserts1, parts1, err := b.insertCounters(ctx, db, table)
+	if err != nil {
+		return r, err
+	}
+	r.EngineInserts, r.TableParts, r.InsertSeconds = inserts1-inserts0, parts1-parts0, time.Since(insertsFrom).Seconds()
 	if perr := p.alive(); perr != nil {
 		return r, perr
 	}
@@ -278,6 +297,22 @@ func (b *bench) runStep(ctx context.Context, p *pipeline, tr *tokenReader, scrip
 		r.MaterializedVisible = int64(n)
 	}
 	return r, nil
+}
+
+// insertCounters reads the engine's inserts so far and the parts written
+// into db.table so far: its highest block number, which every new part
+// takes the next of (a merge takes none).
+func (b *bench) insertCounters(ctx context.Context, db, table string) (inserts, parts int64, err error) {
+	ev, err := b.engineEvents(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the engine's counters: %w", err)
+	}
+	var block int64
+	q := "SELECT toInt64(max(max_block_number)) FROM system.parts WHERE database = {db:String} AND table = {t:String}"
+	if err := b.ch.QueryRow(ctx, q, ch.Named("db", db), ch.Named("t", table)).Scan(&block); err != nil {
+		return 0, 0, fmt.Errorf("read the parts written into %s.%s: %w", db, table, err)
+	}
+	return ev["InsertQuery"], block, nil
 }
 
 // countAtLeast reports whether target holds at least want rows of step.

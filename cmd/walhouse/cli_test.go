@@ -47,6 +47,7 @@ func TestCommandLine(t *testing.T) {
 		"unknown command":     {[]string{"captur"}, want{2, nil, []string{`unknown command "captur"; did you mean "capture"?`}}},
 		"unknown flag":        {[]string{"capture", "--slott", "x"}, want{2, nil, []string{"unknown flag --slott; did you mean --slot?", "Run 'walhouse capture -h'"}}},
 		"bad flag value":      {[]string{"sink", "--max-batch", "many"}, want{2, nil, []string{"-max-batch"}}},
+		"bad layout flag":     {[]string{"sink", "--layout", "public.orders={"}, want{2, nil, []string{"flag --layout:", "layout of public.orders"}}},
 		"missing required":    {[]string{"capture"}, want{2, nil, []string{"--pg is required (or env WALHOUSE_SOURCE_POSTGRES_URL, or key source.postgres.url"}}},
 		"positional":          {[]string{"sink", "now"}, want{2, nil, []string{`unexpected arguments ["now"]`}}},
 		"dlq without sub":     {[]string{"dlq"}, want{2, nil, []string{"want a subcommand: list"}}},
