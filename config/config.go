@@ -134,6 +134,7 @@ type Sink struct {
 	Parallelism  int           `yaml:"insert_parallelism" flag:"insert-parallelism"`
 	Combine      bool          `yaml:"combine_partitions" flag:"combine-partitions" cmd:"sink"`
 	MaxWait      time.Duration `yaml:"max_wait" flag:"max-wait"`
+	FetchMin     int           `yaml:"fetch_min_bytes" flag:"fetch-min-bytes" cmd:"sink"`
 	PartitionBy  string        `yaml:"partition_by" flag:"partition-by"`
 	MismatchMode string        `yaml:"mismatch_mode" flag:"mismatch-mode" env:"WALHOUSE_MISMATCH_MODE"`
 	MetricsAddr  string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_METRICS_ADDR" cmd:"sink"`

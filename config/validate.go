@@ -115,6 +115,9 @@ func (c *Config) validate() []Problem {
 	atLeast("sink.max_batch", int64(sk.MaxBatch), 1)
 	atLeast("sink.insert_parallelism", int64(sk.Parallelism), 1)
 	positive("sink.max_wait", sk.MaxWait)
+	if atLeast("sink.fetch_min_bytes", int64(sk.FetchMin), 1); sk.FetchMin > 1<<30 {
+		bad("sink.fetch_min_bytes", "%d is too large; want at most %d (1 GiB)", sk.FetchMin, 1<<30)
+	}
 	oneOf("sink.mismatch_mode", sk.MismatchMode, "error", "warn")
 	if sk.Group == "" {
 		bad("sink.group", "is empty; want a consumer group name")

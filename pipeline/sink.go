@@ -231,6 +231,9 @@ type SinkSettings struct {
 	// MaxWait is the longest a record waits for its batch to fill;
 	// Progress how often a progress line is logged (0: off).
 	MaxWait, Progress time.Duration
+	// FetchMinBytes is what a fetch waits for, at most MaxWait (0:
+	// sink.DefaultFetchMinBytes).
+	FetchMinBytes int32
 	// Dedup is Layer 2's eventId check (nil: off); Mismatch what an
 	// eventId reused with another payload does.
 	Dedup    sink.Deduper
@@ -284,7 +287,7 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 		st.MaxRecordBytes = record.DefaultMaxBytes
 	}
 	// The client also produces the dead letters: acks=all, idempotent.
-	opts := append(append(kafka.RecordLimitOpts(st.MaxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.MaxWait)...)
+	opts := append(append(kafka.RecordLimitOpts(st.MaxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.MaxWait, st.FetchMinBytes)...)
 	cl, err := kafka.NewClient(ctx, kc, append(opts,
 		kgo.ConsumerGroup(st.Group),
 		kgo.ConsumeRegex(),

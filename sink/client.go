@@ -11,11 +11,19 @@ import (
 // ClientOpts).
 const NewTopicsWithin = time.Second
 
+// DefaultFetchMinBytes is how much a fetch waits for, at most maxWait
+// (ClientOpts): 1 MiB makes a busy table's flushes come faster than
+// maxWait (about 3 a second at 30,000 rows/s), for lower lag; a minimum
+// above what a table writes in maxWait (16 MiB) holds them to about one
+// per maxWait at any rate, for fewer inserts, at up to maxWait more lag.
+const DefaultFetchMinBytes = 1 << 20
+
 // ClientOpts returns the fetch and metadata settings the sink is tuned for,
 // for its consumer-group client, next to the options New requires:
 //
-//   - a fetch waits for 1 MiB or maxWait, whichever comes first, and takes
-//     up to 16 MiB of a partition, so batches grow on the broker;
+//   - a fetch waits for minBytes (DefaultFetchMinBytes when 0) or maxWait,
+//     whichever comes first, and takes up to 16 MiB of a partition, so
+//     batches grow on the broker;
 //   - the client reads the cluster's metadata every NewTopicsWithin
 //     (franz-go's default is 5 minutes), so the topic of a table that
 //     joins the pipeline is consumed within about a second (its first row
@@ -23,9 +31,12 @@ const NewTopicsWithin = time.Second
 //     cost the idle sink 0.03 CPU seconds a minute and the broker nothing
 //     measurable (bench/sink -first-row); it grows with the topics of the
 //     cluster, which a pattern subscription asks about.
-func ClientOpts(maxWait time.Duration) []kgo.Opt {
+func ClientOpts(maxWait time.Duration, minBytes int32) []kgo.Opt {
+	if minBytes <= 0 {
+		minBytes = DefaultFetchMinBytes
+	}
 	return []kgo.Opt{
-		kgo.FetchMinBytes(1 << 20),
+		kgo.FetchMinBytes(minBytes),
 		kgo.FetchMaxWait(maxWait),
 		kgo.FetchMaxPartitionBytes(16 << 20),
 		kgo.MetadataMinAge(NewTopicsWithin / 2),

@@ -312,7 +312,7 @@ func (b *bench) newSink(cfg sink.Config, l sink.Loader, opts ...kgo.Opt) (*sink.
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		sink.ClientOpts(500*time.Millisecond)...)
+		sink.ClientOpts(500*time.Millisecond, 0)...)
 	cl, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
 		return nil, nil, err
