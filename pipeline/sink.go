@@ -258,13 +258,21 @@ type SinkSettings struct {
 	AcceptGap func(topic string, partition int32) bool
 	// Recopies is the re-copy topic with --recopy-on-gap (nil: off).
 	Recopies sink.Recopier
+	// ClientOpts are further options of the group client, after Sink's
+	// own, so they override them: bench/sink's older metadata refresh
+	// (nil for walhouse sink). They must not replace what the sink
+	// requires (the group, its topics, manual commits, the rebalance
+	// callbacks).
+	ClientOpts []kgo.Opt
 }
 
 // Sink wires a sink.Sink to a consumer-group client: manual commits after
 // a successful load, no revocation while a batch is in flight,
 // cooperative-sticky balancing (franz-go's default), and the sink's fetch
 // and metadata settings (sink.ClientOpts: batches grow on the broker, a new
-// table's topic is consumed within a second). The caller closes the client
+// table's topic is consumed within a second), then st.ClientOpts. Every
+// in-process sink (walhouse sink, the demo, bench/sink) is built here, so
+// these options are listed once. The caller closes the client
 // (CloseAllowingRebalance) after the sink's Run returned.
 func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) (*sink.Sink, *kgo.Client, error) {
 	var snk *sink.Sink
@@ -288,7 +296,7 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 	}
 	// The client also produces the dead letters: acks=all, idempotent.
 	opts := append(append(kafka.RecordLimitOpts(st.MaxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.MaxWait, st.FetchMinBytes)...)
-	cl, err := kafka.NewClient(ctx, kc, append(opts,
+	opts = append(opts,
 		kgo.ConsumerGroup(st.Group),
 		kgo.ConsumeRegex(),
 		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.Prefix)+`\..+`),
@@ -298,7 +306,8 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 		kgo.OnPartitionsLost(onRevoked),
 		kgo.OnPartitionsAssigned(onAssigned),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
+	)
+	cl, err := kafka.NewClient(ctx, kc, append(opts, st.ClientOpts...)...)
 	if err != nil {
 		return nil, nil, err
 	}
