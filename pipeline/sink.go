@@ -220,6 +220,10 @@ type SinkSettings struct {
 	// <Prefix>.* is consumed); DLQ the dead-letter topic (empty:
 	// <Prefix>-dlq; "off": stop on a record that can never be loaded).
 	Group, Prefix, DLQ string
+	// Topics, when set, are the topics consumed instead of every
+	// <Prefix>.*: bench/sink's one topic, assigned at the group's first
+	// join instead of after the client's first metadata read.
+	Topics []string
 	// MaxBatch is the most records in one insert; Parallel the partitions
 	// (or, combined, the tables) loaded at once.
 	MaxBatch, Parallel int
@@ -298,8 +302,6 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 	opts := append(append(kafka.RecordLimitOpts(st.MaxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.MaxWait, st.FetchMinBytes)...)
 	opts = append(opts,
 		kgo.ConsumerGroup(st.Group),
-		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.Prefix)+`\..+`),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(onRevoked),
@@ -307,6 +309,11 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 		kgo.OnPartitionsAssigned(onAssigned),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
+	if len(st.Topics) > 0 {
+		opts = append(opts, kgo.ConsumeTopics(st.Topics...))
+	} else {
+		opts = append(opts, kgo.ConsumeRegex(), kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.Prefix)+`\..+`))
+	}
 	cl, err := kafka.NewClient(ctx, kc, append(opts, st.ClientOpts...)...)
 	if err != nil {
 		return nil, nil, err

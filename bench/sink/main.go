@@ -329,8 +329,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
 		return res, err
 	}
 	var store *dedup.Store
-	// The prefix is the run's name, so the sink consumes b.topic alone.
-	st := pipeline.SinkSettings{Group: group, Prefix: b.name, MaxBatch: b.o.maxBatch, Parallel: b.o.parallel, InsertPerPartition: !b.o.combine, Schemas: staticSchemas{&b.schemas}}
+	st := pipeline.SinkSettings{Group: group, Prefix: b.name, Topics: []string{b.topic}, MaxBatch: b.o.maxBatch, Parallel: b.o.parallel, InsertPerPartition: !b.o.combine, Schemas: staticSchemas{&b.schemas}}
 	if layer2 {
 		if store, err = dedup.New(dedup.Config{Addr: b.o.env.Redis, Prefix: b.name + ":", TTL: time.Hour}); err != nil {
 			return res, err
