@@ -13,8 +13,8 @@
 // the rest of walhouse but packages record and schema (ClickHouse names, to
 // refuse tables that would share one). What capture needs of Kafka
 // beyond producing (TopicCreator, StateStore, SchemaRegistry) it declares
-// here, and package kafka (with registry) satisfies it; cmd/walhouse wires
-// them.
+// here, and package kafka (with registry) satisfies it; package pipeline
+// wires them.
 //
 // Where things are:
 //

@@ -29,7 +29,7 @@
 // record.ParseDeadLetter).
 //
 // Data enters as franz-go records and settings from the composition root
-// (cmd/walhouse), which builds clients here and hands them to capture and
+// (package pipeline), which builds clients here and hands them to capture and
 // the sink through the small interfaces those declare
 // (capture.TopicCreator, capture.StateStore, capture.SchemaRegistry,
 // sink.Consumer, sink.DeadLetters); it leaves as Kafka requests. The

@@ -16,7 +16,7 @@
 // query, which asks a Probe through its own PipelineProbe interface and
 // samples the History with its own lag report), nor any write: it only
 // reads, and holds no connection of its own (the composition root,
-// cmd/walhouse, opens the database pool and the Kafka admin client).
+// package pipeline, opens the database pool and the Kafka admin client).
 //
 // Data enters as rows of pg_replication_slots and pg_stat_replication,
 // Kafka offsets (committed and listed), and capture status documents over

@@ -12,6 +12,6 @@
 // process; every blocking call takes a context and returns an error.
 //
 // cmd/walhouse and the demo (package demo) build the pipeline through it,
-// and bench/capture wires capture to Kafka with it, so that each runs the
-// stages wired the same way.
+// bench/capture wires capture to Kafka with it and bench/sink builds its
+// sink with it (Sink), so that each runs the stages wired the same way.
 package pipeline

@@ -220,6 +220,10 @@ type SinkSettings struct {
 	// <Prefix>.* is consumed); DLQ the dead-letter topic (empty:
 	// <Prefix>-dlq; "off": stop on a record that can never be loaded).
 	Group, Prefix, DLQ string
+	// Topics, when set, are the topics consumed instead of every
+	// <Prefix>.*: bench/sink's one topic, assigned at the group's first
+	// join instead of after the client's first metadata read.
+	Topics []string
 	// MaxBatch is the most records in one insert; Parallel the partitions
 	// (or, combined, the tables) loaded at once.
 	MaxBatch, Parallel int
@@ -258,13 +262,21 @@ type SinkSettings struct {
 	AcceptGap func(topic string, partition int32) bool
 	// Recopies is the re-copy topic with --recopy-on-gap (nil: off).
 	Recopies sink.Recopier
+	// ClientOpts are further options of the group client, after Sink's
+	// own, so they override them: bench/sink's older metadata refresh
+	// (nil for walhouse sink). They must not replace what the sink
+	// requires (the group, its topics, manual commits, the rebalance
+	// callbacks).
+	ClientOpts []kgo.Opt
 }
 
 // Sink wires a sink.Sink to a consumer-group client: manual commits after
 // a successful load, no revocation while a batch is in flight,
 // cooperative-sticky balancing (franz-go's default), and the sink's fetch
 // and metadata settings (sink.ClientOpts: batches grow on the broker, a new
-// table's topic is consumed within a second). The caller closes the client
+// table's topic is consumed within a second), then st.ClientOpts. Every
+// in-process sink (walhouse sink, the demo, bench/sink) is built here, so
+// these options are listed once. The caller closes the client
 // (CloseAllowingRebalance) after the sink's Run returned.
 func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) (*sink.Sink, *kgo.Client, error) {
 	var snk *sink.Sink
@@ -288,17 +300,21 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 	}
 	// The client also produces the dead letters: acks=all, idempotent.
 	opts := append(append(kafka.RecordLimitOpts(st.MaxRecordBytes), kafka.SafeProducerOpts()...), sink.ClientOpts(st.MaxWait, st.FetchMinBytes)...)
-	cl, err := kafka.NewClient(ctx, kc, append(opts,
+	opts = append(opts,
 		kgo.ConsumerGroup(st.Group),
-		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.Prefix)+`\..+`),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(onRevoked),
 		kgo.OnPartitionsLost(onRevoked),
 		kgo.OnPartitionsAssigned(onAssigned),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
+	)
+	if len(st.Topics) > 0 {
+		opts = append(opts, kgo.ConsumeTopics(st.Topics...))
+	} else {
+		opts = append(opts, kgo.ConsumeRegex(), kgo.ConsumeTopics("^"+regexp.QuoteMeta(st.Prefix)+`\..+`))
+	}
+	cl, err := kafka.NewClient(ctx, kc, append(opts, st.ClientOpts...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,9 +5,9 @@
 // It produces -records synthetic, valid records of one table (8 columns,
 // two tenants) to a fresh topic: inserts, one record each, or with
 // -snapshot an initial copy (version 0 rows in row batches of 1,000, as
-// capture sends them). Then it runs the sink in-process (sink.New over
-// clickhouse.NewWriter, with dedup.New for Layer 2, and the client options
-// of sink.ClientOpts) once per setting, each with its own consumer group
+// capture sends them). Then it runs the sink in-process, built as walhouse
+// sink builds it (pipeline.Sink over clickhouse.NewWriter, with dedup.New
+// for Layer 2), once per setting, each with its own consumer group
 // and ClickHouse database, and times the load from the first poll until
 // every record is in ClickHouse. It prints rows/s, the on/off ratio, the
 // Redis round trips per 1,000 records, the wall time spent in inserts and

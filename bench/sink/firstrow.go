@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/backoff"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -18,7 +18,7 @@ import (
 // refresh is a metadata refresh setting of the sink's client.
 type refresh struct {
 	label string
-	opts  []kgo.Opt // after sink.ClientOpts
+	opts  []kgo.Opt // after sink.ClientOpts (pipeline.SinkSettings.ClientOpts)
 }
 
 // firstRows measures, per metadata refresh setting, how soon the first row
@@ -60,9 +60,7 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 	if err != nil {
 		return nil, cpu, err
 	}
-	cfg := sink.Config{Group: prefix, TopicPrefix: prefix, Schemas: staticSchemas{&b.schemas}}
-	opts := append([]kgo.Opt{kgo.ConsumeRegex(), kgo.ConsumeTopics("^" + regexp.QuoteMeta(prefix) + `\..+`)}, st.opts...)
-	snk, scl, err := b.newSink(cfg, w, opts...)
+	snk, scl, err := b.newSink(ctx, pipeline.SinkSettings{Group: prefix, Prefix: prefix, Schemas: staticSchemas{&b.schemas}, ClientOpts: st.opts}, w)
 	if err != nil {
 		return nil, cpu, err
 	}

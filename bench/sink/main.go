@@ -19,6 +19,7 @@ import (
 	"github.com/walhouse/walhouse/dedup"
 	"github.com/walhouse/walhouse/harness/testenv"
 	"github.com/walhouse/walhouse/kafka"
+	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/sink"
 )
@@ -297,31 +298,13 @@ func syntheticRow(src record.Source, i int, copied bool) *record.Record {
 	return r
 }
 
-// newSink returns a sink of cfg over a consumer-group client of cfg.Group
-// with the options the sink requires and is tuned for (the sink's max
-// wait, 500ms), then opts.
-func (b *bench) newSink(cfg sink.Config, l sink.Loader, opts ...kgo.Opt) (*sink.Sink, *kgo.Client, error) {
-	var snk *sink.Sink
-	onRevoked := func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-		if snk != nil {
-			snk.OnRevoked(ctx, cl, m)
-		}
-	}
-	all := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(b.o.env.Kafka, ",")...),
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onRevoked),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		sink.ClientOpts(500*time.Millisecond, 0)...)
-	cl, err := kgo.NewClient(append(all, opts...)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	if snk, err = sink.New(kafka.Consumer(cl), kadm.NewClient(cl), l, cfg); err != nil {
-		cl.Close()
-		return nil, nil, err
-	}
-	return snk, cl, nil
+// newSink returns a sink of st over a consumer-group client of st.Group,
+// built as walhouse sink builds it (pipeline.Sink), with the sink's max wait
+// (500ms) and no dead-letter topic: a record the sink cannot load stops the
+// benchmark instead of being counted as loaded.
+func (b *bench) newSink(ctx context.Context, st pipeline.SinkSettings, l sink.Loader) (*sink.Sink, *kgo.Client, error) {
+	st.MaxWait, st.DLQ = 500*time.Millisecond, "off"
+	return pipeline.Sink(ctx, kafka.Config{Brokers: strings.Split(b.o.env.Kafka, ",")}, l, st)
 }
 
 // load runs an in-process sink on the topic with its own group and
@@ -346,16 +329,16 @@ func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
 		return res, err
 	}
 	var store *dedup.Store
-	cfg := sink.Config{Group: group, MaxBatchRecords: b.o.maxBatch, InsertParallelism: b.o.parallel, CombinePartitions: b.o.combine, Schemas: staticSchemas{&b.schemas}}
+	st := pipeline.SinkSettings{Group: group, Prefix: b.name, Topics: []string{b.topic}, MaxBatch: b.o.maxBatch, Parallel: b.o.parallel, InsertPerPartition: !b.o.combine, Schemas: staticSchemas{&b.schemas}}
 	if layer2 {
 		if store, err = dedup.New(dedup.Config{Addr: b.o.env.Redis, Prefix: b.name + ":", TTL: time.Hour}); err != nil {
 			return res, err
 		}
 		defer store.Close()
-		cfg.Dedup = timedDedup{store, &res.dedup}
+		st.Dedup = timedDedup{store, &res.dedup}
 	}
 
-	snk, cl, err := b.newSink(cfg, timedLoader{w, &res.inserts}, kgo.ConsumeTopics(b.topic))
+	snk, cl, err := b.newSink(ctx, st, timedLoader{w, &res.inserts})
 	if err != nil {
 		return res, err
 	}

@@ -2,11 +2,12 @@
 // tests make walhouse crash or fail, and holds which of them a process was
 // told to trigger.
 //
-// A Set is parsed once, by the composition root (cmd/walhouse reads
-// WALHOUSE_FAILPOINTS), and handed to capture and the sink through their
-// configuration; the packages call At or Err at their named points. A nil
-// *Set, what production runs with, turns every point off: each call is a
-// nil check and returns. There is no package-level state.
+// A Set is parsed once, by cmd/walhouse (cli.Failpoints reads
+// WALHOUSE_FAILPOINTS), and handed to capture, the sink and the ClickHouse
+// writer through their options (pipeline's settings carry them); the
+// packages call At or Err at their named points. A nil *Set, what
+// production runs with, turns every point off: each call is a nil check and
+// returns. There is no package-level state.
 //
 // The specification is a comma-separated list of name=action, with the
 // action one of

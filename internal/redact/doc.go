@@ -9,7 +9,8 @@
 // A password is replaced by "xxxxx"; everything else stays readable.
 //
 // It owns no state: text enters through String (or a log attribute through
-// SlogAttr) and leaves with its passwords masked. The composition root
-// (cmd/walhouse) applies String to every error it prints and SlogAttr to
-// every log attribute; monitor masks capture URLs with it.
+// SlogAttr) and leaves with its passwords masked. The command line
+// (package cli, which runs cmd/walhouse's commands) applies Error to every
+// error it prints and SlogAttr to every log attribute; monitor masks
+// capture URLs with it.
 package redact
