@@ -305,3 +305,89 @@ func TestMetricsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// stageRows returns the (stage, package) pairs of the markdown tables of
+// file's section heading: each row's cells after the first header, in
+// pairs, empty cells skipped.
+func stageRows(t *testing.T, file, heading string) map[string]string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(text), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("%s has no section %q", file, heading)
+	}
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| stage") {
+			continue
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(l, "|"), "|") {
+			if c = strings.TrimSpace(c); c != "" {
+				cells = append(cells, c)
+			}
+		}
+		for i := 0; i+1 < len(cells); i += 2 {
+			if pkg := strings.Trim(cells[i+1], "`"); strings.Contains(cells[i+1], "`") {
+				rows[cells[i]] = strings.TrimSuffix(pkg, "/")
+			} else {
+				i-- // a description cell (architecture.md's third column): the next pair starts after it
+			}
+		}
+	}
+	return rows
+}
+
+// TestStagesTables: the README's table of stages and packages is
+// architecture.md's, every package it names is a folder, and every
+// top-level folder with Go code is in it.
+func TestStagesTables(t *testing.T) {
+	readme := stageRows(t, "README.md", "## The code")
+	arch := stageRows(t, "docs/architecture.md", "## Stages")
+	if len(arch) < 20 {
+		t.Fatalf("only %d stages found in docs/architecture.md: is the table's format changed?", len(arch))
+	}
+	for stage, pkg := range arch {
+		if readme[stage] != pkg {
+			t.Errorf("stage %s: architecture.md says package %s, the README %q", stage, pkg, readme[stage])
+		}
+		if fi, err := os.Stat(filepath.Join(root, pkg)); err != nil || !fi.IsDir() {
+			t.Errorf("stage %s: package %s is not a folder", stage, pkg)
+		}
+	}
+	for stage, pkg := range readme {
+		if _, ok := arch[stage]; !ok {
+			t.Errorf("the README names stage %s (%s), which architecture.md's Stages table lacks", stage, pkg)
+		}
+	}
+	listed := map[string]bool{}
+	for _, pkg := range arch {
+		listed[strings.Split(pkg, "/")[0]] = true
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || listed[e.Name()] {
+			continue
+		}
+		hasGo := false
+		_ = filepath.WalkDir(filepath.Join(root, e.Name()), func(_ string, d os.DirEntry, _ error) error {
+			if d != nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".go") {
+				hasGo = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if hasGo {
+			t.Errorf("folder %s holds Go code but is no stage of docs/architecture.md's table (nor the README's)", e.Name())
+		}
+	}
+}
