@@ -359,6 +359,10 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 			stopped = true
 		default:
 			out[i] = s.loadMember(ctx, c, segs[i])
+			var mte *TableError
+			if out[i].err != nil && !errors.As(out[i].err, &mte) {
+				return nil, out[i].err // the flush ends
+			}
 		}
 		start += n
 	}

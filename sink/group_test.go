@@ -136,10 +136,17 @@ func TestGroupBreaksAGroupThatIsNotWhole(t *testing.T) {
 // members after it apart, each up to where it stops itself.
 func TestSinkStopsAGroupAtTheFailingChange(t *testing.T) {
 	l := &fakeLoader{stopAt: "11"}
-	fc := runScript(t, combined(100), nil, l, concat(recs("a", 0, 0, 1), recs("a", 1, 10, 12), recs("a", 2, 20, 21)))
-	wantBatches(t, l.batches, "a/0:0-1+1:10-12+2:20-21 n=3", "a/2/20-21 n=2")
-	wantCommits(t, fc, "a/0@2 ", "a/1@11 ", "a/2@22 ")
+	fc := runScript(t, combined(100), nil, l, concat(recs("a", 0, 0, 1), recs("a", 1, 10, 12), recs("a", 2, 20, 21)),
+		concat(recs("a", 0, 2, 2), recs("a", 1, 13, 13), recs("a", 2, 22, 22)))
+	// The next poll's group leaves the stopped partition out.
+	wantBatches(t, l.batches, "a/0:0-1+1:10-12+2:20-21 n=3", "a/2/20-21 n=2", "a/0:2-2+2:22-22 n=2")
+	wantCommits(t, fc, "a/0@2 ", "a/1@11 ", "a/2@22 ", "a/0@3 ", "a/2@23 ")
 	wantPaused(t, fc, "a/1")
+	for _, c := range fc.commits {
+		if strings.HasPrefix(c, "a/1@") && c != "a/1@10 walhouse:batch-end=12~0:1*3" && c != "a/1@11 " {
+			t.Errorf("committed the stopped partition again: %s", c)
+		}
+	}
 }
 
 // TestSinkGroupsCrashExactly: a crash after any insert of a flush of

@@ -63,7 +63,12 @@ func (s *Sink) flush(ctx context.Context, recs map[tp][]item) error {
 	})
 	var chunks []chunk
 	for _, k := range keys {
-		chunks = append(chunks, s.cut(k, recs[k])...)
+		if s.stopped[k] == nil { // records of a partition held when its table stopped stay in Kafka
+			chunks = append(chunks, s.cut(k, recs[k])...)
+		}
+	}
+	if len(chunks) == 0 {
+		return nil
 	}
 	units := s.group(chunks)
 	// Record the intent (the last offset of each partition's chunks, and

@@ -104,7 +104,12 @@ func (s *Sink) loadLane(ctx context.Context, units []unit) laneLoad {
 			}
 		} else {
 			for _, c := range live {
-				outcomes = append(outcomes, chunkLoad{c: c, err: s.loadAlone(ctx, c)})
+				o := chunkLoad{c: c, err: s.loadAlone(ctx, c)}
+				outcomes = append(outcomes, o)
+				var te *TableError
+				if o.err != nil && !errors.As(o.err, &te) {
+					break // the flush ends
+				}
 			}
 		}
 		for _, o := range outcomes {
