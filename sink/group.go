@@ -324,11 +324,14 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 	}
 	merged, ok := mergeSegments(u.token(), segs)
 	if !ok {
-		// Partitions of one topic carrying different tables: each load
-		// tells which records are wrong (loadSegment's check).
+		// Partitions of one topic carrying different tables (a sink
+		// without a topic prefix cannot refuse them): each member loads
+		// as its own batch, into its own table.
 		out := make([]chunkLoad, len(u))
 		for i, c := range u {
-			out[i] = s.loadMember(ctx, c, segs[i])
+			if out[i] = s.loadMember(ctx, c, segs[i]); fatal(out[i].err) {
+				return nil, out[i].err
+			}
 		}
 		return out, nil
 	}
@@ -358,15 +361,20 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 			out[i] = chunkLoad{c: c, err: &stopAt{te: te, next: merged.origin[te.Index].Offset}}
 			stopped = true
 		default:
-			out[i] = s.loadMember(ctx, c, segs[i])
-			var mte *TableError
-			if out[i].err != nil && !errors.As(out[i].err, &mte) {
-				return nil, out[i].err // the flush ends
+			if out[i] = s.loadMember(ctx, c, segs[i]); fatal(out[i].err) {
+				return nil, out[i].err
 			}
 		}
 		start += n
 	}
 	return out, nil
+}
+
+// fatal reports whether err ends the flush: an error, but not a
+// TableError, which stops one table's partition only.
+func fatal(err error) bool {
+	var te *TableError
+	return err != nil && !errors.As(err, &te)
 }
 
 // loadMember loads the prepared segment sg of group member c as a batch

@@ -222,3 +222,14 @@ func runGroups(t *testing.T, cfg Config, offsets kadm.OffsetResponses, l *dedupL
 	}
 	return out
 }
+
+// TestSinkGroupOfTwoTablesLoadsApart: partitions of one topic that carry
+// different tables (no topic prefix to refuse them) load as batches of
+// their own, each into its table.
+func TestSinkGroupOfTwoTablesLoadsApart(t *testing.T) {
+	other := rec("b", 1, 5)
+	other.Topic = "a"
+	l := &fakeLoader{}
+	runScript(t, combined(100), nil, l, concat(recs("a", 0, 0, 1), []*kgo.Record{other}))
+	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/1/5-5 n=1")
+}

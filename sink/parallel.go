@@ -105,9 +105,7 @@ func (s *Sink) loadLane(ctx context.Context, units []unit) laneLoad {
 		} else {
 			for _, c := range live {
 				o := chunkLoad{c: c, err: s.loadAlone(ctx, c)}
-				outcomes = append(outcomes, o)
-				var te *TableError
-				if o.err != nil && !errors.As(o.err, &te) {
+				if outcomes = append(outcomes, o); fatal(o.err) {
 					break // the flush ends
 				}
 			}
