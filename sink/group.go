@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,9 +141,10 @@ func whole(label groupLabel, members []*chunk) bool {
 
 // formGroups labels the groups of the flush's new chunks: per topic, the
 // first new chunk of each partition, in partition order, then the second,
-// and so on, as many as keep a group within MaxBatchRecords rows. A chunk
-// with a marker loads alone (its segments are batches of their own), as
-// does a chunk rebuilt from an intent.
+// and so on, as many as keep a group within MaxBatchRecords rows and
+// MaxGroupBytes bytes. A chunk with a marker loads alone (its segments are
+// batches of their own), as does a chunk rebuilt from an intent or one
+// larger than MaxGroupBytes.
 func (s *Sink) formGroups(chunks []chunk) {
 	type lane struct {
 		topic string
@@ -154,7 +156,7 @@ func (s *Sink) formGroups(chunks []chunk) {
 	for i := range chunks {
 		c := &chunks[i]
 		k := c.key()
-		if c.rebuilt || hasMarker(c.items) {
+		if c.rebuilt || hasMarker(c.items) || size(c.items) > s.cfg.MaxGroupBytes {
 			continue
 		}
 		l := byTopic[k.topic]
@@ -172,19 +174,19 @@ func (s *Sink) formGroups(chunks []chunk) {
 	for _, l := range lanes {
 		for round := 0; ; round++ {
 			var members []*chunk
-			rows := 0
+			rows, bytes := 0, 0
 			for _, p := range l.parts {
 				if round >= len(p) {
 					continue
 				}
 				c := p[round]
-				n := weight(c.items)
-				if len(members) > 0 && (rows+n > s.cfg.MaxBatchRecords || len(members) == maxGroupMembers) {
+				n, b := weight(c.items), size(c.items)
+				if len(members) > 0 && (rows+n > s.cfg.MaxBatchRecords || bytes+b > s.cfg.MaxGroupBytes || len(members) == maxGroupMembers) {
 					label(members)
-					members, rows = nil, 0
+					members, rows, bytes = nil, 0, 0
 				}
 				members = append(members, c)
-				rows += n
+				rows, bytes = rows+n, bytes+b
 			}
 			if members == nil {
 				break
@@ -212,6 +214,21 @@ func weight(items []item) int {
 	n := 0
 	for _, it := range items {
 		n += int(it.rows)
+	}
+	return n
+}
+
+// hasUnchanged reports whether r has a value PostgreSQL did not send
+// (unchanged TOAST), which the loader reads back from ClickHouse.
+func hasUnchanged(r *record.Record) bool {
+	return slices.ContainsFunc(r.Values, func(v record.Value) bool { return v.Unchanged })
+}
+
+// size is the Kafka bytes of items: their keys and values.
+func size(items []item) int {
+	n := 0
+	for _, it := range items {
+		n += len(it.Key) + len(it.Value)
 	}
 	return n
 }
@@ -325,8 +342,11 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 	merged, ok := mergeSegments(u.token(), segs)
 	if !ok {
 		// Partitions of one topic carrying different tables (a sink
-		// without a topic prefix cannot refuse them): each member loads
-		// as its own batch, into its own table.
+		// without a topic prefix cannot refuse them), or changes whose
+		// unchanged TOAST values the loader reads back from ClickHouse
+		// (large values, as many as the batch's rows): each member loads
+		// as its own batch, as without CombinePartitions. The records
+		// decide it, so a rebuilt group decides the same.
 		out := make([]chunkLoad, len(u))
 		for i, c := range u {
 			if out[i] = s.loadMember(ctx, c, segs[i]); fatal(out[i].err) {
@@ -388,7 +408,8 @@ func (s *Sink) loadMember(ctx context.Context, c *chunk, sg *segment) chunkLoad 
 }
 
 // mergeSegments joins the segments of a group into one under token; false
-// when they are of different tables.
+// when they are of different tables or hold a change with unchanged TOAST
+// values.
 func mergeSegments(token string, segs []*segment) (*segment, bool) {
 	m := &segment{b: Batch{Token: token}}
 	skip, hashes := false, false
@@ -398,6 +419,9 @@ func mergeSegments(token string, segs []*segment) (*segment, bool) {
 			continue
 		}
 		if n > 0 && (sg.b.Source.Schema != m.b.Source.Schema || sg.b.Source.Table != m.b.Source.Table) {
+			return nil, false
+		}
+		if slices.ContainsFunc(sg.b.Records, hasUnchanged) {
 			return nil, false
 		}
 		if n == 0 {

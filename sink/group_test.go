@@ -233,3 +233,16 @@ func TestSinkGroupOfTwoTablesLoadsApart(t *testing.T) {
 	runScript(t, combined(100), nil, l, concat(recs("a", 0, 0, 1), []*kgo.Record{other}))
 	wantBatches(t, l.batches, "a/0/0-1 n=2", "a/1/5-5 n=1")
 }
+
+// TestSinkGroupsWithinMaxGroupBytes: a group holds at most MaxGroupBytes
+// of Kafka records, and a chunk larger than that loads alone: the members
+// of a group are decoded and inserted together, so large values must not
+// all be held at once.
+func TestSinkGroupsWithinMaxGroupBytes(t *testing.T) {
+	one := len(rec("a", 0, 10).Value)
+	cfg := combined(100)
+	cfg.MaxGroupBytes = 3*one + 2
+	l := &fakeLoader{}
+	runScript(t, cfg, nil, l, concat(recs("a", 0, 10, 11), recs("a", 1, 20, 20), recs("a", 2, 30, 31), recs("a", 3, 40, 43), recs("a", 4, 50, 50)))
+	wantBatches(t, l.batches, "a/0:10-11+1:20-20 n=3", "a/2:30-31+4:50-50 n=3", "a/3/40-43 n=4")
+}

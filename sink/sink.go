@@ -184,6 +184,12 @@ type Config struct {
 	// merge. The group is part of the flush's intent, so a crash rebuilds
 	// it, and its insert token, exactly (group.go).
 	CombinePartitions bool
+	// MaxGroupBytes bounds the Kafka bytes (keys and values) of the chunks
+	// one combined insert holds (default 32 MiB), as MaxBatchRecords bounds
+	// its rows: the members are decoded and inserted together, so a group
+	// of partitions holding large values would hold them all in memory at
+	// once. A chunk larger than it loads alone.
+	MaxGroupBytes int
 	// RetryBackoff is the first wait after a failed load; it doubles up to
 	// MaxRetryBackoff (defaults 200ms and 30s). Transient errors are retried
 	// until the context ends.
@@ -323,6 +329,9 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	if cfg.InsertParallelism == 0 {
 		cfg.InsertParallelism = 1
 	}
+	if cfg.MaxGroupBytes == 0 {
+		cfg.MaxGroupBytes = 32 << 20
+	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 30 * time.Second
 	}
@@ -338,6 +347,9 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 	}
 	if cfg.InsertParallelism < 1 || cfg.InsertParallelism > maxInsertParallelism {
 		errs = append(errs, fmt.Errorf("insert parallelism %d: want 1 to %d", cfg.InsertParallelism, maxInsertParallelism))
+	}
+	if cfg.MaxGroupBytes < 1 {
+		errs = append(errs, fmt.Errorf("max group bytes %d: must be positive", cfg.MaxGroupBytes))
 	}
 	if cfg.PermanentAttempts < 1 {
 		errs = append(errs, fmt.Errorf("permanent attempts %d: must be positive", cfg.PermanentAttempts))
