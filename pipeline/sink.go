@@ -227,11 +227,10 @@ type SinkSettings struct {
 	// MaxBatch is the most records in one insert; Parallel the partitions
 	// (or, combined, the tables) loaded at once.
 	MaxBatch, Parallel int
-	// InsertPerPartition loads each partition's records in inserts of
-	// their own (--combine-partitions=false) instead of one insert for the
-	// partitions of a table that a flush holds (sink.Config's
-	// CombinePartitions).
-	InsertPerPartition bool
+	// CombinePartitions makes one insert of the partitions of a table
+	// that a flush holds (--combine-partitions; sink.Config's
+	// CombinePartitions) instead of one per partition.
+	CombinePartitions bool
 	// MaxWait is the longest a record waits for its batch to fill;
 	// Progress how often a progress line is logged (0: off).
 	MaxWait, Progress time.Duration
@@ -334,7 +333,7 @@ func Sink(ctx context.Context, kc kafka.Config, l sink.Loader, st SinkSettings) 
 // sinkConfig is the sink.Config of st over the group client cl; it
 // creates the dead-letter topic.
 func sinkConfig(ctx context.Context, cl *kgo.Client, st SinkSettings) (sink.Config, error) {
-	cfg := sink.Config{Group: st.Group, TopicPrefix: st.Prefix, ProgressInterval: cmp.Or(st.Progress, -1), MaxBatchRecords: st.MaxBatch, InsertParallelism: st.Parallel, CombinePartitions: !st.InsertPerPartition, Dedup: st.Dedup, Mismatch: st.Mismatch, Watermarks: st.Watermarks, Schemas: st.Schemas, Failpoints: st.Failpoints, AcceptGap: st.AcceptGap}
+	cfg := sink.Config{Group: st.Group, TopicPrefix: st.Prefix, ProgressInterval: cmp.Or(st.Progress, -1), MaxBatchRecords: st.MaxBatch, InsertParallelism: st.Parallel, CombinePartitions: st.CombinePartitions, Dedup: st.Dedup, Mismatch: st.Mismatch, Watermarks: st.Watermarks, Schemas: st.Schemas, Failpoints: st.Failpoints, AcceptGap: st.AcceptGap}
 	if st.Erasures != nil {
 		cfg.Erasures = st.Erasures
 	}

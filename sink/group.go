@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -218,12 +217,6 @@ func weight(items []item) int {
 	return n
 }
 
-// hasUnchanged reports whether r has a value PostgreSQL did not send
-// (unchanged TOAST), which the loader reads back from ClickHouse.
-func hasUnchanged(r *record.Record) bool {
-	return slices.ContainsFunc(r.Values, func(v record.Value) bool { return v.Unchanged })
-}
-
 // size is the Kafka bytes of items: their keys and values.
 func size(items []item) int {
 	n := 0
@@ -342,18 +335,11 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 	merged, ok := mergeSegments(u.token(), segs)
 	if !ok {
 		// Partitions of one topic carrying different tables (a sink
-		// without a topic prefix cannot refuse them), or changes whose
-		// unchanged TOAST values the loader reads back from ClickHouse
-		// (large values, as many as the batch's rows): each member loads
-		// as its own batch, as without CombinePartitions. The records
-		// decide it, so a rebuilt group decides the same.
-		out := make([]chunkLoad, len(u))
-		for i, c := range u {
-			if out[i] = s.loadMember(ctx, c, segs[i]); fatal(out[i].err) {
-				return nil, out[i].err
-			}
-		}
-		return out, nil
+		// without a topic prefix cannot refuse them): each member loads
+		// as its own batch, InsertParallelism at a time, as without
+		// CombinePartitions. The records decide it, so a rebuilt group
+		// decides the same.
+		return s.loadMembers(ctx, u, segs)
 	}
 	err := s.loadPrepared(ctx, merged)
 	var te *TableError
@@ -390,6 +376,26 @@ func (s *Sink) loadGroup(ctx context.Context, u unit) ([]chunkLoad, error) {
 	return out, nil
 }
 
+// loadMembers loads each member of group u as its own batch (its
+// prepared segment in segs), InsertParallelism at a time.
+func (s *Sink) loadMembers(ctx context.Context, u unit, segs []*segment) ([]chunkLoad, error) {
+	out := make([]chunkLoad, len(u))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.InsertParallelism)
+	for i, c := range u {
+		g.Go(func() error {
+			if out[i] = s.loadMember(gctx, c, segs[i]); fatal(out[i].err) {
+				return out[i].err
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // fatal reports whether err ends the flush: an error, but not a
 // TableError, which stops one table's partition only.
 func fatal(err error) bool {
@@ -408,8 +414,7 @@ func (s *Sink) loadMember(ctx context.Context, c *chunk, sg *segment) chunkLoad 
 }
 
 // mergeSegments joins the segments of a group into one under token; false
-// when they are of different tables or hold a change with unchanged TOAST
-// values.
+// when they are of different tables.
 func mergeSegments(token string, segs []*segment) (*segment, bool) {
 	m := &segment{b: Batch{Token: token}}
 	skip, hashes := false, false
@@ -419,9 +424,6 @@ func mergeSegments(token string, segs []*segment) (*segment, bool) {
 			continue
 		}
 		if n > 0 && (sg.b.Source.Schema != m.b.Source.Schema || sg.b.Source.Table != m.b.Source.Table) {
-			return nil, false
-		}
-		if slices.ContainsFunc(sg.b.Records, hasUnchanged) {
 			return nil, false
 		}
 		if n == 0 {

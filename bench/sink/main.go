@@ -46,7 +46,7 @@ func run() error {
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&o.maxBatch, "max-batch", 50_000, "the sink's most records in one insert")
 	flag.IntVar(&o.parallel, "insert-parallelism", 1, "tables (partitions without -combine-partitions) the sink loads at the same time (sink.Config.InsertParallelism)")
-	flag.BoolVar(&o.combine, "combine-partitions", true, "one insert for the partitions of a flush, as walhouse sink's default (sink.Config.CombinePartitions)")
+	flag.BoolVar(&o.combine, "combine-partitions", false, "one insert for the partitions of a flush, as walhouse sink --combine-partitions (sink.Config.CombinePartitions)")
 	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
 	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
@@ -329,7 +329,7 @@ func (b *bench) load(ctx context.Context, layer2 bool) (*result, error) {
 		return res, err
 	}
 	var store *dedup.Store
-	st := pipeline.SinkSettings{Group: group, Prefix: b.name, Topics: []string{b.topic}, MaxBatch: b.o.maxBatch, Parallel: b.o.parallel, InsertPerPartition: !b.o.combine, Schemas: staticSchemas{&b.schemas}}
+	st := pipeline.SinkSettings{Group: group, Prefix: b.name, Topics: []string{b.topic}, MaxBatch: b.o.maxBatch, Parallel: b.o.parallel, CombinePartitions: b.o.combine, Schemas: staticSchemas{&b.schemas}}
 	if layer2 {
 		if store, err = dedup.New(dedup.Config{Addr: b.o.env.Redis, Prefix: b.name + ":", TTL: time.Hour}); err != nil {
 			return res, err

@@ -58,8 +58,8 @@ func (f *sinkFlags) register(fs *flag.FlagSet) {
 	f.maxBatch = fs.Int("max-batch", 50_000, "most records in one insert (one more where a row moved by its layout would be split from its delete)")
 	f.maxWait = fs.Duration("max-wait", 500*time.Millisecond, "longest a record waits for its batch to fill")
 	f.fetchMin = fs.Int("fetch-min-bytes", sink.DefaultFetchMinBytes, "bytes a fetch waits for, at most --max-wait: the default flushes a busy table faster than --max-wait, for lower lag; above what a table writes in --max-wait (e.g. 16777216) a table gets about one insert per --max-wait at any rate, at up to --max-wait more lag")
-	f.parallel = fs.Int("insert-parallelism", 2, "tables (with --combine-partitions=false: partitions) loaded at the same time, each its own inserts in order, and partitions of one insert decoded at the same time: decoding and Layer 2 overlap another insert (a ClickHouse server inserts in parallel; the embedded engine runs one statement at a time)")
-	f.combine = fs.Bool("combine-partitions", true, "one insert for a table's partitions in a flush (up to --max-batch records) instead of one per partition: fewer, larger inserts and parts; a crash rebuilds the same inserts (false: one insert per partition)")
+	f.parallel = fs.Int("insert-parallelism", 2, "partitions (with --combine-partitions: tables) loaded at the same time, each its own inserts in order (with --combine-partitions, also the partitions of one insert decoded at the same time): decoding and Layer 2 overlap another insert (a ClickHouse server inserts in parallel; the embedded engine runs one statement at a time)")
+	f.combine = fs.Bool("combine-partitions", false, "one insert for a table's partitions in a flush (up to --max-batch records and 32 MiB) instead of one per partition: fewer, larger inserts and parts, a crash rebuilds the same inserts; the insert also reads back the stored values of all its rows' unchanged TOAST values at once (docs/getting-started.md)")
 	f.partitionBy = fs.String("partition-by", "", "date/timestamp key column to partition tables by month (optional)")
 	f.dedupAddr = fs.String("dedup-addr", "", "Valkey/Redis host:port or redis:// (rediss:// for TLS) URL for Layer 2 eventId dedup; empty or \"off\" disables it")
 	f.dedupPrefix = fs.String("dedup-prefix", "walhouse:dedup:", "key prefix in the dedup store")
@@ -118,7 +118,7 @@ func (f *sinkFlags) run() (pipeline.SinkRun, error) {
 		PartitionBy: *f.partitionBy,
 		Writer:      []clickhouse.WriterOption{clickhouse.WithLayouts(f.layouts), relayoutOpt(*f.relayout, *f.dropOld)},
 		Ledger:      erasure.LedgerConfig{Refresh: *f.eraseEvery, MaxAge: *f.eraseMaxAge},
-		Sink:        pipeline.SinkSettings{AcceptGap: accept, Group: *f.group, Prefix: *f.prefix, DLQ: *f.dlq, MaxBatch: *f.maxBatch, Parallel: *f.parallel, InsertPerPartition: !*f.combine, MaxWait: *f.maxWait, FetchMinBytes: int32(*f.fetchMin), Mismatch: mode, MaxRecordBytes: *f.maxRecord, Progress: *f.progress, Failpoints: fps},
+		Sink:        pipeline.SinkSettings{AcceptGap: accept, Group: *f.group, Prefix: *f.prefix, DLQ: *f.dlq, MaxBatch: *f.maxBatch, Parallel: *f.parallel, CombinePartitions: *f.combine, MaxWait: *f.maxWait, FetchMinBytes: int32(*f.fetchMin), Mismatch: mode, MaxRecordBytes: *f.maxRecord, Progress: *f.progress, Failpoints: fps},
 		RecopyOnGap: *f.recopyOnGap, Durability: durabilityMode, HTTP: metricsHTTP(*f.metricsAddr),
 		CleanupEvery: *f.cleanEvery, CleanupMinAge: *f.cleanAge,
 	}, nil

@@ -207,15 +207,16 @@ func (p *pipeline) intents(tb sinkTable) map[int32]string {
 
 // A sink killed after its insert and before its offset commit repeats the
 // insert with the same deduplication token, so even without FINAL no row is
-// there twice. Layer 2 is off: only the token can prevent the doubling. The
-// insert covers the table's partitions (one group), which the restart
-// rebuilds from the intents.
+// there twice. Layer 2 is off: only the token can prevent the doubling.
+// With --combine-partitions the insert covers the table's partitions (one
+// group), which the restart rebuilds from the intents; the next test runs
+// without it.
 func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
 	p, tb, capture := capturedSinkTable(t)
 	n := p.change(tb, 0) + p.change(tb, 1)
 	p.waitProduced(tb.topic, n)
 
-	p.crashSinkAt("sink.loaded", "--dedup-addr", "off")
+	p.crashSinkAt("sink.loaded", "--dedup-addr", "off", "--combine-partitions")
 	if raw := p.rawCount(tb); raw == 0 {
 		t.Fatal("the crashed sink inserted nothing: the crash did not happen between insert and commit")
 	}
@@ -224,13 +225,13 @@ func TestIntegrationSinkCrashBetweenInsertAndCommit(t *testing.T) {
 		t.Fatal("the crashed sink left no batch intent in its commit metadata")
 	}
 	t.Logf("batch intents left by the crash: %v", in)
-	// The partitions' chunks were one insert (--combine-partitions, the
-	// default): each intent names its group, which the restart rebuilds.
+	// The partitions' chunks were one insert (--combine-partitions): each
+	// intent names its group, which the restart rebuilds.
 	if len(in) > 1 && !strings.Contains(fmt.Sprint(in), "~") {
 		t.Errorf("the intents of %d partitions name no group (chunk-end~leader:end*members): the crashed flush did not combine its partitions into one insert", len(in))
 	}
 
-	sink := p.sink("--dedup-addr", "off")
+	sink := p.sink("--dedup-addr", "off", "--combine-partitions")
 	p.change(tb, 2)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
 	p.noRowTwice(tb)
