@@ -28,7 +28,8 @@
 //     (Batch.Inserts); a Loader executes them as they are.
 //   - intent.go: a flush: the batch intent committed before loading, chunks
 //     cut exactly as before a crash, the commit after, tables stopped at a
-//     record. load.go: a chunk's segments between markers, the markers
+//     record. group.go: with CombinePartitions, the chunks of a table's
+//     partitions grouped into one batch, the group in the intent. load.go: a chunk's segments between markers, the markers
 //     applied, decoding, isolating a record that can never load, setting it
 //     aside. retry.go: retries with backoff.
 //   - batch.go: row batches (decoded rows held to their rows header, a
