@@ -29,9 +29,10 @@
 //   - intent.go: a flush: the batch intent committed before loading, chunks
 //     cut exactly as before a crash, the commit after, tables stopped at a
 //     record. group.go: with CombinePartitions, the chunks of a table's
-//     partitions grouped into one batch, the group in the intent. load.go: a chunk's segments between markers, the markers
-//     applied, decoding, isolating a record that can never load, setting it
-//     aside. retry.go: retries with backoff.
+//     partitions grouped into one batch, the group in the intent. load.go:
+//     a chunk's segments between markers, the markers applied, decoding,
+//     isolating a record that can never load, setting it aside. retry.go:
+//     retries with backoff.
 //   - batch.go: row batches (decoded rows held to their rows header, a
 //     stand-in for the record per row); truncate.go: truncate markers;
 //     recopy.go: copying a table again after a gap, and its done markers;
