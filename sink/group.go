@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,6 +243,15 @@ func hasMarker(items []item) bool {
 // next chunk of its partition. Groups that can never be ordered so (an
 // intent that crosses them) load apart.
 func order(chunks []chunk) []unit {
+	if !slices.ContainsFunc(chunks, func(c chunk) bool { return c.group.n > 1 }) {
+		// No group (the default, per partition): each chunk is a unit,
+		// each partition's already in offset order.
+		out := make([]unit, len(chunks))
+		for i := range chunks {
+			out[i] = unit{&chunks[i]}
+		}
+		return out
+	}
 	var keys []tp
 	queue := map[tp][]*chunk{}
 	for i := range chunks {
