@@ -645,7 +645,11 @@ func TestIntegrationLoadMatchesRows(t *testing.T) {
 		if tg, err = rows.table(ctx, ref[0]); err != nil {
 			t.Fatal(err)
 		}
-		fills, err := rows.fillUnchanged(ctx, tg, ref)
+		u, err := rows.planUnchanged(ctx, tg, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fills, err := rows.fill(ctx, tg, u, ref, piece{0, len(ref)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -13,35 +14,96 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
+// DefaultMaxReadBackBytes bounds the stored values one insert reads back
+// for unchanged TOAST values (see WithMaxReadBackBytes).
+const DefaultMaxReadBackBytes = 64 << 20
+
+// lookupKeys is how many rows one read-back query names: their key values
+// travel as query parameters.
+const lookupKeys = 500
+
 // filled holds values recovered for unchanged TOAST columns: record index →
 // column index → value in the client's Go type.
 type filled map[int]map[int]any
 
-// fillUnchanged recovers the values PostgreSQL did not send for unchanged
-// TOASTed columns (pgoutput's 'u' marker). An unchanged value is the row's
-// previous value: taken from an earlier record of the same row in this batch
-// or, failing that, from the row as ClickHouse has it now (FINAL). Never
-// writing NULL or a placeholder over it is the point; REPLICA IDENTITY FULL
-// is not needed.
-func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.Record) (filled, error) {
+func (f filled) set(rec, col int, v any) {
+	if f[rec] == nil {
+		f[rec] = map[int]any{}
+	}
+	f[rec][col] = v
+}
+
+// Unchanged TOAST values (pgoutput's 'u' marker) are the row's previous
+// values: taken from an earlier record of the same row in the insert or,
+// failing that, from the row as ClickHouse has it (FINAL). Never writing
+// NULL or a placeholder over them is the point; REPLICA IDENTITY FULL is
+// not needed.
+//
+// What ClickHouse holds can be far larger than the records that name it:
+// an update of many rows that leaves their large values alone is a batch
+// of small records whose values are not. So the stored values are sized
+// before they are read (byteSize, in ClickHouse), and an insert whose
+// values pass the writer's bound is cut into pieces that each read back
+// at most that much (one row at least). The cut depends only on the
+// records and the stored sizes, so a retry cuts the same pieces and names
+// them with the same tokens; were a retry to size differently (a piece
+// that landed changed what FINAL answers for a later record of the same
+// row), its pieces insert rows again under other tokens, with the versions
+// they had, which FINAL collapses.
+
+// unchanged plans where the unchanged values of an insert's records come
+// from: earlier records of the insert (copied into the records at once)
+// or lookups of stored rows.
+type unchanged struct {
+	lookups []*lookup
+	// uses lists, by record, the lookups its columns take values from.
+	uses map[int][]use
+	// moves are the records no piece starts at: updates that changed the
+	// key, which follow the delete of the old key (see pieces).
+	moves map[int]bool
+}
+
+// use is a column of a record that takes its value from a lookup.
+type use struct {
+	col int
+	l   *lookup
+}
+
+// lookup reads the stored values of some columns of one row.
+type lookup struct {
+	rec    *record.Record // whose tenant the row has
+	key    []record.Value // the row's key values, among values aligned with the table's columns
+	before uint64         // 0: the row's latest live version (FINAL); else its latest live version below
+	cols   []int          // the columns to read, ascending
+	size   int64          // the stored values' bytes, once sized
+	values []any          // the stored values aligned with cols, while a piece holds them
+	found  bool           // the row was found when values were read
+}
+
+// planUnchanged resolves the unchanged values of recs from earlier records
+// where it can and plans lookups for the rest, sized.
+func (w *Writer) planUnchanged(ctx context.Context, tg *target, recs []*record.Record) (*unchanged, error) {
 	if !slices.ContainsFunc(recs, hasUnchanged) {
 		return nil, nil // the common case (copies, inserts): no row keys to track
 	}
 	t := tg.table
-	var out filled
-	last := map[string]int{} // row key → index of its latest record so far
-	live := map[string]int{} // row key → index of its latest insert or update so far
+	u := &unchanged{uses: map[int][]use{}, moves: map[int]bool{}}
+	last := map[string]int{}        // row key → index of its latest record so far
+	live := map[string]int{}        // row key → index of its latest insert or update so far
+	planned := map[string]*lookup{} // lookup key (row, before, columns) → its lookup
 	for i, r := range recs {
 		k := rowKey(t, r, r.Values)
 		prev, seen := last[k]
 		// An update that changed the key takes its unchanged values from
-		// the old key's row: its last live version in this batch, else in
-		// ClickHouse (capture's delete of the old key comes with the same
-		// version, possibly in another partition, so not its tombstone).
-		lookup, before := r.Values, uint64(0)
+		// the old key's row: its last live version in this insert, else
+		// in ClickHouse (capture's delete of the old key comes with the
+		// same version, possibly in another partition, so not its
+		// tombstone).
+		lookupVals, before := r.Values, uint64(0)
 		if r.OldKey != nil && r.Op == record.Update {
-			lookup, before = keyValues(t, r), r.Version
-			prev, seen = live[rowKey(t, r, lookup)]
+			lookupVals, before = keyValues(t, r), r.Version
+			prev, seen = live[rowKey(t, r, lookupVals)]
+			u.moves[i] = true
 		}
 		last[k] = i
 		if r.Op != record.Delete {
@@ -57,8 +119,8 @@ func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.R
 					r.Values[ci] = pv
 					continue
 				}
-				if x, ok := out[prev][ci]; ok {
-					out.set(i, ci, x)
+				if l := u.source(prev, ci); l != nil {
+					u.uses[i] = append(u.uses[i], use{ci, l})
 					continue
 				}
 			}
@@ -67,31 +129,287 @@ func (w *Writer) fillUnchanged(ctx context.Context, tg *target, recs []*record.R
 		if len(missing) == 0 {
 			continue
 		}
-		vals, err := w.storedValues(ctx, tg, r, lookup, before, missing)
-		if err != nil {
-			return nil, err
+		id := rowKey(t, r, lookupVals) + "\x00" + strconv.FormatUint(before, 10) + "\x00" + fmt.Sprint(missing)
+		l := planned[id]
+		if l == nil {
+			l = &lookup{rec: r, key: lookupVals, before: before, cols: missing}
+			planned[id] = l
+			u.lookups = append(u.lookups, l)
 		}
-		if out == nil {
-			out = filled{}
-		}
-		for j, ci := range missing {
-			out.set(i, ci, vals[j])
+		for _, ci := range missing {
+			u.uses[i] = append(u.uses[i], use{ci, l})
 		}
 	}
+	if err := w.readLookups(ctx, tg, u.lookups, true); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// source returns the lookup record i's column ci takes its value from, or
+// nil.
+func (u *unchanged) source(i, ci int) *lookup {
+	for _, x := range u.uses[i] {
+		if x.col == ci {
+			return x.l
+		}
+	}
+	return nil
+}
+
+// piece is a run of an insert's records, lo to hi-1.
+type piece struct{ lo, hi int }
+
+// pieces cuts n records into runs whose lookups read at most limit bytes,
+// each with one record at least. A piece never starts at an update that
+// changed the key: the delete of the old key before it (capture sends the
+// two together) would otherwise land first, and a merge of the old key's
+// row with that tombstone could take the values the update reads back.
+func (u *unchanged) pieces(n int, limit int64) []piece {
+	if u == nil {
+		return []piece{{0, n}}
+	}
+	var (
+		out   []piece
+		lo    int
+		bytes int64
+		held  = map[*lookup]bool{}
+	)
+	// cost is what record i adds to a piece holding held's values.
+	cost := func(i int) int64 {
+		var c int64
+		var counted []*lookup
+		for _, x := range u.uses[i] {
+			if !held[x.l] && !slices.Contains(counted, x.l) {
+				c += x.l.size
+				counted = append(counted, x.l)
+			}
+		}
+		return c
+	}
+	for i := range n {
+		c := cost(i)
+		if i > lo && bytes+c > limit && !u.moves[i] {
+			out = append(out, piece{lo, i})
+			lo, bytes = i, 0
+			clear(held)
+			c = cost(i)
+		}
+		for _, x := range u.uses[i] {
+			held[x.l] = true
+		}
+		bytes += c
+	}
+	return append(out, piece{lo, n})
+}
+
+// fill reads the values of the lookups that records p.lo..p.hi-1 use and
+// returns them by record (indexes relative to p.lo). release forgets them.
+func (w *Writer) fill(ctx context.Context, tg *target, u *unchanged, recs []*record.Record, p piece) (filled, error) {
+	if u == nil {
+		return nil, nil
+	}
+	var need []*lookup
+	seen := map[*lookup]bool{}
+	for i := p.lo; i < p.hi; i++ {
+		for _, x := range u.uses[i] {
+			if !seen[x.l] {
+				seen[x.l] = true
+				need = append(need, x.l)
+			}
+		}
+	}
+	if err := w.readLookups(ctx, tg, need, false); err != nil {
+		return nil, err
+	}
+	out := filled{}
+	var absent []string
+	for i := p.lo; i < p.hi; i++ {
+		for _, x := range u.uses[i] {
+			if !x.l.found {
+				if len(absent) < 3 {
+					absent = append(absent, recs[i].EventID)
+				}
+				out.set(i-p.lo, x.col, nil)
+				continue
+			}
+			out.set(i-p.lo, x.col, x.l.values[slices.Index(x.l.cols, x.col)])
+		}
+	}
+	if len(absent) > 0 {
+		w.log.Warn("unchanged TOAST values of rows ClickHouse does not have; stored as NULL", "table", tg.table.QualifiedName(), "event_ids", absent)
+	}
 	return out, nil
+}
+
+// release drops the values the lookups of a piece hold.
+func (u *unchanged) release() {
+	if u == nil {
+		return
+	}
+	for _, l := range u.lookups {
+		l.values = nil
+	}
+}
+
+// readLookups reads the stored values of ls (or, with sizes, their sizes
+// in bytes): the latest-version lookups of the same columns together, up
+// to lookupKeys rows a query, and each older-version lookup on its own.
+func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, sizes bool) error {
+	groups := map[string][]*lookup{}
+	var order []string
+	for _, l := range ls {
+		g := fmt.Sprint(l.cols)
+		if l.before != 0 {
+			if err := w.readStored(ctx, tg, []*lookup{l}, sizes); err != nil {
+				return err
+			}
+			continue
+		}
+		if groups[g] == nil {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], l)
+	}
+	for _, g := range order {
+		for batch := range slices.Chunk(groups[g], lookupKeys) {
+			if err := w.readStored(ctx, tg, batch, sizes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readStored reads, for lookups ls of the same columns (one of them if it
+// has a before version), their rows' values of those columns, or their
+// sizes in bytes. A row that ClickHouse does not have is not found: its
+// earlier versions were never captured (the table was added without a
+// snapshot), and its values are stored as NULL.
+func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes bool) error {
+	t := tg.table
+	cols := ls[0].cols
+	sel := make([]string, len(cols))
+	for j, ci := range cols {
+		sel[j] = schema.QuoteIdent(tg.columns[ci].Name)
+		if tg.columns[ci].Type.IsJSON() {
+			// As the text the insert's other values of the column are:
+			// the client refuses an object among them.
+			sel[j] = "CAST(" + sel[j] + " AS Nullable(String))"
+		}
+		if sizes {
+			sel[j] = "byteSize(" + sel[j] + ")"
+		}
+	}
+	// Key values are bound as the values inserted for them (converted from
+	// PostgreSQL's text the same way), never as that text: bytea, bool or
+	// timestamptz text would not match what ClickHouse stored.
+	var keyCols []string
+	if t.TenantSynthetic {
+		keyCols = append(keyCols, schema.QuoteIdent(t.TenantColumn))
+	}
+	for i, c := range t.Columns {
+		if c.Source.Key || c.Name == t.TenantColumn {
+			keyCols = append(keyCols, schema.QuoteIdent(tg.columns[i].Name))
+		}
+	}
+	var args []any
+	tuples := make([]string, len(ls))
+	for n, l := range ls {
+		var vals []string
+		if t.TenantSynthetic {
+			p := fmt.Sprintf("t%d", n)
+			vals = append(vals, fmt.Sprintf("{%s:String}", p))
+			args = append(args, ch.Named(p, l.rec.TenantID))
+		}
+		for i, c := range t.Columns {
+			if !c.Source.Key && c.Name != t.TenantColumn {
+				continue
+			}
+			p := fmt.Sprintf("k%d_%d", i, n)
+			vals = append(vals, fmt.Sprintf("{%s:%s}", p, tg.columns[i].Type.DDL))
+			x, err := tg.columns[i].Type.Convert(l.key[i].Text)
+			if err != nil {
+				return fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
+			}
+			args = append(args, ch.Named(p, x))
+		}
+		tuples[n] = tupleOf(vals)
+	}
+	key, list := tupleOf(keyCols), strings.Join(tuples, ", ")
+	head := fmt.Sprintf("SELECT indexOf([%s], %s), %s, %s", list, key, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
+	var q string
+	if before := ls[0].before; before != 0 {
+		// Every version of one key is a handful of rows: no FINAL, the
+		// newest live one below the update's version.
+		q = fmt.Sprintf("%s FROM %s WHERE %s IN (%s) AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
+			head, t.QualifiedName(), key, list, schema.QuoteIdent(schema.DeletedColumn),
+			schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.VersionColumn))
+		args = append(args, ch.Named("before", before))
+	} else {
+		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s IN (%s) AND %s = 0",
+			head, t.QualifiedName(), key, list, schema.QuoteIdent(schema.DeletedColumn))
+	}
+	rows, err := w.conn.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
+	}
+	defer rows.Close()
+	versions := make([]uint64, len(ls))
+	for _, l := range ls {
+		l.found = false
+	}
+	for rows.Next() {
+		var (
+			at      uint64
+			version uint64
+			dest    = make([]any, 2+len(cols))
+		)
+		dest[0], dest[1] = &at, &version
+		for j, ct := range rows.ColumnTypes()[2:] {
+			dest[2+j] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
+		}
+		if at < 1 || int(at) > len(ls) {
+			return fmt.Errorf("read unchanged TOAST values of %s: ClickHouse answered for a row not asked for (%d of %d)", t.QualifiedName(), at, len(ls))
+		}
+		l := ls[at-1]
+		if l.found && versions[at-1] >= version {
+			continue // a layout's sorting columns can hold a key twice: the newest wins
+		}
+		l.found, versions[at-1] = true, version
+		if sizes {
+			l.size = 0
+			for j := range cols {
+				l.size += int64(*dest[2+j].(*uint64))
+			}
+			continue
+		}
+		l.values = make([]any, len(cols))
+		for j := range cols {
+			l.values[j] = reflect.ValueOf(dest[2+j]).Elem().Interface()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
+	}
+	return nil
+}
+
+// tupleOf writes values as one: a tuple of several, or the one itself.
+func tupleOf(vals []string) string {
+	if len(vals) == 1 {
+		return vals[0]
+	}
+	return "(" + strings.Join(vals, ", ") + ")"
 }
 
 // hasUnchanged reports whether r lacks a TOASTed value PostgreSQL did not
 // resend.
 func hasUnchanged(r *record.Record) bool {
 	return slices.ContainsFunc(r.Values, func(v record.Value) bool { return v.Unchanged })
-}
-
-func (f filled) set(rec, col int, v any) {
-	if f[rec] == nil {
-		f[rec] = map[int]any{}
-	}
-	f[rec][col] = v
 }
 
 // rowKey identifies a row within a table: its tenant and the key values
@@ -120,76 +438,4 @@ func keyValues(t *schema.Table, r *record.Record) []record.Value {
 		}
 	}
 	return vals
-}
-
-// storedValues reads the current values of cols for the row whose key
-// values are among vals: its latest version (FINAL), or, when before is
-// not 0, its latest live version below before. A row that ClickHouse does
-// not have yields NULLs: its earlier versions were never captured (the
-// table was added without a snapshot).
-func (w *Writer) storedValues(ctx context.Context, tg *target, r *record.Record, vals []record.Value, before uint64, cols []int) ([]any, error) {
-	t := tg.table
-	sel := make([]string, len(cols))
-	for j, ci := range cols {
-		sel[j] = schema.QuoteIdent(tg.columns[ci].Name)
-		if tg.columns[ci].Type.IsJSON() {
-			// As the text the insert's other values of the column are:
-			// the client refuses an object among them.
-			sel[j] = "CAST(" + sel[j] + " AS Nullable(String))"
-		}
-	}
-	// Key values are bound as the values inserted for them (converted from
-	// PostgreSQL's text the same way), never as that text: bytea, bool or
-	// timestamptz text would not match what ClickHouse stored.
-	var (
-		where []string
-		args  []any
-	)
-	if t.TenantSynthetic {
-		where = append(where, fmt.Sprintf("%s = {tenant:String}", schema.QuoteIdent(t.TenantColumn)))
-		args = append(args, ch.Named("tenant", r.TenantID))
-	}
-	for i, c := range t.Columns {
-		if !c.Source.Key && c.Name != t.TenantColumn {
-			continue
-		}
-		p := fmt.Sprintf("k%d", i)
-		where = append(where, fmt.Sprintf("%s = {%s:%s}", schema.QuoteIdent(tg.columns[i].Name), p, tg.columns[i].Type.DDL))
-		x, err := tg.columns[i].Type.Convert(vals[i].Text)
-		if err != nil {
-			return nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
-		}
-		args = append(args, ch.Named(p, x))
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s AND %s = 0 LIMIT 1",
-		strings.Join(sel, ", "), t.QualifiedName(), strings.Join(where, " AND "), schema.QuoteIdent(schema.DeletedColumn))
-	if before != 0 {
-		// Every version of one key is a handful of rows: no FINAL, the
-		// newest live one below the update's version.
-		q = fmt.Sprintf("SELECT %s FROM %s WHERE %s AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
-			strings.Join(sel, ", "), t.QualifiedName(), strings.Join(where, " AND "), schema.QuoteIdent(schema.DeletedColumn),
-			schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.VersionColumn))
-		args = append(args, ch.Named("before", before))
-	}
-	rows, err := w.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
-	}
-	defer rows.Close()
-	out := make([]any, len(cols))
-	if !rows.Next() {
-		w.log.Warn("unchanged TOAST value of a row ClickHouse does not have; stored as NULL", "table", t.QualifiedName(), "event_id", r.EventID)
-		return out, rows.Err()
-	}
-	dest := make([]any, len(cols))
-	for j, ct := range rows.ColumnTypes() {
-		dest[j] = reflect.New(ct.ScanType()).Interface()
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return nil, fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
-	}
-	for j := range dest {
-		out[j] = reflect.ValueOf(dest[j]).Elem().Interface()
-	}
-	return out, rows.Err()
 }

@@ -157,7 +157,8 @@ type Writer struct {
 	syncParts   map[string]int32   // partition counts in schema.SyncTable by table; nil until it is ready
 	recopyReady bool               // RecopyTable was created (recopy.go)
 
-	relayoutOn, relayoutDropOld bool // WithRelayout
+	relayoutOn, relayoutDropOld bool  // WithRelayout
+	maxReadBack                 int64 // WithMaxReadBackBytes
 	failpoints                  *failpoint.Set
 }
 
@@ -194,6 +195,20 @@ func WithMetrics(reg prometheus.Registerer) WriterOption {
 	}
 }
 
+// WithMaxReadBackBytes bounds the stored values one insert reads back
+// from ClickHouse for its records' unchanged TOAST values (an UPDATE that
+// leaves a large value alone carries none): an insert whose values pass
+// it is cut into pieces that each read at most n bytes (one row at least).
+// The default, DefaultMaxReadBackBytes, keeps a sink's memory within a
+// few times that per table loading at once; n <= 0 keeps the default.
+func WithMaxReadBackBytes(n int64) WriterOption {
+	return func(w *Writer) {
+		if n > 0 {
+			w.maxReadBack = n
+		}
+	}
+}
+
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
 // and names a key column of a date or timestamp type.
@@ -207,6 +222,8 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 		placement: schema.Placement{Database: database},
 		log:       slog.Default().With("component", "clickhouse"),
 		tables:    map[string]*target{},
+
+		maxReadBack: DefaultMaxReadBackBytes,
 	}
 	for _, o := range opts {
 		o(w)
@@ -299,14 +316,46 @@ func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token strin
 	return nil
 }
 
-// insert appends recs to one insert into tg's table, column by column
-// (see buildColumns), and sends it. A record that cannot be stored is
-// named by its index in recs.
+// insert inserts recs into tg's table under token: as one insert, or, when
+// their unchanged TOAST values read back more than the writer's bound, as
+// pieces named token@first (the index of the piece's first record), which
+// a retry cuts and names the same way (see toast.go). A record that cannot
+// be stored is named by its index in recs.
 func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string) error {
-	fills, err := w.fillUnchanged(ctx, tg, recs)
+	u, err := w.planUnchanged(ctx, tg, recs)
 	if err != nil {
 		return err
 	}
+	pieces := u.pieces(len(recs), w.maxReadBack)
+	if len(pieces) > 1 {
+		w.log.Debug("insert cut into pieces by the stored values it reads back", "table", tg.table.QualifiedName(), "token", token, "pieces", len(pieces))
+	}
+	for _, p := range pieces {
+		fills, err := w.fill(ctx, tg, u, recs, p)
+		if err != nil {
+			return err
+		}
+		name := token
+		if len(pieces) > 1 {
+			name = fmt.Sprintf("%s@%d", token, p.lo)
+		}
+		err = w.send(ctx, tg, recs[p.lo:p.hi], fills, name)
+		u.release()
+		var re *sink.RecordError
+		if errors.As(err, &re) {
+			re.Index += p.lo
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send appends recs to one insert into tg's table, column by column (see
+// buildColumns), and sends it. A record that cannot be stored is named by
+// its index in recs.
+func (w *Writer) send(ctx context.Context, tg *target, recs []*record.Record, fills filled, token string) error {
 	batch, err := w.prepare(ctx, tg, token)
 	if err != nil {
 		return err

@@ -182,10 +182,9 @@ type Config struct {
 	// rows), where each partition's chunk would otherwise be an insert of
 	// its own: fewer, larger inserts, so fewer parts for ClickHouse to
 	// merge. The group is part of the flush's intent, so a crash rebuilds
-	// it, and its insert token, exactly (group.go). Its cost: a loader that
-	// reads back unchanged TOAST values (the ClickHouse writer) holds
-	// those of every row of the insert at once, so it is off by default
-	// in walhouse sink.
+	// it, and its insert token, exactly (group.go). walhouse sink turns it
+	// on unless --combine-partitions=false; the zero Config keeps one
+	// insert per partition.
 	CombinePartitions bool
 	// MaxGroupBytes bounds the Kafka bytes (keys and values) of the chunks
 	// one combined insert holds (default 32 MiB), as MaxBatchRecords bounds
