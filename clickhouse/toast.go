@@ -18,9 +18,14 @@ import (
 // for unchanged TOAST values (see WithMaxReadBackBytes).
 const DefaultMaxReadBackBytes = 64 << 20
 
-// lookupKeys is how many rows one read-back query names: their key values
-// travel as query parameters.
-const lookupKeys = 500
+// lookupKeys and lookupKeyBytes bound the rows one read-back query names
+// and the text of their key values, which the query carries twice (the
+// client binds parameters into its text): well under a server's
+// max_query_size (256 KiB by default) whatever the keys.
+const (
+	lookupKeys     = 500
+	lookupKeyBytes = 64 << 10
+)
 
 // filled holds values recovered for unchanged TOAST columns: record index →
 // column index → value in the client's Go type.
@@ -272,13 +277,32 @@ func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, size
 		groups[g] = append(groups[g], l)
 	}
 	for _, g := range order {
-		for batch := range slices.Chunk(groups[g], lookupKeys) {
-			if err := w.readStored(ctx, tg, batch, sizes); err != nil {
+		ls := groups[g]
+		for len(ls) > 0 {
+			n, bytes := 0, 0
+			for n < len(ls) && n < lookupKeys && (n == 0 || bytes+keyBytes(tg.table, ls[n]) <= lookupKeyBytes) {
+				bytes += keyBytes(tg.table, ls[n])
+				n++
+			}
+			if err := w.readStored(ctx, tg, ls[:n], sizes); err != nil {
 				return err
 			}
+			ls = ls[n:]
 		}
 	}
 	return nil
+}
+
+// keyBytes estimates the query text l's key takes in t: its values' text
+// and their casts.
+func keyBytes(t *schema.Table, l *lookup) int {
+	n := len(l.rec.TenantID) + 32
+	for i, c := range t.Columns {
+		if c.Source.Key || c.Name == t.TenantColumn {
+			n += len(l.key[i].Text) + 32
+		}
+	}
+	return n
 }
 
 // readStored reads, for lookups ls of the same columns (one of them if it
@@ -337,7 +361,9 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 		tuples[n] = tupleOf(vals)
 	}
 	key, list := tupleOf(keyCols), strings.Join(tuples, ", ")
-	head := fmt.Sprintf("SELECT indexOf([%s], %s), %s, %s", list, key, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
+	// The row's place among the keys asked for: = compares a key value
+	// with its column's value as IN does, also where their types differ.
+	head := fmt.Sprintf("SELECT toUInt64(arrayFirstIndex(x -> x = %s, [%s])), %s, %s", key, list, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
 	var q string
 	if before := ls[0].before; before != 0 {
 		// Every version of one key is a handful of rows: no FINAL, the
