@@ -51,10 +51,12 @@ func (f filled) set(rec, col int, v any) {
 // values pass the writer's bound is cut into pieces that each read back
 // at most that much (one row at least). The cut depends only on the
 // records and the stored sizes, so a retry cuts the same pieces and names
-// them with the same tokens; were a retry to size differently (a piece
-// that landed changed what FINAL answers for a later record of the same
-// row), its pieces insert rows again under other tokens, with the versions
-// they had, which FINAL collapses.
+// them with the same tokens. A retry can size differently only where a
+// piece that landed holds a newer version of a row that an earlier record
+// reads back: its pieces may then insert rows again under other tokens,
+// with the versions they had, which FINAL collapses, and such an earlier
+// record's row takes the newer version's value, which FINAL never shows
+// as that version supersedes it.
 
 // unchanged plans where the unchanged values of an insert's records come
 // from: earlier records of the insert (copied into the records at once)
