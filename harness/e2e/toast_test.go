@@ -67,11 +67,11 @@ func TestIntegrationUnchangedToastWithUnusualKeys(t *testing.T) {
 // TestIntegrationUnchangedToastKeyChange changes rows' keys while their
 // large values stay as they are. PostgreSQL sends the new row with those
 // values "unchanged" and the old key; capture emits a delete of the old key
-// and the update under the new one, possibly to another partition. The
-// sink must take the value from the old key's last live version in
-// ClickHouse, not from the new key, which has none, nor from the old key's
-// tombstone (docs/limits.md: an old key whose row is loaded in the
-// same flush from another partition is not covered).
+// and the update under the new one, possibly to another partition, with
+// the values read from the source row (not from the new key in ClickHouse,
+// which has none, nor from the old key's tombstone). Here the old keys'
+// rows are loaded first; TestIntegrationUnchangedToastKeyChangeUnloaded
+// loads both in one flush.
 func TestIntegrationUnchangedToastKeyChange(t *testing.T) {
 	p := newPipeline(t)
 	table, qt := p.table("toastkey", `(tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`)
