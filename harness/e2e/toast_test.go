@@ -118,7 +118,9 @@ func TestIntegrationUnchangedToastKeyChangeUnloaded(t *testing.T) {
 	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
 
 	const rows = 60
-	const bigValue = `(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 400) g)`
+	// A value of its own for each row (the subquery names i): a value
+	// taken from another row shows.
+	const bigValue = `(SELECT string_agg(md5(random()::text || g::text || i::text), '') FROM generate_series(1, 400) g)`
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 2), i, 'new', %s, 0 FROM generate_series(1, %d) i`, qt, bigValue, rows))
 	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 1000`, qt))
 	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'paid' WHERE id %% 3 = 0`, qt))
