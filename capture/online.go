@@ -365,14 +365,14 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, c fillCase, 
 	}
 	rows, err := s.cat.conn.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
-		return fmt.Errorf("read the unchanged TOAST values of %s of %s from the source: %w", c, rel.name, err)
+		return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read the unchanged TOAST values of %s of %s from the source: %w", c, rel.name, err)
+			return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 		}
-		return nil // deleted since: its deletion is further on in the stream
+		return nil // gone from this key since: its deletion or move is further on in the stream
 	}
 	if bound != nil && bound.takeCut() {
 		return fmt.Errorf("%w: the unchanged TOAST values of %s, read from the source, take more than the %d bytes capture reads (--max-record-bytes + 1 MiB), so its record would be over the bound too; raise --max-record-bytes and change or re-copy the row to load it",
@@ -388,7 +388,7 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, c fillCase, 
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the unchanged TOAST values of %s of %s from the source: %w", c, rel.name, err)
+		return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 	}
 	for j, i := range idx {
 		if dest[j] == nil {
