@@ -126,7 +126,7 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 	}
 	t.values = toValues(t.values[:0], tuple, fill)
 	if op != record.Delete && hasUnchanged(t.values) {
-		if err := t.tables.fillUnchanged(ctx, rel, op, t.values); errors.Is(err, ErrRowTooLarge) {
+		if err := t.tables.fillUnchanged(ctx, rel, unchangedIn(op, oldKey), t.values); errors.Is(err, ErrRowTooLarge) {
 			t.ordinal++
 			b := t.bad(rel, nil, record.ReasonTooLarge, err)
 			b.key = primaryKeyJSON(rel.columns, rel.keyIdx, t.values)
@@ -203,6 +203,68 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		rel.lastSize = max(size, 256)
 	}
 	return t.out.record(rel, r, key, value, t.move)
+}
+
+// fillCase is the kind of change whose values still have unchanged TOAST
+// markers (pgoutput's 'u') once the old row, if it came, gave its own,
+// which decides where capture looks for them.
+type fillCase uint8
+
+const (
+	// fillUpdate is an update that kept the row's ClickHouse key. The
+	// sink takes the values from the row's previous version, which is in
+	// the same partition and loads first; only while the table's online
+	// copy runs may that version be a copied row not loaded yet
+	// (online.go).
+	fillUpdate fillCase = iota + 1
+	// fillKeyChange is an update that moved the row to another ClickHouse
+	// key (keyChanged): its previous version is under the old key, in
+	// another partition that may not have loaded it yet, or already
+	// merged with the move's delete. Capture reads the values from the
+	// source row, by its new key.
+	fillKeyChange
+	// fillInsert is an update that moved a row into a publication's row
+	// filter, which pgoutput sends as an insert: ClickHouse never had the
+	// row.
+	fillInsert
+)
+
+// unchangedIn returns the case of a change of kind op (not a delete);
+// oldKey is set for an update that changed the row's key, as in emit.
+func unchangedIn(op record.Op, oldKey []pgoutput.TupleColumn) fillCase {
+	switch {
+	case op == record.Insert:
+		return fillInsert
+	case oldKey != nil:
+		return fillKeyChange
+	default:
+		return fillUpdate
+	}
+}
+
+// fromSource reports whether capture reads the unchanged values of a
+// change of this case from the source row; copying says the table's
+// online copy runs. A case it does not know reads the source too, which
+// is always correct, only slower.
+func (c fillCase) fromSource(copying bool) bool {
+	if c == fillUpdate {
+		return copying
+	}
+	return true
+}
+
+// String says what the case is, for error messages.
+func (c fillCase) String() string {
+	switch c {
+	case fillUpdate:
+		return "an update"
+	case fillKeyChange:
+		return "an update that changed the row's ClickHouse key"
+	case fillInsert:
+		return "an update sent as an insert (a row moved into a row filter)"
+	default:
+		return fmt.Sprintf("fill case %d", uint8(c))
+	}
 }
 
 // bad describes a change of the transaction in progress that cannot become

@@ -156,13 +156,14 @@ type tableSet interface {
 	// refusedChanges counts the changes of a table left out.
 	refusedChanges(table string) prometheus.Counter
 	// fillUnchanged replaces the unchanged TOAST values of a change of
-	// kind op with the source's where the sink could not find them: an
-	// update's while the table's online copy runs (see online.go), and an
-	// insert's always. An insert has some only when pgoutput sends an
-	// update that moved a row into a publication's row filter as an
-	// insert, without the old row to take them from (the table's replica
-	// identity is not FULL): ClickHouse never had the row.
-	fillUnchanged(ctx context.Context, rel *relation, op record.Op, values []record.Value) error
+	// case c with the source's where the sink could not find them
+	// (fillCase.fromSource): an update's while the table's online copy
+	// runs (see online.go), a key-changing update's and an insert's
+	// always. An insert has some only when pgoutput sends an update that
+	// moved a row into a publication's row filter as an insert, without
+	// the old row to take them from (the table's replica identity is not
+	// FULL): ClickHouse never had the row.
+	fillUnchanged(ctx context.Context, rel *relation, c fillCase, values []record.Value) error
 	// rewritten copies a captured table again after DDL rewrote its rows
 	// without row changes (rewrite.go).
 	rewritten(ctx context.Context, rw rewrite) error

@@ -42,7 +42,9 @@
 //     markers and heartbeats with no database, Kafka or clock of its own
 //     (so translate_test.go drives it with scripted messages); its relation
 //     cache and walhouse's logical messages. change.go: a row change to a
-//     record (eventIds, ordinals, key and tenant changes, TOAST, bad rows).
+//     record (eventIds, ordinals, key and tenant changes, bad rows, and
+//     which unchanged TOAST values capture reads from the source row:
+//     fillCase).
 //     Package capture/pgoutput decodes the messages; catalog.go builds
 //     relations; labels.go keeps the enum labels of columns a layout
 //     stores as Enum8/Enum16 current (ADD VALUE sends no Relation message).

@@ -32,7 +32,10 @@ import (
 // have been loaded yet. While a table's copy runs, capture fills such values
 // from the source row itself (see stream.fillFromSource). That value can be
 // newer than the update, never older; if it is newer, a later change that
-// set it is in the stream, so the end result is the same.
+// set it is in the stream, so the end result is the same. The same holds,
+// and capture does the same, for an update that changed the row's
+// ClickHouse key: its previous version is under the old key, in another
+// partition or already merged with the move's delete.
 //
 // A table's load watermark, hence the query API's lastSyncAt, must not claim
 // completeness before its copy is in ClickHouse. So while a table's copy
@@ -317,14 +320,18 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	return s.read(ctx, plans, estimate)
 }
 
-// fillFromSource replaces unchanged TOAST values of an update with the
-// source row's current values, for a table whose online copy runs (see the
-// comment at the top of this file), and of an insert that moved a row into
-// a row filter (tableSet.fillUnchanged): the same argument holds, as every
-// later change of the row that the filter lets through is in the stream. A
-// row that no longer exists keeps its markers: its deletion (or its move
-// out of the filter, sent as one) is further on in the stream.
-func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []record.Value) error {
+// fillFromSource replaces unchanged TOAST values of a change of case c
+// with the source row's current values, read by the row's (new) key: of an
+// update of a table whose online copy runs (see the comment at the top of
+// this file), of an update that changed the row's ClickHouse key, whose
+// previous version the sink would have to find under the old key, and of
+// an insert that moved a row into a row filter (tableSet.fillUnchanged).
+// The same argument holds for all three, as every later change of the row
+// (that the filter lets through) is in the stream. A row that no longer
+// exists under that key keeps its markers: its deletion (or its move to
+// another key or out of the filter, sent as one) is further on in the
+// stream, and the sink's lookup fills them until it loads.
+func (s *stream) fillFromSource(ctx context.Context, rel *relation, c fillCase, values []record.Value) error {
 	var (
 		cols  []string
 		idx   []int
@@ -358,18 +365,18 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 	}
 	rows, err := s.cat.conn.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
-		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+		return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+			return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 		}
-		return nil // deleted since: its deletion is further on in the stream
+		return nil // gone from this key since: its deletion or move is further on in the stream
 	}
 	if bound != nil && bound.takeCut() {
-		return fmt.Errorf("%w: its unchanged TOAST values, read from the source while the table is copied, take more than the %d bytes capture reads (--max-record-bytes + 1 MiB), so its record would be over the bound too; raise --max-record-bytes and change or re-copy the row to load it",
-			ErrRowTooLarge, s.c.cfg.maxRecordBytes+receiveSlack)
+		return fmt.Errorf("%w: the unchanged TOAST values of %s, read from the source, take more than the %d bytes capture reads (--max-record-bytes + 1 MiB), so its record would be over the bound too; raise --max-record-bytes and change or re-copy the row to load it",
+			ErrRowTooLarge, c, s.c.cfg.maxRecordBytes+receiveSlack)
 	}
 	raw := rows.RawValues()
 	dest := make([]*string, len(raw))
@@ -381,7 +388,7 @@ func (s *stream) fillFromSource(ctx context.Context, rel *relation, values []rec
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read unchanged TOAST values of %s from the source while its snapshot runs: %w", rel.name, err)
+		return fmt.Errorf("read the unchanged TOAST values of %s (%s) from the source: %w", rel.name, c, err)
 	}
 	for j, i := range idx {
 		if dest[j] == nil {

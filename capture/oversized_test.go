@@ -86,7 +86,7 @@ func TestTranslatorFillTooLarge(t *testing.T) {
 		}
 	}
 	want := []string{
-		"topic wh.public.orders", "begin",
+		"topic wh.public.orders", "begin", "read from source: an update",
 		`dead letter public.orders too_large commit 0/100 key {"id":"1","tenant_id":"acme"}`,
 		`insert public.orders lsn 0/20 #1 tenant "acme" ('acme', '2', 'b')`,
 		"commit 0/108 at 05:06:07",

@@ -310,9 +310,9 @@ func (s *stream) described(ctx context.Context, rel *relation, relID uint32) err
 	return nil
 }
 
-func (s *stream) fillUnchanged(ctx context.Context, rel *relation, op record.Op, values []record.Value) error {
-	if op != record.Insert && !s.online.copying(rel.name) {
+func (s *stream) fillUnchanged(ctx context.Context, rel *relation, c fillCase, values []record.Value) error {
+	if !c.fromSource(s.online.copying(rel.name)) {
 		return nil
 	}
-	return s.fillFromSource(ctx, rel, values)
+	return s.fillFromSource(ctx, rel, c, values)
 }

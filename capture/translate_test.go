@@ -129,7 +129,7 @@ func (c scriptedCatalog) setColumns(relID uint32, cols map[string]columnInfo) {
 // is handed into log, one line per event, and checks that every record
 // decodes to what the translator built.
 type collector struct {
-	fillErr   error // what fillUnchanged returns for a table being copied
+	fillErr   error // what fillUnchanged returns where it reads the source
 	t         testing.TB
 	log       []string
 	tables    []string
@@ -137,8 +137,8 @@ type collector struct {
 	now       time.Time
 	committed time.Time // commit time of the transaction in progress
 	dec       record.Decoder
-	// copying: tables whose copy runs; their unchanged values are filled
-	// with "from source".
+	// copying: tables whose copy runs. Where fillCase.fromSource says
+	// so, unchanged values are filled with "from source".
 	copying map[string]bool
 	// refused counts the changes of tables left out, by table.
 	refused map[string]prometheus.Counter
@@ -176,10 +176,11 @@ func (c *collector) refusedChanges(table string) prometheus.Counter {
 	return c.refused[table]
 }
 
-func (c *collector) fillUnchanged(_ context.Context, rel *relation, op record.Op, values []record.Value) error {
-	if op != record.Insert && !c.copying[rel.name] {
+func (c *collector) fillUnchanged(_ context.Context, rel *relation, fc fillCase, values []record.Value) error {
+	if !fc.fromSource(c.copying[rel.name]) {
 		return nil
 	}
+	c.log = append(c.log, "read from source: "+fc.String())
 	if c.fillErr != nil {
 		return c.fillErr
 	}
@@ -507,6 +508,33 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			// The old key's version is in another partition, or merged
+			// with the move's delete: the values come from the source row,
+			// unless the old row (REPLICA IDENTITY FULL) has them.
+			name: "unchanged TOAST of a key change is read from the source, unless the old row has it",
+			steps: []step{
+				describe(ordersRel), describe(docsRel), begin(0x100),
+				update(0x20, relOrders, pgoutput.TupleOldKey, row(txt("acme"), txt("1"), null), txt("acme"), txt("2"), toast),
+				update(0x30, relOrders, 0, nil, txt("acme"), txt("2"), toast),
+				update(0x50, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("long")), txt("1"), txt("globex"), toast),
+				update(0x60, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("globex"), toast), txt("1"), txt("acme"), toast),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "topic wh.public.docs", "begin",
+				`delete public.orders lsn 0/20 #0 tenant "acme" ('acme', '1', NULL) (move)`,
+				"read from source: an update that changed the row's ClickHouse key",
+				`update public.orders lsn 0/20 #0 tenant "acme" ('acme', '2', 'from source') old key ('acme', '1', NULL)`,
+				`update public.orders lsn 0/30 #1 tenant "acme" ('acme', '2', ?)`, // the key stays: the sink's
+				`delete public.docs lsn 0/50 #2 tenant "acme" ('1', 'acme', 'long') (move)`,
+				`update public.docs lsn 0/50 #2 tenant "globex" ('1', 'globex', 'long') old key ('1', NULL, NULL)`, // the old row's
+				`delete public.docs lsn 0/60 #3 tenant "globex" ('1', 'globex', ?) (move)`,
+				"read from source: an update that changed the row's ClickHouse key",
+				`update public.docs lsn 0/60 #3 tenant "acme" ('1', 'acme', 'from source') old key ('1', NULL, NULL)`, // the old row lacks it
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
 			name:    "unchanged TOAST of a table being copied is read from the source",
 			copying: map[string]bool{"public.orders": true},
 			steps: []step{
@@ -516,7 +544,7 @@ func TestTranslator(t *testing.T) {
 				commit(0x100, 0x108),
 			},
 			want: []string{
-				"topic wh.public.orders", "begin",
+				"topic wh.public.orders", "begin", "read from source: an update",
 				`update public.orders lsn 0/40 #0 tenant "acme" ('acme', '1', 'from source')`,
 				`insert public.orders lsn 0/50 #1 tenant "acme" ('acme', '2', 'c')`,
 				"commit 0/108 at 05:06:07",
@@ -534,7 +562,7 @@ func TestTranslator(t *testing.T) {
 				commit(0x100, 0x108),
 			},
 			want: []string{
-				"topic wh.public.orders", "begin",
+				"topic wh.public.orders", "begin", "read from source: an update sent as an insert (a row moved into a row filter)",
 				`insert public.orders lsn 0/50 #0 tenant "acme" ('acme', '2', 'from source')`,
 				`update public.orders lsn 0/60 #1 tenant "acme" ('acme', '2', ?)`,
 				"commit 0/108 at 05:06:07",
@@ -933,19 +961,19 @@ func TestTranslatorRefuses(t *testing.T) {
 // nothing, for measuring the translator alone.
 type discard struct{ tables []string }
 
-func (d discard) captured(table string) bool                                              { return slices.Contains(d.tables, table) }
-func (discard) join(context.Context, string) error                                        { return nil }
-func (discard) described(context.Context, *relation, uint32) error                        { return nil }
-func (discard) leave(context.Context, string, error) error                                { return nil }
-func (discard) refusedChanges(string) prometheus.Counter                                  { return nil }
-func (discard) fillUnchanged(context.Context, *relation, record.Op, []record.Value) error { return nil }
-func (discard) rewritten(context.Context, rewrite) error                                  { return nil }
-func (discard) begin()                                                                    {}
-func (discard) commit(record.LSN, time.Time)                                              {}
-func (discard) record(*relation, *record.Record, []byte, []byte, bool) error              { return nil }
-func (discard) badRow(badRow) error                                                       { return nil }
-func (discard) truncate(context.Context, *relation, record.Truncate) error                { return nil }
-func (discard) heartbeat(context.Context, record.LSN, time.Time) error                    { return nil }
+func (d discard) captured(table string) bool                                             { return slices.Contains(d.tables, table) }
+func (discard) join(context.Context, string) error                                       { return nil }
+func (discard) described(context.Context, *relation, uint32) error                       { return nil }
+func (discard) leave(context.Context, string, error) error                               { return nil }
+func (discard) refusedChanges(string) prometheus.Counter                                 { return nil }
+func (discard) fillUnchanged(context.Context, *relation, fillCase, []record.Value) error { return nil }
+func (discard) rewritten(context.Context, rewrite) error                                 { return nil }
+func (discard) begin()                                                                   {}
+func (discard) commit(record.LSN, time.Time)                                             {}
+func (discard) record(*relation, *record.Record, []byte, []byte, bool) error             { return nil }
+func (discard) badRow(badRow) error                                                      { return nil }
+func (discard) truncate(context.Context, *relation, record.Truncate) error               { return nil }
+func (discard) heartbeat(context.Context, record.LSN, time.Time) error                   { return nil }
 
 // BenchmarkTranslatorInsert measures the streaming path from a pgoutput
 // Insert message to an encoded record, without producing it.

@@ -2,7 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walhouse/walhouse/harness/testenv"
 )
 
 // TestIntegrationUnchangedToastKeepsValue updates rows whose large values
@@ -61,11 +67,11 @@ func TestIntegrationUnchangedToastWithUnusualKeys(t *testing.T) {
 // TestIntegrationUnchangedToastKeyChange changes rows' keys while their
 // large values stay as they are. PostgreSQL sends the new row with those
 // values "unchanged" and the old key; capture emits a delete of the old key
-// and the update under the new one, possibly to another partition. The
-// sink must take the value from the old key's last live version in
-// ClickHouse, not from the new key, which has none, nor from the old key's
-// tombstone (docs/limits.md: an old key whose row is loaded in the
-// same flush from another partition is not covered).
+// and the update under the new one, possibly to another partition, with
+// the values read from the source row (not from the new key in ClickHouse,
+// which has none, nor from the old key's tombstone). Here the old keys'
+// rows are loaded first; TestIntegrationUnchangedToastKeyChangeUnloaded
+// loads both in one flush.
 func TestIntegrationUnchangedToastKeyChange(t *testing.T) {
 	p := newPipeline(t)
 	table, qt := p.table("toastkey", `(tenant_id text, id int, big text, n int, PRIMARY KEY (tenant_id, id))`)
@@ -85,5 +91,52 @@ func TestIntegrationUnchangedToastKeyChange(t *testing.T) {
 	p.converge(pgQuery, chQuery, capture, sink)
 	// A key changed again, with another column.
 	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 1000, n = 1 WHERE id %% 3 = 0`, qt))
+	p.converge(pgQuery, chQuery, capture, sink)
+}
+
+// TestIntegrationUnchangedToastKeyChangeUnloaded changes rows' keys before
+// the sink has loaded them: their inserts and key changes wait in Kafka
+// and reach the sink in one flush, the old keys' rows in other partitions
+// than the updates that leave their large values unchanged. ClickHouse
+// does not have the old keys' rows yet when such an update loads, so
+// capture must read the values from the source row by the new key. The
+// table's layout sorts by a column it updates as well (a move with the
+// same primary key), and a row whose key changes twice in one transaction
+// is gone under its middle key when capture reads it.
+func TestIntegrationUnchangedToastKeyChangeUnloaded(t *testing.T) {
+	p := newPipeline(t)
+	table, qt := p.table("toastmove", `(tenant_id text, id int, status text NOT NULL, big text, n int, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qt))
+	// The layout's sorting column in the replica identity, without FULL:
+	// the old row does not carry the large value.
+	p.exec(fmt.Sprintf(`CREATE UNIQUE INDEX %s ON %s (tenant_id, status, id)`, pgx.Identifier{table + "_identity"}.Sanitize(), qt))
+	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY USING INDEX %s`, qt, pgx.Identifier{table + "_identity"}.Sanitize()))
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("layout:\n  public.%s:\n    order_by: [tenant_id, status, id]\n", table)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
+
+	const rows = 60
+	// A value of its own for each row (the subquery names i): a value
+	// taken from another row shows.
+	const bigValue = `(SELECT string_agg(md5(random()::text || g::text || i::text), '') FROM generate_series(1, 400) g)`
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 2), i, 'new', %s, 0 FROM generate_series(1, %d) i`, qt, bigValue, rows))
+	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 1000`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'paid' WHERE id %% 3 = 0`, qt))
+	p.exec(fmt.Sprintf(`BEGIN; UPDATE %[1]s SET id = id + 1000 WHERE id %% 5 = 0; UPDATE %[1]s SET id = id + 1000, n = 1 WHERE id > 2000; COMMIT`, qt))
+	// An insert, a delete for every row moved (status and id), an update
+	// for every change.
+	p.waitProduced(p.prefix+".public."+table, rows+2*(rows+rows/3+2*(rows/5)))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, status, md5(big), n::text FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), status, lower(hex(MD5(ifNull(big, '')))), toString(n)"+
+		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
+	p.converge(pgQuery, chQuery, capture, sink)
+
+	// Loaded rows: a status change and a key change, while the sink runs.
+	p.exec(fmt.Sprintf(`UPDATE %s SET status = 'sent' WHERE id %% 2 = 0`, qt))
+	p.exec(fmt.Sprintf(`UPDATE %s SET id = id + 10000 WHERE id %% 7 = 0`, qt))
 	p.converge(pgQuery, chQuery, capture, sink)
 }
