@@ -103,9 +103,11 @@ func (w *Writer) planUnchanged(ctx context.Context, tg *target, recs []*record.R
 		prev, seen := last[k]
 		// An update that changed the key takes its unchanged values from
 		// the old key's row: its last live version in this insert, else
-		// in ClickHouse (capture's delete of the old key comes with the
-		// same version, possibly in another partition, so not its
-		// tombstone).
+		// in ClickHouse below the update's version (capture's delete of
+		// the old key, possibly in another partition, is not it). Capture
+		// fills such values from the source row, so this is for a row
+		// gone from the source by then, whose later move or delete
+		// replaces what is read here.
 		lookupVals, before := r.Values, uint64(0)
 		if r.OldKey != nil && r.Op == record.Update {
 			lookupVals, before = keyValues(t, r), r.Version
