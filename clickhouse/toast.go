@@ -19,12 +19,13 @@ import (
 const DefaultMaxReadBackBytes = 64 << 20
 
 // lookupKeys and lookupKeyBytes bound the rows one read-back query names
-// and the text of their key values, which the query carries twice (the
-// client binds parameters into its text): well under a server's
-// max_query_size (256 KiB by default) whatever the keys.
+// and the text of their key values, which the client binds into the
+// query's text: under a server's max_query_size (256 KiB by default) even
+// if escaping doubles them. Each query reads the granules its keys fall
+// in whole, so fewer, larger queries read less.
 const (
-	lookupKeys     = 500
-	lookupKeyBytes = 64 << 10
+	lookupKeys     = 2000
+	lookupKeyBytes = 100 << 10
 )
 
 // filled holds values recovered for unchanged TOAST columns: record index →
@@ -364,21 +365,24 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 		}
 		tuples[n] = tupleOf(vals)
 	}
-	key, list := tupleOf(keyCols), strings.Join(tuples, ", ")
-	// The row's place among the keys asked for: = compares a key value
-	// with its column's value as IN does, also where their types differ.
-	head := fmt.Sprintf("SELECT toUInt64(arrayFirstIndex(x -> x = %s, [%s])), %s, %s", key, list, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
+	// The keys are written once (IN an array uses the primary key as IN a
+	// list does), and each row's place among them is found with =, which
+	// compares a key value with its column's value as IN does, also where
+	// their types differ.
+	key := tupleOf(keyCols)
+	head := fmt.Sprintf("WITH [%s] AS keys SELECT toUInt64(arrayFirstIndex(x -> x = %s, keys)), %s, %s",
+		strings.Join(tuples, ", "), key, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
 	var q string
 	if before := ls[0].before; before != 0 {
 		// Every version of one key is a handful of rows: no FINAL, the
 		// newest live one below the update's version.
-		q = fmt.Sprintf("%s FROM %s WHERE %s IN (%s) AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
-			head, t.QualifiedName(), key, list, schema.QuoteIdent(schema.DeletedColumn),
+		q = fmt.Sprintf("%s FROM %s WHERE %s IN keys AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
+			head, t.QualifiedName(), key, schema.QuoteIdent(schema.DeletedColumn),
 			schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.VersionColumn))
 		args = append(args, ch.Named("before", before))
 	} else {
-		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s IN (%s) AND %s = 0",
-			head, t.QualifiedName(), key, list, schema.QuoteIdent(schema.DeletedColumn))
+		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s IN keys AND %s = 0",
+			head, t.QualifiedName(), key, schema.QuoteIdent(schema.DeletedColumn))
 	}
 	rows, err := w.conn.Query(ctx, q, args...)
 	if err != nil {
