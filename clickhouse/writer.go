@@ -222,7 +222,7 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 		placement: schema.Placement{Database: database},
 		log:       slog.Default().With("component", "clickhouse"),
 		tables:    map[string]*target{},
-
+		// The default unless WithMaxReadBackBytes says otherwise.
 		maxReadBack: DefaultMaxReadBackBytes,
 	}
 	for _, o := range opts {
