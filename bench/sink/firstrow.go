@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 
 	"github.com/walhouse/walhouse/clickhouse"
 	"github.com/walhouse/walhouse/internal/backoff"
+	"github.com/walhouse/walhouse/kafka"
 	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/registry"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -19,18 +22,23 @@ import (
 type refresh struct {
 	label string
 	opts  []kgo.Opt // after sink.ClientOpts (pipeline.SinkSettings.ClientOpts)
+	// watch runs the sink's pipeline.TopicWatch, as walhouse sink does:
+	// the table's schema registry entry forces the refresh.
+	watch bool
 }
 
 // firstRows measures, per metadata refresh setting, how soon the first row
 // of a new table's topic is loaded (from the topic's creation, as capture
-// creates it just before producing) and the CPU the sink and Kafka spend
-// while the pipeline is idle.
+// creates it, then registers the table's schema and produces) and the CPU
+// the sink and Kafka spend while the pipeline is idle. Each table has
+// columns of its own, so its schema is a new registry entry.
 func (b *bench) firstRows(ctx context.Context, cl *kgo.Client) error {
 	const tables = 6
 	const idle = 20 * time.Second
 	settings := []refresh{
-		{"10s (before)", []kgo.Opt{kgo.MetadataMinAge(5 * time.Second), kgo.MetadataMaxAge(10 * time.Second)}},
-		{sink.NewTopicsWithin.String() + " (sink.ClientOpts)", nil},
+		{"10s (oldest)", []kgo.Opt{kgo.MetadataMinAge(5 * time.Second), kgo.MetadataMaxAge(10 * time.Second)}, false},
+		{sink.NewTopicsWithin.String() + " (sink.ClientOpts)", nil, false},
+		{sink.NewTopicsWithin.String() + " + registry watch", nil, true},
 	}
 	b.schemas.Add(record.Schema{TenantColumn: "tenant_id", Columns: columns})
 	fmt.Printf("first row of %d new tables and %v idle, per metadata refresh of the sink\n\n", tables, idle)
@@ -69,6 +77,18 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- snk.Run(rctx) }()
+	schemasTopic := kafka.SchemasTopic(prefix)
+	b.topics = append(b.topics, schemasTopic)
+	schemas := registry.NewWriter(cl, schemasTopic, -1)
+	if st.watch {
+		w, err := pipeline.WatchTopics(ctx, b.kafkaConfig(), prefix, scl)
+		if err != nil {
+			return nil, cpu, err
+		}
+		watched := make(chan error, 1)
+		go func() { watched <- w.Run(rctx) }()
+		defer func() { stop(); <-watched }()
+	}
 
 	// addTable creates table n's topic, produces its first row and returns
 	// how long until the sink loaded it.
@@ -77,6 +97,10 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 		topic := record.TopicName(prefix, src.Schema, src.Table)
 		start := time.Now()
 		if err := b.createTopic(ctx, cl, topic, 1); err != nil {
+			return 0, err
+		}
+		own := append(slices.Clone(columns), record.Column{Name: fmt.Sprintf("t%d_note", n), Type: "text", TypMod: -1, Attnum: int16(len(columns) + 1)})
+		if err := schemas.Register(ctx, record.Schema{TenantColumn: "tenant_id", Columns: own}); err != nil {
 			return 0, err
 		}
 		r := syntheticRow(src, n, false)
@@ -105,6 +129,12 @@ func (b *bench) firstRowsWith(ctx context.Context, cl *kgo.Client, prefix string
 	cpu = cpuSeconds().minus(cpu0)
 	var lat []time.Duration
 	for n := 1; n <= tables; n++ {
+		// At a random point of the periodic refresh: each table taking
+		// about one period to load would otherwise lock every table to the
+		// same phase of it, and measure that phase.
+		if err := backoff.Sleep(ctx, rand.N(sink.NewTopicsWithin)); err != nil {
+			return nil, cpu, err
+		}
 		d, err := addTable(n)
 		if err != nil {
 			return nil, cpu, err

@@ -304,7 +304,12 @@ func syntheticRow(src record.Source, i int, copied bool) *record.Record {
 // benchmark instead of being counted as loaded.
 func (b *bench) newSink(ctx context.Context, st pipeline.SinkSettings, l sink.Loader) (*sink.Sink, *kgo.Client, error) {
 	st.MaxWait, st.DLQ = 500*time.Millisecond, "off"
-	return pipeline.Sink(ctx, kafka.Config{Brokers: strings.Split(b.o.env.Kafka, ",")}, l, st)
+	return pipeline.Sink(ctx, b.kafkaConfig(), l, st)
+}
+
+// kafkaConfig is how the bench's in-process sinks reach Kafka.
+func (b *bench) kafkaConfig() kafka.Config {
+	return kafka.Config{Brokers: strings.Split(b.o.env.Kafka, ",")}
 }
 
 // load runs an in-process sink on the topic with its own group and
