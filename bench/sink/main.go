@@ -49,7 +49,7 @@ func run() error {
 	flag.BoolVar(&o.combine, "combine-partitions", false, "one insert for the partitions of a flush, as walhouse sink --combine-partitions (sink.Config.CombinePartitions)")
 	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
-	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
+	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh, the sink's own 1s one, and that one forced by the schema registry")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	o.env = testenv.Load()
