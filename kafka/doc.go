@@ -16,7 +16,8 @@
 //   - compacted topics as key-value stores (Compacted writes one, Tail
 //     reads one and reports entries Kafka deleted, ErrEntriesLost),
 //     behind capture's state store (State) and the schema registry
-//     (registry.Writer, registry.Reader);
+//     (registry.Writer, registry.Reader); Watch tells that a topic was
+//     written to (the sink's signal of a new table, from the registry);
 //   - the adapters the sink takes: Consumer (a group client with the
 //     sink's commit metadata) and DeadLetters (the dead-letter producer);
 //   - dead letters as Kafka records (DeadLetterRecord, ParseDeadLetter),

@@ -3,7 +3,8 @@
 // what they need around them (the clients of PostgreSQL, Kafka, ClickHouse
 // and the dedup store, the health and readiness endpoints, the metrics
 // server, the loader's wrappers, the erasure ledger, the schema reader, the
-// re-copy topic) from plain settings structs, and runs them.
+// re-copy topic, the sink's watch for new tables' topics) from plain
+// settings structs, and runs them.
 //
 // It owns the wiring, not the stages' logic (that is in capture, sink,
 // clickhouse, query...) nor the command line: it parses no flag, reads no

@@ -124,6 +124,14 @@ func RunSink(ctx context.Context, r SinkRun) error {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if len(st.Topics) == 0 { // a pattern subscription: new tables' topics join it
+		watch, err := WatchTopics(ctx, r.Kafka, st.Prefix, cl)
+		if err != nil {
+			return err
+		}
+		st.Registry.MustRegister(watch.Metrics()...)
+		g.Go(func() error { return watch.Run(gctx) })
+	}
 	if r.HTTP.Addr != "" {
 		ready := func(ctx context.Context) []Check {
 			return append(st.Health.Checks(ctx), LedgerCheck(ledger), GapCheck(s))

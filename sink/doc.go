@@ -45,4 +45,8 @@
 //     insert while the erasure ledger is too old; deadletter.go: the dead
 //     letters' format and the sink's reasons; metrics.go: the sink's
 //     metrics.
+//   - client.go: the group client's fetch and metadata settings;
+//     newtopics.go: forcing its metadata refresh when a signal says a
+//     table's topic was created (TopicRefresh), so a pattern subscription
+//     consumes it at once rather than at the next periodic refresh.
 package sink

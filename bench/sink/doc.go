@@ -15,8 +15,10 @@
 // of the local Redis, Kafka and ClickHouse (read from the pid files under
 // .local); -cpuprofile writes a pprof of the sink per setting. With
 // -first-row it measures instead how soon the first row of a new table's
-// topic is loaded, for the old 10 s metadata refresh and the sink's own,
-// and the CPU the sink and Kafka spend idle meanwhile. It never asserts.
+// topic is loaded, for the old 10 s metadata refresh, the sink's own 1 s
+// one, and that refresh forced by the table's schema registry entry
+// (pipeline.TopicWatch, as walhouse sink runs it), and the CPU the sink and
+// Kafka spend idle meanwhile. It never asserts.
 //
 // Everything it creates (topics, databases, dedup keys) carries a fresh
 // bench_<hex> name and is removed at the end, also after a failure.

@@ -37,7 +37,9 @@ type options struct {
 	snapshot   bool   // row batches of snapshot rows instead of single inserts
 	cpuProfile string // file prefix of a CPU profile per setting; empty: none
 	firstRow   bool   // measure the first row of new tables instead of throughput
-	timeout    time.Duration
+	// firstRowTables is how many new tables -first-row adds per setting.
+	firstRowTables int
+	timeout        time.Duration
 }
 
 func run() error {
@@ -49,7 +51,8 @@ func run() error {
 	flag.BoolVar(&o.combine, "combine-partitions", false, "one insert for the partitions of a flush, as walhouse sink --combine-partitions (sink.Config.CombinePartitions)")
 	flag.BoolVar(&o.snapshot, "snapshot", false, "produce an initial copy (snapshot rows, version 0, in row batches of 1,000) instead of single inserts")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the sink's CPU profile of each setting's load to `prefix`-l2-off.pprof and prefix-l2-on.pprof")
-	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh and the sink's own")
+	flag.BoolVar(&o.firstRow, "first-row", false, "measure instead how soon the first row of a new table's topic is loaded, and what the sink's metadata refresh costs while idle, for the old 10s refresh, the sink's own 1s one, and that one forced by the schema registry")
+	flag.IntVar(&o.firstRowTables, "first-row-tables", 6, "with -first-row: new tables per metadata refresh setting")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	o.env = testenv.Load()
@@ -62,8 +65,8 @@ func run() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%s not set: run `make services` (or deploy/local/services.sh start) and source .local/env", strings.Join(missing, ", "))
 	}
-	if o.records < 1 || o.partitions < 1 || o.maxBatch < 1 {
-		return fmt.Errorf("-records %d, -partitions %d and -max-batch %d must be positive", o.records, o.partitions, o.maxBatch)
+	if o.records < 1 || o.partitions < 1 || o.maxBatch < 1 || o.firstRowTables < 1 {
+		return fmt.Errorf("-records %d, -partitions %d, -max-batch %d and -first-row-tables %d must be positive", o.records, o.partitions, o.maxBatch, o.firstRowTables)
 	}
 	ctx, cancel := testenv.BenchContext(o.timeout)
 	defer cancel()
@@ -304,7 +307,12 @@ func syntheticRow(src record.Source, i int, copied bool) *record.Record {
 // benchmark instead of being counted as loaded.
 func (b *bench) newSink(ctx context.Context, st pipeline.SinkSettings, l sink.Loader) (*sink.Sink, *kgo.Client, error) {
 	st.MaxWait, st.DLQ = 500*time.Millisecond, "off"
-	return pipeline.Sink(ctx, kafka.Config{Brokers: strings.Split(b.o.env.Kafka, ",")}, l, st)
+	return pipeline.Sink(ctx, b.kafkaConfig(), l, st)
+}
+
+// kafkaConfig is how the bench's in-process sinks reach Kafka.
+func (b *bench) kafkaConfig() kafka.Config {
+	return kafka.Config{Brokers: strings.Split(b.o.env.Kafka, ",")}
 }
 
 // load runs an in-process sink on the topic with its own group and
