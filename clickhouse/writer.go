@@ -286,7 +286,7 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 		if len(in.Records) == 0 {
 			continue // every record of the run was left out
 		}
-		if err := w.loadRun(ctx, in.Records, in.Token); err != nil {
+		if err := w.loadRun(ctx, in); err != nil {
 			var te *sink.TableError
 			if errors.As(err, &te) {
 				te.Index = in.Start // the runs before it were inserted
@@ -301,27 +301,29 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 	return nil
 }
 
-// loadRun inserts recs under token.
-func (w *Writer) loadRun(ctx context.Context, recs []*record.Record, token string) error {
-	tg, err := w.table(ctx, recs[0])
+// loadRun inserts the records of in under its token.
+func (w *Writer) loadRun(ctx context.Context, in sink.Insert) error {
+	tg, err := w.table(ctx, in.Records[0])
 	if err != nil {
 		return err
 	}
-	if err := w.insert(ctx, tg, recs, token); err != nil {
+	if err := w.insert(ctx, tg, in); err != nil {
 		// The table may have been evolved by a newer shape meanwhile: read
 		// its columns again before the retry.
-		w.forget(recs[0].Source)
+		w.forget(in.Records[0].Source)
 		return err
 	}
 	return nil
 }
 
-// insert inserts recs into tg's table under token: as one insert, or, when
-// their unchanged TOAST values read back more than the writer's bound, as
-// pieces named token@first (the index of the piece's first record), which
-// a retry cuts and names the same way (see toast.go). A record that cannot
-// be stored is named by its index in recs.
-func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, token string) error {
+// insert inserts the records of in into tg's table under its token: as one
+// insert, or, when their unchanged TOAST values read back more than the
+// writer's bound, as pieces named token@first (the position in the batch
+// of the piece's first record, which a record left out does not move),
+// which a retry cuts and names the same way (see toast.go). A record that
+// cannot be stored is named by its index in in.Records.
+func (w *Writer) insert(ctx context.Context, tg *target, in sink.Insert) error {
+	recs, token := in.Records, in.Token
 	u, err := w.planUnchanged(ctx, tg, recs)
 	if err != nil {
 		return err
@@ -337,7 +339,7 @@ func (w *Writer) insert(ctx context.Context, tg *target, recs []*record.Record, 
 		}
 		name := token
 		if len(pieces) > 1 {
-			name = fmt.Sprintf("%s@%d", token, p.lo)
+			name = fmt.Sprintf("%s@%d", token, in.Position(p.lo))
 		}
 		err = w.send(ctx, tg, recs[p.lo:p.hi], fills, name)
 		u.release()
