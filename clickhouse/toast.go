@@ -19,10 +19,10 @@ import (
 const DefaultMaxReadBackBytes = 64 << 20
 
 // lookupKeys and lookupKeyBytes bound the rows one read-back query names
-// and the text of their key values, which the client binds into the
-// query's text: under a server's max_query_size (256 KiB by default) even
-// if escaping doubles them. Each query reads the granules its keys fall
-// in whole, so fewer, larger queries read less.
+// and the text of their key values, which travel as query parameters (in
+// the URL over HTTP: well under a server's http_max_uri_size, 1 MiB by
+// default, even if escaping triples them). Each query reads the granules
+// its keys fall in whole, so fewer, larger queries read less.
 const (
 	lookupKeys     = 2000
 	lookupKeyBytes = 100 << 10
