@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
@@ -355,13 +356,20 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 			if !c.Source.Key && c.Name != t.TenantColumn {
 				continue
 			}
-			p := fmt.Sprintf("k%d_%d", i, n)
-			vals = append(vals, fmt.Sprintf("{%s:%s}", p, tg.columns[i].Type.DDL))
-			x, err := tg.columns[i].Type.Convert(l.key[i].Text)
+			typ := tg.columns[i].Type
+			x, err := typ.Convert(l.key[i].Text)
 			if err != nil {
 				return fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
 			}
-			args = append(args, ch.Named(p, x))
+			if x == nil {
+				// A value the column cannot hold (numeric NaN or
+				// Infinity), inserted as the type's default.
+				vals = append(vals, fmt.Sprintf("defaultValueOfTypeName(%s)", schema.QuoteString(typ.DDL)))
+				continue
+			}
+			p := fmt.Sprintf("k%d_%d", i, n)
+			vals = append(vals, fmt.Sprintf("{%s:%s}", p, typ.DDL))
+			args = append(args, ch.Named(p, keyParam(typ, x)))
 		}
 		tuples[n] = tupleOf(vals)
 	}
@@ -430,6 +438,17 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 		return fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
 	}
 	return nil
+}
+
+// keyParam is x, a key value converted for type typ, as a query parameter
+// the server parses back into typ. The client sends a time as seconds
+// since the epoch, which a DateTime parameter reads and a Date one does
+// not: a date goes as its text.
+func keyParam(typ schema.Type, x any) any {
+	if at, ok := x.(time.Time); ok && strings.HasPrefix(strings.TrimPrefix(typ.DDL, "Nullable("), "Date") && !strings.Contains(typ.DDL, "DateTime") {
+		return at.Format(time.DateOnly)
+	}
+	return x
 }
 
 // tupleOf writes values as one: a tuple of several, or the one itself.
