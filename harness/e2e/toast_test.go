@@ -44,19 +44,20 @@ func TestIntegrationUnchangedToastKeepsValue(t *testing.T) {
 
 // TestIntegrationUnchangedToastWithUnusualKeys does the same for rows whose
 // key holds types whose PostgreSQL text differs from what ClickHouse stores
-// (bytea, bool, timestamptz) and a tenant with a backslash and a tab: the
-// sink must still find the stored row to take the unchanged value from.
+// (bytea, bool, timestamptz, date) and a tenant with a backslash and a
+// tab: the sink must still find the stored row to take the unchanged value
+// from.
 func TestIntegrationUnchangedToastWithUnusualKeys(t *testing.T) {
 	p := newPipeline(t)
-	table, qt := p.table("toastkeys", `(tenant_id text, k bytea, flag bool, at timestamptz, big text, n int, PRIMARY KEY (tenant_id, k, flag, at))`)
+	table, qt := p.table("toastkeys", `(tenant_id text, k bytea, flag bool, at timestamptz, d date, big text, n int, PRIMARY KEY (tenant_id, k, flag, at, d))`)
 	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN big SET STORAGE EXTERNAL`, qt))
 	capture := p.startCapture(table)
 	sink := p.startSink()
 
 	const bigValue = `(SELECT string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 400) g)`
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT E'a\\\\b\tc', decode(lpad(to_hex(i), 4, '0') || '00ff', 'hex'), i %% 2 = 0, '2024-05-01 12:00:00.123456+02'::timestamptz + i * interval '1 day', %s, 0 FROM generate_series(1, 10) i`, qt, bigValue))
-	pgQuery := fmt.Sprintf(`SELECT tenant_id, encode(k, 'hex'), flag::text, md5(big), n::text FROM %s ORDER BY k`, qt)
-	chQuery := fmt.Sprintf("SELECT tenant_id, lower(hex(k)), toString(flag), lower(hex(MD5(ifNull(big, '')))), toString(n) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY k", p.database, table)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT E'a\\\\b\tc', decode(lpad(to_hex(i), 4, '0') || '00ff', 'hex'), i %% 2 = 0, '2024-05-01 12:00:00.123456+02'::timestamptz + i * interval '1 day', date '1969-12-25' + i, %s, 0 FROM generate_series(1, 10) i`, qt, bigValue))
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, encode(k, 'hex'), flag::text, d::text, md5(big), n::text FROM %s ORDER BY k`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, lower(hex(k)), toString(flag), toString(d), lower(hex(MD5(ifNull(big, '')))), toString(n) FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY k", p.database, table)
 	p.converge(pgQuery, chQuery, capture, sink)
 
 	// Loaded in later batches: the unchanged value comes from ClickHouse.
