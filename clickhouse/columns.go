@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,6 +116,7 @@ func buildColumns(tg *target, recs []*record.Record, fills filled) ([]builtColum
 	for ci, c := range tg.columns {
 		b := &source[ci]
 		b.name, b.typ, b.clamps = c.Name, c.Type, c.Type.Clamps()
+		b.key = t.Columns[ci].Source.Key || t.Columns[ci].Name == t.TenantColumn
 		if vals, ok := c.Type.NewValues(n); ok {
 			b.values, b.vals = vals, vals
 		}
@@ -156,6 +158,7 @@ type sourceColumn struct {
 	typ    schema.Type   // what values are converted for
 	values schema.Values // nil for an array
 	clamps bool          // typ.Clamps(), asked once rather than per value
+	key    bool          // a key or tenant column: NULL is no value for it
 }
 
 // convert converts the values of records lo..hi-1, the source column at
@@ -178,6 +181,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 			if err != nil {
 				return &fault{i, err}
 			}
+			if x == nil && b.key {
+				return &fault{i, errKeyNotHeld}
+			}
 			b.rows = append(b.rows, rowValue{i, x})
 		default:
 			held, err := b.values.Append(v.Text)
@@ -185,6 +191,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 				return &fault{i, err}
 			}
 			if !held {
+				if b.key {
+					return &fault{i, errKeyNotHeld}
+				}
 				b.rows = append(b.rows, rowValue{i, nil}) // NULL in a column that cannot hold it
 			}
 			if b.clamps && b.typ.Clamped(v.Text) {
@@ -194,6 +203,12 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 	}
 	return nil
 }
+
+// errKeyNotHeld fails a record whose key holds a value its ClickHouse type
+// has no place for (numeric NaN or ±Infinity in a Decimal): stored as the
+// type's default, the row would take the place of the row whose key that
+// default is.
+var errKeyNotHeld = errors.New("a key value its ClickHouse type cannot hold (numeric NaN or ±Infinity): stored as the type's default it would overwrite another row; give the column a String override (docs/shaping-tables.md) and copy the table again, or change the key in PostgreSQL")
 
 // null appends SQL NULL for record i: nil, or for an array an empty one.
 func (b *sourceColumn) null(i int) {

@@ -187,9 +187,12 @@ func TestIntegrationReadBackKeysOfEveryType(t *testing.T) {
 	for i := range 12 {
 		vals := make([]record.Value, len(cols))
 		for j, c := range cols {
-			// Each row its own sample of each type; NaN is a NULL a key
-			// column cannot hold.
-			s := slices.DeleteFunc(slices.Clone(samples[c.Type]), func(v string) bool { return v == "NaN" })
+			// Each row its own sample of each type; a numeric key cannot
+			// be NaN or ±Infinity (errKeyNotHeld), and a float NaN key
+			// is not found (docs/limits.md).
+			s := slices.DeleteFunc(slices.Clone(samples[c.Type]), func(v string) bool {
+				return v == "NaN" || c.Type == "numeric" && strings.ContainsAny(v, "nN")
+			})
 			vals[j] = record.Value{Text: s[(i+j)%len(s)]}
 			if c.Name == "k_int8" {
 				vals[j].Text = fmt.Sprint(i)
