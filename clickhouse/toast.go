@@ -450,7 +450,7 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 // since the epoch, which a DateTime parameter reads and a Date one does
 // not: a date goes as its text.
 func keyParam(typ schema.Type, x any) any {
-	if at, ok := x.(time.Time); ok && strings.HasPrefix(strings.TrimPrefix(typ.DDL, "Nullable("), "Date") && !strings.Contains(typ.DDL, "DateTime") {
+	if at, ok := x.(time.Time); ok && typ.IsDate() {
 		return at.Format(time.DateOnly)
 	}
 	return x

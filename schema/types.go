@@ -214,6 +214,10 @@ func (t Type) Convert(text string) (any, error) {
 // column (an unchanged TOAST value) must be read as its text too.
 func (t Type) IsJSON() bool { return t.kind == kJSON }
 
+// IsDate reports whether t is a date without a time (Date32), whose query
+// parameter is its text, not a time the client sends as epoch seconds.
+func (t Type) IsDate() bool { return t.kind == kDate && !t.array }
+
 func (t Type) nullable() bool {
 	return strings.HasPrefix(t.DDL, "Nullable(") || strings.HasPrefix(t.DDL, "LowCardinality(Nullable(")
 }
