@@ -31,9 +31,9 @@ type PartitionSync struct {
 // a copy, whose rows prove nothing until the heartbeat after the copy) has
 // no row, so a minimum over the rows there are would claim too much. The
 // sink records the topic's partition count that capture's heartbeats carry
-// (TopicPartitions), and both stay nil, freshness unknown, until every
-// partition below it has reported. Without a count (no heartbeat loaded
-// yet, or a capture that does not send it) they are nil too. Partitions
+// (before the first, Kafka's) (TopicPartitions), and both stay nil,
+// freshness unknown, until every partition below it has reported. Without
+// a count they are nil too. Partitions
 // lists the rows there are.
 type SyncState struct {
 	Table      string     `json:"table"`

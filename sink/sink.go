@@ -283,6 +283,9 @@ type Sink struct {
 	checked map[tp]bool        // partitions whose intent was read since assignment
 	marks   map[tp]Watermark
 	topicOf map[record.Source]string
+	// parts is each topic's partition count, as heartbeats said or, before
+	// any did, as Kafka says (partitionCounts).
+	parts   map[string]int32
 	stopped map[tp]error // partition → why its table stopped there
 	revoked map[tp]bool  // partitions revoked since the last poll
 	// next is the offset each partition's next record must have: the
@@ -370,6 +373,7 @@ func New(c Consumer, offsets OffsetFetcher, l Loader, cfg Config) (*Sink, error)
 		checked:   map[tp]bool{},
 		marks:     map[tp]Watermark{},
 		topicOf:   map[record.Source]string{},
+		parts:     map[string]int32{},
 		stopped:   map[tp]error{},
 		next:      map[tp]int64{},
 		gaps:      map[tp]Gap{},

@@ -62,6 +62,7 @@ func (s *Sink) advance(k tp, src record.Source, p progress) {
 	w.LSN = max(w.LSN, p.lsn)
 	if p.partitions > 0 {
 		w.Partitions = p.partitions
+		s.parts[k.topic] = p.partitions
 	}
 	s.marks[k] = w
 }
@@ -86,6 +87,7 @@ func (s *Sink) writeMarks(ctx context.Context) {
 	if len(marks) == 0 {
 		return
 	}
+	s.partitionCounts(ctx, marks)
 	if err := s.cfg.Watermarks.MarkLoaded(ctx, marks); err != nil {
 		s.log.Warn("record load watermarks failed; retrying with the next batch", "err", err)
 		return
@@ -98,4 +100,60 @@ func (s *Sink) writeMarks(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// partitionCounts gives the marks no heartbeat gave a partition count the
+// count of their topic: the one a heartbeat said before, else Kafka's
+// (Config.Admin, asked once per topic). Without a count, a reader cannot
+// tell every partition reported, so the first batches of a table new to
+// the pipeline, which hold changes but not yet the heartbeat of capture's
+// first consistency mark, would leave its freshness unknown for another
+// batch (a token read of a new table waited a fetch longer). Kafka's count
+// is never below capture's (partitions are only ever added, and capture
+// reads the topic's count), so a reader never takes a partition that has
+// not reported for one that does not exist; a heartbeat's count replaces
+// it. Without Config.Admin, or when Kafka does not answer, the marks keep
+// no count (the writer then keeps the table's recorded one).
+func (s *Sink) partitionCounts(ctx context.Context, marks []Watermark) {
+	asked := map[string]bool{} // once per topic and flush, answered or not
+	for i, w := range marks {
+		if w.Partitions > 0 {
+			continue
+		}
+		s.mu.Lock()
+		topic := s.topicOf[w.Source]
+		n := s.parts[topic]
+		s.mu.Unlock()
+		if n == 0 && s.cfg.Admin != nil && topic != "" && !asked[topic] {
+			asked[topic] = true
+			n = s.kafkaPartitions(ctx, topic)
+		}
+		marks[i].Partitions = n
+	}
+}
+
+// kafkaPartitionsWithin bounds the wait for Kafka's partition count of a
+// topic: a mark without it is still true, only less useful.
+const kafkaPartitionsWithin = 2 * time.Second
+
+// kafkaPartitions asks Kafka how many partitions topic has, and remembers
+// it; 0 when Kafka does not say.
+func (s *Sink) kafkaPartitions(ctx context.Context, topic string) int32 {
+	ctx, cancel := context.WithTimeout(ctx, kafkaPartitionsWithin)
+	defer cancel()
+	listed, err := s.cfg.Admin.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		s.log.Debug("the partition count of a topic is not known yet; its freshness waits for capture's next heartbeat", "topic", topic, "err", err)
+		return 0
+	}
+	n := int32(len(listed[topic]))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[topic] == 0 { // a heartbeat's count wins
+		s.parts[topic] = n
+	}
+	return s.parts[topic]
 }
