@@ -184,7 +184,9 @@ func (c Config) sink(ctx context.Context, chc driver.Conn) (demoSink, func(), er
 		return demoSink{}, nil, err
 	}
 	closers = append(closers, closeSchemas)
-	st := pipeline.SinkSettings{Group: group, Prefix: c.Name, Watermarks: w, MaxWait: 500 * time.Millisecond, Schemas: schemas}
+	// As walhouse sink loads by default: one insert per table per flush,
+	// two tables at a time.
+	st := pipeline.SinkSettings{Group: group, Prefix: c.Name, Watermarks: w, MaxWait: 500 * time.Millisecond, Schemas: schemas, CombinePartitions: true, Parallel: 2}
 	if c.Dedup != nil {
 		// An hour is plenty for a demo; the keys of earlier runs expire
 		// on their own (eventIds are WAL positions: a new run never
