@@ -85,7 +85,9 @@ func keepColumns(dst, tuple []pgoutput.TupleColumn, keep []int) (buf, cut []pgou
 // then key; a tenant outside the primary key is in the old tuple only with
 // REPLICA IDENTITY FULL, which capture requires for such tables).
 func keyChanged(rel *relation, old, cur []pgoutput.TupleColumn) bool {
-	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != pgoutput.TupleUnchanged &&
+	// An unchanged TOAST value (a key of about 2 KB or more, stored out of
+	// line) is unchanged on either side.
+	if i := rel.tenantIdx; i >= 0 && i < len(old) && i < len(cur) && old[i].Kind != pgoutput.TupleUnchanged && cur[i].Kind != pgoutput.TupleUnchanged &&
 		(old[i].Kind != cur[i].Kind || string(old[i].Data) != string(cur[i].Data)) {
 		return true
 	}
@@ -93,7 +95,7 @@ func keyChanged(rel *relation, old, cur []pgoutput.TupleColumn) bool {
 		if i >= len(old) || i >= len(cur) {
 			return true
 		}
-		if old[i].Kind == pgoutput.TupleNull || old[i].Kind == pgoutput.TupleUnchanged {
+		if old[i].Kind == pgoutput.TupleNull || old[i].Kind == pgoutput.TupleUnchanged || cur[i].Kind == pgoutput.TupleUnchanged {
 			continue // not sent: unchanged
 		}
 		if string(old[i].Data) != string(cur[i].Data) {
@@ -133,6 +135,18 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 			return t.out.badRow(b)
 		} else if err != nil {
 			return err
+		}
+	}
+	if op == record.Update {
+		for _, i := range rel.keyIdx {
+			if i < len(t.values) && t.values[i].Unchanged {
+				// A key value PostgreSQL stored out of line: an UPDATE
+				// that leaves it alone sends it as unchanged TOAST, and
+				// the default replica identity sends no old row to take it
+				// from, so nothing says which row changed.
+				t.ordinal++
+				return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: primary-key column %q is stored out of line (TOAST: a key of about 2 KB or more) and PostgreSQL does not send it with an UPDATE that leaves it alone; set REPLICA IDENTITY FULL on %s (its old rows then carry the key), then load the rows such updates changed with walhouse verify --repair", record.ErrInvalid, rel.columns[i].Name, rel.name)))
+			}
 		}
 	}
 	if len(rel.labelled) > 0 {

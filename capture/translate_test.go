@@ -508,6 +508,24 @@ func TestTranslator(t *testing.T) {
 			},
 		},
 		{
+			// A key of about 2 KB or more is stored out of line; an update
+			// that leaves it alone sends it unchanged, and only an old row
+			// (REPLICA IDENTITY FULL) says which row changed.
+			name: "a key sent as unchanged TOAST is a dead letter naming the fix, unless the old row has it",
+			steps: []step{
+				describe(ordersRel), describe(docsRel), begin(0x100),
+				update(0x20, relOrders, 0, nil, txt("acme"), toast, txt("new body")),
+				update(0x30, relDocs, pgoutput.TupleOldRow, row(txt("1"), txt("acme"), txt("x")), toast, txt("acme"), txt("y")),
+				commit(0x100, 0x108),
+			},
+			want: []string{
+				"topic wh.public.orders", "topic wh.public.docs", "begin",
+				"dead letter public.orders invalid_record commit 0/100 key ",
+				`update public.docs lsn 0/30 #1 tenant "acme" ('1', 'acme', 'y')`, // no move: the key is unchanged
+				"commit 0/108 at 05:06:07",
+			},
+		},
+		{
 			// The old key's version is in another partition, or merged
 			// with the move's delete: the values come from the source row,
 			// unless the old row (REPLICA IDENTITY FULL) has them.
