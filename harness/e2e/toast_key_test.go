@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,17 @@ func TestIntegrationOutOfLineKey(t *testing.T) {
 			t.Errorf("dead letter %+v: want capture's, reason %s, the table and the fix (REPLICA IDENTITY FULL)", l, record.ReasonInvalid)
 		}
 	}
+	// The fix the reason names: REPLICA IDENTITY FULL, then walhouse
+	// verify --repair for the rows the dead-lettered updates changed.
 	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, qt))
+	verify := []string{"verify", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database, "--tables", "public." + table, "--load-wait", "60s"}
+	if out, err := exec.Command(walhouseBin, verify...).CombinedOutput(); err == nil {
+		t.Errorf("walhouse verify: no difference found, want the three rows whose updates were dead-lettered\n%s", out)
+	}
+	if out, err := exec.Command(walhouseBin, append(verify, "--repair")...).CombinedOutput(); err != nil {
+		t.Errorf("walhouse verify --repair: %v\n%s", err, out)
+	}
+	p.convergeWithin(time.Minute, pgQuery, chQuery, capt, sink)
 	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 1`, qt))
 	p.convergeWithin(time.Minute, pgQuery, chQuery, capt, sink)
 }
