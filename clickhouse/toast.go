@@ -270,6 +270,16 @@ func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, size
 	groups := map[string][]*lookup{}
 	var order []string
 	for _, l := range ls {
+		if lookupOutOfRange(tg, l) {
+			// Not asked: the row at the range's bound is another row's
+			// (or one that earlier versions stored there for every key
+			// beyond it), never this key's. Its record fails on its key
+			// (errKeyOutOfRange), or, for an update that moved the row
+			// from such a key, takes NULL with a warning, as for a row
+			// ClickHouse does not have.
+			l.found, l.size = false, 0
+			continue
+		}
 		g := fmt.Sprint(l.cols)
 		if l.before != 0 {
 			if err := w.readStored(ctx, tg, []*lookup{l}, sizes); err != nil {
@@ -297,6 +307,18 @@ func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, size
 		}
 	}
 	return nil
+}
+
+// lookupOutOfRange reports whether l's key holds a date or timestamp that
+// ClickHouse stores as its range's bound (schema.Type.OutOfRange).
+func lookupOutOfRange(tg *target, l *lookup) bool {
+	t := tg.table
+	for i, c := range t.Columns {
+		if (c.Source.Key || c.Name == t.TenantColumn) && tg.columns[i].Type.Ranged() && tg.columns[i].Type.OutOfRange(l.key[i].Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyBytes estimates the query text l's key takes in t: its values' text
