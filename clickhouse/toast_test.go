@@ -364,3 +364,62 @@ func TestRefusedRecords(t *testing.T) {
 		t.Errorf("%v: want sink.ErrPermanent, and record ev4's own cause in More", re)
 	}
 }
+
+// TestIntegrationReadBackKeyOutOfRange: a row moved from a date key beyond
+// ClickHouse's range, whose large value stayed as it was, is not looked up
+// at the range's bound, where another row is (1900-01-01's, here): its
+// value is NULL, as for a row ClickHouse does not have, never that row's.
+// An update of a row keyed beyond the range fails its record
+// (errKeyOutOfRange), and the rest of the batch loads.
+func TestIntegrationReadBackKeyOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	w := testWriter(t, "readbackrange")
+	cols := []record.Column{
+		{Name: "d", Type: "date", TypMod: -1, Key: true},
+		{Name: "big", Type: "text", TypMod: -1},
+	}
+	src := record.Source{ID: "s", Schema: "public", Table: "readbackrange"}
+	rec := func(v uint64, op record.Op, d, big string) *record.Record {
+		r := &record.Record{EventID: fmt.Sprint("ev", v), TenantID: "t", Version: v, Op: op,
+			OccurredAt: time.Unix(1700000000, 0).UTC(), Columns: cols, Values: []record.Value{{Text: d}, {Text: big}}}
+		if big == "" {
+			r.Values[1] = record.Value{Unchanged: true}
+		}
+		return r
+	}
+	if err := w.Load(ctx, sink.Batch{Source: src, Records: sourced([]*record.Record{rec(1, record.Insert, "1900-01-01", "the bound's own")}, src, ""), Token: "range/1"}); err != nil {
+		t.Fatal(err)
+	}
+	moved := rec(3, record.Update, "1950-06-01", "")
+	moved.OldKey = []record.Value{{Text: "1850-01-01"}, {Null: true}}
+	batch := sink.Batch{Source: src, Records: sourced([]*record.Record{rec(2, record.Update, "1850-01-01", ""), moved}, src, ""), Token: "range/2"}
+	err := w.Load(ctx, batch)
+	var re *sink.RecordError
+	if !errors.As(err, &re) || re.Index != 0 || !strings.Contains(re.Error(), errKeyOutOfRange.Error()) {
+		t.Fatalf("Load = %v, want record 0 to fail with errKeyOutOfRange", err)
+	}
+	batch.From = 1
+	if err := w.Load(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := w.table(ctx, batch.Records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rows, err := w.conn.Query(ctx, "SELECT toString(d) || ' ' || ifNull(big, 'NULL') FROM "+tg.table.QualifiedName()+" FINAL WHERE _is_deleted = 0 ORDER BY d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if want := "[1900-01-01 the bound's own 1950-06-01 NULL]"; fmt.Sprint(got) != want {
+		t.Errorf("rows %v, want %s", got, want)
+	}
+}
