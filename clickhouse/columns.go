@@ -117,6 +117,7 @@ func buildColumns(tg *target, recs []*record.Record, fills filled) ([]builtColum
 		b := &source[ci]
 		b.name, b.typ, b.clamps = c.Name, c.Type, c.Type.Clamps()
 		b.key = t.Columns[ci].Source.Key || t.Columns[ci].Name == t.TenantColumn
+		b.ranged = b.key && c.Type.Ranged()
 		if vals, ok := c.Type.NewValues(n); ok {
 			b.values, b.vals = vals, vals
 		}
@@ -159,6 +160,7 @@ type sourceColumn struct {
 	values schema.Values // nil for an array
 	clamps bool          // typ.Clamps(), asked once rather than per value
 	key    bool          // a key or tenant column: NULL is no value for it
+	ranged bool          // a key date or timestamp: asked typ.OutOfRange of each value
 }
 
 // convert converts the values of records lo..hi-1, the source column at
@@ -196,6 +198,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 				}
 				b.rows = append(b.rows, rowValue{i, nil}) // NULL in a column that cannot hold it
 			}
+			if b.ranged && b.typ.OutOfRange(v.Text) {
+				return &fault{i, keyOutOfRange(v.Text)}
+			}
 			if b.clamps && b.typ.Clamped(v.Text) {
 				b.clamped++
 			}
@@ -207,8 +212,22 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 // errKeyNotHeld fails a record whose key holds a value its ClickHouse type
 // has no place for (numeric NaN or ±Infinity in a Decimal): stored as the
 // type's default, the row would take the place of the row whose key that
-// default is.
-var errKeyNotHeld = errors.New("a key value its ClickHouse type cannot hold (numeric NaN or ±Infinity): stored as the type's default it would overwrite another row; give the column a String override (docs/shaping-tables.md) and copy the table again, or change the key in PostgreSQL")
+// default is. A key column keeps walhouse's mapping (no layout override),
+// so the fix is in PostgreSQL.
+var errKeyNotHeld = errors.New("a key value its ClickHouse type cannot hold (numeric NaN or ±Infinity): stored as the type's default it would overwrite another row; change the key in PostgreSQL to a number, or exclude the table (a key column keeps walhouse's mapping: no layout override holds it)")
+
+// errKeyOutOfRange fails a record whose key holds a date or timestamp
+// beyond the range ClickHouse holds (schema.Type.OutOfRange): stored as
+// the range's bound, as a value outside a key is, the row would share its
+// place with every other row whose key is beyond that bound, and FINAL
+// would show one of them.
+var errKeyOutOfRange = errors.New("a key date or timestamp beyond the range ClickHouse holds")
+
+// keyOutOfRange is errKeyOutOfRange for the key value text, with the
+// range and the fix.
+func keyOutOfRange(text string) error {
+	return fmt.Errorf("%w (%q; dates 1900-01-01 to 2299-12-31, timestamps 1900-01-01 00:00:00 to 2262-04-11 23:47:16.854775 UTC; infinity, -infinity and BC dates are beyond it): stored as the range's bound, it would share one row with every other key beyond that bound; change the value in PostgreSQL to one within the range, or exclude the table (a key column keeps walhouse's mapping: no layout override holds it)", errKeyOutOfRange, text)
+}
 
 // null appends SQL NULL for record i: nil, or for an array an empty one.
 func (b *sourceColumn) null(i int) {

@@ -45,8 +45,10 @@ func appendRowRef(row []any, tg *target, r *record.Record, fill map[int]any) ([]
 			row = append(row, typ.Null())
 		default:
 			x, err := typ.Convert(v.Text)
-			if err == nil && x == nil && (c.Source.Key || c.Name == tg.table.TenantColumn) {
+			if key := c.Source.Key || c.Name == tg.table.TenantColumn; err == nil && key && x == nil {
 				err = errKeyNotHeld
+			} else if err == nil && key && typ.OutOfRange(v.Text) {
+				err = keyOutOfRange(v.Text)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: record %s, column %s (%s → %s): %v", sink.ErrPermanent, r.EventID, c.Name, c.Source.Type, typ.DDL, err)
@@ -271,6 +273,9 @@ func records(t testing.TB, tg *target, n int) ([]*record.Record, filled) {
 			text := s[(i*7+j)%len(s)]
 			if c.Source.Key && c.Source.Type == "numeric" && strings.ContainsAny(text, "nN") {
 				text = "0" // NaN and ±Infinity fail a record as a key (TestBuildColumnsRandomFaults)
+			}
+			if c.Source.Key && tg.columns[j].Type.OutOfRange(text) {
+				text = s[0] // a date beyond ClickHouse's range fails a record as a key (TestBuildColumnsKeyOutOfRange)
 			}
 			if c.Source.Array {
 				text = arrayText(s[:1+(i+j)%len(s)])
@@ -507,6 +512,84 @@ func TestBuildColumnsFailsTheFirstRecord(t *testing.T) {
 	}
 }
 
+// TestBuildColumnsKeyOutOfRange: a date or timestamp that ClickHouse
+// stores as its range's bound fails its record (errKeyOutOfRange, naming
+// the value) in a key column, where it would share one row with every
+// other key beyond that bound, and is stored clamped elsewhere. The
+// bounds themselves load.
+func TestBuildColumnsKeyOutOfRange(t *testing.T) {
+	cols := []record.Column{
+		{Name: "org", Type: "text", TypMod: -1, Key: true},
+		{Name: "day", Type: "date", TypMod: -1, Key: true},
+		{Name: "at", Type: "timestamptz", TypMod: -1, Key: true},
+		{Name: "seen", Type: "date", TypMod: -1},
+		{Name: "ts", Type: "timestamp", TypMod: -1},
+	}
+	good := []string{"acme", "2024-01-15", "2024-01-15 10:00:00+00", "2024-01-15", "2024-01-15 10:00:00"}
+	tests := []struct {
+		col, text string
+		fails     bool
+	}{
+		{"day", "1800-01-01", true},
+		{"day", "1899-12-31", true},
+		{"day", "2300-01-01", true},
+		{"day", "infinity", true},
+		{"day", "-infinity", true},
+		{"day", "0044-03-15 BC", true},
+		{"day", "1900-01-01", false},
+		{"day", "2299-12-31", false},
+		{"at", "1850-06-01 00:00:00+00", true},
+		{"at", "1900-01-01 00:00:00+01", true},
+		{"at", "2262-04-12 00:00:00+00", true},
+		{"at", "infinity", true},
+		{"at", "1900-01-01 00:00:00+00", false},
+		{"at", "2262-04-11 23:47:16.854775+00", false},
+		{"seen", "1800-01-01", false}, // not a key: clamped, as documented
+		{"seen", "infinity", false},
+		{"ts", "1800-01-01 00:00:00", false},
+		{"org", "1800-01-01", false}, // text: stored as itself
+	}
+	tg := testTarget(t, "org", cols, nil)
+	for _, tc := range tests {
+		t.Run(tc.col+" "+tc.text, func(t *testing.T) {
+			recs := make([]*record.Record, 3)
+			for i := range recs {
+				r := &record.Record{EventID: fmt.Sprintf("ev%d", i), TenantID: "acme", Version: uint64(i + 1), OccurredAt: time.Unix(int64(i), 0).UTC(), Columns: cols}
+				for j, c := range cols {
+					v := record.Value{Text: good[j]}
+					if i == 1 && c.Name == tc.col {
+						v.Text = tc.text
+					}
+					r.Values = append(r.Values, v)
+				}
+				recs[i] = r
+			}
+			got := insertColumns(newBlock(t, tg), tg, recs, nil)
+			want := insertRowsRef(newBlock(t, tg), tg, recs, nil)
+			if !tc.fails {
+				if got != nil || want != nil {
+					t.Fatalf("column by column: %v; row by row: %v; want both to load", got, want)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatalf("loaded; want record 1 to fail")
+			}
+			if got.Index != 1 || !strings.Contains(got.Err.Error(), errKeyOutOfRange.Error()) || !errors.Is(got.Err, sink.ErrPermanent) {
+				t.Errorf("record %d failed: %v; want record 1, errKeyOutOfRange and sink.ErrPermanent", got.Index, got.Err)
+			}
+			for _, part := range []string{"record ev1, column " + tc.col, fmt.Sprintf("%q", tc.text), "1900-01-01", "change the value in PostgreSQL"} {
+				if !strings.Contains(got.Err.Error(), part) {
+					t.Errorf("%q does not name %s", got.Err, part)
+				}
+			}
+			if want == nil || want.Err.Error() != got.Err.Error() {
+				t.Errorf("row by row: %v; column by column: %v", want, got.Err)
+			}
+		})
+	}
+}
+
 // TestBuildColumnsRandomFaults puts values that do not convert, values
 // the client refuses, NULLs and unchanged TOAST values at random places of
 // random batches (chunk and more records, so faults fall in later chunks
@@ -516,9 +599,11 @@ func TestBuildColumnsRandomFaults(t *testing.T) {
 	cols, good := faultColumns()
 	// and a numeric key column, where NaN and ±Infinity, which its
 	// Decimal cannot hold, fail the record.
-	cols = append(cols, record.Column{Name: "k", Type: "numeric", TypMod: -1, Key: true})
-	good = append(good, "12.5")
-	wrong := [][]string{{"x"}, {"1.5", "y"}, {"nope"}, {"--1", "1e3", "12345678901"}, {"2024-01-15 25:00:00"}, {"{1,x}", "1"}, {"a", "1-", "NaN", "Infinity"}}
+	// And a date key column, where a date beyond ClickHouse's range
+	// fails the record.
+	cols = append(cols, record.Column{Name: "k", Type: "numeric", TypMod: -1, Key: true}, record.Column{Name: "d", Type: "date", TypMod: -1, Key: true})
+	good = append(good, "12.5", "2024-01-15")
+	wrong := [][]string{{"x"}, {"1.5", "y"}, {"nope"}, {"--1", "1e3", "12345678901"}, {"2024-01-15 25:00:00"}, {"{1,x}", "1"}, {"a", "1-", "NaN", "Infinity"}, {"1800-01-01", "infinity", "2024-13-01"}}
 	tg := testTarget(t, "", cols, nil)
 	rng := rand.New(rand.NewPCG(14, 1))
 	failed := 0
@@ -740,14 +825,21 @@ func TestIntegrationLoadFailsTheRecord(t *testing.T) {
 
 // BenchmarkInsertBlock fills the block of a 10,000-record insert row by
 // row (as before) and column by column, for the narrow table of
-// bench/e2e (6 columns: orders over 100 tenants).
+// bench/e2e (6 columns: orders over 100 tenants), and for the same table
+// with created_at in its key (whose values are checked against
+// ClickHouse's range).
 func BenchmarkInsertBlock(b *testing.B) {
+	b.Run("narrow", func(b *testing.B) { benchmarkInsertBlock(b, false) })
+	b.Run("timestamp key", func(b *testing.B) { benchmarkInsertBlock(b, true) })
+}
+
+func benchmarkInsertBlock(b *testing.B, timestampKey bool) {
 	cols := []record.Column{
 		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true},
 		{Name: "id", Type: "int8", TypMod: -1, Key: true},
 		{Name: "amount", Type: "numeric", TypMod: 12<<16 | 2 + 4},
 		{Name: "note", Type: "text", TypMod: -1},
-		{Name: "created_at", Type: "timestamptz", TypMod: -1},
+		{Name: "created_at", Type: "timestamptz", TypMod: -1, Key: timestampKey},
 		{Name: "attrs", Type: "jsonb", TypMod: -1},
 	}
 	tg := testTarget(b, "tenant_id", cols, nil)

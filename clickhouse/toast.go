@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -11,8 +12,10 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
+	"github.com/walhouse/walhouse/sink"
 )
 
 // DefaultMaxReadBackBytes bounds the stored values one insert reads back
@@ -87,6 +90,10 @@ type lookup struct {
 	size   int64          // the stored values' bytes, once sized
 	values []any          // the stored values aligned with cols, while a piece holds them
 	found  bool           // the row was found when values were read
+	// refused is ClickHouse's refusal of every query that read the
+	// lookup (see readRefusing): its records fail, set aside in the dead
+	// letters, rather than the insert retrying a query that fails again.
+	refused error
 }
 
 // planUnchanged resolves the unchanged values of recs from earlier records
@@ -154,7 +161,35 @@ func (w *Writer) planUnchanged(ctx context.Context, tg *target, recs []*record.R
 	if err := w.readLookups(ctx, tg, u.lookups, true); err != nil {
 		return nil, err
 	}
+	if re := u.refusedRecords(tg, recs, 0, len(recs)); re != nil {
+		return nil, re
+	}
 	return u, nil
+}
+
+// refusedRecords is the RecordError that names every record of recs from
+// lo to hi-1 that takes a value from a lookup ClickHouse refused to read
+// (lookup.refused), or nil when there is none. The cut does not depend on
+// what was read before, so a retry of the insert names the same records.
+func (u *unchanged) refusedRecords(tg *target, recs []*record.Record, lo, hi int) *sink.RecordError {
+	var out *sink.RecordError
+	for i := lo; i < hi; i++ {
+		for _, x := range u.uses[i] {
+			if x.l.refused == nil {
+				continue
+			}
+			f := sink.RecordError{Index: i, Err: fmt.Errorf("%w: record %s: ClickHouse refused the query that reads back the unchanged TOAST values of its row from %s: %v; "+
+				"the query is walhouse's, so report this error; the record waits in the dead letters: replay it (walhouse dlq replay) once a walhouse that reads such rows runs, "+
+				"or update the row's large columns in PostgreSQL so that capture sends their values", sink.ErrPermanent, recs[i].EventID, tg.table.QualifiedName(), x.l.refused)}
+			if out == nil {
+				out = &f
+			} else {
+				out.More = append(out.More, f)
+			}
+			break
+		}
+	}
+	return out
 }
 
 // source returns the lookup record i's column ci takes its value from, or
@@ -233,6 +268,9 @@ func (w *Writer) fill(ctx context.Context, tg *target, u *unchanged, recs []*rec
 	if err := w.readLookups(ctx, tg, need, false); err != nil {
 		return nil, err
 	}
+	if re := u.refusedRecords(tg, recs, p.lo, p.hi); re != nil {
+		return nil, re
+	}
 	out := filled{}
 	var absent []string
 	for i := p.lo; i < p.hi; i++ {
@@ -266,13 +304,26 @@ func (u *unchanged) release() {
 // readLookups reads the stored values of ls (or, with sizes, their sizes
 // in bytes): the latest-version lookups of the same columns together, up
 // to lookupKeys rows a query, and each older-version lookup on its own.
+// A lookup ClickHouse refuses to read is marked (lookup.refused, see
+// readRefusing).
 func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, sizes bool) error {
+	budget := isolateQueries
 	groups := map[string][]*lookup{}
 	var order []string
 	for _, l := range ls {
+		if lookupOutOfRange(tg, l) {
+			// Not asked: the row at the range's bound is another row's
+			// (or one that earlier versions stored there for every key
+			// beyond it), never this key's. Its record fails on its key
+			// (errKeyOutOfRange), or, for an update that moved the row
+			// from such a key, takes NULL with a warning, as for a row
+			// ClickHouse does not have.
+			l.found, l.size = false, 0
+			continue
+		}
 		g := fmt.Sprint(l.cols)
 		if l.before != 0 {
-			if err := w.readStored(ctx, tg, []*lookup{l}, sizes); err != nil {
+			if err := w.readRefusing(ctx, tg, []*lookup{l}, sizes, &budget); err != nil {
 				return err
 			}
 			continue
@@ -290,13 +341,100 @@ func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, size
 				bytes += keyBytes(tg.table, ls[n])
 				n++
 			}
-			if err := w.readStored(ctx, tg, ls[:n], sizes); err != nil {
+			if err := w.readRefusing(ctx, tg, ls[:n], sizes, &budget); err != nil {
 				return err
 			}
 			ls = ls[n:]
 		}
 	}
 	return nil
+}
+
+// isolateQueries bounds the queries one readLookups spends finding which
+// lookups of a query ClickHouse refused it refuses (readRefusing): one
+// refused key among lookupKeys costs about 2·log2(2000) = 22 of them.
+// Past it, every lookup of a refused query is refused with it: bounded
+// work, at the price of failing lookups a finer search would have read
+// when many keys are refused (when every key is, as for a query that
+// cannot work for the table, nothing is failed that would have loaded).
+const isolateQueries = 64
+
+// readRefusing reads ls with readStored. When ClickHouse refuses the query
+// for what it says (refusedQuery), which it would on every retry, it reads
+// each half of ls on its own, down to single lookups, while budget lasts,
+// and marks each lookup it refuses alone, or in a query refused once the
+// budget is spent, with the refusal (lookup.refused, not found): their
+// records fail, and the other lookups are read. Other errors (the server
+// unreachable, busy, out of memory) are returned, for the insert to be
+// retried.
+func (w *Writer) readRefusing(ctx context.Context, tg *target, ls []*lookup, sizes bool, budget *int) error {
+	return isolateRefused(ls, budget, func(ls []*lookup) error { return w.readStored(ctx, tg, ls, sizes) })
+}
+
+// isolateRefused is readRefusing with read for readStored.
+func isolateRefused(ls []*lookup, budget *int, read func([]*lookup) error) error {
+	err := read(ls)
+	if err == nil || !refusedQuery(err) {
+		return err
+	}
+	if len(ls) == 1 || *budget < 2 {
+		for _, l := range ls {
+			l.refused, l.found, l.size, l.values = err, false, 0, nil
+		}
+		return nil
+	}
+	*budget -= 2
+	half := len(ls) / 2
+	if err := isolateRefused(ls[:half], budget, read); err != nil {
+		return err
+	}
+	return isolateRefused(ls[half:], budget, read)
+}
+
+// refusedQuery reports whether err holds ClickHouse's refusal of a query
+// for what the query says: its syntax, a parameter or value it cannot
+// parse, a type or argument its functions do not take. Such a query fails
+// the same way on every retry. Not among them: timeouts, limits of
+// memory, parts or queries, network errors, and a table or column that is
+// missing (a change of the table in progress, which a retry outlives).
+func refusedQuery(err error) bool {
+	ex, ok := errors.AsType[*ch.Exception](err)
+	if !ok {
+		return false
+	}
+	switch ex.Code {
+	case 6, // CANNOT_PARSE_TEXT
+		27,  // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+		36,  // BAD_ARGUMENTS
+		38,  // CANNOT_PARSE_DATE
+		41,  // CANNOT_PARSE_DATETIME
+		42,  // NUMBER_OF_ARGUMENTS_DOESNT_MATCH
+		43,  // ILLEGAL_TYPE_OF_ARGUMENT
+		44,  // ILLEGAL_COLUMN
+		53,  // TYPE_MISMATCH
+		62,  // SYNTAX_ERROR
+		69,  // ARGUMENT_OUT_OF_BOUND
+		70,  // CANNOT_CONVERT_TYPE
+		72,  // CANNOT_PARSE_NUMBER
+		130, // CANNOT_READ_ARRAY_FROM_TEXT
+		386, // NO_COMMON_TYPE
+		456, // UNKNOWN_QUERY_PARAMETER
+		457: // BAD_QUERY_PARAMETER
+		return true
+	}
+	return false
+}
+
+// lookupOutOfRange reports whether l's key holds a date or timestamp that
+// ClickHouse stores as its range's bound (schema.Type.OutOfRange).
+func lookupOutOfRange(tg *target, l *lookup) bool {
+	t := tg.table
+	for i, c := range t.Columns {
+		if (c.Source.Key || c.Name == t.TenantColumn) && tg.columns[i].Type.Ranged() && tg.columns[i].Type.OutOfRange(l.key[i].Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyBytes estimates the query text l's key takes in t: its values' text
@@ -392,6 +530,11 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 	} else {
 		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s IN keys AND %s = 0",
 			head, t.QualifiedName(), key, schema.QuoteIdent(schema.DeletedColumn))
+	}
+	if w.failpoints.Err(failpoint.SinkReadBack) != nil {
+		// A query ClickHouse refuses for a parameter it cannot parse, as
+		// it refused a date key sent as seconds since the epoch.
+		q, args = "SELECT {failpoint:Date32}", []any{ch.Named("failpoint", "not a date")}
 	}
 	rows, err := w.conn.Query(ctx, q, args...)
 	if err != nil {

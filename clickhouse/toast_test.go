@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -188,10 +192,11 @@ func TestIntegrationReadBackKeysOfEveryType(t *testing.T) {
 		vals := make([]record.Value, len(cols))
 		for j, c := range cols {
 			// Each row its own sample of each type; a numeric key cannot
-			// be NaN or ±Infinity (errKeyNotHeld), and a float NaN key
-			// is not found (docs/limits.md).
+			// be NaN or ±Infinity (errKeyNotHeld), nor a date or
+			// timestamp key beyond ClickHouse's range (errKeyOutOfRange),
+			// and a float NaN key is not found (docs/limits.md).
 			s := slices.DeleteFunc(slices.Clone(samples[c.Type]), func(v string) bool {
-				return v == "NaN" || c.Type == "numeric" && strings.ContainsAny(v, "nN")
+				return v == "NaN" || c.Type == "numeric" && strings.ContainsAny(v, "nN") || schema.Map(c, false).OutOfRange(v)
 			})
 			vals[j] = record.Value{Text: s[(i+j)%len(s)]}
 			if c.Name == "k_int8" {
@@ -233,5 +238,188 @@ func TestIntegrationReadBackKeysOfEveryType(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil || n != len(inserts) {
 		t.Fatalf("%d rows (%v), want %d", n, err, len(inserts))
+	}
+}
+
+// TestIsolateRefused: a read-back query ClickHouse refuses for what it
+// says is read again in halves, down to the lookups it refuses alone,
+// which are marked with the refusal while the others are read; past the
+// budget, the lookups of a refused query are refused together. Any other
+// error is returned, for the insert to be retried, and marks nothing.
+func TestIsolateRefused(t *testing.T) {
+	refusal := &ch.Exception{Code: 457, Name: "DB::Exception", Message: "Value cannot be parsed as Date32 for query parameter 'k1_0'"}
+	tests := []struct {
+		name    string
+		n       int
+		bad     []int // the lookups ClickHouse refuses
+		budget  int
+		err     error // what a query with a bad lookup fails with
+		refused []int // nil: every one of bad
+		// queries bounds the queries sent.
+		queries  int
+		returned bool // the error is returned
+	}{
+		{name: "none refused", n: 10, budget: isolateQueries, err: refusal, queries: 1},
+		{name: "one in ten", n: 10, bad: []int{3}, budget: isolateQueries, err: refusal, queries: 9},
+		{name: "one in a full query", n: lookupKeys, bad: []int{1234}, budget: isolateQueries, err: refusal, queries: 1 + 2*11},
+		{name: "three", n: 100, bad: []int{0, 50, 99}, budget: isolateQueries, err: refusal, queries: 1 + isolateQueries},
+		{name: "every one: a query that cannot work", n: 500, bad: seq(500), budget: isolateQueries, err: refusal, queries: 1 + isolateQueries},
+		{name: "budget spent: the rest refused together", n: 100, bad: []int{1, 60}, budget: 2, err: refusal, refused: seq(100), queries: 3},
+		{name: "budget spent on the first half", n: 100, bad: []int{1, 60}, budget: 4, err: refusal, refused: append(seq(25), seq(100)[50:]...), queries: 5},
+		{name: "memory limit: retried", n: 10, bad: []int{3}, budget: isolateQueries, err: &ch.Exception{Code: 241, Message: "Memory limit exceeded"}, queries: 1, returned: true},
+		{name: "unknown table: retried", n: 10, bad: []int{3}, budget: isolateQueries, err: &ch.Exception{Code: 60, Message: "Unknown table"}, queries: 1, returned: true},
+		{name: "connection: retried", n: 10, bad: []int{3}, budget: isolateQueries, err: errors.New("connection refused"), queries: 1, returned: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := make([]*lookup, tc.n)
+			bad := map[*lookup]bool{}
+			for i := range ls {
+				ls[i] = &lookup{size: 7, found: true}
+			}
+			for _, i := range tc.bad {
+				bad[ls[i]] = true
+			}
+			queries := 0
+			read := func(part []*lookup) error {
+				queries++
+				if slices.ContainsFunc(part, func(l *lookup) bool { return bad[l] }) {
+					return fmt.Errorf("read unchanged TOAST values of t: %w", tc.err)
+				}
+				return nil
+			}
+			budget := tc.budget
+			err := isolateRefused(ls, &budget, read)
+			if (err != nil) != tc.returned {
+				t.Fatalf("error %v, want returned %v", err, tc.returned)
+			}
+			want := tc.refused
+			if want == nil && !tc.returned {
+				want = tc.bad
+			}
+			var got []int
+			for i, l := range ls {
+				if l.refused != nil {
+					got = append(got, i)
+					if l.found || l.size != 0 || !errors.Is(l.refused, tc.err) {
+						t.Errorf("lookup %d refused: found %v, size %d, %v", i, l.found, l.size, l.refused)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("refused %v, want %v", got, want)
+			}
+			if queries > tc.queries {
+				t.Errorf("%d queries, want at most %d", queries, tc.queries)
+			}
+		})
+	}
+}
+
+// seq is 0..n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// TestRefusedRecords: every record that takes a value from a refused
+// lookup is named, the first as the RecordError and the others in More,
+// with the table, ClickHouse's refusal and the fix; a record reading only
+// lookups that were read is not.
+func TestRefusedRecords(t *testing.T) {
+	tg := testTarget(t, "", []record.Column{{Name: "id", Type: "int8", TypMod: -1, Key: true}, {Name: "big", Type: "text", TypMod: -1}}, nil)
+	refusal := &ch.Exception{Code: 457, Message: "cannot be parsed as Date32"}
+	ok, bad := &lookup{}, &lookup{refused: fmt.Errorf("read: %w", refusal)}
+	u := &unchanged{uses: map[int][]use{1: {{1, ok}}, 2: {{1, bad}}, 4: {{1, ok}, {1, bad}}, 5: {{1, bad}}}}
+	recs := make([]*record.Record, 6)
+	for i := range recs {
+		recs[i] = &record.Record{EventID: fmt.Sprint("ev", i)}
+	}
+	if re := u.refusedRecords(tg, recs, 0, 2); re != nil {
+		t.Errorf("records 0 and 1: %v, want none", re)
+	}
+	re := u.refusedRecords(tg, recs, 0, 5)
+	if re == nil {
+		t.Fatal("no record named")
+	}
+	got := []int{re.Index}
+	for _, m := range re.More {
+		got = append(got, m.Index)
+		if len(m.More) > 0 {
+			t.Errorf("record %d names more: %v", m.Index, m.More)
+		}
+	}
+	if fmt.Sprint(got) != "[2 4]" {
+		t.Errorf("records %v named, want [2 4] (5 is past hi)", got)
+	}
+	for _, part := range []string{"record ev2", tg.table.QualifiedName(), "cannot be parsed as Date32", "walhouse dlq replay", "update the row's large columns in PostgreSQL"} {
+		if !strings.Contains(re.Err.Error(), part) {
+			t.Errorf("%q does not name %s", re.Err, part)
+		}
+	}
+	if !errors.Is(re, sink.ErrPermanent) || !strings.Contains(re.More[0].Err.Error(), "record ev4") {
+		t.Errorf("%v: want sink.ErrPermanent, and record ev4's own cause in More", re)
+	}
+}
+
+// TestIntegrationReadBackKeyOutOfRange: a row moved from a date key beyond
+// ClickHouse's range, whose large value stayed as it was, is not looked up
+// at the range's bound, where another row is (1900-01-01's, here): its
+// value is NULL, as for a row ClickHouse does not have, never that row's.
+// An update of a row keyed beyond the range fails its record
+// (errKeyOutOfRange), and the rest of the batch loads.
+func TestIntegrationReadBackKeyOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	w := testWriter(t, "readbackrange")
+	cols := []record.Column{
+		{Name: "d", Type: "date", TypMod: -1, Key: true},
+		{Name: "big", Type: "text", TypMod: -1},
+	}
+	src := record.Source{ID: "s", Schema: "public", Table: "readbackrange"}
+	rec := func(v uint64, op record.Op, d, big string) *record.Record {
+		r := &record.Record{EventID: fmt.Sprint("ev", v), TenantID: "t", Version: v, Op: op,
+			OccurredAt: time.Unix(1700000000, 0).UTC(), Columns: cols, Values: []record.Value{{Text: d}, {Text: big}}}
+		if big == "" {
+			r.Values[1] = record.Value{Unchanged: true}
+		}
+		return r
+	}
+	if err := w.Load(ctx, sink.Batch{Source: src, Records: sourced([]*record.Record{rec(1, record.Insert, "1900-01-01", "the bound's own")}, src, ""), Token: "range/1"}); err != nil {
+		t.Fatal(err)
+	}
+	moved := rec(3, record.Update, "1950-06-01", "")
+	moved.OldKey = []record.Value{{Text: "1850-01-01"}, {Null: true}}
+	batch := sink.Batch{Source: src, Records: sourced([]*record.Record{rec(2, record.Update, "1850-01-01", ""), moved}, src, ""), Token: "range/2"}
+	err := w.Load(ctx, batch)
+	var re *sink.RecordError
+	if !errors.As(err, &re) || re.Index != 0 || !strings.Contains(re.Error(), errKeyOutOfRange.Error()) {
+		t.Fatalf("Load = %v, want record 0 to fail with errKeyOutOfRange", err)
+	}
+	batch.From = 1
+	if err := w.Load(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := w.table(ctx, batch.Records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rows, err := w.conn.Query(ctx, "SELECT toString(d) || ' ' || ifNull(big, 'NULL') FROM "+tg.table.QualifiedName()+" FINAL WHERE _is_deleted = 0 ORDER BY d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if want := "[1900-01-01 the bound's own 1950-06-01 NULL]"; fmt.Sprint(got) != want {
+		t.Errorf("rows %v, want %s", got, want)
 	}
 }

@@ -294,6 +294,9 @@ func (w *Writer) Load(ctx context.Context, b sink.Batch) error {
 			var re *sink.RecordError
 			if errors.As(err, &re) {
 				re.Index = in.Position(re.Index)
+				for i := range re.More {
+					re.More[i].Index = in.Position(re.More[i].Index)
+				}
 			}
 			return err
 		}

@@ -67,7 +67,7 @@ func RunSink(ctx context.Context, r SinkRun) error {
 	defer conn.Close()
 	st := r.Sink
 	st.Registry = prometheus.NewRegistry()
-	w, err := clickhouse.NewWriter(ctx, conn, r.ClickHouse.Database, r.PartitionBy, append(r.Writer, clickhouse.OnCluster(r.ClickHouse.Cluster), clickhouse.WithMetrics(st.Registry))...)
+	w, err := clickhouse.NewWriter(ctx, conn, r.ClickHouse.Database, r.PartitionBy, append(r.Writer, clickhouse.OnCluster(r.ClickHouse.Cluster), clickhouse.WithMetrics(st.Registry), clickhouse.WithFailpoints(st.Failpoints))...)
 	if err != nil {
 		return err
 	}

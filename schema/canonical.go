@@ -549,15 +549,7 @@ func (t Type) Lossy(text string) bool {
 	case kDecimal:
 		return text == "NaN" || text == "Infinity" || text == "-Infinity"
 	case kDate, kDateTime:
-		if withinDateRange(text) {
-			return false
-		}
-		v, err := t.Convert(text)
-		if err != nil {
-			return false
-		}
-		tm, ok := v.(time.Time)
-		return ok && (tm.Equal(minDate) || tm.Equal(maxDate) || tm.Equal(maxTime)) && !strings.HasPrefix(text, tm.Format("2006-01-02"))
+		return t.OutOfRange(text)
 	}
 	return false
 }
@@ -565,7 +557,7 @@ func (t Type) Lossy(text string) bool {
 // withinDateRange reports whether PostgreSQL's text of a date or
 // timestamp has a year that no time zone offset takes out of the range
 // ClickHouse stores (1900 to 2262): such a value is never clamped, and
-// Lossy need not parse it.
+// OutOfRange need not parse it.
 func withinDateRange(text string) bool {
 	if len(text) < 5 || text[4] != '-' || strings.HasSuffix(text, " BC") {
 		return false

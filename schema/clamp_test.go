@@ -3,6 +3,7 @@ package schema
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walhouse/walhouse/record"
 )
@@ -57,5 +58,76 @@ func TestDecimalClamp(t *testing.T) {
 	}
 	if Map(col, true).Clamped("1e400") {
 		t.Error("a column without an override reports a clamp")
+	}
+}
+
+// TestOutOfRange: a date or timestamp that Convert stores as the bound of
+// ClickHouse's range, not as itself, is reported, exactly at the bounds
+// (a value equal to a bound is stored as itself); nothing else is. Every
+// value reported converts to a bound, and every value within the range
+// converts to itself.
+func TestOutOfRange(t *testing.T) {
+	date := Map(record.Column{Type: "date"}, false)
+	ts := Map(record.Column{Type: "timestamptz"}, false)
+	for _, tc := range []struct {
+		typ  Type
+		text string
+		want bool
+	}{
+		{date, "2024-02-29", false},
+		{date, "1900-01-01", false},
+		{date, "2299-12-31", false},
+		{date, "1899-12-31", true},
+		{date, "1800-01-01", true},
+		{date, "2300-01-01", true},
+		{date, "0044-03-15", true},
+		{date, "0044-03-15 BC", true},
+		{date, "1950-03-15 BC", true},
+		{date, "infinity", true},
+		{date, "-infinity", true},
+		{date, "12000-01-01", true},
+		{date, "not a date", false}, // Convert refuses it
+		{ts, "2024-01-15 10:00:00.123456+05:30", false},
+		{ts, "1900-01-01 00:00:00+00", false},
+		{ts, "1900-01-01 00:00:00-05", false},
+		{ts, "1900-01-01 00:00:00+05", true}, // 1899-12-31 19:00 UTC
+		{ts, "1899-12-31 23:59:59.999999+00", true},
+		{ts, "2262-04-11 23:47:16.854775+00", false}, // maxTime
+		{ts, "2262-04-11 23:47:16.854776+00", true},
+		{ts, "2262-04-11 23:50:00+00", true},
+		{ts, "2262-04-12 00:00:00+00", true},
+		{ts, "2299-12-31 00:00:00+00", true},
+		{ts, "12000-01-01 00:00:00+00", true},
+		{ts, "infinity", true},
+		{ts, "-infinity", true},
+		{ts, "0044-03-15 10:00:00+00 BC", true},
+		{ts, "1850-01-01", true}, // a date, in a column widened to a timestamp
+		{ts, "1950-01-01", false},
+		{Map(record.Column{Type: "date", Array: true}, false), "{1800-01-01}", false}, // arrays: not asked
+		{Map(record.Column{Type: "text"}, false), "1800-01-01", false},
+		{Map(record.Column{Type: "numeric"}, false), "Infinity", false},
+	} {
+		got := tc.typ.OutOfRange(tc.text)
+		if got != tc.want {
+			t.Errorf("%s OutOfRange(%q) = %v, want %v", tc.typ.DDL, tc.text, got, tc.want)
+		}
+		if !tc.typ.Ranged() {
+			continue
+		}
+		v, err := tc.typ.Convert(tc.text)
+		if err != nil {
+			if got {
+				t.Errorf("%s %q: out of range, yet Convert refuses it: %v", tc.typ.DDL, tc.text, err)
+			}
+			continue
+		}
+		at := v.(time.Time)
+		bound := at.Equal(minDate) || at.Equal(maxDate) || at.Equal(maxTime)
+		switch {
+		case got && !bound:
+			t.Errorf("%s %q: out of range, yet converts to %v, not a bound", tc.typ.DDL, tc.text, at)
+		case !got && bound && !strings.HasPrefix(tc.text, at.Format("2006-01-02")):
+			t.Errorf("%s %q: within range, yet converts to the bound %v", tc.typ.DDL, tc.text, at)
+		}
 	}
 }

@@ -337,6 +337,19 @@ func parseTimestamp(s string) (time.Time, error) {
 // parseTimestampLayout is parseTimestamp by time.Parse, for what
 // parseISOTimestamp does not read.
 func parseTimestampLayout(s string) (time.Time, error) {
+	t, beyond, err := timestampLayout(s)
+	switch {
+	case beyond:
+		return maxTime, nil
+	case err != nil:
+		return time.Time{}, err
+	}
+	return clamp(t, minDate, maxTime), nil
+}
+
+// timestampLayout reads s as parseTimestampLayout does, without clamping:
+// beyond reports a year past 9999, which time.Parse cannot read.
+func timestampLayout(s string) (t time.Time, beyond bool, err error) {
 	layout := "2006-01-02 15:04:05.999999"
 	if i := strings.LastIndexAny(s, "+-"); i > 10 {
 		switch len(s) - i {
@@ -348,16 +361,16 @@ func parseTimestampLayout(s string) (time.Time, error) {
 			layout += "-07:00:00"
 		}
 	}
-	t, err := time.Parse(layout, s)
+	t, err = time.Parse(layout, s)
 	if err != nil {
 		// A date (of a column widened to a timestamp) is longer than ten
 		// characters when its year is.
 		if beyondYear9999(s, layout) || beyondYear9999(s, "2006-01-02") {
-			return maxTime, nil
+			return time.Time{}, true, nil
 		}
-		return time.Time{}, fmt.Errorf("timestamp %q: %w", s, err)
+		return time.Time{}, false, fmt.Errorf("timestamp %q: %w", s, err)
 	}
-	return clamp(t.UTC(), minDate, maxTime), nil
+	return t.UTC(), false, nil
 }
 
 // parseISOTimestamp reads the form PostgreSQL writes for nearly every
@@ -448,6 +461,51 @@ func digits(s string) (int, bool) {
 	}
 	return n, true
 }
+
+// OutOfRange reports whether Convert stores PostgreSQL's text of a value
+// of t, a date or timestamp, as the bound of the range ClickHouse holds
+// rather than as itself (see minDate): a value before 1900-01-01 or after
+// the type's upper bound, an infinity, a BC date. Every such value beyond
+// one bound is stored as the same value, so in a key it would share its
+// row with another. Exact at the bounds; cheap for the years no time
+// zone offset takes out of the range (a look at the year), and false for
+// every other type and for text Convert refuses.
+func (t Type) OutOfRange(text string) bool {
+	if !t.Ranged() || withinDateRange(text) {
+		return false
+	}
+	hi := maxDate
+	if t.kind == kDateTime {
+		hi = maxTime
+	}
+	if _, ok := special(text, hi); ok {
+		return true
+	}
+	var (
+		v      time.Time
+		beyond bool
+		err    error
+	)
+	switch {
+	case t.kind == kDate || len(text) == len("2006-01-02"): // a date, or one in a column widened to a timestamp
+		v, err = time.Parse("2006-01-02", text)
+		beyond = err != nil && beyondYear9999(text, "2006-01-02")
+	default:
+		var ok bool
+		if v, ok = parseISOTimestamp(text); !ok {
+			v, beyond, err = timestampLayout(text)
+		}
+	}
+	if beyond {
+		return true
+	}
+	return err == nil && (v.Before(minDate) || v.After(hi))
+}
+
+// Ranged reports whether t is a date or timestamp (not an array), whose
+// values OutOfRange may report, so that a caller asks about each value
+// only then.
+func (t Type) Ranged() bool { return scalars[t.kind].temporal && !t.array }
 
 func clamp(t, lo, hi time.Time) time.Time {
 	if t.Before(lo) {

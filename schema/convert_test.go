@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/walhouse/walhouse/record"
 )
 
 // TestParseISOTimestampMatchesTimeParse holds the fast path to the layout
@@ -68,6 +70,20 @@ func BenchmarkParseTimestamp(b *testing.B) {
 				if _, err := parseTimestampLayout(s); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkOutOfRange is what the sink adds per value of a key date or
+// timestamp (a look at the year), and what a value at the edge of the
+// range costs (parsed again).
+func BenchmarkOutOfRange(b *testing.B) {
+	ts := Map(record.Column{Type: "timestamptz"}, false)
+	for _, s := range []string{"2024-01-15 10:00:00.123456+00", "1900-01-01 00:00:00+05"} {
+		b.Run(s, func(b *testing.B) {
+			for b.Loop() {
+				ts.OutOfRange(s)
 			}
 		})
 	}

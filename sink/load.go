@@ -313,11 +313,22 @@ func (s *Sink) loadIsolating(ctx context.Context, b Batch, origin []*kgo.Record,
 	}
 	var re *RecordError
 	if errors.As(err, &re) && re.Index >= b.From && re.Index < b.End() {
-		aside[origin[re.Index]] = true
-		if err := s.deadRow(ctx, origin[re.Index], b.Records[re.Index], re.Err, attempt); err != nil {
-			return err
+		// The records named are set aside and the runs between them
+		// loaded, each under its own derived token. A position out of
+		// order or outside the batch is left to the load of its run.
+		var parts [][2]int
+		from := b.From
+		for _, f := range append([]RecordError{{Index: re.Index, Err: re.Err}}, re.More...) {
+			if f.Index < from || f.Index >= b.End() {
+				continue
+			}
+			aside[origin[f.Index]] = true
+			if err := s.deadRow(ctx, origin[f.Index], b.Records[f.Index], f.Err, attempt); err != nil {
+				return err
+			}
+			parts, from = append(parts, [2]int{from, f.Index}), f.Index+1
 		}
-		return s.loadParts(ctx, b, origin, [][2]int{{b.From, re.Index}, {re.Index + 1, b.End()}}, aside)
+		return s.loadParts(ctx, b, origin, append(parts, [2]int{from, b.End()}), aside)
 	}
 	if b.End()-b.From == 1 {
 		aside[origin[b.From]] = true

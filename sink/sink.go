@@ -87,10 +87,18 @@ type Loader interface {
 // know which record is at fault.
 var ErrPermanent = errors.New("permanent load error")
 
-// RecordError names the record of a batch that a Loader could not load.
+// RecordError names the record of a batch that a Loader could not load,
+// and the further ones the same attempt found it cannot load (More).
 type RecordError struct {
 	Index int // position in Batch.Records
 	Err   error
+	// More are further records of the batch that cannot be loaded, each
+	// with its cause (their own More empty), after Index in ascending
+	// positions. A loader that learns of several at once (the ClickHouse
+	// writer's read-back of unchanged TOAST values) names them all, so
+	// that the sink sets them aside in one pass rather than finding them
+	// one load of the rest at a time.
+	More []RecordError
 }
 
 // Error names the record by its index in the batch.

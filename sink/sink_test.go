@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -92,8 +93,11 @@ type fakeLoader struct {
 	mu      sync.Mutex
 	batches []string
 	failOn  string // a value text that fails permanently
-	stopOn  string // a table whose load fails for the whole table
-	stopAt  string // a value text from which on the table's load fails
+	// failEach are value texts that fail permanently, every one in a
+	// load named by one RecordError (More).
+	failEach []string
+	stopOn   string // a table whose load fails for the whole table
+	stopAt   string // a value text from which on the table's load fails
 	// before, when set, runs before every load; an error it returns is
 	// the load's.
 	before func(b Batch) error
@@ -116,6 +120,20 @@ func (l *fakeLoader) Load(_ context.Context, b Batch) error {
 			return pos[i]
 		}
 		return b.From + i
+	}
+	var each *RecordError
+	for i, r := range loadable {
+		if slices.Contains(l.failEach, r.Values[1].Text) {
+			f := RecordError{Index: at(i), Err: fmt.Errorf("%w: cannot store %q", ErrPermanent, r.Values[1].Text)}
+			if each == nil {
+				each = &f
+			} else {
+				each.More = append(each.More, f)
+			}
+		}
+	}
+	if each != nil {
+		return each
 	}
 	for i, r := range loadable {
 		if r.Values[1].Text == l.stopAt {
@@ -301,6 +319,31 @@ func TestSinkDeadLettersPoison(t *testing.T) {
 	}
 	want := []string{"a/0/0-5[0:3] n=3", "a/0/0-5[4:5] n=1"}
 	wantBatches(t, l.batches, want...)
+}
+
+// TestSinkDeadLettersEveryRecordNamed: the records a load names together
+// (RecordError.More) go to the dead letters in one pass, and the runs
+// between them load, each under its derived token.
+func TestSinkDeadLettersEveryRecordNamed(t *testing.T) {
+	l := &fakeLoader{failEach: []string{"2", "5", "6"}}
+	dead := &fakeDead{}
+	loads := 0
+	l.before = func(Batch) error { loads++; return nil }
+	runScript(t, Config{DeadLetters: dead, PermanentAttempts: 2}, nil, l, recs("a", 0, 0, 9))
+	if loads != 5 {
+		t.Errorf("%d loads, want 5: 2 attempts of the batch, then its 3 runs between the records set aside", loads)
+	}
+	var offsets []int64
+	for _, d := range dead.got {
+		offsets = append(offsets, d.Offset)
+		if d.Attempts != 2 || !strings.Contains(d.Err.Error(), fmt.Sprintf("%q", fmt.Sprint(d.Offset))) {
+			t.Errorf("dead letter %+v: want 2 attempts and its own cause", d)
+		}
+	}
+	if fmt.Sprint(offsets) != "[2 5 6]" {
+		t.Errorf("dead letters at offsets %v, want [2 5 6]", offsets)
+	}
+	wantBatches(t, l.batches, "a/0/0-9[0:2] n=2", "a/0/0-9[3:5] n=2", "a/0/0-9[7:10] n=3")
 }
 
 func TestSinkStopsOnPoisonWithoutDeadLetters(t *testing.T) {

@@ -33,6 +33,12 @@ const (
 	// its answer is lost, so the sink retries the same insert (same
 	// deduplication token).
 	SinkInserted Name = "sink.inserted"
+	// SinkReadBack is an error point: the ClickHouse writer's read-back
+	// of unchanged TOAST values sends a query ClickHouse refuses (a
+	// parameter it cannot parse), as it would refuse a query walhouse
+	// builds wrong; the records that needed it are dead-lettered and the
+	// rest of the insert loads.
+	SinkReadBack Name = "sink.readback"
 	// SinkClaimed is hit after the loaded eventIds were claimed in Layer 2
 	// and before the offsets are committed.
 	SinkClaimed Name = "sink.claimed"
@@ -58,11 +64,11 @@ const (
 )
 
 // canFail reports whether n is an error point, called through Err.
-func canFail(n Name) bool { return n == SinkInserted }
+func canFail(n Name) bool { return n == SinkInserted || n == SinkReadBack }
 
 // Names returns every point, crash points first, in a stable order.
 func Names() []Name {
-	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, RelayoutCopied, RelayoutSwapped}
+	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, SinkReadBack, RelayoutCopied, RelayoutSwapped}
 }
 
 // ErrInjected is the error an error point returns when told to fail.
