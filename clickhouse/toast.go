@@ -273,12 +273,14 @@ func (w *Writer) fill(ctx context.Context, tg *target, u *unchanged, recs []*rec
 	}
 	out := filled{}
 	var absent []string
+	missing := 0
 	for i := p.lo; i < p.hi; i++ {
 		for _, x := range u.uses[i] {
 			if !x.l.found {
 				if len(absent) < 3 {
 					absent = append(absent, recs[i].EventID)
 				}
+				missing++
 				out.set(i-p.lo, x.col, nil)
 				continue
 			}
@@ -286,7 +288,10 @@ func (w *Writer) fill(ctx context.Context, tg *target, u *unchanged, recs []*rec
 		}
 	}
 	if len(absent) > 0 {
-		w.log.Warn("unchanged TOAST values of rows ClickHouse does not have; stored as NULL", "table", tg.table.QualifiedName(), "event_ids", absent)
+		w.log.Warn("unchanged TOAST values of rows ClickHouse does not have; stored as NULL", "table", tg.table.QualifiedName(), "values", missing, "event_ids", absent)
+		if w.missingToast != nil {
+			w.missingToast.WithLabelValues(tg.table.Source.Schema + "." + tg.table.Source.Table).Add(float64(missing))
+		}
 	}
 	return out, nil
 }

@@ -11,11 +11,30 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
 )
+
+// counterValue sums the counter name of reg over its labels.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
 
 // TestPieces cuts inserts by the stored values their records read back: a
 // value counts once per piece however many records use it, and a record
@@ -62,6 +81,8 @@ func TestIntegrationReadBackInPieces(t *testing.T) {
 	w := testWriter(t, "readback")
 	const bound = 10 << 10
 	WithMaxReadBackBytes(bound)(w)
+	reg := prometheus.NewRegistry()
+	WithMetrics(reg)(w)
 	cols := []record.Column{
 		{Name: "id", Type: "int8", TypMod: -1, Key: true},
 		{Name: "big", Type: "text", TypMod: -1},
@@ -120,6 +141,10 @@ func TestIntegrationReadBackInPieces(t *testing.T) {
 	}
 	if err := w.Load(ctx, batch); err != nil {
 		t.Fatal(err)
+	}
+	// The row never loaded, counted.
+	if n := counterValue(t, reg, "walhouse_sink_unchanged_values_missing_total"); n != 1 {
+		t.Errorf("walhouse_sink_unchanged_values_missing_total = %v, want 1 (row 999)", n)
 	}
 	check := func(want map[string]string) {
 		t.Helper()

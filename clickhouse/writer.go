@@ -150,6 +150,9 @@ type Writer struct {
 	// clamped counts values stored as their type's bound (on_overflow
 	// clamp), by source table and column; nil without WithMetrics.
 	clamped *prometheus.CounterVec
+	// missingToast counts unchanged TOAST values stored as NULL because
+	// ClickHouse had no row to read them back from (fill).
+	missingToast *prometheus.CounterVec
 
 	mu          sync.Mutex
 	ddl         sync.Mutex         // one table creation or evolution at a time (the sink loads partitions in parallel)
@@ -183,15 +186,21 @@ func WithLayouts(layouts map[string]schema.Layout) WriterOption {
 
 // WithMetrics registers the Writer's metrics with reg:
 // walhouse_sink_values_clamped_total, the values a layout's on_overflow
-// clamp stored as their type's bound, by table and column (a batch
-// inserted again after a failure counts again). Without it, nothing is
-// counted.
+// clamp stored as their type's bound, by table and column, and
+// walhouse_sink_unchanged_values_missing_total, the unchanged TOAST values
+// stored as NULL for want of a row to read them back from, by table (a
+// batch inserted again after a failure counts again). Without it, nothing
+// is counted.
 func WithMetrics(reg prometheus.Registerer) WriterOption {
 	return func(w *Writer) {
 		w.clamped = promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 			Name: "walhouse_sink_values_clamped_total",
 			Help: "Values beyond the range of a Decimal(P, S) override with on_overflow clamp, stored as the type's bound instead (docs/shaping-tables.md), by source table and column.",
 		}, []string{"table", "column"})
+		w.missingToast = promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "walhouse_sink_unchanged_values_missing_total",
+			Help: "Unchanged TOAST values of updated rows that ClickHouse had no row to read back from, stored as NULL (see the sink's warning and docs/limits.md), by source table.",
+		}, []string{"table"})
 	}
 }
 
