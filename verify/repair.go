@@ -72,7 +72,15 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	defer batch.Abort()
 	now := time.Now().UTC()
 	pc := conn.PgConn()
+	skipped := 0
 	for _, m := range res.Mismatches {
+		if col, ok := t.keyOutOfRange(m.keys); ok {
+			// Written, the row would sit at the range's bound, the row of
+			// every key beyond it (the sink dead-letters such changes).
+			v.cfg.log.Warn("not repaired: a key date or timestamp beyond the range ClickHouse holds; change the key in PostgreSQL", "table", res.Table, "key", strings.Join(m.keys, "/"), "column", col)
+			skipped++
+			continue
+		}
 		pw, pargs, _, _ := t.keyWhere(m.keys)
 		rows, err := t.pgRows(ctx, pc, pw, pargs, 1, true, nil)
 		if err != nil {
@@ -90,10 +98,13 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 			return fmt.Errorf("repair %s, key %s: %w", res.Table, strings.Join(m.keys, "/"), err)
 		}
 	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("repair %s: insert %d rows: %w", res.Table, len(res.Mismatches), err)
+	if skipped == len(res.Mismatches) {
+		return nil
 	}
-	v.cfg.log.Info("repaired rows written", "table", res.Table, "rows", len(res.Mismatches), "version", version)
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("repair %s: insert %d rows: %w", res.Table, len(res.Mismatches)-skipped, err)
+	}
+	v.cfg.log.Info("repaired rows written", "table", res.Table, "rows", len(res.Mismatches)-skipped, "version", version)
 	return v.inSnapshot(ctx, t, func(snap *snapshot) error {
 		keys := make([][]string, len(res.Mismatches))
 		for i, m := range res.Mismatches {
@@ -108,6 +119,17 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 		}
 		return nil
 	})
+}
+
+// keyOutOfRange reports the first key column whose value ClickHouse
+// stores as its range's bound (schema.Type.OutOfRange).
+func (t *table) keyOutOfRange(keys []string) (string, bool) {
+	for i, c := range t.keyColumns() {
+		if i < len(keys) && c.typ.Ranged() && c.typ.OutOfRange(keys[i]) {
+			return c.pg, true
+		}
+	}
+	return "", false
 }
 
 // repairValues converts a key's PostgreSQL row (none: a tombstone of the
