@@ -22,7 +22,10 @@ type Retype struct {
 	// From is its type in the table now, To the type its layout gives it.
 	From, To string
 	// Expr converts a value of the column, read by its name, to To: the
-	// expression the relayout's copy and forwarding view select.
+	// expression the relayout's copy and forwarding view select. It also
+	// takes a value of type To without an error: between the swap and
+	// its drop, the forwarding view fires on inserts into the new table
+	// (EXCHANGE TABLES swaps the names it reads and writes).
 	Expr string
 }
 
@@ -116,7 +119,9 @@ func retypeRule(have, want Type, typmod int32, pgType string) (expr func(col str
 				return nil, "PostgreSQL's text of an unconstrained numeric keeps the digits each value was written with (1.50 is not 1.5), which the Decimal column does not keep"
 			}
 			return func(col string) string {
-				return fmt.Sprintf("CAST(toDecimalString(%s, %d) AS %s)", col, s, want.DDL)
+				// accurateCastOrNull: the identity on the Decimal column,
+				// and no error on the String one ('NaN').
+				return fmt.Sprintf("CAST(toDecimalString(accurateCastOrNull(%s, 'Decimal(%d, %d)'), %d) AS %s)", col, have.precision, have.scale, s, want.DDL)
 			}, ""
 		case kFloat64:
 			return nil, "a Float64 holds the nearest double of each number, not PostgreSQL's number"
