@@ -123,9 +123,9 @@ func WithFailpoints(fps *failpoint.Set) WriterOption {
 	return func(w *Writer) { w.failpoints = fps }
 }
 
-// WithRelayout makes the Writer rebuild a table whose sorting key or
-// partitions differ from its layout (or the default shape), the first
-// time it loads into the table; dropOld drops the old table once the new
+// WithRelayout makes the Writer rebuild a table whose sorting key,
+// partitions or overridden column types differ from its layout (or the
+// default shape), the first time it loads into the table; dropOld drops the old table once the new
 // one is in place, instead of keeping it (RelayoutKeptName).
 func WithRelayout(dropOld bool) WriterOption {
 	return func(w *Writer) {

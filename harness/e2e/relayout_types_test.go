@@ -14,8 +14,116 @@ import (
 	"github.com/walhouse/walhouse/schema"
 )
 
+// retypeRun is a table whose layout's column types change after the sink
+// created it, loaded by capture and a sink that keep the old layout and
+// keep running, under a steady write load: the stage of a relayout of
+// column types.
+type retypeRun struct {
+	p             *pipeline
+	table         string
+	capture, sink *testenv.Proc
+	pgQuery       string
+	stop          func() // ends the write load
+	live          uint64 // the live rows: the workload never changes their number
+	building      string // counts the relayout's building table and view
+}
+
+// newRetypeRun loads a table of a numeric(12, 2) and a text column,
+// whose prices in quarters mostly have trailing zeros in PostgreSQL's text
+// (0.50, 3.00), which a decimal's text in ClickHouse drops, and starts the
+// write load.
+func newRetypeRun(t *testing.T) *retypeRun {
+	const rows = 5_000
+	p := newPipeline(t)
+	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), amount int, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], CASE WHEN i %% 13 = 0 THEN NULL ELSE (i %% 400) * 0.25 END, i FROM generate_series(1, %d) i`, qt, rows))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
+	r := &retypeRun{p: p, table: table, live: uint64(rows - rows/50)}
+	r.capture = p.runCapture(p.captureArgs([]string{table}))
+	r.sink = p.sink()
+	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
+	p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("toDecimalString(price, 2)"), r.capture, r.sink)
+	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))"})
+	r.building = fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name IN (%s, %s)", schema.QuoteString(p.database),
+		schema.QuoteString(clickhouse.RelayoutForwardName(table)), schema.QuoteString(clickhouse.RelayoutBuildName(table)))
+
+	r.stop = p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET status = (ARRAY['new', 'paid', 'sent', 'held'])[1 + %d %% 4], price = price + 0.50, amount = amount + 1 WHERE id %% 97 = %d`, qt, k, k%97)
+	})
+	// The relayout takes the table's columns from its newest change.
+	count := fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.database, table)
+	before := p.chInt(count)
+	if err := testenv.Eventually(context.Background(), time.Minute, func(context.Context) error {
+		if n := p.chInt(count); n < before+200 {
+			return fmt.Errorf("%d rows, waiting for %d", n, before+200)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// chQuery is the ClickHouse side of r.pgQuery, with price read as price.
+func (r *retypeRun) chQuery(price string) string {
+	return fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(%s, 'NULL'), ifNull(toString(amount), 'NULL')"+
+		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", price, r.p.database, r.table)
+}
+
+// config writes a configuration file whose layout of the table has
+// columns (YAML lines of the columns key) and returns its path.
+func (r *retypeRun) config(t *testing.T, columns string) string {
+	p := r.p
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n%s"+
+		"kafka:\n  brokers: [%s]\nclickhouse:\n  url: %s\n  database: %s\ntopics:\n  prefix: %s\n", r.table, columns, p.env.Kafka, p.env.ClickHouse, p.database, p.prefix)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// relayout runs walhouse relayout of the table with configuration file
+// file, environment env (NAME=value) and extra arguments until it exits.
+func (r *retypeRun) relayout(t *testing.T, file, env string, extra ...string) (*testenv.Proc, error) {
+	args := append([]string{"--config", file, "relayout", "public." + r.table}, extra...)
+	proc := testenv.Start(t, "relayout ("+env+")", "env", append([]string{env, walhouseBin}, args...)...)
+	return proc, proc.Wait(3 * time.Minute)
+}
+
+// newTypes is the layout's change: the decimal as PostgreSQL's text, the
+// text as a dictionary.
+const newTypes = "      price: {type: String}\n      status: {type: \"LowCardinality(String)\"}\n"
+
+// finish ends the write load and checks that FINAL equals PostgreSQL's
+// text, the columns have the new types and nothing of the relayout is
+// left; then that the sink, which kept the old types in its insert's
+// description, inserted into the new table: the server refused the block,
+// and the retry read the columns again.
+func (r *retypeRun) finish(t *testing.T, done func()) {
+	time.Sleep(2 * time.Second)
+	r.stop()
+	r.p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("price"), r.capture, r.sink)
+	done()
+	r.p.checkColumnTypes(r.table, map[string]string{"status": "LowCardinality(Nullable(String))", "price": "Nullable(String)"})
+	if n := r.p.chInt(r.building); n != 0 {
+		t.Errorf("the forwarding view or the building table is still there")
+	}
+	mismatch := ""
+	for _, line := range strings.Split(r.sink.Output(), "\n") {
+		if strings.Contains(line, "TYPE_MISMATCH") {
+			mismatch = line
+			break
+		}
+	}
+	if mismatch == "" {
+		t.Errorf("the sink never inserted with the old column types into the new table; the test proves nothing about sinks running across the swap")
+	}
+	t.Logf("the sink's insert with the old types: %s", mismatch)
+}
+
 // TestIntegrationRelayoutColumnTypes changes the column types of a
-// table's layout after the sink created it (docs/shaping-tables.md#changing-a-layout):
+// table's layout after the sink created it (docs/shaping-tables.md#column-types):
 // a numeric(12, 2) to String and a text to LowCardinality(String), and
 // runs `walhouse relayout` while capture and a sink that keeps the old
 // layout stream and load the table under a steady write load. First a
@@ -27,70 +135,22 @@ import (
 // insert's description: that insert must fail on the type mismatch (the
 // server would otherwise convert the decimal to text without
 // PostgreSQL's trailing zeros) and its retry load the right text. FINAL is
-// sampled throughout (every sample exact), ends equal to PostgreSQL text
-// for text, and the columns have the new layout's types.
+// sampled throughout (every sample exact), ends equal to PostgreSQL's
+// text, and the columns have the new layout's types.
 func TestIntegrationRelayoutColumnTypes(t *testing.T) {
-	const rows = 5_000
-	p := newPipeline(t)
-	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), amount int, PRIMARY KEY (tenant_id, id))`)
-	// Prices in quarters: most have trailing zeros in PostgreSQL's text
-	// (0.50, 3.00), which a decimal's text in ClickHouse drops.
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], CASE WHEN i %% 13 = 0 THEN NULL ELSE (i %% 400) * 0.25 END, i FROM generate_series(1, %d) i`, qt, rows))
-	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
-	live := uint64(rows - rows/50)
-	capture := p.runCapture(p.captureArgs([]string{table}))
-	sink := p.sink()
-	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
-	chQuery := func(price string) string {
-		return fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(%s, 'NULL'), ifNull(toString(amount), 'NULL')"+
-			" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", price, p.database, table)
-	}
-	p.convergeWithin(2*time.Minute, pgQuery, chQuery("toDecimalString(price, 2)"), capture, sink)
-	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))"})
-
-	stop := p.keepWriting(20*time.Millisecond, func(k int) string {
-		return fmt.Sprintf(`UPDATE %s SET status = (ARRAY['new', 'paid', 'sent', 'held'])[1 + %d %% 4], price = price + 0.50, amount = amount + 1 WHERE id %% 97 = %d`, qt, k, k%97)
-	})
-	// The relayout takes the table's columns from its newest change.
-	before := p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.database, table))
-	if err := testenv.Eventually(context.Background(), time.Minute, func(context.Context) error {
-		if n := p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.database, table)); n < before+200 {
-			return fmt.Errorf("%d rows, waiting for %d", n, before+200)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	config := func(columns string) string {
-		file := filepath.Join(t.TempDir(), "walhouse.yaml")
-		cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n%s"+
-			"kafka:\n  brokers: [%s]\nclickhouse:\n  url: %s\n  database: %s\ntopics:\n  prefix: %s\n", table, columns, p.env.Kafka, p.env.ClickHouse, p.database, p.prefix)
-		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return file
-	}
-	relayout := func(file, env string, extra ...string) (*testenv.Proc, error) {
-		args := append([]string{"--config", file, "relayout", "public." + table}, extra...)
-		proc := testenv.Start(t, "relayout", "env", append([]string{env, walhouseBin}, args...)...)
-		return proc, proc.Wait(3 * time.Minute)
-	}
-	building := fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name IN (%s, %s)", schema.QuoteString(p.database),
-		schema.QuoteString(clickhouse.RelayoutForwardName(table)), schema.QuoteString(clickhouse.RelayoutBuildName(table)))
-
-	// A narrowing is refused up front.
-	narrow, err := relayout(config("      price: {type: \"Decimal(12, 1)\"}\n"), "E2E_NOTHING=1")
+	r := newRetypeRun(t)
+	narrow, err := r.relayout(t, r.config(t, "      price: {type: \"Decimal(12, 1)\"}\n"), "E2E_NOTHING=1")
 	out := narrow.Output()
-	if err == nil || !strings.Contains(out, "column price from Nullable(Decimal(12, 2)) to Nullable(Decimal(12, 1))") || !strings.Contains(out, "--resnapshot public."+table) {
+	if err == nil || !strings.Contains(out, "column price from Nullable(Decimal(12, 2)) to Nullable(Decimal(12, 1))") || !strings.Contains(out, "--resnapshot public."+r.table) {
 		t.Errorf("a relayout to a narrower decimal: %v, want it refused naming the column, both types and the fix:\n%s", err, out)
 	}
-	if n := p.chInt(building); n != 0 {
+	if n := r.p.chInt(r.building); n != 0 {
 		t.Errorf("a refused relayout built %d tables or views", n)
 	}
 
-	done := sampleFinal(t, p, table, live)
-	file := config("      price: {type: String}\n      status: {type: \"LowCardinality(String)\"}\n")
-	proc, err := relayout(file, "WALHOUSE_FAILPOINTS=relayout.copied=pause:3s,relayout.swapped=pause:2s")
+	done := sampleFinal(t, r.p, r.table, r.live)
+	file := r.config(t, newTypes)
+	proc, err := r.relayout(t, file, "WALHOUSE_FAILPOINTS=relayout.copied=pause:3s,relayout.swapped=pause:2s")
 	if err != nil {
 		t.Fatalf("walhouse relayout: %v\n%s", err, proc.Output())
 	}
@@ -99,31 +159,41 @@ func TestIntegrationRelayoutColumnTypes(t *testing.T) {
 	if !strings.Contains(out, "with column status Nullable(String) to LowCardinality(Nullable(String)), column price Nullable(Decimal(12, 2)) to Nullable(String)") {
 		t.Errorf("walhouse relayout did not say which column types it changed:\n%s", out)
 	}
-	time.Sleep(2 * time.Second)
-	stop()
-	p.convergeWithin(2*time.Minute, pgQuery, chQuery("price"), capture, sink)
-	done()
-	p.checkColumnTypes(table, map[string]string{"status": "LowCardinality(Nullable(String))", "price": "Nullable(String)"})
-	if n := p.chInt(building); n != 0 {
-		t.Errorf("the forwarding view or the building table is still there")
-	}
-	// The sink, still with the old types in its insert's description,
-	// inserted into the new table: the server refused the block, and the
-	// retry read the columns again.
-	mismatch := ""
-	for _, line := range strings.Split(sink.Output(), "\n") {
-		if strings.Contains(line, "TYPE_MISMATCH") {
-			mismatch = line
-			break
-		}
-	}
-	if mismatch == "" {
-		t.Errorf("the sink never inserted with the old column types into the new table; the test proves nothing about sinks running across the swap")
-	}
-	t.Logf("the sink's insert with the old types: %s", mismatch)
+	r.finish(t, done)
 
-	again, err := relayout(file, "E2E_NOTHING=1", "--drop-old")
+	again, err := r.relayout(t, file, "E2E_NOTHING=1", "--drop-old")
 	if err != nil || !strings.Contains(again.Output(), "already in its layout") {
 		t.Errorf("a second relayout: %v, want it to find the layout in place:\n%s", err, again.Output())
+	}
+}
+
+// TestIntegrationRelayoutColumnTypesResumes kills walhouse relayout of
+// column types (as kill -9 would) right after its swap, with the
+// forwarding view still in place: it then forwards the sink's inserts
+// into the new table back to the old one, converted to the old types. The
+// run after the crash drops the view and copies the old table's rows
+// again, converted, leaving out those the new table has; FINAL, sampled
+// throughout, ends equal to PostgreSQL's text, with the new types.
+func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
+	r := newRetypeRun(t)
+	done := sampleFinal(t, r.p, r.table, r.live)
+	file := r.config(t, newTypes)
+	proc, err := r.relayout(t, file, "WALHOUSE_FAILPOINTS=relayout.swapped=crash")
+	if err == nil || !strings.Contains(proc.Output(), "crashing at relayout.swapped") {
+		t.Fatalf("walhouse relayout did not crash at relayout.swapped: %v\n%s", err, proc.Output())
+	}
+	// The sink loads on after the crash, through the view left in place.
+	time.Sleep(2 * time.Second)
+	proc, err = r.relayout(t, file, "E2E_NOTHING=1")
+	if err != nil {
+		t.Fatalf("walhouse relayout after the crash: %v\n%s", err, proc.Output())
+	}
+	if !strings.Contains(proc.Output(), "finished a relayout interrupted after its swap: ORDER BY tenant_id, id, PARTITION BY (none), with column status") {
+		t.Errorf("walhouse relayout did not say it finished the interrupted one:\n%s", proc.Output())
+	}
+	r.finish(t, done)
+	kept := clickhouse.RelayoutKeptName(r.table)
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, kept)); uint64(n) != r.live {
+		t.Errorf("the kept old table has %d rows, want %d", n, r.live)
 	}
 }
