@@ -20,7 +20,7 @@ import (
 // column types.
 type retypeRun struct {
 	p             *pipeline
-	table         string
+	table, qt     string // qt: quoted for PostgreSQL
 	capture, sink *testenv.Proc
 	pgQuery       string
 	stop          func() // ends the write load
@@ -28,22 +28,24 @@ type retypeRun struct {
 	building      string // counts the relayout's building table and view
 }
 
-// newRetypeRun loads a table of a numeric(12, 2) and a text column,
-// whose prices in quarters mostly have trailing zeros in PostgreSQL's text
-// (0.50, 3.00), which a decimal's text in ClickHouse drops, and starts the
-// write load.
+// newRetypeRun loads a table of a numeric(12, 2), a text and a
+// timestamptz column, whose prices in quarters mostly have trailing zeros
+// in PostgreSQL's text (0.50, 3.00), which a decimal's text in ClickHouse
+// drops, and whose times have milliseconds, which the sink's layout keeps
+// (DateTime64(3)), and starts the write load (times unchanged).
 func newRetypeRun(t *testing.T) *retypeRun {
 	const rows = 5_000
 	p := newPipeline(t)
-	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), amount int, PRIMARY KEY (tenant_id, id))`)
-	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], CASE WHEN i %% 13 = 0 THEN NULL ELSE (i %% 400) * 0.25 END, i FROM generate_series(1, %d) i`, qt, rows))
+	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), at timestamptz, amount int, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], CASE WHEN i %% 13 = 0 THEN NULL ELSE (i %% 400) * 0.25 END, `+
+		`'2026-01-01 00:00:00+00'::timestamptz + i * interval '1.234 second', i FROM generate_series(1, %d) i`, qt, rows))
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
-	r := &retypeRun{p: p, table: table, live: uint64(rows - rows/50)}
+	r := &retypeRun{p: p, table: table, qt: qt, live: uint64(rows - rows/50)}
 	r.capture = p.runCapture(p.captureArgs([]string{table}))
-	r.sink = p.sink()
-	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
+	r.sink = p.sink("--layout", fmt.Sprintf(`public.%s={"columns":{"at":{"type":"DateTime64(3)"}}}`, table))
+	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), (extract(epoch FROM at) * 1000000)::bigint::text, coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("toDecimalString(price, 2)"), r.capture, r.sink)
-	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))"})
+	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))", "at": "Nullable(DateTime64(3, 'UTC'))"})
 	r.building = fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name IN (%s, %s)", schema.QuoteString(p.database),
 		schema.QuoteString(clickhouse.RelayoutForwardName(table)), schema.QuoteString(clickhouse.RelayoutBuildName(table)))
 
@@ -66,7 +68,7 @@ func newRetypeRun(t *testing.T) *retypeRun {
 
 // chQuery is the ClickHouse side of r.pgQuery, with price read as price.
 func (r *retypeRun) chQuery(price string) string {
-	return fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(%s, 'NULL'), ifNull(toString(amount), 'NULL')"+
+	return fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(%s, 'NULL'), toString(toUnixTimestamp64Micro(at)), ifNull(toString(amount), 'NULL')"+
 		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", price, r.p.database, r.table)
 }
 
@@ -92,8 +94,11 @@ func (r *retypeRun) relayout(t *testing.T, file, env string, extra ...string) (*
 }
 
 // newTypes is the layout's change: the decimal as PostgreSQL's text, the
-// text as a dictionary.
-const newTypes = "      price: {type: String}\n      status: {type: \"LowCardinality(String)\"}\n"
+// text as a dictionary, the time with microseconds.
+const newTypes = "      price: {type: String}\n      status: {type: \"LowCardinality(String)\"}\n      at: {type: \"DateTime64(6)\"}\n"
+
+// retyped is how walhouse relayout names newTypes' changes.
+const retyped = "with column status Nullable(String) to LowCardinality(Nullable(String)), column price Nullable(Decimal(12, 2)) to Nullable(String), column at Nullable(DateTime64(3, 'UTC')) to Nullable(DateTime64(6, 'UTC'))"
 
 // finish ends the write load and checks that FINAL equals PostgreSQL's
 // text, the columns have the new types and nothing of the relayout is
@@ -105,7 +110,7 @@ func (r *retypeRun) finish(t *testing.T, done func()) {
 	r.stop()
 	r.p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("price"), r.capture, r.sink)
 	done()
-	r.p.checkColumnTypes(r.table, map[string]string{"status": "LowCardinality(Nullable(String))", "price": "Nullable(String)"})
+	r.p.checkColumnTypes(r.table, map[string]string{"status": "LowCardinality(Nullable(String))", "price": "Nullable(String)", "at": "Nullable(DateTime64(6, 'UTC'))"})
 	if n := r.p.chInt(r.building); n != 0 {
 		t.Errorf("the forwarding view or the building table is still there")
 	}
@@ -156,7 +161,7 @@ func TestIntegrationRelayoutColumnTypes(t *testing.T) {
 	}
 	out = proc.Output()
 	t.Logf("walhouse relayout:\n%s", out)
-	if !strings.Contains(out, "with column status Nullable(String) to LowCardinality(Nullable(String)), column price Nullable(Decimal(12, 2)) to Nullable(String)") {
+	if !strings.Contains(out, retyped) {
 		t.Errorf("walhouse relayout did not say which column types it changed:\n%s", out)
 	}
 	r.finish(t, done)
@@ -170,10 +175,13 @@ func TestIntegrationRelayoutColumnTypes(t *testing.T) {
 // TestIntegrationRelayoutColumnTypesResumes kills walhouse relayout of
 // column types (as kill -9 would) right after its swap, with the
 // forwarding view still in place: it then forwards the sink's inserts
-// into the new table back to the old one, converted to the old types. The
-// run after the crash drops the view and copies the old table's rows
-// again, converted, leaving out those the new table has; FINAL, sampled
-// throughout, ends equal to PostgreSQL's text, with the new types.
+// into the new table back to the old one, converted to the old types,
+// which drops the microseconds the workload now writes. The run after the
+// crash drops the view and copies the old table's rows again, converted,
+// leaving out those the new table has (the same version would otherwise
+// be there twice, and the copy, inserted last, win at FINAL without its
+// microseconds); FINAL, sampled throughout, ends equal to PostgreSQL to
+// the microsecond, with the new types.
 func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
 	r := newRetypeRun(t)
 	done := sampleFinal(t, r.p, r.table, r.live)
@@ -182,8 +190,18 @@ func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
 	if err == nil || !strings.Contains(proc.Output(), "crashing at relayout.swapped") {
 		t.Fatalf("walhouse relayout did not crash at relayout.swapped: %v\n%s", err, proc.Output())
 	}
-	// The sink loads on after the crash, through the view left in place.
-	time.Sleep(2 * time.Second)
+	// The sink loads on after the crash, into the new table and through
+	// the view left in place: times with microseconds.
+	r.stop()
+	r.stop = r.p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET at = at + interval '0.000001 second' * (1 + %d %% 997), amount = amount + 1 WHERE id %% 97 = %d`, r.qt, k, k%97)
+	})
+	time.Sleep(3 * time.Second)
+	r.stop()
+	r.p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("price"), r.capture, r.sink)
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE toUnixTimestamp64Micro(at) %% 1000 != 0", r.p.database, r.table)); n < 1000 {
+		t.Errorf("the new table holds %d rows with microseconds, want more than 1000 for the test to prove anything", n)
+	}
 	proc, err = r.relayout(t, file, "E2E_NOTHING=1")
 	if err != nil {
 		t.Fatalf("walhouse relayout after the crash: %v\n%s", err, proc.Output())
