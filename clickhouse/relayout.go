@@ -401,8 +401,8 @@ type copyPlan struct {
 	key []string
 	// retype lists the columns converted on the way.
 	retype []schema.Retype
-	// skipPresent leaves out the rows that to has already (the same key
-	// and version). Between the swap and the drop of the forwarding view,
+	// skipPresent leaves out the rows that to has already (the same key,
+	// version and deleted flag). Between the swap and the drop of the forwarding view,
 	// the view forwards the inserts into the new table back to the old
 	// one, converted to the old types, which may lose digits (DateTime64
 	// widened): copied back at the same version, such a row could win
@@ -425,7 +425,9 @@ func (c copyPlan) absent(p schema.Placement) string {
 	if !c.skipPresent {
 		return ""
 	}
-	kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ")"
+	// With the deleted flag: a move's tombstone and row share the key and
+	// the version.
+	kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
 	return fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
 }
 
