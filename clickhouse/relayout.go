@@ -18,9 +18,22 @@ import (
 
 // A relayout gives a table ClickHouse already has the sorting key and
 // partitions of its layout (docs/shaping-tables.md#changing-a-layout),
+// and the column types its layout's overrides name now (schema.PlanRetype),
 // when the sink starts with WithRelayout and meets the table first. CREATE
-// TABLE IF NOT EXISTS keeps the shape a table was created with, and
-// ReplacingMergeTree's shape cannot be altered in place.
+// TABLE IF NOT EXISTS keeps the shape a table was created with,
+// ReplacingMergeTree's shape cannot be altered in place, and the sink
+// changes no column whose type a layout overrides.
+//
+// A column type change is made only when every value converts exactly;
+// any other is refused before anything is built. The new table gets the
+// new types, and the copy, the forwarding view and the catch-ups select
+// each converted column through its explicit conversion (selectList).
+// Sinks that keep running across the swap have the old types in their
+// insert's description (Writer.describeInsert): their inserts disable the
+// server's conversion of Native input (prepare), so such an insert fails
+// with a type mismatch instead of being converted by the server's rules
+// (which write a Decimal's text without PostgreSQL's trailing zeros), and
+// the retry reads the table's columns again (loadRun).
 //
 // The new table is built beside the old one from the rows ClickHouse has,
 // not from PostgreSQL: every row that is live at FINAL, at its version,
@@ -99,6 +112,8 @@ type RelayoutResult struct {
 	// now.
 	NewSortingKey   []string
 	NewPartitionKey string
+	// Retyped lists the columns given their layout's type.
+	Retyped []schema.Retype
 }
 
 // WithFailpoints gives the Writer the fault tests' crash points
@@ -108,9 +123,9 @@ func WithFailpoints(fps *failpoint.Set) WriterOption {
 	return func(w *Writer) { w.failpoints = fps }
 }
 
-// WithRelayout makes the Writer rebuild a table whose sorting key or
-// partitions differ from its layout (or the default shape), the first
-// time it loads into the table; dropOld drops the old table once the new
+// WithRelayout makes the Writer rebuild a table whose sorting key,
+// partitions or overridden column types differ from its layout (or the
+// default shape), the first time it loads into the table; dropOld drops the old table once the new
 // one is in place, instead of keeping it (RelayoutKeptName).
 func WithRelayout(dropOld bool) WriterOption {
 	return func(w *Writer) {
@@ -119,15 +134,36 @@ func WithRelayout(dropOld bool) WriterOption {
 	}
 }
 
-// shape is a table's sorting key and partition key as ClickHouse says.
+// shape is a table's sorting key and partition key as ClickHouse says,
+// and how its columns' types differ from its layout's.
 type shape struct {
 	exists       bool
 	sortingKey   []string
 	partitionKey string
+	// retype lists the columns whose type is not their layout's, and
+	// retypeErr is a column whose type no relayout can change into its
+	// layout's (schema.PlanRetype).
+	retype    []schema.Retype
+	retypeErr error
 }
 
 // readShape reads the shape of table name of the local database.
 func (w *Writer) readShape(ctx context.Context, t *schema.Table, name string) (shape, error) {
+	s, err := w.readKeys(ctx, t, name)
+	if err != nil || !s.exists {
+		return s, err
+	}
+	cols, err := schema.ReadColumns(ctx, w.conn, t.Placement().LocalDatabase(), name)
+	if err != nil {
+		return shape{}, err
+	}
+	s.retype, s.retypeErr = schema.PlanRetype(t, cols)
+	return s, nil
+}
+
+// readKeys reads the sorting key and partition key of table name of the
+// local database.
+func (w *Writer) readKeys(ctx context.Context, t *schema.Table, name string) (shape, error) {
 	qctx := ch.Context(ctx, ch.WithParameters(ch.Parameters{"db": schema.EscapeParam(t.Placement().LocalDatabase()), "tbl": schema.EscapeParam(name)}))
 	rows, err := w.conn.Query(qctx, "SELECT sorting_key, partition_key FROM system.tables WHERE database = {db:String} AND name = {tbl:String}")
 	if err != nil {
@@ -145,21 +181,50 @@ func (w *Writer) readShape(ctx context.Context, t *schema.Table, name string) (s
 	return s, rows.Err()
 }
 
-// sameShape reports whether s is t's layout: the same sorting key and
-// the same partition expression (compared without blanks and quotes,
-// which ClickHouse writes its own way).
+// sameShape reports whether s is t's layout: the same sorting key, the
+// same partition expression (compared without blanks and quotes, which
+// ClickHouse writes its own way) and the column types of its layout.
 func sameShape(s shape, t *schema.Table) bool {
 	norm := func(e string) string {
 		return strings.NewReplacer(" ", "", "`", "", "\n", "").Replace(e)
 	}
-	return slices.Equal(s.sortingKey, t.OrderBy) && norm(s.partitionKey) == norm(t.PartitionKey())
+	return slices.Equal(s.sortingKey, t.OrderBy) && norm(s.partitionKey) == norm(t.PartitionKey()) &&
+		len(s.retype) == 0 && s.retypeErr == nil
+}
+
+// retypeNote lists the column type changes of rs, for logs and errors.
+func retypeNote(rs []schema.Retype) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%s %s → %s", r.Column, r.From, r.To)
+	}
+	return strings.Join(out, ", ")
+}
+
+// selectList is what a relayout selects of the old table to insert into
+// the new one: every column, those of rs converted to their new type.
+func selectList(rs []schema.Retype) string {
+	if len(rs) == 0 {
+		return "*"
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Expr + " AS " + schema.QuoteIdent(r.Column)
+	}
+	return "* REPLACE (" + strings.Join(out, ", ") + ")"
 }
 
 // relayout rebuilds t's table in the shape of t (see above); have is the
 // shape it has. It runs under w.ddl.
 func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (RelayoutResult, error) {
 	p := t.Placement()
-	res := RelayoutResult{Changed: true, SortingKey: have.sortingKey, PartitionKey: have.partitionKey}
+	res := RelayoutResult{Changed: true, SortingKey: have.sortingKey, PartitionKey: have.partitionKey, Retyped: have.retype}
+	if have.retypeErr != nil {
+		return res, stop(have.retypeErr) // before anything is built
+	}
 	if p.OnCluster() {
 		return res, &sink.TableError{Table: t.QualifiedName(),
 			Err: fmt.Errorf("its sorting key is %s, not its layout's, and a relayout is not supported on a cluster yet", strings.Join(have.sortingKey, ", ")),
@@ -178,7 +243,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 	start := time.Now()
 	w.log.Info("relayout: building the table in its new shape beside the old one; readers read the old one until the swap",
 		"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "new_sorting_key", strings.Join(t.OrderBy, ", "),
-		"partition_key", have.partitionKey, "new_partition_key", t.PartitionKey())
+		"partition_key", have.partitionKey, "new_partition_key", t.PartitionKey(), "column_types", retypeNote(have.retype))
 	exec := func(what, stmt string) error {
 		if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
 			return fmt.Errorf("relayout of %s: %s: %w", t.QualifiedName(), what, err)
@@ -213,7 +278,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 	}
 	if err == nil {
 		w.log.Info("relayout: copied; copying the parts of inserts that began before the forwarding view", "table", t.QualifiedName(), "rows", res.Rows)
-		res.CaughtUp, err = w.copyNewParts(ctx, t, t.Name, build, seen)
+		res.CaughtUp, err = w.copyNewParts(ctx, t, copyPlan{from: t.Name, to: build, key: have.sortingKey, retype: have.retype}, seen)
 	}
 	if err == nil {
 		w.failpoints.At(failpoint.RelayoutCopied)
@@ -238,7 +303,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 	if err := exec("drop the forwarding view", "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
 		return res, err
 	}
-	copied, err := w.catchUp(ctx, t, build, seen)
+	copied, err := w.catchUp(ctx, t, copyPlan{from: build, to: t.Name, key: have.sortingKey, retype: have.retype, skipPresent: len(have.retype) > 0}, seen)
 	res.CaughtUp += copied
 	if err != nil {
 		return res, err
@@ -265,7 +330,14 @@ func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, e
 	if err := exec("create the new table", t.RelayoutDDL(build, t.Name)); err != nil {
 		return nil, err
 	}
-	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT * FROM "+p.Local(t.Name)); err != nil {
+	for _, r := range have.retype {
+		// The table is empty: ClickHouse changes its metadata alone, and
+		// keeps the column's comment (walhouse's notes), default and codec.
+		if err := exec("give column "+r.Column+" its new type", "ALTER TABLE "+p.Local(build)+" MODIFY COLUMN "+schema.QuoteIdent(r.Column)+" "+r.To); err != nil {
+			return nil, err
+		}
+	}
+	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT "+selectList(have.retype)+" FROM "+p.Local(t.Name)); err != nil {
 		return nil, err
 	}
 	before, err := w.activeParts(ctx, t, t.Name)
@@ -275,7 +347,7 @@ func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, e
 	w.log.Info("relayout: copying the rows of the old table (FINAL, and the newest tombstones)", "table", t.QualifiedName(), "parts", len(before))
 	copyID := fmt.Sprintf("walhouse-relayout-%s-%d", t.Name, time.Now().UnixNano())
 	stop := w.reportCopy(ctx, t, copyID)
-	err = w.conn.Exec(ch.Context(ctx, ch.WithQueryID(copyID), ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), copyFinal(p.Local(build), p.Local(t.Name), have.sortingKey))
+	err = w.conn.Exec(ch.Context(ctx, ch.WithQueryID(copyID), ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), copyPlan{from: t.Name, to: build, key: have.sortingKey, retype: have.retype}.final(p))
 	stop()
 	if err != nil {
 		return nil, fmt.Errorf("relayout of %s: copy the rows: %w", t.QualifiedName(), err)
@@ -321,15 +393,61 @@ func (w *Writer) count(ctx context.Context, table string) (uint64, error) {
 	return n, nil
 }
 
+// copyPlan says how a relayout copies rows of one table into another.
+type copyPlan struct {
+	// from and to are the tables, in the local database.
+	from, to string
+	// key is from's sorting key, which holds the primary key.
+	key []string
+	// retype lists the columns converted on the way.
+	retype []schema.Retype
+	// skipPresent leaves out the rows that to has already (the same key,
+	// version and deleted flag). Between the swap and the drop of the forwarding view,
+	// the view forwards the inserts into the new table back to the old
+	// one, converted to the old types, which may lose digits (DateTime64
+	// widened): copied back at the same version, such a row could win
+	// over the exact one at FINAL.
+	skipPresent bool
+}
+
+// keyTuple is the plan's key as a tuple of quoted columns.
+func (c copyPlan) keyTuple() string {
+	quoted := make([]string, len(c.key))
+	for i, k := range c.key {
+		quoted[i] = schema.QuoteIdent(k)
+	}
+	return "(" + strings.Join(quoted, ", ") + ")"
+}
+
+// absent is the condition that leaves out the rows c.to has already
+// (c.skipPresent), after AND; "" when every row is copied.
+func (c copyPlan) absent(p schema.Placement) string {
+	if !c.skipPresent {
+		return ""
+	}
+	// With the deleted flag: a move's tombstone and row share the key and
+	// the version.
+	kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
+	return fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
+}
+
+// parts returns the INSERT that copies the rows of the parts named (quoted
+// strings) of c.from into c.to.
+func (c copyPlan) parts(p schema.Placement, names []string) string {
+	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE _part IN (%s)%s SETTINGS transform_null_in = 1",
+		p.Local(c.to), selectList(c.retype), p.Local(c.from), strings.Join(names, ", "), c.absent(p))
+}
+
 // copyNewParts waits until the inserts into t's table that were running
 // when the forwarding view was created have ended, then copies the rows
-// of the parts of table from (t's old table) not in seen into table to,
-// and adds them to seen. Inserts that began later passed through the view.
-func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, from, to string, seen map[string]bool) (int, error) {
+// of the parts of table c.from (t's old table) not in seen into table
+// c.to, and adds them to seen. Inserts that began later passed through the
+// view.
+func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, c copyPlan, seen map[string]bool) (int, error) {
 	if err := w.waitInserts(ctx, t); err != nil {
 		return 0, err
 	}
-	parts, err := w.activeParts(ctx, t, from)
+	parts, err := w.activeParts(ctx, t, c.from)
 	if err != nil {
 		return 0, err
 	}
@@ -343,10 +461,8 @@ func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, from, to str
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	p := t.Placement()
 	slices.Sort(fresh)
-	stmt := fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE _part IN (%s)", p.Local(to), p.Local(from), strings.Join(fresh, ", "))
-	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
+	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), c.parts(t.Placement(), fresh)); err != nil {
 		return 0, fmt.Errorf("relayout of %s: copy rows inserted during the copy: %w", t.QualifiedName(), err)
 	}
 	return len(fresh), nil
@@ -383,7 +499,10 @@ func (w *Writer) waitInserts(ctx context.Context, t *schema.Table) error {
 // newer versions, so the copy changes nothing but what was missing.
 func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shape) (RelayoutResult, error) {
 	p := t.Placement()
-	res := RelayoutResult{Changed: true, Resumed: true, SortingKey: build.sortingKey, PartitionKey: build.partitionKey}
+	res := RelayoutResult{Changed: true, Resumed: true, SortingKey: build.sortingKey, PartitionKey: build.partitionKey, Retyped: build.retype}
+	if build.retypeErr != nil {
+		return res, stop(build.retypeErr) // the layout changed again since: its columns cannot be copied into the new table
+	}
 	name, kept, fwd := RelayoutBuildName(t.Name), RelayoutKeptName(t.Name), RelayoutForwardName(t.Name)
 	if old, err := w.readShape(ctx, t, kept); err != nil || old.exists && !w.relayoutDropOld {
 		if err == nil {
@@ -399,7 +518,7 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 	if err := w.conn.Exec(ctx, "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
 		return res, fmt.Errorf("relayout of %s: drop the forwarding view: %w", t.QualifiedName(), err)
 	}
-	stmt := copyFinal(p.Local(t.Name), p.Local(name), build.sortingKey)
+	stmt := copyPlan{from: name, to: t.Name, key: build.sortingKey, retype: build.retype, skipPresent: len(build.retype) > 0}.final(p)
 	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
 		return res, fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
 	}
@@ -413,19 +532,20 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 	return res, nil
 }
 
-// copyFinal returns the INSERT that copies into dst the rows of src that
-// are live at FINAL and the newest tombstone of each key of src (its
-// sorting key, key) that is deleted at FINAL.
-func copyFinal(dst, src string, key []string) string {
-	quoted := make([]string, len(key))
-	for i, c := range key {
-		quoted[i] = schema.QuoteIdent(c)
-	}
-	k := "(" + strings.Join(quoted, ", ") + ")"
+// final returns the INSERT that copies into c.to the rows of c.from that
+// are live at FINAL and the newest tombstone of each key of c.from that
+// is deleted at FINAL. (FINAL applies before WHERE: the condition of
+// skipPresent never brings an older version back.)
+func (c copyPlan) final(p schema.Placement) string {
 	del, ver := schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.VersionColumn)
-	return fmt.Sprintf("INSERT INTO %[1]s SELECT * FROM %[2]s FINAL "+
-		"UNION ALL SELECT * FROM %[2]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL) ORDER BY %[4]s DESC LIMIT 1 BY %[5]s "+
-		"SETTINGS transform_null_in = 1", dst, src, del, ver, k)
+	absent := c.absent(p)
+	where := ""
+	if absent != "" {
+		where = " WHERE 1" + absent
+	}
+	return fmt.Sprintf("INSERT INTO %[1]s SELECT %[6]s FROM %[2]s FINAL%[7]s "+
+		"UNION ALL SELECT %[6]s FROM %[2]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s "+
+		"SETTINGS transform_null_in = 1", p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), selectList(c.retype), where, absent)
 }
 
 // activeParts returns the active parts of table name.
@@ -442,15 +562,15 @@ func (w *Writer) activeParts(ctx context.Context, t *schema.Table, name string) 
 	return out, nil
 }
 
-// catchUp copies the rows of the parts the old table, now named old, got
-// after its parts before were listed, until no new part came for
-// relayoutQuiet: inserts of other sinks that ran across the swap.
-func (w *Writer) catchUp(ctx context.Context, t *schema.Table, old string, before map[string]bool) (copied int, err error) {
-	p := t.Placement()
+// catchUp copies the rows of the parts the old table, now named c.from,
+// got after its parts before were listed, into the new one, until no new
+// part came for relayoutQuiet: inserts of other sinks that ran across the
+// swap.
+func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, before map[string]bool) (copied int, err error) {
 	seen := before
 	quiet := time.Now().Add(relayoutQuiet)
 	for time.Now().Before(quiet) {
-		parts, err := w.activeParts(ctx, t, old)
+		parts, err := w.activeParts(ctx, t, c.from)
 		if err != nil {
 			return copied, err
 		}
@@ -462,8 +582,7 @@ func (w *Writer) catchUp(ctx context.Context, t *schema.Table, old string, befor
 			}
 		}
 		if len(fresh) > 0 {
-			stmt := fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE _part IN (%s)", p.Local(t.Name), p.Local(old), strings.Join(fresh, ", "))
-			if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
+			if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), c.parts(t.Placement(), fresh)); err != nil {
 				return copied, fmt.Errorf("relayout of %s: copy rows inserted during the relayout: %w", t.QualifiedName(), err)
 			}
 			copied += len(fresh)
@@ -543,9 +662,14 @@ func (w *Writer) reshapeFrom(ctx context.Context, t *schema.Table, have shape, r
 		return RelayoutResult{SortingKey: have.sortingKey, PartitionKey: have.partitionKey}, nil
 	}
 	if !relayout {
-		w.log.Warn("the table keeps the sorting key it was created with, not the one its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
-			"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "layout", strings.Join(t.OrderBy, ", "),
-			"partition_key", have.partitionKey, "layout_partition_key", t.PartitionKey())
+		if have.retypeErr != nil {
+			w.log.Warn("a column's type is not the one its layout gives, and a relayout cannot change it without losing values; the column keeps its type", "table", t.QualifiedName(), "err", have.retypeErr)
+		}
+		if len(have.retype) > 0 || !sameShape(shape{sortingKey: have.sortingKey, partitionKey: have.partitionKey}, t) {
+			w.log.Warn("the table keeps the sorting key, partitions and column types it was created with, not those its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
+				"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "layout", strings.Join(t.OrderBy, ", "),
+				"partition_key", have.partitionKey, "layout_partition_key", t.PartitionKey(), "column_types", retypeNote(have.retype))
+		}
 		return RelayoutResult{}, nil
 	}
 	return w.relayout(ctx, t, have)
@@ -584,7 +708,7 @@ func (w *Writer) Relayout(ctx context.Context, src record.Source, s record.Schem
 		return res, err
 	}
 	if !sameShape(now, t) {
-		return res, fmt.Errorf("relayout of %s: the table's sorting key is %s and its partition key %q after the relayout, not its layout's %s and %q; run walhouse relayout again", t.QualifiedName(), strings.Join(now.sortingKey, ", "), now.partitionKey, strings.Join(t.OrderBy, ", "), t.PartitionKey())
+		return res, fmt.Errorf("relayout of %s: the table's sorting key is %s, its partition key %q and its column types to change %s after the relayout, not its layout's %s and %q; run walhouse relayout again", t.QualifiedName(), strings.Join(now.sortingKey, ", "), now.partitionKey, retypeNote(now.retype), strings.Join(t.OrderBy, ", "), t.PartitionKey())
 	}
 	return res, nil
 }

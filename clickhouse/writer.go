@@ -396,6 +396,14 @@ func (w *Writer) send(ctx context.Context, tg *target, recs []*record.Record, fi
 
 // prepare starts an insert into tg's table of its insert columns, with
 // deduplication token token.
+//
+// The server's conversion of Native input is off: the block's types are
+// the columns' as describeInsert read them, so it converts nothing unless
+// the table changed since (another sink widened a column, a relayout
+// changed a type and swapped the tables). Then the insert fails with a
+// type mismatch, and its retry reads the columns again (loadRun), rather
+// than the server converting values by its own rules, which are not
+// walhouse's (a Decimal's text loses PostgreSQL's trailing zeros).
 func (w *Writer) prepare(ctx context.Context, tg *target, token string) (driver.Batch, error) {
 	t := tg.table
 	cols := tg.insertColumns()
@@ -403,7 +411,8 @@ func (w *Writer) prepare(ctx context.Context, tg *target, token string) (driver.
 	for i, c := range cols {
 		quoted[i] = schema.QuoteIdent(c)
 	}
-	ictx := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": token}), ch.WithColumnNamesAndTypes(tg.insert))
+	settings := ch.Settings{"insert_deduplication_token": token, "input_format_native_allow_types_conversion": 0}
+	ictx := ch.Context(ctx, ch.WithSettings(settings), ch.WithColumnNamesAndTypes(tg.insert))
 	batch, err := w.conn.PrepareBatch(ictx, fmt.Sprintf("INSERT INTO %s (%s)", t.QualifiedName(), strings.Join(quoted, ", ")))
 	if err != nil {
 		return nil, fmt.Errorf("prepare insert into %s: %w", t.QualifiedName(), err)

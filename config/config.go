@@ -140,8 +140,8 @@ type Sink struct {
 	MetricsAddr  string        `yaml:"metrics_addr" flag:"metrics-addr" env:"WALHOUSE_METRICS_ADDR" cmd:"sink"`
 	Progress     time.Duration `yaml:"progress_interval" flag:"progress-interval" cmd:"sink"`
 	RecopyOnGap  bool          `yaml:"recopy_on_gap" flag:"recopy-on-gap" cmd:"sink"`
-	// Relayout rebuilds a table whose sorting key or partitions are not its
-	// layout's (docs/shaping-tables.md#changing-a-layout).
+	// Relayout rebuilds a table whose sorting key, partitions or overridden
+	// column types are not its layout's (docs/shaping-tables.md#changing-a-layout).
 	Relayout        bool `yaml:"relayout" flag:"relayout" cmd:"sink"`
 	RelayoutDropOld bool `yaml:"relayout_drop_old" flag:"relayout-drop-old" cmd:"sink"`
 }

@@ -90,7 +90,7 @@ func commands() cli.Commands {
 			Run: runCleanup,
 		},
 		"relayout": {
-			Summary: "rebuild tables in the sorting key and partitions of their layout, beside the old ones, then swap them, while the sinks keep loading", Usage: "TABLE... [--drop-old] [flags]",
+			Summary: "rebuild tables in the sorting key, partitions and column types of their layout, beside the old ones, then swap them, while the sinks keep loading", Usage: "TABLE... [--drop-old] [flags]",
 			Examples: []string{
 				"walhouse --config walhouse.yaml relayout public.orders",
 				"walhouse --config walhouse.yaml relayout public.orders public.items --drop-old",

@@ -14,6 +14,7 @@ import (
 	"github.com/walhouse/walhouse/pipeline"
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/registry"
+	"github.com/walhouse/walhouse/schema"
 	"github.com/walhouse/walhouse/sink"
 )
 
@@ -127,11 +128,11 @@ func relayoutOne(ctx context.Context, inv *cli.Invocation, w *clickhouse.Writer,
 		fmt.Fprintf(inv.Stdout, "%s: already in its layout (ORDER BY %s, PARTITION BY %s); nothing to do\n", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
 		return nil
 	case res.Resumed:
-		fmt.Fprintf(inv.Stdout, "%s: finished a relayout interrupted after its swap: ORDER BY %s, PARTITION BY %s", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey))
+		fmt.Fprintf(inv.Stdout, "%s: finished a relayout interrupted after its swap: ORDER BY %s, PARTITION BY %s%s", name, strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey), retyped(res.Retyped))
 	default:
-		fmt.Fprintf(inv.Stdout, "%s: relayouted from ORDER BY %s, PARTITION BY %s to ORDER BY %s, PARTITION BY %s: %d rows copied, %d parts caught up, in %s",
+		fmt.Fprintf(inv.Stdout, "%s: relayouted from ORDER BY %s, PARTITION BY %s to ORDER BY %s, PARTITION BY %s%s: %d rows copied, %d parts caught up, in %s",
 			name, strings.Join(res.SortingKey, ", "), orNone(res.PartitionKey), strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey),
-			res.Rows, res.CaughtUp, time.Since(start).Round(time.Millisecond))
+			retyped(res.Retyped), res.Rows, res.CaughtUp, time.Since(start).Round(time.Millisecond))
 	}
 	if res.Old != "" {
 		fmt.Fprintf(inv.Stdout, "; the old table is kept as %s (drop it once checked, e.g. by walhouse verify)\n", res.Old)
@@ -139,6 +140,18 @@ func relayoutOne(ctx context.Context, inv *cli.Invocation, w *clickhouse.Writer,
 		fmt.Fprintln(inv.Stdout, "; the old table is dropped")
 	}
 	return nil
+}
+
+// retyped says which columns a relayout gave another type ("" none).
+func retyped(rs []schema.Retype) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%s %s to %s", r.Column, r.From, r.To)
+	}
+	return ", with column " + strings.Join(out, ", column ")
 }
 
 func orNone(s string) string {

@@ -1,0 +1,39 @@
+package clickhouse
+
+import (
+	"testing"
+
+	"github.com/walhouse/walhouse/schema"
+)
+
+// TestCopyPlan checks the statements a relayout copies rows with: without
+// a type change they are as before column types were relayouted (every
+// column as it is); with one, the column goes through its conversion, and
+// a copy into the new table after the swap leaves out the rows it has.
+func TestCopyPlan(t *testing.T) {
+	p := schema.Placement{Database: "wh"}
+	retype := []schema.Retype{{Column: "price", From: "Nullable(Decimal(12, 2))", To: "Nullable(String)", Expr: "CAST(`price` AS Nullable(String))"}}
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"final, same types",
+			copyPlan{from: "orders", to: "_walhouse_relayout_orders", key: []string{"tenant_id", "id"}}.final(p),
+			"INSERT INTO `wh`.`_walhouse_relayout_orders` SELECT * FROM `wh`.`orders` FINAL UNION ALL SELECT * FROM `wh`.`orders` WHERE `_is_deleted` = 1 AND (`tenant_id`, `id`) NOT IN (SELECT (`tenant_id`, `id`) FROM `wh`.`orders` FINAL) ORDER BY `_version` DESC LIMIT 1 BY (`tenant_id`, `id`) SETTINGS transform_null_in = 1"},
+		{"final, a column converted, rows present left out",
+			copyPlan{from: "_walhouse_relayout_orders", to: "orders", key: []string{"tenant_id", "id"}, retype: retype, skipPresent: true}.final(p),
+			"INSERT INTO `wh`.`orders` SELECT * REPLACE (CAST(`price` AS Nullable(String)) AS `price`) FROM `wh`.`_walhouse_relayout_orders` FINAL WHERE 1 AND (`tenant_id`, `id`, `_version`, `_is_deleted`) NOT IN (SELECT (`tenant_id`, `id`, `_version`, `_is_deleted`) FROM `wh`.`orders`) " +
+				"UNION ALL SELECT * REPLACE (CAST(`price` AS Nullable(String)) AS `price`) FROM `wh`.`_walhouse_relayout_orders` WHERE `_is_deleted` = 1 AND (`tenant_id`, `id`) NOT IN (SELECT (`tenant_id`, `id`) FROM `wh`.`_walhouse_relayout_orders` FINAL) AND (`tenant_id`, `id`, `_version`, `_is_deleted`) NOT IN (SELECT (`tenant_id`, `id`, `_version`, `_is_deleted`) FROM `wh`.`orders`) ORDER BY `_version` DESC LIMIT 1 BY (`tenant_id`, `id`) SETTINGS transform_null_in = 1"},
+		{"parts, same types",
+			copyPlan{from: "orders", to: "_walhouse_relayout_orders", key: []string{"tenant_id", "id"}}.parts(p, []string{"'all_1_1_0'", "'all_2_2_0'"}),
+			"INSERT INTO `wh`.`_walhouse_relayout_orders` SELECT * FROM `wh`.`orders` WHERE _part IN ('all_1_1_0', 'all_2_2_0') SETTINGS transform_null_in = 1"},
+		{"parts after the swap, a column converted",
+			copyPlan{from: "_walhouse_relayout_orders", to: "orders", key: []string{"tenant_id", "id"}, retype: retype, skipPresent: true}.parts(p, []string{"'all_3_3_0'"}),
+			"INSERT INTO `wh`.`orders` SELECT * REPLACE (CAST(`price` AS Nullable(String)) AS `price`) FROM `wh`.`_walhouse_relayout_orders` WHERE _part IN ('all_3_3_0') AND (`tenant_id`, `id`, `_version`, `_is_deleted`) NOT IN (SELECT (`tenant_id`, `id`, `_version`, `_is_deleted`) FROM `wh`.`orders`) SETTINGS transform_null_in = 1"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
+		}
+	}
+}

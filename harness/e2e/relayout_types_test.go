@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walhouse/walhouse/clickhouse"
+	"github.com/walhouse/walhouse/harness/testenv"
+	"github.com/walhouse/walhouse/schema"
+)
+
+// retypeRun is a table whose layout's column types change after the sink
+// created it, loaded by capture and a sink that keep the old layout and
+// keep running, under a steady write load: the stage of a relayout of
+// column types.
+type retypeRun struct {
+	p             *pipeline
+	table, qt     string // qt: quoted for PostgreSQL
+	capture, sink *testenv.Proc
+	pgQuery       string
+	stop          func() // ends the write load
+	live          uint64 // the live rows: the workload never changes their number
+	building      string // counts the relayout's building table and view
+}
+
+// newRetypeRun loads a table of a numeric(12, 2), a text and a
+// timestamptz column, whose prices in quarters mostly have trailing zeros
+// in PostgreSQL's text (0.50, 3.00), which a decimal's text in ClickHouse
+// drops, and whose times have milliseconds, which the sink's layout keeps
+// (DateTime64(3)), and starts the write load (times unchanged).
+func newRetypeRun(t *testing.T) *retypeRun {
+	const rows = 5_000
+	p := newPipeline(t)
+	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), at timestamptz, amount int, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't' || (i %% 7), i, (ARRAY['new', 'paid', 'sent'])[1 + i %% 3], CASE WHEN i %% 13 = 0 THEN NULL ELSE (i %% 400) * 0.25 END, `+
+		`'2026-01-01 00:00:00+00'::timestamptz + i * interval '1.234 second', i FROM generate_series(1, %d) i`, qt, rows))
+	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
+	r := &retypeRun{p: p, table: table, qt: qt, live: uint64(rows - rows/50)}
+	r.capture = p.runCapture(p.captureArgs([]string{table}))
+	r.sink = p.sink("--layout", fmt.Sprintf(`public.%s={"columns":{"at":{"type":"DateTime64(3)"}}}`, table))
+	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), (extract(epoch FROM at) * 1000000)::bigint::text, coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
+	p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("toDecimalString(price, 2)"), r.capture, r.sink)
+	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))", "at": "Nullable(DateTime64(3, 'UTC'))"})
+	r.building = fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name IN (%s, %s)", schema.QuoteString(p.database),
+		schema.QuoteString(clickhouse.RelayoutForwardName(table)), schema.QuoteString(clickhouse.RelayoutBuildName(table)))
+
+	r.stop = p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET status = (ARRAY['new', 'paid', 'sent', 'held'])[1 + %d %% 4], price = price + 0.50, amount = amount + 1 WHERE id %% 97 = %d`, qt, k, k%97)
+	})
+	// The relayout takes the table's columns from its newest change.
+	count := fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.database, table)
+	before := p.chInt(count)
+	if err := testenv.Eventually(context.Background(), time.Minute, func(context.Context) error {
+		if n := p.chInt(count); n < before+200 {
+			return fmt.Errorf("%d rows, waiting for %d", n, before+200)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// chQuery is the ClickHouse side of r.pgQuery, with price read as price.
+func (r *retypeRun) chQuery(price string) string {
+	return fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(status, 'NULL'), ifNull(%s, 'NULL'), toString(toUnixTimestamp64Micro(at)), ifNull(toString(amount), 'NULL')"+
+		" FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", price, r.p.database, r.table)
+}
+
+// config writes a configuration file whose layout of the table has
+// columns (YAML lines of the columns key) and returns its path.
+func (r *retypeRun) config(t *testing.T, columns string) string {
+	p := r.p
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n%s"+
+		"kafka:\n  brokers: [%s]\nclickhouse:\n  url: %s\n  database: %s\ntopics:\n  prefix: %s\n", r.table, columns, p.env.Kafka, p.env.ClickHouse, p.database, p.prefix)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// relayout runs walhouse relayout of the table with configuration file
+// file, environment env (NAME=value) and extra arguments until it exits.
+func (r *retypeRun) relayout(t *testing.T, file, env string, extra ...string) (*testenv.Proc, error) {
+	args := append([]string{"--config", file, "relayout", "public." + r.table}, extra...)
+	proc := testenv.Start(t, "relayout ("+env+")", "env", append([]string{env, walhouseBin}, args...)...)
+	return proc, proc.Wait(3 * time.Minute)
+}
+
+// newTypes is the layout's change: the decimal as PostgreSQL's text, the
+// text as a dictionary, the time with microseconds.
+const newTypes = "      price: {type: String}\n      status: {type: \"LowCardinality(String)\"}\n      at: {type: \"DateTime64(6)\"}\n"
+
+// retyped is how walhouse relayout names newTypes' changes.
+const retyped = "with column status Nullable(String) to LowCardinality(Nullable(String)), column price Nullable(Decimal(12, 2)) to Nullable(String), column at Nullable(DateTime64(3, 'UTC')) to Nullable(DateTime64(6, 'UTC'))"
+
+// finish ends the write load and checks that FINAL equals PostgreSQL's
+// text, the columns have the new types and nothing of the relayout is
+// left; then that the sink, which kept the old types in its insert's
+// description, inserted into the new table: the server refused the block,
+// and the retry read the columns again.
+func (r *retypeRun) finish(t *testing.T, done func()) {
+	time.Sleep(2 * time.Second)
+	r.stop()
+	r.p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("price"), r.capture, r.sink)
+	done()
+	r.p.checkColumnTypes(r.table, map[string]string{"status": "LowCardinality(Nullable(String))", "price": "Nullable(String)", "at": "Nullable(DateTime64(6, 'UTC'))"})
+	if n := r.p.chInt(r.building); n != 0 {
+		t.Errorf("the forwarding view or the building table is still there")
+	}
+	mismatch := ""
+	for _, line := range strings.Split(r.sink.Output(), "\n") {
+		if strings.Contains(line, "TYPE_MISMATCH") {
+			mismatch = line
+			break
+		}
+	}
+	if mismatch == "" {
+		t.Errorf("the sink never inserted with the old column types into the new table; the test proves nothing about sinks running across the swap")
+	}
+	t.Logf("the sink's insert with the old types: %s", mismatch)
+}
+
+// TestIntegrationRelayoutColumnTypes changes the column types of a
+// table's layout after the sink created it (docs/shaping-tables.md#column-types):
+// a numeric(12, 2) to String and a text to LowCardinality(String), and
+// runs `walhouse relayout` while capture and a sink that keeps the old
+// layout stream and load the table under a steady write load. First a
+// layout that would narrow a column (Decimal(12, 2) to Decimal(12, 1)) is
+// refused before anything is built, naming the column, both types and
+// the fix. Then the relayout is held between its copy and its swap and
+// right after the swap, so the sink loads into the old table through the
+// forwarding view, and into the new one with the old types in its
+// insert's description: that insert must fail on the type mismatch (the
+// server would otherwise convert the decimal to text without
+// PostgreSQL's trailing zeros) and its retry load the right text. FINAL is
+// sampled throughout (every sample exact), ends equal to PostgreSQL's
+// text, and the columns have the new layout's types.
+func TestIntegrationRelayoutColumnTypes(t *testing.T) {
+	r := newRetypeRun(t)
+	narrow, err := r.relayout(t, r.config(t, "      price: {type: \"Decimal(12, 1)\"}\n"), "E2E_NOTHING=1")
+	out := narrow.Output()
+	if err == nil || !strings.Contains(out, "column price from Nullable(Decimal(12, 2)) to Nullable(Decimal(12, 1))") || !strings.Contains(out, "--resnapshot public."+r.table) {
+		t.Errorf("a relayout to a narrower decimal: %v, want it refused naming the column, both types and the fix:\n%s", err, out)
+	}
+	if n := r.p.chInt(r.building); n != 0 {
+		t.Errorf("a refused relayout built %d tables or views", n)
+	}
+
+	done := sampleFinal(t, r.p, r.table, r.live)
+	file := r.config(t, newTypes)
+	proc, err := r.relayout(t, file, "WALHOUSE_FAILPOINTS=relayout.copied=pause:3s,relayout.swapped=pause:2s")
+	if err != nil {
+		t.Fatalf("walhouse relayout: %v\n%s", err, proc.Output())
+	}
+	out = proc.Output()
+	t.Logf("walhouse relayout:\n%s", out)
+	if !strings.Contains(out, retyped) {
+		t.Errorf("walhouse relayout did not say which column types it changed:\n%s", out)
+	}
+	r.finish(t, done)
+
+	again, err := r.relayout(t, file, "E2E_NOTHING=1", "--drop-old")
+	if err != nil || !strings.Contains(again.Output(), "already in its layout") {
+		t.Errorf("a second relayout: %v, want it to find the layout in place:\n%s", err, again.Output())
+	}
+}
+
+// TestIntegrationRelayoutColumnTypesResumes kills walhouse relayout of
+// column types (as kill -9 would) right after its swap, with the
+// forwarding view still in place: it then forwards the sink's inserts
+// into the new table back to the old one, converted to the old types,
+// which drops the microseconds the workload now writes. The run after the
+// crash drops the view and copies the old table's rows again, converted,
+// leaving out those the new table has (the same version would otherwise
+// be there twice, and the copy, inserted last, win at FINAL without its
+// microseconds); FINAL, sampled throughout, ends equal to PostgreSQL to
+// the microsecond, with the new types.
+func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
+	r := newRetypeRun(t)
+	done := sampleFinal(t, r.p, r.table, r.live)
+	file := r.config(t, newTypes)
+	proc, err := r.relayout(t, file, "WALHOUSE_FAILPOINTS=relayout.swapped=crash")
+	if err == nil || !strings.Contains(proc.Output(), "crashing at relayout.swapped") {
+		t.Fatalf("walhouse relayout did not crash at relayout.swapped: %v\n%s", err, proc.Output())
+	}
+	// The sink loads on after the crash, into the new table and through
+	// the view left in place: times with microseconds.
+	r.stop()
+	r.stop = r.p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET at = at + interval '0.000001 second' * (1 + %d %% 997), amount = amount + 1 WHERE id %% 97 = %d`, r.qt, k, k%97)
+	})
+	time.Sleep(3 * time.Second)
+	r.stop()
+	r.p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("price"), r.capture, r.sink)
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE toUnixTimestamp64Micro(at) %% 1000 != 0", r.p.database, r.table)); n < 1000 {
+		t.Errorf("the new table holds %d rows with microseconds, want more than 1000 for the test to prove anything", n)
+	}
+	proc, err = r.relayout(t, file, "E2E_NOTHING=1")
+	if err != nil {
+		t.Fatalf("walhouse relayout after the crash: %v\n%s", err, proc.Output())
+	}
+	if !strings.Contains(proc.Output(), "finished a relayout interrupted after its swap: ORDER BY tenant_id, id, PARTITION BY (none), with column status") {
+		t.Errorf("walhouse relayout did not say it finished the interrupted one:\n%s", proc.Output())
+	}
+	r.finish(t, done)
+	kept := clickhouse.RelayoutKeptName(r.table)
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, kept)); uint64(n) != r.live {
+		t.Errorf("the kept old table has %d rows, want %d", n, r.live)
+	}
+}

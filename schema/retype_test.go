@@ -1,0 +1,102 @@
+package schema
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/walhouse/walhouse/record"
+)
+
+// TestPlanRetype is the table of the column type changes a relayout makes
+// (every value kept exactly) and refuses, for a column created under one
+// layout and relayouted under another.
+func TestPlanRetype(t *testing.T) {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "status", Type: "varchar", TypMod: -1, Attnum: 3},
+		{Name: "mood", Type: "mood", Enum: true, TypMod: -1, Labels: []string{"new", "paid"}, Attnum: 4},
+		{Name: "amount", Type: "numeric", TypMod: -1, Attnum: 5},
+		{Name: "price", Type: "numeric", TypMod: numericMod(12, 2), Attnum: 6},
+		{Name: "at", Type: "timestamptz", TypMod: -1, Attnum: 7},
+		{Name: "payload", Type: "jsonb", TypMod: -1, Attnum: 8},
+		{Name: "qty", Type: "int4", TypMod: -1, Attnum: 9},
+	}
+	src := record.Source{ID: "x", Schema: "sales", Table: "orders"}
+	for _, tc := range []struct {
+		name   string
+		column string // the column concerned
+		have   string // its ClickHouse type now
+		layout string // its override; "" none
+		want   string // the expression that converts it; "" no change
+		err    string // part of the refusal
+	}{
+		{name: "same type", column: "status", have: "LowCardinality(Nullable(String))", layout: "LowCardinality(String)"},
+		{name: "text to LowCardinality", column: "status", have: "Nullable(String)", layout: "LowCardinality(String)", want: "CAST(`status` AS LowCardinality(Nullable(String)))"},
+		{name: "override removed: LowCardinality to String", column: "status", have: "LowCardinality(Nullable(String))", want: "CAST(`status` AS Nullable(String))"},
+		{name: "enum to LowCardinality", column: "mood", have: "Nullable(Enum8('new' = 1, 'paid' = 2))", layout: "LowCardinality(String)", want: "CAST(`mood` AS LowCardinality(Nullable(String)))"},
+		{name: "enum override removed: the sink widens it", column: "mood", have: "Nullable(Enum8('new' = 1, 'paid' = 2))"},
+		{name: "enum labels: the sink's", column: "mood", have: "Nullable(Enum8('new' = 1))", layout: "Enum8"},
+		{name: "text to enum", column: "mood", have: "Nullable(String)", layout: "Enum8", err: "no label of the Enum"},
+		{name: "decimal widened", column: "amount", have: "Nullable(Decimal(12, 2))", layout: "Decimal(38, 4)", want: "CAST(`amount` AS Nullable(Decimal(38, 4)))"},
+		{name: "decimal narrowed", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "Decimal(38, 4)", err: "Decimal(38, 4) holds at most 34 digits before the point and 4 after it"},
+		{name: "decimal fewer integer digits", column: "amount", have: "Nullable(Decimal(38, 4))", layout: "Decimal(36, 4)", err: "fewer than the column's"},
+		{name: "numeric(12, 2) to String", column: "price", have: "Nullable(Decimal(12, 2))", layout: "String", want: "CAST(toDecimalString(accurateCastOrNull(`price`, 'Decimal(12, 2)'), 2) AS Nullable(String))"},
+		{name: "numeric(12, 2) in Decimal(38, 4) to String", column: "price", have: "Nullable(Decimal(38, 4))", layout: "String", want: "CAST(toDecimalString(accurateCastOrNull(`price`, 'Decimal(38, 4)'), 2) AS Nullable(String))"},
+		{name: "unconstrained numeric to String", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "String", err: "unconstrained numeric"},
+		{name: "decimal to Float64", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "Float64", err: "nearest double"},
+		{name: "Float64 to String", column: "amount", have: "Nullable(Float64)", layout: "String", err: "nearest double"},
+		{name: "Float64 back to Decimal", column: "amount", have: "Nullable(Float64)", layout: "Decimal(38, 4)", err: "no conversion keeps every value"},
+		{name: "String back to Decimal", column: "price", have: "Nullable(String)", layout: "Decimal(12, 2)", err: "no conversion keeps every value"},
+		{name: "String override removed: the sink keeps it", column: "price", have: "Nullable(String)"},
+		{name: "Float64 override removed: the sink's to refuse", column: "amount", have: "Nullable(Float64)"},
+		{name: "more fractional digits", column: "at", have: "Nullable(DateTime64(3, 'UTC'))", layout: "DateTime64(6)", want: "CAST(`at` AS Nullable(DateTime64(6, 'UTC')))"},
+		{name: "fewer fractional digits", column: "at", have: "Nullable(DateTime64(6, 'UTC'))", layout: "DateTime64(3)", err: "keeps 6 fractional digits; the new type 3"},
+		{name: "DateTime64 override removed: the sink widens it", column: "at", have: "Nullable(DateTime64(3, 'UTC'))"},
+		{name: "text to JSON", column: "payload", have: "Nullable(String)", layout: "JSON", err: "JSON type changes some values"},
+		{name: "JSON override removed: the sink's", column: "payload", have: "Nullable(JSON)"},
+		{name: "not Nullable to Nullable", column: "status", have: "String", layout: "LowCardinality(String)", want: "CAST(`status` AS LowCardinality(Nullable(String)))"},
+		{name: "wider int, the sink's own", column: "qty", have: "Nullable(Int64)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l Layout
+			if tc.layout != "" {
+				l.Columns = map[string]ColumnLayout{tc.column: {Type: tc.layout}}
+			}
+			tbl, err := NewTable(src, "tenant_id", cols, Options{Database: "walhouse", Layouts: map[string]Layout{"sales.orders": l}})
+			if err != nil {
+				if tc.err != "" && strings.Contains(err.Error(), tc.err) {
+					return // the layout itself is refused
+				}
+				t.Fatal(err)
+			}
+			var have []ExistingColumn
+			for _, c := range tbl.Columns {
+				typ := c.Type.DDL
+				if c.Name == tc.column {
+					typ = tc.have
+				}
+				have = append(have, ExistingColumn{Name: c.Name, Type: typ, Comment: strings.TrimSuffix(strings.TrimPrefix(columnComment(c.Source.Attnum, 0x16B3748), " COMMENT '"), "'")})
+			}
+			got, err := PlanRetype(tbl, have)
+			if tc.err != "" {
+				var ie *IncompatibleError
+				if !errors.As(err, &ie) || ie.Column != tc.column || !strings.Contains(err.Error(), tc.err) ||
+					!strings.Contains(err.Error(), tc.have) || !strings.Contains(ie.Fix, "--resnapshot sales.orders") {
+					t.Fatalf("err = %v, want an *IncompatibleError on %s naming %s, %q and the fix", err, tc.column, tc.have, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Errorf("retypes %+v, want none", got)
+			case tc.want != "" && (len(got) != 1 || got[0].Column != tc.column || got[0].From != tc.have || got[0].Expr != tc.want):
+				t.Errorf("retypes %+v, want %s from %s by %s", got, tc.column, tc.have, tc.want)
+			}
+		})
+	}
+}
