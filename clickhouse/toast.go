@@ -495,17 +495,14 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 	// The keys are written once (IN an array uses the primary key as IN a
 	// list does), and each row's place among them is found by comparing
 	// its key with them: with indexOf in an array of the columns' own
-	// types (keysArray), which compares tuples as IN does, NaN equal to
-	// NaN, so that a float key of NaN is found (a one-column key is
-	// compared as a tuple for that); with = in keysParams's array, which
-	// compares a key value with its column's value as IN does, also where
-	// their types differ.
+	// types (keysArray), which compares tuples as IN does, also a NaN IN
+	// found (a real's; a double precision NaN is stored with other bits
+	// than the query's, which IN tells apart, docs/limits.md); with = in
+	// keysParams's array, which compares a key value with its column's
+	// value as IN does, also where their types differ, NaN aside.
 	key := tupleOf(keyCols)
 	keys, args, err := keysArray(tg, ls)
 	place := fmt.Sprintf("indexOf(keys, %s)", key)
-	if len(keyCols) == 1 {
-		place = fmt.Sprintf("indexOf(arrayMap(x -> tuple(x), keys), tuple(%s))", key)
-	}
 	if err == nil && keys == "" {
 		keys, args, err = keysParams(tg, ls)
 		place = fmt.Sprintf("arrayFirstIndex(x -> x = %s, keys)", key)
