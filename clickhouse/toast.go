@@ -24,8 +24,9 @@ const DefaultMaxReadBackBytes = 64 << 20
 
 // lookupKeys and lookupKeyBytes bound the rows one read-back query names
 // and the text of their key values, which travel as query parameters (in
-// the URL over HTTP: well under a server's http_max_uri_size, 1 MiB by
-// default, even if escaping triples them). Each query reads the granules
+// the URL over HTTP: under a server's http_max_uri_size, 1 MiB by
+// default, even a text of quotes, which keyText's escaping doubles and
+// the URL's triples). Each query reads the granules
 // its keys fall in whole, so fewer, larger queries read less.
 const (
 	lookupKeys     = 2000
