@@ -24,8 +24,9 @@ const DefaultMaxReadBackBytes = 64 << 20
 
 // lookupKeys and lookupKeyBytes bound the rows one read-back query names
 // and the text of their key values, which travel as query parameters (in
-// the URL over HTTP: well under a server's http_max_uri_size, 1 MiB by
-// default, even if escaping triples them). Each query reads the granules
+// the URL over HTTP: under a server's http_max_uri_size, 1 MiB by
+// default, even a text of quotes, which keyText's escaping doubles and
+// the URL's triples). Each query reads the granules
 // its keys fall in whole, so fewer, larger queries read less.
 const (
 	lookupKeys     = 2000
@@ -338,12 +339,18 @@ func (w *Writer) readLookups(ctx context.Context, tg *target, ls []*lookup, size
 		}
 		groups[g] = append(groups[g], l)
 	}
+	// A value costs its text and a cast in keysParams's form, its text
+	// and a quote or comma in keysArray's.
+	overhead := 32
+	if arrayKeys(tg) {
+		overhead = 4
+	}
 	for _, g := range order {
 		ls := groups[g]
 		for len(ls) > 0 {
 			n, bytes := 0, 0
-			for n < len(ls) && n < lookupKeys && (n == 0 || bytes+keyBytes(tg.table, ls[n]) <= lookupKeyBytes) {
-				bytes += keyBytes(tg.table, ls[n])
+			for n < len(ls) && n < lookupKeys && (n == 0 || bytes+keyBytes(tg.table, ls[n], overhead) <= lookupKeyBytes) {
+				bytes += keyBytes(tg.table, ls[n], overhead)
 				n++
 			}
 			if err := w.readRefusing(ctx, tg, ls[:n], sizes, &budget); err != nil {
@@ -443,12 +450,12 @@ func lookupOutOfRange(tg *target, l *lookup) bool {
 }
 
 // keyBytes estimates the query text l's key takes in t: its values' text
-// and their casts.
-func keyBytes(t *schema.Table, l *lookup) int {
-	n := len(l.rec.TenantID) + 32
+// and overhead bytes a value.
+func keyBytes(t *schema.Table, l *lookup, overhead int) int {
+	n := len(l.rec.TenantID) + overhead
 	for i, c := range t.Columns {
 		if c.Source.Key || c.Name == t.TenantColumn {
-			n += len(l.key[i].Text) + 32
+			n += len(l.key[i].Text) + overhead
 		}
 	}
 	return n
@@ -486,44 +493,26 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 			keyCols = append(keyCols, schema.QuoteIdent(tg.columns[i].Name))
 		}
 	}
-	var args []any
-	tuples := make([]string, len(ls))
-	for n, l := range ls {
-		var vals []string
-		if t.TenantSynthetic {
-			p := fmt.Sprintf("t%d", n)
-			vals = append(vals, fmt.Sprintf("{%s:String}", p))
-			args = append(args, ch.Named(p, l.rec.TenantID))
-		}
-		for i, c := range t.Columns {
-			if !c.Source.Key && c.Name != t.TenantColumn {
-				continue
-			}
-			typ := tg.columns[i].Type
-			x, err := typ.Convert(l.key[i].Text)
-			if err != nil {
-				return fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
-			}
-			if x == nil {
-				// A value the column cannot hold (numeric NaN or
-				// Infinity), which versions before errKeyNotHeld
-				// inserted as the type's default.
-				vals = append(vals, fmt.Sprintf("defaultValueOfTypeName(%s)", schema.QuoteString(typ.DDL)))
-				continue
-			}
-			p := fmt.Sprintf("k%d_%d", i, n)
-			vals = append(vals, fmt.Sprintf("{%s:%s}", p, typ.DDL))
-			args = append(args, ch.Named(p, keyParam(typ, x)))
-		}
-		tuples[n] = tupleOf(vals)
-	}
 	// The keys are written once (IN an array uses the primary key as IN a
-	// list does), and each row's place among them is found with =, which
-	// compares a key value with its column's value as IN does, also where
-	// their types differ.
+	// list does), and each row's place among them is found by comparing
+	// its key with them: with indexOf in an array of the columns' own
+	// types (keysArray), which compares tuples as IN does, also a NaN IN
+	// found (a real's; a double precision NaN is stored with other bits
+	// than the query's, which IN tells apart, docs/limits.md); with = in
+	// keysParams's array, which compares a key value with its column's
+	// value as IN does, also where their types differ, NaN aside.
 	key := tupleOf(keyCols)
-	head := fmt.Sprintf("WITH [%s] AS keys SELECT toUInt64(arrayFirstIndex(x -> x = %s, keys)), %s, %s",
-		strings.Join(tuples, ", "), key, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
+	keys, args, err := keysArray(tg, ls)
+	place := fmt.Sprintf("indexOf(keys, %s)", key)
+	if err == nil && keys == "" {
+		keys, args, err = keysParams(tg, ls)
+		place = fmt.Sprintf("arrayFirstIndex(x -> x = %s, keys)", key)
+	}
+	if err != nil {
+		return err
+	}
+	head := fmt.Sprintf("WITH %s AS keys SELECT toUInt64(%s), %s, %s",
+		keys, place, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
 	var q string
 	if before := ls[0].before; before != 0 {
 		// Every version of one key is a handful of rows: no FINAL, the
@@ -591,6 +580,47 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 		return fmt.Errorf("read unchanged TOAST values of %s: %w", t.QualifiedName(), err)
 	}
 	return nil
+}
+
+// keysParams writes the keys of ls as an array of tuples of query
+// parameters, one a value (tenant tn, key column i's kI_n): the form for a
+// table whose key types keysArray cannot write exactly. Slow for the
+// server to analyze (a cast each), so its queries name fewer keys
+// (keyBytes).
+func keysParams(tg *target, ls []*lookup) (string, []any, error) {
+	t := tg.table
+	var args []any
+	tuples := make([]string, len(ls))
+	for n, l := range ls {
+		var vals []string
+		if t.TenantSynthetic {
+			p := fmt.Sprintf("t%d", n)
+			vals = append(vals, fmt.Sprintf("{%s:String}", p))
+			args = append(args, ch.Named(p, l.rec.TenantID))
+		}
+		for i, c := range t.Columns {
+			if !c.Source.Key && c.Name != t.TenantColumn {
+				continue
+			}
+			typ := tg.columns[i].Type
+			x, err := typ.Convert(l.key[i].Text)
+			if err != nil {
+				return "", nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
+			}
+			if x == nil {
+				// A value the column cannot hold (numeric NaN or
+				// Infinity), which versions before errKeyNotHeld
+				// inserted as the type's default.
+				vals = append(vals, fmt.Sprintf("defaultValueOfTypeName(%s)", schema.QuoteString(typ.DDL)))
+				continue
+			}
+			p := fmt.Sprintf("k%d_%d", i, n)
+			vals = append(vals, fmt.Sprintf("{%s:%s}", p, typ.DDL))
+			args = append(args, ch.Named(p, keyParam(typ, x)))
+		}
+		tuples[n] = tupleOf(vals)
+	}
+	return "[" + strings.Join(tuples, ", ") + "]", args, nil
 }
 
 // keyParam is x, a key value converted for type typ, as a query parameter
