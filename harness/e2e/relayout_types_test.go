@@ -34,6 +34,12 @@ type retypeRun struct {
 // drops, and whose times have milliseconds, which the sink's layout keeps
 // (DateTime64(3)), and starts the write load (times unchanged).
 func newRetypeRun(t *testing.T) *retypeRun {
+	return newRetypeRunLayout(t, `{"columns":{"at":{"type":"DateTime64(3)"}}}`)
+}
+
+// newRetypeRunLayout is newRetypeRun with the sink's layout of the table
+// (JSON), which must keep at a DateTime64(3).
+func newRetypeRunLayout(t *testing.T, layout string) *retypeRun {
 	const rows = 5_000
 	p := newPipeline(t)
 	table, qt := p.table("relayouttypes", `(tenant_id text, id int, status text, price numeric(12, 2), at timestamptz, amount int, PRIMARY KEY (tenant_id, id))`)
@@ -42,7 +48,7 @@ func newRetypeRun(t *testing.T) *retypeRun {
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 50 = 0`, qt))
 	r := &retypeRun{p: p, table: table, qt: qt, live: uint64(rows - rows/50)}
 	r.capture = p.runCapture(p.captureArgs([]string{table}))
-	r.sink = p.sink("--layout", fmt.Sprintf(`public.%s={"columns":{"at":{"type":"DateTime64(3)"}}}`, table))
+	r.sink = p.sink("--layout", fmt.Sprintf(`public.%s=%s`, table, layout))
 	r.pgQuery = fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(status, 'NULL'), coalesce(price::text, 'NULL'), (extract(epoch FROM at) * 1000000)::bigint::text, coalesce(amount::text, 'NULL') FROM %s AS t ORDER BY t.tenant_id, t.id`, qt)
 	p.convergeWithin(2*time.Minute, r.pgQuery, r.chQuery("toDecimalString(price, 2)"), r.capture, r.sink)
 	p.checkColumnTypes(table, map[string]string{"status": "Nullable(String)", "price": "Nullable(Decimal(12, 2))", "at": "Nullable(DateTime64(3, 'UTC'))"})
@@ -75,10 +81,17 @@ func (r *retypeRun) chQuery(price string) string {
 // config writes a configuration file whose layout of the table has
 // columns (YAML lines of the columns key) and returns its path.
 func (r *retypeRun) config(t *testing.T, columns string) string {
+	return r.layoutConfig(t, "    columns:\n"+columns, "")
+}
+
+// layoutConfig writes a configuration file whose layout of the table is
+// lines (YAML lines under the table's key), with extra (YAML lines of the
+// top level) after the rest, and returns its path.
+func (r *retypeRun) layoutConfig(t *testing.T, lines, extra string) string {
 	p := r.p
 	file := filepath.Join(t.TempDir(), "walhouse.yaml")
-	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n%s"+
-		"kafka:\n  brokers: [%s]\nclickhouse:\n  url: %s\n  database: %s\ntopics:\n  prefix: %s\n", r.table, columns, p.env.Kafka, p.env.ClickHouse, p.database, p.prefix)
+	cfg := fmt.Sprintf("layout:\n  public.%s:\n%s"+
+		"kafka:\n  brokers: [%s]\nclickhouse:\n  url: %s\n  database: %s\ntopics:\n  prefix: %s\n%s", r.table, lines, p.env.Kafka, p.env.ClickHouse, p.database, p.prefix, extra)
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +226,94 @@ func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
 	kept := clickhouse.RelayoutKeptName(r.table)
 	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` FINAL WHERE _is_deleted = 0", r.p.database, kept)); uint64(n) != r.live {
 		t.Errorf("the kept old table has %d rows, want %d", n, r.live)
+	}
+}
+
+// relayoutMicrosAtSwap runs walhouse relayout of the table with
+// configuration file file, held for 6 s right after its swap, with the
+// forwarding view still in place: then it forwards the sink's inserts
+// into the new table back to the old one, converted to the old types.
+// During the first 3 s of the hold the write load changes times by
+// microseconds, which the forwarded copies lose; then nothing is written,
+// so no later version hides a copy brought back over the exact row. It
+// waits until the relayout exits and returns its output, checking that
+// the new table took the microseconds and the old one the forwarded
+// copies: otherwise the test proves nothing.
+func (r *retypeRun) relayoutMicrosAtSwap(t *testing.T, file string) string {
+	proc := testenv.Start(t, "relayout (held after its swap)", "env", "WALHOUSE_FAILPOINTS=relayout.swapped=pause:6s", walhouseBin, "--config", file, "relayout", "public."+r.table)
+	waitLog(t, proc, "pausing", "relayout.swapped")
+	r.stop()
+	r.stop = r.p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET at = at + interval '0.000001 second' * (1 + %d %% 997), amount = amount + 1 WHERE id %% 97 = %d`, r.qt, k, k%97)
+	})
+	time.Sleep(3 * time.Second)
+	r.stop()
+	if err := proc.Wait(3 * time.Minute); err != nil {
+		t.Fatalf("walhouse relayout: %v\n%s", err, proc.Output())
+	}
+	micro := fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE toUnixTimestamp64Micro(at) %% 1000 != 0", r.p.database, r.table)
+	if n := r.p.chInt(micro); n < 500 {
+		t.Errorf("the new table holds %d rows with microseconds, want more than 500 for the test to prove anything", n)
+	}
+	back := fmt.Sprintf("SELECT count() FROM `%[1]s`.`%[2]s` WHERE (tenant_id, id, _version) IN (SELECT tenant_id, id, _version FROM `%[1]s`.`%[3]s` WHERE toUnixTimestamp64Micro(at) %% 1000 != 0)",
+		r.p.database, clickhouse.RelayoutKeptName(r.table), r.table)
+	if n := r.p.chInt(back); n == 0 {
+		t.Errorf("the view forwarded no insert into the new table back to the old one during the hold: the test proves nothing")
+	} else {
+		t.Logf("%d rows forwarded back to the old table after the swap", n)
+	}
+	return proc.Output()
+}
+
+// TestIntegrationRelayoutColumnTypesCatchUp widens a DateTime64(3) to
+// (6) (with newTypes' other changes) by a relayout that runs to its end,
+// held after its swap while the sink loads times with microseconds into
+// the new table, which the forwarding view copies back to the old one
+// without them. The catch-up after the swap copies the old table's new
+// parts, leaving out the rows the new table has: FINAL, sampled
+// throughout, ends equal to PostgreSQL to the microsecond.
+func TestIntegrationRelayoutColumnTypesCatchUp(t *testing.T) {
+	r := newRetypeRun(t)
+	done := sampleFinal(t, r.p, r.table, r.live)
+	out := r.relayoutMicrosAtSwap(t, r.config(t, newTypes))
+	t.Logf("walhouse relayout:\n%s", out)
+	if !strings.Contains(out, retyped) {
+		t.Errorf("walhouse relayout did not say which column types it changed:\n%s", out)
+	}
+	r.finish(t, done)
+}
+
+// TestIntegrationRelayoutKeyAndColumnTypes changes a table's sorting key,
+// its partitions and its column types in one relayout, under the write
+// load: the layout becomes ORDER BY (tenant_id, amount, id), partitioned,
+// with newTypes. Capture takes the new layout first (every change of the
+// write loads is a move under it) and the sink loads what the old capture
+// wrote; then the relayout runs, held after its swap while the sink
+// loads microseconds (relayoutMicrosAtSwap). FINAL, sampled throughout, ends equal to
+// PostgreSQL to the microsecond, with the new sorting key, partition key
+// and column types.
+func TestIntegrationRelayoutKeyAndColumnTypes(t *testing.T) {
+	r := newRetypeRun(t)
+	const newKey, newPartition = "tenant_id, amount, id", "cityHash64(tenant_id) % 4"
+	file := r.layoutConfig(t, "    order_by: [tenant_id, amount, id]\n    partition_by: cityHash64(tenant_id) % 4\n    columns:\n"+newTypes, "")
+	// A move's tombstone needs the row's old sorting columns.
+	r.p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, r.qt))
+	r.capture.Kill()
+	r.p.caughtUp(r.p.group, r.p.prefix+".public."+r.table, r.sink)
+	r.capture = r.p.runCapture(append([]string{"--config", file}, r.p.captureArgs([]string{r.table})...))
+	done := sampleFinal(t, r.p, r.table, r.live)
+	out := r.relayoutMicrosAtSwap(t, file)
+	t.Logf("walhouse relayout:\n%s", out)
+	if !strings.Contains(out, "relayouted from ORDER BY tenant_id, id, PARTITION BY (none) to ORDER BY tenant_id, amount, id, PARTITION BY cityHash64(`tenant_id`) % 4, "+retyped) {
+		t.Errorf("walhouse relayout did not say what it did:\n%s", out)
+	}
+	r.finish(t, done)
+	var sortingKey, partitionKey string
+	q := fmt.Sprintf("SELECT sorting_key, partition_key FROM system.tables WHERE database = %s AND name = %s", schema.QuoteString(r.p.database), schema.QuoteString(r.table))
+	if err := r.p.ch.QueryRow(context.Background(), q).Scan(&sortingKey, &partitionKey); err != nil {
+		t.Fatal(err)
+	}
+	if sortingKey != newKey || partitionKey != newPartition {
+		t.Errorf("sorting key %q, partition key %q; want %q and %q", sortingKey, partitionKey, newKey, newPartition)
 	}
 }
