@@ -662,11 +662,18 @@ func (w *Writer) reshapeFrom(ctx context.Context, t *schema.Table, have shape, r
 		return RelayoutResult{SortingKey: have.sortingKey, PartitionKey: have.partitionKey}, nil
 	}
 	if !relayout {
+		// The sink's layout may be the stale one: after walhouse relayout
+		// (or another sink's --relayout) gave the table a newer layout,
+		// sinks that still have the old file meet it here. Their fix is
+		// the new file, not a relayout, which would change the table
+		// back, nor the error's drop and copy.
 		if have.retypeErr != nil {
-			w.log.Warn("a column's type is not the one its layout gives, and a relayout cannot change it without losing values; the column keeps its type", "table", t.QualifiedName(), "err", have.retypeErr)
+			w.log.Warn("a column's type is not the one this sink's layout gives, and a relayout cannot change it without losing values; the sink loads the column in the type it has. If walhouse relayout (or a sink with --relayout) gave the table a newer layout, restart this sink with that layout; otherwise see the error's fix",
+				"table", t.QualifiedName(), "err", have.retypeErr)
 		}
 		if len(have.retype) > 0 || !sameShape(shape{sortingKey: have.sortingKey, partitionKey: have.partitionKey}, t) {
-			w.log.Warn("the table keeps the sorting key, partitions and column types it was created with, not those its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
+			w.log.Warn("the table's sorting key, partitions or column types are not those this sink's layout gives; the sink loads the table as it is. If walhouse relayout (or a sink with --relayout) gave the table a newer layout, restart this sink with that layout (a relayout with this one would change the table back). "+
+				"Otherwise capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice; run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
 				"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "layout", strings.Join(t.OrderBy, ", "),
 				"partition_key", have.partitionKey, "layout_partition_key", t.PartitionKey(), "column_types", retypeNote(have.retype))
 		}

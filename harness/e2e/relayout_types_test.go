@@ -317,3 +317,52 @@ func TestIntegrationRelayoutKeyAndColumnTypes(t *testing.T) {
 		t.Errorf("sorting key %q, partition key %q; want %q and %q", sortingKey, partitionKey, newKey, newPartition)
 	}
 }
+
+// TestIntegrationSinkRelayoutColumnTypes starts a second sink of the
+// group with a configuration file whose layout has newTypes and
+// sink.relayout on, while the first keeps loading with the old layout
+// under the write load: the second relayouts the table when it first
+// loads it, and the first, with the old types in its insert's
+// description, fails once on the type mismatch and loads into the new
+// table with its columns read again. It keeps its old layout file: it
+// warns, each time it opens the table, that the table's types are not
+// its layout's and that the fix is the new file, and loads the new
+// columns as they are, times with their microseconds, which the write
+// load writes once the tables are swapped.
+// FINAL, sampled throughout, ends equal to PostgreSQL to the microsecond,
+// with the new types; both sinks keep running.
+func TestIntegrationSinkRelayoutColumnTypes(t *testing.T) {
+	r := newRetypeRun(t)
+	done := sampleFinal(t, r.p, r.table, r.live)
+	file := r.layoutConfig(t, "    columns:\n"+newTypes, "sink:\n  relayout: true\n")
+	relayouting := r.p.sink("--config", file)
+	waitLog(t, relayouting, "relayout: the table has its new shape")
+	if out := relayouting.Output(); !strings.Contains(out, `column_types="status Nullable(String) → LowCardinality(Nullable(String)), price Nullable(Decimal(12, 2)) → Nullable(String), at Nullable(DateTime64(3, 'UTC')) → Nullable(DateTime64(6, 'UTC'))"`) {
+		t.Errorf("the sink with --relayout did not log the column types it changes:\n%s", out)
+	}
+	r.stop()
+	r.stop = r.p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET at = at + interval '0.000001 second' * (1 + %d %% 997), price = price + 0.25, amount = amount + 1 WHERE id %% 97 = %d`, r.qt, k, k%97)
+	})
+	r.finish(t, done)
+	if err := exited(relayouting); err != nil {
+		t.Errorf("the sink that relayouted the table: %v", err)
+	}
+	if n := r.p.chInt(fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE toUnixTimestamp64Micro(at) %% 1000 != 0", r.p.database, r.table)); n < 500 {
+		t.Errorf("the table holds %d rows with microseconds, want more than 500 for the test to prove anything", n)
+	}
+	// The sink with the old layout opened the table again after the swap:
+	// its fix is the new layout file (the error's own fix, a drop and a
+	// copy, is for a layout that is newer than the table).
+	warned := ""
+	for _, line := range strings.Split(r.sink.Output(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "column at from Nullable(DateTime64(6, 'UTC')) to Nullable(DateTime64(3, 'UTC'))") {
+			warned = line
+			break
+		}
+	}
+	if warned == "" || !strings.Contains(warned, "restart this sink with that layout") {
+		t.Errorf("the sink with the old layout did not warn that the table's column at is not its layout's, naming the fix (restart it with the new layout):\n%s", r.sink.Output())
+	}
+	t.Logf("the sink with the old layout: %s", warned)
+}
