@@ -366,3 +366,45 @@ func TestIntegrationSinkRelayoutColumnTypes(t *testing.T) {
 	}
 	t.Logf("the sink with the old layout: %s", warned)
 }
+
+// TestIntegrationRelayoutOverrideRemovedIntoKey removes a column's type
+// override to put the column in the sorting key (a sorting column keeps
+// walhouse's mapping): at, a DateTime64(3) by the old layout, goes into
+// ORDER BY and back to walhouse's DateTime64(6). ClickHouse refuses to
+// change the type of a sorting-key column, so the sink cannot widen it
+// afterwards, as it widens a column whose override was removed: the
+// relayout gives it the new type as it builds the table. A sink with the
+// new layout then loads the table, times with microseconds, and FINAL
+// ends equal to PostgreSQL to the microsecond.
+func TestIntegrationRelayoutOverrideRemovedIntoKey(t *testing.T) {
+	r := newRetypeRun(t)
+	file := r.layoutConfig(t, "    order_by: [tenant_id, at, id]\n", "")
+	// Capture first: a change of at is a move under the new layout.
+	r.p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, r.qt))
+	r.capture.Kill()
+	r.p.caughtUp(r.p.group, r.p.prefix+".public."+r.table, r.sink)
+	r.capture = r.p.runCapture(append([]string{"--config", file}, r.p.captureArgs([]string{r.table})...))
+	done := sampleFinal(t, r.p, r.table, r.live)
+	proc, err := r.relayout(t, file, "E2E_NOTHING=1")
+	if err != nil {
+		t.Fatalf("walhouse relayout: %v\n%s", err, proc.Output())
+	}
+	t.Logf("walhouse relayout:\n%s", proc.Output())
+	if !strings.Contains(proc.Output(), "with column at Nullable(DateTime64(3, 'UTC')) to Nullable(DateTime64(6, 'UTC'))") {
+		t.Errorf("walhouse relayout did not give at walhouse's type:\n%s", proc.Output())
+	}
+	// The sinks take the new layout after the relayout; the times written
+	// from here on have microseconds.
+	r.sink.Kill()
+	r.sink = r.p.sink("--config", file)
+	r.stop()
+	r.stop = r.p.keepWriting(20*time.Millisecond, func(k int) string {
+		return fmt.Sprintf(`UPDATE %s SET price = price + 0.25, amount = amount + 1 WHERE id %% 97 = %d`, r.qt, k%97)
+	})
+	time.Sleep(2 * time.Second)
+	r.stop()
+	r.p.exec(fmt.Sprintf(`UPDATE %s SET at = at + interval '0.000001 second' * (1 + id %% 997) WHERE id %% 10 = 0`, r.qt))
+	r.p.convergeWithin(time.Minute, r.pgQuery, r.chQuery("toDecimalString(price, 2)"), r.capture, r.sink)
+	done()
+	r.p.checkColumnTypes(r.table, map[string]string{"at": "Nullable(DateTime64(6, 'UTC'))"})
+}
