@@ -107,3 +107,33 @@ func TestPlanRetype(t *testing.T) {
 		})
 	}
 }
+
+// TestWidenKeyColumnFailed checks that a sorting column the sink fails to
+// widen (ClickHouse changes no key column's type) names the relayout, which
+// builds the table with the new type, as the fix.
+func TestWidenKeyColumnFailed(t *testing.T) {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "at", Type: "timestamptz", TypMod: -1, Attnum: 3},
+	}
+	src := record.Source{ID: "x", Schema: "sales", Table: "orders"}
+	for _, tc := range []struct {
+		orderBy []string
+		fix     string
+	}{
+		{[]string{"tenant_id", "at", "id"}, "run `walhouse relayout sales.orders`"},
+		{nil, "change the ClickHouse column by hand"},
+	} {
+		tbl, err := NewTable(src, "tenant_id", cols, Options{Database: "walhouse", Layouts: map[string]Layout{"sales.orders": {OrderBy: tc.orderBy}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cause := errors.New("ALTER of key column at is forbidden")
+		err = (&Plan{Table: tbl}).Failed(Change{Op: WidenColumn, Column: "at", From: "Nullable(DateTime64(3, 'UTC'))", To: "Nullable(DateTime64(6, 'UTC'))"}, cause)
+		var ie *IncompatibleError
+		if !errors.As(err, &ie) || !errors.Is(err, cause) || !strings.Contains(ie.Fix, tc.fix) || !strings.Contains(ie.Fix, "--resnapshot sales.orders") {
+			t.Errorf("order by %v: %v; want an *IncompatibleError whose fix says %q", tc.orderBy, err, tc.fix)
+		}
+	}
+}
