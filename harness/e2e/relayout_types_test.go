@@ -229,6 +229,33 @@ func TestIntegrationRelayoutColumnTypesResumes(t *testing.T) {
 	}
 }
 
+// captureLayout gives capture the layout of configuration file file, in
+// the operator's order: capture first, and the relayout once the sink
+// loaded what the old capture wrote. A move's tombstone needs the row's
+// old sorting columns: the table's replica identity becomes FULL, and the
+// old capture stops once the slot confirmed the change, so that the new
+// one replays no change without them.
+func (r *retypeRun) captureLayout(t *testing.T, file string) {
+	p := r.p
+	p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, r.qt))
+	var lsn string
+	if err := p.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Eventually(context.Background(), time.Minute, func(ctx context.Context) error {
+		var past bool
+		if err := p.pg.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2`, lsn, p.slot).Scan(&past); err != nil || !past {
+			return fmt.Errorf("slot %s not past %s yet (%v)", p.slot, lsn, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.capture.Kill()
+	p.caughtUp(p.group, p.prefix+".public."+r.table, r.sink)
+	r.capture = p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{r.table})...))
+}
+
 // relayoutMicrosAtSwap runs walhouse relayout of the table with
 // configuration file file, held for 6 s right after its swap, with the
 // forwarding view still in place: then it forwards the sink's inserts
@@ -296,11 +323,7 @@ func TestIntegrationRelayoutKeyAndColumnTypes(t *testing.T) {
 	r := newRetypeRun(t)
 	const newKey, newPartition = "tenant_id, amount, id", "cityHash64(tenant_id) % 4"
 	file := r.layoutConfig(t, "    order_by: [tenant_id, amount, id]\n    partition_by: cityHash64(tenant_id) % 4\n    columns:\n"+newTypes, "")
-	// A move's tombstone needs the row's old sorting columns.
-	r.p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, r.qt))
-	r.capture.Kill()
-	r.p.caughtUp(r.p.group, r.p.prefix+".public."+r.table, r.sink)
-	r.capture = r.p.runCapture(append([]string{"--config", file}, r.p.captureArgs([]string{r.table})...))
+	r.captureLayout(t, file)
 	done := sampleFinal(t, r.p, r.table, r.live)
 	out := r.relayoutMicrosAtSwap(t, file)
 	t.Logf("walhouse relayout:\n%s", out)
@@ -380,10 +403,7 @@ func TestIntegrationRelayoutOverrideRemovedIntoKey(t *testing.T) {
 	r := newRetypeRun(t)
 	file := r.layoutConfig(t, "    order_by: [tenant_id, at, id]\n", "")
 	// Capture first: a change of at is a move under the new layout.
-	r.p.exec(fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, r.qt))
-	r.capture.Kill()
-	r.p.caughtUp(r.p.group, r.p.prefix+".public."+r.table, r.sink)
-	r.capture = r.p.runCapture(append([]string{"--config", file}, r.p.captureArgs([]string{r.table})...))
+	r.captureLayout(t, file)
 	done := sampleFinal(t, r.p, r.table, r.live)
 	proc, err := r.relayout(t, file, "E2E_NOTHING=1")
 	if err != nil {
