@@ -75,6 +75,12 @@ import (
 // RelayoutBuildName is the name of the table a relayout of table builds.
 func RelayoutBuildName(table string) string { return schema.ReservedPrefix + "_relayout_" + table }
 
+// relayoutColumnsName is the name of the table without rows that a
+// relayout of table gives the new column types, to make the new table as.
+func relayoutColumnsName(table string) string {
+	return schema.ReservedPrefix + "_relayout_cols_" + table
+}
+
 // RelayoutKeptName is the name a relayout of table keeps the old table
 // under, until an operator drops it.
 func RelayoutKeptName(table string) string { return schema.ReservedPrefix + "_old_" + table }
@@ -327,13 +333,31 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, exec func(what, stmt string) error) (map[string]bool, error) {
 	p := t.Placement()
 	build, fwd := RelayoutBuildName(t.Name), RelayoutForwardName(t.Name)
-	if err := exec("create the new table", t.RelayoutDDL(build, t.Name)); err != nil {
+	// The new types are given to a table made as the old one without a
+	// key (engine Null), and the new table is made as that one: ClickHouse
+	// changes the type of no sorting or partition column, even in an empty
+	// table. ALTER changes the metadata alone, and keeps the column's
+	// comment (walhouse's notes), default and codec.
+	like := t.Name
+	if len(have.retype) > 0 {
+		like = relayoutColumnsName(t.Name)
+		if err := exec("drop an unfinished build's column table", "DROP TABLE IF EXISTS "+p.Local(like)+" SYNC"); err != nil {
+			return nil, err
+		}
+		if err := exec("create the table of the new column types", "CREATE TABLE "+p.Local(like)+" AS "+p.Local(t.Name)+" ENGINE = Null"); err != nil {
+			return nil, err
+		}
+		for _, r := range have.retype {
+			if err := exec("give column "+r.Column+" its new type", "ALTER TABLE "+p.Local(like)+" MODIFY COLUMN "+schema.QuoteIdent(r.Column)+" "+r.To); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := exec("create the new table", t.RelayoutDDL(build, like)); err != nil {
 		return nil, err
 	}
-	for _, r := range have.retype {
-		// The table is empty: ClickHouse changes its metadata alone, and
-		// keeps the column's comment (walhouse's notes), default and codec.
-		if err := exec("give column "+r.Column+" its new type", "ALTER TABLE "+p.Local(build)+" MODIFY COLUMN "+schema.QuoteIdent(r.Column)+" "+r.To); err != nil {
+	if like != t.Name {
+		if err := exec("drop the table of the new column types", "DROP TABLE "+p.Local(like)+" SYNC"); err != nil {
 			return nil, err
 		}
 	}
@@ -662,11 +686,18 @@ func (w *Writer) reshapeFrom(ctx context.Context, t *schema.Table, have shape, r
 		return RelayoutResult{SortingKey: have.sortingKey, PartitionKey: have.partitionKey}, nil
 	}
 	if !relayout {
+		// The sink's layout may be the stale one: after walhouse relayout
+		// (or another sink's --relayout) gave the table a newer layout,
+		// sinks that still have the old file meet it here. Their fix is
+		// the new file, not a relayout, which would change the table
+		// back, nor the error's drop and copy.
 		if have.retypeErr != nil {
-			w.log.Warn("a column's type is not the one its layout gives, and a relayout cannot change it without losing values; the column keeps its type", "table", t.QualifiedName(), "err", have.retypeErr)
+			w.log.Warn("a column's type is not the one this sink's layout gives, and a relayout cannot change it without losing values; the sink loads the column in the type it has. If walhouse relayout (or a sink with --relayout) gave the table a newer layout, restart this sink with that layout; otherwise see the error's fix",
+				"table", t.QualifiedName(), "err", have.retypeErr)
 		}
 		if len(have.retype) > 0 || !sameShape(shape{sortingKey: have.sortingKey, partitionKey: have.partitionKey}, t) {
-			w.log.Warn("the table keeps the sorting key, partitions and column types it was created with, not those its layout gives; capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice. Run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
+			w.log.Warn("the table's sorting key, partitions or column types are not those this sink's layout gives; the sink loads the table as it is. If walhouse relayout (or a sink with --relayout) gave the table a newer layout, restart this sink with that layout (a relayout with this one would change the table back). "+
+				"Otherwise capture's --layout must name the sorting columns the table has, or FINAL may keep moved rows twice; run walhouse relayout on it (or start the sink with --relayout) to rebuild it in its layout (docs/shaping-tables.md#changing-a-layout)",
 				"table", t.QualifiedName(), "sorting_key", strings.Join(have.sortingKey, ", "), "layout", strings.Join(t.OrderBy, ", "),
 				"partition_key", have.partitionKey, "layout_partition_key", t.PartitionKey(), "column_types", retypeNote(have.retype))
 		}

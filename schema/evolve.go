@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -296,14 +297,23 @@ func (p *Plan) incompatible(column string, err error) *IncompatibleError {
 
 // Failed returns the error of change c whose statement failed with err.
 // ClickHouse refusing a rename (of a sort-key column) or a widening leaves
-// the table unable to take the new shape: an *IncompatibleError. Any other
+// the table unable to take the new shape: an *IncompatibleError, whose fix
+// for a column the layout sorts or partitions by is a relayout. Any other
 // failure is an error worth a retry.
 func (p *Plan) Failed(c Change, err error) error {
 	switch c.Op {
 	case RenameColumn:
 		return p.incompatible(c.From, fmt.Errorf("rename column %s to %s: %w (ClickHouse cannot rename sort-key columns)", c.From, c.To, err))
 	case WidenColumn:
-		return p.incompatible(c.Column, fmt.Errorf("widen column %s from %s to %s: %w", c.Column, c.From, c.To, err))
+		ie := p.incompatible(c.Column, fmt.Errorf("widen column %s from %s to %s: %w", c.Column, c.From, c.To, err))
+		if t := p.Table; slices.Contains(t.keyColumns(), c.Column) {
+			// No ALTER changes a key column's type; a relayout builds the
+			// table with it (PlanRetype).
+			ie.Fix = fmt.Sprintf("run `walhouse relayout %s.%s` (or start the sink with --relayout): ClickHouse changes the type of no column a table sorts or partitions by, and the relayout builds the table again with the new type; "+
+				"or drop the table (%s) and copy it again with `walhouse capture --resnapshot %s.%s`; then restart the sink",
+				t.Source.Schema, t.Source.Table, strings.Join(t.Placement().Drop(t.Name), ", then "), t.Source.Schema, t.Source.Table)
+		}
+		return ie
 	case AddColumn:
 		return fmt.Errorf("add column %s to %s: %w", c.Column, p.Table.QualifiedName(), err)
 	}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -35,7 +36,10 @@ type Retype struct {
 // exact conversion reaches is an *IncompatibleError that names the
 // column, both types, why and the fix. Columns the sink changes itself
 // (added columns, widened ones, Enum labels) and those whose type the
-// table's layout does not choose are left to it.
+// table's layout does not choose are left to it, except a column t sorts
+// or partitions by that the sink would widen: ClickHouse refuses to
+// change a key column's type, so the relayout gives it the type the sink
+// would.
 func PlanRetype(t *Table, have []ExistingColumn) ([]Retype, error) {
 	byName := map[string]ExistingColumn{}
 	byAttnum := map[int16]ExistingColumn{}
@@ -45,6 +49,7 @@ func PlanRetype(t *Table, have []ExistingColumn) ([]Retype, error) {
 			byAttnum[n] = h
 		}
 	}
+	keyCols := t.keyColumns()
 	var out []Retype
 	for _, c := range t.Columns {
 		h, ok := byAttnum[c.Source.Attnum]
@@ -55,16 +60,40 @@ func PlanRetype(t *Table, have []ExistingColumn) ([]Retype, error) {
 			continue // the sink adds it
 		}
 		from, ok := parseType(h.Type)
-		if !ok || !retypeWanted(from, c.Type, c.Override != "") {
+		if !ok {
 			continue // a type walhouse did not create stops the table in PlanEvolution
 		}
-		expr, why := retypeRule(from, c.Type, c.Source.TypMod, c.Source.Type)
-		if why != "" {
-			return nil, t.retypeRefused(h.Name, from.DDL, c.Type.DDL, why)
+		want := c.Type
+		if !retypeWanted(from, want, c.Override != "") {
+			// A sorting or partition column the sink would widen (its
+			// override removed to put it in the key): ClickHouse
+			// changes the type of no key column, so the relayout does.
+			use, alter, err := reconcile(from, c.Type)
+			if err != nil || !alter || from.kind == kEnum && c.Type.kind == kEnum || !slices.Contains(keyCols, c.Name) {
+				continue
+			}
+			want = use
 		}
-		out = append(out, Retype{Column: h.Name, From: from.DDL, To: c.Type.DDL, Expr: expr(QuoteIdent(h.Name))})
+		expr, why := retypeRule(from, want, c.Source.TypMod, c.Source.Type)
+		if why != "" {
+			return nil, t.retypeRefused(h.Name, from.DDL, want.DDL, why)
+		}
+		out = append(out, Retype{Column: h.Name, From: from.DDL, To: want.DDL, Expr: expr(QuoteIdent(h.Name))})
 	}
 	return out, nil
+}
+
+// keyColumns returns the columns t's table sorts or partitions by.
+func (t *Table) keyColumns() []string {
+	out := slices.Clone(t.OrderBy)
+	if t.PartitionBy != "" {
+		out = append(out, t.PartitionBy)
+	}
+	if t.PartitionExpr != "" {
+		refs, _ := partitionRefs(t.PartitionExpr) // checked with the layout
+		out = append(out, refs...)
+	}
+	return out
 }
 
 // retypeWanted reports whether a relayout gives a column of type have the

@@ -31,7 +31,14 @@ func TestPlanRetype(t *testing.T) {
 		layout string // its override; "" none
 		want   string // the expression that converts it; "" no change
 		err    string // part of the refusal
+		// orderBy and partitionBy are the layout's; none by default.
+		orderBy     []string
+		partitionBy string
 	}{
+		{name: "DateTime64 override removed into the sorting key: the relayout widens it", column: "at", have: "Nullable(DateTime64(3, 'UTC'))", orderBy: []string{"tenant_id", "at", "id"}, want: "CAST(`at` AS Nullable(DateTime64(6, 'UTC')))"},
+		{name: "DateTime64 override removed into the sorting and partition keys", column: "at", have: "Nullable(DateTime64(3, 'UTC'))", orderBy: []string{"tenant_id", "at", "id"}, partitionBy: "toYYYYMM(at)", want: "CAST(`at` AS Nullable(DateTime64(6, 'UTC')))"},
+		{name: "String override removed into the sorting key: the sink keeps it", column: "price", have: "Nullable(String)", orderBy: []string{"tenant_id", "price", "id"}},
+		{name: "enum override removed into the sorting key: the relayout makes it text", column: "mood", have: "Nullable(Enum8('new' = 1))", orderBy: []string{"tenant_id", "mood", "id"}, want: "CAST(`mood` AS Nullable(String))"},
 		{name: "same type", column: "status", have: "LowCardinality(Nullable(String))", layout: "LowCardinality(String)"},
 		{name: "text to LowCardinality", column: "status", have: "Nullable(String)", layout: "LowCardinality(String)", want: "CAST(`status` AS LowCardinality(Nullable(String)))"},
 		{name: "override removed: LowCardinality to String", column: "status", have: "LowCardinality(Nullable(String))", want: "CAST(`status` AS Nullable(String))"},
@@ -60,7 +67,7 @@ func TestPlanRetype(t *testing.T) {
 		{name: "wider int, the sink's own", column: "qty", have: "Nullable(Int64)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var l Layout
+			l := Layout{OrderBy: tc.orderBy, PartitionBy: tc.partitionBy}
 			if tc.layout != "" {
 				l.Columns = map[string]ColumnLayout{tc.column: {Type: tc.layout}}
 			}
@@ -98,5 +105,35 @@ func TestPlanRetype(t *testing.T) {
 				t.Errorf("retypes %+v, want %s from %s by %s", got, tc.column, tc.have, tc.want)
 			}
 		})
+	}
+}
+
+// TestWidenKeyColumnFailed checks that a sorting column the sink fails to
+// widen (ClickHouse changes no key column's type) names the relayout, which
+// builds the table with the new type, as the fix.
+func TestWidenKeyColumnFailed(t *testing.T) {
+	cols := []record.Column{
+		{Name: "tenant_id", Type: "text", TypMod: -1, Key: true, Attnum: 1},
+		{Name: "id", Type: "int8", TypMod: -1, Key: true, Attnum: 2},
+		{Name: "at", Type: "timestamptz", TypMod: -1, Attnum: 3},
+	}
+	src := record.Source{ID: "x", Schema: "sales", Table: "orders"}
+	for _, tc := range []struct {
+		orderBy []string
+		fix     string
+	}{
+		{[]string{"tenant_id", "at", "id"}, "run `walhouse relayout sales.orders`"},
+		{nil, "change the ClickHouse column by hand"},
+	} {
+		tbl, err := NewTable(src, "tenant_id", cols, Options{Database: "walhouse", Layouts: map[string]Layout{"sales.orders": {OrderBy: tc.orderBy}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cause := errors.New("ALTER of key column at is forbidden")
+		err = (&Plan{Table: tbl}).Failed(Change{Op: WidenColumn, Column: "at", From: "Nullable(DateTime64(3, 'UTC'))", To: "Nullable(DateTime64(6, 'UTC'))"}, cause)
+		var ie *IncompatibleError
+		if !errors.As(err, &ie) || !errors.Is(err, cause) || !strings.Contains(ie.Fix, tc.fix) || !strings.Contains(ie.Fix, "--resnapshot sales.orders") {
+			t.Errorf("order by %v: %v; want an *IncompatibleError whose fix says %q", tc.orderBy, err, tc.fix)
+		}
 	}
 }
