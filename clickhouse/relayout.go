@@ -205,7 +205,7 @@ func retypeNote(rs []schema.Retype) string {
 	}
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = fmt.Sprintf("%s %s → %s", r.Column, r.From, r.To)
+		out[i] = r.String()
 	}
 	return strings.Join(out, ", ")
 }

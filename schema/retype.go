@@ -30,6 +30,10 @@ type Retype struct {
 	Expr string
 }
 
+// String says the change as logs and the relayout command print it:
+// "price Decimal(12, 2) to String".
+func (r Retype) String() string { return r.Column + " " + r.From + " to " + r.To }
+
 // PlanRetype compares the columns the ClickHouse table has (have) with the
 // types t gives them, and returns the columns a relayout must give another
 // type, in t's order. A column of a type the layout wants but that no

@@ -149,7 +149,7 @@ func retyped(rs []schema.Retype) string {
 	}
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = fmt.Sprintf("%s %s to %s", r.Column, r.From, r.To)
+		out[i] = r.String()
 	}
 	return ", with column " + strings.Join(out, ", column ")
 }

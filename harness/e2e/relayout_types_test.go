@@ -360,7 +360,7 @@ func TestIntegrationSinkRelayoutColumnTypes(t *testing.T) {
 	file := r.layoutConfig(t, "    columns:\n"+newTypes, "sink:\n  relayout: true\n")
 	relayouting := r.p.sink("--config", file)
 	waitLog(t, relayouting, "relayout: the table has its new shape")
-	if out := relayouting.Output(); !strings.Contains(out, `column_types="status Nullable(String) → LowCardinality(Nullable(String)), price Nullable(Decimal(12, 2)) → Nullable(String), at Nullable(DateTime64(3, 'UTC')) → Nullable(DateTime64(6, 'UTC'))"`) {
+	if out := relayouting.Output(); !strings.Contains(out, `column_types="status Nullable(String) to LowCardinality(Nullable(String)), price Nullable(Decimal(12, 2)) to Nullable(String), at Nullable(DateTime64(3, 'UTC')) to Nullable(DateTime64(6, 'UTC'))"`) {
 		t.Errorf("the sink with --relayout did not log the column types it changes:\n%s", out)
 	}
 	r.stop()
