@@ -127,6 +127,19 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 		return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: pgoutput sent a row of %d columns for a relation of %d", record.ErrInvalid, len(tuple), len(rel.columns))))
 	}
 	t.values = toValues(t.values[:0], tuple, fill)
+	if op != record.Delete { // an insert too: an update into a row filter is sent as one
+		for _, i := range rel.keyIdx {
+			if i < len(t.values) && t.values[i].Unchanged {
+				// A key value PostgreSQL stored out of line: an UPDATE
+				// that leaves it alone sends it as unchanged TOAST, and
+				// the default replica identity sends no old row to take it
+				// from, so nothing says which row changed (nor which
+				// row fillUnchanged would read the others from).
+				t.ordinal++
+				return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: primary-key column %q is stored out of line (TOAST: a key of about 2 KB or more) and PostgreSQL does not send it with an UPDATE that leaves it alone; set REPLICA IDENTITY FULL on %s (its old rows then carry the key), then load the rows such updates changed with walhouse verify --repair", record.ErrInvalid, rel.columns[i].Name, rel.name)))
+			}
+		}
+	}
 	if op != record.Delete && hasUnchanged(t.values) {
 		if err := t.tables.fillUnchanged(ctx, rel, unchangedIn(op, oldKey), t.values); errors.Is(err, ErrRowTooLarge) {
 			t.ordinal++
@@ -135,18 +148,6 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 			return t.out.badRow(b)
 		} else if err != nil {
 			return err
-		}
-	}
-	if op == record.Update {
-		for _, i := range rel.keyIdx {
-			if i < len(t.values) && t.values[i].Unchanged {
-				// A key value PostgreSQL stored out of line: an UPDATE
-				// that leaves it alone sends it as unchanged TOAST, and
-				// the default replica identity sends no old row to take it
-				// from, so nothing says which row changed.
-				t.ordinal++
-				return t.out.badRow(t.bad(rel, nil, record.ReasonInvalid, fmt.Errorf("%w: primary-key column %q is stored out of line (TOAST: a key of about 2 KB or more) and PostgreSQL does not send it with an UPDATE that leaves it alone; set REPLICA IDENTITY FULL on %s (its old rows then carry the key), then load the rows such updates changed with walhouse verify --repair", record.ErrInvalid, rel.columns[i].Name, rel.name)))
-			}
 		}
 	}
 	if len(rel.labelled) > 0 {
