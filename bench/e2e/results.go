@@ -14,17 +14,22 @@ import (
 
 // report is everything one run measured, as written to the JSON file.
 type report struct {
-	Command           string       `json:"command"`
-	Started           string       `json:"started"`
-	Quick             bool         `json:"quick"`
-	CPUs              int          `json:"cpus"`
-	GoVersion         string       `json:"go_version"`
-	LoadAverageBefore string       `json:"load_average_before"`
-	LoadAverageAfter  string       `json:"load_average_after"`
-	Loads             []loadResult `json:"loads"`
-	Steady            []stepResult `json:"steady"`
-	FirstRows         []firstRow   `json:"first_rows"`
-	Summary           summary      `json:"summary"`
+	Command           string `json:"command"`
+	Started           string `json:"started"`
+	Quick             bool   `json:"quick"`
+	CPUs              int    `json:"cpus"`
+	GoVersion         string `json:"go_version"`
+	LoadAverageBefore string `json:"load_average_before"`
+	LoadAverageAfter  string `json:"load_average_after"`
+	// BrokerTopics and BrokerPartitions are what the Kafka brokers held
+	// when the run started: thousands of them (tests' leftovers) cost the
+	// broker CPU of its own, counted in its column.
+	BrokerTopics     int          `json:"broker_topics"`
+	BrokerPartitions int          `json:"broker_partitions"`
+	Loads            []loadResult `json:"loads"`
+	Steady           []stepResult `json:"steady"`
+	FirstRows        []firstRow   `json:"first_rows"`
+	Summary          summary      `json:"summary"`
 }
 
 // summary holds the figures the issue's targets are about.

@@ -96,6 +96,7 @@ func newPipelineAt(t *testing.T, env testenv.Env) *pipeline {
 		group:    testenv.Name("grp"),
 		database: testenv.Name("e2e"),
 	}
+	testenv.DeleteTopicsAtCleanup(t, env, p.prefix)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if err := testenv.DropSlot(ctx, p.pg, p.slot); err != nil {
