@@ -593,8 +593,15 @@ func truncate(s string) string {
 //     hold (1e400, and 1e-400, which the server would read as 0);
 //   - the same path twice: a key given twice ({"a":1,"a":2}, possible in
 //     json) or a dotted key that names a nested key ({"a.b":1,"a":{"b":2}}),
-//     which the JSON type reads as the same path a.b.
+//     which the JSON type reads as the same path a.b;
+//   - objects and arrays nested more than maxJSONDepth deep (PostgreSQL
+//     takes them as deep as its stack allows);
+//   - a \u escape of half a UTF-16 surrogate pair without its other half,
+//     which json (not jsonb) keeps as it is written.
 func parseJSONObject(s string) (string, error) {
+	if err := checkJSONNesting(s); err != nil {
+		return "", fmt.Errorf("json %s: %w", truncate(s), err)
+	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -608,6 +615,73 @@ func parseJSONObject(s string) (string, error) {
 		return "", fmt.Errorf("json %s: %w", truncate(s), err)
 	}
 	return s, nil
+}
+
+// maxJSONDepth is how deeply objects and arrays may nest in a value of
+// the JSON type, the top-level object counting as 1. The server's parsers
+// (simdjson, and rapidjson without it) refused 1,024 and took 1,023 in
+// ClickHouse 26.7; walhouse stays below that.
+const maxJSONDepth = 1000
+
+// checkJSONNesting refuses, in JSON text s, nesting deeper than
+// maxJSONDepth and a \u escape of an unpaired surrogate: the server
+// refuses both, and Go's decoder (which reads the rest) takes the second
+// as U+FFFD. Outside strings a backslash is no valid JSON; the decoder
+// refuses it.
+func checkJSONNesting(s string) error {
+	depth, inString := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case inString && c == '\\':
+			if i+1 < len(s) && s[i+1] == 'u' {
+				n, err := checkJSONEscape(s, i)
+				if err != nil {
+					return err
+				}
+				i += n - 1
+				continue
+			}
+			i++ // the escaped character
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '['):
+			if depth++; depth > maxJSONDepth {
+				return fmt.Errorf("objects and arrays nest more than %d deep, deeper than ClickHouse's JSON type reads (docs/shaping-tables.md, Native JSON)", maxJSONDepth)
+			}
+		case !inString && (c == '}' || c == ']'):
+			depth--
+		}
+	}
+	return nil
+}
+
+// checkJSONEscape checks the \u escape at s[i:] and returns its length: a
+// high surrogate must be followed by a \u escape of a low one, and a low
+// one must follow a high one.
+func checkJSONEscape(s string, i int) (int, error) {
+	r, ok := hexRune(s, i)
+	if !ok {
+		return 2, nil // malformed: the decoder says so
+	}
+	switch {
+	case r >= 0xDC00 && r <= 0xDFFF:
+		return 0, fmt.Errorf("escape %s is half a surrogate pair without its first half, which ClickHouse's JSON type does not read", s[i:i+6])
+	case r >= 0xD800 && r <= 0xDBFF:
+		if lo, ok := hexRune(s, i+6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+			return 0, fmt.Errorf("escape %s is half a surrogate pair without its second half, which ClickHouse's JSON type does not read", s[i:i+6])
+		}
+		return 12, nil
+	}
+	return 6, nil
+}
+
+// hexRune reads the \uXXXX escape at s[i:].
+func hexRune(s string, i int) (rune, bool) {
+	if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+	return rune(v), err == nil
 }
 
 // jsonKindOf names the JSON value a first token starts.

@@ -35,6 +35,17 @@ func TestJSONOverrideValues(t *testing.T) {
 		{`{"a": -9223372036854775809}`, "beyond Int64 and UInt64"},
 		{`{"a": {"b": 1e400}}`, "at a.b: number 1e400 is beyond the range of Float64"},
 		{`{"a": 1`, "EOF"},
+		{strings.Repeat(`{"a":`, maxJSONDepth) + `1` + strings.Repeat(`}`, maxJSONDepth), ""},
+		{strings.Repeat(`{"a":`, maxJSONDepth+1) + `1` + strings.Repeat(`}`, maxJSONDepth+1), "nest more than 1000 deep"},
+		{`{"x":` + strings.Repeat(`[`, maxJSONDepth-1) + strings.Repeat(`]`, maxJSONDepth-1) + `}`, ""},
+		{`{"x":` + strings.Repeat(`[`, maxJSONDepth) + strings.Repeat(`]`, maxJSONDepth) + `}`, "nest more than 1000 deep"},
+		{`{"x": "` + strings.Repeat(`[{`, maxJSONDepth) + `"}`, ""}, // brackets in a string nest nothing
+		{`{"x": "\"{[", "y": "\\", "z": {}}`, ""},                   // an escaped quote does not end the string
+		{`{"x": "\ud83d\ude00 \u00e9 \\ud800"}`, ""},                // a pair, a letter, an escaped backslash before "ud800"
+		{`{"x": "\ud800"}`, `escape \ud800 is half a surrogate pair without its second half`},
+		{`{"x": "\ud800\u0041"}`, "without its second half"},
+		{`{"x": "\udc00"}`, "without its first half"},
+		{`{"\udbff": 1}`, "without its second half"},
 	} {
 		v, err := typ.Convert(tc.text)
 		switch {

@@ -212,3 +212,47 @@ func dropNulls(v any) any {
 	}
 	return v
 }
+
+// TestIntegrationLayoutJSONRefusedValues: values PostgreSQL takes and
+// ClickHouse's JSON type refuses — objects nested deeper than it reads,
+// arrays as deep, and a json text with half a surrogate pair — go to the
+// dead letters with their reason instead of failing every insert of the
+// table (which stalled it: the server refuses the whole insert); the rows
+// around them load, and each loads once a later change makes it
+// readable.
+func TestIntegrationLayoutJSONRefusedValues(t *testing.T) {
+	p := newPipeline(t)
+	table, qt := p.table("jsonrefused", `(tenant_id text, id int, payload jsonb, doc json, PRIMARY KEY (tenant_id, id))`)
+	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, jsonb_build_object('n', i), json_build_object('n', i) FROM generate_series(1, 20) i`, qt))
+	file := filepath.Join(t.TempDir(), "walhouse.yaml")
+	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n      payload: {type: JSON}\n      doc: {type: JSON}\n", table)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 100, (repeat('{"a":', 1500) || '1' || repeat('}', 1500))::jsonb, '{}')`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 101, ('{"x":' || repeat('[', 1200) || repeat(']', 1200) || '}')::jsonb, '{}')`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 102, '{}', '{"x": "\ud800"}')`, qt))
+	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 103, '{"after": 1}', '{"after": 1}')`, qt))
+	ls := p.waitDeadLetters(p.prefix+"-dlq", 3, capture, sink)
+	var got []string
+	for _, l := range ls {
+		got = append(got, l.Key)
+		if !strings.Contains(l.Error, "nest more than 1000 deep") && !strings.Contains(l.Error, "half a surrogate pair") {
+			t.Errorf("dead letter %+v; want one whose value ClickHouse's JSON type cannot read", l)
+		}
+	}
+	slices.Sort(got)
+	if len(got) != 3 || !strings.Contains(got[0], `"100"`) || !strings.Contains(got[1], `"101"`) || !strings.Contains(got[2], `"102"`) {
+		t.Errorf("dead letters of %v; want the rows 100, 101 and 102", got)
+	}
+	pgQuery := fmt.Sprintf(`SELECT tenant_id, id::text, coalesce(payload::text, 'NULL'), coalesce(doc::text, 'NULL') FROM %s AS t WHERE id NOT IN (100, 101, 102) ORDER BY t.tenant_id, t.id`, qt)
+	chQuery := fmt.Sprintf("SELECT tenant_id, toString(id), ifNull(toString(payload), 'NULL'), ifNull(toString(doc), 'NULL') FROM `%s`.`%s` FINAL WHERE _is_deleted = 0 ORDER BY tenant_id, id", p.database, table)
+	p.convergeBy(90*time.Second, jsonCellsDiffer(2, 3), pgQuery, chQuery, capture, sink)
+
+	// Their next change loads them.
+	p.exec(fmt.Sprintf(`UPDATE %s SET payload = jsonb_build_object('fixed', id), doc = json_build_object('fixed', id) WHERE id IN (100, 101, 102)`, qt))
+	p.convergeBy(90*time.Second, jsonCellsDiffer(2, 3), strings.Replace(pgQuery, "id NOT IN (100, 101, 102)", "true", 1), chQuery, capture, sink)
+}
