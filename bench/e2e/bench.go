@@ -100,6 +100,11 @@ func (b *bench) run(ctx context.Context) error {
 			fmt.Printf("removing what earlier runs left of MaterializedPostgreSQL: %v (going on; its runs may fail)\n", err)
 		}
 	}
+	if b.o.warmup > 0 {
+		if err := b.warmUp(ctx); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	for _, s := range []shape{narrowShape(), wideShape()} {
 		rows := b.o.narrowRows
 		if s.name == "wide" {
@@ -129,6 +134,21 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	fmt.Printf("\nwrote %s\n", strings.Join(files, ", "))
 	return nil
+}
+
+// warmUp runs an unmeasured walhouse load of b.o.warmup narrow rows. A
+// freshly started broker spends CPU compiling its request paths (its JIT)
+// during the first loads: 1.2 CPU seconds over a 1M-row load in the first
+// minutes after a restart, 0.5-0.9 later (2026-12-07), which a broker in
+// use has long behind it.
+func (b *bench) warmUp(ctx context.Context) error {
+	table := b.base + "_warmup"
+	fmt.Printf("\nwarming up: an unmeasured walhouse load of %d rows...\n", b.o.warmup)
+	if _, err := b.createAndFill(ctx, table, narrowShape(), b.o.warmup); err != nil {
+		return err
+	}
+	_, _, err := b.loadWithWalhouse(ctx, "warmup", table, int64(b.o.warmup), true)
+	return err
 }
 
 // brokerPartitionsNoted is how many partitions on the brokers make the

@@ -25,6 +25,7 @@ type options struct {
 	step        time.Duration
 	drain       time.Duration
 	newTables   int
+	warmup      int
 	out         string
 	name        string // base name of the files under out
 	localDir    string
@@ -95,6 +96,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&rates, "rates", "10000,30000,60000,90000", "offered rows/s of the steady steps, comma-separated")
 	fs.DurationVar(&o.step, "step", 30*time.Second, "how long each steady rate is offered")
 	fs.DurationVar(&o.drain, "drain", 60*time.Second, "longest wait after a step for its rows to be visible; the sweep stops after a step that does not drain")
+	fs.IntVar(&o.warmup, "warmup", 200_000, "rows of an unmeasured walhouse load before the measured ones (0: none): Kafka's JIT compiles its request paths in its first loads, which a broker in use has done long before")
 	fs.IntVar(&o.newTables, "new-tables", 3, "tables added to the publication while the pipeline runs, one after another (0: skip)")
 	fs.StringVar(&o.out, "out", defaultOut, "directory for the CSV, JSON and PNG files and the profiles (empty: write none); git ignores the default")
 	fs.StringVar(&o.name, "name", "e2e", "base name of the files written under -out")
