@@ -47,7 +47,8 @@ func DeleteTopicsAtCleanup(t testing.TB, env Env, prefix string) {
 			return
 		}
 		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Short: brokers a fault test stopped must not hold its end up.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := DeleteTopicsWithPrefix(ctx, kadm.NewClient(cl), prefix); err != nil {
 			t.Logf("delete the topics of %s: %v", prefix, err)
