@@ -219,7 +219,9 @@ func retypeNote(rs []schema.Retype) string {
 // insert into the new one: every column, those of rs converted to their
 // new type (Retype.Expr, which fails on a value a narrowed column
 // refuses: a copy stops rather than store another value).
-func selectList(rs []schema.Retype) string { return replaceList(rs, func(r schema.Retype) string { return r.Expr }) }
+func selectList(rs []schema.Retype) string {
+	return replaceList(rs, func(r schema.Retype) string { return r.Expr })
+}
 
 // viewList is selectList for the forwarding view, whose conversions do
 // not fail (Retype.ForwardExpr): it leaves out the rows a narrowed column
