@@ -223,9 +223,9 @@ func selectList(rs []schema.Retype) string {
 	return replaceList(rs, func(r schema.Retype) string { return r.Expr })
 }
 
-// viewList is selectList for the forwarding view, whose conversions do
-// not fail (Retype.ForwardExpr): it leaves out the rows a narrowed column
-// refuses (forwardWhere).
+// viewList is selectList for the forwarding view and the copies that
+// leave out the rows a narrowed column refuses (fitting), whose
+// conversions do not fail (Retype.ForwardExpr).
 func viewList(rs []schema.Retype) string { return replaceList(rs, schema.Retype.ForwardExpr) }
 
 // replaceList is every column, those of rs converted by expr.
@@ -252,15 +252,27 @@ func refusedAny(rs []schema.Retype) string {
 	return strings.Join(conds, " OR ")
 }
 
-// forwardWhere is the forwarding view's condition after its FROM: it
-// leaves out the rows a narrowed column refuses a value of, which the
-// copy of the old table's new parts finds (an insert of a sink must not
-// fail on them); "" when it forwards every row.
-func forwardWhere(rs []schema.Retype) string {
-	if cond := refusedAny(rs); cond != "" {
-		return " WHERE NOT (" + cond + ")"
+// fitting is what a copy selects from when it leaves out the rows a
+// narrowed column of rs refuses a value of: a subquery of table (quoted)
+// with the condition where (after WHERE; "" none) and theirs, or table
+// itself when none can be refused and where is "". The condition sits in
+// the subquery because in a query whose select list converts a column
+// (REPLACE … AS column), ClickHouse reads the column's name in WHERE as
+// the converted value: 1.2345 would be tested as the 1.23 it becomes.
+// The forwarding view selects from it too, so that it leaves those rows
+// out (an insert of a sink must not fail on them; the copy of the old
+// table's new parts finds them).
+func fitting(table string, rs []schema.Retype, where string) string {
+	cond := refusedAny(rs)
+	switch {
+	case cond == "" && where == "":
+		return table
+	case cond == "":
+		return "(SELECT * FROM " + table + " WHERE " + where + ")"
+	case where == "":
+		return "(SELECT * FROM " + table + " WHERE NOT (" + cond + "))"
 	}
-	return ""
+	return "(SELECT * FROM " + table + " WHERE " + where + " AND NOT (" + cond + "))"
 }
 
 // relayout rebuilds t's table in the shape of t (see above); have is the
@@ -377,7 +389,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 		res.Old = p.Local(kept)
 	}
 	if leftOut.refused() > 0 {
-		return res, leftOutError(t, leftOut, p.Local(kept), "that inserts running across the swap put into the old table")
+		return res, leftOutError(t, leftOut, p.Local(kept), "that sinks loaded into the old table after the relayout's last check before its swap")
 	}
 	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "rows", res.Rows, "parts_caught_up", res.CaughtUp,
 		"took", time.Since(start).Round(time.Millisecond), "old_table", w.keptNote(p, kept))
@@ -420,7 +432,7 @@ func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, e
 			return nil, err
 		}
 	}
-	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT "+viewList(have.retype)+" FROM "+p.Local(t.Name)+forwardWhere(have.retype)); err != nil {
+	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT "+viewList(have.retype)+" FROM "+fitting(p.Local(t.Name), have.retype, "")); err != nil {
 		return nil, err
 	}
 	before, err := w.activeParts(ctx, t, t.Name)
@@ -508,8 +520,7 @@ func (c copyPlan) keyTuple() string {
 }
 
 // absent is the condition that leaves out the rows c.to has already
-// (c.skipPresent) and those c.skipRefused leaves out, after AND; "" when
-// every row is copied.
+// (c.skipPresent), after AND; "" when every row is copied.
 func (c copyPlan) absent(p schema.Placement) string {
 	out := ""
 	if c.skipPresent {
@@ -518,17 +529,28 @@ func (c copyPlan) absent(p schema.Placement) string {
 		kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
 		out = fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
 	}
-	if cond := refusedAny(c.retype); c.skipRefused && cond != "" {
-		out += " AND NOT (" + cond + ")"
-	}
 	return out
+}
+
+// list is what c selects: selectList, or viewList when it leaves out the
+// rows a narrowed column refuses (those that would fail selectList).
+func (c copyPlan) list() string {
+	if c.skipRefused {
+		return viewList(c.retype)
+	}
+	return selectList(c.retype)
 }
 
 // parts returns the INSERT that copies the rows of the parts named (quoted
 // strings) of c.from into c.to.
 func (c copyPlan) parts(p schema.Placement, names []string) string {
-	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE _part IN (%s)%s SETTINGS transform_null_in = 1",
-		p.Local(c.to), selectList(c.retype), p.Local(c.from), strings.Join(names, ", "), c.absent(p))
+	in := "_part IN (" + strings.Join(names, ", ") + ")"
+	if c.skipRefused { // _part is no column of a subquery
+		return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE 1%s SETTINGS transform_null_in = 1",
+			p.Local(c.to), c.list(), fitting(p.Local(c.from), c.retype, in), c.absent(p))
+	}
+	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE %s%s SETTINGS transform_null_in = 1",
+		p.Local(c.to), c.list(), p.Local(c.from), in, c.absent(p))
 }
 
 // copyNewParts waits until the inserts into t's table that were running
@@ -655,10 +677,12 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 // is deleted at FINAL. (FINAL applies before WHERE: the condition of
 // skipPresent never brings an older version back.)
 func (c copyPlan) final(p schema.Placement) string {
-	return fmt.Sprintf("INSERT INTO %s %s SETTINGS transform_null_in = 1", p.Local(c.to), c.finalRows(p, selectList(c.retype)))
+	return fmt.Sprintf("INSERT INTO %s %s SETTINGS transform_null_in = 1", p.Local(c.to), c.finalRows(p, c.list()))
 }
 
-// finalRows is the SELECT of final: list of the rows it copies.
+// finalRows is the SELECT of final: list of the rows it copies. With
+// c.skipRefused, FINAL applies before the refused rows are left out: an
+// older version never comes back in their place.
 func (c copyPlan) finalRows(p schema.Placement, list string) string {
 	del, ver := schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.VersionColumn)
 	absent := c.absent(p)
@@ -666,9 +690,13 @@ func (c copyPlan) finalRows(p schema.Placement, list string) string {
 	if absent != "" {
 		where = " WHERE 1" + absent
 	}
-	return fmt.Sprintf("SELECT %[6]s FROM %[2]s FINAL%[7]s "+
-		"UNION ALL SELECT %[6]s FROM %[2]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s",
-		p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), list, where, absent)
+	live, tombs := p.Local(c.from)+" FINAL", p.Local(c.from)
+	if c.skipRefused {
+		live, tombs = fitting(live, c.retype, ""), fitting(tombs, c.retype, del+" = 1")
+	}
+	return fmt.Sprintf("SELECT %[6]s FROM %[9]s%[7]s "+
+		"UNION ALL SELECT %[6]s FROM %[10]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s",
+		p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), list, where, absent, live, tombs)
 }
 
 // partRows is the SELECT of every row of the parts named (quoted
@@ -813,7 +841,7 @@ func refusedError(t *schema.Table, rs []schema.Retype, n narrowCounts, what stri
 	return &sink.TableError{Table: t.QualifiedName(),
 		Err: fmt.Errorf("a relayout would change column %s, and %s hold values the new type cannot hold exactly (%s): the sink would send such a value to the dead letters (more digits before the point than the type holds, under on_overflow dead_letter; more decimals than its scale, under either policy, since nothing is rounded), so the relayout stored nothing and left the table as it was",
 			strings.Join(changes, ", column "), what, n.note()),
-		Fix: "change those values in PostgreSQL so that they fit (the sink loads the new versions), or set on_overflow: clamp in the column's layout to store values beyond the range as the type's bound, or give the column a type that holds them (a wider Decimal, or String); then run the relayout again (docs/shaping-tables.md#changing-a-columns-type)"}
+		Fix: "change those values in PostgreSQL so that they fit (the sink loads the new versions), or set on_overflow: clamp in the column's layout to store values beyond the range as the type's bound, or give the column a type that holds them (a wider Decimal, or String); then run the relayout again (docs/shaping-tables.md#narrowing-a-decimal)"}
 }
 
 // activeParts returns the active parts of table name.
@@ -862,7 +890,7 @@ func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, befor
 			if found.refused() > 0 {
 				cp.skipRefused = true
 				leftOut = append(leftOut, found...)
-				w.log.Error("relayout: rows that inserts running across the swap put into the old table hold values the new column types refuse; they are left out of the new table (see the error at the end)",
+				w.log.Error("relayout: rows that sinks loaded into the old table after the last check before the swap hold values the new column types refuse; they are left out of the new table (see the error at the end)",
 					"table", t.QualifiedName(), "found", found.note())
 			}
 			if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), cp.parts(t.Placement(), fresh)); err != nil {

@@ -71,12 +71,18 @@ func TestNarrowedCopy(t *testing.T) {
 		{"the copies fail on a refused value",
 			c.parts(p, []string{"'all_3_3_0'"}),
 			"INSERT INTO `wh`.`_walhouse_relayout_orders` SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, GUARDED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM `wh`.`orders` WHERE _part IN ('all_3_3_0') SETTINGS transform_null_in = 1"},
-		{"the view forwards what fits and leaves the rest out",
-			"SELECT " + viewList(retype) + " FROM t" + forwardWhere(retype),
-			"SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, CLAMPED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM t WHERE NOT (R(`amount`))"},
+		{"the view forwards what fits and leaves the rest out, testing the values before their conversion",
+			"SELECT " + viewList(retype) + " FROM " + fitting("`wh`.`orders`", retype, ""),
+			"SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, CLAMPED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM (SELECT * FROM `wh`.`orders` WHERE NOT (R(`amount`)))"},
 		{"after the swap, refused rows left out",
-			copyPlan{from: "_walhouse_relayout_orders", to: "orders", key: []string{"tenant_id", "id"}, retype: retype, skipRefused: true}.parts(p, []string{"'all_3_3_0'"}),
-			"INSERT INTO `wh`.`orders` SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, GUARDED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM `wh`.`_walhouse_relayout_orders` WHERE _part IN ('all_3_3_0') AND NOT (R(`amount`)) SETTINGS transform_null_in = 1"},
+			copyPlan{from: "_walhouse_relayout_orders", to: "orders", key: []string{"tenant_id", "id"}, retype: retype, skipPresent: true, skipRefused: true}.parts(p, []string{"'all_3_3_0'"}),
+			"INSERT INTO `wh`.`orders` SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, CLAMPED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) " +
+				"FROM (SELECT * FROM `wh`.`_walhouse_relayout_orders` WHERE _part IN ('all_3_3_0') AND NOT (R(`amount`))) WHERE 1 AND (`tenant_id`, `id`, `_version`, `_is_deleted`) NOT IN (SELECT (`tenant_id`, `id`, `_version`, `_is_deleted`) FROM `wh`.`orders`) SETTINGS transform_null_in = 1"},
+		{"a resumed copy, refused rows left out after FINAL",
+			copyPlan{from: "_walhouse_relayout_orders", to: "orders", key: []string{"tenant_id", "id"}, retype: retype, skipRefused: true}.final(p),
+			"INSERT INTO `wh`.`orders` SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, CLAMPED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM (SELECT * FROM `wh`.`_walhouse_relayout_orders` FINAL WHERE NOT (R(`amount`))) " +
+				"UNION ALL SELECT * REPLACE (CAST(`status` AS LowCardinality(Nullable(String))) AS `status`, CLAMPED(`amount`) AS `amount`, CLAMPED(`fee`) AS `fee`) FROM (SELECT * FROM `wh`.`_walhouse_relayout_orders` WHERE `_is_deleted` = 1 AND NOT (R(`amount`))) " +
+				"WHERE `_is_deleted` = 1 AND (`tenant_id`, `id`) NOT IN (SELECT (`tenant_id`, `id`) FROM `wh`.`_walhouse_relayout_orders` FINAL) ORDER BY `_version` DESC LIMIT 1 BY (`tenant_id`, `id`) SETTINGS transform_null_in = 1"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
