@@ -95,6 +95,12 @@ func RelayoutForwardName(table string) string {
 // not have.
 var ErrNoTable = errors.New("no such table in ClickHouse")
 
+// ErrRowsLeftOut is wrapped by the error of a relayout that gave the
+// table its new shape but left out of it rows whose values a narrowed
+// column's new type refuses, which sinks loaded into the old table after
+// the relayout's last check before its swap (docs/shaping-tables.md#narrowing-a-decimal).
+var ErrRowsLeftOut = errors.New("rows left out of the new table")
+
 // RelayoutResult says what Writer.Relayout did.
 type RelayoutResult struct {
 	// Changed is false when the table had its layout's shape already and
@@ -822,7 +828,7 @@ func (w *Writer) countClamped(t *schema.Table, n narrowCounts, res *RelayoutResu
 // letters; the rows are in the old table, kept as kept.
 func leftOutError(t *schema.Table, n narrowCounts, kept, what string) error {
 	return &sink.TableError{Table: t.QualifiedName(),
-		Err: fmt.Errorf("the table has its new shape, but rows %s held values the new column types cannot hold exactly (%s); the relayout left them out, as the sink sends such changes to the dead letters: the table holds each such row's previous version, and the rows left out are in the old table, kept as %s", what, n.note(), kept),
+		Err: fmt.Errorf("the table has its new shape, but rows %s held values the new column types cannot hold exactly (%s); the relayout left them out, as the sink sends such changes to the dead letters (%w): the table holds each such row's previous version, and the rows left out are in the old table, kept as %s", what, n.note(), ErrRowsLeftOut, kept),
 		Fix: fmt.Sprintf("change those rows in PostgreSQL (the sink loads their new versions), or copy them by hand from %s once the layout holds them; keep %s until then", kept, kept)}
 }
 
@@ -956,6 +962,12 @@ func (w *Writer) reshape(ctx context.Context, t *schema.Table) error {
 		return err
 	}
 	_, err = w.reshapeFrom(ctx, t, have, w.relayoutOn)
+	if errors.Is(err, ErrRowsLeftOut) {
+		// The table has its shape: the sink loads it on, and the
+		// operator fixes the rows the error names.
+		w.log.Error("relayout: the table has its new shape, but rows were left out of it", "table", t.QualifiedName(), "err", err)
+		return nil
+	}
 	return err
 }
 

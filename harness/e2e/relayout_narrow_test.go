@@ -160,14 +160,49 @@ func TestIntegrationRelayoutNarrowRefused(t *testing.T) {
 // it: it is not stored in another value, nor silently dropped. The
 // command ends with an error naming the row and the fix; the table has
 // its new shape, holding the row's previous version (as when the sink
-// sends a change to the dead letters), and the old table, kept, holds the
-// row. A value beyond the range loaded at the same time is clamped.
+// sends a change to the dead letters), and the old table, kept despite
+// --drop-old, holds the row. A value beyond the range loaded at the same
+// time is clamped.
 func TestIntegrationRelayoutNarrowArrivesAcrossSwap(t *testing.T) {
-	r := newNarrowRun(t, 0)
-	file := r.config(t, "      price: {type: \"Decimal(12, 2)\", on_overflow: clamp}\n")
-	proc := testenv.Start(t, "relayout (held before its swap)", "env", "WALHOUSE_FAILPOINTS=relayout.copied=pause:4s", walhouseBin, "--config", file, "relayout", "public."+r.table, "--drop-old")
+	r, proc := narrowLateRow(t, "relayout.copied=pause:4s")
+	err := proc.Wait(3 * time.Minute)
+	r.checkLateRow(t, proc, err)
+}
+
+// TestIntegrationRelayoutNarrowResumes is
+// TestIntegrationRelayoutNarrowArrivesAcrossSwap with the command killed
+// (as kill -9 would) right after its swap: the run after the crash copies
+// the old table's rows again, finds the refused one, leaves it out, keeps
+// the old table and fails naming the row, with the same end.
+func TestIntegrationRelayoutNarrowResumes(t *testing.T) {
+	r, proc := narrowLateRow(t, "relayout.copied=pause:4s,relayout.swapped=crash")
+	if err := proc.Wait(3 * time.Minute); err == nil || !strings.Contains(proc.Output(), "crashing at relayout.swapped") {
+		t.Fatalf("walhouse relayout did not crash at relayout.swapped: %v\n%s", err, proc.Output())
+	}
+	again := testenv.Start(t, "relayout (after the crash)", walhouseBin, "--config", r.file, "relayout", "public."+r.table, "--drop-old")
+	err := again.Wait(3 * time.Minute)
+	if !strings.Contains(again.Output(), "copying the old table's rows again") {
+		t.Errorf("the run after the crash did not finish the interrupted relayout:\n%s", again.Output())
+	}
+	r.checkLateRow(t, again, err)
+}
+
+// lateRow is a narrowing relayout whose refused row arrives late.
+type lateRow struct {
+	*retypeRun
+	file string // the configuration file of the relayout
+}
+
+// narrowLateRow starts walhouse relayout of a newNarrowRun table to
+// Decimal(12, 2) with on_overflow clamp and --drop-old, failpoints
+// holding it after its copy, and, during the hold, has the sink load
+// 1.2345 into row 7 (tenant t0, 1.75 until then) and 77777777777.5 into
+// row 8 (t1) of the old table.
+func narrowLateRow(t *testing.T, failpoints string) (lateRow, *testenv.Proc) {
+	r := lateRow{retypeRun: newNarrowRun(t, 0)}
+	r.file = r.config(t, "      price: {type: \"Decimal(12, 2)\", on_overflow: clamp}\n")
+	proc := testenv.Start(t, "relayout ("+failpoints+")", "env", "WALHOUSE_FAILPOINTS="+failpoints, walhouseBin, "--config", r.file, "relayout", "public."+r.table, "--drop-old")
 	waitLog(t, proc, "pausing", "relayout.copied")
-	// Row 7 (tenant t0) holds 1.75; row 8 (t1) 2.00.
 	r.p.exec(fmt.Sprintf(`UPDATE %s SET price = 1.2345 WHERE id = 7`, r.qt))
 	r.p.exec(fmt.Sprintf(`UPDATE %s SET price = 77777777777.5 WHERE id = 8`, r.qt))
 	loaded := fmt.Sprintf("SELECT count() FROM `%s`.`%s` WHERE id IN (7, 8) AND price IN (toDecimal64('1.2345', 4), toDecimal64('77777777777.5', 4))", r.p.database, r.table)
@@ -179,7 +214,14 @@ func TestIntegrationRelayoutNarrowArrivesAcrossSwap(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%v: the test proves nothing", err)
 	}
-	err := proc.Wait(3 * time.Minute)
+	return r, proc
+}
+
+// checkLateRow checks the end of a narrowLateRow relayout, proc, which
+// exited with err: it failed naming row 7; the table has the new type,
+// row 7's previous version and row 8 clamped; the old table, kept, has
+// both as loaded.
+func (r lateRow) checkLateRow(t *testing.T, proc *testenv.Proc, err error) {
 	out := proc.Output()
 	t.Logf("walhouse relayout:\n%s", out)
 	if err == nil || !strings.Contains(out, "the relayout left them out") || !strings.Contains(out, "price: 1 refused (keys ('t0',7))") {
