@@ -24,8 +24,14 @@ import (
 // ReplacingMergeTree's shape cannot be altered in place, and the sink
 // changes no column whose type a layout overrides.
 //
-// A column type change is made only when every value converts exactly;
-// any other is refused before anything is built. The new table gets the
+// A column type change is made only when every value converts exactly,
+// or, for a narrower Decimal, as the sink would convert it under the
+// layout's on_overflow: one query over the old table (checkNarrowed)
+// counts the values the new type refuses before anything is built, and
+// any refused stops the relayout there; the parts copied later are
+// checked the same way (after the swap, refused rows are left out and
+// reported, ErrRowsLeftOut). Any other change is refused before anything
+// is built. The new table gets the
 // new types, and the copy, the forwarding view and the catch-ups select
 // each converted column through its explicit conversion (selectList).
 // Sinks that keep running across the swap have the old types in their
