@@ -24,8 +24,14 @@ import (
 // ReplacingMergeTree's shape cannot be altered in place, and the sink
 // changes no column whose type a layout overrides.
 //
-// A column type change is made only when every value converts exactly;
-// any other is refused before anything is built. The new table gets the
+// A column type change is made only when every value converts exactly,
+// or, for a narrower Decimal, as the sink would convert it under the
+// layout's on_overflow: one query over the old table (checkNarrowed)
+// counts the values the new type refuses before anything is built, and
+// any refused stops the relayout there; the parts copied later are
+// checked the same way (after the swap, refused rows are left out and
+// reported, ErrRowsLeftOut). Any other change is refused before anything
+// is built. The new table gets the
 // new types, and the copy, the forwarding view and the catch-ups select
 // each converted column through its explicit conversion (selectList).
 // Sinks that keep running across the swap have the old types in their
@@ -95,6 +101,12 @@ func RelayoutForwardName(table string) string {
 // not have.
 var ErrNoTable = errors.New("no such table in ClickHouse")
 
+// ErrRowsLeftOut is wrapped by the error of a relayout that gave the
+// table its new shape but left out of it rows whose values a narrowed
+// column's new type refuses, which sinks loaded into the old table after
+// the relayout's last check before its swap (docs/shaping-tables.md#narrowing-a-decimal).
+var ErrRowsLeftOut = errors.New("rows left out of the new table")
+
 // RelayoutResult says what Writer.Relayout did.
 type RelayoutResult struct {
 	// Changed is false when the table had its layout's shape already and
@@ -120,6 +132,11 @@ type RelayoutResult struct {
 	NewPartitionKey string
 	// Retyped lists the columns given their layout's type.
 	Retyped []schema.Retype
+	// Clamped is the number of values of narrowed columns the relayout
+	// stored as their new type's bound (on_overflow clamp), as counted
+	// before the copy and in the parts copied after it (a version copied
+	// twice, by the copy and the view, may count twice).
+	Clamped uint64
 }
 
 // WithFailpoints gives the Writer the fault tests' crash points
@@ -210,17 +227,64 @@ func retypeNote(rs []schema.Retype) string {
 	return strings.Join(out, ", ")
 }
 
-// selectList is what a relayout selects of the old table to insert into
-// the new one: every column, those of rs converted to their new type.
+// selectList is what a relayout's copies select of the old table to
+// insert into the new one: every column, those of rs converted to their
+// new type (Retype.Expr, which fails on a value a narrowed column
+// refuses: a copy stops rather than store another value).
 func selectList(rs []schema.Retype) string {
+	return replaceList(rs, func(r schema.Retype) string { return r.Expr })
+}
+
+// viewList is selectList for the forwarding view and the copies that
+// leave out the rows a narrowed column refuses (fitting), whose
+// conversions do not fail (Retype.ForwardExpr).
+func viewList(rs []schema.Retype) string { return replaceList(rs, schema.Retype.ForwardExpr) }
+
+// replaceList is every column, those of rs converted by expr.
+func replaceList(rs []schema.Retype, expr func(schema.Retype) string) string {
 	if len(rs) == 0 {
 		return "*"
 	}
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = r.Expr + " AS " + schema.QuoteIdent(r.Column)
+		out[i] = expr(r) + " AS " + schema.QuoteIdent(r.Column)
 	}
 	return "* REPLACE (" + strings.Join(out, ", ") + ")"
+}
+
+// refusedAny is the condition true of a row one of rs's narrowed columns
+// refuses a value of; "" when none can.
+func refusedAny(rs []schema.Retype) string {
+	var conds []string
+	for _, r := range rs {
+		if r.Refused != "" {
+			conds = append(conds, r.Refused)
+		}
+	}
+	return strings.Join(conds, " OR ")
+}
+
+// fitting is what a copy selects from when it leaves out the rows a
+// narrowed column of rs refuses a value of: a subquery of table (quoted)
+// with the condition where (after WHERE; "" none) and theirs, or table
+// itself when none can be refused and where is "". The condition sits in
+// the subquery because in a query whose select list converts a column
+// (REPLACE … AS column), ClickHouse reads the column's name in WHERE as
+// the converted value: 1.2345 would be tested as the 1.23 it becomes.
+// The forwarding view selects from it too, so that it leaves those rows
+// out (an insert of a sink must not fail on them; the copy of the old
+// table's new parts finds them).
+func fitting(table string, rs []schema.Retype, where string) string {
+	cond := refusedAny(rs)
+	switch {
+	case cond == "" && where == "":
+		return table
+	case cond == "":
+		return "(SELECT * FROM " + table + " WHERE " + where + ")"
+	case where == "":
+		return "(SELECT * FROM " + table + " WHERE NOT (" + cond + "))"
+	}
+	return "(SELECT * FROM " + table + " WHERE " + where + " AND NOT (" + cond + "))"
 }
 
 // relayout rebuilds t's table in the shape of t (see above); have is the
@@ -245,6 +309,21 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 		return res, &sink.TableError{Table: t.QualifiedName(),
 			Err: fmt.Errorf("a relayout would keep the old table as %s, which an earlier relayout kept there", p.Local(kept)),
 			Fix: fmt.Sprintf("drop it (DROP TABLE %s) once you no longer need it, or relayout with --drop-old (the sink: --relayout-drop-old); then try again", p.Local(kept))}
+	}
+	// The values of narrowed columns, checked in ClickHouse before
+	// anything is built: those the copy would refuse stop the relayout
+	// here; later rows are checked as their parts are copied.
+	plan := copyPlan{from: t.Name, to: build, key: have.sortingKey, retype: have.retype}
+	dry, err := w.checkNarrowed(ctx, t, plan, plan.finalRows(p, "*"))
+	if err != nil {
+		return res, err
+	}
+	if dry.refused() > 0 {
+		return res, refusedError(t, have.retype, dry, "its rows (those live at FINAL, and the newest tombstones)")
+	}
+	if len(dry) > 0 {
+		w.log.Info("relayout: checked the values of the narrowed columns; none is refused", "table", t.QualifiedName(), "found", dry.note())
+		w.countClamped(t, dry, &res, "in the table before the copy")
 	}
 	start := time.Now()
 	w.log.Info("relayout: building the table in its new shape beside the old one; readers read the old one until the swap",
@@ -284,7 +363,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 	}
 	if err == nil {
 		w.log.Info("relayout: copied; copying the parts of inserts that began before the forwarding view", "table", t.QualifiedName(), "rows", res.Rows)
-		res.CaughtUp, err = w.copyNewParts(ctx, t, copyPlan{from: t.Name, to: build, key: have.sortingKey, retype: have.retype}, seen)
+		res.CaughtUp, err = w.copyNewParts(ctx, t, plan, seen, &res)
 	}
 	if err == nil {
 		w.failpoints.At(failpoint.RelayoutCopied)
@@ -309,16 +388,20 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 	if err := exec("drop the forwarding view", "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
 		return res, err
 	}
-	copied, err := w.catchUp(ctx, t, copyPlan{from: build, to: t.Name, key: have.sortingKey, retype: have.retype, skipPresent: len(have.retype) > 0}, seen)
+	copied, leftOut, err := w.catchUp(ctx, t, copyPlan{from: build, to: t.Name, key: have.sortingKey, retype: have.retype, skipPresent: len(have.retype) > 0}, seen, &res)
 	res.CaughtUp += copied
 	if err != nil {
 		return res, err
 	}
-	if err := w.keepOld(ctx, t, build, kept); err != nil {
+	drop := w.relayoutDropOld && leftOut.refused() == 0 // the old table holds the rows left out
+	if err := w.keepOld(ctx, t, build, kept, drop); err != nil {
 		return res, err
 	}
-	if !w.relayoutDropOld {
+	if !drop {
 		res.Old = p.Local(kept)
+	}
+	if leftOut.refused() > 0 {
+		return res, leftOutError(t, leftOut, p.Local(kept), "that sinks loaded into the old table after the relayout's last check before its swap")
 	}
 	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "rows", res.Rows, "parts_caught_up", res.CaughtUp,
 		"took", time.Since(start).Round(time.Millisecond), "old_table", w.keptNote(p, kept))
@@ -361,7 +444,7 @@ func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, e
 			return nil, err
 		}
 	}
-	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT "+selectList(have.retype)+" FROM "+p.Local(t.Name)); err != nil {
+	if err := exec("create the view that forwards inserts to the new table", "CREATE MATERIALIZED VIEW "+p.Local(fwd)+" TO "+p.Local(build)+" AS SELECT "+viewList(have.retype)+" FROM "+fitting(p.Local(t.Name), have.retype, "")); err != nil {
 		return nil, err
 	}
 	before, err := w.activeParts(ctx, t, t.Name)
@@ -432,6 +515,11 @@ type copyPlan struct {
 	// widened): copied back at the same version, such a row could win
 	// over the exact one at FINAL.
 	skipPresent bool
+	// skipRefused leaves out the rows a narrowed column refuses a value
+	// of (Retype.Refused), which the copy would otherwise fail on: after
+	// the swap, where failing would not keep the old table in place, the
+	// relayout counts them first and reports them (leftOut).
+	skipRefused bool
 }
 
 // keyTuple is the plan's key as a tuple of quoted columns.
@@ -446,20 +534,35 @@ func (c copyPlan) keyTuple() string {
 // absent is the condition that leaves out the rows c.to has already
 // (c.skipPresent), after AND; "" when every row is copied.
 func (c copyPlan) absent(p schema.Placement) string {
-	if !c.skipPresent {
-		return ""
+	out := ""
+	if c.skipPresent {
+		// With the deleted flag: a move's tombstone and row share the key
+		// and the version.
+		kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
+		out = fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
 	}
-	// With the deleted flag: a move's tombstone and row share the key and
-	// the version.
-	kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
-	return fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
+	return out
+}
+
+// list is what c selects: selectList, or viewList when it leaves out the
+// rows a narrowed column refuses (those that would fail selectList).
+func (c copyPlan) list() string {
+	if c.skipRefused {
+		return viewList(c.retype)
+	}
+	return selectList(c.retype)
 }
 
 // parts returns the INSERT that copies the rows of the parts named (quoted
 // strings) of c.from into c.to.
 func (c copyPlan) parts(p schema.Placement, names []string) string {
-	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE _part IN (%s)%s SETTINGS transform_null_in = 1",
-		p.Local(c.to), selectList(c.retype), p.Local(c.from), strings.Join(names, ", "), c.absent(p))
+	in := "_part IN (" + strings.Join(names, ", ") + ")"
+	if c.skipRefused { // _part is no column of a subquery
+		return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE 1%s SETTINGS transform_null_in = 1",
+			p.Local(c.to), c.list(), fitting(p.Local(c.from), c.retype, in), c.absent(p))
+	}
+	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE %s%s SETTINGS transform_null_in = 1",
+		p.Local(c.to), c.list(), p.Local(c.from), in, c.absent(p))
 }
 
 // copyNewParts waits until the inserts into t's table that were running
@@ -467,7 +570,12 @@ func (c copyPlan) parts(p schema.Placement, names []string) string {
 // of the parts of table c.from (t's old table) not in seen into table
 // c.to, and adds them to seen. Inserts that began later passed through the
 // view.
-func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, c copyPlan, seen map[string]bool) (int, error) {
+//
+// The values of narrowed columns in those parts are checked first: a
+// value the new type refuses stops the relayout, before its swap (the
+// forwarding view left such rows out), and the clamped ones are counted
+// into res.
+func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, c copyPlan, seen map[string]bool, res *RelayoutResult) (int, error) {
 	if err := w.waitInserts(ctx, t); err != nil {
 		return 0, err
 	}
@@ -486,6 +594,14 @@ func (w *Writer) copyNewParts(ctx context.Context, t *schema.Table, c copyPlan, 
 		return 0, nil
 	}
 	slices.Sort(fresh)
+	found, err := w.checkNarrowed(ctx, t, c, c.partRows(t.Placement(), fresh))
+	if err != nil {
+		return 0, err
+	}
+	if found.refused() > 0 {
+		return 0, refusedError(t, c.retype, found, "rows that sinks loaded into the old table during the relayout")
+	}
+	w.countClamped(t, found, res, "loaded during the copy")
 	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), c.parts(t.Placement(), fresh)); err != nil {
 		return 0, fmt.Errorf("relayout of %s: copy rows inserted during the copy: %w", t.QualifiedName(), err)
 	}
@@ -542,15 +658,27 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 	if err := w.conn.Exec(ctx, "DROP VIEW IF EXISTS "+p.Local(fwd)+" SYNC"); err != nil {
 		return res, fmt.Errorf("relayout of %s: drop the forwarding view: %w", t.QualifiedName(), err)
 	}
-	stmt := copyPlan{from: name, to: t.Name, key: build.sortingKey, retype: build.retype, skipPresent: len(build.retype) > 0}.final(p)
-	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), stmt); err != nil {
-		return res, fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
-	}
-	if err := w.keepOld(ctx, t, name, kept); err != nil {
+	c := copyPlan{from: name, to: t.Name, key: build.sortingKey, retype: build.retype, skipPresent: len(build.retype) > 0}
+	// The new table is in place: a value a narrowed column refuses is
+	// left out rather than fail the copy again at every run.
+	leftOut, err := w.checkNarrowed(ctx, t, c, c.finalRows(p, "*"))
+	if err != nil {
 		return res, err
 	}
-	if !w.relayoutDropOld {
+	w.countClamped(t, leftOut, &res, "of the old table, copied again")
+	c.skipRefused = leftOut.refused() > 0
+	if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), c.final(p)); err != nil {
+		return res, fmt.Errorf("relayout of %s: copy the rows of the old table again: %w", t.QualifiedName(), err)
+	}
+	drop := w.relayoutDropOld && !c.skipRefused
+	if err := w.keepOld(ctx, t, name, kept, drop); err != nil {
+		return res, err
+	}
+	if !drop {
 		res.Old = p.Local(kept)
+	}
+	if c.skipRefused {
+		return res, leftOutError(t, leftOut, p.Local(kept), "of the old table")
 	}
 	w.log.Info("relayout: the table has its new shape", "table", t.QualifiedName(), "old_table", w.keptNote(p, kept))
 	return res, nil
@@ -561,15 +689,171 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 // is deleted at FINAL. (FINAL applies before WHERE: the condition of
 // skipPresent never brings an older version back.)
 func (c copyPlan) final(p schema.Placement) string {
+	return fmt.Sprintf("INSERT INTO %s %s SETTINGS transform_null_in = 1", p.Local(c.to), c.finalRows(p, c.list()))
+}
+
+// finalRows is the SELECT of final: list of the rows it copies. With
+// c.skipRefused, FINAL applies before the refused rows are left out: an
+// older version never comes back in their place.
+func (c copyPlan) finalRows(p schema.Placement, list string) string {
 	del, ver := schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.VersionColumn)
 	absent := c.absent(p)
 	where := ""
 	if absent != "" {
 		where = " WHERE 1" + absent
 	}
-	return fmt.Sprintf("INSERT INTO %[1]s SELECT %[6]s FROM %[2]s FINAL%[7]s "+
-		"UNION ALL SELECT %[6]s FROM %[2]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s "+
-		"SETTINGS transform_null_in = 1", p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), selectList(c.retype), where, absent)
+	live, tombs := p.Local(c.from)+" FINAL", p.Local(c.from)
+	if c.skipRefused {
+		live, tombs = fitting(live, c.retype, ""), fitting(tombs, c.retype, del+" = 1")
+	}
+	return fmt.Sprintf("SELECT %[6]s FROM %[9]s%[7]s "+
+		"UNION ALL SELECT %[6]s FROM %[10]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s",
+		p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), list, where, absent, live, tombs)
+}
+
+// partRows is the SELECT of every row of the parts named (quoted
+// strings) of c.from.
+func (c copyPlan) partRows(p schema.Placement, names []string) string {
+	return fmt.Sprintf("SELECT * FROM %s WHERE _part IN (%s)", p.Local(c.from), strings.Join(names, ", "))
+}
+
+// narrowExamples is how many keys a relayout's check of narrowed columns
+// names per column.
+const narrowExamples = 5
+
+// checkNarrowed returns the query that counts, in the rows rows selects
+// (of c.from's columns), the values of each narrowed column of c.retype
+// that its new type refuses (Retype.Refused) and clamps (Clamped), with
+// the keys of up to narrowExamples refused rows: one row per column, in
+// one pass over the rows. "" when no column is narrowed.
+func (c copyPlan) checkNarrowed(rows string) string {
+	var cols []string
+	key := c.keyTuple()
+	for _, r := range c.retype {
+		if !r.Narrows() {
+			continue
+		}
+		refused, clamped := orFalse(r.Refused), orFalse(r.Clamped)
+		cols = append(cols, fmt.Sprintf("tuple(%s, countIf(%s), countIf(%s), groupArrayIf(%d)(toString(%s), %s))",
+			schema.QuoteString(r.Column), refused, clamped, narrowExamples, key, refused))
+	}
+	if len(cols) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("SELECT n.1, n.2, n.3, n.4 FROM (SELECT [%s] AS a FROM (%s)) ARRAY JOIN a AS n SETTINGS transform_null_in = 1", strings.Join(cols, ", "), rows)
+}
+
+// orFalse is cond, or 0 when it is "".
+func orFalse(cond string) string {
+	if cond == "" {
+		return "0"
+	}
+	return cond
+}
+
+// narrowCount is what a check of a narrowed column found.
+type narrowCount struct {
+	column           string
+	refused, clamped uint64
+	// examples are the keys of some refused rows.
+	examples []string
+}
+
+// narrowCounts is what one check found, by column.
+type narrowCounts []narrowCount
+
+// refused is the number of values refused in every column.
+func (n narrowCounts) refused() (sum uint64) {
+	for _, c := range n {
+		sum += c.refused
+	}
+	return sum
+}
+
+// note says what n found, for logs and errors: "amount: 3 refused
+// (keys ('t1', 4), …), 12 clamped".
+func (n narrowCounts) note() string {
+	var out []string
+	for _, c := range n {
+		s := fmt.Sprintf("%s: %d refused", c.column, c.refused)
+		if c.refused > 0 {
+			s += " (keys " + strings.Join(c.examples, ", ")
+			if c.refused > uint64(len(c.examples)) {
+				s += ", …"
+			}
+			s += ")"
+		}
+		out = append(out, s+fmt.Sprintf(", %d clamped", c.clamped))
+	}
+	return strings.Join(out, "; ")
+}
+
+// checkNarrowed runs c.checkNarrowed over rows; nil when no column is
+// narrowed.
+func (w *Writer) checkNarrowed(ctx context.Context, t *schema.Table, c copyPlan, rows string) (narrowCounts, error) {
+	q := c.checkNarrowed(rows)
+	if q == "" {
+		return nil, nil
+	}
+	res, err := w.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("relayout of %s: count the values the narrowed columns cannot hold: %w", t.QualifiedName(), err)
+	}
+	defer res.Close()
+	var out narrowCounts
+	for res.Next() {
+		var n narrowCount
+		if err := res.Scan(&n.column, &n.refused, &n.clamped, &n.examples); err != nil {
+			return nil, fmt.Errorf("relayout of %s: count the values the narrowed columns cannot hold: %w", t.QualifiedName(), err)
+		}
+		out = append(out, n)
+	}
+	return out, res.Err()
+}
+
+// countClamped adds the values n found clamped to the table's and the
+// result's counts, and logs them.
+func (w *Writer) countClamped(t *schema.Table, n narrowCounts, res *RelayoutResult, when string) {
+	for _, c := range n {
+		if c.clamped == 0 {
+			continue
+		}
+		res.Clamped += c.clamped
+		if w.clamped != nil {
+			w.clamped.WithLabelValues(t.Source.Schema+"."+t.Source.Table, c.column).Add(float64(c.clamped))
+		}
+		w.log.Info("relayout: values beyond the range of the column's new type stored as its bound, as the sink stores them (on_overflow clamp)",
+			"table", t.QualifiedName(), "column", c.column, "values", c.clamped, "rows", when)
+	}
+}
+
+// leftOutError is the error of a relayout that, after its swap, left out
+// of the new table the rows (what) whose values the new types of narrowed
+// columns refuse (n): the table has its new shape, holding each such
+// row's previous version, as when the sink sends a change to the dead
+// letters; the rows are in the old table, kept as kept.
+func leftOutError(t *schema.Table, n narrowCounts, kept, what string) error {
+	return &sink.TableError{Table: t.QualifiedName(),
+		Err: fmt.Errorf("the table has its new shape, but rows %s held values the new column types cannot hold exactly (%s); the relayout left them out, as the sink sends such changes to the dead letters (%w): the table holds each such row's previous version, and the rows left out are in the old table, kept as %s", what, n.note(), ErrRowsLeftOut, kept),
+		Fix: fmt.Sprintf("change those rows in PostgreSQL (the sink loads their new versions), or copy them by hand from %s once the layout holds them; keep %s until then", kept, kept)}
+}
+
+// refusedError is the error of a relayout that found values the new
+// types of narrowed columns cannot hold in the rows (what) of the table,
+// before its swap: the table is unchanged. rs are the table's retypes.
+func refusedError(t *schema.Table, rs []schema.Retype, n narrowCounts, what string) error {
+	var changes []string
+	for _, r := range rs {
+		for _, c := range n {
+			if c.column == r.Column && c.refused > 0 {
+				changes = append(changes, r.String())
+			}
+		}
+	}
+	return &sink.TableError{Table: t.QualifiedName(),
+		Err: fmt.Errorf("a relayout would change column %s, and %s hold values the new type cannot hold exactly (%s): the sink would send such a value to the dead letters (more digits before the point than the type holds, under on_overflow dead_letter; more decimals than its scale, under either policy, since nothing is rounded), so the relayout stored nothing and left the table as it was",
+			strings.Join(changes, ", column "), what, n.note()),
+		Fix: "change those values in PostgreSQL so that they fit (the sink loads the new versions), or set on_overflow: clamp in the column's layout to store values beyond the range as the type's bound, or give the column a type that holds them (a wider Decimal, or String); then run the relayout again (docs/shaping-tables.md#narrowing-a-decimal)"}
 }
 
 // activeParts returns the active parts of table name.
@@ -589,14 +873,16 @@ func (w *Writer) activeParts(ctx context.Context, t *schema.Table, name string) 
 // catchUp copies the rows of the parts the old table, now named c.from,
 // got after its parts before were listed, into the new one, until no new
 // part came for relayoutQuiet: inserts of other sinks that ran across the
-// swap.
-func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, before map[string]bool) (copied int, err error) {
+// swap. A row whose value a narrowed column's new type refuses is left
+// out (failing now would not keep the old table in place): leftOut says
+// which, and the clamped values are counted into res.
+func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, before map[string]bool, res *RelayoutResult) (copied int, leftOut narrowCounts, err error) {
 	seen := before
 	quiet := time.Now().Add(relayoutQuiet)
 	for time.Now().Before(quiet) {
 		parts, err := w.activeParts(ctx, t, c.from)
 		if err != nil {
-			return copied, err
+			return copied, leftOut, err
 		}
 		var fresh []string
 		for name := range parts {
@@ -606,8 +892,21 @@ func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, befor
 			}
 		}
 		if len(fresh) > 0 {
-			if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), c.parts(t.Placement(), fresh)); err != nil {
-				return copied, fmt.Errorf("relayout of %s: copy rows inserted during the relayout: %w", t.QualifiedName(), err)
+			slices.Sort(fresh)
+			found, err := w.checkNarrowed(ctx, t, c, c.partRows(t.Placement(), fresh))
+			if err != nil {
+				return copied, leftOut, err
+			}
+			w.countClamped(t, found, res, "loaded across the swap")
+			cp := c
+			if found.refused() > 0 {
+				cp.skipRefused = true
+				leftOut = append(leftOut, found...)
+				w.log.Error("relayout: rows that sinks loaded into the old table after the last check before the swap hold values the new column types refuse; they are left out of the new table (see the error at the end)",
+					"table", t.QualifiedName(), "found", found.note())
+			}
+			if err := w.conn.Exec(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), cp.parts(t.Placement(), fresh)); err != nil {
+				return copied, leftOut, fmt.Errorf("relayout of %s: copy rows inserted during the relayout: %w", t.QualifiedName(), err)
 			}
 			copied += len(fresh)
 			quiet = time.Now().Add(relayoutQuiet)
@@ -615,11 +914,11 @@ func (w *Writer) catchUp(ctx context.Context, t *schema.Table, c copyPlan, befor
 		}
 		select {
 		case <-ctx.Done():
-			return copied, ctx.Err()
+			return copied, leftOut, ctx.Err()
 		case <-time.After(relayoutQuiet / 4):
 		}
 	}
-	return copied, nil
+	return copied, leftOut, nil
 }
 
 // copying reports whether an INSERT into table name of the local
@@ -639,11 +938,11 @@ func (w *Writer) copying(ctx context.Context, name string) (bool, error) {
 const relayoutQuiet = 2 * time.Second
 
 // keepOld renames the old table, under its building name, to kept, or
-// drops it when told to.
-func (w *Writer) keepOld(ctx context.Context, t *schema.Table, build, kept string) error {
+// drops it (drop).
+func (w *Writer) keepOld(ctx context.Context, t *schema.Table, build, kept string, drop bool) error {
 	p := t.Placement()
 	stmt := "RENAME TABLE " + p.Local(build) + " TO " + p.Local(kept)
-	if w.relayoutDropOld {
+	if drop {
 		stmt = "DROP TABLE " + p.Local(build) + " SYNC"
 	}
 	if err := w.conn.Exec(ctx, stmt); err != nil {
@@ -669,6 +968,12 @@ func (w *Writer) reshape(ctx context.Context, t *schema.Table) error {
 		return err
 	}
 	_, err = w.reshapeFrom(ctx, t, have, w.relayoutOn)
+	if errors.Is(err, ErrRowsLeftOut) {
+		// The table has its shape: the sink loads it on, and the
+		// operator fixes the rows the error names.
+		w.log.Error("relayout: the table has its new shape, but rows were left out of it", "table", t.QualifiedName(), "err", err)
+		return nil
+	}
 	return err
 }
 

@@ -14,7 +14,14 @@ import (
 // of String). The relayout builds the new table with the new types and
 // converts each value with an explicit expression, so it makes only the
 // conversions that keep every value exactly (retypeRule); any other is
-// refused before anything is built.
+// refused before anything is built. The exception is a narrower Decimal
+// (narrowDecimal): the relayout gives the values it holds what the sink
+// would give the same values arriving now under the layout's on_overflow.
+// It converts those that fit exactly, stores those beyond the range as the
+// bound under clamp, and refuses, after counting them in ClickHouse
+// before anything is built, when a value would go to the dead letters
+// (beyond the range under dead_letter, or more decimals than the scale
+// under either policy: nothing is ever rounded).
 
 // Retype is a column a relayout gives another type.
 type Retype struct {
@@ -26,8 +33,34 @@ type Retype struct {
 	// expression the relayout's copy and forwarding view select. It also
 	// takes a value of type To without an error: between the swap and
 	// its drop, the forwarding view fires on inserts into the new table
-	// (EXCHANGE TABLES swaps the names it reads and writes).
+	// (EXCHANGE TABLES swaps the names it reads and writes). A value
+	// Refused holds makes it fail (throwIf): a copy stops rather than
+	// store another value than the sink would.
 	Expr string
+	// Refused is the SQL condition (over the quoted column) true of a
+	// value the sink would refuse in To, under the layout's on_overflow,
+	// and Clamped of one it would store as To's bound (on_overflow
+	// clamp); both "" when every value of From converts exactly, and
+	// both false for NULL and for every value of To.
+	Refused, Clamped string
+	// Forward is Expr without its check, for the forwarding view, which
+	// leaves out the rows Refused holds (an insert of a sink must not
+	// fail on them; the relayout's copy of the old table's new parts
+	// finds them); "" when it is Expr.
+	Forward string
+}
+
+// Narrows reports whether some values of From do not fit To exactly:
+// the relayout counts them (Refused, Clamped) before anything is built.
+func (r Retype) Narrows() bool { return r.Refused != "" || r.Clamped != "" }
+
+// ForwardExpr is the expression the forwarding view selects the column
+// by (Forward, or Expr).
+func (r Retype) ForwardExpr() string {
+	if r.Forward != "" {
+		return r.Forward
+	}
+	return r.Expr
 }
 
 // String says the change as logs and the relayout command print it:
@@ -68,6 +101,10 @@ func PlanRetype(t *Table, have []ExistingColumn) ([]Retype, error) {
 			continue // a type walhouse did not create stops the table in PlanEvolution
 		}
 		want := c.Type
+		if r, ok := narrowDecimal(h.Name, from, want); ok {
+			out = append(out, r)
+			continue
+		}
 		if !retypeWanted(from, want, c.Override != "") {
 			// A sorting or partition column the sink would widen (its
 			// override removed to put it in the key): ClickHouse
@@ -85,6 +122,68 @@ func PlanRetype(t *Table, have []ExistingColumn) ([]Retype, error) {
 		out = append(out, Retype{Column: h.Name, From: from.DDL, To: want.DDL, Expr: expr(QuoteIdent(h.Name))})
 	}
 	return out, nil
+}
+
+// narrowDecimal returns the Retype of column col from Decimal type have to
+// a Decimal want of the layout that holds fewer digits before the point
+// or after it (ok false for any other change). A value of have converts
+// as the sink converts PostgreSQL's text of it (decimalValue): exactly
+// when it fits; to want's bound of its sign when it has more digits
+// before the point than want holds and the layout says on_overflow
+// clamp; otherwise (beyond the range under dead_letter, or within it with
+// more decimals than want's scale: never rounded) it is refused. Its
+// conditions compare with Decimal256 values, exact for every Decimal.
+//
+// NULL stays NULL, and a value that the old type's layout stored as NULL
+// (PostgreSQL's NaN, and an infinity without clamp) stays NULL: the
+// relayout converts what ClickHouse holds.
+func narrowDecimal(col string, have, want Type) (Retype, bool) {
+	if have.kind != kDecimal || want.kind != kDecimal || have.array || want.array ||
+		have.nullable() && !want.nullable() || covers(want, have) {
+		return Retype{}, false
+	}
+	q := QuoteIdent(col)
+	inner := fmt.Sprintf("Decimal(%d, %d)", want.precision, want.scale)
+	var beyond, inexact string
+	if whole := want.precision - want.scale; whole < have.precision-have.scale {
+		// 10^whole, the least value with more digits before the point.
+		beyond = fmt.Sprintf("abs(%s) >= toDecimal256('1%s', 0)", q, strings.Repeat("0", whole))
+	}
+	if want.scale < have.scale {
+		// toDecimal256 drops the digits beyond the scale.
+		inexact = fmt.Sprintf("toDecimal256(%s, %d) != %s", q, want.scale, q)
+	}
+	r := Retype{Column: col, From: have.DDL, To: want.DDL}
+	exact := fmt.Sprintf("accurateCastOrNull(%s, '%s')", q, inner)
+	value := exact
+	switch {
+	case want.clamp && beyond != "":
+		r.Clamped = "ifNull(" + beyond + ", 0)"
+		if inexact != "" {
+			r.Refused = fmt.Sprintf("ifNull(%s AND NOT (%s), 0)", inexact, beyond)
+		}
+		value = fmt.Sprintf("if(%s, if(%s > 0, CAST('%s' AS %s), CAST('%s' AS %s)), %s)",
+			r.Clamped, q, decimalBound(want, false), inner, decimalBound(want, true), inner, exact)
+	case beyond != "" && inexact != "":
+		r.Refused = fmt.Sprintf("ifNull(%s OR %s, 0)", beyond, inexact)
+	default:
+		r.Refused = "ifNull(" + beyond + inexact + ", 0)"
+	}
+	r.Forward = fmt.Sprintf("CAST(%s AS %s)", value, want.DDL)
+	r.Expr = r.Forward
+	if r.Refused != "" {
+		msg := fmt.Sprintf("column %s holds a value that %s cannot hold exactly (on_overflow %s): walhouse relayout stops rather than store another value; see its log for the rows and the fix", col, inner, onOverflowName(want))
+		r.Expr = fmt.Sprintf("CAST(if(throwIf(%s, %s) = 0, %s, NULL) AS %s)", r.Refused, QuoteString(msg), value, want.DDL)
+	}
+	return r, true
+}
+
+// onOverflowName is the layout's on_overflow of a Decimal override t.
+func onOverflowName(t Type) string {
+	if t.clamp {
+		return "clamp"
+	}
+	return "dead_letter"
 }
 
 // keyColumns returns the columns t's table sorts or partitions by.
@@ -127,7 +226,8 @@ func isLowCardinality(t Type) bool { return strings.HasPrefix(t.DDL, "LowCardina
 // (record.Column), for the text of a numeric. The conversions:
 //   - String ↔ LowCardinality(String), an Enum → either: the same text;
 //   - Decimal(P, S) → a Decimal with as many digits before and after the
-//     point, DateTime64(P) → DateTime64 with as many fractional digits;
+//     point (a narrower one is narrowDecimal's), DateTime64(P) →
+//     DateTime64 with as many fractional digits;
 //   - Decimal → String: PostgreSQL's text of the number, which for a
 //     numeric(p, s) has exactly s decimals, so toDecimalString(value, s).
 //
@@ -163,10 +263,7 @@ func retypeRule(have, want Type, typmod int32, pgType string) (expr func(col str
 		}
 	case kDecimal:
 		if have.kind == kDecimal && covers(want, have) {
-			return cast, ""
-		}
-		if have.kind == kDecimal {
-			return nil, fmt.Sprintf("Decimal(%d, %d) holds at most %d digits before the point and %d after it, fewer than the column's", want.precision, want.scale, want.precision-want.scale, want.scale)
+			return cast, "" // a narrower one is narrowDecimal's
 		}
 	case kDateTime:
 		if have.kind == kDateTime && want.precision >= have.precision {
@@ -176,7 +273,11 @@ func retypeRule(have, want Type, typmod int32, pgType string) (expr func(col str
 			return nil, fmt.Sprintf("the column keeps %d fractional digits; the new type %d", have.precision, want.precision)
 		}
 	case kFloat64:
-		return nil, "a Float64 holds the nearest double of each value, not the value"
+		// The sink's Float64 is the nearest double of PostgreSQL's text,
+		// NaN and infinities included; the Decimal column holds those as
+		// NULL, and ClickHouse's conversion of a wide Decimal is not always
+		// the nearest double: a relayout would store other values.
+		return nil, "a Float64 holds the nearest double of each value, not the value, and the sink's Float64 of PostgreSQL's NaN and infinities, which the Decimal column holds as NULL, cannot be made from the column"
 	case kEnum:
 		return nil, "the column may hold values that are no label of the Enum"
 	case kJSON:

@@ -31,6 +31,12 @@ func TestPlanRetype(t *testing.T) {
 		layout string // its override; "" none
 		want   string // the expression that converts it; "" no change
 		err    string // part of the refusal
+		// clamp is the layout's on_overflow clamp; refused and clamped
+		// are the conditions of a narrower Decimal (Retype.Refused,
+		// Clamped), and narrowed says to compare them.
+		clamp            bool
+		narrowed         bool
+		refused, clamped string
 		// orderBy and partitionBy are the layout's; none by default.
 		orderBy     []string
 		partitionBy string
@@ -47,8 +53,27 @@ func TestPlanRetype(t *testing.T) {
 		{name: "enum labels: the sink's", column: "mood", have: "Nullable(Enum8('new' = 1))", layout: "Enum8"},
 		{name: "text to enum", column: "mood", have: "Nullable(String)", layout: "Enum8", err: "no label of the Enum"},
 		{name: "decimal widened", column: "amount", have: "Nullable(Decimal(12, 2))", layout: "Decimal(38, 4)", want: "CAST(`amount` AS Nullable(Decimal(38, 4)))"},
-		{name: "decimal narrowed", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "Decimal(38, 4)", err: "Decimal(38, 4) holds at most 34 digits before the point and 4 after it"},
-		{name: "decimal fewer integer digits", column: "amount", have: "Nullable(Decimal(38, 4))", layout: "Decimal(36, 4)", err: "fewer than the column's"},
+		{name: "decimal narrowed, dead_letter: beyond the range or more decimals refused", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "Decimal(38, 4)", narrowed: true,
+			refused: "ifNull(abs(`amount`) >= toDecimal256('1" + strings.Repeat("0", 34) + "', 0) OR toDecimal256(`amount`, 4) != `amount`, 0)"},
+		{name: "decimal narrowed, clamp: beyond the range clamped, more decimals refused", column: "amount", have: "Nullable(Decimal(20, 4))", layout: "Decimal(12, 2)", clamp: true, narrowed: true,
+			refused: "ifNull(toDecimal256(`amount`, 2) != `amount` AND NOT (abs(`amount`) >= toDecimal256('10000000000', 0)), 0)",
+			clamped: "ifNull(abs(`amount`) >= toDecimal256('10000000000', 0), 0)",
+			want: "CAST(if(throwIf(ifNull(toDecimal256(`amount`, 2) != `amount` AND NOT (abs(`amount`) >= toDecimal256('10000000000', 0)), 0), " +
+				"'column amount holds a value that Decimal(12, 2) cannot hold exactly (on_overflow clamp): walhouse relayout stops rather than store another value; see its log for the rows and the fix') = 0, " +
+				"if(ifNull(abs(`amount`) >= toDecimal256('10000000000', 0), 0), if(`amount` > 0, CAST('9999999999.99' AS Decimal(12, 2)), CAST('-9999999999.99' AS Decimal(12, 2))), accurateCastOrNull(`amount`, 'Decimal(12, 2)')), NULL) " +
+				"AS Nullable(Decimal(12, 2)))"},
+		{name: "decimal fewer integer digits, dead_letter", column: "amount", have: "Nullable(Decimal(38, 4))", layout: "Decimal(36, 4)", narrowed: true,
+			refused: "ifNull(abs(`amount`) >= toDecimal256('1" + strings.Repeat("0", 32) + "', 0), 0)"},
+		{name: "decimal fewer integer digits, clamp: nothing refused, nothing checked at run time", column: "amount", have: "Nullable(Decimal(38, 4))", layout: "Decimal(36, 4)", clamp: true, narrowed: true,
+			clamped: "ifNull(abs(`amount`) >= toDecimal256('1" + strings.Repeat("0", 32) + "', 0), 0)",
+			want:    "CAST(if(ifNull(abs(`amount`) >= toDecimal256('1" + strings.Repeat("0", 32) + "', 0), 0), if(`amount` > 0, CAST('" + strings.Repeat("9", 32) + ".9999' AS Decimal(36, 4)), CAST('-" + strings.Repeat("9", 32) + ".9999' AS Decimal(36, 4))), accurateCastOrNull(`amount`, 'Decimal(36, 4)')) AS Nullable(Decimal(36, 4)))"},
+		{name: "decimal smaller scale, more integer digits: clamp bounds nothing", column: "amount", have: "Nullable(Decimal(20, 4))", layout: "Decimal(20, 2)", clamp: true, narrowed: true,
+			refused: "ifNull(toDecimal256(`amount`, 2) != `amount`, 0)"},
+		{name: "decimal all decimals, clamp: the bound below one", column: "amount", have: "Nullable(Decimal(20, 4))", layout: "Decimal(3, 3)", clamp: true, narrowed: true,
+			refused: "ifNull(toDecimal256(`amount`, 3) != `amount` AND NOT (abs(`amount`) >= toDecimal256('1', 0)), 0)",
+			clamped: "ifNull(abs(`amount`) >= toDecimal256('1', 0), 0)"},
+		{name: "not Nullable decimal narrowed", column: "amount", have: "Decimal(20, 4)", layout: "Decimal(12, 2)", narrowed: true,
+			refused: "ifNull(abs(`amount`) >= toDecimal256('10000000000', 0) OR toDecimal256(`amount`, 2) != `amount`, 0)"},
 		{name: "numeric(12, 2) to String", column: "price", have: "Nullable(Decimal(12, 2))", layout: "String", want: "CAST(toDecimalString(accurateCastOrNull(`price`, 'Decimal(12, 2)'), 2) AS Nullable(String))"},
 		{name: "numeric(12, 2) in Decimal(38, 4) to String", column: "price", have: "Nullable(Decimal(38, 4))", layout: "String", want: "CAST(toDecimalString(accurateCastOrNull(`price`, 'Decimal(38, 4)'), 2) AS Nullable(String))"},
 		{name: "unconstrained numeric to String", column: "amount", have: "Nullable(Decimal(76, 38))", layout: "String", err: "unconstrained numeric"},
@@ -69,7 +94,11 @@ func TestPlanRetype(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := Layout{OrderBy: tc.orderBy, PartitionBy: tc.partitionBy}
 			if tc.layout != "" {
-				l.Columns = map[string]ColumnLayout{tc.column: {Type: tc.layout}}
+				o := ColumnLayout{Type: tc.layout}
+				if tc.clamp {
+					o.OnOverflow = "clamp"
+				}
+				l.Columns = map[string]ColumnLayout{tc.column: o}
 			}
 			tbl, err := NewTable(src, "tenant_id", cols, Options{Database: "walhouse", Layouts: map[string]Layout{"sales.orders": l}})
 			if err != nil {
@@ -99,6 +128,10 @@ func TestPlanRetype(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
+			case tc.narrowed && (len(got) != 1 || got[0].Column != tc.column || got[0].Refused != tc.refused || got[0].Clamped != tc.clamped || !got[0].Narrows() ||
+				tc.want != "" && got[0].Expr != tc.want || tc.refused == "" && got[0].ForwardExpr() != got[0].Expr):
+				t.Errorf("retypes %+v, want %s narrowed, refused if %s, clamped if %s, by %s", got, tc.column, tc.refused, tc.clamped, tc.want)
+			case tc.narrowed:
 			case tc.want == "" && len(got) != 0:
 				t.Errorf("retypes %+v, want none", got)
 			case tc.want != "" && (len(got) != 1 || got[0].Column != tc.column || got[0].From != tc.have || got[0].Expr != tc.want):

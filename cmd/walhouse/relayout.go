@@ -134,6 +134,9 @@ func relayoutOne(ctx context.Context, inv *cli.Invocation, w *clickhouse.Writer,
 			name, strings.Join(res.SortingKey, ", "), orNone(res.PartitionKey), strings.Join(res.NewSortingKey, ", "), orNone(res.NewPartitionKey),
 			retyped(res.Retyped), res.Rows, res.CaughtUp, time.Since(start).Round(time.Millisecond))
 	}
+	if res.Clamped > 0 {
+		fmt.Fprintf(inv.Stdout, "; %d values beyond a narrowed column's range stored as its bound (on_overflow clamp)", res.Clamped)
+	}
 	if res.Old != "" {
 		fmt.Fprintf(inv.Stdout, "; the old table is kept as %s (drop it once checked, e.g. by walhouse verify)\n", res.Old)
 	} else {

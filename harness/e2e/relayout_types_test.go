@@ -145,7 +145,7 @@ func (r *retypeRun) finish(t *testing.T, done func()) {
 // a numeric(12, 2) to String and a text to LowCardinality(String), and
 // runs `walhouse relayout` while capture and a sink that keeps the old
 // layout stream and load the table under a steady write load. First a
-// layout that would narrow a column (Decimal(12, 2) to Decimal(12, 1)) is
+// layout that no exact conversion reaches (Decimal(12, 2) to Float64) is
 // refused before anything is built, naming the column, both types and
 // the fix. Then the relayout is held between its copy and its swap and
 // right after the swap, so the sink loads into the old table through the
@@ -157,10 +157,10 @@ func (r *retypeRun) finish(t *testing.T, done func()) {
 // text, and the columns have the new layout's types.
 func TestIntegrationRelayoutColumnTypes(t *testing.T) {
 	r := newRetypeRun(t)
-	narrow, err := r.relayout(t, r.config(t, "      price: {type: \"Decimal(12, 1)\"}\n"), "E2E_NOTHING=1")
+	narrow, err := r.relayout(t, r.config(t, "      price: {type: Float64}\n"), "E2E_NOTHING=1")
 	out := narrow.Output()
-	if err == nil || !strings.Contains(out, "column price from Nullable(Decimal(12, 2)) to Nullable(Decimal(12, 1))") || !strings.Contains(out, "--resnapshot public."+r.table) {
-		t.Errorf("a relayout to a narrower decimal: %v, want it refused naming the column, both types and the fix:\n%s", err, out)
+	if err == nil || !strings.Contains(out, "column price from Nullable(Decimal(12, 2)) to Nullable(Float64)") || !strings.Contains(out, "--resnapshot public."+r.table) {
+		t.Errorf("a relayout to Float64: %v, want it refused naming the column, both types and the fix:\n%s", err, out)
 	}
 	if n := r.p.chInt(r.building); n != 0 {
 		t.Errorf("a refused relayout built %d tables or views", n)
