@@ -216,10 +216,29 @@ func parseUint32(s string) (uint32, error) {
 
 func parseFloat32(s string) (float32, error) {
 	v, err := strconv.ParseFloat(s, 32)
+	if math.IsNaN(v) {
+		return nanFloat32, err
+	}
 	return float32(v), err
 }
 
-func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+func parseFloat64(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if math.IsNaN(v) {
+		return nanFloat64, err
+	}
+	return v, err
+}
+
+// nanFloat64 and nanFloat32 are NaN with the bits ClickHouse parses "nan"
+// into (the quiet NaN without payload), not Go's math.NaN (payload 1): a
+// key's IN compares a float's bits, so a row stored with Go's NaN was not
+// found by the read-back of its unchanged TOAST values, whose keys the
+// server parses from text (docs/limits.md).
+var (
+	nanFloat64 = math.Float64frombits(0x7ff8000000000000)
+	nanFloat32 = math.Float32frombits(0x7fc00000)
+)
 
 // parseBytea decodes bytea's hex output into the bytes, as a string.
 func parseBytea(s string) (string, error) {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/walhouse/walhouse/record"
@@ -94,5 +95,44 @@ func TestPredicates(t *testing.T) {
 	}
 	if got := tb.pgSelect(); got != `"tenant_id", "id", "Note"` {
 		t.Errorf("pgSelect: %s", got)
+	}
+}
+
+// TestPredicatesFloatKeys: a float key's canonical form (its bits) is
+// looked up as its decimal text on both sides, and a NaN key as isNaN in
+// ClickHouse (IN would miss it where parts are pruned by statistics).
+func TestPredicatesFloatKeys(t *testing.T) {
+	txt, _ := schema.LoadedType(record.Column{Type: "text"}, "String")
+	f8, _ := schema.LoadedType(record.Column{Type: "float8"}, "Float64")
+	f4, _ := schema.LoadedType(record.Column{Type: "float4"}, "Float32")
+	tb := &table{
+		source: record.Source{Schema: "public", Table: "m"},
+		tenant: column{pg: "tenant_id", ch: "tenant_id", typ: txt, chType: "String", src: record.Column{Type: "text"}},
+		keys: []column{
+			{pg: "k", ch: "k", typ: f8, chType: "Float64", src: record.Column{Type: "float8"}},
+			{pg: "r", ch: "r", typ: f4, chType: "Float32", src: record.Column{Type: "float4"}},
+		},
+	}
+	tb.finish()
+	canon := func(typ schema.Type, s string) string {
+		c, err := typ.CanonicalText(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	keys := [][]string{{"a", canon(f8, "4.5"), canon(f4, "1.5")}, {"a", canon(f8, "NaN"), canon(f4, "1.5")}}
+	pw, pargs, cw, params := tb.keysWhere(keys)
+	if want := []string{"a", "4.5", "1.5", "a", "NaN", "1.5"}; !slices.Equal(pargs, want) {
+		t.Errorf("keysWhere PostgreSQL: %s %v, want the arguments %v", pw, pargs, want)
+	}
+	want := "(`tenant_id`, `k`, `r`) IN (tuple(CAST({k0_0:String} AS String), CAST({k0_1:String} AS Float64), CAST({k0_2:String} AS Float32)))" +
+		" OR (`tenant_id` = CAST({k1_0:String} AS String) AND isNaN(`k`) AND `r` = CAST({k1_2:String} AS Float32))"
+	if cw != want || params["k0_1"] != "4.5" || params["k1_2"] != "1.5" || len(params) != 5 {
+		t.Errorf("keysWhere ClickHouse:\n%s %v\nwant\n%s", cw, params, want)
+	}
+	_, pargs, cw, _ = tb.keyWhere(keys[1])
+	if !slices.Equal(pargs, []string{"a", "NaN", "1.5"}) || !strings.Contains(cw, "isNaN(`k`)") {
+		t.Errorf("keyWhere: %v %s", pargs, cw)
 	}
 }
