@@ -136,3 +136,28 @@ func TestPredicatesFloatKeys(t *testing.T) {
 		t.Errorf("keyWhere: %v %s", pargs, cw)
 	}
 }
+
+// TestArrayKeyOutOfRange: a key array holding a date beyond ClickHouse's
+// range is treated as a scalar key beyond it: PostgreSQL's text kept as
+// its canonical form matches no ClickHouse row, it is not looked up in
+// ClickHouse (which may refuse its text), and repair leaves it out.
+func TestArrayKeyOutOfRange(t *testing.T) {
+	txt, _ := schema.LoadedType(record.Column{Type: "text"}, "String")
+	days, _ := schema.LoadedType(record.Column{Type: "date", Array: true}, "Array(Nullable(Date32))")
+	tb := &table{
+		source: record.Source{Schema: "public", Table: "d"},
+		tenant: column{pg: "tenant_id", ch: "tenant_id", typ: txt, chType: "String", src: record.Column{Type: "text"}},
+		keys:   []column{{pg: "days", ch: "days", typ: days, chType: "Array(Nullable(Date32))", src: record.Column{Type: "_date"}}},
+	}
+	tb.finish()
+	_, _, cw, params := tb.keysWhere([][]string{{"a", "{2024-01-01,1800-01-01}"}})
+	if cw != "0" || len(params) != 0 {
+		t.Errorf("keysWhere ClickHouse: %s %v; want no lookup", cw, params)
+	}
+	if col, ok := tb.keyOutOfRange([]string{"a", "{infinity}"}); !ok || col != "days" {
+		t.Errorf("keyOutOfRange: %q %v, want days", col, ok)
+	}
+	if _, ok := tb.keyOutOfRange([]string{"a", "{2024-01-01}"}); ok {
+		t.Error("keyOutOfRange: an array within the range reported")
+	}
+}
