@@ -177,7 +177,7 @@ func TestIntegrationUnchangedToastNaNKey(t *testing.T) {
 	p.exec(fmt.Sprintf(`UPDATE %s SET n = n + 1 WHERE k = 'NaN'`, qt))
 	p.converge(pgQuery, chQuery, capture, sink)
 
-	verifyRun := func(args ...string) ([]string, error, []byte) {
+	verifyRun := func(args ...string) ([]string, []byte, error) {
 		report := filepath.Join(t.TempDir(), "report.json")
 		out, err := exec.Command(walhouseBin, append([]string{"verify", "--pg", p.env.PG, "--clickhouse", p.env.ClickHouse, "--database", p.database,
 			"--tables", "public." + table, "--load-wait", "60s", "--report", report}, args...)...).CombinedOutput()
@@ -203,9 +203,9 @@ func TestIntegrationUnchangedToastNaNKey(t *testing.T) {
 				found = append(found, m.Kind.String()+" "+strings.Join(key, "/")+" "+strings.Join(cols, ","))
 			}
 		}
-		return found, err, out
+		return found, out, err
 	}
-	if found, err, out := verifyRun(); err != nil || len(found) > 0 {
+	if found, out, err := verifyRun(); err != nil || len(found) > 0 {
 		t.Errorf("walhouse verify: %v, %q; want no difference\n%s", err, found, out)
 	}
 	// Values of a NaN-keyed row and of a row keyed by finite floats
@@ -216,11 +216,11 @@ func TestIntegrationUnchangedToastNaNKey(t *testing.T) {
 	// and --repair mends them.
 	p.chExec(fmt.Sprintf("ALTER TABLE `%s`.`%s` UPDATE n = 99 WHERE tenant_id = 't0' AND (isNaN(k) AND isNaN(r) OR k = 4.5)", p.database, table), ch.Settings{"mutations_sync": 2})
 	want := []string{"values_differ t0/4.5/1.5 n", "values_differ t0/NaN/NaN n"} // keys as readable text
-	if found, err, out := verifyRun("--repair"); err != nil || !slices.Equal(found, want) {
+	if found, out, err := verifyRun("--repair"); err != nil || !slices.Equal(found, want) {
 		t.Errorf("walhouse verify --repair: %v, %q; want %q\n%s", err, found, want, out)
 	}
 	p.converge(pgQuery, chQuery, capture, sink)
-	if found, err, out := verifyRun(); err != nil || len(found) > 0 {
+	if found, out, err := verifyRun(); err != nil || len(found) > 0 {
 		t.Errorf("walhouse verify after --repair: %v, %q; want no difference\n%s", err, found, out)
 	}
 }
