@@ -497,10 +497,10 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 	// The keys are written once (IN an array uses the primary key as IN a
 	// list does), and each row's place among them is found by comparing
 	// its key with them: with indexOf in an array of the columns' own
-	// types (keysArray), which compares tuples as IN does, NaN equal to
-	// NaN whatever its bits; with = in keysParams's array, which compares
-	// a key value with its column's value as IN does, also where their
-	// types differ, NaN aside.
+	// types (keysArray), which compares tuples as IN does; with = in
+	// keysParams's array, which compares a key value with its column's
+	// value as IN does, also where their types differ. A key holding a
+	// float NaN is found and placed by its own condition (nanKeys).
 	key := tupleOf(keyCols)
 	keys, args, err := keysArray(tg, ls)
 	place := fmt.Sprintf("indexOf(keys, %s)", key)
@@ -512,12 +512,18 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 		return err
 	}
 	where := fmt.Sprintf("%s IN keys", key)
-	nan, nanArgs, err := nanKeys(tg, ls)
+	nan, err := nanKeys(tg, ls)
 	if err != nil {
 		return err
 	}
-	if nan != "" {
-		where, args = "("+where+" OR "+nan+")", append(args, nanArgs...)
+	if len(nan.terms) > 0 {
+		where = "(" + where + " OR " + strings.Join(nan.terms, " OR ") + ")"
+		var cases []string
+		for j, term := range nan.terms {
+			cases = append(cases, term, strconv.Itoa(nan.at[j]+1))
+		}
+		place = fmt.Sprintf("multiIf(%s, %s)", strings.Join(cases, ", "), place)
+		args = append(args, nan.args...)
 	}
 	head := fmt.Sprintf("WITH %s AS keys SELECT toUInt64(%s), %s, %s",
 		keys, place, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
@@ -631,24 +637,29 @@ func keysParams(tg *target, ls []*lookup) (string, []any, error) {
 	return "[" + strings.Join(tuples, ", ") + "]", args, nil
 }
 
-// nanKeys writes, for the lookups of ls whose key holds a float NaN, a
-// condition that finds their rows without IN: each a conjunction of the
-// key's other values, as parameters (n<lookup>_<column>), and isNaN of
-// its NaN columns, the conjunctions joined by OR; "" when no key holds a
-// NaN. IN alone misses such a row where the server prunes parts by
-// column statistics (ClickHouse 26.4 and later, until its fix): their
-// min and max leave NaN out, so a part holding a NaN key seems to hold
-// none (ClickHouse issue 116927). isNaN is no range, so no part is pruned
-// for it; the key's leading values still select the granules. It also
-// finds a NaN stored with other bits than the one the server parses
-// from "nan", which IN tells apart (builds before the sink stored that
-// one stored Go's, math.NaN).
-func nanKeys(tg *target, ls []*lookup) (string, []any, error) {
+// nanConds are the conditions of the lookups whose key holds a float NaN
+// (nanKeys): terms[j] is lookup at[j]'s, with its parameters among args.
+type nanConds struct {
+	terms []string
+	at    []int
+	args  []any
+}
+
+// nanKeys writes, for each lookup of ls whose key holds a float NaN, a
+// condition that finds its row without IN, and places it (where = and
+// keysParams's = cannot: NaN equals nothing): a conjunction of the key's
+// other values, as parameters (n<lookup>_<column>), and isNaN of its NaN
+// columns. IN alone misses such a row where the server prunes parts by
+// column statistics (ClickHouse 26.4 and later, until its fix): their min
+// and max leave NaN out, so a part holding a NaN key seems to hold none
+// (ClickHouse issue 116927). isNaN is no range, so no part is pruned for
+// it; the key's leading values still select the granules. It also finds
+// a NaN stored with other bits than the one the server parses from
+// "nan", which IN tells apart (builds before the sink stored that one
+// stored Go's, math.NaN).
+func nanKeys(tg *target, ls []*lookup) (nanConds, error) {
 	t := tg.table
-	var (
-		terms []string
-		args  []any
-	)
+	var out nanConds
 	for n, l := range ls {
 		var conds []string
 		var params []any
@@ -665,7 +676,7 @@ func nanKeys(tg *target, ls []*lookup) (string, []any, error) {
 			typ := tg.columns[i].Type
 			x, err := typ.Convert(l.key[i].Text)
 			if err != nil {
-				return "", nil, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
+				return nanConds{}, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
 			}
 			col := schema.QuoteIdent(tg.columns[i].Name)
 			if isNaN(x) {
@@ -684,11 +695,12 @@ func nanKeys(tg *target, ls []*lookup) (string, []any, error) {
 			params = append(params, ch.Named(p, keyParam(typ, x)))
 		}
 		if nan {
-			terms = append(terms, "("+strings.Join(conds, " AND ")+")")
-			args = append(args, params...)
+			out.terms = append(out.terms, "("+strings.Join(conds, " AND ")+")")
+			out.at = append(out.at, n)
+			out.args = append(out.args, params...)
 		}
 	}
-	return strings.Join(terms, " OR "), args, nil
+	return out, nil
 }
 
 // isNaN reports whether x, a converted value, is a float NaN.
