@@ -160,7 +160,7 @@ type sourceColumn struct {
 	values schema.Values // nil for an array
 	clamps bool          // typ.Clamps(), asked once rather than per value
 	key    bool          // a key or tenant column: NULL is no value for it
-	ranged bool          // a key date or timestamp: asked typ.OutOfRange of each value
+	ranged bool          // a key date or timestamp, or array of them: asked typ.OutOfRange of each value
 }
 
 // convert converts the values of records lo..hi-1, the source column at
@@ -185,6 +185,9 @@ func (b *sourceColumn) convert(recs []*record.Record, lo, hi, ci int, fills fill
 			}
 			if x == nil && b.key {
 				return &fault{i, errKeyNotHeld}
+			}
+			if b.ranged && b.typ.OutOfRange(v.Text) {
+				return &fault{i, keyOutOfRange(v.Text)} // an array holding such a date: one key with others
 			}
 			b.rows = append(b.rows, rowValue{i, x})
 		default:

@@ -515,17 +515,20 @@ func TestBuildColumnsFailsTheFirstRecord(t *testing.T) {
 // TestBuildColumnsKeyOutOfRange: a date or timestamp that ClickHouse
 // stores as its range's bound fails its record (errKeyOutOfRange, naming
 // the value) in a key column, where it would share one row with every
-// other key beyond that bound, and is stored clamped elsewhere. The
-// bounds themselves load.
+// other key beyond that bound, and is stored clamped elsewhere; so does
+// an array of them holding one. The bounds themselves load.
 func TestBuildColumnsKeyOutOfRange(t *testing.T) {
 	cols := []record.Column{
 		{Name: "org", Type: "text", TypMod: -1, Key: true},
 		{Name: "day", Type: "date", TypMod: -1, Key: true},
 		{Name: "at", Type: "timestamptz", TypMod: -1, Key: true},
+		{Name: "days", Type: "date", Array: true, TypMod: -1, Key: true},
+		{Name: "ats", Type: "timestamptz", Array: true, TypMod: -1, Key: true},
 		{Name: "seen", Type: "date", TypMod: -1},
 		{Name: "ts", Type: "timestamp", TypMod: -1},
+		{Name: "seens", Type: "date", Array: true, TypMod: -1},
 	}
-	good := []string{"acme", "2024-01-15", "2024-01-15 10:00:00+00", "2024-01-15", "2024-01-15 10:00:00"}
+	good := []string{"acme", "2024-01-15", "2024-01-15 10:00:00+00", "{2024-01-15,2024-01-16}", `{"2024-01-15 10:00:00+00"}`, "2024-01-15", "2024-01-15 10:00:00", "{2024-01-15}"}
 	tests := []struct {
 		col, text string
 		fails     bool
@@ -544,7 +547,17 @@ func TestBuildColumnsKeyOutOfRange(t *testing.T) {
 		{"at", "infinity", true},
 		{"at", "1900-01-01 00:00:00+00", false},
 		{"at", "2262-04-11 23:47:16.854775+00", false},
-		{"seen", "1800-01-01", false}, // not a key: clamped, as documented
+		// Arrays in a key: any element beyond the range, nested too.
+		{"days", "{2024-01-15,1800-01-01}", true},
+		{"days", "{infinity}", true},
+		{"days", "{{2024-01-15},{2300-01-01}}", true},
+		{"days", "{1900-01-01,NULL,2299-12-31}", false},
+		{"days", "{}", false},
+		{"ats", `{"2024-01-15 10:00:00+00","1850-06-01 00:00:00+00"}`, true},
+		{"ats", "{-infinity}", true},
+		{"ats", `{"2262-04-11 23:47:16.854775+00"}`, false},
+		{"seens", "{1800-01-01,infinity}", false}, // not a key: clamped
+		{"seen", "1800-01-01", false},             // not a key: clamped, as documented
 		{"seen", "infinity", false},
 		{"ts", "1800-01-01 00:00:00", false},
 		{"org", "1800-01-01", false}, // text: stored as itself

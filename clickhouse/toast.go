@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -496,11 +497,10 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 	// The keys are written once (IN an array uses the primary key as IN a
 	// list does), and each row's place among them is found by comparing
 	// its key with them: with indexOf in an array of the columns' own
-	// types (keysArray), which compares tuples as IN does, also a NaN IN
-	// found (a real's; a double precision NaN is stored with other bits
-	// than the query's, which IN tells apart, docs/limits.md); with = in
+	// types (keysArray), which compares tuples as IN does; with = in
 	// keysParams's array, which compares a key value with its column's
-	// value as IN does, also where their types differ, NaN aside.
+	// value as IN does, also where their types differ. A key holding a
+	// float NaN is found and placed by its own condition (nanKeys).
 	key := tupleOf(keyCols)
 	keys, args, err := keysArray(tg, ls)
 	place := fmt.Sprintf("indexOf(keys, %s)", key)
@@ -511,19 +511,33 @@ func (w *Writer) readStored(ctx context.Context, tg *target, ls []*lookup, sizes
 	if err != nil {
 		return err
 	}
+	where := fmt.Sprintf("%s IN keys", key)
+	nan, err := nanKeys(tg, ls)
+	if err != nil {
+		return err
+	}
+	if len(nan.terms) > 0 {
+		where = "(" + where + " OR " + strings.Join(nan.terms, " OR ") + ")"
+		var cases []string
+		for j, term := range nan.terms {
+			cases = append(cases, term, strconv.Itoa(nan.at[j]+1))
+		}
+		place = fmt.Sprintf("multiIf(%s, %s)", strings.Join(cases, ", "), place)
+		args = append(args, nan.args...)
+	}
 	head := fmt.Sprintf("WITH %s AS keys SELECT toUInt64(%s), %s, %s",
 		keys, place, schema.QuoteIdent(schema.VersionColumn), strings.Join(sel, ", "))
 	var q string
 	if before := ls[0].before; before != 0 {
 		// Every version of one key is a handful of rows: no FINAL, the
 		// newest live one below the update's version.
-		q = fmt.Sprintf("%s FROM %s WHERE %s IN keys AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
-			head, t.QualifiedName(), key, schema.QuoteIdent(schema.DeletedColumn),
+		q = fmt.Sprintf("%s FROM %s WHERE %s AND %s = 0 AND %s < {before:UInt64} ORDER BY %s DESC LIMIT 1",
+			head, t.QualifiedName(), where, schema.QuoteIdent(schema.DeletedColumn),
 			schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.VersionColumn))
 		args = append(args, ch.Named("before", before))
 	} else {
-		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s IN keys AND %s = 0",
-			head, t.QualifiedName(), key, schema.QuoteIdent(schema.DeletedColumn))
+		q = fmt.Sprintf("%s FROM %s FINAL WHERE %s AND %s = 0",
+			head, t.QualifiedName(), where, schema.QuoteIdent(schema.DeletedColumn))
 	}
 	if w.failpoints.Err(failpoint.SinkReadBack) != nil {
 		// A query ClickHouse refuses for a parameter it cannot parse, as
@@ -621,6 +635,83 @@ func keysParams(tg *target, ls []*lookup) (string, []any, error) {
 		tuples[n] = tupleOf(vals)
 	}
 	return "[" + strings.Join(tuples, ", ") + "]", args, nil
+}
+
+// nanConds are the conditions of the lookups whose key holds a float NaN
+// (nanKeys): terms[j] is lookup at[j]'s, with its parameters among args.
+type nanConds struct {
+	terms []string
+	at    []int
+	args  []any
+}
+
+// nanKeys writes, for each lookup of ls whose key holds a float NaN, a
+// condition that finds its row without IN, and places it (where = and
+// keysParams's = cannot: NaN equals nothing): a conjunction of the key's
+// other values, as parameters (n<lookup>_<column>), and isNaN of its NaN
+// columns. IN alone misses such a row where the server prunes parts by
+// column statistics (ClickHouse 26.4 and later, until its fix): their min
+// and max leave NaN out, so a part holding a NaN key seems to hold none
+// (ClickHouse issue 116927). isNaN is no range, so no part is pruned for
+// it; the key's leading values still select the granules. It also finds
+// a NaN stored with other bits than the one the server parses from
+// "nan", which IN tells apart (builds before the sink stored that one
+// stored Go's, math.NaN).
+func nanKeys(tg *target, ls []*lookup) (nanConds, error) {
+	t := tg.table
+	var out nanConds
+	for n, l := range ls {
+		var conds []string
+		var params []any
+		nan := false
+		if t.TenantSynthetic {
+			p := fmt.Sprintf("n%d_t", n)
+			conds = append(conds, fmt.Sprintf("%s = {%s:String}", schema.QuoteIdent(t.TenantColumn), p))
+			params = append(params, ch.Named(p, l.rec.TenantID))
+		}
+		for i, c := range t.Columns {
+			if !c.Source.Key && c.Name != t.TenantColumn {
+				continue
+			}
+			typ := tg.columns[i].Type
+			x, err := typ.Convert(l.key[i].Text)
+			if err != nil {
+				return nanConds{}, fmt.Errorf("read unchanged TOAST values of %s: key column %s: %w", t.QualifiedName(), c.Name, err)
+			}
+			col := schema.QuoteIdent(tg.columns[i].Name)
+			if isNaN(x) {
+				nan = true
+				conds = append(conds, "isNaN("+col+")")
+				continue
+			}
+			if x == nil {
+				// As keysParams writes it: the type's default, which
+				// versions before errKeyNotHeld inserted.
+				conds = append(conds, fmt.Sprintf("%s = defaultValueOfTypeName(%s)", col, schema.QuoteString(typ.DDL)))
+				continue
+			}
+			p := fmt.Sprintf("n%d_%d", n, i)
+			conds = append(conds, fmt.Sprintf("%s = {%s:%s}", col, p, typ.DDL))
+			params = append(params, ch.Named(p, keyParam(typ, x)))
+		}
+		if nan {
+			out.terms = append(out.terms, "("+strings.Join(conds, " AND ")+")")
+			out.at = append(out.at, n)
+			out.args = append(out.args, params...)
+		}
+	}
+	return out, nil
+}
+
+// isNaN reports whether x, a converted value, is a float NaN.
+func isNaN(x any) bool {
+	switch v := x.(type) {
+	case float64:
+		return math.IsNaN(v)
+	case float32:
+		return math.IsNaN(float64(v))
+	}
+	return false
 }
 
 // keyParam is x, a key value converted for type typ, as a query parameter

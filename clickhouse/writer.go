@@ -220,7 +220,10 @@ func WithMaxReadBackBytes(n int64) WriterOption {
 
 // NewWriter returns a Writer that creates its tables in database (created if
 // missing). Tables are partitioned by month of partitionBy when it is set
-// and names a key column of a date or timestamp type.
+// and names a key column of a date or timestamp type. It refuses a server
+// older than the inserts need (ClickHouse 23.3; docs/limits.md), or than
+// a layout's JSON override needs, naming the version found and the one to
+// upgrade to.
 func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy string, opts ...WriterOption) (*Writer, error) {
 	if database == "" {
 		return nil, errors.New("clickhouse: database name is empty")
@@ -238,15 +241,17 @@ func NewWriter(ctx context.Context, conn driver.Conn, database, partitionBy stri
 		o(w)
 	}
 	w.opts = schema.Options{Database: database, Cluster: w.placement.Cluster, PartitionBy: partitionBy, Layouts: w.layouts}
+	// First, before anything is created: a server the inserts cannot load
+	// into would otherwise refuse every insert, one at a time.
+	if err := checkServerVersion(ctx, conn, w.layouts); err != nil {
+		return nil, err
+	}
 	for _, stmt := range w.placement.CreateDatabases() {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("create ClickHouse database (%s): %w", stmt, err)
 		}
 	}
 	if err := w.checkPlacement(ctx); err != nil {
-		return nil, err
-	}
-	if err := checkServerForLayouts(ctx, conn, w.layouts); err != nil {
 		return nil, err
 	}
 	return w, nil

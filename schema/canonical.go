@@ -578,3 +578,35 @@ func withinDateRange(text string) bool {
 func (t Type) Integer() bool {
 	return !t.array && scalars[t.kind].digits > 0
 }
+
+// LookupText returns a text that PostgreSQL (cast to the column's type)
+// and ClickHouse (cast to t) both read back as the value whose canonical
+// form is canon, for finding a row by its key: a float's canonical form
+// is its bits in hex, which both would read as another number (or
+// refuse), so it is written as its shortest decimal text, NaN and the
+// infinities as PostgreSQL spells them; every other key type's canonical
+// form is such a text already. NaN reports a float NaN, which equals no
+// value in ClickHouse: find it with isNaN.
+func (t Type) LookupText(canon string) (text string, nan bool) {
+	if t.array || t.kind != kFloat32 && t.kind != kFloat64 {
+		return canon, false
+	}
+	if canon == "nan" {
+		return "NaN", true
+	}
+	bits, err := strconv.ParseUint(canon, 16, 64)
+	if err != nil {
+		return canon, false // not a canonical float: left as it is, to match nothing
+	}
+	f, size := math.Float64frombits(bits), 64
+	if t.kind == kFloat32 {
+		f, size = float64(math.Float32frombits(uint32(bits))), 32
+	}
+	switch {
+	case math.IsInf(f, 1):
+		return "Infinity", false
+	case math.IsInf(f, -1):
+		return "-Infinity", false
+	}
+	return strconv.FormatFloat(f, 'g', -1, size), false
+}

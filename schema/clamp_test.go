@@ -69,6 +69,8 @@ func TestDecimalClamp(t *testing.T) {
 func TestOutOfRange(t *testing.T) {
 	date := Map(record.Column{Type: "date"}, false)
 	ts := Map(record.Column{Type: "timestamptz"}, false)
+	dates := Map(record.Column{Type: "date", Array: true}, false)
+	stamps := Map(record.Column{Type: "timestamptz", Array: true}, false)
 	for _, tc := range []struct {
 		typ  Type
 		text string
@@ -103,7 +105,21 @@ func TestOutOfRange(t *testing.T) {
 		{ts, "0044-03-15 10:00:00+00 BC", true},
 		{ts, "1850-01-01", true}, // a date, in a column widened to a timestamp
 		{ts, "1950-01-01", false},
-		{Map(record.Column{Type: "date", Array: true}, false), "{1800-01-01}", false}, // arrays: not asked
+		// Arrays: any element beyond the range, nested arrays and
+		// quoted or NULL elements included.
+		{dates, "{1800-01-01}", true},
+		{dates, "{2024-01-01,1900-01-01,2299-12-31}", false},
+		{dates, "{2024-01-01,NULL,infinity}", true},
+		{dates, "{{2024-01-01,2024-01-02},{2024-01-03,2300-01-01}}", true},
+		{dates, "{{2024-01-01,2024-01-02},{2024-01-03,2024-01-04}}", false},
+		{dates, "[0:1]={2024-01-01,-infinity}", true},
+		{dates, "{}", false},
+		{dates, "{NULL}", false},
+		{stamps, `{"2024-01-15 10:00:00+00","1899-12-31 23:59:59.999999+00"}`, true},
+		{stamps, `{"2024-01-15 10:00:00+00","2262-04-11 23:47:16.854775+00"}`, false},
+		{stamps, `{"2262-04-12 00:00:00+00"}`, true},
+		{stamps, `{"0044-03-15 10:00:00+00 BC"}`, true},
+		{dates, "not an array", false}, // Convert refuses it
 		{Map(record.Column{Type: "text"}, false), "1800-01-01", false},
 		{Map(record.Column{Type: "numeric"}, false), "Infinity", false},
 	} {
@@ -121,13 +137,30 @@ func TestOutOfRange(t *testing.T) {
 			}
 			continue
 		}
-		at := v.(time.Time)
-		bound := at.Equal(minDate) || at.Equal(maxDate) || at.Equal(maxTime)
-		switch {
-		case got && !bound:
-			t.Errorf("%s %q: out of range, yet converts to %v, not a bound", tc.typ.DDL, tc.text, at)
-		case !got && bound && !strings.HasPrefix(tc.text, at.Format("2006-01-02")):
-			t.Errorf("%s %q: within range, yet converts to the bound %v", tc.typ.DDL, tc.text, at)
+		var ats []time.Time
+		switch x := v.(type) {
+		case time.Time:
+			ats = []time.Time{x}
+		case []*time.Time:
+			for _, e := range x {
+				if e != nil {
+					ats = append(ats, *e)
+				}
+			}
+		default:
+			t.Fatalf("%s %q: converts to %T", tc.typ.DDL, tc.text, v)
+		}
+		bound := false
+		for _, at := range ats {
+			if at.Equal(minDate) || at.Equal(maxDate) || at.Equal(maxTime) {
+				bound = true
+				if !got && !strings.Contains(tc.text, at.Format("2006-01-02")) {
+					t.Errorf("%s %q: within range, yet converts to the bound %v", tc.typ.DDL, tc.text, at)
+				}
+			}
+		}
+		if got && !bound {
+			t.Errorf("%s %q: out of range, yet converts to %v, no bound", tc.typ.DDL, tc.text, ats)
 		}
 	}
 }

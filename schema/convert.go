@@ -216,10 +216,29 @@ func parseUint32(s string) (uint32, error) {
 
 func parseFloat32(s string) (float32, error) {
 	v, err := strconv.ParseFloat(s, 32)
+	if math.IsNaN(v) {
+		return nanFloat32, err
+	}
 	return float32(v), err
 }
 
-func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+func parseFloat64(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if math.IsNaN(v) {
+		return nanFloat64, err
+	}
+	return v, err
+}
+
+// nanFloat64 and nanFloat32 are NaN with the bits ClickHouse parses "nan"
+// into (the quiet NaN without payload), not Go's math.NaN (payload 1): a
+// key's IN compares a float's bits, so a row stored with Go's NaN was not
+// found by the read-back of its unchanged TOAST values, whose keys the
+// server parses from text (docs/limits.md).
+var (
+	nanFloat64 = math.Float64frombits(0x7ff8000000000000)
+	nanFloat32 = math.Float32frombits(0x7fc00000)
+)
 
 // parseBytea decodes bytea's hex output into the bytes, as a string.
 func parseBytea(s string) (string, error) {
@@ -465,13 +484,35 @@ func digits(s string) (int, bool) {
 // OutOfRange reports whether Convert stores PostgreSQL's text of a value
 // of t, a date or timestamp, as the bound of the range ClickHouse holds
 // rather than as itself (see minDate): a value before 1900-01-01 or after
-// the type's upper bound, an infinity, a BC date. Every such value beyond
+// the type's upper bound, an infinity, a BC date; for an array of them
+// (nested ones included), whether any element is. Every such value beyond
 // one bound is stored as the same value, so in a key it would share its
-// row with another. Exact at the bounds; cheap for the years no time
-// zone offset takes out of the range (a look at the year), and false for
-// every other type and for text Convert refuses.
+// row with another ({1800-01-01} and {1700-01-01} would be one key).
+// Exact at the bounds; cheap for the years no time zone offset takes out
+// of the range (a look at the year), and false for every other type and
+// for text Convert refuses.
 func (t Type) OutOfRange(text string) bool {
-	if !t.Ranged() || withinDateRange(text) {
+	if !t.Ranged() {
+		return false
+	}
+	if !t.array {
+		return t.scalarOutOfRange(text)
+	}
+	elems, err := parseArray(text)
+	if err != nil {
+		return false // Convert refuses it too
+	}
+	for _, e := range elems {
+		if e != nil && t.scalarOutOfRange(*e) {
+			return true
+		}
+	}
+	return false
+}
+
+// scalarOutOfRange is OutOfRange for one value of t's kind.
+func (t Type) scalarOutOfRange(text string) bool {
+	if withinDateRange(text) {
 		return false
 	}
 	hi := maxDate
@@ -502,10 +543,10 @@ func (t Type) OutOfRange(text string) bool {
 	return err == nil && (v.Before(minDate) || v.After(hi))
 }
 
-// Ranged reports whether t is a date or timestamp (not an array), whose
-// values OutOfRange may report, so that a caller asks about each value
-// only then.
-func (t Type) Ranged() bool { return scalars[t.kind].temporal && !t.array }
+// Ranged reports whether t is a date or timestamp, or an array of them,
+// whose values OutOfRange may report, so that a caller asks about each
+// value only then.
+func (t Type) Ranged() bool { return scalars[t.kind].temporal }
 
 func clamp(t, lo, hi time.Time) time.Time {
 	if t.Before(lo) {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -86,5 +87,91 @@ func BenchmarkOutOfRange(b *testing.B) {
 				ts.OutOfRange(s)
 			}
 		})
+	}
+}
+
+// TestConvertNaNBits: a float NaN is converted to the bits ClickHouse
+// parses "nan" into (the quiet NaN without payload), in a scalar, an
+// array element and a column of an insert: the read-back of unchanged
+// TOAST values finds a row by its key with IN, which compares a float's
+// bits, from keys the server parses from text.
+func TestConvertNaNBits(t *testing.T) {
+	for _, tc := range []struct {
+		typ, text string
+		want      uint64 // the bits of the Float64, or of the Float32
+	}{
+		{"float8", "NaN", 0x7ff8000000000000},
+		{"float4", "NaN", 0x7fc00000},
+		{"float8", "1.5", 0x3ff8000000000000},
+		{"float4", "-1.5", 0xbfc00000},
+	} {
+		typ := Map(record.Column{Name: "k", Type: tc.typ, TypMod: -1, Key: true}, false)
+		atyp := Map(record.Column{Name: "a", Type: tc.typ, Array: true, TypMod: -1}, true)
+		one, err := typ.Convert(tc.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many, err := atyp.Convert("{" + tc.text + "}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, ok := typ.NewValues(1)
+		if !ok {
+			t.Fatalf("%s: no Values", tc.typ)
+		}
+		if _, err := vals.Append(tc.text); err != nil {
+			t.Fatal(err)
+		}
+		col := vals.Slice(0, 1)
+		var got []uint64
+		switch v := one.(type) {
+		case float64:
+			got = append(got, math.Float64bits(v), math.Float64bits(*many.([]*float64)[0]), math.Float64bits(col.([]float64)[0]))
+		case float32:
+			got = append(got, uint64(math.Float32bits(v)), uint64(math.Float32bits(*many.([]*float32)[0])), uint64(math.Float32bits(col.([]float32)[0])))
+		default:
+			t.Fatalf("%s: %T", tc.typ, one)
+		}
+		for i, g := range got {
+			if g != tc.want {
+				t.Errorf("%s %s (%s): bits %x, want %x", tc.typ, tc.text, []string{"scalar", "array element", "column"}[i], g, tc.want)
+			}
+		}
+	}
+}
+
+// TestLookupText: a float key's canonical form (its bits) goes back to a
+// text both databases read as the same value; other types' stay.
+func TestLookupText(t *testing.T) {
+	for _, tc := range []struct {
+		typ, text, want string
+		nan             bool
+	}{
+		{"float8", "4.5", "4.5", false},
+		{"float8", "0.30000000000000004", "0.30000000000000004", false},
+		{"float8", "5e-324", "5e-324", false},
+		{"float8", "-0", "-0", false},
+		{"float8", "Infinity", "Infinity", false},
+		{"float8", "-Infinity", "-Infinity", false},
+		{"float8", "NaN", "NaN", true},
+		{"float4", "1.5", "1.5", false},
+		{"float4", "1e-45", "1e-45", false},
+		{"float4", "3.4028235e+38", "3.4028235e+38", false},
+		{"float4", "NaN", "NaN", true},
+		{"int8", "42", "42", false},
+		{"text", "3fc00000", "3fc00000", false},
+	} {
+		typ := Map(record.Column{Name: "k", Type: tc.typ, TypMod: -1, Key: true}, false)
+		canon, err := typ.CanonicalText(&tc.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, nan := typ.LookupText(canon)
+		if got != tc.want || nan != tc.nan {
+			t.Errorf("%s %s (canonical %s): %q, %v; want %q, %v", tc.typ, tc.text, canon, got, nan, tc.want, tc.nan)
+		}
+		if back, _ := typ.CanonicalText(&got); back != canon {
+			t.Errorf("%s %s: %q reads back as %s, want %s", tc.typ, tc.text, got, back, canon)
+		}
 	}
 }

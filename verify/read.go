@@ -163,10 +163,15 @@ func (t *table) keyWhere(keys []string) (pgCond string, pgArgs []string, chCond 
 	params = ch.Parameters{}
 	var pc, cc []string
 	for i, c := range t.keyColumns() {
-		pgArgs = append(pgArgs, keys[i])
+		text, nan := c.typ.LookupText(keys[i])
+		pgArgs = append(pgArgs, text)
 		pc = append(pc, fmt.Sprintf("%s = $%d", pgx.Identifier{c.pg}.Sanitize(), i+1))
+		if nan {
+			cc = append(cc, "isNaN("+schema.QuoteIdent(c.ch)+")") // NaN = NaN is false there, not in PostgreSQL
+			continue
+		}
 		name := "k" + strconv.Itoa(i)
-		params[name] = schema.EscapeParam(keys[i])
+		params[name] = schema.EscapeParam(text)
 		cc = append(cc, fmt.Sprintf("%s = CAST({%s:String} AS %s)", schema.QuoteIdent(c.ch), name, c.chType))
 	}
 	return strings.Join(pc, " AND "), pgArgs, strings.Join(cc, " AND "), params
@@ -175,26 +180,38 @@ func (t *table) keyWhere(keys []string) (pgCond string, pgArgs []string, chCond 
 // keysWhere returns the predicates of a batch of keys on both sides: a
 // list of key tuples, each value cast to its column's type (PostgreSQL's
 // type name, ClickHouse's column type) so that the key's index serves it.
+// In ClickHouse, a key holding a float NaN is a conjunction of its other
+// values and isNaN instead: IN would miss it where the server prunes
+// parts by column statistics, whose min and max leave NaN out (26.4 and
+// later, until its fix: ClickHouse issue 116927), and a NaN stored with
+// other bits than the one it parses.
 func (t *table) keysWhere(keys [][]string) (pgCond string, pgArgs []string, chCond string, params ch.Parameters) {
 	kc := t.keyColumns()
 	params = ch.Parameters{}
-	var pcols, ccols, ptuples, ctuples []string
+	var pcols, ccols, ptuples, ctuples, cnan []string
 	for _, c := range kc {
 		pcols = append(pcols, pgx.Identifier{c.pg}.Sanitize())
 		ccols = append(ccols, schema.QuoteIdent(c.ch))
 	}
 	for i, k := range keys {
-		var pv, cv []string
-		beyond := false
+		var pv, cv, conj []string
+		beyond, hasNaN := false, false
 		for j, c := range kc {
-			pgArgs = append(pgArgs, k[j])
+			text, nan := c.typ.LookupText(k[j])
+			pgArgs = append(pgArgs, text)
 			pv = append(pv, fmt.Sprintf("$%d::%s", len(pgArgs), pgx.Identifier{c.src.Type}.Sanitize()))
 			// A key beyond ClickHouse's range (pgRead keeps its text) is
 			// no ClickHouse row's, and ClickHouse may refuse its text.
 			beyond = beyond || c.typ.Ranged() && c.typ.OutOfRange(k[j])
+			if nan {
+				hasNaN = true
+				conj = append(conj, "isNaN("+ccols[j]+")")
+				continue
+			}
 			name := fmt.Sprintf("k%d_%d", i, j)
-			params[name] = schema.EscapeParam(k[j])
+			params[name] = schema.EscapeParam(text)
 			cv = append(cv, fmt.Sprintf("CAST({%s:String} AS %s)", name, c.chType))
+			conj = append(conj, fmt.Sprintf("%s = %s", ccols[j], cv[len(cv)-1]))
 		}
 		ptuples = append(ptuples, "("+strings.Join(pv, ", ")+")")
 		switch {
@@ -202,6 +219,8 @@ func (t *table) keysWhere(keys [][]string) (pgCond string, pgArgs []string, chCo
 			for j := range kc {
 				delete(params, fmt.Sprintf("k%d_%d", i, j))
 			}
+		case hasNaN:
+			cnan = append(cnan, "("+strings.Join(conj, " AND ")+")")
 		case len(cv) == 1:
 			ctuples = append(ctuples, cv[0])
 		default:
@@ -209,13 +228,17 @@ func (t *table) keysWhere(keys [][]string) (pgCond string, pgArgs []string, chCo
 		}
 	}
 	pgCond = fmt.Sprintf("(%s) IN (VALUES %s)", strings.Join(pcols, ", "), strings.Join(ptuples, ", "))
+	var cconds []string
 	switch {
 	case len(ctuples) == 0:
-		chCond = "0"
 	case len(ccols) == 1:
-		chCond = fmt.Sprintf("%s IN (%s)", ccols[0], strings.Join(ctuples, ", "))
+		cconds = append(cconds, fmt.Sprintf("%s IN (%s)", ccols[0], strings.Join(ctuples, ", ")))
 	default:
-		chCond = fmt.Sprintf("(%s) IN (%s)", strings.Join(ccols, ", "), strings.Join(ctuples, ", "))
+		cconds = append(cconds, fmt.Sprintf("(%s) IN (%s)", strings.Join(ccols, ", "), strings.Join(ctuples, ", ")))
+	}
+	chCond = "0"
+	if cconds = append(cconds, cnan...); len(cconds) > 0 {
+		chCond = strings.Join(cconds, " OR ")
 	}
 	return pgCond, pgArgs, chCond, params
 }

@@ -140,7 +140,8 @@ func (t *table) mismatch(keys []string, p, c *row) Mismatch {
 			m.Tenant = keys[0]
 			continue
 		}
-		m.Key = append(m.Key, KeyValue{Column: col.pg, Value: keys[i]})
+		text, _ := col.typ.LookupText(keys[i]) // a float's readable text, not its bits
+		m.Key = append(m.Key, KeyValue{Column: col.pg, Value: text})
 	}
 	if c != nil {
 		m.Version = c.version

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/walhouse/walhouse/record"
@@ -94,5 +95,69 @@ func TestPredicates(t *testing.T) {
 	}
 	if got := tb.pgSelect(); got != `"tenant_id", "id", "Note"` {
 		t.Errorf("pgSelect: %s", got)
+	}
+}
+
+// TestPredicatesFloatKeys: a float key's canonical form (its bits) is
+// looked up as its decimal text on both sides, and a NaN key as isNaN in
+// ClickHouse (IN would miss it where parts are pruned by statistics).
+func TestPredicatesFloatKeys(t *testing.T) {
+	txt, _ := schema.LoadedType(record.Column{Type: "text"}, "String")
+	f8, _ := schema.LoadedType(record.Column{Type: "float8"}, "Float64")
+	f4, _ := schema.LoadedType(record.Column{Type: "float4"}, "Float32")
+	tb := &table{
+		source: record.Source{Schema: "public", Table: "m"},
+		tenant: column{pg: "tenant_id", ch: "tenant_id", typ: txt, chType: "String", src: record.Column{Type: "text"}},
+		keys: []column{
+			{pg: "k", ch: "k", typ: f8, chType: "Float64", src: record.Column{Type: "float8"}},
+			{pg: "r", ch: "r", typ: f4, chType: "Float32", src: record.Column{Type: "float4"}},
+		},
+	}
+	tb.finish()
+	canon := func(typ schema.Type, s string) string {
+		c, err := typ.CanonicalText(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	keys := [][]string{{"a", canon(f8, "4.5"), canon(f4, "1.5")}, {"a", canon(f8, "NaN"), canon(f4, "1.5")}}
+	pw, pargs, cw, params := tb.keysWhere(keys)
+	if want := []string{"a", "4.5", "1.5", "a", "NaN", "1.5"}; !slices.Equal(pargs, want) {
+		t.Errorf("keysWhere PostgreSQL: %s %v, want the arguments %v", pw, pargs, want)
+	}
+	want := "(`tenant_id`, `k`, `r`) IN (tuple(CAST({k0_0:String} AS String), CAST({k0_1:String} AS Float64), CAST({k0_2:String} AS Float32)))" +
+		" OR (`tenant_id` = CAST({k1_0:String} AS String) AND isNaN(`k`) AND `r` = CAST({k1_2:String} AS Float32))"
+	if cw != want || params["k0_1"] != "4.5" || params["k1_2"] != "1.5" || len(params) != 5 {
+		t.Errorf("keysWhere ClickHouse:\n%s %v\nwant\n%s", cw, params, want)
+	}
+	_, pargs, cw, _ = tb.keyWhere(keys[1])
+	if !slices.Equal(pargs, []string{"a", "NaN", "1.5"}) || !strings.Contains(cw, "isNaN(`k`)") {
+		t.Errorf("keyWhere: %v %s", pargs, cw)
+	}
+}
+
+// TestArrayKeyOutOfRange: a key array holding a date beyond ClickHouse's
+// range is treated as a scalar key beyond it: PostgreSQL's text kept as
+// its canonical form matches no ClickHouse row, it is not looked up in
+// ClickHouse (which may refuse its text), and repair leaves it out.
+func TestArrayKeyOutOfRange(t *testing.T) {
+	txt, _ := schema.LoadedType(record.Column{Type: "text"}, "String")
+	days, _ := schema.LoadedType(record.Column{Type: "date", Array: true}, "Array(Nullable(Date32))")
+	tb := &table{
+		source: record.Source{Schema: "public", Table: "d"},
+		tenant: column{pg: "tenant_id", ch: "tenant_id", typ: txt, chType: "String", src: record.Column{Type: "text"}},
+		keys:   []column{{pg: "days", ch: "days", typ: days, chType: "Array(Nullable(Date32))", src: record.Column{Type: "_date"}}},
+	}
+	tb.finish()
+	_, _, cw, params := tb.keysWhere([][]string{{"a", "{2024-01-01,1800-01-01}"}})
+	if cw != "0" || len(params) != 0 {
+		t.Errorf("keysWhere ClickHouse: %s %v; want no lookup", cw, params)
+	}
+	if col, ok := tb.keyOutOfRange([]string{"a", "{infinity}"}); !ok || col != "days" {
+		t.Errorf("keyOutOfRange: %q %v, want days", col, ok)
+	}
+	if _, ok := tb.keyOutOfRange([]string{"a", "{2024-01-01}"}); ok {
+		t.Error("keyOutOfRange: an array within the range reported")
 	}
 }
