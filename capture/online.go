@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -327,6 +328,7 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 	// heartbeat follows its marker.
 	for _, p := range plans {
 		if p.sweepPending() {
+			o.c.cfg.failpoints.At(failpoint.CaptureRewriteCopied)
 			if err := o.c.rewriteSwept(ctx, p); err != nil {
 				return err
 			}

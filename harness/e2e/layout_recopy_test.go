@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,6 +75,42 @@ func TestIntegrationRewriteMovesSortColumn(t *testing.T) {
 	p.exec(fmt.Sprintf(`DELETE FROM %s WHERE id %% 11 = 0`, tb.quoted))
 	waitLog(t, sink, "swept at the rewrite's position", tb.name)
 	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+}
+
+// TestIntegrationRewriteSweepAfterCrash: capture crashes once the copy
+// after a rewrite of a sorting column is in Kafka and before its done
+// markers are sent (failpoint capture.rewrite_copied). The saved plan keeps
+// the sweep due: the next start sends the markers without copying again,
+// and FINAL ends equal to PostgreSQL.
+func TestIntegrationRewriteSweepAfterCrash(t *testing.T) {
+	p := newPipeline(t)
+	p.dropTopicsAtEnd()
+	tb := p.newMovingLayoutTable("rw_crash", 30)
+	args := append([]string{"--config", tb.config}, p.captureArgs([]string{tb.name})...)
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pause in each copy's chunk lets the slot confirm the rewrite's
+	// notice before the crash, so that the restart does not decode it (and
+	// copy) again: the saved plan alone must bring the sweep.
+	const point = "capture.rewrite_copied"
+	capture := killAtEnd(t, testenv.Start(t, "capture (crash)", env, append([]string{"WALHOUSE_FAILPOINTS=capture.copied=pause:3s," + point + "=crash", walhouseBin}, args...)...))
+	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", tb.config}, p.sinkArgs()...)...)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+
+	p.exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN region TYPE text USING upper(region)`, tb.quoted))
+	if err := capture.Wait(90 * time.Second); err == nil || !strings.Contains(capture.Output(), "crashing at "+point) {
+		t.Fatalf("capture did not crash at %s (exit: %v):\n%s", point, err, capture.Output())
+	}
+	p.waitSlotReleased()
+	capture = killAtEnd(t, p.runCapture(args))
+	waitLog(t, capture, "sent its done markers", tb.name)
+	waitLog(t, sink, "swept at the rewrite's position", tb.name)
+	p.converge(tb.pgQuery, tb.chQuery, capture, sink)
+	if strings.Contains(capture.Output(), "msg=starting") {
+		t.Errorf("the restarted capture copied the table again; its copy was complete:\n%s", capture.Output())
+	}
 }
 
 // TestIntegrationRejoinMovesSortColumnVerified: a table whose layout sorts
