@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walhouse/walhouse/internal/failpoint"
 	"github.com/walhouse/walhouse/record"
 )
 
@@ -317,7 +318,23 @@ func (o *onlineSnapshots) copy(ctx context.Context, job onlineJob) error {
 			s.cp = cp
 		}
 	}
-	return s.read(ctx, plans, estimate)
+	if len(plans) == 0 || !plans[0].Complete {
+		if err := s.read(ctx, plans, estimate); err != nil {
+			return err
+		}
+	}
+	// The table counts as being copied until the markers are sent, so
+	// that its lastSyncAt waits for the sweep too: each partition's next
+	// heartbeat follows its marker.
+	for _, p := range plans {
+		if p.sweepPending() {
+			o.c.cfg.failpoints.At(failpoint.CaptureRewriteCopied)
+			if err := o.c.rewriteSwept(ctx, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fillFromSource replaces unchanged TOAST values of a change of case c

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,26 +187,63 @@ func (s *stream) recopyDone(ctx context.Context, req record.RecopyRequest, at re
 	if err != nil {
 		return fmt.Errorf("send the re-copy done markers of %s: %w", req.Table, err)
 	}
-	d := record.RecopyDone{Source: src, ID: req.ID, LSN: at, At: time.Now().UTC(), Partitions: n}
+	if err := s.c.sendDone(ctx, topic, record.RecopyDone{Source: src, ID: req.ID, LSN: at, At: time.Now().UTC(), Partitions: n}); err != nil {
+		return fmt.Errorf("send the re-copy done markers of %s: %w", req.Table, err)
+	}
+	s.c.log.Info("the re-copy asked for by a sink is in Kafka: sent its done markers", "table", req.Table, "recopy", req.ID, "at", at, "partitions", n)
+	return nil
+}
+
+// rewriteSwept sends the done markers of p, a rewrite plan whose copy is
+// complete (snapshotPlan.Sweep), so that the sink sweeps the table at the
+// rewrite's position, and saves p without Sweep once Kafka acknowledged
+// them. A restart before that sends them again; a sink passes them twice
+// harmlessly.
+func (c *Capturer) rewriteSwept(ctx context.Context, p *snapshotPlan) error {
+	at, err := record.ParseLSN(p.CP)
+	if err != nil {
+		return fmt.Errorf("the snapshot state of %s: position %q: %w", p.Table, p.CP, err)
+	}
+	schema, table, _ := strings.Cut(p.Table, ".")
+	src := record.Source{Schema: schema, Table: table}
+	topic := c.cfg.topicOf(p.Table)
+	n := c.cfg.partitions
+	if tc := c.cfg.topics; tc != nil {
+		if n, err = tc.Partitions(ctx, topic); err != nil {
+			return fmt.Errorf("send the done markers of the copy of %s after its rewrite: %w", p.Table, err)
+		}
+	}
+	d := record.RecopyDone{Source: src, ID: record.RewriteSweepID(src, at), LSN: at, At: time.Now().UTC(), Partitions: n}
+	if err := c.sendDone(ctx, topic, d); err != nil {
+		return fmt.Errorf("send the done markers of the copy of %s after its rewrite: %w", p.Table, err)
+	}
+	p.Sweep = false
+	if c.cfg.state != nil {
+		if err := c.savePlan(ctx, p); err != nil {
+			return err
+		}
+	}
+	c.log.Info("the copy after the rewrite is in Kafka: sent its done markers, after which the sink removes the versions the rewrite moved from their old positions", "table", p.Table, "at", at, "partitions", n)
+	return nil
+}
+
+// sendDone produces the done marker d to each of the d.Partitions
+// partitions of topic and returns once Kafka acknowledged them.
+func (c *Capturer) sendDone(ctx context.Context, topic string, d record.RecopyDone) error {
 	hs := d.Headers()
 	khs := make([]kgo.RecordHeader, len(hs))
 	for i, h := range hs {
 		khs[i] = kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)}
 	}
-	recs := make([]*kgo.Record, n)
-	for p := range n {
-		recs[p] = &kgo.Record{Topic: topic, Partition: p, Headers: khs}
+	errs := make(chan error, d.Partitions)
+	for p := range d.Partitions {
+		c.producer.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Headers: khs}, func(_ *kgo.Record, err error) { errs <- err })
 	}
-	errs := make(chan error, n)
-	for _, r := range recs {
-		s.c.producer.Produce(ctx, r, func(_ *kgo.Record, err error) { errs <- err })
-	}
-	for range n {
+	for range d.Partitions {
 		if err := <-errs; err != nil {
-			return fmt.Errorf("send the re-copy done markers of %s: %w", req.Table, err)
+			return err
 		}
 	}
-	s.c.log.Info("the re-copy asked for by a sink is in Kafka: sent its done markers", "table", req.Table, "recopy", req.ID, "at", at, "partitions", n)
 	return nil
 }
 

@@ -31,6 +31,16 @@ import (
 // values in their own changes already; a row the copy reads after such a
 // change carries the same values under a lower version.
 //
+// A rewrite that converts a column of the ClickHouse sorting or partition
+// key (a layout's, or the primary key) moves rows: the copy writes each at
+// its new position, where nothing older is to replace, and the version at
+// the old position would stay in FINAL. So the copy ends like a re-copy
+// after lost records (recopy.go): once it is acknowledged, capture sends
+// done markers (record.RewriteSweepID; snapshotPlan.Sweep keeps that due
+// across a restart) and the sink sweeps the table at the rewrite's
+// position: no row PostgreSQL had after the DDL has a latest version
+// below it.
+//
 // Where the copy cannot run (WithoutRewriteCopy, or a table over
 // WithRewriteCopyMaxRows) the table is marked inexact
 // (walhouse_capture_tables_inexact, alert WalhouseTableInexact), in its
@@ -178,6 +188,7 @@ func (c *Capturer) saveRewritePending(ctx context.Context, rw rewrite) error {
 			p.Recopy = old.Recopy
 		}
 	}
+	p.Sweep = p.Recopy == ""
 	return c.savePlan(ctx, p)
 }
 
@@ -203,6 +214,7 @@ func (c *Capturer) rewriteNotCopied(ctx context.Context, rw rewrite, why string)
 		return nil
 	}
 	p.Inexact = true
+	p.Sweep = false // no copy: a sweep would remove every row
 	if p.Recopy != "" {
 		// No done marker may claim a copy that was not made.
 		c.log.Error("the re-copy a sink asked for is given up: the sink keeps the table's lastSyncAt before its gap (walhouse_sink_recopies_pending); recover by hand (docs/operations.md#records-lost)", "table", rw.table, "recopy", p.Recopy)

@@ -79,9 +79,23 @@ type snapshotPlan struct {
 	// rewrite plan's copy answers (recopy.go); RecopyRefused the one whose
 	// copy was given up (rewriteNotCopied), so that no done marker claims
 	// it.
-	Recopy        string     `json:"recopy,omitempty"`
-	RecopyRefused string     `json:"recopyRefused,omitempty"`
-	mu            sync.Mutex `json:"-"`
+	Recopy        string `json:"recopy,omitempty"`
+	RecopyRefused string `json:"recopyRefused,omitempty"`
+	// Sweep says that once this rewrite plan's copy is complete its done
+	// markers (record.RewriteSweepID) are still to be sent, for the sink
+	// to sweep the table at CP: a rewrite that converted a column of the
+	// ClickHouse sorting or partition key (or the key) moved rows, and
+	// their copies at the new positions do not replace the versions at
+	// the old ones (rewrite.go). Cleared once Kafka acknowledged the
+	// markers; a plan that answers a re-copy request sweeps through it.
+	Sweep bool       `json:"sweep,omitempty"`
+	mu    sync.Mutex `json:"-"`
+}
+
+// sweepPending reports whether p's copy is complete and its done markers
+// are still to be sent (Sweep).
+func (p *snapshotPlan) sweepPending() bool {
+	return p.Sweep && p.Rewrite && p.Complete && p.Recopy == "" && p.Chunks > 0 && len(p.Done) >= p.Chunks
 }
 
 // version returns the version of the plan's rows, copied at cp.
@@ -225,7 +239,7 @@ func (s *snapshotter) planAll(ctx context.Context, tables []string, created, fre
 		if err != nil {
 			return nil, 0, err
 		}
-		if p == nil || p.Complete {
+		if p == nil || p.Complete && !p.sweepPending() {
 			continue
 		}
 		if tc := c.cfg.topics; tc != nil {
@@ -408,7 +422,7 @@ func (s *snapshotter) plan(ctx context.Context, conn *pgx.Conn, table string, cr
 	if err != nil {
 		return nil, fmt.Errorf("size table %s for the snapshot: %w", table, err)
 	}
-	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact, Rewrite: s.rewrite, Recopy: s.recopy}
+	p := &snapshotPlan{Table: table, CP: s.cp.String(), At: time.Now().UTC(), Pages: pages, ChunkPages: cfg.chunkPages, Inexact: inexact, Rewrite: s.rewrite, Recopy: s.recopy, Sweep: s.rewrite && s.recopy == ""}
 	s.c.refused.setInexact(table, inexact)
 	p.Chunks = chunksOf(pages, cfg.chunkPages)
 	if p.Membership, err = membership(ctx, conn, cfg.publication, table); err != nil {

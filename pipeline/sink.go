@@ -370,9 +370,12 @@ func sinkConfig(ctx context.Context, cl *kgo.Client, st SinkSettings) (sink.Conf
 	cfg.Admin = kadm.NewClient(cl)
 	if st.Recopies != nil {
 		cfg.Recopies = st.Recopies
-		if b, ok := st.Watermarks.(sink.RecopyBarrier); ok { // the ClickHouse writer
-			cfg.RecopyBarrier = b
-		}
+	}
+	// Also without --recopy-on-gap: capture ends the copy after a DDL
+	// rewrite with done markers too, and the sweep they lead to removes
+	// rows the rewrite moved from their old ClickHouse positions.
+	if b, ok := st.Watermarks.(sink.RecopyBarrier); ok { // the ClickHouse writer
+		cfg.RecopyBarrier = b
 	}
 	return cfg, nil
 }

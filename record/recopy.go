@@ -1,6 +1,8 @@
 package record
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -17,7 +19,8 @@ import (
 // (RecopyDone) to every partition of the table's topic. Once the sink has
 // passed the marker in every partition, every copied row is loaded, and a
 // sweep at L (truncate semantics: rows whose latest version is below L are
-// gone) removes the rows PostgreSQL deleted in the lost records.
+// gone) removes the rows PostgreSQL deleted in the lost records. Capture
+// ends the copy after a DDL rewrite with such markers too (RewriteSweepID).
 
 // RecopyRequest is the sink's request to copy a table again after a gap in
 // its topic: the value, JSON, of the key Table in the re-copy topic. A
@@ -158,3 +161,23 @@ func ParseRecopyDone(get func(key string) (string, bool)) (d RecopyDone, ok bool
 	d.Partitions = int32(parts)
 	return d, true, nil
 }
+
+// rewriteSweepPrefix starts the ID of the done markers capture sends after
+// the copy that follows a DDL rewrite (RewriteSweepID).
+const rewriteSweepPrefix = "rewrite/"
+
+// RewriteSweepID names the done markers of the copy of table src after the
+// DDL rewrite at at. Such a copy answers no RecopyRequest, but ends like
+// one: the sink sweeps the table at at once every partition passed them,
+// which removes a row the rewrite moved to another ClickHouse position (a
+// sorting or partition column, or the key, converted) from its old one.
+// The ID is unique per table and rewrite (the sinks count the partitions
+// that passed by ID) and within the 128 bytes a marker allows.
+func RewriteSweepID(src Source, at LSN) string {
+	sum := sha256.Sum256([]byte(src.Schema + "." + src.Table))
+	return rewriteSweepPrefix + at.String() + "/" + hex.EncodeToString(sum[:8])
+}
+
+// IsRewriteSweep reports whether id names the done markers of a copy after
+// a DDL rewrite (RewriteSweepID) rather than of a RecopyRequest.
+func IsRewriteSweep(id string) bool { return strings.HasPrefix(id, rewriteSweepPrefix) }

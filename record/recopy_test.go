@@ -93,3 +93,35 @@ func TestRecopyRequestCodec(t *testing.T) {
 		t.Errorf("marshal without id: %v, want ErrInvalid", err)
 	}
 }
+
+// TestRewriteSweepID: the done markers of a copy after a rewrite are told
+// from a request's, are unique per table and position, and fit a marker
+// (ParseRecopyDone refuses IDs over 128 bytes) whatever the table's name.
+func TestRewriteSweepID(t *testing.T) {
+	long := Source{Schema: strings.Repeat("s", 63), Table: strings.Repeat("t", 63)}
+	ids := map[string]bool{}
+	for _, c := range []struct {
+		src Source
+		at  LSN
+	}{
+		{Source{Schema: "public", Table: "a"}, 0x1_0000_0000},
+		{Source{Schema: "public", Table: "b"}, 0x1_0000_0000},
+		{Source{Schema: "public", Table: "a"}, 0x1_0000_0001},
+		{long, ^LSN(0)},
+	} {
+		id := RewriteSweepID(c.src, c.at)
+		if !IsRewriteSweep(id) || len(id) > 128 || ids[id] {
+			t.Errorf("RewriteSweepID(%v, %s) = %q: want a rewrite sweep ID of at most 128 bytes, unique", c.src, c.at, id)
+		}
+		ids[id] = true
+		d, ok, err := ParseRecopyDone(headerGetter(RecopyDone{Source: c.src, ID: id, LSN: c.at, At: time.Now(), Partitions: 3}.Headers()))
+		if !ok || err != nil || d.ID != id {
+			t.Errorf("marker with ID %q: parsed %+v, %v, %v", id, d, ok, err)
+		}
+	}
+	for _, id := range []string{"wh.public.a/0/10-20", "", "rewrit"} {
+		if IsRewriteSweep(id) {
+			t.Errorf("IsRewriteSweep(%q) = true, want false: a request's ID", id)
+		}
+	}
+}

@@ -38,6 +38,11 @@ import (
 //     when repeated (every row is at L or newer by then), so two sinks
 //     doing it, or a retry, are harmless. Then the request is marked done
 //     and the table released.
+//
+// Capture ends the copy after a DDL rewrite the same way (its done markers
+// named by record.RewriteSweepID, for no request), so that rows the
+// rewrite moved to other ClickHouse positions leave the old ones: every
+// sink with a ClickHouse loader sweeps, with --recopy-on-gap or without.
 
 // Recopier is the re-copy topic as the sink uses it; *kafka.Recopies
 // implements it.
@@ -180,8 +185,8 @@ func (s *Sink) passRecopy(ctx context.Context, kr *kgo.Record, d record.RecopyDo
 	t, canSweep := s.loader.(Truncater)
 	if s.cfg.RecopyBarrier == nil || !canSweep {
 		// A copy at Version(L) replaced every row it read; only rows
-		// deleted in lost records stay. Such a sink did not ask for it.
-		s.log.Warn("a re-copy done marker, and this sink cannot sweep (no ClickHouse loader, or --recopy-on-gap off): rows deleted in records lost may stay", "table", table, "recopy", d.ID, "err", errNoSweep)
+		// deleted in lost records, or moved by a rewrite, stay.
+		s.log.Warn("a re-copy done marker, and this sink cannot sweep (no ClickHouse loader): rows deleted in records lost, or moved by a rewrite, may stay", "table", table, "recopy", d.ID, "err", errNoSweep)
 		return nil
 	}
 	var complete bool
@@ -199,6 +204,12 @@ func (s *Sink) passRecopy(ctx context.Context, kr *kgo.Record, d record.RecopyDo
 	req := TruncateRequest{Truncate: record.Truncate{Source: d.Source, LSN: d.LSN, CommitTime: d.At, At: d.At}, Token: "recopy/" + d.ID}
 	if err := s.retry(ctx, "sweep "+table+" after its re-copy", func() error { return t.Truncate(ctx, req) }); err != nil {
 		return fmt.Errorf("sweep %s at %s after its re-copy %s: %w", table, d.LSN, d.ID, err)
+	}
+	if record.IsRewriteSweep(d.ID) {
+		// Answers no request: nothing to mark done, no watermark held.
+		s.log.Info("the copy after a DDL rewrite is loaded in every partition and swept at the rewrite's position: versions the rewrite moved to other positions are gone from the old ones",
+			"table", table, "recopy", d.ID, record.LogLSN, d.LSN.String(), "partitions", d.Partitions)
+		return nil
 	}
 	// A request this sink has not read yet may be newer than d's.
 	if err := s.readRecopies(ctx); err != nil {

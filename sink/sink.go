@@ -246,8 +246,9 @@ type Config struct {
 	// Recopies, when set (walhouse sink --recopy-on-gap), makes a gap ask
 	// capture to copy the table again instead of stopping its partition,
 	// and holds the table's watermark until the copy is loaded (recopy.go).
-	// RecopyBarrier records the partitions that loaded a copy, so that the
-	// last one sweeps; without it the sink does not sweep.
+	// RecopyBarrier records the partitions that loaded a copy (after a gap
+	// or a DDL rewrite), so that the last one sweeps; without it the sink
+	// does not sweep. It is set with or without Recopies.
 	Recopies      Recopier
 	RecopyBarrier RecopyBarrier
 	// Admin, when set, tells a jump in a topic an administrator made

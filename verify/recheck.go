@@ -82,7 +82,12 @@ const lookupBatch = 200
 
 // lookup reads keys on both sides, with readable values, a batch of keys
 // per query; pg[i] and ch[i] are keys[i]'s rows (nil: none). ClickHouse's
-// is its latest version, a tombstone included.
+// is what FINAL shows of the key: its live row, or, where FINAL shows
+// several (a layout that sorts or partitions by a column the key does not
+// hold keeps each position's latest version: a row moved without the
+// delete of its old position), one that differs from PostgreSQL's, the
+// oldest. Where FINAL shows none, it is the key's latest version, a
+// tombstone included, or none.
 func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys [][]string) (pg, ch []*row, err error) {
 	pg, ch = make([]*row, len(keys)), make([]*row, len(keys))
 	for from := 0; from < len(keys); from += lookupBatch {
@@ -108,6 +113,31 @@ func (v *Verifier) lookup(ctx context.Context, t *table, snap *snapshot, keys []
 		for i := range cs {
 			if j, ok := at[keyOf(cs[i].keys)]; ok && ch[j] == nil { // the newest version comes first
 				ch[j] = &cs[i]
+			}
+		}
+		live, err := v.chRows(ctx, t, cw, params, 0, true, false, len(batch))
+		if err != nil {
+			return nil, nil, err
+		}
+		shown := make([]*row, len(batch)) // what FINAL shows of each key of the batch
+		for i := range live {
+			r := &live[i]
+			j, ok := at[keyOf(r.keys)]
+			if !ok || r.deleted {
+				continue
+			}
+			switch s := shown[j-from]; {
+			case s == nil:
+				shown[j-from] = r
+			case same(pg[j], s) && !same(pg[j], r):
+				shown[j-from] = r
+			case same(pg[j], s) == same(pg[j], r) && (r.version < s.version || r.version == s.version && r.hash < s.hash):
+				shown[j-from] = r // the same choice in every read
+			}
+		}
+		for i, r := range shown {
+			if r != nil {
+				ch[from+i] = r
 			}
 		}
 	}

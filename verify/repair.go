@@ -31,6 +31,13 @@ var ErrStandby = errors.New("repair needs the primary (--pg of the primary, not 
 // The wrong row in ClickHouse is older than the verify snapshot, so below
 // L: the repaired row beats it. A repair never overwrites a newer change,
 // and it writes nothing to PostgreSQL.
+//
+// The repaired row lands at PostgreSQL's position in the sorting key and
+// partition. Where a layout sorts or partitions by a column the key does
+// not hold, the wrong row may be at another position, which the repaired
+// row does not replace; so every row FINAL shows of a repaired key first
+// gets a tombstone, a copy of it at one below the repaired row's version
+// (tombstones).
 func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResult) error {
 	if len(res.Mismatches) == 0 {
 		return nil
@@ -53,7 +60,7 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	}
 	version := uint64(at) - 1
 	for _, m := range res.Mismatches {
-		if m.Version >= version {
+		if m.Version >= version-1 {
 			return fmt.Errorf("repair %s: ClickHouse's row %s has version %d, not below the repair's %d; nothing written (load the table again with capture's --resnapshot)",
 				res.Table, strings.Join(m.keys, "/"), m.Version, version)
 		}
@@ -73,6 +80,7 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	now := time.Now().UTC()
 	pc := conn.PgConn()
 	skipped := 0
+	var repaired [][]string
 	for _, m := range res.Mismatches {
 		if col, ok := t.keyOutOfRange(m.keys); ok {
 			// Written, the row would sit at the range's bound, the row of
@@ -81,6 +89,7 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 			skipped++
 			continue
 		}
+		repaired = append(repaired, m.keys)
 		pw, pargs, _, _ := t.keyWhere(m.keys)
 		rows, err := t.pgRows(ctx, pc, pw, pargs, 1, true, nil)
 		if err != nil {
@@ -101,6 +110,9 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	if skipped == len(res.Mismatches) {
 		return nil
 	}
+	if err := v.tombstones(ctx, t, repaired, version-1); err != nil {
+		return fmt.Errorf("repair %s: %w", res.Table, err)
+	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("repair %s: insert %d rows: %w", res.Table, len(res.Mismatches)-skipped, err)
 	}
@@ -119,6 +131,27 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 		}
 		return nil
 	})
+}
+
+// tombstones writes, for every row FINAL shows of keys, a copy of it at
+// version with _is_deleted = 1: the copy keeps the row's sorting and
+// partition columns, so it replaces the row at its own position, whichever
+// that is. It is idempotent (the same tombstones at the same version), so
+// it needs no deduplication.
+func (v *Verifier) tombstones(ctx context.Context, t *table, keys [][]string, version uint64) error {
+	q := schema.QuoteIdent(v.cfg.database) + "." + schema.QuoteIdent(t.chName)
+	for from := 0; from < len(keys); from += lookupBatch {
+		_, _, cw, params := t.keysWhere(keys[from:min(from+lookupBatch, len(keys))])
+		sql := fmt.Sprintf(`INSERT INTO %[1]s
+SELECT * REPLACE (toUInt64(%[2]d) AS %[3]s, toUInt8(1) AS %[4]s, now64(6) AS %[5]s)
+FROM (SELECT * FROM %[1]s FINAL WHERE %[4]s = 0 AND %[6]s)`,
+			q, version, schema.QuoteIdent(schema.VersionColumn), schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.SyncedColumn), cw)
+		ictx := ch.Context(ctx, ch.WithParameters(params), ch.WithSettings(ch.Settings{"insert_deduplicate": 0}))
+		if err := v.ch.Exec(ictx, sql); err != nil {
+			return fmt.Errorf("write tombstones for the rows ClickHouse shows of the keys to repair: %w", err)
+		}
+	}
+	return nil
 }
 
 // keyOutOfRange reports the first key column whose value ClickHouse

@@ -26,6 +26,10 @@ const (
 	// Kafka and before the chunk is recorded as done: a crash there copies
 	// the chunk again.
 	CaptureCopied Name = "capture.copied"
+	// CaptureRewriteCopied is hit when the copy after a DDL rewrite is in
+	// Kafka and before its done markers are sent: a crash there leaves
+	// the plan complete with the sweep due, and the next start sends them.
+	CaptureRewriteCopied Name = "capture.rewrite_copied"
 	// SinkDeduped is hit after the Layer 2 lookup of a batch and before its
 	// insert: the eventIds are known new, nothing is loaded or claimed.
 	SinkDeduped Name = "sink.deduped"
@@ -68,7 +72,7 @@ func canFail(n Name) bool { return n == SinkInserted || n == SinkReadBack }
 
 // Names returns every point, crash points first, in a stable order.
 func Names() []Name {
-	return []Name{CaptureProduced, CaptureCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, SinkReadBack, RelayoutCopied, RelayoutSwapped}
+	return []Name{CaptureProduced, CaptureCopied, CaptureRewriteCopied, SinkDeduped, SinkClaimed, SinkLoaded, SinkRevoked, SinkTruncating, SinkTruncated, SinkInserted, SinkReadBack, RelayoutCopied, RelayoutSwapped}
 }
 
 // ErrInjected is the error an error point returns when told to fail.
