@@ -532,16 +532,26 @@ func (c copyPlan) keyTuple() string {
 }
 
 // absent is the condition that leaves out the rows c.to has already
-// (c.skipPresent), after AND; "" when every row is copied.
-func (c copyPlan) absent(p schema.Placement) string {
-	out := ""
-	if c.skipPresent {
-		// With the deleted flag: a move's tombstone and row share the key
-		// and the version.
-		kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + schema.QuoteIdent(schema.VersionColumn) + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
-		out = fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s)", kv, p.Local(c.to))
+// (c.skipPresent), after AND; "" when every row is copied. The server
+// builds the set of c.to's rows in memory; with in, the condition on
+// c.from that selects the rows copied (some parts), it holds only c.to's
+// rows at or above their lowest version, which the rows written since the
+// copy began are: memory grows with the writes during the relayout, not
+// with the table. (A resumed relayout, which copies the whole old table,
+// has no such bound.)
+func (c copyPlan) absent(p schema.Placement, in string) string {
+	if !c.skipPresent {
+		return ""
 	}
-	return out
+	// With the deleted flag: a move's tombstone and row share the key
+	// and the version.
+	ver := schema.QuoteIdent(schema.VersionColumn)
+	kv := strings.TrimSuffix(c.keyTuple(), ")") + ", " + ver + ", " + schema.QuoteIdent(schema.DeletedColumn) + ")"
+	since := ""
+	if in != "" {
+		since = fmt.Sprintf(" WHERE %s >= (SELECT min(%s) FROM %s WHERE %s)", ver, ver, p.Local(c.from), in)
+	}
+	return fmt.Sprintf(" AND %[1]s NOT IN (SELECT %[1]s FROM %[2]s%[3]s)", kv, p.Local(c.to), since)
 }
 
 // list is what c selects: selectList, or viewList when it leaves out the
@@ -559,10 +569,10 @@ func (c copyPlan) parts(p schema.Placement, names []string) string {
 	in := "_part IN (" + strings.Join(names, ", ") + ")"
 	if c.skipRefused { // _part is no column of a subquery
 		return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE 1%s SETTINGS transform_null_in = 1",
-			p.Local(c.to), c.list(), fitting(p.Local(c.from), c.retype, in), c.absent(p))
+			p.Local(c.to), c.list(), fitting(p.Local(c.from), c.retype, in), c.absent(p, in))
 	}
 	return fmt.Sprintf("INSERT INTO %s SELECT %s FROM %s WHERE %s%s SETTINGS transform_null_in = 1",
-		p.Local(c.to), c.list(), p.Local(c.from), in, c.absent(p))
+		p.Local(c.to), c.list(), p.Local(c.from), in, c.absent(p, in))
 }
 
 // copyNewParts waits until the inserts into t's table that were running
@@ -685,9 +695,18 @@ func (w *Writer) resumeRelayout(ctx context.Context, t *schema.Table, build shap
 }
 
 // final returns the INSERT that copies into c.to the rows of c.from that
-// are live at FINAL and the newest tombstone of each key of c.from that
-// is deleted at FINAL. (FINAL applies before WHERE: the condition of
-// skipPresent never brings an older version back.)
+// are live at FINAL and every tombstone of c.from. (FINAL applies before
+// WHERE: the condition of skipPresent never brings an older version back.)
+//
+// Every tombstone, not only those of keys deleted at FINAL: a tombstone of
+// a key live at FINAL is older than the live row (at one sorting key, the
+// newest version is what FINAL shows; a move's tombstone is one version
+// below the row after it), so wherever the new layout puts it, it hides
+// nothing. Picking the newest tombstone of each deleted key took a set of
+// every key at FINAL (NOT IN) and one entry per deleted key (LIMIT BY),
+// both held in the server's memory: 1.6 GB for 10M rows, so a relayout
+// of a table of a few hundred million rows failed for memory. Now the
+// copy streams.
 func (c copyPlan) final(p schema.Placement) string {
 	return fmt.Sprintf("INSERT INTO %s %s SETTINGS transform_null_in = 1", p.Local(c.to), c.finalRows(p, c.list()))
 }
@@ -696,8 +715,8 @@ func (c copyPlan) final(p schema.Placement) string {
 // c.skipRefused, FINAL applies before the refused rows are left out: an
 // older version never comes back in their place.
 func (c copyPlan) finalRows(p schema.Placement, list string) string {
-	del, ver := schema.QuoteIdent(schema.DeletedColumn), schema.QuoteIdent(schema.VersionColumn)
-	absent := c.absent(p)
+	del := schema.QuoteIdent(schema.DeletedColumn)
+	absent := c.absent(p, "")
 	where := ""
 	if absent != "" {
 		where = " WHERE 1" + absent
@@ -706,9 +725,8 @@ func (c copyPlan) finalRows(p schema.Placement, list string) string {
 	if c.skipRefused {
 		live, tombs = fitting(live, c.retype, ""), fitting(tombs, c.retype, del+" = 1")
 	}
-	return fmt.Sprintf("SELECT %[6]s FROM %[9]s%[7]s "+
-		"UNION ALL SELECT %[6]s FROM %[10]s WHERE %[3]s = 1 AND %[5]s NOT IN (SELECT %[5]s FROM %[2]s FINAL)%[8]s ORDER BY %[4]s DESC LIMIT 1 BY %[5]s",
-		p.Local(c.to), p.Local(c.from), del, ver, c.keyTuple(), list, where, absent, live, tombs)
+	return fmt.Sprintf("SELECT %[2]s FROM %[5]s%[3]s UNION ALL SELECT %[2]s FROM %[6]s WHERE %[1]s = 1%[4]s",
+		del, list, where, absent, live, tombs)
 }
 
 // partRows is the SELECT of every row of the parts named (quoted
