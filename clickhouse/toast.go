@@ -277,13 +277,17 @@ func (w *Writer) fill(ctx context.Context, tg *target, u *unchanged, recs []*rec
 	var absent []string
 	missing := 0
 	for i := p.lo; i < p.hi; i++ {
+		ownKeyOut := ownKeyOutOfRange(tg, recs[i])
 		for _, x := range u.uses[i] {
 			if !x.l.found {
+				out.set(i-p.lo, x.col, nil)
+				if ownKeyOut {
+					continue // its record goes to the dead letters for its key: nothing is stored
+				}
 				if len(absent) < 3 {
 					absent = append(absent, recs[i].EventID)
 				}
 				missing++
-				out.set(i-p.lo, x.col, nil)
 				continue
 			}
 			out.set(i-p.lo, x.col, x.l.values[slices.Index(x.l.cols, x.col)])
@@ -444,6 +448,19 @@ func lookupOutOfRange(tg *target, l *lookup) bool {
 	t := tg.table
 	for i, c := range t.Columns {
 		if (c.Source.Key || c.Name == t.TenantColumn) && tg.columns[i].Type.Ranged() && tg.columns[i].Type.OutOfRange(l.key[i].Text) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownKeyOutOfRange reports whether r's own key holds a date or timestamp
+// beyond ClickHouse's range, for which buildColumns fails r (its record
+// goes to the dead letters).
+func ownKeyOutOfRange(tg *target, r *record.Record) bool {
+	t := tg.table
+	for i, c := range t.Columns {
+		if (c.Source.Key || c.Name == t.TenantColumn) && tg.columns[i].Type.Ranged() && i < len(r.Values) && tg.columns[i].Type.OutOfRange(r.Values[i].Text) {
 			return true
 		}
 	}

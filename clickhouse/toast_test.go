@@ -438,6 +438,8 @@ func TestRefusedRecords(t *testing.T) {
 func TestIntegrationReadBackKeyOutOfRange(t *testing.T) {
 	ctx := context.Background()
 	w := testWriter(t, "readbackrange")
+	reg := prometheus.NewRegistry()
+	WithMetrics(reg)(w)
 	cols := []record.Column{
 		{Name: "d", Type: "date", TypMod: -1, Key: true},
 		{Name: "big", Type: "text", TypMod: -1},
@@ -485,6 +487,12 @@ func TestIntegrationReadBackKeyOutOfRange(t *testing.T) {
 	}
 	if want := "[1900-01-01 the bound's own 1950-06-01 NULL]"; fmt.Sprint(got) != want {
 		t.Errorf("rows %v, want %s", got, want)
+	}
+	// The moved row's value is missing (its old key is never looked up),
+	// counted by each of the two loads of the batch; the value of the
+	// record dead-lettered for its key is not: nothing of it is stored.
+	if n := counterValue(t, reg, "walhouse_sink_unchanged_values_missing_total"); n != 2 {
+		t.Errorf("walhouse_sink_unchanged_values_missing_total = %v, want 2 (the moved row, in both loads)", n)
 	}
 }
 
