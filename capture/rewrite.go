@@ -42,12 +42,15 @@ const rewritePrefix = "walhouse_rewrite"
 
 // rewriteNotice is the content of a rewrite notice: the table PostgreSQL
 // rewrites, its partition root (itself when it is no partition) and
-// PostgreSQL's reason bits (AT_REWRITE_*), kept for the log.
+// PostgreSQL's reason bits (AT_REWRITE_*), kept for the log. A notice of
+// the event trigger walhouse_enum names the enum (schema, name) one of
+// whose labels was renamed instead: the table holds it (see enumRenamed).
 type rewriteNotice struct {
 	OID    uint32   `json:"oid"`
 	Table  []string `json:"table"`
 	Root   []string `json:"root"`
 	Reason int      `json:"reason"`
+	Enum   []string `json:"enum,omitempty"`
 }
 
 // parseRewriteNotice decodes a rewrite notice.
@@ -56,10 +59,40 @@ func parseRewriteNotice(content []byte) (rewriteNotice, error) {
 	if err := json.Unmarshal(content, &n); err != nil {
 		return n, fmt.Errorf("rewrite message: %w", err)
 	}
-	if len(n.Table) != 2 || len(n.Root) != 2 {
-		return n, errors.New("rewrite message: table and root must be [schema, name]")
+	if len(n.Table) != 2 || len(n.Root) != 2 || n.Enum != nil && len(n.Enum) != 2 {
+		return n, errors.New("rewrite message: table, root and enum must be [schema, name]")
 	}
 	return n, nil
+}
+
+// ALTER TYPE ... RENAME VALUE changes what every stored value of the
+// label reads as, in every table that holds the enum, without a rewrite
+// or a row change: ClickHouse would keep the old label in every row not
+// changed since (a column a layout stores as Enum8/Enum16 excepted, whose
+// label the sink renames; the copy is harmless there). The event trigger
+// walhouse_enum (ddl.go) writes a rewrite notice naming the enum for each
+// table, and the table is copied again as after a rewrite, with two
+// differences, since the rename locks the type and not the tables:
+//
+//   - the copy's version is the position of the DDL's commit, not the
+//     notice's: logical decoding reads enum values with the catalog as of
+//     each change's position, so another transaction's change written
+//     between notice and commit carries the old label, and the copy must
+//     replace it; every change after the commit carries the new one;
+//   - the copy waits for the table's writers (waitForWriters): a
+//     transaction that wrote the old label before the commit may still be
+//     open when the copy starts, and the copy must read its rows.
+//
+// One notice per table is acted on: a root whose partitions all hold the
+// enum is named by each of them, at one commit.
+
+// enumRenamed returns the copy's version for a rewrite notice of an enum
+// rename in the transaction that commits at commit (at when unknown).
+func enumRenamed(at, commit record.LSN) record.LSN {
+	if commit > at {
+		return commit
+	}
+	return at
 }
 
 // tables returns the names ("schema.table") under which the rewritten
@@ -95,9 +128,20 @@ func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m pgoutput.Log
 	if m.LSN != 0 {
 		at = record.LSN(m.LSN)
 	}
+	rw := rewrite{at: at, reason: n.Reason}
+	if n.Enum != nil {
+		rw.at, rw.enum = enumRenamed(at, t.commitLSN), n.Enum[0]+"."+n.Enum[1]
+	}
 	for _, table := range n.tables() {
 		if !t.cfg.excluded(table) && t.tables.captured(table) {
-			return t.tables.rewritten(ctx, rewrite{table: table, at: at, reason: n.Reason})
+			if rw.enum != "" && t.enumCopied[table] == rw.at {
+				return nil // another partition of the same root
+			}
+			if rw.enum != "" {
+				t.enumCopied[table] = rw.at
+			}
+			rw.table = table
+			return t.tables.rewritten(ctx, rw)
 		}
 	}
 	return nil
@@ -114,6 +158,9 @@ type rewrite struct {
 	// recopy is the re-copy request a recopy notice carried (recopy.go);
 	// empty for a rewrite.
 	recopy string
+	// enum is the enum ("schema.name") whose renamed label the table
+	// holds (enumRenamed); empty for a rewrite.
+	enum string
 }
 
 // rewritten copies a captured table again after a rewrite, or marks it
@@ -138,6 +185,9 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	}
 	switch {
 	case rw.recopy != "": // logged above
+	case rw.enum != "":
+		s.c.log.Warn("ALTER TYPE "+rw.enum+" RENAME VALUE changed what the table's stored values read as without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the position of the DDL's commit, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at)
 	case rw.catalog != "":
 		s.c.log.Warn("DDL may have rewritten the table without row changes, and no event trigger notice said so ("+rw.catalog+"): copying it again next to the stream, at the position of its first change after the DDL, so that ClickHouse converges",
 			"table", rw.table, "at", rw.at)
@@ -154,7 +204,7 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	if err := s.c.saveRewritePending(ctx, rw); err != nil {
 		return err
 	}
-	s.online.rewrite(rw.table, rw.at, rw.catalog != "" || rw.recopy != "", rw.recopy)
+	s.online.rewrite(rw.table, rw.at, rw.catalog != "" || rw.recopy != "" || rw.enum != "", rw.recopy)
 	return nil
 }
 
@@ -185,7 +235,11 @@ func (c *Capturer) saveRewritePending(ctx context.Context, rw rewrite) error {
 // plan (a complete one if it had none, so that no copy follows from it),
 // and says why and what to do.
 func (c *Capturer) rewriteNotCopied(ctx context.Context, rw rewrite, why string) error {
-	c.log.Error("DDL rewrote the table without row changes, and it is not copied again ("+why+"): ClickHouse keeps values older than the rewrite and the table is marked inexact (walhouse_capture_tables_inexact). "+
+	what := "DDL rewrote the table without row changes"
+	if rw.enum != "" {
+		what = "ALTER TYPE " + rw.enum + " RENAME VALUE changed what the table's stored values read as without row changes"
+	}
+	c.log.Error(what+", and it is not copied again ("+why+"): ClickHouse keeps values older than the rewrite and the table is marked inexact (walhouse_capture_tables_inexact). "+
 		"For an exact table: once the sink has caught up, stop it, drop the table's ClickHouse table and run capture once with --resnapshot <table>",
 		"table", rw.table, "at", rw.at, "reason", rw.reason)
 	c.refused.setInexact(rw.table, true)

@@ -89,18 +89,19 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 // tables about the tables and hands what it produces to out.
 func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tableSet, out output, key messageKey, ignored *ignoredMessages) *translator {
 	return &translator{
-		cfg:      cfg,
-		sourceID: sourceID,
-		cat:      cat,
-		tables:   tables,
-		out:      out,
-		key:      key,
-		ignored:  ignored,
-		now:      time.Now,
-		rels:     map[uint32]*relation{},
-		unjoined: map[uint32]*pglogrepl.RelationMessage{},
-		noticed:  map[uint32]bool{},
-		retyped:  map[uint32]string{},
+		cfg:        cfg,
+		sourceID:   sourceID,
+		cat:        cat,
+		tables:     tables,
+		out:        out,
+		key:        key,
+		ignored:    ignored,
+		now:        time.Now,
+		rels:       map[uint32]*relation{},
+		unjoined:   map[uint32]*pglogrepl.RelationMessage{},
+		noticed:    map[uint32]bool{},
+		retyped:    map[uint32]string{},
+		enumCopied: map[string]record.LSN{},
 	}
 }
 
