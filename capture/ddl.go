@@ -103,7 +103,9 @@ $fn$`,
 	// enum, of an array or domain of it, or of a composite or range type
 	// holding it; a partition is named with its root, as table_rewrite
 	// names it. (A multirange over such a range is not followed: its
-	// catalog columns differ by PostgreSQL version.)
+	// catalog columns differ by PostgreSQL version.) JIT is off: the
+	// recursive query's estimate would make every ALTER TYPE compile it,
+	// which took 1-2 s where the query takes milliseconds.
 	`CREATE OR REPLACE FUNCTION walhouse.enum_labels() RETURNS event_trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
@@ -112,7 +114,7 @@ END
 $fn$`,
 	`REVOKE ALL ON FUNCTION walhouse.enum_labels() FROM PUBLIC`,
 	`CREATE OR REPLACE FUNCTION walhouse.enum_notice() RETURNS event_trigger LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
 DECLARE
   k bytea;
   before jsonb := nullif(current_setting('walhouse.enum_labels', true), '')::jsonb;
