@@ -161,6 +161,9 @@ type rewrite struct {
 	// enum is the enum ("schema.name") whose renamed label the table
 	// holds (enumRenamed); empty for a rewrite.
 	enum string
+	// inexact says why the table cannot be copied exactly and is marked
+	// inexact instead (enumRenamedUnnoticed); empty for a copy.
+	inexact string
 }
 
 // rewritten copies a captured table again after a rewrite, or marks it
@@ -179,6 +182,9 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 		s.c.log.Warn("copying the table again, asked by a sink after records of its topic were lost (--recopy-on-gap)", "table", rw.table, "at", rw.at, "recopy", rw.recopy)
 	} else {
 		s.c.rewrites.WithLabelValues(rw.table).Inc()
+	}
+	if rw.inexact != "" {
+		return s.c.rewriteNotCopied(ctx, rw, rw.inexact)
 	}
 	if !s.c.cfg.rewriteCopy && rw.recopy == "" {
 		return s.c.rewriteNotCopied(ctx, rw, "--rewrite-copy is off")

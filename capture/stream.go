@@ -82,6 +82,7 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 		marks:   marks{interval: c.cfg.markInterval},
 	}
 	s.tr = newTranslator(&c.cfg, sc.sourceID, sc.cat, s, s, sc.key, c.ignored)
+	s.tr.watchEnumLabels = sc.cat != nil && !sc.cat.notices
 	return s
 }
 
@@ -102,6 +103,7 @@ func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tab
 		noticed:    map[uint32]bool{},
 		retyped:    map[uint32]string{},
 		enumCopied: map[string]record.LSN{},
+		enums:      map[uint32]*enumWatch{},
 	}
 }
 

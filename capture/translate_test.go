@@ -200,6 +200,9 @@ func (c *collector) rewritten(_ context.Context, rw rewrite) error {
 	if rw.enum != "" {
 		entry += " for enum " + rw.enum
 	}
+	if rw.inexact != "" {
+		entry += " inexact"
+	}
 	c.log = append(c.log, entry)
 	return nil
 }
