@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walhouse/walhouse/record"
 	"github.com/walhouse/walhouse/schema"
 )
@@ -13,9 +15,10 @@ import (
 // whose primary has no trigger, PostgreSQL 13) nothing reports ALTER TYPE
 // ... RENAME VALUE, after which every stored value of the label reads as
 // the new one in PostgreSQL while ClickHouse keeps the old one in every row
-// not changed since. Capture notices what it can: it reads an enum's
-// labels at the first value of one of its columns, and a value it does not
-// know makes it read them again. PostgreSQL never drops a label (only the
+// not changed since. Capture notices what it can: it reads the labels of
+// the captured tables' enums when the stream starts (an enum of a table
+// captured later at its first value), and a value it does not know makes
+// it read them again. PostgreSQL never drops a label (only the
 // whole type), so a label that is gone since, or a value that is no label
 // any more, means a rename. Where in the stream the rename sits is not
 // known, so no copy can be placed exactly: every captured table with a
@@ -24,6 +27,44 @@ import (
 // rewrite that is not copied is. A rename that no change shows afterwards
 // (no row written with the new label, or with a label renamed since it
 // was written) stays unnoticed.
+
+// capturedEnums reads the labels of every enum that tables (schema.table)
+// hold in a column, an array or a domain, at the start of the stream: a
+// rename before a table's first change since is then noticed too.
+// Enums of tables captured later are read at their first value.
+func capturedEnums(ctx context.Context, conn *pgx.Conn, tables []string) (map[uint32]*enumWatch, error) {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = quoteTable(t)
+	}
+	rows, err := conn.Query(ctx, `WITH RECURSIVE types(rel, typ) AS (
+  SELECT x.name, a.atttypid FROM unnest($1::text[], $2::text[]) x(name, quoted)
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = to_regclass(x.quoted) AND a.attnum > 0 AND NOT a.attisdropped
+  UNION
+  SELECT types.rel, CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.typelem END FROM types JOIN pg_catalog.pg_type t ON t.oid = types.typ
+  WHERE t.typtype = 'd' OR t.typcategory = 'A' AND t.typelem <> 0)
+SELECT e.enumtypid, array_agg(e.enumlabel::text ORDER BY e.enumsortorder),
+  (SELECT array_agg(DISTINCT rel ORDER BY rel) FROM types WHERE typ = e.enumtypid)
+FROM pg_catalog.pg_enum e WHERE e.enumtypid IN (SELECT typ FROM types) GROUP BY e.enumtypid`, tables, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the labels of the captured tables' enums: %w", err)
+	}
+	out := map[uint32]*enumWatch{}
+	for rows.Next() {
+		var (
+			oid            uint32
+			labels, tables []string
+		)
+		if err := rows.Scan(&oid, &labels, &tables); err != nil {
+			return nil, fmt.Errorf("read the labels of the captured tables' enums: %w", err)
+		}
+		out[oid] = &enumWatch{labels: labelSet(labels), tables: tables}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the labels of the captured tables' enums: %w", err)
+	}
+	return out, nil
+}
 
 // enumColumn is an enum column stored as text, or an array or domain of
 // an enum, whose values are checked against its labels (relation.enums).
@@ -36,6 +77,7 @@ type enumColumn struct {
 // enumWatch is what capture knows of one enum's labels.
 type enumWatch struct {
 	labels  map[string]bool // as last read
+	tables  []string        // captured tables that hold the enum, as read at the start (capturedEnums)
 	renamed bool            // reported: its tables are marked inexact
 }
 
@@ -73,7 +115,7 @@ func (t *translator) watchEnums(ctx context.Context, rel *relation, lsn record.L
 			continue // a label added since (ADD VALUE)
 		}
 		w.renamed = true
-		if err := t.enumRenamedUnnoticed(ctx, lsn, c.oid, rel.columns[c.idx].Type, why); err != nil {
+		if err := t.enumRenamedUnnoticed(ctx, lsn, c.oid, w.tables, rel.columns[c.idx].Type, why); err != nil {
 			return err
 		}
 	}
@@ -81,9 +123,11 @@ func (t *translator) watchEnums(ctx context.Context, rel *relation, lsn record.L
 }
 
 // enumRenamedUnnoticed marks every captured table with a column of the
-// enum oid (named typ) inexact: a label of it was renamed (why).
-func (t *translator) enumRenamedUnnoticed(ctx context.Context, lsn record.LSN, oid uint32, typ, why string) error {
-	var tables []string
+// enum oid (named typ) inexact: a label of it was renamed (why). Those
+// are the tables held (read at the start) and those whose relation has
+// such a column (captured later, or retyped since).
+func (t *translator) enumRenamedUnnoticed(ctx context.Context, lsn record.LSN, oid uint32, held []string, typ, why string) error {
+	tables := slices.DeleteFunc(slices.Clone(held), func(name string) bool { return t.cfg.excluded(name) || !t.tables.captured(name) })
 	for _, r := range t.rels {
 		if !r.skip && slices.ContainsFunc(r.enums, func(c enumColumn) bool { return c.oid == oid }) && !slices.Contains(tables, r.name) {
 			tables = append(tables, r.name)

@@ -26,6 +26,7 @@ func TestEnumRenameWithoutNotice(t *testing.T) {
 		values []string   // the body of successive inserts into orders
 		want   []string   // rewritten entries
 		reads  int
+		held   []string // tables holding the enum, as read at the start
 	}{
 		{name: "known values", watch: true, labels: [][]string{{"sad", "ok"}}, values: []string{"sad", "ok", "sad"}, reads: 1},
 		{name: "a label added", watch: true, labels: [][]string{{"sad", "ok"}, {"sad", "ok", "glad"}}, values: []string{"sad", "glad", "glad"}, reads: 2},
@@ -39,6 +40,12 @@ func TestEnumRenameWithoutNotice(t *testing.T) {
 			labels: [][]string{{"blue", "ok"}}, values: []string{"sad", "sad"}, reads: 2,
 			want: []string{"rewritten public.docs at 0/10 for enum mood inexact", "rewritten public.orders at 0/10 for enum mood inexact"},
 		},
+		{
+			name: "tables read at the start are marked without a change", watch: true,
+			held:   []string{"public.plain", "public.secret"},
+			labels: [][]string{{"sad", "ok"}, {"blue", "ok"}}, values: []string{"sad", "blue"}, reads: 1,
+			want: []string{"rewritten public.docs at 0/20 for enum mood inexact", "rewritten public.orders at 0/20 for enum mood inexact", "rewritten public.plain at 0/20 for enum mood inexact"},
+		},
 		{name: "notices report renames", labels: [][]string{{"sad", "ok"}, {"blue", "ok"}}, values: []string{"sad", "blue"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,12 +55,16 @@ func TestEnumRenameWithoutNotice(t *testing.T) {
 			cat := tr.cat.(scriptedCatalog)
 			cat.labels, cat.reads = &labels, &reads
 			tr.cat = cat
+			if tc.held != nil {
+				tr.enums[oidMood] = &enumWatch{labels: labelSet(tc.labels[0]), tables: tc.held}
+				labels = tc.labels[1]
+			}
 			steps := []step{describe(moodRel), describe(docsMood), begin(0x100), insert(0x5, relDocs, txt("1"), txt("acme"), null)}
 			for i, v := range tc.values {
 				steps = append(steps, insert(record.LSN(0x10*(1+i)), relOrders, txt("acme"), txt("1"), txt(v)))
 			}
 			for i, s := range append(steps, commit(0x100, 0x108)) {
-				if i > 3 && reads > 0 && reads < len(tc.labels) {
+				if tc.held == nil && i > 3 && reads > 0 && reads < len(tc.labels) {
 					labels = tc.labels[reads]
 				}
 				if err := feed(ctx, tr, s); err != nil {
