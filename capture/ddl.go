@@ -101,8 +101,8 @@ $fn$`,
 	// that reads otherwise now was renamed. It then writes a rewrite
 	// notice, with the enum's name, for each table with a column of the
 	// enum, of an array or domain of it, or of a composite or range type
-	// holding it; a partition is named with its root, as table_rewrite
-	// names it. (A multirange over such a range is not followed: its
+	// holding it (the columns, and those of the enum itself); a partition
+	// is named with its root, as table_rewrite names it. (A multirange over such a range is not followed: its
 	// catalog columns differ by PostgreSQL version.) JIT is off: the
 	// recursive query's estimate would make every ALTER TYPE compile it,
 	// which took 1-2 s where the query takes milliseconds.
@@ -141,13 +141,16 @@ BEGIN
     SELECT c.oid, json_build_array(n.nspname, c.relname) AS tab,
       (SELECT json_build_array(rn.nspname, rc.relname) FROM pg_class rc JOIN pg_namespace rn ON rn.oid = rc.relnamespace
        WHERE rc.oid = coalesce(pg_partition_root(c.oid), c.oid)) AS root,
-      (SELECT json_build_array(tn.nspname, et.typname) FROM pg_type et JOIN pg_namespace tn ON tn.oid = et.typnamespace WHERE et.oid = min(u.enum)) AS enum
+      (SELECT json_build_array(tn.nspname, et.typname) FROM pg_type et JOIN pg_namespace tn ON tn.oid = et.typnamespace WHERE et.oid = min(u.enum)) AS enum,
+      to_json(array_agg(DISTINCT a.attname::text)) AS cols,
+      to_json(array_agg(DISTINCT a.attname::text) FILTER (WHERE a.atttypid = u.enum)) AS plain
     FROM uses u JOIN pg_attribute a ON a.atttypid = u.typ AND a.attnum > 0 AND NOT a.attisdropped
     JOIN pg_class c ON c.oid = a.attrelid AND c.relkind = 'r'
     JOIN pg_namespace n ON n.oid = c.relnamespace
     GROUP BY c.oid, n.nspname, c.relname
   LOOP
-    content := convert_to(json_build_object('oid', r.oid::bigint, 'table', r.tab, 'root', r.root, 'reason', 0, 'enum', r.enum)::text, 'UTF8');
+    content := convert_to(json_build_object('oid', r.oid::bigint, 'table', r.tab, 'root', r.root, 'reason', 0, 'enum', r.enum,
+      'columns', r.cols, 'plain', coalesce(r.plain, '[]'))::text, 'UTF8');
     PERFORM pg_logical_emit_message(true, '` + rewritePrefix + `',
       convert_to(encode(sha256(k || sha256(content)), 'hex') || ' ', 'UTF8') || content);
   END LOOP;

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // Some DDL rewrites every row of a table without a row change in the WAL:
@@ -44,13 +45,17 @@ const rewritePrefix = "walhouse_rewrite"
 // rewrites, its partition root (itself when it is no partition) and
 // PostgreSQL's reason bits (AT_REWRITE_*), kept for the log. A notice of
 // the event trigger walhouse_enum names the enum (schema, name) one of
-// whose labels was renamed instead: the table holds it (see enumRenamed).
+// whose labels was renamed instead: the table holds it (see enumRenamed),
+// in Columns, of which Plain are of the enum itself (not an array, a
+// domain or a composite of it).
 type rewriteNotice struct {
-	OID    uint32   `json:"oid"`
-	Table  []string `json:"table"`
-	Root   []string `json:"root"`
-	Reason int      `json:"reason"`
-	Enum   []string `json:"enum,omitempty"`
+	OID     uint32   `json:"oid"`
+	Table   []string `json:"table"`
+	Root    []string `json:"root"`
+	Reason  int      `json:"reason"`
+	Enum    []string `json:"enum,omitempty"`
+	Columns []string `json:"columns,omitempty"`
+	Plain   []string `json:"plain,omitempty"`
 }
 
 // parseRewriteNotice decodes a rewrite notice.
@@ -84,7 +89,25 @@ func parseRewriteNotice(content []byte) (rewriteNotice, error) {
 //     open when the copy starts, and the copy must read its rows.
 //
 // One notice per table is acted on: a root whose partitions all hold the
-// enum is named by each of them, at one commit.
+// enum is named by each of them, at one commit. A table whose layout
+// stores every column that holds the enum as an Enum8/Enum16 is not
+// copied: the sink renames the label in those columns (labels.go).
+
+// enumFollowed reports whether every captured column of table that holds
+// the enum of notice n is one of the enum itself whose layout stores it
+// as an Enum8/Enum16, which follows a renamed label by itself.
+func (c *config) enumFollowed(table string, n rewriteNotice) bool {
+	layout := c.layouts[table]
+	for _, col := range n.Columns {
+		if layout.Excludes(col) {
+			continue
+		}
+		if o, ok := layout.Columns[col]; !ok || !schema.IsEnumOverride(o.Type) || !slices.Contains(n.Plain, col) {
+			return false
+		}
+	}
+	return len(n.Columns) > 0
+}
 
 // enumRenamed returns the copy's version for a rewrite notice of an enum
 // rename in the transaction that commits at commit (at when unknown).
@@ -134,8 +157,8 @@ func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m pgoutput.Log
 	}
 	for _, table := range n.tables() {
 		if !t.cfg.excluded(table) && t.tables.captured(table) {
-			if rw.enum != "" && t.enumCopied[table] == rw.at {
-				return nil // another partition of the same root
+			if rw.enum != "" && (t.enumCopied[table] == rw.at || t.cfg.enumFollowed(table, n)) {
+				return nil // another partition of the same root, or no stale value
 			}
 			if rw.enum != "" {
 				t.enumCopied[table] = rw.at
