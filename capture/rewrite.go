@@ -421,7 +421,7 @@ func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, job onlineJob, 
 func newRewritesCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "walhouse_capture_table_rewrites_total",
-		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default): each copies the table again, or marks it inexact.",
+		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default), or changed what its stored values read as (ALTER TYPE ... RENAME VALUE of an enum it holds): each copies the table again, or marks it inexact.",
 	}, []string{"table"})
 }
 
