@@ -74,16 +74,17 @@ func parseRewriteNotice(content []byte) (rewriteNotice, error) {
 // label reads as, in every table that holds the enum, without a rewrite
 // or a row change: ClickHouse would keep the old label in every row not
 // changed since (a column a layout stores as Enum8/Enum16 excepted, whose
-// label the sink renames; the copy is harmless there). The event trigger
+// label the sink renames: see enumFollowed). The event trigger
 // walhouse_enum (ddl.go) writes a rewrite notice naming the enum for each
 // table, and the table is copied again as after a rewrite, with two
 // differences, since the rename locks the type and not the tables:
 //
 //   - the copy's version is the position of the DDL's commit, not the
-//     notice's: logical decoding reads enum values with the catalog as of
-//     each change's position, so another transaction's change written
-//     between notice and commit carries the old label, and the copy must
-//     replace it; every change after the commit carries the new one;
+//     notice's: logical decoding reads an enum value with the catalog as
+//     of its change's position, or with the label its catalog cache holds,
+//     so another transaction's change written before the commit (after
+//     the notice too) may carry the old label, and the copy must replace
+//     it; every change after the commit carries the new one;
 //   - the copy waits for the table's writers (waitForWriters): a
 //     transaction that wrote the old label before the commit may still be
 //     open when the copy starts, and the copy must read its rows.
