@@ -21,9 +21,10 @@ import (
 // equal to PostgreSQL, value for value, also for the two rows that race
 // with the rename, which locks the type and not the table: one written by a
 // transaction open across the rename's commit (the copy must wait for it),
-// one written between the rename and its commit (decoded with the old
-// label, after the rename's notice: the copy must be above it). A captured
-// table without the enum is not copied.
+// one written between the rename and its commit (which decoding may read
+// with the old label, after the rename's notice: the copy must be above
+// it). ADD VALUE, OWNER TO and a captured table without the enum copy
+// nothing.
 func TestIntegrationEnumRenameConverges(t *testing.T) {
 	p := newPipeline(t)
 	p.dropTopicsAtEnd()
@@ -51,6 +52,9 @@ func TestIntegrationEnumRenameConverges(t *testing.T) {
 	p.converge(other.pgQuery, other.chQuery, capture, sink)
 	// Every row now has a streamed version, above a version-0 copy.
 	p.exec(fmt.Sprintf(`UPDATE %s SET v = v + 1000`, qt))
+	// Forms of ALTER TYPE that rename no label copy nothing.
+	p.exec(fmt.Sprintf(`ALTER TYPE %s ADD VALUE 'meh'`, qmood))
+	p.exec(fmt.Sprintf(`ALTER TYPE %s OWNER TO CURRENT_USER`, qmood))
 	stop := p.keepWriting(5*time.Millisecond, func(k int) string {
 		if k%5 == 4 {
 			return fmt.Sprintf(`INSERT INTO %s VALUES ('t%d', %d, %d, 'ok', '{ok,glad}', 'glad') ON CONFLICT DO NOTHING`, qt, k%2, 100000+k, k)
@@ -106,6 +110,9 @@ func TestIntegrationEnumRenameConverges(t *testing.T) {
 	p.converge(other.pgQuery, other.chQuery, capture, sink)
 	if v := metric(t, metrics, rewriteSeries(other.name)); v != 0 {
 		t.Errorf("%s = %v: a table without the enum must not be copied", rewriteSeries(other.name), v)
+	}
+	if v := metric(t, metrics, rewriteSeries(table)); v != 1 {
+		t.Errorf("%s = %v, want 1: the rename alone copies the table", rewriteSeries(table), v)
 	}
 	for _, name := range []string{table, other.name} {
 		if v := metric(t, metrics, inexactSeries(name)); v != 0 {
