@@ -258,6 +258,11 @@ func (c *Capturer) run(ctx context.Context) error {
 	if err := s.seedLeaves(ctx); err != nil {
 		return err
 	}
+	if s.tr.watchEnumLabels {
+		if s.tr.enums, err = capturedEnums(ctx, catConn, src.tables); err != nil {
+			return err
+		}
+	}
 	return s.run(ctx, start)
 }
 

@@ -53,6 +53,10 @@ type relation struct {
 	// labelled are the enum columns whose labels the records carry (the
 	// layout stores them as Enum8 or Enum16, schema.IsEnumOverride).
 	labelled []labelledColumn
+	// enums are the other enum columns (stored as text), arrays and
+	// domains of enums included, whose values capture checks against the
+	// enum's labels when no event trigger reports renames (enumwatch.go).
+	enums    []enumColumn
 	full     bool     // REPLICA IDENTITY FULL: old tuples carry every column
 	lastSize int      // size of the table's last encoded record
 	keyTypes []string // SQL types of the key columns, once looked up
@@ -124,7 +128,7 @@ func (c *catalog) typeOf(ctx context.Context, oid uint32) (typeInfo, error) {
 		if err != nil {
 			return typeInfo{}, err
 		}
-		t = typeInfo{name: et.name, enum: et.enum, array: true}
+		t = typeInfo{name: et.name, enum: et.enum, array: true, oid: et.oid}
 	default:
 		t = typeInfo{name: name, enum: typtype == "e", oid: oid}
 	}
@@ -393,6 +397,8 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 				return nil, refusal(reasonLayout, "table %s: enum column %s has more than %d labels, more than a ClickHouse Enum16 holds: store it as LowCardinality(String)", name, col.Name, record.MaxEnumLabels)
 			}
 			r.labelled = append(r.labelled, newLabelledColumn(i, t.oid, rc.Labels))
+		} else if t.enum && t.oid != 0 {
+			r.enums = append(r.enums, enumColumn{idx: i, oid: t.oid, array: t.array})
 		}
 		inIdentity := col.Flags&pgoutput.ColumnInIdentity != 0
 		if rc.Key {

@@ -155,6 +155,11 @@ func (t *translator) emit(ctx context.Context, rel *relation, lsn record.LSN, op
 			return err
 		}
 	}
+	if len(rel.enums) > 0 && t.watchEnumLabels {
+		if err := t.watchEnums(ctx, rel, lsn, t.values); err != nil {
+			return err
+		}
+	}
 	version := record.Version(lsn)
 	if t.move {
 		version = record.MoveVersion(lsn) // below the row that follows it

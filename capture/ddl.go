@@ -91,6 +91,76 @@ $fn$`,
 	`REVOKE ALL ON FUNCTION walhouse.rewrite_notice() FROM PUBLIC`,
 	`DROP EVENT TRIGGER IF EXISTS walhouse_rewrite`,
 	`CREATE EVENT TRIGGER walhouse_rewrite ON table_rewrite EXECUTE FUNCTION walhouse.rewrite_notice()`,
+	// ALTER TYPE ... RENAME VALUE changes what every stored value of the
+	// label reads as, in every table with a column of the enum, without a
+	// rewrite, a row change or a table_rewrite event (see enumRenamed in
+	// rewrite.go). ddl_command_end cannot tell a rename from ADD VALUE
+	// (one command tag, no readable command), so walhouse_enum_labels
+	// keeps every label by its pg_enum OID at ddl_command_start (in a
+	// transaction-local setting) and walhouse_enum compares: a label OID
+	// that reads otherwise now was renamed. It then writes a rewrite
+	// notice, with the enum's name, for each table with a column of the
+	// enum, of an array or domain of it, or of a composite or range type
+	// holding it (the columns, and those of the enum itself); a partition
+	// is named with its root, as table_rewrite names it. (A multirange over such a range is not followed: its
+	// catalog columns differ by PostgreSQL version.) JIT is off: the
+	// recursive query's estimate would make every ALTER TYPE compile it,
+	// which took 1-2 s where the query takes milliseconds.
+	`CREATE OR REPLACE FUNCTION walhouse.enum_labels() RETURNS event_trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM set_config('walhouse.enum_labels', coalesce((SELECT json_object_agg(oid, enumlabel) FROM pg_enum)::text, '{}'), true);
+END
+$fn$`,
+	`REVOKE ALL ON FUNCTION walhouse.enum_labels() FROM PUBLIC`,
+	`CREATE OR REPLACE FUNCTION walhouse.enum_notice() RETURNS event_trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+DECLARE
+  k bytea;
+  before jsonb := nullif(current_setting('walhouse.enum_labels', true), '')::jsonb;
+  r record;
+  content bytea;
+BEGIN
+  PERFORM set_config('walhouse.enum_labels', '', true);
+  SELECT key INTO k FROM walhouse.message_key;
+  IF k IS NULL OR before IS NULL THEN
+    RETURN;
+  END IF;
+  FOR r IN
+    WITH RECURSIVE renamed AS (
+      SELECT DISTINCT e.enumtypid AS typ FROM pg_event_trigger_ddl_commands() d JOIN pg_enum e ON e.enumtypid = d.objid
+      WHERE d.classid = 'pg_type'::regclass AND before ? e.oid::text AND before->>e.oid::text IS DISTINCT FROM e.enumlabel::text
+    ), uses(typ, enum) AS (
+      SELECT typ, typ FROM renamed
+      UNION
+      SELECT t.oid, u.enum FROM uses u JOIN pg_type t ON
+        (t.typelem = u.typ AND t.typcategory = 'A') OR (t.typtype = 'd' AND t.typbasetype = u.typ)
+        OR (t.typtype = 'c' AND EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.atttypid = u.typ AND a.attnum > 0 AND NOT a.attisdropped))
+        OR (t.typtype = 'r' AND EXISTS (SELECT FROM pg_range g WHERE g.rngtypid = t.oid AND g.rngsubtype = u.typ))
+    )
+    SELECT c.oid, json_build_array(n.nspname, c.relname) AS tab,
+      (SELECT json_build_array(rn.nspname, rc.relname) FROM pg_class rc JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+       WHERE rc.oid = coalesce(pg_partition_root(c.oid), c.oid)) AS root,
+      (SELECT json_build_array(tn.nspname, et.typname) FROM pg_type et JOIN pg_namespace tn ON tn.oid = et.typnamespace WHERE et.oid = min(u.enum)) AS enum,
+      to_json(array_agg(DISTINCT a.attname::text)) AS cols,
+      to_json(array_agg(DISTINCT a.attname::text) FILTER (WHERE a.atttypid = u.enum)) AS plain
+    FROM uses u JOIN pg_attribute a ON a.atttypid = u.typ AND a.attnum > 0 AND NOT a.attisdropped
+    JOIN pg_class c ON c.oid = a.attrelid AND c.relkind = 'r'
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    GROUP BY c.oid, n.nspname, c.relname
+  LOOP
+    content := convert_to(json_build_object('oid', r.oid::bigint, 'table', r.tab, 'root', r.root, 'reason', 0, 'enum', r.enum,
+      'columns', r.cols, 'plain', coalesce(r.plain, '[]'))::text, 'UTF8');
+    PERFORM pg_logical_emit_message(true, '` + rewritePrefix + `',
+      convert_to(encode(sha256(k || sha256(content)), 'hex') || ' ', 'UTF8') || content);
+  END LOOP;
+END
+$fn$`,
+	`REVOKE ALL ON FUNCTION walhouse.enum_notice() FROM PUBLIC`,
+	`DROP EVENT TRIGGER IF EXISTS walhouse_enum_labels`,
+	`CREATE EVENT TRIGGER walhouse_enum_labels ON ddl_command_start WHEN TAG IN ('ALTER TYPE') EXECUTE FUNCTION walhouse.enum_labels()`,
+	`DROP EVENT TRIGGER IF EXISTS walhouse_enum`,
+	`CREATE EVENT TRIGGER walhouse_enum ON ddl_command_end WHEN TAG IN ('ALTER TYPE') EXECUTE FUNCTION walhouse.enum_notice()`,
 }
 
 // installDDLTrigger installs the event trigger and the message key if the

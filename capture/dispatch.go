@@ -100,6 +100,15 @@ type translator struct {
 	// rewrite no notice reported, until its first change says where
 	// (rewrittenByCatalog).
 	retyped map[uint32]string
+	// enumCopied holds, by captured table, the version of the copy the
+	// last enum rename notice asked for, so that the notices of a root's
+	// partitions, all at one commit, ask once (enumRenamed).
+	enumCopied map[string]record.LSN
+	// watchEnumLabels is set when no event trigger notice reports enum
+	// renames: enums holds what capture knows of each enum's labels, by
+	// type OID (enumwatch.go).
+	watchEnumLabels bool
+	enums           map[uint32]*enumWatch
 	// unjoined holds descriptions of relations that are not captured
 	// tables (yet): see describe.
 	unjoined map[uint32]*pglogrepl.RelationMessage

@@ -133,7 +133,7 @@ func newRefusedTables(log *slog.Logger) *refusedTables {
 		}, []string{"table"}),
 		inexact: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walhouse_capture_tables_inexact",
-			Help: "Tables that were left out of the stream (or left the publication), or rewritten by DDL and not copied again (--rewrite-copy off, --rewrite-copy-max-rows), since their last --resnapshot: 1 while their ClickHouse table may still hold rows changed, deleted or rewritten meanwhile, which a copy cannot replace or remove.",
+			Help: "Tables that were left out of the stream (or left the publication), or rewritten by DDL and not copied again (--rewrite-copy off, --rewrite-copy-max-rows; an enum label renamed without the event trigger), since their last --resnapshot: 1 while their ClickHouse table may still hold rows changed, deleted or rewritten meanwhile, which a copy cannot replace or remove.",
 		}, []string{"table"}),
 		now:    time.Now,
 		tables: map[string]record.RefusedTable{},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walhouse/walhouse/capture/pgoutput"
 	"github.com/walhouse/walhouse/record"
+	"github.com/walhouse/walhouse/schema"
 )
 
 // Some DDL rewrites every row of a table without a row change in the WAL:
@@ -52,12 +53,19 @@ const rewritePrefix = "walhouse_rewrite"
 
 // rewriteNotice is the content of a rewrite notice: the table PostgreSQL
 // rewrites, its partition root (itself when it is no partition) and
-// PostgreSQL's reason bits (AT_REWRITE_*), kept for the log.
+// PostgreSQL's reason bits (AT_REWRITE_*), kept for the log. A notice of
+// the event trigger walhouse_enum names the enum (schema, name) one of
+// whose labels was renamed instead: the table holds it (see enumRenamed),
+// in Columns, of which Plain are of the enum itself (not an array, a
+// domain or a composite of it).
 type rewriteNotice struct {
-	OID    uint32   `json:"oid"`
-	Table  []string `json:"table"`
-	Root   []string `json:"root"`
-	Reason int      `json:"reason"`
+	OID     uint32   `json:"oid"`
+	Table   []string `json:"table"`
+	Root    []string `json:"root"`
+	Reason  int      `json:"reason"`
+	Enum    []string `json:"enum,omitempty"`
+	Columns []string `json:"columns,omitempty"`
+	Plain   []string `json:"plain,omitempty"`
 }
 
 // parseRewriteNotice decodes a rewrite notice.
@@ -66,10 +74,59 @@ func parseRewriteNotice(content []byte) (rewriteNotice, error) {
 	if err := json.Unmarshal(content, &n); err != nil {
 		return n, fmt.Errorf("rewrite message: %w", err)
 	}
-	if len(n.Table) != 2 || len(n.Root) != 2 {
-		return n, errors.New("rewrite message: table and root must be [schema, name]")
+	if len(n.Table) != 2 || len(n.Root) != 2 || n.Enum != nil && len(n.Enum) != 2 {
+		return n, errors.New("rewrite message: table, root and enum must be [schema, name]")
 	}
 	return n, nil
+}
+
+// ALTER TYPE ... RENAME VALUE changes what every stored value of the
+// label reads as, in every table that holds the enum, without a rewrite
+// or a row change: ClickHouse would keep the old label in every row not
+// changed since (a column a layout stores as Enum8/Enum16 excepted, whose
+// label the sink renames: see enumFollowed). The event trigger
+// walhouse_enum (ddl.go) writes a rewrite notice naming the enum for each
+// table, and the table is copied again as after a rewrite, with two
+// differences, since the rename locks the type and not the tables:
+//
+//   - the copy's version is the position of the DDL's commit, not the
+//     notice's: logical decoding reads an enum value with the catalog as
+//     of its change's position, or with the label its catalog cache holds,
+//     so another transaction's change written before the commit (after
+//     the notice too) may carry the old label, and the copy must replace
+//     it; every change after the commit carries the new one;
+//   - the copy waits for the table's writers (waitForWriters): a
+//     transaction that wrote the old label before the commit may still be
+//     open when the copy starts, and the copy must read its rows.
+//
+// One notice per table is acted on: a root whose partitions all hold the
+// enum is named by each of them, at one commit. A table whose layout
+// stores every column that holds the enum as an Enum8/Enum16 is not
+// copied: the sink renames the label in those columns (labels.go).
+
+// enumFollowed reports whether every captured column of table that holds
+// the enum of notice n is one of the enum itself whose layout stores it
+// as an Enum8/Enum16, which follows a renamed label by itself.
+func (c *config) enumFollowed(table string, n rewriteNotice) bool {
+	layout := c.layouts[table]
+	for _, col := range n.Columns {
+		if layout.Excludes(col) {
+			continue
+		}
+		if o, ok := layout.Columns[col]; !ok || !schema.IsEnumOverride(o.Type) || !slices.Contains(n.Plain, col) {
+			return false
+		}
+	}
+	return len(n.Columns) > 0
+}
+
+// enumRenamed returns the copy's version for a rewrite notice of an enum
+// rename in the transaction that commits at commit (at when unknown).
+func enumRenamed(at, commit record.LSN) record.LSN {
+	if commit > at {
+		return commit
+	}
+	return at
 }
 
 // tables returns the names ("schema.table") under which the rewritten
@@ -105,9 +162,20 @@ func (t *translator) rewrite(ctx context.Context, lsn record.LSN, m pgoutput.Log
 	if m.LSN != 0 {
 		at = record.LSN(m.LSN)
 	}
+	rw := rewrite{at: at, reason: n.Reason}
+	if n.Enum != nil {
+		rw.at, rw.enum = enumRenamed(at, t.commitLSN), n.Enum[0]+"."+n.Enum[1]
+	}
 	for _, table := range n.tables() {
 		if !t.cfg.excluded(table) && t.tables.captured(table) {
-			return t.tables.rewritten(ctx, rewrite{table: table, at: at, reason: n.Reason})
+			if rw.enum != "" && (t.enumCopied[table] == rw.at || t.cfg.enumFollowed(table, n)) {
+				return nil // another partition of the same root, or no stale value
+			}
+			if rw.enum != "" {
+				t.enumCopied[table] = rw.at
+			}
+			rw.table = table
+			return t.tables.rewritten(ctx, rw)
 		}
 	}
 	return nil
@@ -124,6 +192,12 @@ type rewrite struct {
 	// recopy is the re-copy request a recopy notice carried (recopy.go);
 	// empty for a rewrite.
 	recopy string
+	// enum is the enum ("schema.name") whose renamed label the table
+	// holds (enumRenamed); empty for a rewrite.
+	enum string
+	// inexact says why the table cannot be copied exactly and is marked
+	// inexact instead (enumRenamedUnnoticed); empty for a copy.
+	inexact string
 }
 
 // rewritten copies a captured table again after a rewrite, or marks it
@@ -143,11 +217,17 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	} else {
 		s.c.rewrites.WithLabelValues(rw.table).Inc()
 	}
+	if rw.inexact != "" {
+		return s.c.rewriteNotCopied(ctx, rw, rw.inexact)
+	}
 	if !s.c.cfg.rewriteCopy && rw.recopy == "" {
 		return s.c.rewriteNotCopied(ctx, rw, "--rewrite-copy is off")
 	}
 	switch {
 	case rw.recopy != "": // logged above
+	case rw.enum != "":
+		s.c.log.Warn("ALTER TYPE "+rw.enum+" RENAME VALUE changed what the table's stored values read as without row changes (PostgreSQL sends none for it): copying it again next to the stream, at the position of the DDL's commit, so that ClickHouse converges",
+			"table", rw.table, "at", rw.at)
 	case rw.catalog != "":
 		s.c.log.Warn("DDL may have rewritten the table without row changes, and no event trigger notice said so ("+rw.catalog+"): copying it again next to the stream, at the position of its first change after the DDL, so that ClickHouse converges",
 			"table", rw.table, "at", rw.at)
@@ -164,7 +244,7 @@ func (s *stream) rewritten(ctx context.Context, rw rewrite) error {
 	if err := s.c.saveRewritePending(ctx, rw); err != nil {
 		return err
 	}
-	s.online.rewrite(rw.table, rw.at, rw.catalog != "" || rw.recopy != "", rw.recopy)
+	s.online.rewrite(rw.table, rw.at, rw.catalog != "" || rw.recopy != "" || rw.enum != "", rw.recopy)
 	return nil
 }
 
@@ -196,7 +276,11 @@ func (c *Capturer) saveRewritePending(ctx context.Context, rw rewrite) error {
 // plan (a complete one if it had none, so that no copy follows from it),
 // and says why and what to do.
 func (c *Capturer) rewriteNotCopied(ctx context.Context, rw rewrite, why string) error {
-	c.log.Error("DDL rewrote the table without row changes, and it is not copied again ("+why+"): ClickHouse keeps values older than the rewrite and the table is marked inexact (walhouse_capture_tables_inexact). "+
+	what := "DDL rewrote the table without row changes"
+	if rw.enum != "" {
+		what = "ALTER TYPE " + rw.enum + " RENAME VALUE changed what the table's stored values read as without row changes"
+	}
+	c.log.Error(what+", and it is not copied again ("+why+"): ClickHouse keeps values older than the rewrite and the table is marked inexact (walhouse_capture_tables_inexact). "+
 		"For an exact table: once the sink has caught up, stop it, drop the table's ClickHouse table and run capture once with --resnapshot <table>",
 		"table", rw.table, "at", rw.at, "reason", rw.reason)
 	c.refused.setInexact(rw.table, true)
@@ -350,7 +434,7 @@ func (o *onlineSnapshots) beforeRewriteCopy(ctx context.Context, job onlineJob, 
 func newRewritesCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "walhouse_capture_table_rewrites_total",
-		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default): each copies the table again, or marks it inexact.",
+		Help: "DDL that rewrote a captured table without row changes (ALTER COLUMN TYPE with a conversion, ADD COLUMN with a volatile default), or changed what its stored values read as (ALTER TYPE ... RENAME VALUE of an enum it holds): each copies the table again, or marks it inexact.",
 	}, []string{"table"})
 }
 

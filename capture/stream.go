@@ -82,6 +82,7 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 		marks:   marks{interval: c.cfg.markInterval},
 	}
 	s.tr = newTranslator(&c.cfg, sc.sourceID, sc.cat, s, s, sc.key, c.ignored)
+	s.tr.watchEnumLabels = sc.cat != nil && !sc.cat.notices
 	return s
 }
 
@@ -89,18 +90,20 @@ func (c *Capturer) newStream(sc streamConfig) *stream {
 // tables about the tables and hands what it produces to out.
 func newTranslator(cfg *config, sourceID string, cat relationCatalog, tables tableSet, out output, key messageKey, ignored *ignoredMessages) *translator {
 	return &translator{
-		cfg:      cfg,
-		sourceID: sourceID,
-		cat:      cat,
-		tables:   tables,
-		out:      out,
-		key:      key,
-		ignored:  ignored,
-		now:      time.Now,
-		rels:     map[uint32]*relation{},
-		unjoined: map[uint32]*pglogrepl.RelationMessage{},
-		noticed:  map[uint32]bool{},
-		retyped:  map[uint32]string{},
+		cfg:        cfg,
+		sourceID:   sourceID,
+		cat:        cat,
+		tables:     tables,
+		out:        out,
+		key:        key,
+		ignored:    ignored,
+		now:        time.Now,
+		rels:       map[uint32]*relation{},
+		unjoined:   map[uint32]*pglogrepl.RelationMessage{},
+		noticed:    map[uint32]bool{},
+		retyped:    map[uint32]string{},
+		enumCopied: map[string]record.LSN{},
+		enums:      map[uint32]*enumWatch{},
 	}
 }
 

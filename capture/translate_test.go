@@ -197,6 +197,12 @@ func (c *collector) rewritten(_ context.Context, rw rewrite) error {
 	if rw.recopy != "" {
 		entry += " for re-copy " + rw.recopy
 	}
+	if rw.enum != "" {
+		entry += " for enum " + rw.enum
+	}
+	if rw.inexact != "" {
+		entry += " inexact"
+	}
 	c.log = append(c.log, entry)
 	return nil
 }
@@ -754,6 +760,38 @@ func TestTranslator(t *testing.T) {
 			want: []string{"begin", "rewritten public.orders at 0/20", "rewritten public.docs at 0/21", "commit 0/108 at 05:06:07"},
 		},
 		{
+			// ALTER TYPE ... RENAME VALUE: copied at the DDL's commit,
+			// once for a root that its partitions each name.
+			name: "a signed enum rename notice copies the captured table at the commit",
+			steps: []step{
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, captureKey.sign(enumRenameOf("public", "orders", "public", "orders"))),
+				logical(0x21, true, rewritePrefix, captureKey.sign(enumRenameOf("public", "docs_2026", "public", "docs"))),
+				logical(0x22, true, rewritePrefix, captureKey.sign(enumRenameOf("public", "docs_2027", "public", "docs"))),
+				logical(0x23, true, rewritePrefix, captureKey.sign(enumRenameOf("public", "secret", "public", "secret"))),
+				logical(0x24, true, rewritePrefix, captureKey.sign([]byte(`{"oid":42,"table":["public","orders"],"root":["public","orders"],"enum":["mood"]}`))),
+				commit(0x100, 0x108),
+			},
+			want:    []string{"begin", "rewritten public.orders at 0/100 for enum public.mood", "rewritten public.docs at 0/100 for enum public.mood", "commit 0/108 at 05:06:07"},
+			ignored: 1,
+		},
+		{
+			// A column a layout stores as Enum8 follows the rename: a
+			// table that holds the enum only there is not copied.
+			name: "an enum rename notice copies no table whose every column of the enum is an Enum8",
+			opts: []Option{
+				WithTableLayout("public.orders", schema.Layout{Columns: map[string]schema.ColumnLayout{"body": {Type: "Enum8"}}}),
+				WithTableLayout("public.docs", schema.Layout{Columns: map[string]schema.ColumnLayout{"body": {Type: "Enum8"}}}),
+			},
+			steps: []step{
+				begin(0x100),
+				logical(0x20, true, rewritePrefix, captureKey.sign(enumRenameIn("orders", []string{"body"}, []string{"body"}))),
+				logical(0x21, true, rewritePrefix, captureKey.sign(enumRenameIn("docs", []string{"body", "tags"}, []string{"body"}))),
+				commit(0x100, 0x108),
+			},
+			want: []string{"begin", "rewritten public.docs at 0/100 for enum public.mood", "commit 0/108 at 05:06:07"},
+		},
+		{
 			// A sink's re-copy request, noticed by capture outside any
 			// transaction: copied at the notice, as a rewrite; forged,
 			// malformed and not captured ones are skipped.
@@ -925,6 +963,26 @@ func TestValueChangingRetype(t *testing.T) {
 // partition of root (or itself).
 func rewriteOf(schema, table, rootSchema, root string) []byte {
 	b, err := json.Marshal(rewriteNotice{OID: 42, Table: []string{schema, table}, Root: []string{rootSchema, root}, Reason: 4})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// enumRenameOf is the content of a rewrite notice of the event trigger
+// walhouse_enum, for a table holding the enum public.mood.
+func enumRenameOf(schema, table, rootSchema, root string) []byte {
+	b, err := json.Marshal(rewriteNotice{OID: 42, Table: []string{schema, table}, Root: []string{rootSchema, root}, Enum: []string{"public", "mood"}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// enumRenameIn is an enum rename notice for public.table, whose columns
+// hold the enum, plain ones of the enum itself.
+func enumRenameIn(table string, columns, plain []string) []byte {
+	b, err := json.Marshal(rewriteNotice{OID: 42, Table: []string{"public", table}, Root: []string{"public", table}, Enum: []string{"public", "mood"}, Columns: columns, Plain: plain})
 	if err != nil {
 		panic(err)
 	}
