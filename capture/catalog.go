@@ -435,6 +435,17 @@ func buildRelation(ctx context.Context, cat relationCatalog, cfg *config, source
 	if err := record.ValidateColumns(r.tenantColumn, r.columns); err != nil {
 		return nil, refusal(reasonColumns, "table %s: %w", name, err)
 	}
+	for _, c := range r.columns {
+		// walhouse stores an array's elements Nullable, and ClickHouse
+		// sorts by no Nullable: the sink could never create the table.
+		if c.Array && (c.Key || c.Name == r.tenantColumn) {
+			role := "key"
+			if c.Name == r.tenantColumn {
+				role = "tenant"
+			}
+			return nil, refusal(reasonColumns, "table %s: its %s column %s is an array (%s[]), which walhouse cannot sort a ClickHouse table by: give the table a key (or a tenant column) of single values in PostgreSQL, or leave it out with --exclude-tables", name, role, c.Name, c.Type)
+		}
+	}
 	r.lastSize = 256 + 64*len(r.columns)
 	if err := r.setSchema(ctx, cfg); err != nil {
 		return nil, err

@@ -72,3 +72,39 @@ func TestIntegrationStartWithEveryTableLeftOut(t *testing.T) {
 		t.Errorf("tables left out: %q, want %q", names, want)
 	}
 }
+
+// TestIntegrationArrayKeyLeftOut: a table keyed by an array is left out
+// (invalid_columns) at its first Relation message, and capture goes on
+// past its changes and streams the other table: its ClickHouse table
+// could never be created, which stalled the sink.
+func TestIntegrationArrayKeyLeftOut(t *testing.T) {
+	env, pg := connectPG(t)
+	ctx := context.Background()
+	keyed := createTable(t, pg, "arraykey", `(tenant_id text, ids int[], PRIMARY KEY (tenant_id, ids))`)
+	plain := createTable(t, pg, "arrayplain", `(tenant_id text, id int, ids int[], PRIMARY KEY (tenant_id, id))`)
+	slot, pub, prefix := freshSlot(t, pg, "wh")
+	c, stop := start(t, env, prefix, capture.WithSlot(slot), capture.WithPublication(pub), capture.WithTables(keyed, plain), capture.WithHeartbeatInterval(200*time.Millisecond))
+	defer stop()
+	var after string
+	if _, err := pg.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ('t', '{1,2}')`, keyed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ('t', 1, '{1,2}') RETURNING pg_current_wal_insert_lsn()::text`, plain)).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	err := testenv.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		var passed bool
+		err := pg.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", after, slot).Scan(&passed)
+		if err != nil || !passed {
+			return fmt.Errorf("confirmed_flush_lsn not past %s yet (%v)", after, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := c.Stats().Refused
+	if len(refused) != 1 || refused[0].Table != "public."+keyed || !slices.Equal(refused[0].Reasons, []string{"invalid_columns"}) {
+		t.Errorf("tables left out: %+v, want public.%s for invalid_columns", refused, keyed)
+	}
+}

@@ -35,9 +35,10 @@ const (
 
 // Type OIDs of the scripted catalog.
 const (
-	oidInt8 = 20
-	oidText = 25
-	oidMood = 16400 // an enum type
+	oidInt8      = 20
+	oidText      = 25
+	oidMood      = 16400 // an enum type
+	oidInt8Array = 1016
 )
 
 // relationMsg describes a table the way pgoutput does. Columns are
@@ -56,6 +57,8 @@ func relationMsg(id uint32, table string, identity byte, cols ...string) *pglogr
 			col.DataType = oidInt8
 		case "mood":
 			col.DataType = oidMood
+		case "int8[]":
+			col.DataType = oidInt8Array
 		}
 		m.Columns = append(m.Columns, col)
 	}
@@ -88,6 +91,8 @@ func (c scriptedCatalog) typeOf(_ context.Context, oid uint32) (typeInfo, error)
 		return typeInfo{name: "text"}, nil
 	case oidMood:
 		return typeInfo{name: "mood", enum: true, oid: oidMood}, nil
+	case oidInt8Array:
+		return typeInfo{name: "int8", array: true}, nil
 	}
 	return typeInfo{}, fmt.Errorf("type %d not scripted", oid)
 }

@@ -197,6 +197,8 @@ func TestNewTable(t *testing.T) {
 	}{
 		"no key":            {[]record.Column{{Name: "tenant_id", Type: "text", Key: true}, {Name: "v", Type: "text"}}, Options{}, "no primary key"},
 		"meta clash":        {append(cols[:2:2], record.Column{Name: "_version", Type: "int8"}), Options{}, "clashes"},
+		"array key":         {[]record.Column{{Name: "tenant_id", Type: "text", Key: true}, {Name: "ids", Type: "int8", Array: true, Key: true}}, Options{}, "its key or tenant column \"ids\" is an array"},
+		"array tenant":      {[]record.Column{{Name: "tenant_id", Type: "text", Array: true, Key: true}, {Name: "id", Type: "int8", Key: true}}, Options{}, "its key or tenant column \"tenant_id\" is an array"},
 		"partition missing": {cols, Options{PartitionBy: "nope"}, "does not exist"},
 		"partition not key": {cols, Options{PartitionBy: "created_at"}, "must be part of the primary key"},
 		"partition type":    {cols, Options{PartitionBy: "id"}, "date or timestamp"},

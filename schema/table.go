@@ -189,6 +189,14 @@ func NewTable(src record.Source, tenantColumn string, cols []record.Column, opts
 	if len(t.OrderBy) < 2 {
 		return nil, fmt.Errorf("table %s.%s has no primary key: add one (or a REPLICA IDENTITY USING INDEX) in PostgreSQL", src.Schema, src.Table)
 	}
+	for _, c := range t.Columns {
+		// An array's elements are Nullable, and ClickHouse sorts by no
+		// Nullable: CREATE would fail every time (capture leaves such a
+		// table out; this is for records of an older capture).
+		if c.Type.array && (c.Source.Key || c.Name == t.TenantColumn) {
+			return nil, fmt.Errorf("table %s.%s: its key or tenant column %q is an array, which walhouse cannot sort a ClickHouse table by: give the table a key of single values in PostgreSQL, or exclude it", src.Schema, src.Table, c.Name)
+		}
+	}
 	if t.PartitionBy != "" {
 		c, ok := t.column(t.PartitionBy)
 		if !ok {
