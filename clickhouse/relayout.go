@@ -43,9 +43,8 @@ import (
 //
 // The new table is built beside the old one from the rows ClickHouse has,
 // not from PostgreSQL: every row that is live at FINAL, at its version,
-// and the newest tombstone of every key that is deleted at FINAL (so a
-// stale version replayed later, a dead letter say, cannot bring the row
-// back). Versions collapse by the old sorting key there, which holds the
+// and every tombstone (so a stale version replayed later, a dead letter
+// say, cannot bring a deleted row back; see final). Versions collapse by the old sorting key there, which holds the
 // primary key, so that is one row per row of PostgreSQL whatever the new
 // key is. Then EXCHANGE TABLES swaps the two atomically: a reader sees the
 // old table, then the new one, never a missing or doubled row.
@@ -319,7 +318,7 @@ func (w *Writer) relayout(ctx context.Context, t *schema.Table, have shape) (Rel
 		return res, err
 	}
 	if dry.refused() > 0 {
-		return res, refusedError(t, have.retype, dry, "its rows (those live at FINAL, and the newest tombstones)")
+		return res, refusedError(t, have.retype, dry, "its rows (those live at FINAL, and its tombstones)")
 	}
 	if len(dry) > 0 {
 		w.log.Info("relayout: checked the values of the narrowed columns; none is refused", "table", t.QualifiedName(), "found", dry.note())
@@ -451,7 +450,7 @@ func (w *Writer) buildBeside(ctx context.Context, t *schema.Table, have shape, e
 	if err != nil {
 		return nil, err
 	}
-	w.log.Info("relayout: copying the rows of the old table (FINAL, and the newest tombstones)", "table", t.QualifiedName(), "parts", len(before))
+	w.log.Info("relayout: copying the rows of the old table (FINAL, and every tombstone)", "table", t.QualifiedName(), "parts", len(before))
 	copyID := fmt.Sprintf("walhouse-relayout-%s-%d", t.Name, time.Now().UnixNano())
 	stop := w.reportCopy(ctx, t, copyID)
 	err = w.conn.Exec(ch.Context(ctx, ch.WithQueryID(copyID), ch.WithSettings(ch.Settings{"insert_deduplicate": 0})), copyPlan{from: t.Name, to: build, key: have.sortingKey, retype: have.retype}.final(p))
