@@ -110,11 +110,14 @@ func (v *Verifier) Repair(ctx context.Context, src record.Source, res *TableResu
 	if skipped == len(res.Mismatches) {
 		return nil
 	}
-	if err := v.tombstones(ctx, t, repaired, version-1); err != nil {
-		return fmt.Errorf("repair %s: %w", res.Table, err)
-	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("repair %s: insert %d rows: %w", res.Table, len(res.Mismatches)-skipped, err)
+	}
+	// After the rows, so that a repair cut short between the two never
+	// leaves a key deleted; the repaired rows get tombstones one version
+	// below them too, which hide nothing.
+	if err := v.tombstones(ctx, t, repaired, version-1); err != nil {
+		return fmt.Errorf("repair %s: %w", res.Table, err)
 	}
 	v.cfg.log.Info("repaired rows written", "table", res.Table, "rows", len(res.Mismatches)-skipped, "version", version)
 	return v.inSnapshot(ctx, t, func(snap *snapshot) error {
