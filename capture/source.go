@@ -326,7 +326,10 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		  (SELECT array_agg(l.col) FROM jsonb_array_elements_text(t.layout::jsonb) AS l(col)
 		   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = l.col AND a.attnum > 0 AND NOT a.attisdropped
 		   WHERE c.relreplident <> 'f' AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid
-		     AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)) AND a.attnum = ANY (i.indkey::int2[])))
+		     AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)) AND a.attnum = ANY (i.indkey::int2[]))),
+		  (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+		   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND ty.typcategory = 'A'
+		     AND (a.attname = t.tenant OR EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident) AND a.attnum = ANY (i.indkey::int2[]))))
 		FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::text[]) AS t(nsp, rel, tenant, layout, needed)
 		LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.nsp
 		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel
@@ -344,10 +347,11 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		generated                 bool
 		layoutMissing             []string // columns of the layout the table lacks
 		layoutOutside             []string // columns of the layout outside the replica identity
+		arrayKeys                 []string // key or tenant columns that are arrays
 		out                       = map[string]error{}
 	)
 	qp := pgx.Identifier{cfg.publication}.Sanitize()
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &entry.columns, &entry.missing, &generated, &layoutMissing, &layoutOutside}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &exists, &hasKey, &identity, &hasTenant, &filter, &entry.columns, &entry.missing, &generated, &layoutMissing, &layoutOutside, &arrayKeys}, func() error {
 		name := schema + "." + table
 		if !exists {
 			return nil // dropped since it was listed: it leaves the publication too
@@ -369,6 +373,11 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *config, version serve
 		}
 		if shape && len(layoutOutside) > 0 {
 			errs = append(errs, refusal(reasonIdentity, "table %s: its layout sorts by %s, outside the replica identity, so an update of one could not remove the row at its old position (and a delete would miss it); run ALTER TABLE %s REPLICA IDENTITY FULL (or REPLICA IDENTITY USING INDEX on a unique index holding them)", name, strings.Join(layoutOutside, ", "), qt))
+		}
+		if shape && len(arrayKeys) > 0 {
+			// As buildRelation refuses it (catalog.go), or the table would
+			// join the stream at every look and be left out at its copy.
+			errs = append(errs, refusal(reasonColumns, "table %s: its key or tenant column %s is an array, which walhouse cannot sort a ClickHouse table by: give the table a key (or a tenant column) of single values in PostgreSQL, or leave it out with --exclude-tables", name, strings.Join(arrayKeys, ", ")))
 		}
 		if !hasTenant && cfg.defaultTenant == "" {
 			errs = append(errs, refusal(reasonNoTenant, "table %s has no tenant column %q: add one, name another with --tenant-column-for %s=COLUMN, or map the table to a fixed tenant with --default-tenant", name, cfg.relationTenant(schema, table), name))
