@@ -37,13 +37,7 @@ func TestIntegrationLayoutJSON(t *testing.T) {
 		json_build_object('n', i, 'deep', json_build_object('x', json_build_object('y', i * 2)))
 		FROM generate_series(1, 60) i`, qt))
 
-	file := filepath.Join(t.TempDir(), "walhouse.yaml")
-	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n      payload: {type: JSON}\n      doc: {type: JSON}\n", table)
-	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
-	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+	capture, sink := p.startJSONLayout(table)
 
 	p.exec(fmt.Sprintf(`UPDATE %s SET payload = jsonb_set(payload, '{status}', '"refunded"') WHERE id %% 4 = 1 AND payload IS NOT NULL`, qt))
 	p.exec(fmt.Sprintf(`UPDATE %s SET payload = '{}' WHERE id = 3`, qt))
@@ -95,6 +89,19 @@ func TestIntegrationLayoutJSON(t *testing.T) {
 	if err != nil {
 		t.Errorf("walhouse verify of the JSON columns: %v\n%s", err, out)
 	}
+}
+
+// startJSONLayout starts capture and a sink on table with a layout that
+// stores its payload and doc columns as ClickHouse's JSON type.
+func (p *pipeline) startJSONLayout(table string) (capture, sink *testenv.Proc) {
+	p.t.Helper()
+	file := filepath.Join(p.t.TempDir(), "walhouse.yaml")
+	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n      payload: {type: JSON}\n      doc: {type: JSON}\n", table)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	capture = p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
+	return capture, testenv.Start(p.t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
 }
 
 // checkColumnTypes fails the test unless the ClickHouse table's columns
@@ -224,13 +231,7 @@ func TestIntegrationLayoutJSONRefusedValues(t *testing.T) {
 	p := newPipeline(t)
 	table, qt := p.table("jsonrefused", `(tenant_id text, id int, payload jsonb, doc json, PRIMARY KEY (tenant_id, id))`)
 	p.exec(fmt.Sprintf(`INSERT INTO %s SELECT 't', i, jsonb_build_object('n', i), json_build_object('n', i) FROM generate_series(1, 20) i`, qt))
-	file := filepath.Join(t.TempDir(), "walhouse.yaml")
-	cfg := fmt.Sprintf("layout:\n  public.%s:\n    columns:\n      payload: {type: JSON}\n      doc: {type: JSON}\n", table)
-	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	capture := p.runCapture(append([]string{"--config", file}, p.captureArgs([]string{table})...))
-	sink := testenv.Start(t, "sink", walhouseBin, append([]string{"--config", file}, p.sinkArgs()...)...)
+	capture, sink := p.startJSONLayout(table)
 
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 100, (repeat('{"a":', 1500) || '1' || repeat('}', 1500))::jsonb, '{}')`, qt))
 	p.exec(fmt.Sprintf(`INSERT INTO %s VALUES ('t', 101, ('{"x":' || repeat('[', 1200) || repeat(']', 1200) || '}')::jsonb, '{}')`, qt))
